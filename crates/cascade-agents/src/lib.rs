@@ -1,0 +1,1 @@
+//! cascade-agents (being built).

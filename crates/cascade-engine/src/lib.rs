@@ -1,0 +1,1 @@
+//! cascade-engine (being built).

@@ -1,0 +1,1 @@
+//! cascade-gates (being built).

@@ -1,0 +1,25 @@
+//! git2 helpers for cascade. Nothing here knows about stories or agents.
+//!
+//! - [`repo`]: discovering the repository from any directory (main or linked
+//!   worktree), the one `.cascade/` state directory per repository, and
+//!   `.git/info/exclude` entries.
+//! - [`status`] and [`fingerprint`]: the content fingerprint of a working tree
+//!   that keys the gate cache (git blob ids from the index where stat data is
+//!   unchanged, hashed in parallel where not).
+//! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
+//!   committing everything an agent changed, and merging a story branch into
+//!   its feature branch with conflict detection.
+//!
+//! Errors are [`GitError`] (or a module's own type), always naming the path or
+//! operation that failed.
+
+pub mod commit;
+pub mod error;
+pub mod fingerprint;
+pub mod merge;
+pub mod repo;
+pub mod status;
+pub mod worktree;
+
+pub use error::GitError;
+pub use repo::RepoPaths;

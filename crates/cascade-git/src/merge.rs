@@ -1,0 +1,1 @@
+//! Owned by the engine work (issue 5): merge helpers.

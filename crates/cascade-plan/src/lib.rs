@@ -1,0 +1,1 @@
+//! cascade-plan (being built).

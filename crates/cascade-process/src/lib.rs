@@ -1,0 +1,580 @@
+//! Supervised child processes for cascade: one place that knows how to run an
+//! agent or a gate command safely.
+//!
+//! What it owns:
+//! - **argv only.** A [`Spec`] is a program plus argument vector; nothing here
+//!   ever goes through `sh -c`, so user text cannot be reinterpreted.
+//! - **process groups.** Every child is the leader of its own process group, so
+//!   a timeout, a cancellation or a drop kills the child *and everything it
+//!   forked* (SIGTERM to the group, a grace period, then SIGKILL), the way
+//!   cargo-nextest does. After the leader exits, any member of its group that is
+//!   still alive (a leaked grandchild) is killed too and reported as `leaked`.
+//! - **output.** stdout and stderr are read concurrently, appended to an optional
+//!   log file, kept in memory only as a bounded tail (huge output cannot blow
+//!   the memory), and stdout can be fed line by line to a callback (used to
+//!   parse agents' JSON event streams as they arrive).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), cascade_process::SpawnError> {
+//! use cascade_process::{CancelToken, Spec};
+//! use std::time::Duration;
+//! let spec = Spec::new("cargo")
+//!     .args(["test", "--quiet"])
+//!     .cwd("/tmp/project")
+//!     .timeout(Duration::from_secs(600));
+//! let outcome = spec.spawn()?.wait(&CancelToken::new()).await;
+//! println!("success: {}", outcome.success());
+//! # Ok(()) }
+//! ```
+
+mod cancel;
+mod output;
+
+pub use cancel::CancelToken;
+pub use output::Captured;
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+/// Called with every complete stdout line (without the trailing newline).
+pub type LineCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// Default number of bytes of each stream kept in memory.
+pub const DEFAULT_TAIL_BYTES: usize = 64 * 1024;
+/// Default time between SIGTERM and SIGKILL when a group is stopped.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
+/// How long the output pipes may stay open after the leader exited before the
+/// remaining group members are considered leaked and killed.
+const LEAK_WINDOW: Duration = Duration::from_millis(200);
+/// A stdout line longer than this is delivered in pieces rather than buffered forever.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// Everything needed to start one child process.
+#[derive(Clone)]
+pub struct Spec {
+    program: OsString,
+    args: Vec<OsString>,
+    cwd: Option<PathBuf>,
+    env: Vec<(OsString, OsString)>,
+    env_clear: bool,
+    stdin: Option<Vec<u8>>,
+    timeout: Option<Duration>,
+    grace: Duration,
+    log: Option<PathBuf>,
+    tail_bytes: usize,
+    on_stdout_line: Option<LineCallback>,
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("timeout", &self.timeout)
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Spec {
+    /// A spec running `program` (looked up on the child's PATH when it has no slash).
+    pub fn new(program: impl Into<OsString>) -> Self {
+        Spec {
+            program: program.into(),
+            args: Vec::new(),
+            cwd: None,
+            env: Vec::new(),
+            env_clear: false,
+            stdin: None,
+            timeout: None,
+            grace: DEFAULT_GRACE,
+            log: None,
+            tail_bytes: DEFAULT_TAIL_BYTES,
+            on_stdout_line: None,
+        }
+    }
+
+    /// Appends one argument.
+    pub fn arg(mut self, arg: impl Into<OsString>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// The working directory of the child.
+    pub fn cwd(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(dir.into());
+        self
+    }
+
+    /// Sets one environment variable for the child (added to the inherited environment).
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Starts the child from an empty environment (then adds what [`Spec::env`] set).
+    pub fn env_clear(mut self) -> Self {
+        self.env_clear = true;
+        self
+    }
+
+    /// Bytes written to the child's stdin (which is otherwise `/dev/null`).
+    pub fn stdin_bytes(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Kills the process group when the child runs longer than this.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Same as [`Spec::timeout`] but optional.
+    pub fn maybe_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Time between SIGTERM and SIGKILL when the group is stopped.
+    pub fn grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
+    }
+
+    /// Appends stdout and stderr, as they arrive, to this file (created with its parents).
+    pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
+        self.log = Some(path.into());
+        self
+    }
+
+    /// How many bytes of each stream to keep in memory (the tail).
+    pub fn tail_bytes(mut self, bytes: usize) -> Self {
+        self.tail_bytes = bytes;
+        self
+    }
+
+    /// Feeds every stdout line to `callback` while the child runs.
+    pub fn on_stdout_line(mut self, callback: LineCallback) -> Self {
+        self.on_stdout_line = Some(callback);
+        self
+    }
+
+    /// The program, as given.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments, as given.
+    pub fn get_args(&self) -> &[OsString] {
+        &self.args
+    }
+
+    /// Starts the child in its own process group.
+    ///
+    /// Must be called inside a tokio runtime.
+    pub fn spawn(&self) -> Result<Running, SpawnError> {
+        let log = match &self.log {
+            Some(path) => Some(Arc::new(Mutex::new(open_log(path)?))),
+            None => None,
+        };
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args)
+            .stdin(if self.stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Own process group: the group id is the child's pid, so the
+            // whole tree it forks can be signalled at once.
+            .process_group(0)
+            .kill_on_drop(true);
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        if self.env_clear {
+            cmd.env_clear();
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let started = Instant::now();
+        let mut child = cmd.spawn().map_err(|source| {
+            if let Some(dir) = &self.cwd {
+                if !dir.is_dir() {
+                    return SpawnError::NoWorkingDir { dir: dir.clone() };
+                }
+            }
+            SpawnError::from_io(&self.program, source)
+        })?;
+        let pid = child.id().unwrap_or(0);
+        if let (Some(bytes), Some(mut stdin)) = (self.stdin.clone(), child.stdin.take()) {
+            tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                // A child that does not read its stdin is not an error.
+                let _ = stdin.write_all(&bytes).await;
+            });
+        }
+        let stdout = child.stdout.take().map(|pipe| {
+            tokio::spawn(output::pump(
+                pipe,
+                self.tail_bytes,
+                log.clone(),
+                self.on_stdout_line.clone(),
+            ))
+        });
+        let stderr = child
+            .stderr
+            .take()
+            .map(|pipe| tokio::spawn(output::pump(pipe, self.tail_bytes, log.clone(), None)));
+        Ok(Running {
+            child,
+            pid,
+            started,
+            timeout: self.timeout,
+            grace: self.grace,
+            stdout,
+            stderr,
+            finished: false,
+        })
+    }
+
+    /// Spawns and waits in one call.
+    pub async fn run(&self, cancel: &CancelToken) -> Result<Outcome, SpawnError> {
+        Ok(self.spawn()?.wait(cancel).await)
+    }
+}
+
+fn open_log(path: &Path) -> Result<File, SpawnError> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| SpawnError::Log {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| SpawnError::Log {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+/// Why a child could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    /// The program does not exist (not on PATH, or the path is wrong).
+    #[error("command '{program}' not found")]
+    NotFound { program: String },
+    /// The program exists but may not be executed.
+    #[error("command '{program}' is not executable")]
+    PermissionDenied { program: String },
+    /// The working directory does not exist.
+    #[error("working directory '{}' does not exist", dir.display())]
+    NoWorkingDir { dir: PathBuf },
+    /// The log file could not be opened.
+    #[error("cannot open log file '{}': {source}", path.display())]
+    Log {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Any other spawn failure.
+    #[error("cannot start '{program}': {source}")]
+    Io {
+        program: String,
+        source: std::io::Error,
+    },
+}
+
+impl SpawnError {
+    fn from_io(program: &OsStr, source: std::io::Error) -> Self {
+        let program = program.to_string_lossy().into_owned();
+        match source.kind() {
+            std::io::ErrorKind::NotFound => SpawnError::NotFound { program },
+            std::io::ErrorKind::PermissionDenied => SpawnError::PermissionDenied { program },
+            _ => SpawnError::Io { program, source },
+        }
+    }
+}
+
+/// A started child. Dropping it before [`Running::wait`] finishes kills its group.
+pub struct Running {
+    child: Child,
+    pid: u32,
+    started: Instant,
+    timeout: Option<Duration>,
+    grace: Duration,
+    stdout: Option<tokio::task::JoinHandle<Captured>>,
+    stderr: Option<tokio::task::JoinHandle<Captured>>,
+    finished: bool,
+}
+
+/// How the wait ended, before the outcome is assembled.
+enum Ending {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+impl Running {
+    /// The child's pid, which is also its process-group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Waits for the child, enforcing the timeout and watching `cancel`.
+    /// On timeout or cancellation the whole process group is stopped
+    /// (SIGTERM, grace period, SIGKILL).
+    pub async fn wait(mut self, cancel: &CancelToken) -> Outcome {
+        let deadline = self.timeout.map(|t| self.started + t);
+        let ending = tokio::select! {
+            status = self.child.wait() => match status {
+                Ok(status) => Ending::Exited(status),
+                // Waiting failed (should not happen); treat it as a crash below.
+                Err(_) => Ending::Cancelled,
+            },
+            _ = sleep_until(deadline) => Ending::TimedOut,
+            _ = cancel.cancelled() => Ending::Cancelled,
+        };
+        let (status, timed_out, cancelled) = match ending {
+            Ending::Exited(status) => (Some(status), false, false),
+            Ending::TimedOut => (self.stop_group().await, true, false),
+            Ending::Cancelled => (self.stop_group().await, false, true),
+        };
+        // The leader is gone. Members of its group may still hold the pipes
+        // open (a leaked grandchild); give them a moment, then kill the group
+        // so that nothing outlives the run. After a timeout or cancellation
+        // the group was already killed, so only a natural exit can leak.
+        let exited_by_itself = !timed_out && !cancelled;
+        let mut leaked = false;
+        let stdout = self.stdout.take();
+        let stderr = self.stderr.take();
+        let collect = async {
+            let out = match stdout {
+                Some(h) => h.await.unwrap_or_default(),
+                None => Captured::default(),
+            };
+            let err = match stderr {
+                Some(h) => h.await.unwrap_or_default(),
+                None => Captured::default(),
+            };
+            (out, err)
+        };
+        tokio::pin!(collect);
+        let (stdout, stderr) = match tokio::time::timeout(LEAK_WINDOW, &mut collect).await {
+            Ok(pair) => pair,
+            Err(_) => {
+                leaked = exited_by_itself;
+                kill_group(self.pid, libc::SIGKILL);
+                collect.await
+            }
+        };
+        // Members that closed their pipes but live on are killed as well.
+        if exited_by_itself && !leaked && group_alive(self.pid) {
+            leaked = true;
+        }
+        kill_group(self.pid, libc::SIGKILL);
+        self.finished = true;
+        let (exit_code, signal) = match status {
+            Some(status) => {
+                use std::os::unix::process::ExitStatusExt;
+                (status.code(), status.signal())
+            }
+            None => (None, None),
+        };
+        Outcome {
+            pid: self.pid,
+            exit_code,
+            signal,
+            timed_out,
+            cancelled,
+            leaked,
+            duration: self.started.elapsed(),
+            stdout,
+            stderr,
+        }
+    }
+
+    /// SIGTERM to the group, wait up to the grace period, then SIGKILL.
+    async fn stop_group(&mut self) -> Option<std::process::ExitStatus> {
+        kill_group(self.pid, libc::SIGTERM);
+        match tokio::time::timeout(self.grace, self.child.wait()).await {
+            Ok(Ok(status)) => {
+                // The leader obeyed; make sure its children did too.
+                kill_group(self.pid, libc::SIGKILL);
+                Some(status)
+            }
+            _ => {
+                kill_group(self.pid, libc::SIGKILL);
+                self.child.wait().await.ok()
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.finished {
+            kill_group(self.pid, libc::SIGKILL);
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Sends `signal` to every process of the group led by `pgid`.
+/// Errors (typically ESRCH: the group is already gone) are ignored on purpose.
+pub fn kill_group(pgid: u32, signal: i32) {
+    if pgid == 0 {
+        return;
+    }
+    // SAFETY: kill(2) with a negative pid signals a process group; it has no
+    // memory-safety preconditions.
+    unsafe {
+        libc::kill(-(pgid as libc::pid_t), signal);
+    }
+}
+
+/// Whether any live (not zombie) process belongs to the group led by `pgid`.
+///
+/// A killed process stays a zombie until its new parent reaps it, and
+/// `kill(-pgid, 0)` still counts zombies, so on Linux the group is looked up
+/// in `/proc` instead.
+pub fn group_alive(pgid: u32) -> bool {
+    if pgid == 0 {
+        return false;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        if let Ok(entries) = std::fs::read_dir("/proc") {
+            return entries.flatten().any(|entry| {
+                let name = entry.file_name();
+                let Some(pid) = name
+                    .to_str()
+                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                else {
+                    return false;
+                };
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    return false;
+                };
+                // Fields after the parenthesised command name: state ppid pgrp ...
+                let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+                let mut fields = rest.split_whitespace();
+                let state = fields.next().unwrap_or("Z");
+                let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
+                pgrp == Some(pgid) && state != "Z" && state != "X"
+            });
+        }
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    unsafe { libc::kill(-(pgid as libc::pid_t), 0) == 0 }
+}
+
+/// Whether a process with this pid exists (used for stale lock detection).
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The result of one supervised run.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The child's pid (and process-group id).
+    pub pid: u32,
+    /// Exit code when the child exited normally.
+    pub exit_code: Option<i32>,
+    /// Signal number when the child was killed by a signal.
+    pub signal: Option<i32>,
+    /// The timeout expired and the group was killed.
+    pub timed_out: bool,
+    /// The cancel token fired and the group was killed.
+    pub cancelled: bool,
+    /// Some process of the group outlived the leader and was killed.
+    pub leaked: bool,
+    /// Wall time from spawn to the end of the wait.
+    pub duration: Duration,
+    /// The tail of stdout.
+    pub stdout: Captured,
+    /// The tail of stderr.
+    pub stderr: Captured,
+}
+
+impl Outcome {
+    /// Exited by itself with code 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+    }
+
+    /// A short human description: "exit code 3", "killed by signal 9", "timed out after 5s".
+    pub fn describe(&self) -> String {
+        if self.timed_out {
+            format!("timed out after {:.1}s", self.duration.as_secs_f64())
+        } else if self.cancelled {
+            "cancelled".to_string()
+        } else if let Some(code) = self.exit_code {
+            format!("exit code {code}")
+        } else if let Some(sig) = self.signal {
+            format!("killed by signal {sig}")
+        } else {
+            "ended without an exit status".to_string()
+        }
+    }
+
+    /// The last `max_bytes` of stdout followed by stderr, lossily decoded.
+    pub fn output_excerpt(&self, max_bytes: usize) -> String {
+        let mut text = self.stdout.text_lossy();
+        let err = self.stderr.text_lossy();
+        if !err.is_empty() {
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&err);
+        }
+        output::tail_str(&text, max_bytes).to_string()
+    }
+}
+
+/// Writes `bytes` to the shared log, ignoring failures: a full disk must not
+/// turn into a failed agent or gate.
+fn write_log(log: &Option<Arc<Mutex<File>>>, bytes: &[u8]) {
+    if let Some(log) = log {
+        if let Ok(mut file) = log.lock() {
+            let _ = file.write_all(bytes);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

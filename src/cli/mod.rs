@@ -1,0 +1,138 @@
+//! The command tree of `shared/CLI.md` and the dispatch to one module per area.
+//!
+//! Each area module (`plan_cmds`, `agents_cmd`, `gates_cmd`, `run_cmd`,
+//! `mega_cmd`, `worktree_cmd`, `demo`) owns its argument structs' behaviour and
+//! returns an exit code or a [`Failure`] that carries one.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub mod agents_cmd;
+pub mod demo;
+pub mod gates_cmd;
+pub mod mega_cmd;
+pub mod plan_cmds;
+pub mod run_cmd;
+pub mod worktree_cmd;
+
+/// Exit code: everything asked for is complete.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the run finished but something failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad input or usage.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: interrupted (SIGINT); state is saved.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// An error on its way out of the binary, with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: u8,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad input or usage (exit 2).
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code: EXIT_USAGE,
+            error: error.into(),
+        }
+    }
+
+    /// Something failed at run time (exit 1).
+    pub fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code: EXIT_FAILED,
+            error: error.into(),
+        }
+    }
+}
+
+/// What every command returns: the exit code on success paths, or a failure.
+pub type CliResult = Result<u8, Failure>;
+
+/// cascade: schedules coding agents over a plan.
+#[derive(Debug, Parser)]
+#[command(name = "cascade", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct Global {
+    /// agents.json to use (default: ./agents.json, then ~/.config/cascade/agents.json, then built-in)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub agents: Option<PathBuf>,
+    /// Run as if cascade was started in DIR
+    #[arg(short = 'C', global = true, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the execution batches of a PRD
+    Batches(plan_cmds::BatchesArgs),
+    /// Analyze the dependency graph of a PRD or mega-plan
+    Deps(plan_cmds::DepsArgs),
+    /// Validate a PRD or mega-plan and report every problem
+    Validate(plan_cmds::ValidateArgs),
+    /// Configured agents and how stories resolve to them
+    #[command(subcommand)]
+    Agents(agents_cmd::AgentsCommand),
+    /// Quality gates and their result cache
+    #[command(subcommand)]
+    Gates(gates_cmd::GatesCommand),
+    /// Approve a PRD and run its stories
+    Approve(run_cmd::RunArgs),
+    /// Show the state of the current run
+    Status(run_cmd::StatusArgs),
+    /// Continue an interrupted or killed run
+    Resume(run_cmd::RunArgs),
+    /// Multi-feature plans (mega-plan.json)
+    #[command(subcommand)]
+    Mega(mega_cmd::MegaCommand),
+    /// cascade's worktrees and branches
+    #[command(subcommand)]
+    Worktree(worktree_cmd::WorktreeCommand),
+    /// Run the whole pipeline on a scratch repository with the bundled offline agent
+    Demo(demo::DemoArgs),
+}
+
+/// Applies `-C` and runs the chosen command.
+pub fn dispatch(cli: Cli) -> CliResult {
+    if let Some(dir) = &cli.global.dir {
+        std::env::set_current_dir(dir).map_err(|e| {
+            Failure::usage(anyhow::anyhow!(
+                "cannot change to directory '{}': {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    let g = &cli.global;
+    match cli.command {
+        Command::Batches(a) => plan_cmds::batches(g, a),
+        Command::Deps(a) => plan_cmds::deps(g, a),
+        Command::Validate(a) => plan_cmds::validate(g, a),
+        Command::Agents(c) => agents_cmd::run(g, c),
+        Command::Gates(c) => gates_cmd::run(g, c),
+        Command::Approve(a) => run_cmd::approve(g, a),
+        Command::Status(a) => run_cmd::status(g, a),
+        Command::Resume(a) => run_cmd::resume(g, a),
+        Command::Mega(c) => mega_cmd::run(g, c),
+        Command::Worktree(c) => worktree_cmd::run(g, c),
+        Command::Demo(a) => demo::run(g, a),
+    }
+}
+
+/// Placeholder result for a command whose issue has not landed yet.
+pub fn not_built(what: &str) -> CliResult {
+    Err(Failure::usage(anyhow::anyhow!(
+        "`cascade {what}` is not available in this build yet"
+    )))
+}

@@ -1,0 +1,67 @@
+//! Helpers shared by the end-to-end tests: the binary, temp repositories, scripts.
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+/// The `cascade` binary, with a clean environment for reproducible output.
+pub fn cascade(dir: &Path) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("cascade").expect("binary built");
+    cmd.current_dir(dir)
+        .env("NO_COLOR", "1")
+        .env_remove("XDG_CONFIG_HOME")
+        .env("HOME", dir);
+    cmd
+}
+
+/// Runs git in `dir` and panics with its output on failure.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = StdCommand::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.com")
+        .env("GIT_COMMITTER_NAME", "test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.com")
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh repository on branch `main` with one commit holding `README.md`.
+pub fn init_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let p = dir.path();
+    git(p, &["init", "-q", "-b", "main"]);
+    git(p, &["config", "user.name", "test"]);
+    git(p, &["config", "user.email", "test@example.com"]);
+    git(p, &["config", "commit.gpgsign", "false"]);
+    std::fs::write(p.join("README.md"), "# test\n").expect("write");
+    git(p, &["add", "-A"]);
+    git(p, &["commit", "-q", "-m", "init"]);
+    dir
+}
+
+/// Writes an executable `#!/bin/sh` script and returns its path.
+pub fn script(path: &Path, body: &str) -> PathBuf {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    path.to_path_buf()
+}
+
+/// Writes `value` as pretty JSON.
+pub fn write_json(path: &Path, value: &serde_json::Value) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(path, serde_json::to_string_pretty(value).expect("json")).expect("write");
+}

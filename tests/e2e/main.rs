@@ -1,0 +1,10 @@
+//! End-to-end tests of the `cascade` binary: temp git repos, scripted agents.
+//!
+//! One test binary (fast to link); one module per area.
+
+mod common;
+
+mod agents;
+mod engine;
+mod gates;
+mod plan;
