@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    install_panic_hook();
     let args = cli::Cli::parse();
     let code = match cli::dispatch(args) {
         Ok(code) => code,
@@ -21,4 +22,33 @@ fn main() -> ExitCode {
         }
     };
     ExitCode::from(code)
+}
+
+/// Keeps panics from reaching the user as backtraces.
+///
+/// `println!` panics when stdout is a closed pipe (`cascade deps | head`);
+/// that is the reader going away, not an error, so it ends the process
+/// quietly the way Unix tools do. SIGPIPE is deliberately left ignored (Rust's
+/// default): cascade writes to its children's pipes and must not die when one
+/// of them exits early. Any other panic is a bug: it is reported on one line
+/// with its location, in the `error:` format, and then unwinds as usual (the
+/// main thread exits with 101; a panicking task is reported by tokio to
+/// whoever awaits it).
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        if msg.contains("failed printing to stdout") || msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error: internal error{at}: {msg} (please report this)");
+    }));
 }

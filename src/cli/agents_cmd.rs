@@ -1,10 +1,29 @@
 //! `cascade agents list|resolve`: configured agents and the resolver's choices.
+//!
+//! `list` shows every configured agent, whether its command is on PATH, where,
+//! and its version (from `<command> --version`, run through cascade-process
+//! with a short timeout, in parallel). `resolve` shows which agent every story
+//! of a PRD gets in a phase, why, and the fallbacks taken, as text or as
+//! CLI.md's `{"assignments": [...]}`. Config problems, unknown phases and
+//! unknown agents given to `--agent` & co. exit 2; a story no agent can take
+//! exits 1.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use anyhow::anyhow;
+use cascade_agents::{
+    AgentsConfig, Assignment, Detector, LoadedConfig, Overrides, Phase, ResolveError, Resolver,
+};
+use cascade_process::{CancelToken, Spec};
 use clap::{Args, Subcommand};
+use serde::Serialize;
 
-use super::{not_built, CliResult, Global};
+use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+
+/// How long `<command> --version` may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
@@ -41,6 +60,9 @@ pub struct ResolveArgs {
     /// Agent for the retry phase
     #[arg(long, value_name = "A")]
     pub retry_agent: Option<String>,
+    /// Agent for the planning phase (PRD generation)
+    #[arg(long, value_name = "A")]
+    pub prd_agent: Option<String>,
     /// Use the first named candidate even if it is not installed
     #[arg(long)]
     pub no_fallback: bool,
@@ -52,6 +74,291 @@ pub struct ResolveArgs {
     pub json: bool,
 }
 
-pub fn run(_g: &Global, _c: AgentsCommand) -> CliResult {
-    not_built("agents")
+pub fn run(g: &Global, c: AgentsCommand) -> CliResult {
+    match c {
+        AgentsCommand::List(a) => list(g, a),
+        AgentsCommand::Resolve(a) => resolve(g, a),
+    }
+}
+
+fn cwd() -> Result<PathBuf, Failure> {
+    std::env::current_dir()
+        .map_err(|e| Failure::failed(anyhow!("cannot read the current directory: {e}")))
+}
+
+/// Loads agents.json (exit 2 on any problem) and prints its warnings.
+fn load_config(g: &Global, cwd: &Path) -> Result<LoadedConfig, Failure> {
+    let loaded = AgentsConfig::load(g.agents.as_deref(), cwd).map_err(Failure::usage)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {}: {w}", loaded.source);
+    }
+    Ok(loaded)
+}
+
+/// A detector on `$PATH`, caching in the repository's `.cascade/` when there is one.
+fn detector(cwd: &Path, refresh: bool) -> Detector {
+    let mut d = Detector::from_env();
+    if let Ok(paths) = cascade_git::repo::RepoPaths::discover(cwd) {
+        // Keep `.cascade/` out of `git status`; a failure only costs the cache.
+        if paths.ensure_excluded(&["/.cascade/"]).is_ok() {
+            d = d.cache_dir(paths.cascade_dir());
+        }
+    }
+    if refresh {
+        d.refresh();
+    }
+    d
+}
+
+#[derive(Debug, Serialize)]
+struct AgentRow {
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    command: String,
+    found: bool,
+    path: Option<PathBuf>,
+    version: Option<String>,
+    timeout: u64,
+    default: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct ListOutput {
+    source: String,
+    default_agent: String,
+    agents: Vec<AgentRow>,
+}
+
+fn list(g: &Global, a: ListArgs) -> CliResult {
+    let cwd = cwd()?;
+    let loaded = load_config(g, &cwd)?;
+    let det = detector(&cwd, a.refresh);
+    let config = &loaded.config;
+    let mut rows: Vec<AgentRow> = config
+        .agents
+        .iter()
+        .map(|def| {
+            let d = det.detect(&def.command);
+            AgentRow {
+                name: def.name.clone(),
+                kind: def.kind.as_str(),
+                command: def.command.clone(),
+                found: d.found(),
+                path: d.path,
+                version: None,
+                timeout: def.timeout().as_secs(),
+                default: def.name == config.default_agent,
+            }
+        })
+        .collect();
+    let paths: Vec<PathBuf> = rows.iter().filter_map(|r| r.path.clone()).collect();
+    let versions = probe_versions(paths);
+    for r in &mut rows {
+        r.version = r
+            .path
+            .as_ref()
+            .and_then(|p| versions.get(p).cloned().flatten());
+    }
+    if a.json {
+        let out = ListOutput {
+            source: loaded.source.to_string(),
+            default_agent: config.default_agent.clone(),
+            agents: rows,
+        };
+        print_json(&out)?;
+    } else {
+        let mut text = format!("agents from {}\n", loaded.source);
+        let width = rows.iter().map(|r| r.name.len() + 2).max().unwrap_or(0);
+        let cmd_width = rows.iter().map(|r| r.command.len()).max().unwrap_or(0);
+        for r in &rows {
+            let name = if r.default {
+                format!("{}*", r.name)
+            } else {
+                r.name.clone()
+            };
+            let status = match (&r.path, &r.version) {
+                (Some(p), Some(v)) => format!("found  {}  ({v})", p.display()),
+                (Some(p), None) => format!("found  {}", p.display()),
+                (None, _) => "missing".to_string(),
+            };
+            text.push_str(&format!(
+                "  {name:<width$} {:<10} {:<cmd_width$}  {status}\n",
+                r.kind, r.command
+            ));
+        }
+        text.push_str("(* default agent)\n");
+        write_stdout(&text);
+    }
+    Ok(EXIT_OK)
+}
+
+/// Runs `<path> --version` for every distinct path, in parallel, each with
+/// [`VERSION_TIMEOUT`]; the first non-empty output line is the version.
+fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
+    let mut unique = paths;
+    unique.sort();
+    unique.dedup();
+    let mut out = BTreeMap::new();
+    if unique.is_empty() {
+        return out;
+    }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return out;
+    };
+    rt.block_on(async {
+        let cancel = CancelToken::new();
+        let mut tasks = Vec::new();
+        for path in unique {
+            let spec = Spec::new(path.as_os_str())
+                .arg("--version")
+                .timeout(VERSION_TIMEOUT)
+                .grace(Duration::from_millis(200))
+                .tail_bytes(4096);
+            let cancel = cancel.clone();
+            tasks.push((
+                path,
+                tokio::spawn(async move { spec.run(&cancel).await.ok() }),
+            ));
+        }
+        for (path, task) in tasks {
+            let version = match task.await {
+                Ok(Some(outcome)) if outcome.success() => {
+                    let text = outcome.stdout.text_lossy();
+                    let err = outcome.stderr.text_lossy();
+                    text.lines()
+                        .chain(err.lines())
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .map(|l| l.chars().take(120).collect())
+                }
+                _ => None,
+            };
+            out.insert(path, version);
+        }
+    });
+    out
+}
+
+#[derive(Debug, Serialize)]
+struct ResolveRow {
+    story: String,
+    title: String,
+    status: String,
+    agent: Option<String>,
+    reason: Option<String>,
+    story_type: Option<String>,
+    level: Option<cascade_agents::Level>,
+    fallbacks: Vec<cascade_agents::Fallback>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ResolveOutput {
+    phase: String,
+    source: String,
+    assignments: Vec<ResolveRow>,
+}
+
+fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
+    let cwd = cwd()?;
+    let phase: Phase = a.phase.parse().map_err(Failure::usage)?;
+    let loaded = load_config(g, &cwd)?;
+    let prd = cascade_plan::load_prd(&a.prd).map_err(Failure::usage)?;
+    let det = detector(&cwd, a.refresh);
+    let overrides = Overrides {
+        agent: a.agent,
+        impl_agent: a.impl_agent,
+        retry_agent: a.retry_agent,
+        prd_agent: a.prd_agent,
+        no_fallback: a.no_fallback,
+    };
+    let resolver = Resolver::new(&loaded.config, &det, overrides);
+    resolver.check_overrides().map_err(Failure::usage)?;
+    let mut rows = Vec::new();
+    let mut failed = false;
+    for story in &prd.stories {
+        let row = match resolver.resolve(story, phase) {
+            Ok(Assignment {
+                agent,
+                reason,
+                level,
+                fallbacks,
+                story_type,
+                ..
+            }) => ResolveRow {
+                story: story.id.clone(),
+                title: story.title.clone(),
+                status: story.status_label().to_string(),
+                agent: Some(agent),
+                reason: Some(reason),
+                story_type: Some(story_type.to_string()),
+                level: Some(level),
+                fallbacks,
+                error: None,
+            },
+            Err(e @ ResolveError::UnknownAgent { .. }) => return Err(Failure::usage(e)),
+            Err(e) => {
+                failed = true;
+                ResolveRow {
+                    story: story.id.clone(),
+                    title: story.title.clone(),
+                    status: story.status_label().to_string(),
+                    agent: None,
+                    reason: None,
+                    story_type: Some(cascade_agents::infer_story_type(story).to_string()),
+                    level: None,
+                    fallbacks: Vec::new(),
+                    error: Some(e.to_string()),
+                }
+            }
+        };
+        rows.push(row);
+    }
+    for r in &rows {
+        if let Some(e) = &r.error {
+            eprintln!("error: {e}");
+        }
+    }
+    if a.json {
+        print_json(&ResolveOutput {
+            phase: phase.to_string(),
+            source: loaded.source.to_string(),
+            assignments: rows,
+        })?;
+    } else {
+        let mut text = format!("{phase} phase, agents from {}\n", loaded.source);
+        let width = rows.iter().map(|r| r.story.len()).max().unwrap_or(0);
+        for r in &rows {
+            match (&r.agent, &r.reason) {
+                (Some(agent), Some(reason)) => {
+                    text.push_str(&format!("  {:<width$}  {agent}  ({reason})\n", r.story))
+                }
+                _ => text.push_str(&format!("  {:<width$}  (no agent)\n", r.story)),
+            }
+            for f in &r.fallbacks {
+                text.push_str(&format!("  {:<width$}    [FALLBACK] {f}\n", ""));
+            }
+        }
+        write_stdout(&text);
+    }
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| Failure::failed(anyhow!("cannot encode JSON: {e}")))?;
+    write_stdout(&format!("{text}\n"));
+    Ok(())
+}
+
+/// Writes to stdout, ignoring a closed pipe (`cascade agents list | head`).
+fn write_stdout(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

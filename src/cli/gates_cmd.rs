@@ -1,8 +1,18 @@
 //! `cascade gates run` and `cascade gates cache stats|clear|explain`.
+//!
+//! Gates run in the current directory (after `-C`): their config comes from
+//! `.cascade/gates.json` of the repository, else `quality_gates` of
+//! `./prd.json`, else the detected project types. Exit 0 when every required
+//! gate passed, 1 otherwise, 2 for a bad config, 130 on Ctrl-C.
 
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use cascade_gates::{run_gates, GateCache, GateEvent, GateReport, GateResult, GateSet, RunOptions};
+use cascade_process::CancelToken;
 use clap::{Args, Subcommand};
 
-use super::{not_built, CliResult, Global};
+use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
 pub enum GatesCommand {
@@ -21,6 +31,18 @@ pub struct GatesRunArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Stop at the first failing required gate (kills the gates still running)
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Re-run a failing gate once; a pass on the re-run counts as flaky
+    #[arg(long)]
+    pub rerun_failures: bool,
+    /// Base commit for incremental gates (they get the files changed since it)
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// prd.json whose `quality_gates` to use (default: ./prd.json if present)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -40,6 +62,248 @@ pub struct JsonFlag {
     pub json: bool,
 }
 
-pub fn run(_g: &Global, _c: GatesCommand) -> CliResult {
-    not_built("gates")
+pub fn run(_g: &Global, c: GatesCommand) -> CliResult {
+    let cwd = std::env::current_dir()
+        .context("cannot read the current directory")
+        .map_err(Failure::usage)?;
+    match c {
+        GatesCommand::Run(a) => gates_run(&cwd, a),
+        GatesCommand::Cache(CacheCommand::Stats(f)) => cache_stats(&cwd, f.json),
+        GatesCommand::Cache(CacheCommand::Clear(f)) => cache_clear(&cwd, f.json),
+        GatesCommand::Cache(CacheCommand::Explain(f)) => cache_explain(&cwd, f.json),
+    }
+}
+
+/// The repository's one `.cascade/` (main worktree root), or `./.cascade`
+/// outside git. Inside git it is added to `.git/info/exclude`.
+fn cascade_dir(cwd: &Path) -> PathBuf {
+    match cascade_git::RepoPaths::discover(cwd) {
+        Ok(paths) => {
+            // Not fatal: the fingerprint skips `.cascade/` anyway.
+            let _ = paths.ensure_excluded(&["/.cascade/"]);
+            paths.cascade_dir()
+        }
+        Err(_) => cwd.join(".cascade"),
+    }
+}
+
+fn prd_quality_gates(
+    cwd: &Path,
+    explicit: Option<&Path>,
+) -> Result<Option<serde_json::Value>, Failure> {
+    let path = match explicit {
+        Some(p) => cwd.join(p),
+        None => {
+            let p = cwd.join("prd.json");
+            if !p.is_file() {
+                return Ok(None);
+            }
+            p
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read '{}'", path.display()))
+        .map_err(Failure::usage)?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| {
+            format!(
+                "'{}' is not valid JSON (fix it or pass --prd)",
+                path.display()
+            )
+        })
+        .map_err(Failure::usage)?;
+    Ok(value.get("quality_gates").cloned())
+}
+
+fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
+    let cascade_dir = cascade_dir(cwd);
+    let qg = prd_quality_gates(cwd, a.prd.as_deref())?;
+    let set = GateSet::resolve(qg.as_ref(), &cascade_dir, cwd).map_err(Failure::usage)?;
+    let cache = GateCache::open(&cascade_dir);
+    let opts = RunOptions {
+        workdir: cwd.to_path_buf(),
+        repo_root: None,
+        base_commit: a.base.clone(),
+        use_cache: !a.no_cache,
+        rerun_failures: a.rerun_failures,
+        fail_fast: a.fail_fast,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(Failure::failed)?;
+    let json = a.json;
+    let cancel = CancelToken::new();
+    let (report, interrupted) = rt.block_on(async {
+        let c = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c.cancel();
+            }
+        });
+        let report = run_gates(&set, &opts, &cache, |e| print_event(&e, json), &cancel).await;
+        watcher.abort();
+        (report, cancel.is_cancelled())
+    });
+    if json {
+        let v = serde_json::json!({ "passed": report.passed, "gates": report.gates });
+        println!("{v}");
+    } else {
+        print_summary(&set, &report);
+    }
+    if interrupted {
+        return Ok(EXIT_INTERRUPTED);
+    }
+    Ok(if report.passed { EXIT_OK } else { EXIT_FAILED })
+}
+
+fn print_event(e: &GateEvent, json: bool) {
+    if json {
+        return;
+    }
+    match e {
+        GateEvent::Started { .. } => {}
+        GateEvent::Finished(r) => println!("{}", gate_line(r)),
+        GateEvent::CacheUnavailable { reason } => {
+            eprintln!("warning: gate cache disabled for this run: {reason}")
+        }
+    }
+}
+
+fn gate_line(r: &GateResult) -> String {
+    let mark = if r.skipped {
+        if r.passed {
+            "skip"
+        } else {
+            "SKIP"
+        }
+    } else if r.passed {
+        "ok"
+    } else {
+        "FAIL"
+    };
+    let mut s = format!("{mark:>4}  {}", r.name);
+    if !r.required {
+        s.push_str(" (optional)");
+    }
+    if r.cached {
+        s.push_str(" (cached)");
+    }
+    if r.flaky {
+        s.push_str(" (flaky)");
+    }
+    s.push_str(&format!("  {}ms", r.duration_ms));
+    if let Some(reason) = &r.skip_reason {
+        s.push_str(&format!("  {reason}"));
+    } else if !r.passed {
+        if let Some(o) = &r.outcome {
+            s.push_str(&format!("  {o}"));
+        }
+        for e in r.errors.iter().take(10) {
+            s.push_str(&format!("\n        {}", e.display_line()));
+        }
+        if r.errors.len() > 10 {
+            s.push_str(&format!("\n        ... and {} more", r.errors.len() - 10));
+        }
+    }
+    s
+}
+
+fn print_summary(set: &GateSet, report: &GateReport) {
+    if set.gates.is_empty() {
+        if set.enabled {
+            println!("no gates configured and no project detected (add quality_gates to prd.json or .cascade/gates.json)");
+        } else {
+            println!("quality gates are disabled");
+        }
+        return;
+    }
+    println!("{}", report.summary_line());
+    let cached: Vec<&str> = report.cached().map(|g| g.name.as_str()).collect();
+    if !cached.is_empty() {
+        println!("cached: {}", cached.join(", "));
+    }
+    println!(
+        "{}",
+        if report.passed {
+            "gates passed"
+        } else {
+            "gates failed"
+        }
+    );
+}
+
+fn cache_stats(cwd: &Path, json: bool) -> CliResult {
+    let cache = GateCache::open(&cascade_dir(cwd));
+    let s = cache.stats();
+    if json {
+        println!("{}", serde_json::to_string(&s).map_err(Failure::failed)?);
+    } else {
+        let lookups = s.hits + s.misses;
+        let rate = if lookups > 0 {
+            s.hits as f64 * 100.0 / lookups as f64
+        } else {
+            0.0
+        };
+        println!("entries:    {} ({} KiB)", s.entries, s.bytes / 1024);
+        println!("hits:       {}", s.hits);
+        println!("misses:     {}", s.misses);
+        println!("hit rate:   {rate:.0}%");
+        println!("time saved: {:.1}s", s.time_saved_ms as f64 / 1000.0);
+    }
+    Ok(EXIT_OK)
+}
+
+fn cache_clear(cwd: &Path, json: bool) -> CliResult {
+    let cache = GateCache::open(&cascade_dir(cwd));
+    let n = cache
+        .clear()
+        .context("cannot remove the gate cache (check the permissions of .cascade/gate-cache)")
+        .map_err(Failure::failed)?;
+    if json {
+        println!("{}", serde_json::json!({ "removed": n }));
+    } else {
+        println!(
+            "removed {n} cached gate result{}",
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    Ok(EXIT_OK)
+}
+
+fn cache_explain(cwd: &Path, json: bool) -> CliResult {
+    let cache = GateCache::open(&cascade_dir(cwd));
+    let misses = cache.explain();
+    if json {
+        println!("{}", serde_json::json!({ "misses": misses }));
+        return Ok(EXIT_OK);
+    }
+    if misses.is_empty() {
+        println!("no cache misses recorded");
+    }
+    for m in &misses {
+        println!(
+            "{}: missed ({})",
+            m.gate,
+            if m.changed.is_empty() {
+                "key unchanged".to_string()
+            } else {
+                m.changed.join(", ") + " changed"
+            }
+        );
+        for r in &m.reasons {
+            println!("  {r}");
+        }
+        for (label, list) in [
+            ("added", &m.files_added),
+            ("removed", &m.files_removed),
+            ("modified", &m.files_modified),
+        ] {
+            for p in list {
+                println!("    {label}: {p}");
+            }
+        }
+    }
+    Ok(EXIT_OK)
 }

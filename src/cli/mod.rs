@@ -2,7 +2,8 @@
 //!
 //! Each area module (`plan_cmds`, `agents_cmd`, `gates_cmd`, `run_cmd`,
 //! `mega_cmd`, `worktree_cmd`, `demo`) owns its argument structs' behaviour and
-//! returns an exit code or a [`Failure`] that carries one.
+//! returns an exit code or a [`Failure`] that carries one; `report` holds the
+//! reporters that render the engine's events (terminal, NDJSON, summary).
 
 use std::path::PathBuf;
 
@@ -13,6 +14,7 @@ pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
 pub mod plan_cmds;
+pub mod report;
 pub mod run_cmd;
 pub mod worktree_cmd;
 
@@ -102,6 +104,9 @@ pub enum Command {
     Worktree(worktree_cmd::WorktreeCommand),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// The bundled offline agent that `cascade demo` runs (not for direct use)
+    #[command(name = "__demo-agent", hide = true)]
+    DemoAgent(demo::DemoAgentArgs),
 }
 
 /// Applies `-C` and runs the chosen command.
@@ -127,12 +132,6 @@ pub fn dispatch(cli: Cli) -> CliResult {
         Command::Mega(c) => mega_cmd::run(g, c),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Demo(a) => demo::run(g, a),
+        Command::DemoAgent(a) => demo::agent(g, a),
     }
-}
-
-/// Placeholder result for a command whose issue has not landed yet.
-pub fn not_built(what: &str) -> CliResult {
-    Err(Failure::usage(anyhow::anyhow!(
-        "`cascade {what}` is not available in this build yet"
-    )))
 }

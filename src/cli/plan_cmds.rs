@@ -1,10 +1,22 @@
 //! `cascade batches`, `cascade deps`, `cascade validate`: the dependency analyzer's commands.
+//!
+//! Each loads a plan through cascade-plan, validates it (unless `deps
+//! --no-check`), and renders the result as text for people or as the JSON
+//! shapes of CLI.md. Every input problem exits 2 with an `error:` that names
+//! the file and what to do.
 
-use std::path::PathBuf;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
+use anyhow::anyhow;
+use cascade_plan::{
+    load_mega, load_prd, load_valid_plan, validate_mega, validate_prd, Analysis, CheckError,
+    DepGraph, MegaPlan, PlanError, Prd, ValidPlan, ValidationErrors,
+};
 use clap::Args;
+use serde::Serialize;
 
-use super::{not_built, CliResult, Global};
+use super::{CliResult, Failure, Global, EXIT_OK};
 
 #[derive(Debug, Args)]
 pub struct BatchesArgs {
@@ -40,16 +52,587 @@ pub struct ValidateArgs {
     /// The mega-plan to read
     #[arg(long, value_name = "PATH")]
     pub mega: Option<PathBuf>,
+    /// Print JSON (`{"valid": bool, "problems": [...]}`) instead of text
+    #[arg(long)]
+    pub json: bool,
 }
 
-pub fn batches(_g: &Global, _a: BatchesArgs) -> CliResult {
-    not_built("batches")
+const PRD_FILE: &str = "prd.json";
+const MEGA_FILE: &str = "mega-plan.json";
+
+/// A loaded plan file of either kind.
+enum Loaded {
+    Prd(PathBuf, Prd),
+    Mega(PathBuf, MegaPlan),
 }
 
-pub fn deps(_g: &Global, _a: DepsArgs) -> CliResult {
-    not_built("deps")
+impl Loaded {
+    fn path(&self) -> &Path {
+        match self {
+            Loaded::Prd(p, _) | Loaded::Mega(p, _) => p,
+        }
+    }
+
+    fn validate(&self) -> Result<ValidPlan, ValidationErrors> {
+        match self {
+            Loaded::Prd(_, prd) => validate_prd(prd),
+            Loaded::Mega(_, mega) => validate_mega(mega),
+        }
+    }
+
+    fn graph(&self) -> DepGraph {
+        match self {
+            Loaded::Prd(_, prd) => DepGraph::from_prd(prd),
+            Loaded::Mega(_, mega) => DepGraph::from_mega(mega),
+        }
+    }
+
+    /// `(noun, plural)` for messages.
+    fn nouns(&self) -> (&'static str, &'static str) {
+        match self {
+            Loaded::Prd(..) => ("story", "stories"),
+            Loaded::Mega(..) => ("feature", "features"),
+        }
+    }
+
+    fn title(&self, pos: usize) -> &str {
+        match self {
+            Loaded::Prd(_, prd) => &prd.stories[pos].title,
+            Loaded::Mega(_, mega) => {
+                let f = &mega.features[pos];
+                if f.title.is_empty() {
+                    &f.name
+                } else {
+                    &f.title
+                }
+            }
+        }
+    }
+
+    fn status(&self, pos: usize) -> &str {
+        match self {
+            Loaded::Prd(_, prd) => prd.stories[pos].status_label(),
+            Loaded::Mega(_, mega) => mega.features[pos].status_label(),
+        }
+    }
 }
 
-pub fn validate(_g: &Global, _a: ValidateArgs) -> CliResult {
-    not_built("validate")
+/// Picks the file: `--mega`, `--prd`, else `./prd.json`, else `./mega-plan.json`.
+fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<Loaded, Failure> {
+    if let Some(path) = mega {
+        let m = load_mega(&path).map_err(plan_error)?;
+        return Ok(Loaded::Mega(path, m));
+    }
+    let path = match prd {
+        Some(path) => path,
+        None if Path::new(PRD_FILE).exists() => PathBuf::from(PRD_FILE),
+        None if Path::new(MEGA_FILE).exists() => {
+            let path = PathBuf::from(MEGA_FILE);
+            let m = load_mega(&path).map_err(plan_error)?;
+            return Ok(Loaded::Mega(path, m));
+        }
+        None => {
+            return Err(Failure::usage(anyhow!(
+                "no {PRD_FILE} or {MEGA_FILE} in {}: pass --prd PATH or --mega PATH",
+                cwd_display()
+            )))
+        }
+    };
+    let p = load_prd(&path).map_err(plan_error)?;
+    Ok(Loaded::Prd(path, p))
+}
+
+fn cwd_display() -> String {
+    std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_else(|_| "the current directory".into())
+}
+
+fn plan_error(e: PlanError) -> Failure {
+    if let PlanError::NotFound { path, flag: "prd" } = &e {
+        if path.as_os_str() == PRD_FILE && Path::new(MEGA_FILE).exists() {
+            return Failure::usage(anyhow!(
+                "{e} (this directory has a {MEGA_FILE}: `cascade deps --mega {MEGA_FILE}` analyzes it)"
+            ));
+        }
+    }
+    Failure::usage(e)
+}
+
+fn invalid(path: &Path, e: &ValidationErrors) -> Failure {
+    Failure::usage(anyhow!(
+        "{}: {e}\nfix these and run `cascade validate` again",
+        path.display()
+    ))
+}
+
+/// Maps an output error to the command's result: a closed pipe
+/// (`cascade batches | head`) ends the command quietly with success.
+fn output_result(r: std::io::Result<()>) -> CliResult {
+    match r {
+        Ok(()) => Ok(EXIT_OK),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(EXIT_OK),
+        Err(e) => Err(Failure::failed(anyhow!("cannot write output: {e}"))),
+    }
+}
+
+/// Terminal styling, only when stdout is a terminal and NO_COLOR is unset.
+struct Style {
+    on: bool,
+}
+
+impl Style {
+    fn detect() -> Style {
+        Style {
+            on: std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        }
+    }
+    fn bold(&self, s: &str) -> String {
+        self.wrap("1", s)
+    }
+    fn dim(&self, s: &str) -> String {
+        self.wrap("2", s)
+    }
+    fn accent(&self, s: &str) -> String {
+        self.wrap("33", s)
+    }
+    fn wrap(&self, code: &str, s: &str) -> String {
+        if self.on {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+// ---------------------------------------------------------------- batches
+
+pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    if a.json {
+        // The JSON needs ids only: skip building the model (titles,
+        // criteria, ...), which is most of the time on large plans.
+        let plan = load_valid_plan(&a.prd).map_err(|e| match e {
+            CheckError::Parse(e) => plan_error(e),
+            CheckError::Invalid(e) => invalid(&a.prd, &e),
+        })?;
+        let result = write_batches_json(&mut out, &plan).and_then(|()| out.flush());
+        // The process is about to exit: let the OS reclaim the plan rather
+        // than freeing it piece by piece.
+        std::mem::forget(plan);
+        return output_result(result);
+    }
+    let prd = load_prd(&a.prd).map_err(plan_error)?;
+    let plan = validate_prd(&prd).map_err(|e| invalid(&a.prd, &e))?;
+    let loaded = Loaded::Prd(a.prd, prd);
+    let result = write_batches_text(&mut out, &loaded, &plan).and_then(|()| out.flush());
+    output_result(result)
+}
+
+/// `{"batches": [["story-001"], ["story-002", "story-003"]]}`.
+fn write_batches_json(out: &mut impl Write, plan: &ValidPlan) -> std::io::Result<()> {
+    out.write_all(b"{\"batches\":[")?;
+    for (b, batch) in plan.batch_positions().enumerate() {
+        if b > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(b"[")?;
+        for (i, &pos) in batch.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b",")?;
+            }
+            // Valid ids are plain ASCII without quotes or backslashes.
+            out.write_all(b"\"")?;
+            out.write_all(plan.id_str(pos as usize).as_bytes())?;
+            out.write_all(b"\"")?;
+        }
+        out.write_all(b"]")?;
+    }
+    out.write_all(b"]}\n")
+}
+
+fn write_batches_text(
+    out: &mut impl Write,
+    loaded: &Loaded,
+    plan: &ValidPlan,
+) -> std::io::Result<()> {
+    let st = Style::detect();
+    let critical: std::collections::HashSet<usize> = plan
+        .critical_path()
+        .iter()
+        .filter_map(|id| plan.position(id))
+        .collect();
+    let total = plan.len();
+    let pending = plan.pending_len();
+    writeln!(
+        out,
+        "{}: {}, {} to do in {}",
+        loaded.path().display(),
+        plural(total, "story", "stories"),
+        pending,
+        plural(plan.batch_count(), "batch", "batches"),
+    )?;
+    if total == 0 {
+        writeln!(out, "nothing to schedule: the PRD has no stories")?;
+        return Ok(());
+    }
+    if pending == 0 {
+        writeln!(out, "nothing to schedule: every story is complete")?;
+        return Ok(());
+    }
+    let width = plan
+        .batch_positions()
+        .flat_map(|b| b.iter())
+        .map(|&p| plan.id_str(p as usize).len())
+        .max()
+        .unwrap_or(0);
+    for (b, batch) in plan.batch_positions().enumerate() {
+        writeln!(out)?;
+        let size = if batch.len() == 1 {
+            "1 story".to_owned()
+        } else {
+            format!("{} stories, can run in parallel", batch.len())
+        };
+        writeln!(
+            out,
+            "{} {}",
+            st.bold(&format!("Batch {}", b + 1)),
+            st.dim(&format!("({size})"))
+        )?;
+        for &pos in batch {
+            let node = plan.node_at(pos as usize);
+            let mark = if critical.contains(&(pos as usize)) {
+                "*"
+            } else {
+                " "
+            };
+            let deps: Vec<&str> = node.dependencies().map(|d| d.as_str()).collect();
+            let after = if deps.is_empty() {
+                String::new()
+            } else {
+                st.dim(&format!("  (after {})", deps.join(", ")))
+            };
+            writeln!(
+                out,
+                "  {} {:<width$}  {:<9} {}{}",
+                st.accent(mark),
+                node.id_str(),
+                format!("[{}]", node.priority()),
+                loaded.title(pos as usize),
+                after,
+            )?;
+        }
+    }
+    writeln!(out)?;
+    let cp: Vec<&str> = plan.critical_path().iter().map(|s| s.as_str()).collect();
+    writeln!(
+        out,
+        "{} critical path ({}): {}",
+        st.accent("*"),
+        plural(cp.len(), "story", "stories"),
+        cp.join(" -> ")
+    )?;
+    let done: Vec<&str> = plan
+        .nodes()
+        .filter(|n| n.is_complete())
+        .map(|n| n.id_str())
+        .collect();
+    if !done.is_empty() {
+        writeln!(
+            out,
+            "already complete ({}): {}",
+            done.len(),
+            abbreviate(&done, 20)
+        )?;
+    }
+    Ok(())
+}
+
+/// `a, b, c and 17 more`.
+fn abbreviate(items: &[&str], max: usize) -> String {
+    if items.len() <= max {
+        items.join(", ")
+    } else {
+        format!("{} and {} more", items[..max].join(", "), items.len() - max)
+    }
+}
+
+// ---------------------------------------------------------------- deps
+
+#[derive(Serialize)]
+struct DepsJson<'a> {
+    nodes: Vec<NodeJson<'a>>,
+    roots: Vec<&'a str>,
+    critical_path: Vec<&'a str>,
+    critical_path_len: u64,
+    cycles: Vec<Vec<&'a str>>,
+    bottlenecks: Vec<&'a str>,
+    orphans: Vec<&'a str>,
+    unknown_dependencies: Vec<UnknownJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct NodeJson<'a> {
+    id: &'a str,
+    dependencies: Vec<&'a str>,
+    dependents: Vec<&'a str>,
+    depth: Option<u32>,
+    priority: &'static str,
+    status: &'a str,
+}
+
+#[derive(Serialize)]
+struct UnknownJson<'a> {
+    id: &'a str,
+    dependency: &'a str,
+}
+
+pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
+    let loaded = load_either(a.prd, a.mega)?;
+    if !a.no_check {
+        if let Err(e) = loaded.validate() {
+            let hint = if a.json {
+                ""
+            } else {
+                " (or see the graph anyway with --no-check)"
+            };
+            return Err(Failure::usage(anyhow!(
+                "{}: {e}\nfix these and run `cascade validate` again{hint}",
+                loaded.path().display()
+            )));
+        }
+    }
+    let graph = loaded.graph();
+    let analysis = Analysis::of(&graph);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = if a.json {
+        let json = deps_json(&loaded, &graph, &analysis);
+        serde_json::to_writer(&mut out, &json)
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"))
+    } else {
+        write_deps_text(&mut out, &loaded, &graph, &analysis)
+    };
+    output_result(result.and_then(|()| out.flush()))
+}
+
+fn deps_json<'a>(loaded: &'a Loaded, g: &'a DepGraph, a: &'a Analysis) -> DepsJson<'a> {
+    let ids = |v: &[u32]| v.iter().map(|&p| g.id(p as usize)).collect::<Vec<_>>();
+    let names = |v: &[usize]| v.iter().map(|&p| g.id(p)).collect::<Vec<_>>();
+    DepsJson {
+        nodes: (0..g.len())
+            .map(|p| NodeJson {
+                id: g.id(p),
+                dependencies: ids(g.dependencies(p)),
+                dependents: ids(g.dependents(p)),
+                depth: a.depth[p],
+                priority: g.priority(p).as_str(),
+                status: loaded.status(p),
+            })
+            .collect(),
+        roots: names(&a.roots),
+        critical_path: names(&a.critical_path),
+        critical_path_len: a.critical_path_len,
+        cycles: a.cycles.iter().map(|c| names(&c.path)).collect(),
+        bottlenecks: names(&a.bottlenecks),
+        orphans: names(&a.orphans),
+        unknown_dependencies: g
+            .unknown_dependencies()
+            .map(|(p, d)| UnknownJson {
+                id: g.id(p),
+                dependency: d,
+            })
+            .collect(),
+    }
+}
+
+fn write_deps_text(
+    out: &mut impl Write,
+    loaded: &Loaded,
+    g: &DepGraph,
+    a: &Analysis,
+) -> std::io::Result<()> {
+    let st = Style::detect();
+    let (noun, nouns) = loaded.nouns();
+    let list = |v: &[usize]| -> String {
+        let names: Vec<&str> = v.iter().map(|&p| g.id(p)).collect();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            abbreviate(&names, 30)
+        }
+    };
+    writeln!(
+        out,
+        "{}: {}, {}{}",
+        loaded.path().display(),
+        plural(g.len(), noun, nouns),
+        plural(g.edge_count(), "dependency", "dependencies"),
+        match a.max_depth() {
+            Some(d) => format!(", depth {d}"),
+            None => String::new(),
+        }
+    )?;
+    if g.is_empty() {
+        writeln!(out, "nothing to analyze: the plan has no {nouns}")?;
+        return Ok(());
+    }
+    writeln!(out)?;
+    let cp: Vec<&str> = a.critical_path.iter().map(|&p| g.id(p)).collect();
+    writeln!(
+        out,
+        "{} {}",
+        st.bold("critical path:"),
+        if cp.is_empty() {
+            "none".to_owned()
+        } else {
+            format!(
+                "{}  ({} {})",
+                cp.join(" -> "),
+                a.critical_path_len,
+                if a.critical_path_len == 1 {
+                    "step"
+                } else {
+                    "steps"
+                }
+            )
+        }
+    )?;
+    writeln!(out, "{} {}", st.bold("roots:"), list(&a.roots))?;
+    let bottlenecks: Vec<String> = a
+        .bottlenecks
+        .iter()
+        .take(30)
+        .map(|&p| format!("{} ({} dependents)", g.id(p), g.dependents(p).len()))
+        .collect();
+    writeln!(
+        out,
+        "{} {}{}",
+        st.bold("bottlenecks:"),
+        if bottlenecks.is_empty() {
+            "none".to_owned()
+        } else {
+            bottlenecks.join(", ")
+        },
+        if a.bottlenecks.len() > 30 {
+            format!(" and {} more", a.bottlenecks.len() - 30)
+        } else {
+            String::new()
+        }
+    )?;
+    writeln!(out, "{} {}", st.bold("orphans:"), list(&a.orphans))?;
+    if a.cycles.is_empty() {
+        writeln!(out, "{} none", st.bold("cycles:"))?;
+    } else {
+        writeln!(out, "{} {}", st.bold("cycles:"), a.cycles.len())?;
+        for c in &a.cycles {
+            let path: Vec<&str> = c.path.iter().map(|&p| g.id(p)).collect();
+            writeln!(out, "  {}", st.accent(&path.join(" -> ")))?;
+        }
+    }
+    let unknown: Vec<String> = g
+        .unknown_dependencies()
+        .map(|(p, d)| format!("{} -> {d}", g.id(p)))
+        .collect();
+    if !unknown.is_empty() {
+        writeln!(
+            out,
+            "{} {}",
+            st.bold("unknown dependencies:"),
+            unknown.join(", ")
+        )?;
+    }
+
+    writeln!(out)?;
+    let on_path: std::collections::HashSet<usize> = a.critical_path.iter().copied().collect();
+    let names = |v: &[u32]| -> String {
+        let v: Vec<&str> = v.iter().map(|&d| g.id(d as usize)).collect();
+        if v.is_empty() {
+            "-".to_owned()
+        } else {
+            abbreviate(&v, 8)
+        }
+    };
+    let width = (0..g.len())
+        .map(|p| g.id(p).len())
+        .max()
+        .unwrap_or(0)
+        .max(noun.len());
+    let status_width = (0..g.len())
+        .map(|p| loaded.status(p).len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let needs_width = (0..g.len())
+        .map(|p| names(g.dependencies(p)).len())
+        .max()
+        .unwrap_or(0)
+        .clamp(5, 48);
+    writeln!(
+        out,
+        "  {:<width$}  {:>5}  {:<status_width$}  {:<needs_width$}  needed by",
+        noun, "depth", "status", "needs"
+    )?;
+    for p in 0..g.len() {
+        let mark = if on_path.contains(&p) { "*" } else { " " };
+        let depth = a.depth[p].map_or("-".to_owned(), |d| d.to_string());
+        writeln!(
+            out,
+            "{} {:<width$}  {:>5}  {:<status_width$}  {:<needs_width$}  {}",
+            st.accent(mark),
+            g.id(p),
+            depth,
+            loaded.status(p),
+            names(g.dependencies(p)),
+            names(g.dependents(p)),
+        )?;
+    }
+    writeln!(
+        out,
+        "\n{} on the critical path; depth = longest chain of dependencies below",
+        st.accent("*")
+    )?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- validate
+
+pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
+    let loaded = load_either(a.prd, a.mega)?;
+    let (noun, nouns) = loaded.nouns();
+    match loaded.validate() {
+        Ok(plan) => {
+            let edges = plan.graph().edge_count();
+            let line = if a.json {
+                serde_json::json!({"valid": true, "problems": [], nouns: plan.len(),
+                    "pending": plan.pending_len(), "dependencies": edges,
+                    "batches": plan.batch_count()})
+                .to_string()
+            } else {
+                format!(
+                    "{} is valid: {} ({} to do), {}, {}",
+                    loaded.path().display(),
+                    plural(plan.len(), noun, nouns),
+                    plan.pending_len(),
+                    plural(edges, "dependency", "dependencies"),
+                    plural(plan.batch_count(), "batch", "batches"),
+                )
+            };
+            output_result(writeln!(std::io::stdout(), "{line}"))
+        }
+        Err(e) => {
+            if a.json {
+                let json = serde_json::json!({"valid": false, "problems": e.messages()});
+                // The error below is what matters; a closed stdout is no reason to hide it.
+                let _ = writeln!(std::io::stdout(), "{json}");
+            }
+            Err(invalid(loaded.path(), &e))
+        }
+    }
 }

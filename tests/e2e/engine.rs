@@ -1,1 +1,903 @@
-//! End-to-end tests: engine.
+//! End-to-end tests: the engine (`approve`, `resume`, `status`) on temp repos
+//! with scripted agents.
+//!
+//! One generic agent script reads its behaviour for each story from marker
+//! files in a tools directory outside the repository (wait for a file, fail,
+//! write a bad value on the first attempt, edit a given file), and appends
+//! `start <id>` / `end <id>` to a shared timeline. Ordering is asserted on the
+//! timeline (never on durations); waits are barriers on files with generous
+//! guards so a slow machine only makes the tests slower.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{cascade, git, init_repo, script, write_json};
+
+/// A repository with a PRD and a tools dir with agents.json and scripts.
+struct Fixture {
+    repo: tempfile::TempDir,
+    tools: tempfile::TempDir,
+}
+
+impl Fixture {
+    /// `stories`: the PRD's stories; `gates`: its `quality_gates.gates`.
+    fn new(stories: Value, gates: Value) -> Fixture {
+        let repo = init_repo();
+        let tools = tempfile::tempdir().expect("tools dir");
+        let f = Fixture { repo, tools };
+        f.write_prd(stories, gates);
+        f.write_agent();
+        f.set_agents(json!({}), None);
+        f
+    }
+
+    fn write_prd(&self, stories: Value, gates: Value) {
+        write_json(
+            &self.repo().join("prd.json"),
+            &json!({
+                "metadata": {"version": "1.0", "keep": "me"},
+                "goal": "test the engine",
+                "objectives": [],
+                "stories": stories,
+                "quality_gates": {"enabled": true, "fail_fast": false, "use_cache": true, "gates": gates},
+                "custom_field": {"kept": true}
+            }),
+        );
+    }
+
+    fn repo(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn tools(&self) -> &Path {
+        self.tools.path()
+    }
+
+    fn t(&self, name: &str) -> PathBuf {
+        self.tools().join(name)
+    }
+
+    /// Creates a marker file in the tools dir.
+    fn mark(&self, name: &str, content: &str) {
+        std::fs::write(self.t(name), content).expect("marker");
+    }
+
+    fn write_agent(&self) {
+        let t = self.tools().display().to_string();
+        script(
+            &self.t("agent.sh"),
+            &format!(
+                r#"T='{t}'
+id="$CASCADE_STORY_ID"
+echo "start $id" >> "$T/timeline"
+cp "$CASCADE_PROMPT_FILE" "$T/prompt-$id-$CASCADE_ATTEMPT.md" 2>/dev/null
+touch "$T/started-$id"
+if [ -f .env ] && [ -d build-cache ]; then touch "$T/setup-ok-$id"; fi
+if [ -f "$T/wait-$id" ]; then
+  w=$(cat "$T/wait-$id"); i=0
+  while [ ! -e "$T/$w" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+  [ -e "$T/$w" ] && touch "$T/saw-$id"
+fi
+if [ -f "$T/fail-$id" ]; then echo "failing on purpose (attempt $CASCADE_ATTEMPT)"; echo "end $id" >> "$T/timeline"; exit 3; fi
+if [ -f "$T/flaky-$id" ]; then
+  if [ "$CASCADE_ATTEMPT" = 1 ]; then echo bad > value.txt; else echo good > value.txt; fi
+elif [ -f "$T/edit-$id" ]; then
+  printf '%s\n' "line from $id" > "$(cat "$T/edit-$id")"
+elif [ ! -f "$T/nochange-$id" ]; then
+  printf '%s\n' "$id" > "$id.txt"
+fi
+echo "end $id" >> "$T/timeline""#
+            ),
+        );
+    }
+
+    /// Writes agents.json: `scripted` (the generic agent) as default plus `extra` agents.
+    fn set_agents(&self, extra: Value, implementation: Option<Value>) {
+        let mut agents = json!({
+            "scripted": {"type": "cli", "command": self.t("agent.sh").display().to_string(), "args": [], "timeout": 60}
+        });
+        if let (Some(map), Some(extra)) = (agents.as_object_mut(), extra.as_object()) {
+            for (k, v) in extra {
+                map.insert(k.clone(), v.clone());
+            }
+        }
+        let mut cfg = json!({"default_agent": "scripted", "agents": agents});
+        if let Some(phase) = implementation {
+            cfg["phase_defaults"] = json!({"implementation": phase});
+        }
+        write_json(&self.t("agents.json"), &cfg);
+    }
+
+    /// `cascade <args> --agents <tools>/agents.json --retry-delay 0` in the repo.
+    fn cascade(&self, args: &[&str]) -> assert_cmd::Command {
+        let mut cmd = cascade(self.repo());
+        cmd.args(args)
+            .arg("--agents")
+            .arg(self.t("agents.json"))
+            .timeout(Duration::from_secs(120));
+        cmd
+    }
+
+    fn approve(&self, extra: &[&str]) -> std::process::Output {
+        let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
+        args.extend_from_slice(extra);
+        self.cascade(&args).output().expect("cascade runs")
+    }
+
+    fn timeline(&self) -> Vec<String> {
+        std::fs::read_to_string(self.t("timeline"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn pos(&self, line: &str) -> usize {
+        let tl = self.timeline();
+        tl.iter()
+            .position(|l| l == line)
+            .unwrap_or_else(|| panic!("'{line}' not in timeline {tl:?}"))
+    }
+
+    fn prd(&self) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(self.repo().join("prd.json")).unwrap())
+            .unwrap()
+    }
+
+    fn prd_status(&self, id: &str) -> String {
+        self.prd()["stories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .map(|s| s["status"].as_str().unwrap_or("").to_string())
+            .unwrap()
+    }
+
+    fn status_json(&self) -> Value {
+        let out = self.cascade(&["status", "--json"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("status json")
+    }
+
+    /// The story's status and its first attempt's agent pid from the state
+    /// file, waiting (with a guard) until the pid has been recorded.
+    fn agent_pid(&self, id: &str) -> (String, i32) {
+        let start = Instant::now();
+        loop {
+            let text = std::fs::read_to_string(self.repo().join(".cascade/state.json"))
+                .unwrap_or_default();
+            let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let story = state["stories"]
+                .as_array()
+                .and_then(|a| a.iter().find(|s| s["id"] == id).cloned())
+                .unwrap_or(Value::Null);
+            if let Some(pid) = story["attempts"][0]["pid"].as_i64() {
+                return (
+                    story["status"].as_str().unwrap_or("").to_string(),
+                    pid as i32,
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "no pid for {id}: {text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn main_subjects(&self) -> Vec<String> {
+        git(self.repo(), &["log", "--format=%s", "main"])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn progress(&self) -> String {
+        std::fs::read_to_string(self.repo().join("progress.txt")).unwrap_or_default()
+    }
+}
+
+fn story(id: &str, deps: &[&str]) -> Value {
+    json!({
+        "id": id, "title": format!("Title {id}"), "description": format!("Implement {id}"),
+        "priority": "medium", "dependencies": deps, "status": "pending",
+        "acceptance_criteria": ["it works"], "story_extra": id
+    })
+}
+
+/// The NDJSON events of a run's stdout.
+fn events(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn explain(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn wait_for(path: &Path, guard: Duration) -> bool {
+    let start = Instant::now();
+    while !path.exists() {
+        if start.elapsed() > guard {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// Whether a process exists and is not a zombie (a container's init may not
+/// reap orphans, so a killed orphan can linger as a zombie).
+fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map_or(true, |(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn worktree_dirs(repo: &Path) -> Vec<String> {
+    std::fs::read_dir(repo.join(".cascade/worktrees"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn diamond_completes_in_dependency_order_with_merges() {
+    // s1 -> (s2, s3, s4); (s2, s3) -> s5; (s4, s5) -> s6
+    let f = Fixture::new(
+        json!([
+            story("s1", &[]),
+            story("s2", &["s1"]),
+            story("s3", &["s1"]),
+            story("s4", &["s1"]),
+            story("s5", &["s2", "s3"]),
+            story("s6", &["s4", "s5"]),
+        ]),
+        json!([]),
+    );
+    let out = f.approve(&["--parallel", "3"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let deps = [
+        ("s2", "s1"),
+        ("s3", "s1"),
+        ("s4", "s1"),
+        ("s5", "s2"),
+        ("s5", "s3"),
+        ("s6", "s4"),
+        ("s6", "s5"),
+    ];
+    for (s, d) in deps {
+        assert!(
+            f.pos(&format!("end {d}")) < f.pos(&format!("start {s}")),
+            "{s} started before {d} ended: {:?}",
+            f.timeline()
+        );
+    }
+    // Every story merged exactly once, its file on main, status complete in
+    // prd.json with every other field kept.
+    let subjects = f.main_subjects();
+    for id in ["s1", "s2", "s3", "s4", "s5", "s6"] {
+        let title = format!("{id}: Title {id}");
+        assert_eq!(
+            subjects.iter().filter(|s| **s == title).count(),
+            1,
+            "{subjects:?}"
+        );
+        assert!(
+            f.repo().join(format!("{id}.txt")).exists(),
+            "{id}.txt on main"
+        );
+        assert_eq!(f.prd_status(id), "complete");
+    }
+    let prd = f.prd();
+    assert_eq!(prd["custom_field"]["kept"], true);
+    assert_eq!(prd["metadata"]["keep"], "me");
+    assert_eq!(prd["stories"][0]["story_extra"], "s1");
+    // Merged worktrees and branches are gone; the tree is clean.
+    assert!(
+        worktree_dirs(f.repo()).is_empty(),
+        "{:?}",
+        worktree_dirs(f.repo())
+    );
+    assert_eq!(git(f.repo(), &["branch", "--list", "cascade/*"]).trim(), "");
+    assert_eq!(git(f.repo(), &["status", "--porcelain"]).trim(), "");
+    // Events: NDJSON with run_finished last; progress.txt in Plan Cascade's format.
+    let ev = events(&out);
+    let last = ev.last().unwrap();
+    assert_eq!(last["event"], "run_finished");
+    assert_eq!(last["status"], "completed");
+    assert_eq!(last["stories"]["complete"], 6);
+    assert_eq!(
+        ev.iter().filter(|e| e["event"] == "story_merged").count(),
+        6
+    );
+    let progress = f.progress();
+    assert_eq!(
+        progress.matches("[COMPLETE] via scripted").count(),
+        6,
+        "{progress}"
+    );
+    assert!(progress
+        .lines()
+        .all(|l| l.starts_with('[') && l.as_bytes()[20] == b']'));
+    let st = f.status_json();
+    assert_eq!(st["status"], "completed");
+    assert_eq!(st["stories"]["s6"]["status"], "complete");
+    assert_eq!(st["stories"]["s6"]["agent"], "scripted");
+    assert_eq!(st["stories"]["s6"]["attempts"], 1);
+}
+
+#[test]
+fn parallel_stories_really_overlap() {
+    let f = Fixture::new(json!([story("a", &[]), story("b", &[])]), json!([]));
+    // Each waits until the other has started: only true overlap lets both see it.
+    f.mark("wait-a", "started-b");
+    f.mark("wait-b", "started-a");
+    let out = f.approve(&["--parallel", "2"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(
+        f.t("saw-a").exists() && f.t("saw-b").exists(),
+        "{:?}",
+        f.timeline()
+    );
+}
+
+#[test]
+fn eager_starts_a_story_before_an_unrelated_slow_one_ends() {
+    // slow and fast are independent; after depends on fast only.
+    let f = Fixture::new(
+        json!([
+            story("slow", &[]),
+            story("fast", &[]),
+            story("after", &["fast"])
+        ]),
+        json!([]),
+    );
+    // slow holds until `after` has started: possible only with eager.
+    f.mark("wait-slow", "started-after");
+    let out = f.approve(&["--schedule", "eager", "--parallel", "4"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(f.t("saw-slow").exists(), "{:?}", f.timeline());
+    assert!(
+        f.pos("start after") < f.pos("end slow"),
+        "{:?}",
+        f.timeline()
+    );
+}
+
+#[test]
+fn gate_failure_is_retried_with_the_error_in_the_prompt() {
+    let f = Fixture::new(json!([story("flaky", &[])]), json!([]));
+    let gate = script(
+        &f.t("gate.sh"),
+        "if grep -q bad value.txt 2>/dev/null; then echo 'value.txt:1:1: error: value must not be bad MARKER-42'; exit 1; fi\nexit 0",
+    );
+    f.write_prd(
+        json!([story("flaky", &[])]),
+        json!([{"name": "check", "type": "test", "command": gate.display().to_string(), "required": true}]),
+    );
+    f.mark("flaky-flaky", "");
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let second = std::fs::read_to_string(f.t("prompt-flaky-2.md")).expect("second prompt");
+    assert!(second.contains("MARKER-42"), "{second}");
+    assert!(second.contains("quality gate 'check' failed"), "{second}");
+    let first = std::fs::read_to_string(f.t("prompt-flaky-1.md")).unwrap();
+    assert!(!first.contains("MARKER-42"));
+    let progress = f.progress();
+    assert!(
+        progress.contains("flaky: [FAILED] via scripted: quality gate 'check' failed"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("flaky: [RETRY] -> scripted (attempt 2/4)"),
+        "{progress}"
+    );
+    let ev = events(&out);
+    assert!(ev
+        .iter()
+        .any(|e| e["event"] == "attempt_failed" && e["error_type"] == "quality_gate"));
+    assert_eq!(f.status_json()["stories"]["flaky"]["attempts"], 2);
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("value.txt")).unwrap(),
+        "good\n"
+    );
+}
+
+#[test]
+fn always_failing_story_blocks_dependents_only() {
+    let f = Fixture::new(
+        json!([
+            story("ok1", &[]),
+            story("bad", &[]),
+            story("child", &["bad"]),
+            story("grandchild", &["child"]),
+            story("ok2", &["ok1"]),
+        ]),
+        json!([]),
+    );
+    f.mark("fail-bad", "");
+    let out = f.approve(&["--max-retries", "1"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let st = f.status_json();
+    assert_eq!(st["status"], "failed");
+    assert_eq!(st["stories"]["bad"]["status"], "failed");
+    assert_eq!(st["stories"]["bad"]["attempts"], 2);
+    assert_eq!(st["stories"]["bad"]["error_type"], "exit_code");
+    assert_eq!(st["stories"]["child"]["status"], "blocked");
+    assert_eq!(st["stories"]["grandchild"]["status"], "blocked");
+    assert_eq!(st["stories"]["ok1"]["status"], "complete");
+    assert_eq!(st["stories"]["ok2"]["status"], "complete");
+    let ev = events(&out);
+    let last = ev.last().unwrap();
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["stories"]["complete"], 2);
+    assert_eq!(last["stories"]["failed"], 1);
+    assert_eq!(last["stories"]["blocked"], 2);
+    assert!(!f.timeline().iter().any(|l| l.contains("child")));
+    // The failed story's worktree is kept for inspection.
+    assert!(worktree_dirs(f.repo()).contains(&"bad".to_string()));
+}
+
+#[test]
+fn hanging_agent_times_out_without_orphans() {
+    let f = Fixture::new(
+        json!([{"id": "hang", "title": "Hang", "description": "d", "dependencies": [], "agent": "hanger"}]),
+        json!([]),
+    );
+    let t = f.tools().display().to_string();
+    let hang = script(
+        &f.t("hang.sh"),
+        &format!("sleep 300 &\necho $! > '{t}/grandchild'\nsleep 300"),
+    );
+    f.set_agents(
+        json!({"hanger": {"type": "cli", "command": hang.display().to_string(), "args": [], "timeout": 1}}),
+        None,
+    );
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let st = f.status_json();
+    assert_eq!(st["stories"]["hang"]["status"], "failed");
+    assert_eq!(st["stories"]["hang"]["error_type"], "timeout");
+    let pid: i32 = std::fs::read_to_string(f.t("grandchild"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(!pid_alive(pid), "grandchild {pid} survived");
+}
+
+#[test]
+fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
+    let f = Fixture::new(json!([story("left", &[]), story("right", &[])]), json!([]));
+    // Both edit README.md's only line, from the same base (each waits for the other).
+    f.mark("edit-left", "README.md");
+    f.mark("edit-right", "README.md");
+    f.mark("wait-left", "started-right");
+    f.mark("wait-right", "started-left");
+    let out = f.approve(&["--parallel", "2", "--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let conflict = ev
+        .iter()
+        .find(|e| e["event"] == "merge_conflict")
+        .unwrap_or_else(|| panic!("no merge_conflict: {}", explain(&out)));
+    assert_eq!(conflict["files"], json!(["README.md"]));
+    let loser = conflict["story"].as_str().unwrap().to_string();
+    let st = f.status_json();
+    assert_eq!(st["stories"][&loser]["status"], "failed");
+    assert_eq!(st["stories"][&loser]["error_type"], "merge_conflict");
+    let branch = format!("cascade/{loser}");
+    git(
+        f.repo(),
+        &["rev-parse", "--verify", &format!("refs/heads/{branch}")],
+    );
+    // The branch still holds the story's commit.
+    let subject = git(f.repo(), &["log", "-1", "--format=%s", &branch]);
+    assert_eq!(subject.trim(), format!("{loser}: Title {loser}"));
+    // The main worktree is clean and holds the winner's line.
+    assert_eq!(git(f.repo(), &["status", "--porcelain"]).trim(), "");
+    let readme = std::fs::read_to_string(f.repo().join("README.md")).unwrap();
+    assert!(
+        readme.starts_with("line from ") && !readme.contains(&loser),
+        "{readme}"
+    );
+}
+
+#[test]
+fn kill_9_then_resume_merges_each_story_exactly_once() {
+    let f = Fixture::new(
+        json!([story("k1", &[]), story("k2", &["k1"]), story("k3", &["k2"])]),
+        json!([]),
+    );
+    // k2 blocks on its first run until released (never, in the killed run).
+    f.mark("wait-k2", "release");
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-k2"), Duration::from_secs(60)));
+    // kill -9 cascade, then its agent (a crash takes the machine's processes too).
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (status, agent_pid) = f.agent_pid("k2");
+    assert_eq!(status, "running");
+    // SAFETY: kills the agent's process group (it leads its own group).
+    unsafe {
+        libc::kill(-agent_pid, libc::SIGKILL);
+    }
+    std::fs::remove_file(f.t("wait-k2")).unwrap();
+    // status knows the run is not running any more.
+    assert_eq!(f.status_json()["status"], "interrupted");
+
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    // The dead run's lock was taken over, with a note.
+    assert!(
+        events(&out).iter().any(|e| e["event"] == "notice"
+            && e["message"].as_str().unwrap_or("").contains("stale lock")),
+        "{}",
+        explain(&out)
+    );
+    let subjects = f.main_subjects();
+    for id in ["k1", "k2", "k3"] {
+        let title = format!("{id}: Title {id}");
+        assert_eq!(
+            subjects.iter().filter(|s| **s == title).count(),
+            1,
+            "{id} merged once: {subjects:?}"
+        );
+    }
+    // k1 was not run again; k2 restarted from a fresh worktree.
+    assert_eq!(f.timeline().iter().filter(|l| *l == "start k1").count(), 1);
+    assert_eq!(f.timeline().iter().filter(|l| *l == "start k2").count(), 2);
+    let st = f.status_json();
+    assert_eq!(st["status"], "completed");
+    assert!(worktree_dirs(f.repo()).is_empty());
+}
+
+#[test]
+fn second_concurrent_approve_is_refused_naming_the_pid() {
+    let f = Fixture::new(json!([story("w", &[])]), json!([]));
+    f.mark("wait-w", "release");
+    let mut first = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-w"), Duration::from_secs(60)));
+    let out = f.approve(&[]);
+    f.mark("release", "");
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error:"), "{err}");
+    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    let status = first.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(f.prd_status("w"), "complete");
+}
+
+#[test]
+fn fallback_for_a_missing_agent_appears_in_progress() {
+    let f = Fixture::new(
+        json!([{"id": "fb", "title": "Fallback", "description": "d", "dependencies": [], "agent": "ghost"}]),
+        json!([]),
+    );
+    f.set_agents(
+        json!({"ghost": {"type": "cli", "command": "cascade-test-no-such-agent", "args": [], "timeout": 5}}),
+        Some(json!({"default_agent": "ghost", "fallback_chain": ["scripted"]})),
+    );
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let progress = f.progress();
+    assert!(
+        progress
+            .lines()
+            .any(|l| l.contains("fb: [FALLBACK] ghost -> scripted: ") && l.contains("not found")),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("fb: [START] via scripted (pid:"),
+        "{progress}"
+    );
+    let ev = events(&out);
+    let started = ev.iter().find(|e| e["event"] == "story_started").unwrap();
+    assert_eq!(started["agent"], "scripted");
+    assert_eq!(started["fallbacks"][0]["from"], "ghost");
+}
+
+#[test]
+fn agent_that_changes_nothing_fails_with_no_changes() {
+    let f = Fixture::new(json!([story("idle", &[])]), json!([]));
+    f.mark("nochange-idle", "");
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let st = f.status_json();
+    assert_eq!(st["stories"]["idle"]["error_type"], "no_changes");
+    assert!(f
+        .progress()
+        .contains("idle: [FAILED] via scripted: no changes"));
+}
+
+#[test]
+fn without_auto_run_and_terminal_one_batch_runs_then_resume_continues() {
+    let f = Fixture::new(json!([story("b1", &[]), story("b2", &["b1"])]), json!([]));
+    let out = f
+        .cascade(&["approve", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("b1"), "complete");
+    assert_eq!(f.prd_status("b2"), "pending");
+    assert_eq!(events(&out).last().unwrap()["status"], "paused");
+    assert_eq!(f.status_json()["status"], "paused");
+    let out = f
+        .cascade(&["resume", "--yes", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("b2"), "complete");
+    assert_eq!(f.timeline().iter().filter(|l| *l == "start b1").count(), 1);
+}
+
+#[test]
+fn dry_run_shows_the_schedule_and_runs_nothing() {
+    let f = Fixture::new(json!([story("d1", &[]), story("d2", &["d1"])]), json!([]));
+    let out = f
+        .cascade(&["approve", "--dry-run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["batches"][0][0]["story"], "d1");
+    assert_eq!(v["batches"][1][0]["story"], "d2");
+    assert_eq!(v["batches"][1][0]["agent"], "scripted");
+    assert!(f.timeline().is_empty());
+    assert!(!f.repo().join(".cascade/state.json").exists());
+}
+
+#[test]
+fn bad_input_exits_2() {
+    let f = Fixture::new(json!([story("x", &["nope"])]), json!([]));
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    // A dirty tree is refused too.
+    let f = Fixture::new(json!([story("x", &[])]), json!([]));
+    std::fs::write(f.repo().join("README.md"), "changed\n").unwrap();
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-dirty"));
+    // An unknown --agent.
+    let out = f.approve(&["--allow-dirty", "--agent", "nobody"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown agent 'nobody'"));
+    // resume without a run.
+    let out = f
+        .cascade(&["resume", "--allow-dirty", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+}
+
+#[test]
+fn sigint_saves_state_and_exits_130() {
+    let f = Fixture::new(json!([story("int", &[])]), json!([]));
+    f.mark("wait-int", "release");
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-int"), Duration::from_secs(60)));
+    let (_, agent_pid) = f.agent_pid("int");
+    // SAFETY: plain signal to our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", explain(&out));
+    assert!(!pid_alive(agent_pid), "agent {agent_pid} still running");
+    assert_eq!(events(&out).last().unwrap()["status"], "interrupted");
+    let st = f.status_json();
+    assert_eq!(st["status"], "interrupted");
+    assert_eq!(st["stories"]["int"]["status"], "pending");
+    assert_eq!(f.prd_status("int"), "pending");
+}
+
+#[test]
+fn resume_treats_a_story_already_on_the_branch_as_merged() {
+    // A run merged s2 but was killed before it recorded that: the state says
+    // running and prd.json in_progress. Resume must not run s2 again.
+    let f = Fixture::new(json!([story("m1", &[]), story("m2", &["m1"])]), json!([]));
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let path = f.repo().join(".cascade/state.json");
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    state["status"] = json!("running");
+    state["stories"][1]["status"] = json!("running");
+    state["stories"][1]["merge_commit"] = Value::Null;
+    std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
+    let mut prd = f.prd();
+    prd["stories"][1]["status"] = json!("in_progress");
+    write_json(&f.repo().join("prd.json"), &prd);
+
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    assert!(
+        ev.iter()
+            .any(|e| e["event"] == "story_skipped" && e["story"] == "m2"),
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(f.timeline().iter().filter(|l| *l == "start m2").count(), 1);
+    assert_eq!(f.prd_status("m2"), "complete");
+    assert_eq!(f.status_json()["stories"]["m2"]["status"], "complete");
+    let subjects = f.main_subjects();
+    assert_eq!(subjects.iter().filter(|s| *s == "m2: Title m2").count(), 1);
+}
+
+#[test]
+fn flaky_gate_is_rerun_once_and_reported_as_flaky() {
+    let f = Fixture::new(json!([story("fl", &[])]), json!([]));
+    let t = f.tools().display().to_string();
+    // Fails on its first run only.
+    let gate = script(
+        &f.t("flaky-gate.sh"),
+        &format!("if [ ! -f '{t}/gate-ran' ]; then touch '{t}/gate-ran'; echo 'transient failure'; exit 1; fi\nexit 0"),
+    );
+    f.write_prd(
+        json!([story("fl", &[])]),
+        json!([{"name": "wobbly", "type": "test", "command": gate.display().to_string(), "required": true}]),
+    );
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let gate = ev
+        .iter()
+        .find(|e| e["event"] == "gate_finished" && e["gate"] == "wobbly")
+        .unwrap_or_else(|| panic!("{}", explain(&out)));
+    assert_eq!(gate["passed"], true);
+    assert_eq!(gate["flaky"], true);
+    // Not charged to the agent: one attempt.
+    assert_eq!(f.status_json()["stories"]["fl"]["attempts"], 1);
+}
+
+#[test]
+fn worktree_setup_copies_files_and_runs_commands() {
+    let f = Fixture::new(json!([story("su", &[])]), json!([]));
+    // .env and build-cache/ are ignored: a fresh worktree lacks them.
+    std::fs::write(f.repo().join(".gitignore"), ".env\nbuild-cache/\n").unwrap();
+    git(f.repo(), &["add", ".gitignore"]);
+    git(f.repo(), &["commit", "-q", "-m", "ignore"]);
+    std::fs::write(f.repo().join(".env"), "SECRET=1\n").unwrap();
+    write_json(
+        &f.repo().join(".cascade/config.json"),
+        &json!({"worktree": {"copy": [".env"], "setup": [["mkdir", "-p", "build-cache"]]}}),
+    );
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(f.t("setup-ok-su").exists(), "{:?}", f.timeline());
+    // Ignored setup output is not committed.
+    let files = git(f.repo(), &["ls-files"]);
+    assert!(!files.lines().any(|l| l == ".env"), "{files}");
+}
+
+#[test]
+fn max_iterations_stops_after_that_many_batches() {
+    let f = Fixture::new(
+        json!([story("i1", &[]), story("i2", &["i1"]), story("i3", &["i2"])]),
+        json!([]),
+    );
+    let out = f.approve(&["--mode", "max-iterations", "--max-iterations", "2"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("i2"), "complete");
+    assert_eq!(f.prd_status("i3"), "pending");
+    assert_eq!(events(&out).last().unwrap()["status"], "paused");
+    let out = f.approve(&["--mode", "max-iterations"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+}
+
+#[test]
+fn fail_fast_stops_scheduling_after_the_first_failure() {
+    let f = Fixture::new(
+        json!([story("ff1", &[]), story("ff2", &[]), story("ff3", &[])]),
+        json!([]),
+    );
+    f.mark("fail-ff1", "");
+    let out = f.approve(&["--fail-fast", "--parallel", "1", "--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    assert!(!f
+        .timeline()
+        .iter()
+        .any(|l| l == "start ff2" || l == "start ff3"));
+    let last = events(&out).last().unwrap().clone();
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["stories"]["pending"], 2);
+}
+
+#[test]
+fn a_tracked_prd_being_updated_never_makes_the_tree_dirty() {
+    let f = Fixture::new(json!([story("p1", &[]), story("p2", &["p1"])]), json!([]));
+    // Some users commit prd.json: cascade's status updates then modify a tracked file.
+    git(f.repo(), &["add", "-f", "prd.json"]);
+    git(f.repo(), &["commit", "-q", "-m", "plan"]);
+    let out = f.approve(&["--mode", "batch-complete"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("p1"), "complete");
+    let out = f
+        .cascade(&["resume", "--yes", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("p2"), "complete");
+}

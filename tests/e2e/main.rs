@@ -5,6 +5,8 @@
 mod common;
 
 mod agents;
+mod demo;
 mod engine;
 mod gates;
+mod mega;
 mod plan;

@@ -1,1 +1,57 @@
-//! cascade-engine (being built).
+//! cascade-engine: the orchestrator that takes a PRD from "approved" to
+//! "merged": state, scheduler, retries, events, resume (and mega-plan runs in
+//! [`mega`]). It never prints: everything it does is an [`Event`] sent to one
+//! callback ([`EventSink`], `Arc<dyn Fn(&Event) + Send + Sync>`); the binary's
+//! reporters render them.
+//!
+//! # API summary
+//! - [`engine::Engine`]`::new(`[`config::EngineConfig`]`)`:
+//!   - `.run(`[`config::RunOptions`]`, sink, &CancelToken).await ->
+//!     Result<`[`engine::RunSummary`]`, `[`error::EngineError`]`>`: prepares (info/exclude,
+//!     lock, PRD validation, agents incl. unknown `--agent` names, gates,
+//!     `.cascade/config.json`, dirty tree), then runs stories in worktrees
+//!     (`cascade/<id>`, or `cascade/<feature>.<id>` with `config.feature`)
+//!     with agent -> commit -> gates -> serial merge, retries and resume.
+//!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused),
+//!     counts, stories: Vec<`[`StorySummary`]`>, duration_ms }`. `Err` only
+//!     when the run could not start; `EngineError::is_usage()` => exit 2.
+//!   - `.dry_run(&RunOptions) -> Result<`[`engine::DryRun`]`>`: batches with agents and fallbacks.
+//!   - `.state_path()`.
+//! - `EngineConfig::new(project_root, prd_path)` plus `agents_path`,
+//!   `target_branch` (default: the branch checked out at `project_root`),
+//!   `feature`, `state_path`, `progress_path`, `artifacts_dir` (prompts/logs),
+//!   `take_lock`, `excluded` ([`config::OWN_FILES`]). For a feature of a
+//!   mega-plan: the feature worktree as root, its branch, `feature`, its own
+//!   state/progress/artifacts paths and `take_lock: false`.
+//! - `RunOptions { agent, impl_agent, retry_agent, no_fallback, retry:
+//!   `[`RetryPolicy`]`, parallel, schedule: `[`scheduler::Discipline`]`, fail_fast,
+//!   allow_dirty, mode: `[`config::Mode`]`, pause: `[`config::Pause`]` (Never |
+//!   AfterBatch | Confirm(callback)), resume, use_gate_cache, agent_timeout,
+//!   excerpt_bytes }` (`Default` = CLI defaults).
+//! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
+//! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
+//!   per story status/agent/attempts/branch/worktree/commits), atomic writes.
+//! - [`lock`]: `.cascade/lock` ([`lock::RunLock`]: live holder => error naming
+//!   the pid; stale (dead pid) => taken over with a note).
+//! - [`progress`]: progress.txt in Plan Cascade's line format.
+//! - [`retry`]: [`FailureKind`] classification and [`RetryPolicy`] backoff.
+//! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];
+//!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
+//! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
+
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod events;
+pub mod gitops;
+pub mod lock;
+pub mod progress;
+pub mod retry;
+pub mod scheduler;
+pub mod state;
+mod story;
+
+pub mod mega;
+
+pub use events::{Event, EventSink, FallbackNote, RunStatus, StoryCounts, StorySummary};
+pub use retry::{FailureKind, RetryPolicy};

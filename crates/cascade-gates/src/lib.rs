@@ -1,1 +1,62 @@
-//! cascade-gates (being built).
+//! Quality gates for cascade: configuration, project detection, the gate
+//! runner, the content-hash gate cache and structured error parsing.
+//! It knows nothing about agents or stories.
+//!
+//! # API summary (what the engine codes against)
+//!
+//! ```text
+//! GateSet::resolve(prd_quality_gates: Option<&serde_json::Value>, cascade_dir: &Path,
+//!                  project_root: &Path) -> Result<GateSet, GateConfigError>
+//!     // <cascade_dir>/gates.json overrides prd.json's quality_gates; nothing
+//!     // configured => default gates of the detected project types.
+//!     GateSet { enabled, fail_fast, use_cache, rerun_failures, gates: Vec<Gate>, source }
+//! GateCache::open(cascade_dir) -> GateCache          // Clone = shared; never fails a run
+//!     .stats() -> CacheStats{entries, bytes, hits, misses, time_saved_ms}
+//!     .clear() -> io::Result<usize>, .explain() -> Vec<MissExplanation>, .prune(), .load_all()
+//! run_gates(&GateSet, &RunOptions{ workdir, repo_root: Option<PathBuf>,
+//!           base_commit: Option<String>, use_cache, rerun_failures, fail_fast },
+//!           &GateCache, on_event: impl Fn(GateEvent), &CancelToken).await -> GateReport
+//!     GateEvent::{Started{name, command}, Finished(GateResult), CacheUnavailable{reason}}
+//! GateReport { passed, gates: Vec<GateResult> }
+//!     .summary_for_prompt(max_errors) -> String   // errors before warnings, "... and K more"
+//!     .summary_line(), .failed(), .skipped(), .cached()
+//! GateResult { name, passed, required, cached, skipped, skip_reason, flaky, tool_missing,
+//!              timed_out, duration_ms, original_duration_ms, command, working_dir,
+//!              outcome, errors: Vec<GateError>, output_excerpt }
+//! GateError { file, line, column, code, message, severity: Severity::{Error,Warning,Note} }
+//! parse::{parse(Parser, stdout, stderr, base), Parser::for_command(program, args)}
+//! ```
+//!
+//! `RunOptions::fail_fast`/`rerun_failures` are OR-ed with the set's flags and
+//! `use_cache` is AND-ed. Fail-fast cancels the running gates' tokens, so
+//! `cascade-process` kills their whole process groups; gates that never ran
+//! are reported `skipped` with the reason. A failed gate re-run once that then
+//! passes is `passed` with `flaky: true` (and not cached). A gate whose program
+//! is missing fails with `tool_missing: true`.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use cascade_gates::{run_gates, GateCache, GateSet, RunOptions};
+//! use std::path::Path;
+//! let root = Path::new("/tmp/project");
+//! let cascade_dir = root.join(".cascade");
+//! let set = GateSet::resolve(None, &cascade_dir, root).expect("valid config");
+//! let cache = GateCache::open(&cascade_dir);
+//! let opts = RunOptions { workdir: root.into(), use_cache: true, ..Default::default() };
+//! let report = run_gates(&set, &opts, &cache, |_e| {}, &Default::default()).await;
+//! println!("{}", report.summary_line());
+//! # }
+//! ```
+
+pub mod cache;
+pub mod config;
+pub mod detect;
+pub mod incremental;
+pub mod parse;
+pub mod report;
+pub mod runner;
+
+pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation};
+pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
+pub use report::{GateError, GateReport, GateResult, Severity};
+pub use runner::{run_gates, GateEvent, RunOptions};

@@ -1,1 +1,693 @@
-//! Owned by the engine work (issue 5): merge helpers.
+//! Merging a story (or feature) branch into its target branch.
+//!
+//! The merge is computed in memory (`merge_commits`): a conflict changes
+//! nothing (no ref moves, no file is written, the source branch is kept) and
+//! is reported with the conflicting paths. When the merge succeeds and the
+//! target branch is checked out in some worktree (the main one, typically),
+//! that worktree's files and index are brought to the new tip with a *safe*
+//! checkout, the way `git merge` does it: a change of the user's to a file the
+//! merge does not touch is kept; a change that the merge would overwrite
+//! makes it refuse ([`MergeError::TargetDirty`]) before anything moved.
+//!
+//! # API summary
+//! - [`merge_into`]`(paths, target_branch, source_branch, message, &MergeOptions{ff_allowed})
+//!   -> Result<MergeOutcome, MergeError>` with
+//!   `MergeOutcome::{UpToDate, FastForward(oid), Merged(oid), Conflict{files}}`.
+//!   `ff_allowed: false` always makes a merge commit (`--no-ff`, for features).
+//!   Branch names may be short (`main`) or full (`refs/heads/main`).
+//! - [`is_merged`]`(paths, source_oid, target_branch)`: whether the target
+//!   already contains that commit (resume: a merged story is never redone).
+//! - [`branch_tip`]`(paths, branch)`: the commit a branch points at, if it exists.
+//! - [`checked_out_in`]`(paths, branch)`: the worktree (main or linked) that has
+//!   the branch checked out.
+//!
+//! Merges into one target must be serialised by the caller (the engine's merge
+//! queue); the ref is updated with a compare-and-swap so a concurrent move is
+//! detected ([`MergeError::TargetMoved`]) rather than lost.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use git2::build::CheckoutBuilder;
+use git2::{CheckoutNotificationType, Oid, Repository};
+
+use crate::commit::signature;
+use crate::repo::RepoPaths;
+use crate::GitError;
+
+/// How to merge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeOptions {
+    /// Fast-forward when the target is an ancestor of the source; when false
+    /// a merge commit is always made (`git merge --no-ff`).
+    pub ff_allowed: bool,
+}
+
+impl Default for MergeOptions {
+    fn default() -> Self {
+        MergeOptions { ff_allowed: true }
+    }
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeOutcome {
+    /// The target already contains the source: nothing moved.
+    UpToDate,
+    /// The target moved forward to the source's tip (this commit).
+    FastForward(Oid),
+    /// A merge commit was made on the target.
+    Merged(Oid),
+    /// The branches conflict in these paths; nothing was changed.
+    Conflict { files: Vec<String> },
+}
+
+impl MergeOutcome {
+    /// The target's new tip, when it moved.
+    pub fn new_tip(&self) -> Option<Oid> {
+        match self {
+            MergeOutcome::FastForward(o) | MergeOutcome::Merged(o) => Some(*o),
+            _ => None,
+        }
+    }
+}
+
+/// A merge could not be done (a conflict is not an error: see [`MergeOutcome`]).
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// A branch does not exist.
+    #[error("branch '{branch}' does not exist")]
+    NoSuchBranch { branch: String },
+    /// The worktree that has the target checked out has uncommitted changes
+    /// the merge would overwrite.
+    #[error("cannot merge into '{branch}': uncommitted changes in '{}' would be overwritten ({}); commit or stash them and run again", worktree.display(), files.join(", "))]
+    TargetDirty {
+        branch: String,
+        worktree: PathBuf,
+        files: Vec<String>,
+    },
+    /// The target branch moved while the merge was being made.
+    #[error("branch '{branch}' moved while merging into it; the files in '{}' were updated to the merge result, check `git status` there", worktree.display())]
+    TargetMoved { branch: String, worktree: PathBuf },
+    /// Something else failed in git or on disk.
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+/// Merges `source_branch` into `target_branch` (see the module docs).
+pub fn merge_into(
+    paths: &RepoPaths,
+    target_branch: &str,
+    source_branch: &str,
+    message: &str,
+    opts: &MergeOptions,
+) -> Result<MergeOutcome, MergeError> {
+    let repo = open_main(paths)?;
+    let target_ref = full_ref(target_branch);
+    let target = repo
+        .refname_to_id(&target_ref)
+        .map_err(|_| MergeError::NoSuchBranch {
+            branch: target_branch.to_string(),
+        })?;
+    let source =
+        repo.refname_to_id(&full_ref(source_branch))
+            .map_err(|_| MergeError::NoSuchBranch {
+                branch: source_branch.to_string(),
+            })?;
+
+    if target == source || descends(&repo, target, source)? {
+        return Ok(MergeOutcome::UpToDate);
+    }
+    let fast_forward = opts.ff_allowed && descends(&repo, source, target)?;
+    let (new_tip, outcome) = if fast_forward {
+        (source, MergeOutcome::FastForward(source))
+    } else {
+        let ours = repo
+            .find_commit(target)
+            .map_err(GitError::git("read target commit"))?;
+        let theirs = repo
+            .find_commit(source)
+            .map_err(GitError::git("read source commit"))?;
+        let mut index = repo
+            .merge_commits(&ours, &theirs, None)
+            .map_err(GitError::git(format!(
+                "merge '{source_branch}' into '{target_branch}'"
+            )))?;
+        if index.has_conflicts() {
+            return Ok(MergeOutcome::Conflict {
+                files: conflict_paths(&index)?,
+            });
+        }
+        let tree_id = index
+            .write_tree_to(&repo)
+            .map_err(GitError::git("write merged tree"))?;
+        let tree = repo
+            .find_tree(tree_id)
+            .map_err(GitError::git("read merged tree"))?;
+        let sig = signature(&repo)?;
+        let oid = repo
+            .commit(None, &sig, &sig, message, &tree, &[&ours, &theirs])
+            .map_err(GitError::git("write merge commit"))?;
+        (oid, MergeOutcome::Merged(oid))
+    };
+
+    let reflog = format!("cascade: merge {source_branch} into {target_branch}");
+    let holder = checked_out_in(paths, target_branch)?;
+    if let Some(worktree) = &holder {
+        update_worktree(worktree, target_branch, target, new_tip)?;
+    }
+    if let Err(e) = repo.reference_matching(&target_ref, new_tip, true, target, &reflog) {
+        return Err(match holder {
+            Some(worktree) if e.code() == git2::ErrorCode::Modified => MergeError::TargetMoved {
+                branch: target_branch.to_string(),
+                worktree,
+            },
+            _ => GitError::git(format!("update branch '{target_branch}'"))(e).into(),
+        });
+    }
+    Ok(outcome)
+}
+
+/// Whether the tip of `target_branch` contains `source` (equal or ancestor).
+pub fn is_merged(paths: &RepoPaths, source: Oid, target_branch: &str) -> Result<bool, MergeError> {
+    let repo = open_main(paths)?;
+    let target =
+        repo.refname_to_id(&full_ref(target_branch))
+            .map_err(|_| MergeError::NoSuchBranch {
+                branch: target_branch.to_string(),
+            })?;
+    Ok(target == source || descends(&repo, target, source)?)
+}
+
+/// The commit `branch` points at; `None` when there is no such branch.
+pub fn branch_tip(paths: &RepoPaths, branch: &str) -> Result<Option<Oid>, GitError> {
+    let repo = open_main(paths)?;
+    Ok(repo.refname_to_id(&full_ref(branch)).ok())
+}
+
+/// The worktree (main or linked, with its directory present) that has
+/// `branch` checked out.
+pub fn checked_out_in(paths: &RepoPaths, branch: &str) -> Result<Option<PathBuf>, GitError> {
+    let refname = full_ref(branch);
+    let names_it = |head: &str| head.trim().strip_prefix("ref:").map(str::trim) == Some(&refname);
+    if let Ok(head) = std::fs::read_to_string(paths.common_dir.join("HEAD")) {
+        if names_it(&head) {
+            return Ok(Some(paths.main_root.clone()));
+        }
+    }
+    let repo = open_main(paths)?;
+    let names = repo.worktrees().map_err(GitError::git("list worktrees"))?;
+    for name in names.iter().flatten() {
+        let head_file = paths.common_dir.join("worktrees").join(name).join("HEAD");
+        let Ok(head) = std::fs::read_to_string(&head_file) else {
+            continue;
+        };
+        if !names_it(&head) {
+            continue;
+        }
+        if let Ok(wt) = repo.find_worktree(name) {
+            if wt.validate().is_ok() {
+                return Ok(Some(wt.path().to_path_buf()));
+            }
+        }
+    }
+    Ok(None)
+}
+
+// ---------------------------------------------------------------------------
+
+fn open_main(paths: &RepoPaths) -> Result<Repository, GitError> {
+    Repository::open(&paths.main_root).map_err(GitError::git("open repository"))
+}
+
+fn full_ref(branch: &str) -> String {
+    if branch.starts_with("refs/") {
+        branch.to_string()
+    } else {
+        format!("refs/heads/{branch}")
+    }
+}
+
+/// Whether `commit` is a strict descendant of `ancestor`.
+fn descends(repo: &Repository, commit: Oid, ancestor: Oid) -> Result<bool, GitError> {
+    repo.graph_descendant_of(commit, ancestor)
+        .map_err(GitError::git("compare commits"))
+}
+
+fn conflict_paths(index: &git2::Index) -> Result<Vec<String>, GitError> {
+    let mut files = Vec::new();
+    for c in index.conflicts().map_err(GitError::git("read conflicts"))? {
+        let c = c.map_err(GitError::git("read conflicts"))?;
+        for entry in [c.our, c.their, c.ancestor].into_iter().flatten() {
+            files.push(String::from_utf8_lossy(&entry.path).into_owned());
+        }
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// Brings the worktree that has `branch` checked out (its HEAD still at
+/// `old_tip`) to `new_tip`: files and index, safely. Only the paths that
+/// differ between the two trees are looked at, so the cost follows the size
+/// of the change, not of the repository (this runs in the serial merge
+/// queue). libgit2 computes every conflict before writing anything, so a
+/// refusal leaves the worktree as it was.
+fn update_worktree(
+    worktree: &PathBuf,
+    branch: &str,
+    old_tip: Oid,
+    new_tip: Oid,
+) -> Result<(), MergeError> {
+    let repo = Repository::open(worktree).map_err(GitError::git(format!(
+        "open worktree '{}'",
+        worktree.display()
+    )))?;
+    let commit = repo
+        .find_commit(new_tip)
+        .map_err(GitError::git("read merged commit"))?;
+    let old_tree = repo
+        .find_commit(old_tip)
+        .and_then(|c| c.tree())
+        .map_err(GitError::git("read target tree"))?;
+    let new_tree = commit.tree().map_err(GitError::git("read merged tree"))?;
+    let diff = repo
+        .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), None)
+        .map_err(GitError::git("compare trees"))?;
+    let mut changed: Vec<PathBuf> = Vec::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if let Some(p) = file.path() {
+                changed.push(p.to_path_buf());
+            }
+        }
+    }
+    if changed.is_empty() {
+        return Ok(());
+    }
+    let conflicts = RefCell::new(Vec::<String>::new());
+    let result = {
+        let mut co = CheckoutBuilder::new();
+        co.disable_pathspec_match(true);
+        for p in &changed {
+            co.path(p.as_path());
+        }
+        co.safe()
+            .notify_on(CheckoutNotificationType::CONFLICT)
+            .notify(|_, path, _, _, _| {
+                if let Some(p) = path {
+                    conflicts
+                        .borrow_mut()
+                        .push(p.to_string_lossy().into_owned());
+                }
+                true
+            });
+        repo.checkout_tree(commit.as_object(), Some(&mut co))
+    };
+    let mut files = conflicts.into_inner();
+    match result {
+        Ok(()) if files.is_empty() => Ok(()),
+        Ok(()) => Err(dirty(branch, worktree, files)),
+        Err(e) if e.code() == git2::ErrorCode::Conflict || !files.is_empty() => {
+            files.sort();
+            files.dedup();
+            Err(dirty(branch, worktree, files))
+        }
+        Err(e) => Err(GitError::git(format!("update files of '{}'", worktree.display()))(e).into()),
+    }
+}
+
+fn dirty(branch: &str, worktree: &std::path::Path, files: Vec<String>) -> MergeError {
+    MergeError::TargetDirty {
+        branch: branch.to_string(),
+        worktree: worktree.to_path_buf(),
+        files,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::commit_all;
+    use crate::commit::testutil::*;
+    use crate::worktree;
+
+    /// A story worktree on `cascade/<id>` from main with `files` committed.
+    fn story(paths: &RepoPaths, id: &str, files: &[(&str, &str)]) -> Oid {
+        let branch = format!("cascade/{id}");
+        let wt =
+            worktree::create(paths, &worktree::path_for(paths, &branch), &branch, "main").unwrap();
+        for (name, content) in files {
+            let p = wt.path.join(name);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, content).unwrap();
+        }
+        commit_all(&wt.path, &format!("{id}: story"))
+            .unwrap()
+            .unwrap()
+    }
+
+    /// Every path git reports as changed, with its status bits.
+    fn changes(repo: &Repository) -> Vec<String> {
+        let mut so = git2::StatusOptions::new();
+        so.include_untracked(true);
+        repo.statuses(Some(&mut so))
+            .unwrap()
+            .iter()
+            .map(|e| format!("{:?} {}", e.status(), e.path().unwrap_or("?")))
+            .collect()
+    }
+
+    fn no_ff() -> MergeOptions {
+        MergeOptions { ff_allowed: false }
+    }
+
+    #[test]
+    fn fast_forward_updates_the_checked_out_main_worktree() {
+        let (_tmp, repo, paths) = init_repo();
+        let s = story(
+            &paths,
+            "a",
+            &[
+                ("a.txt", "a\n"),
+                ("README.md", "changed\n"),
+                ("deep/dir/x.txt", "x\n"),
+            ],
+        );
+        let out = merge_into(
+            &paths,
+            "main",
+            "cascade/a",
+            "merge a",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(out, MergeOutcome::FastForward(s));
+        assert_eq!(tip(&repo, "main"), s);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("a.txt")).unwrap(),
+            "a\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "changed\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("deep/dir/x.txt")).unwrap(),
+            "x\n"
+        );
+        // Files and index match HEAD: nothing shows as changed.
+        assert_eq!(changes(&repo), Vec::<String>::new());
+        // The source branch is kept.
+        assert_eq!(tip(&repo, "cascade/a"), s);
+        assert!(is_merged(&paths, s, "main").unwrap());
+        // Merging again is a no-op.
+        assert_eq!(
+            merge_into(
+                &paths,
+                "main",
+                "cascade/a",
+                "again",
+                &MergeOptions::default()
+            )
+            .unwrap(),
+            MergeOutcome::UpToDate
+        );
+    }
+
+    #[test]
+    fn files_deleted_by_the_story_leave_the_main_worktree() {
+        let (_tmp, repo, paths) = init_repo();
+        commit_file(&repo, "old.txt", "old\n", "old");
+        let branch = "cascade/del";
+        let wt =
+            worktree::create(&paths, &worktree::path_for(&paths, branch), branch, "main").unwrap();
+        std::fs::remove_file(wt.path.join("old.txt")).unwrap();
+        let c = commit_all(&wt.path, "del: remove old.txt")
+            .unwrap()
+            .unwrap();
+        let out = merge_into(&paths, "main", branch, "m", &MergeOptions::default()).unwrap();
+        assert_eq!(out, MergeOutcome::FastForward(c));
+        assert!(!paths.workdir.join("old.txt").exists());
+        assert_eq!(changes(&repo), Vec::<String>::new());
+    }
+
+    #[test]
+    fn true_merge_makes_a_commit_with_both_parents() {
+        let (_tmp, repo, paths) = init_repo();
+        let a = story(&paths, "a", &[("a.txt", "a\n")]);
+        let b = story(&paths, "b", &[("b.txt", "b\n")]);
+        let ff = merge_into(
+            &paths,
+            "main",
+            "cascade/a",
+            "merge a",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(ff, MergeOutcome::FastForward(a));
+        assert!(!is_merged(&paths, b, "main").unwrap());
+        let out = merge_into(
+            &paths,
+            "main",
+            "cascade/b",
+            "merge b",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        let MergeOutcome::Merged(m) = out else {
+            panic!("expected a merge commit, got {out:?}")
+        };
+        let c = repo.find_commit(m).unwrap();
+        assert_eq!(c.parent_ids().collect::<Vec<_>>(), vec![a, b]);
+        assert_eq!(c.message(), Some("merge b"));
+        assert_eq!(file_at(&repo, m, "a.txt").as_deref(), Some("a\n"));
+        assert_eq!(file_at(&repo, m, "b.txt").as_deref(), Some("b\n"));
+        assert!(paths.workdir.join("b.txt").exists());
+        assert_eq!(changes(&repo), Vec::<String>::new());
+        assert!(is_merged(&paths, b, "main").unwrap());
+        assert!(is_merged(&paths, a, "main").unwrap());
+    }
+
+    #[test]
+    fn no_ff_makes_a_merge_commit_even_when_a_fast_forward_is_possible() {
+        let (_tmp, repo, paths) = init_repo();
+        let base = tip(&repo, "main");
+        let f = story(&paths, "feat", &[("f.txt", "f\n")]);
+        let out = merge_into(
+            &paths,
+            "main",
+            "cascade/feat",
+            "Merge feature feat",
+            &no_ff(),
+        )
+        .unwrap();
+        let MergeOutcome::Merged(m) = out else {
+            panic!("expected a merge commit, got {out:?}")
+        };
+        let c = repo.find_commit(m).unwrap();
+        assert_eq!(c.parent_ids().collect::<Vec<_>>(), vec![base, f]);
+        assert_eq!(c.message(), Some("Merge feature feat"));
+        assert_eq!(tip(&repo, "main"), m);
+        assert!(paths.workdir.join("f.txt").exists());
+    }
+
+    #[test]
+    fn conflict_changes_nothing_and_names_the_files() {
+        let (_tmp, repo, paths) = init_repo();
+        story(&paths, "a", &[("README.md", "from a\n"), ("x.txt", "a\n")]);
+        let b = story(&paths, "b", &[("README.md", "from b\n"), ("y.txt", "b\n")]);
+        let m1 = merge_into(
+            &paths,
+            "main",
+            "cascade/a",
+            "merge a",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        let main_tip = tip(&repo, "main");
+        assert_eq!(m1.new_tip(), Some(main_tip));
+        let out = merge_into(
+            &paths,
+            "main",
+            "cascade/b",
+            "merge b",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            MergeOutcome::Conflict {
+                files: vec!["README.md".to_string()]
+            }
+        );
+        assert_eq!(tip(&repo, "main"), main_tip);
+        assert_eq!(tip(&repo, "cascade/b"), b);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "from a\n"
+        );
+        assert!(!paths.workdir.join("y.txt").exists());
+        assert_eq!(changes(&repo), Vec::<String>::new());
+        assert!(!repo.index().unwrap().has_conflicts());
+    }
+
+    #[test]
+    fn merge_into_a_branch_checked_out_in_a_linked_worktree() {
+        let (_tmp, repo, paths) = init_repo();
+        let feat = worktree::create(
+            &paths,
+            &worktree::path_for(&paths, "cascade/feat"),
+            "cascade/feat",
+            "main",
+        )
+        .unwrap();
+        let branch = "cascade/feat.s1";
+        let s = worktree::create(
+            &paths,
+            &worktree::path_for(&paths, branch),
+            branch,
+            "cascade/feat",
+        )
+        .unwrap();
+        std::fs::write(s.path.join("s1.txt"), "s1\n").unwrap();
+        let c = commit_all(&s.path, "s1").unwrap().unwrap();
+        assert_eq!(
+            checked_out_in(&paths, "cascade/feat").unwrap().as_deref(),
+            Some(feat.path.as_path())
+        );
+        let out = merge_into(
+            &paths,
+            "cascade/feat",
+            branch,
+            "m",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(out, MergeOutcome::FastForward(c));
+        assert_eq!(
+            std::fs::read_to_string(feat.path.join("s1.txt")).unwrap(),
+            "s1\n"
+        );
+        assert!(Repository::open(&feat.path)
+            .unwrap()
+            .statuses(None)
+            .unwrap()
+            .is_empty());
+        // main and its files did not move.
+        assert!(!paths.workdir.join("s1.txt").exists());
+        assert_ne!(tip(&repo, "main"), c);
+    }
+
+    #[test]
+    fn unrelated_local_changes_in_the_target_worktree_are_kept() {
+        let (_tmp, repo, paths) = init_repo();
+        commit_file(&repo, "notes.txt", "v1\n", "notes");
+        let s = story(&paths, "a", &[("a.txt", "a\n")]);
+        std::fs::write(paths.workdir.join("notes.txt"), "my edit\n").unwrap();
+        std::fs::write(paths.workdir.join("scratch.txt"), "untracked\n").unwrap();
+        let out = merge_into(&paths, "main", "cascade/a", "m", &MergeOptions::default()).unwrap();
+        assert_eq!(out, MergeOutcome::FastForward(s));
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("notes.txt")).unwrap(),
+            "my edit\n"
+        );
+        assert!(paths.workdir.join("scratch.txt").exists());
+        assert!(paths.workdir.join("a.txt").exists());
+    }
+
+    #[test]
+    fn refuses_to_overwrite_uncommitted_changes_and_moves_nothing() {
+        let (_tmp, repo, paths) = init_repo();
+        story(&paths, "a", &[("README.md", "story\n"), ("a.txt", "a\n")]);
+        let before = tip(&repo, "main");
+        std::fs::write(paths.workdir.join("README.md"), "user edit\n").unwrap();
+        let err =
+            merge_into(&paths, "main", "cascade/a", "m", &MergeOptions::default()).unwrap_err();
+        match &err {
+            MergeError::TargetDirty {
+                files, worktree, ..
+            } => {
+                assert_eq!(files, &vec!["README.md".to_string()]);
+                assert_eq!(worktree, &paths.main_root);
+            }
+            other => panic!("expected TargetDirty, got {other:?}"),
+        }
+        assert!(err.to_string().contains("commit or stash"));
+        assert_eq!(tip(&repo, "main"), before);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "user edit\n"
+        );
+        assert!(!paths.workdir.join("a.txt").exists());
+    }
+
+    #[test]
+    fn refuses_to_overwrite_staged_changes() {
+        let (_tmp, repo, paths) = init_repo();
+        story(&paths, "a", &[("README.md", "story\n")]);
+        let before = tip(&repo, "main");
+        std::fs::write(paths.workdir.join("README.md"), "staged\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(std::path::Path::new("README.md")).unwrap();
+        index.write().unwrap();
+        let err =
+            merge_into(&paths, "main", "cascade/a", "m", &MergeOptions::default()).unwrap_err();
+        assert!(matches!(err, MergeError::TargetDirty { .. }), "{err}");
+        assert_eq!(tip(&repo, "main"), before);
+    }
+
+    #[test]
+    fn refuses_to_overwrite_an_untracked_file_the_merge_adds() {
+        let (_tmp, repo, paths) = init_repo();
+        story(&paths, "a", &[("new.txt", "story\n")]);
+        let before = tip(&repo, "main");
+        std::fs::write(paths.workdir.join("new.txt"), "mine\n").unwrap();
+        let err =
+            merge_into(&paths, "main", "cascade/a", "m", &MergeOptions::default()).unwrap_err();
+        assert!(matches!(err, MergeError::TargetDirty { .. }), "{err}");
+        assert_eq!(tip(&repo, "main"), before);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("new.txt")).unwrap(),
+            "mine\n"
+        );
+    }
+
+    #[test]
+    fn target_not_checked_out_only_moves_the_ref() {
+        let (_tmp, repo, paths) = init_repo();
+        let c = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.branch("cascade/feat", &c, false).unwrap();
+        let s = story(&paths, "a", &[("a.txt", "a\n")]);
+        let out = merge_into(
+            &paths,
+            "cascade/feat",
+            "cascade/a",
+            "m",
+            &MergeOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(out, MergeOutcome::FastForward(s));
+        assert_eq!(tip(&repo, "cascade/feat"), s);
+        assert!(!paths.workdir.join("a.txt").exists());
+        assert_eq!(branch_tip(&paths, "cascade/feat").unwrap(), Some(s));
+        assert_eq!(branch_tip(&paths, "nope").unwrap(), None);
+        assert_eq!(checked_out_in(&paths, "cascade/feat").unwrap(), None);
+    }
+
+    #[test]
+    fn unknown_branches_are_named() {
+        let (_tmp, _repo, paths) = init_repo();
+        let err = merge_into(
+            &paths,
+            "main",
+            "cascade/none",
+            "m",
+            &MergeOptions::default(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("'cascade/none' does not exist"));
+        let err = merge_into(&paths, "nope", "main", "m", &MergeOptions::default()).unwrap_err();
+        assert!(matches!(err, MergeError::NoSuchBranch { .. }));
+    }
+}

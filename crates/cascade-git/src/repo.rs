@@ -111,8 +111,12 @@ impl RepoPaths {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(GitError::io("create", dir))?;
         }
-        // Write beside and rename, so a crash never leaves a half file.
-        let tmp = path.with_extension("cascade-tmp");
+        // Write beside and rename, so a crash never leaves a half file; the
+        // temp name is unique per process and call so concurrent callers
+        // never write into each other's temp file.
+        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("cascade-tmp.{}.{seq}", std::process::id()));
         std::fs::write(&tmp, text).map_err(GitError::io("write", &tmp))?;
         std::fs::rename(&tmp, &path).map_err(GitError::io("rename", &path))?;
         Ok(())

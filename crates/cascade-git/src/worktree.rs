@@ -1,1 +1,1067 @@
-//! Owned by the engine work (issue 5): worktree helpers.
+//! Worktrees and branches that cascade creates for stories and features.
+//!
+//! Everything cascade creates here is recognisable, so that cleaning up can
+//! never touch anything else:
+//! - branches are named `cascade/...` ([`BRANCH_PREFIX`]);
+//! - worktrees live under `<main root>/.cascade/worktrees/` ([`root`]).
+//!
+//! # API summary
+//! - [`branch_name`]`(feature, id)`: `cascade/<id>`, or `cascade/<feature>.<id>`
+//!   for a story of a mega-plan feature (a ref `cascade/<feature>` can not
+//!   also be a directory `cascade/<feature>/`, hence the dot).
+//! - [`path_for`]`(paths, branch)`: the conventional worktree path of a branch,
+//!   `<main root>/.cascade/worktrees/<branch without prefix>`.
+//! - [`create`]`(paths, path, branch, from)`: a new worktree at `path` on a new
+//!   branch starting at `from` (a branch name, ref or commit id). A stale
+//!   cascade worktree or branch of the same name (from a killed run) is replaced
+//!   cleanly; a branch checked out in a worktree cascade did not create is
+//!   refused ([`WorktreeError::BranchInUse`]).
+//! - [`attach`]`(paths, path, branch)`: a worktree for an *existing* cascade
+//!   branch, keeping its commits (resuming a feature whose directory is gone).
+//! - [`remove`]`(paths, path, delete_branch)`: the directory, git's admin data
+//!   and optionally the branch; missing pieces are not an error.
+//! - [`delete_branch`]`(paths, branch)`: a cascade branch that no worktree uses.
+//! - [`list`]`(paths)`: every linked worktree with branch, head, locked,
+//!   prunable and whether it is cascade's; [`cascade_branches`]`(paths)`.
+//! - [`prune_stale`]`(paths)`: git admin entries of cascade worktrees whose
+//!   directory is gone; [`prune_all`]`(paths)`: every cascade worktree and
+//!   branch (what `cascade worktree prune` does), skipping locked worktrees and
+//!   branches checked out elsewhere.
+//!
+//! All functions are synchronous and open the repository per call (a
+//! `git2::Repository` is not `Sync`); call them from `spawn_blocking` in async
+//! code. Calls from many threads are safe: the bookkeeping that changes
+//! worktrees and branches (git's admin entries, refs) is serialised inside the
+//! process (libgit2 checks "is this branch checked out" by reading every
+//! worktree's admin data, and an entry half-written by another thread makes it
+//! answer wrongly), while the slow parts, checking out a new worktree's files
+//! and deleting a removed one's, run in parallel outside that lock.
+
+use std::path::{Path, PathBuf};
+
+use git2::{BranchType, Oid, Repository, WorktreeLockStatus};
+
+use crate::repo::RepoPaths;
+use crate::GitError;
+
+/// Prefix of every branch cascade creates.
+pub const BRANCH_PREFIX: &str = "cascade/";
+
+/// Directory under `.cascade/` that holds cascade's worktrees.
+pub const WORKTREES_DIR: &str = "worktrees";
+
+/// A worktree operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WorktreeError {
+    /// cascade only creates and deletes branches under `cascade/`.
+    #[error("branch '{branch}' is not a cascade branch (cascade only manages branches named '{BRANCH_PREFIX}...')")]
+    NotCascadeBranch { branch: String },
+    /// cascade only creates and removes worktrees under its own directory.
+    #[error("'{}' is outside cascade's worktree directory '{}'; cascade only manages worktrees there", path.display(), root.display())]
+    OutsideRoot { path: PathBuf, root: PathBuf },
+    /// The branch is checked out in a worktree that cascade did not create.
+    #[error("branch '{branch}' is checked out in '{}', which cascade did not create; switch that worktree to another branch first", worktree.display())]
+    BranchInUse { branch: String, worktree: PathBuf },
+    /// The starting point does not resolve to a commit.
+    #[error("'{from}' does not name a commit or branch in this repository")]
+    UnknownStart { from: String },
+    /// The branch does not exist.
+    #[error("branch '{branch}' does not exist")]
+    NoSuchBranch { branch: String },
+    /// Something else failed in git or on disk.
+    #[error(transparent)]
+    Git(#[from] GitError),
+}
+
+/// A linked worktree as git records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeInfo {
+    /// Name of git's admin entry (`.git/worktrees/<name>`).
+    pub name: String,
+    /// The worktree's directory.
+    pub path: PathBuf,
+    /// Short name of the checked-out branch; `None` when HEAD is detached.
+    pub branch: Option<String>,
+    /// The commit checked out, when it resolves.
+    pub head: Option<Oid>,
+    /// Whether the worktree is locked (`git worktree lock`).
+    pub locked: bool,
+    /// The lock reason, if any was given.
+    pub lock_reason: Option<String>,
+    /// Whether the directory is gone and the admin entry can be pruned.
+    pub prunable: bool,
+    /// Whether cascade created it (its directory is under [`root`]).
+    pub is_cascade: bool,
+}
+
+/// A local `cascade/...` branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BranchInfo {
+    /// Short name (`cascade/story-001`).
+    pub name: String,
+    /// The commit it points at.
+    pub tip: Oid,
+    /// The worktree that has it checked out, if any (main or linked).
+    pub worktree: Option<PathBuf>,
+}
+
+/// What [`prune_all`] removed and what it left alone.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PruneReport {
+    /// Worktree directories removed (with their admin entries).
+    pub worktrees: Vec<PathBuf>,
+    /// Stale admin entries removed (their directory was already gone).
+    pub stale_entries: Vec<String>,
+    /// Branches deleted.
+    pub branches: Vec<String>,
+    /// What was left alone and why (`(what, why)`).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// Serialises worktree changes within the process (see the module docs).
+static WORKTREE_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serialised() -> std::sync::MutexGuard<'static, ()> {
+    // A panic while holding it leaves nothing half-done that a later call
+    // does not already handle (stale entries are replaced), so poison is moot.
+    WORKTREE_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `<main root>/.cascade/worktrees`: the only place cascade puts worktrees.
+pub fn root(paths: &RepoPaths) -> PathBuf {
+    paths.cascade_dir().join(WORKTREES_DIR)
+}
+
+/// Whether `branch` (short name or `refs/heads/...`) is one of cascade's.
+pub fn is_cascade_branch(branch: &str) -> bool {
+    short_branch(branch).starts_with(BRANCH_PREFIX)
+}
+
+/// The branch of a story or feature: `cascade/<id>`, or
+/// `cascade/<feature>.<id>` for a story inside a mega-plan feature.
+pub fn branch_name(feature: Option<&str>, id: &str) -> String {
+    match feature {
+        Some(f) => format!("{BRANCH_PREFIX}{f}.{id}"),
+        None => format!("{BRANCH_PREFIX}{id}"),
+    }
+}
+
+/// The conventional worktree directory of a cascade branch:
+/// `<root>/<branch without the prefix>` (a `/` becomes `+`).
+pub fn path_for(paths: &RepoPaths, branch: &str) -> PathBuf {
+    let short = short_branch(branch);
+    let rest = short.strip_prefix(BRANCH_PREFIX).unwrap_or(short);
+    root(paths).join(rest.replace('/', "+"))
+}
+
+/// Creates a worktree at `path` on a new branch `branch` starting at `from`
+/// (a branch name, a ref or a commit id).
+///
+/// A stale cascade worktree holding `branch` (from a killed run), or a
+/// leftover directory at `path`, is removed first and an existing cascade
+/// branch of that name is reset to `from`. A branch checked out in a
+/// worktree cascade did not create (the main one, typically) is refused.
+pub fn create(
+    paths: &RepoPaths,
+    path: &Path,
+    branch: &str,
+    from: &str,
+) -> Result<WorktreeInfo, WorktreeError> {
+    let branch = short_branch(branch).to_string();
+    require_cascade_branch(&branch)?;
+    let info = {
+        let _guard = serialised();
+        let repo = open_main(paths)?;
+        let start = repo
+            .revparse_single(from)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|_| WorktreeError::UnknownStart {
+                from: from.to_string(),
+            })?;
+        let path = prepare_path(paths, path)?;
+        release_branch(paths, &repo, &branch)?;
+        clear_path(paths, &repo, &path)?;
+        let reference = repo
+            .branch(&branch, &start, true)
+            .map_err(GitError::git(format!("create branch '{branch}'")))?
+            .into_reference();
+        register(paths, &path, &reference)?
+    };
+    populate(paths, info)
+}
+
+/// Creates a worktree at `path` for the existing cascade branch `branch`,
+/// keeping its commits. A stale cascade worktree holding it is replaced.
+pub fn attach(paths: &RepoPaths, path: &Path, branch: &str) -> Result<WorktreeInfo, WorktreeError> {
+    let branch = short_branch(branch).to_string();
+    require_cascade_branch(&branch)?;
+    let info = {
+        let _guard = serialised();
+        let repo = open_main(paths)?;
+        if repo.find_branch(&branch, BranchType::Local).is_err() {
+            return Err(WorktreeError::NoSuchBranch { branch });
+        }
+        let path = prepare_path(paths, path)?;
+        release_branch(paths, &repo, &branch)?;
+        clear_path(paths, &repo, &path)?;
+        let reference = repo
+            .find_branch(&branch, BranchType::Local)
+            .map_err(GitError::git(format!("find branch '{branch}'")))?
+            .into_reference();
+        register(paths, &path, &reference)?
+    };
+    populate(paths, info)
+}
+
+/// Removes the cascade worktree at `path`: its directory and git's admin
+/// entry, and its branch too when `delete_branch` is set. Returns the branch
+/// the worktree had checked out. Pieces that are already gone are skipped.
+pub fn remove(
+    paths: &RepoPaths,
+    path: &Path,
+    delete_branch_too: bool,
+) -> Result<Option<String>, WorktreeError> {
+    let root = root(paths);
+    let path = absolute(path);
+    if !path.starts_with(&root) || path == root {
+        return Err(WorktreeError::OutsideRoot { path, root });
+    }
+    let (branch, trash) = {
+        let _guard = serialised();
+        let repo = open_main(paths)?;
+        let mut branch = None;
+        for entry in entries(paths, &repo)? {
+            if entry.path == path {
+                branch = entry.branch.clone();
+                remove_dir(&admin_dir(paths, &entry.name))?;
+            }
+        }
+        let trash = move_aside(&path)?;
+        if delete_branch_too {
+            if let Some(b) = &branch {
+                if is_cascade_branch(b) {
+                    delete_branch_locked(paths, b)?;
+                }
+            }
+        }
+        (branch, trash)
+    };
+    // Deleting the files is the slow part; git no longer knows the directory.
+    if let Some(trash) = trash {
+        remove_dir(&trash)?;
+    }
+    Ok(branch)
+}
+
+/// Deletes the local cascade branch `branch`. Returns `false` when it did not
+/// exist. A branch checked out in a worktree (stale cascade ones are released
+/// first) is refused.
+pub fn delete_branch(paths: &RepoPaths, branch: &str) -> Result<bool, WorktreeError> {
+    let _guard = serialised();
+    delete_branch_locked(paths, branch)
+}
+
+fn delete_branch_locked(paths: &RepoPaths, branch: &str) -> Result<bool, WorktreeError> {
+    let branch = short_branch(branch).to_string();
+    require_cascade_branch(&branch)?;
+    let repo = open_main(paths)?;
+    release_branch(paths, &repo, &branch)?;
+    let mut b = match repo.find_branch(&branch, BranchType::Local) {
+        Ok(b) => b,
+        Err(_) => return Ok(false),
+    };
+    b.delete()
+        .map_err(GitError::git(format!("delete branch '{branch}'")))?;
+    Ok(true)
+}
+
+/// Every linked worktree of the repository (not the main one), cascade's or
+/// not, sorted by path.
+pub fn list(paths: &RepoPaths) -> Result<Vec<WorktreeInfo>, WorktreeError> {
+    let repo = open_main(paths)?;
+    let mut out = entries(paths, &repo)?;
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// Every local `cascade/...` branch, sorted by name, with the worktree that
+/// has it checked out.
+pub fn cascade_branches(paths: &RepoPaths) -> Result<Vec<BranchInfo>, WorktreeError> {
+    let repo = open_main(paths)?;
+    let holders = holders(paths, &repo)?;
+    let mut out = Vec::new();
+    let branches = repo
+        .branches(Some(BranchType::Local))
+        .map_err(GitError::git("list branches"))?;
+    for item in branches {
+        let (b, _) = item.map_err(GitError::git("list branches"))?;
+        let Ok(Some(name)) = b.name() else { continue };
+        if !is_cascade_branch(name) {
+            continue;
+        }
+        let Some(tip) = b.get().target() else {
+            continue;
+        };
+        let worktree = holders
+            .iter()
+            .find(|h| h.branch.as_deref() == Some(name))
+            .map(|h| h.path.clone());
+        out.push(BranchInfo {
+            name: name.to_string(),
+            tip,
+            worktree,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+/// Removes git's admin entries of cascade worktrees whose directory is gone
+/// (not locked ones). Returns the entry names removed. Never touches a
+/// worktree outside [`root`].
+pub fn prune_stale(paths: &RepoPaths) -> Result<Vec<String>, WorktreeError> {
+    let _guard = serialised();
+    let repo = open_main(paths)?;
+    let mut removed = Vec::new();
+    for entry in entries(paths, &repo)? {
+        if entry.is_cascade && entry.prunable {
+            discard(paths, &entry.name, None)?;
+            removed.push(entry.name);
+        }
+    }
+    Ok(removed)
+}
+
+/// Removes every cascade worktree (directory and admin entry) and every
+/// `cascade/...` branch. Locked worktrees and branches checked out in a
+/// worktree cascade did not create are skipped and reported. Nothing outside
+/// [`root`] and the `cascade/` branch namespace is touched.
+pub fn prune_all(paths: &RepoPaths) -> Result<PruneReport, WorktreeError> {
+    let _guard = serialised();
+    let repo = open_main(paths)?;
+    let mut report = PruneReport::default();
+    for entry in entries(paths, &repo)? {
+        if !entry.is_cascade {
+            continue;
+        }
+        if entry.locked {
+            let why = match &entry.lock_reason {
+                Some(r) => format!("locked: {r}"),
+                None => "locked (git worktree unlock to allow pruning)".to_string(),
+            };
+            report.skipped.push((entry.path.display().to_string(), why));
+            continue;
+        }
+        let existed = entry.path.exists();
+        discard(paths, &entry.name, Some(&entry.path))?;
+        if existed {
+            report.worktrees.push(entry.path);
+        } else {
+            report.stale_entries.push(entry.name);
+        }
+    }
+    // Leftover directories that git no longer knows about.
+    if let Ok(dir) = std::fs::read_dir(root(paths)) {
+        for item in dir.flatten() {
+            let p = item.path();
+            let trash = item.file_name().to_string_lossy().starts_with(TRASH_PREFIX);
+            if trash {
+                // A removal interrupted by a crash: git already forgot it.
+                remove_dir(&p)?;
+                continue;
+            }
+            if p.join(".git").is_file() && !report.skipped.iter().any(|(w, _)| Path::new(w) == p) {
+                remove_dir(&p)?;
+                report.worktrees.push(p);
+            }
+        }
+    }
+    for b in cascade_branches(paths)? {
+        if let Some(w) = &b.worktree {
+            report
+                .skipped
+                .push((b.name, format!("checked out in '{}'", w.display())));
+            continue;
+        }
+        let mut branch = repo
+            .find_branch(&b.name, BranchType::Local)
+            .map_err(GitError::git(format!("find branch '{}'", b.name)))?;
+        branch
+            .delete()
+            .map_err(GitError::git(format!("delete branch '{}'", b.name)))?;
+        report.branches.push(b.name);
+    }
+    Ok(report)
+}
+
+// ---------------------------------------------------------------------------
+
+fn open_main(paths: &RepoPaths) -> Result<Repository, GitError> {
+    Repository::open(&paths.main_root).map_err(GitError::git("open repository"))
+}
+
+/// `refs/heads/x` -> `x`; anything else unchanged.
+fn short_branch(branch: &str) -> &str {
+    branch.strip_prefix("refs/heads/").unwrap_or(branch)
+}
+
+fn require_cascade_branch(branch: &str) -> Result<(), WorktreeError> {
+    if is_cascade_branch(branch) && branch.len() > BRANCH_PREFIX.len() {
+        Ok(())
+    } else {
+        Err(WorktreeError::NotCascadeBranch {
+            branch: branch.to_string(),
+        })
+    }
+}
+
+/// An absolute path with symlinks of its existing ancestors resolved, so that
+/// it compares equal to the canonical [`root`].
+fn absolute(path: &Path) -> PathBuf {
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => absolute(parent).join(name),
+        _ => path,
+    }
+}
+
+/// Checks that `path` is under [`root`] and creates its parent directory.
+fn prepare_path(paths: &RepoPaths, path: &Path) -> Result<PathBuf, WorktreeError> {
+    // `.cascade/` must never show up as a change in the main worktree (the
+    // engine also does this at start, so this is normally a read).
+    paths.ensure_excluded(&["/.cascade/"])?;
+    let root = root(paths);
+    std::fs::create_dir_all(&root).map_err(GitError::io("create", &root))?;
+    let root = absolute(&root);
+    let path = absolute(path);
+    if !path.starts_with(&root) || path == root {
+        return Err(WorktreeError::OutsideRoot { path, root });
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(GitError::io("create", parent))?;
+    }
+    Ok(path)
+}
+
+/// One linked worktree's admin entry, read from the common git dir.
+fn entries(paths: &RepoPaths, repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {
+    let root = absolute(&root(paths));
+    let names = repo.worktrees().map_err(GitError::git("list worktrees"))?;
+    let mut out = Vec::new();
+    for name in names.iter().flatten() {
+        let Ok(wt) = repo.find_worktree(name) else {
+            continue;
+        };
+        let path = wt.path().to_path_buf();
+        let (locked, lock_reason) = match wt.is_locked() {
+            Ok(WorktreeLockStatus::Locked(reason)) => (true, reason.filter(|r| !r.is_empty())),
+            _ => (false, None),
+        };
+        let head_text = std::fs::read_to_string(admin_dir(paths, name).join("HEAD")).ok();
+        let (branch, head) = parse_head(repo, head_text.as_deref());
+        out.push(WorktreeInfo {
+            name: name.to_string(),
+            prunable: !locked && wt.validate().is_err(),
+            is_cascade: path.starts_with(&root) && path != root,
+            path,
+            branch,
+            head,
+            locked,
+            lock_reason,
+        });
+    }
+    Ok(out)
+}
+
+/// The branch and commit a HEAD file names.
+fn parse_head(repo: &Repository, text: Option<&str>) -> (Option<String>, Option<Oid>) {
+    let Some(text) = text.map(str::trim) else {
+        return (None, None);
+    };
+    if let Some(r) = text.strip_prefix("ref:") {
+        let r = r.trim();
+        let head = repo.refname_to_id(r).ok();
+        (Some(short_branch(r).to_string()), head)
+    } else {
+        (None, Oid::from_str(text).ok())
+    }
+}
+
+fn admin_dir(paths: &RepoPaths, name: &str) -> PathBuf {
+    paths.common_dir.join("worktrees").join(name)
+}
+
+/// A worktree (main or linked) and the branch it has checked out.
+struct Holder {
+    path: PathBuf,
+    branch: Option<String>,
+    is_cascade: bool,
+    name: Option<String>,
+}
+
+fn holders(paths: &RepoPaths, repo: &Repository) -> Result<Vec<Holder>, GitError> {
+    let main_head = std::fs::read_to_string(paths.common_dir.join("HEAD")).ok();
+    let (main_branch, _) = parse_head(repo, main_head.as_deref());
+    let mut out = vec![Holder {
+        path: paths.main_root.clone(),
+        branch: main_branch,
+        is_cascade: false,
+        name: None,
+    }];
+    for e in entries(paths, repo)? {
+        out.push(Holder {
+            path: e.path,
+            branch: e.branch,
+            is_cascade: e.is_cascade,
+            name: Some(e.name),
+        });
+    }
+    Ok(out)
+}
+
+/// Frees `branch` for reuse: removes stale cascade worktrees that hold it,
+/// refuses when any other worktree does.
+fn release_branch(paths: &RepoPaths, repo: &Repository, branch: &str) -> Result<(), WorktreeError> {
+    for h in holders(paths, repo)? {
+        if h.branch.as_deref() != Some(branch) {
+            continue;
+        }
+        match (&h.name, h.is_cascade) {
+            (Some(name), true) => discard(paths, name, Some(&h.path))?,
+            _ => {
+                return Err(WorktreeError::BranchInUse {
+                    branch: branch.to_string(),
+                    worktree: h.path,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes sure nothing occupies `path`: a cascade worktree registered there is
+/// discarded, a leftover directory removed (it is under [`root`]).
+fn clear_path(paths: &RepoPaths, repo: &Repository, path: &Path) -> Result<(), WorktreeError> {
+    for e in entries(paths, repo)? {
+        if e.path == path {
+            if !e.is_cascade {
+                return Err(WorktreeError::OutsideRoot {
+                    path: e.path,
+                    root: root(paths),
+                });
+            }
+            discard(paths, &e.name, Some(&e.path))?;
+        }
+    }
+    remove_dir(path)?;
+    Ok(())
+}
+
+/// Removes a worktree's directory (when given) and its admin entry.
+fn discard(paths: &RepoPaths, name: &str, dir: Option<&Path>) -> Result<(), GitError> {
+    if let Some(dir) = dir {
+        remove_dir(dir)?;
+    }
+    remove_dir(&admin_dir(paths, name))
+}
+
+fn remove_dir(dir: &Path) -> Result<(), GitError> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            // Tools leave read-only directories behind (Go's module cache,
+            // `chmod -w` build outputs); entries of a directory can only be
+            // unlinked when it is writable. Only our own tree is touched.
+            make_writable(dir);
+            std::fs::remove_dir_all(dir).or_else(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => Ok(()),
+                _ => Err(GitError::io("remove", dir)(e)),
+            })
+        }
+        Err(e) => Err(GitError::io("remove", dir)(e)),
+    }
+}
+
+/// Adds owner write permission to `dir` and every directory below it
+/// (symlinks are not followed).
+fn make_writable(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return;
+    };
+    if !meta.is_dir() {
+        return;
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o700 != 0o700 {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode | 0o700));
+    }
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            make_writable(&entry.path());
+        }
+    }
+}
+
+/// An unused admin entry name derived from the directory name.
+fn admin_name(paths: &RepoPaths, path: &Path) -> String {
+    let base: String = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "worktree".to_string())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let base = base.trim_start_matches('.').to_string();
+    let base = if base.is_empty() {
+        "worktree".to_string()
+    } else {
+        base
+    };
+    let mut name = base.clone();
+    let mut n = 2;
+    while admin_dir(paths, &name).exists() {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    name
+}
+
+/// Writes git's admin data for a new worktree at `path` (which must not
+/// exist) on `reference`, the way `git worktree add` lays it out, and the
+/// worktree's `.git` file. The files are checked out by [`populate`], outside
+/// the process lock, so worktrees of a large repository are filled in parallel.
+fn register(
+    paths: &RepoPaths,
+    path: &Path,
+    reference: &git2::Reference<'_>,
+) -> Result<WorktreeInfo, WorktreeError> {
+    use std::os::unix::ffi::OsStrExt;
+
+    let refname = reference
+        .name()
+        .ok_or_else(|| WorktreeError::NoSuchBranch {
+            branch: String::from_utf8_lossy(reference.name_bytes()).into_owned(),
+        })?
+        .to_string();
+    let admin_root = paths.common_dir.join("worktrees");
+    std::fs::create_dir_all(&admin_root).map_err(GitError::io("create", &admin_root))?;
+    let name = admin_name(paths, path);
+    let admin = admin_dir(paths, &name);
+    std::fs::create_dir(&admin).map_err(GitError::io("create", &admin))?;
+    let line = |p: &Path, prefix: &[u8]| -> Vec<u8> {
+        let mut v = prefix.to_vec();
+        v.extend_from_slice(p.as_os_str().as_bytes());
+        v.push(b'\n');
+        v
+    };
+    let write = |file: PathBuf, content: Vec<u8>| -> Result<(), GitError> {
+        std::fs::write(&file, content).map_err(GitError::io("write", file))
+    };
+    let made = (|| -> Result<(), GitError> {
+        std::fs::create_dir(path).map_err(GitError::io("create", path))?;
+        write(admin.join("gitdir"), line(&path.join(".git"), b""))?;
+        write(admin.join("commondir"), b"../..\n".to_vec())?;
+        write(admin.join("HEAD"), format!("ref: {refname}\n").into_bytes())?;
+        write(path.join(".git"), line(&admin, b"gitdir: "))?;
+        Ok(())
+    })();
+    if let Err(e) = made {
+        // Never leave half a worktree behind.
+        let _ = discard(paths, &name, Some(path));
+        return Err(e.into());
+    }
+    Ok(WorktreeInfo {
+        name,
+        path: path.to_path_buf(),
+        branch: Some(short_branch(&refname).to_string()),
+        head: reference.target(),
+        locked: false,
+        lock_reason: None,
+        prunable: false,
+        is_cascade: true,
+    })
+}
+
+/// Checks out the branch's files and index into a worktree made by
+/// [`register`]; on failure the worktree is discarded.
+fn populate(paths: &RepoPaths, info: WorktreeInfo) -> Result<WorktreeInfo, WorktreeError> {
+    let result = Repository::open(&info.path).and_then(|repo| {
+        let mut co = git2::build::CheckoutBuilder::new();
+        // The directory is new and empty: write every file of the tree.
+        co.force();
+        repo.checkout_head(Some(&mut co))
+    });
+    if let Err(e) = result {
+        let _guard = serialised();
+        let _ = discard(paths, &info.name, Some(&info.path));
+        return Err(
+            GitError::git(format!("check out worktree '{}'", info.path.display()))(e).into(),
+        );
+    }
+    Ok(info)
+}
+
+/// Renames a directory to a `.trash-*` name beside it (under [`root`]), so
+/// it can be deleted outside the lock; `None` when it does not exist.
+fn move_aside(path: &Path) -> Result<Option<PathBuf>, GitError> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(None);
+    }
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let base = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let trash = path.with_file_name(format!("{TRASH_PREFIX}{base}-{}-{n}", std::process::id()));
+    match std::fs::rename(path, &trash) {
+        Ok(()) => Ok(Some(trash)),
+        Err(_) => {
+            // Could not rename (odd file system): delete in place instead.
+            remove_dir(path)?;
+            Ok(None)
+        }
+    }
+}
+
+/// Name prefix of directories being deleted (see [`move_aside`]).
+const TRASH_PREFIX: &str = ".trash-";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::testutil::*;
+
+    #[test]
+    fn create_makes_a_worktree_on_a_new_branch() {
+        let (_tmp, repo, paths) = init_repo();
+        let base = head(&repo);
+        let path = path_for(&paths, "cascade/story-001");
+        let wt = create(&paths, &path, "cascade/story-001", "main").unwrap();
+        assert_eq!(wt.branch.as_deref(), Some("cascade/story-001"));
+        assert_eq!(wt.head, Some(base));
+        assert!(wt.is_cascade);
+        assert_eq!(
+            std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+            "hello\n"
+        );
+        assert!(wt
+            .path
+            .starts_with(paths.main_root.join(".cascade/worktrees")));
+        let listed = list(&paths).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].branch.as_deref(), Some("cascade/story-001"));
+        assert!(!listed[0].prunable && !listed[0].locked && listed[0].is_cascade);
+        // The worktree is a real checkout of the branch.
+        let wrepo = Repository::open(&wt.path).unwrap();
+        assert_eq!(wrepo.head().unwrap().shorthand(), Some("cascade/story-001"));
+        assert!(wrepo.statuses(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn create_from_a_commit_id() {
+        let (_tmp, repo, paths) = init_repo();
+        let first = head(&repo);
+        commit_file(&repo, "b.txt", "b", "second");
+        let path = path_for(&paths, "cascade/x");
+        let wt = create(&paths, &path, "cascade/x", &first.to_string()).unwrap();
+        assert_eq!(wt.head, Some(first));
+        assert!(!wt.path.join("b.txt").exists());
+    }
+
+    #[test]
+    fn refuses_non_cascade_branches_paths_and_unknown_starts() {
+        let (tmp, _repo, paths) = init_repo();
+        let err = create(&paths, &path_for(&paths, "x"), "main", "main").unwrap_err();
+        assert!(
+            matches!(err, WorktreeError::NotCascadeBranch { .. }),
+            "{err}"
+        );
+        let err = create(&paths, &tmp.path().join("elsewhere"), "cascade/a", "main").unwrap_err();
+        assert!(matches!(err, WorktreeError::OutsideRoot { .. }), "{err}");
+        let err = create(&paths, &path_for(&paths, "cascade/a"), "cascade/a", "nope").unwrap_err();
+        assert!(matches!(err, WorktreeError::UnknownStart { .. }), "{err}");
+        assert!(err.to_string().contains("'nope'"));
+    }
+
+    #[test]
+    fn refuses_a_cascade_branch_checked_out_in_the_main_worktree() {
+        let (_tmp, repo, paths) = init_repo();
+        let c = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.branch("cascade/mine", &c, false).unwrap();
+        repo.set_head("refs/heads/cascade/mine").unwrap();
+        let err = create(
+            &paths,
+            &path_for(&paths, "cascade/mine"),
+            "cascade/mine",
+            "main",
+        )
+        .unwrap_err();
+        assert!(matches!(err, WorktreeError::BranchInUse { .. }), "{err}");
+        assert!(repo.find_branch("cascade/mine", BranchType::Local).is_ok());
+    }
+
+    #[test]
+    fn a_stale_worktree_of_a_killed_run_is_replaced_cleanly() {
+        let (_tmp, repo, paths) = init_repo();
+        let path = path_for(&paths, "cascade/s");
+        let wt = create(&paths, &path, "cascade/s", "main").unwrap();
+        // The killed run left work behind on the branch and in the directory.
+        std::fs::write(wt.path.join("junk.txt"), "junk").unwrap();
+        let wrepo = Repository::open(&wt.path).unwrap();
+        commit_file(&wrepo, "old.txt", "old", "old attempt");
+        commit_file(&repo, "new.txt", "new", "main moved");
+        let again = create(&paths, &path, "cascade/s", "main").unwrap();
+        assert_eq!(again.head, Some(head(&repo)));
+        assert!(again.path.join("new.txt").exists());
+        assert!(!again.path.join("old.txt").exists());
+        assert!(!again.path.join("junk.txt").exists());
+        assert_eq!(list(&paths).unwrap().len(), 1);
+        // Also when the stale worktree sits at another path.
+        let other = path_for(&paths, "cascade/s-elsewhere");
+        let moved = create(&paths, &other, "cascade/s", "main").unwrap();
+        assert_eq!(moved.path, absolute(&other));
+        let listed = list(&paths).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_leftover_directory_without_admin_data_is_replaced() {
+        let (_tmp, _repo, paths) = init_repo();
+        let path = path_for(&paths, "cascade/d");
+        std::fs::create_dir_all(&path).unwrap();
+        std::fs::write(path.join("x"), "x").unwrap();
+        let wt = create(&paths, &path, "cascade/d", "main").unwrap();
+        assert!(!wt.path.join("x").exists());
+        assert!(wt.path.join("README.md").exists());
+    }
+
+    #[test]
+    fn remove_copes_with_read_only_directories() {
+        use std::os::unix::fs::PermissionsExt;
+        let (_tmp, _repo, paths) = init_repo();
+        let wt = create(
+            &paths,
+            &path_for(&paths, "cascade/ro"),
+            "cascade/ro",
+            "main",
+        )
+        .unwrap();
+        let ro = wt.path.join("cache/pkg");
+        std::fs::create_dir_all(&ro).unwrap();
+        std::fs::write(ro.join("f"), "x").unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+        std::fs::set_permissions(
+            wt.path.join("cache"),
+            std::fs::Permissions::from_mode(0o555),
+        )
+        .unwrap();
+        remove(&paths, &wt.path, true).unwrap();
+        assert!(!wt.path.exists());
+        // Nothing is left behind beside it either (no `.trash-*`).
+        assert_eq!(std::fs::read_dir(root(&paths)).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn attach_keeps_the_branch_commits() {
+        let (_tmp, _repo, paths) = init_repo();
+        let path = path_for(&paths, "cascade/feat");
+        let wt = create(&paths, &path, "cascade/feat", "main").unwrap();
+        let wrepo = Repository::open(&wt.path).unwrap();
+        let tip = commit_file(&wrepo, "f.txt", "f", "feature work");
+        std::fs::remove_dir_all(&wt.path).unwrap();
+        let back = attach(&paths, &path, "cascade/feat").unwrap();
+        assert_eq!(back.head, Some(tip));
+        assert!(back.path.join("f.txt").exists());
+        let err = attach(&paths, &path, "cascade/none").unwrap_err();
+        assert!(matches!(err, WorktreeError::NoSuchBranch { .. }));
+    }
+
+    #[test]
+    fn remove_deletes_directory_admin_data_and_optionally_the_branch() {
+        let (_tmp, repo, paths) = init_repo();
+        let a = create(&paths, &path_for(&paths, "cascade/a"), "cascade/a", "main").unwrap();
+        let b = create(&paths, &path_for(&paths, "cascade/b"), "cascade/b", "main").unwrap();
+        assert_eq!(
+            remove(&paths, &a.path, true).unwrap().as_deref(),
+            Some("cascade/a")
+        );
+        assert!(!a.path.exists());
+        assert!(repo.find_branch("cascade/a", BranchType::Local).is_err());
+        remove(&paths, &b.path, false).unwrap();
+        assert!(!b.path.exists());
+        assert!(repo.find_branch("cascade/b", BranchType::Local).is_ok());
+        assert!(list(&paths).unwrap().is_empty());
+        assert!(repo.worktrees().unwrap().is_empty());
+        // Removing again is fine.
+        assert_eq!(remove(&paths, &b.path, true).unwrap(), None);
+        assert!(delete_branch(&paths, "cascade/b").unwrap());
+        assert!(!delete_branch(&paths, "cascade/b").unwrap());
+        let err = remove(&paths, &paths.main_root, true).unwrap_err();
+        assert!(matches!(err, WorktreeError::OutsideRoot { .. }));
+    }
+
+    #[test]
+    fn prune_only_touches_cascade_leftovers() {
+        let (tmp, repo, paths) = init_repo();
+        // A worktree the user made, outside .cascade.
+        let c = repo.head().unwrap().peel_to_commit().unwrap();
+        let user_branch = repo.branch("user-feature", &c, false).unwrap();
+        let user_ref = user_branch.into_reference();
+        let mut opts = git2::WorktreeAddOptions::new();
+        opts.reference(Some(&user_ref));
+        let user_wt = tmp.path().join("user-wt");
+        repo.worktree("user-wt", &user_wt, Some(&opts)).unwrap();
+        // The user's worktree goes stale too: prune must leave it alone.
+        std::fs::remove_dir_all(&user_wt).unwrap();
+
+        let live = create(
+            &paths,
+            &path_for(&paths, "cascade/live"),
+            "cascade/live",
+            "main",
+        )
+        .unwrap();
+        let gone = create(
+            &paths,
+            &path_for(&paths, "cascade/gone"),
+            "cascade/gone",
+            "main",
+        )
+        .unwrap();
+        std::fs::remove_dir_all(&gone.path).unwrap();
+        let locked = create(
+            &paths,
+            &path_for(&paths, "cascade/locked"),
+            "cascade/locked",
+            "main",
+        )
+        .unwrap();
+        repo.find_worktree(&locked.name)
+            .unwrap()
+            .lock(Some("keep me"))
+            .unwrap();
+
+        let all = list(&paths).unwrap();
+        assert_eq!(all.len(), 4);
+        let by_name = |n: &str| all.iter().find(|w| w.name == n).unwrap().clone();
+        assert!(by_name("gone").prunable && by_name("gone").is_cascade);
+        assert!(by_name("user-wt").prunable && !by_name("user-wt").is_cascade);
+        assert!(by_name("locked").locked && !by_name("locked").prunable);
+        assert_eq!(by_name("locked").lock_reason.as_deref(), Some("keep me"));
+
+        assert_eq!(prune_stale(&paths).unwrap(), vec!["gone".to_string()]);
+        assert_eq!(list(&paths).unwrap().len(), 3);
+        assert!(live.path.exists());
+
+        let report = prune_all(&paths).unwrap();
+        assert_eq!(report.worktrees, vec![live.path.clone()]);
+        assert_eq!(
+            report.branches,
+            vec!["cascade/gone".to_string(), "cascade/live".to_string()]
+        );
+        assert_eq!(report.skipped.len(), 2, "{:?}", report.skipped);
+        assert!(!live.path.exists());
+        assert!(locked.path.exists());
+        assert!(repo.find_branch("user-feature", BranchType::Local).is_ok());
+        assert!(repo.find_branch("main", BranchType::Local).is_ok());
+        let names: Vec<String> = list(&paths).unwrap().into_iter().map(|w| w.name).collect();
+        assert_eq!(names, vec!["locked".to_string(), "user-wt".to_string()]);
+    }
+
+    #[test]
+    fn cascade_branches_names_their_worktrees() {
+        let (_tmp, _repo, paths) = init_repo();
+        let wt = create(&paths, &path_for(&paths, "cascade/a"), "cascade/a", "main").unwrap();
+        let bs = cascade_branches(&paths).unwrap();
+        assert_eq!(bs.len(), 1);
+        assert_eq!(bs[0].name, "cascade/a");
+        assert_eq!(bs[0].worktree.as_deref(), Some(wt.path.as_path()));
+    }
+
+    /// The git CLI (when installed) sees cascade's worktrees as its own.
+    #[test]
+    fn git_cli_understands_the_worktrees() {
+        let git = |dir: &Path, args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .output()
+        };
+        let (_tmp, _repo, paths) = init_repo();
+        if git(&paths.main_root, &["--version"]).is_err() {
+            return; // no git on this machine: nothing to be compatible with
+        }
+        let wt = create(
+            &paths,
+            &path_for(&paths, "cascade/cli"),
+            "cascade/cli",
+            "main",
+        )
+        .unwrap();
+        let out = git(&paths.main_root, &["worktree", "list", "--porcelain"]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("worktree {}", wt.path.display())),
+            "{text}"
+        );
+        assert!(text.contains("branch refs/heads/cascade/cli"), "{text}");
+        let out = git(&wt.path, &["status", "--porcelain"]).unwrap();
+        assert!(out.status.success());
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+        // `git worktree prune` keeps it (it is valid).
+        git(&paths.main_root, &["worktree", "prune"]).unwrap();
+        assert_eq!(list(&paths).unwrap().len(), 1);
+        remove(&paths, &wt.path, true).unwrap();
+        let out = git(&paths.main_root, &["worktree", "list", "--porcelain"]).unwrap();
+        assert!(!String::from_utf8_lossy(&out.stdout).contains("cascade/cli"));
+    }
+
+    #[test]
+    fn branch_names_and_paths() {
+        assert_eq!(branch_name(None, "story-1"), "cascade/story-1");
+        assert_eq!(branch_name(Some("auth"), "story-1"), "cascade/auth.story-1");
+        assert!(is_cascade_branch("refs/heads/cascade/x"));
+        assert!(!is_cascade_branch("main"));
+        let (_tmp, _repo, paths) = init_repo();
+        assert_eq!(
+            path_for(&paths, "refs/heads/cascade/a/b"),
+            paths.main_root.join(".cascade/worktrees/a+b")
+        );
+    }
+
+    #[test]
+    fn parallel_creation_of_different_branches() {
+        let (_tmp, _repo, paths) = init_repo();
+        // As the engine does before it starts stories.
+        paths.ensure_excluded(&["/.cascade/"]).unwrap();
+        std::thread::scope(|s| {
+            for i in 0..6 {
+                let paths = paths.clone();
+                s.spawn(move || {
+                    let b = format!("cascade/p{i}");
+                    create(&paths, &path_for(&paths, &b), &b, "main").unwrap();
+                });
+            }
+        });
+        assert_eq!(list(&paths).unwrap().len(), 6);
+    }
+}

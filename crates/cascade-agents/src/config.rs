@@ -1,0 +1,650 @@
+//! agents.json: the model, the lookup order of CLI.md, the built-in default
+//! and validation with the file and key path of every problem.
+//!
+//! The schema is Plan Cascade's, unchanged: `default_agent`,
+//! `agents{name:{type, command, args[], timeout, env{}}}` and
+//! `phase_defaults{phase:{default_agent, fallback_chain[], story_type_overrides{}}}`.
+//! Fields cascade does not use (`description`, `subagent_type`,
+//! `story_type_defaults`, `verification_gate`, ...) are accepted and ignored.
+//! The file is read as a JSON value first and then walked by hand, so every
+//! problem can name its key path (`phase_defaults.retry.fallback_chain[1]`)
+//! and all of them are reported at once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::phase::Phase;
+use crate::placeholders;
+
+/// The agents.json that ships with cascade, used when no file is found.
+pub const BUILTIN_AGENTS_JSON: &str = include_str!("../../../agents.json");
+
+/// Timeout of an agent whose definition has none (Plan Cascade's default).
+pub const DEFAULT_AGENT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The agent every config knows, even when its file does not define it:
+/// Plan Cascade treats `claude-code` as always configured.
+pub const CLAUDE_CODE: &str = "claude-code";
+
+/// How a `task-tool` agent is run: Claude Code's Task tool only exists inside
+/// Claude Code, so outside of it the same work goes through the `claude` CLI.
+const TASK_TOOL_COMMAND: &str = "claude";
+const TASK_TOOL_ARGS: [&str; 6] = [
+    "-p",
+    "{prompt}",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--dangerously-skip-permissions",
+];
+
+/// Plan Cascade's agent types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentKind {
+    /// An external command-line agent.
+    Cli,
+    /// Claude Code's Task tool, run through the `claude` CLI.
+    TaskTool,
+}
+
+impl AgentKind {
+    /// The name used in agents.json.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Cli => "cli",
+            AgentKind::TaskTool => "task-tool",
+        }
+    }
+}
+
+/// One configured agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentDef {
+    /// Its key in `agents`.
+    pub name: String,
+    pub kind: AgentKind,
+    /// The program (looked up on PATH unless it contains a slash).
+    pub command: String,
+    /// argv after the program, with placeholders.
+    pub args: Vec<String>,
+    /// Seconds before the agent's process group is killed.
+    pub timeout_secs: Option<u64>,
+    /// Extra environment (values may use placeholders), in file order.
+    pub env: Vec<(String, String)>,
+    /// Working directory template (Plan Cascade writes `{working_dir}`).
+    pub working_dir: Option<String>,
+    pub description: Option<String>,
+}
+
+impl AgentDef {
+    /// The timeout from the definition, or [`DEFAULT_AGENT_TIMEOUT`].
+    pub fn timeout(&self) -> Duration {
+        self.timeout_secs
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_AGENT_TIMEOUT)
+    }
+
+    /// The built-in `claude-code` definition (task tool through the claude CLI).
+    pub fn claude_code() -> AgentDef {
+        AgentDef {
+            name: CLAUDE_CODE.to_string(),
+            kind: AgentKind::TaskTool,
+            command: TASK_TOOL_COMMAND.to_string(),
+            args: TASK_TOOL_ARGS.iter().map(|s| s.to_string()).collect(),
+            timeout_secs: None,
+            env: Vec::new(),
+            working_dir: None,
+            description: Some("Claude Code through the claude CLI".to_string()),
+        }
+    }
+}
+
+/// `phase_defaults.<phase>`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PhaseConfig {
+    pub default_agent: Option<String>,
+    pub fallback_chain: Vec<String>,
+    /// story type name -> agent, in file order.
+    pub story_type_overrides: Vec<(String, String)>,
+}
+
+impl PhaseConfig {
+    /// The override for a story type name, if any.
+    pub fn override_for(&self, story_type: &str) -> Option<&str> {
+        self.story_type_overrides
+            .iter()
+            .find(|(t, _)| t.eq_ignore_ascii_case(story_type))
+            .map(|(_, a)| a.as_str())
+    }
+}
+
+/// A validated agents.json.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentsConfig {
+    /// The last resort of the resolver.
+    pub default_agent: String,
+    /// Agents in file order.
+    pub agents: Vec<AgentDef>,
+    pub phase_defaults: BTreeMap<Phase, PhaseConfig>,
+}
+
+/// Where a config came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `--agents PATH`.
+    Explicit(PathBuf),
+    /// `./agents.json`.
+    Project(PathBuf),
+    /// `$XDG_CONFIG_HOME/cascade/agents.json` or `~/.config/cascade/agents.json`.
+    User(PathBuf),
+    /// The agents.json compiled into cascade.
+    BuiltIn,
+}
+
+impl ConfigSource {
+    /// The file, unless built in.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            ConfigSource::Explicit(p) | ConfigSource::Project(p) | ConfigSource::User(p) => Some(p),
+            ConfigSource::BuiltIn => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.path() {
+            Some(p) => write!(f, "{}", p.display()),
+            None => f.write_str("built-in agents.json"),
+        }
+    }
+}
+
+/// A config and where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedConfig {
+    pub config: AgentsConfig,
+    pub source: ConfigSource,
+    /// Things that are accepted but probably not meant (unknown phase names).
+    pub warnings: Vec<String>,
+}
+
+/// One problem in a config file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// Key path, e.g. `phase_defaults.retry.fallback_chain[1]`.
+    pub key: String,
+    pub message: String,
+}
+
+/// Why a config could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `--agents PATH` names a file that does not exist.
+    #[error("agents file '{}' does not exist (check --agents)", path.display())]
+    NotFound { path: PathBuf },
+    /// The file exists but could not be read.
+    #[error("cannot read agents file '{}': {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not JSON.
+    #[error("{file}:{line}:{column}: invalid JSON: {message} (fix the syntax of the file)")]
+    Syntax {
+        file: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The JSON does not describe a usable config.
+    #[error("{}", format_problems(file, problems))]
+    Invalid {
+        file: String,
+        problems: Vec<ConfigProblem>,
+    },
+}
+
+fn format_problems(file: &str, problems: &[ConfigProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{file}: {}: {}", p.key, p.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl AgentsConfig {
+    /// Finds and loads the config in CLI.md's lookup order: `explicit`,
+    /// `<cwd>/agents.json`, `$XDG_CONFIG_HOME/cascade/agents.json` (or
+    /// `~/.config/cascade/agents.json`), else the built-in default.
+    pub fn load(explicit: Option<&Path>, cwd: &Path) -> Result<LoadedConfig, ConfigError> {
+        Self::load_with(explicit, cwd, user_config_dir().as_deref())
+    }
+
+    /// [`AgentsConfig::load`] with the user config directory given
+    /// (`<dir>/cascade/agents.json` is looked at), for tests.
+    pub fn load_with(
+        explicit: Option<&Path>,
+        cwd: &Path,
+        user_config_dir: Option<&Path>,
+    ) -> Result<LoadedConfig, ConfigError> {
+        let source = if let Some(path) = explicit {
+            let path = if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                cwd.join(path)
+            };
+            if !path.is_file() {
+                return Err(ConfigError::NotFound { path });
+            }
+            ConfigSource::Explicit(path)
+        } else if cwd.join("agents.json").is_file() {
+            ConfigSource::Project(cwd.join("agents.json"))
+        } else if let Some(user) = user_config_dir
+            .map(|d| d.join("cascade").join("agents.json"))
+            .filter(|p| p.is_file())
+        {
+            ConfigSource::User(user)
+        } else {
+            ConfigSource::BuiltIn
+        };
+        let text = match source.path() {
+            Some(path) => std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            })?,
+            None => BUILTIN_AGENTS_JSON.to_string(),
+        };
+        let (config, warnings) = Self::parse_with_warnings(&text, &source.to_string())?;
+        Ok(LoadedConfig {
+            config,
+            source,
+            warnings,
+        })
+    }
+
+    /// The built-in default configuration.
+    pub fn builtin() -> Result<AgentsConfig, ConfigError> {
+        Self::parse(BUILTIN_AGENTS_JSON, "built-in agents.json")
+    }
+
+    /// Parses and validates agents.json text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<AgentsConfig, ConfigError> {
+        Self::parse_with_warnings(text, file).map(|(c, _)| c)
+    }
+
+    fn parse_with_warnings(
+        text: &str,
+        file: &str,
+    ) -> Result<(AgentsConfig, Vec<String>), ConfigError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+            file: file.to_string(),
+            line: e.line(),
+            column: e.column(),
+            message: strip_position(&e.to_string()),
+        })?;
+        let mut walk = Walk::default();
+        let config = walk.config(&value);
+        if walk.problems.is_empty() {
+            Ok((config, walk.warnings))
+        } else {
+            Err(ConfigError::Invalid {
+                file: file.to_string(),
+                problems: walk.problems,
+            })
+        }
+    }
+
+    /// The agent called `name`.
+    pub fn agent(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// Agent names in file order.
+    pub fn names(&self) -> Vec<&str> {
+        self.agents.iter().map(|a| a.name.as_str()).collect()
+    }
+
+    /// `phase_defaults.<phase>`, if configured.
+    pub fn phase(&self, phase: Phase) -> Option<&PhaseConfig> {
+        self.phase_defaults.get(&phase)
+    }
+}
+
+/// `$XDG_CONFIG_HOME`, else `$HOME/.config`.
+fn user_config_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x));
+    }
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(|h| PathBuf::from(h).join(".config"))
+}
+
+/// serde_json appends " at line L column C"; the error shows them in front.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
+    }
+}
+
+/// The validating walk over the JSON value.
+#[derive(Default)]
+struct Walk {
+    problems: Vec<ConfigProblem>,
+    warnings: Vec<String>,
+}
+
+impl Walk {
+    fn problem(&mut self, key: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(ConfigProblem {
+            key: key.into(),
+            message: message.into(),
+        });
+    }
+
+    fn config(&mut self, value: &Value) -> AgentsConfig {
+        let mut config = AgentsConfig {
+            default_agent: CLAUDE_CODE.to_string(),
+            agents: Vec::new(),
+            phase_defaults: BTreeMap::new(),
+        };
+        let Some(root) = value.as_object() else {
+            self.problem("(root)", "expected a JSON object");
+            return config;
+        };
+        if let Some(v) = root.get("default_agent") {
+            if let Some(name) = self.string(v, "default_agent") {
+                config.default_agent = name;
+            }
+        }
+        match root.get("agents") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(agents)) => {
+                for (name, def) in agents {
+                    if let Some(def) = self.agent(name, def) {
+                        config.agents.push(def);
+                    }
+                }
+            }
+            Some(_) => self.problem("agents", "expected an object of agent definitions"),
+        }
+        match root.get("phase_defaults") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(phases)) => {
+                for (name, v) in phases {
+                    let key = format!("phase_defaults.{name}");
+                    match name.parse::<Phase>() {
+                        Ok(phase) if phase.as_str() == name => {
+                            let pc = self.phase(v, &key);
+                            config.phase_defaults.insert(phase, pc);
+                        }
+                        _ => self.warnings.push(format!(
+                            "{key}: unknown phase '{name}' is ignored (phases: planning, implementation, retry, refactor, review)"
+                        )),
+                    }
+                }
+            }
+            Some(_) => self.problem("phase_defaults", "expected an object keyed by phase"),
+        }
+        self.check_names(&mut config);
+        config
+    }
+
+    /// Every agent a phase or `default_agent` names must be defined;
+    /// `claude-code` is implied when it is named but not defined.
+    fn check_names(&mut self, config: &mut AgentsConfig) {
+        let mut named: Vec<(String, String)> =
+            vec![("default_agent".into(), config.default_agent.clone())];
+        for (phase, pc) in &config.phase_defaults {
+            let base = format!("phase_defaults.{phase}");
+            if let Some(a) = &pc.default_agent {
+                named.push((format!("{base}.default_agent"), a.clone()));
+            }
+            for (i, a) in pc.fallback_chain.iter().enumerate() {
+                named.push((format!("{base}.fallback_chain[{i}]"), a.clone()));
+            }
+            for (t, a) in &pc.story_type_overrides {
+                named.push((format!("{base}.story_type_overrides.{t}"), a.clone()));
+            }
+        }
+        if config.agent(CLAUDE_CODE).is_none() && named.iter().any(|(_, a)| a == CLAUDE_CODE) {
+            config.agents.push(AgentDef::claude_code());
+        }
+        for (key, name) in named {
+            if config.agent(&name).is_none() {
+                let known = config.names().join(", ");
+                self.problem(
+                    key,
+                    format!("unknown agent '{name}' (define it under \"agents\"; known: {known})"),
+                );
+            }
+        }
+    }
+
+    fn agent(&mut self, name: &str, value: &Value) -> Option<AgentDef> {
+        let key = format!("agents.{name}");
+        if name.trim().is_empty() {
+            self.problem(key, "agent names must not be empty");
+            return None;
+        }
+        let Some(obj) = value.as_object() else {
+            self.problem(key, "expected an object with \"type\" and \"command\"");
+            return None;
+        };
+        let kind = match obj.get("type") {
+            None => AgentKind::Cli,
+            Some(v) => match self.string(v, &format!("{key}.type"))?.as_str() {
+                "cli" => AgentKind::Cli,
+                "task-tool" | "task_tool" => AgentKind::TaskTool,
+                other => {
+                    self.problem(
+                        format!("{key}.type"),
+                        format!("unknown agent type '{other}' (expected \"cli\" or \"task-tool\")"),
+                    );
+                    return None;
+                }
+            },
+        };
+        let command = match obj.get("command") {
+            Some(v) => self.string(v, &format!("{key}.command")),
+            None => None,
+        };
+        let command = match (command, kind) {
+            (Some(c), _) if !c.trim().is_empty() => c,
+            (_, AgentKind::TaskTool) => TASK_TOOL_COMMAND.to_string(),
+            (Some(_), AgentKind::Cli) => {
+                self.problem(format!("{key}.command"), "must not be empty");
+                return None;
+            }
+            (None, AgentKind::Cli) => {
+                if !obj.contains_key("command") {
+                    self.problem(
+                        format!("{key}.command"),
+                        "missing command for a \"cli\" agent (add \"command\": \"<program>\")",
+                    );
+                }
+                return None;
+            }
+        };
+        let args = match obj.get("args") {
+            None | Some(Value::Null) if kind == AgentKind::TaskTool => {
+                TASK_TOOL_ARGS.iter().map(|s| s.to_string()).collect()
+            }
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut args = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let k = format!("{key}.args[{i}]");
+                    if let Some(s) = self.string(item, &k) {
+                        self.placeholders(&s, &k);
+                        args.push(s);
+                    }
+                }
+                args
+            }
+            Some(_) => {
+                self.problem(format!("{key}.args"), "expected an array of strings");
+                Vec::new()
+            }
+        };
+        let timeout_secs = match obj.get("timeout") {
+            None | Some(Value::Null) => None,
+            // Whole seconds; a fractional value is rounded up.
+            Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
+                Some(f) => Some(f.ceil() as u64),
+                None => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        "expected a positive number of seconds",
+                    );
+                    None
+                }
+            },
+        };
+        let mut env = Vec::new();
+        match obj.get("env") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(vars)) => {
+                for (k, v) in vars {
+                    let vk = format!("{key}.env.{k}");
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        self.problem(vk, "invalid environment variable name");
+                        continue;
+                    }
+                    let value = match v {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Number(n) => Some(n.to_string()),
+                        Value::Bool(b) => Some(b.to_string()),
+                        _ => {
+                            self.problem(vk.clone(), "expected a string value");
+                            None
+                        }
+                    };
+                    if let Some(value) = value {
+                        self.placeholders(&value, &vk);
+                        env.push((k.clone(), value));
+                    }
+                }
+            }
+            Some(_) => self.problem(format!("{key}.env"), "expected an object of strings"),
+        }
+        let working_dir = match obj.get("working_dir") {
+            None | Some(Value::Null) => None,
+            Some(v) => {
+                let k = format!("{key}.working_dir");
+                let s = self.string(v, &k);
+                if let Some(s) = &s {
+                    self.placeholders(s, &k);
+                }
+                s
+            }
+        };
+        let description = obj
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Some(AgentDef {
+            name: name.to_string(),
+            kind,
+            command,
+            args,
+            timeout_secs,
+            env,
+            working_dir,
+            description,
+        })
+    }
+
+    fn phase(&mut self, value: &Value, key: &str) -> PhaseConfig {
+        let mut pc = PhaseConfig::default();
+        let Some(obj) = value.as_object() else {
+            self.problem(
+                key,
+                "expected an object with default_agent and fallback_chain",
+            );
+            return pc;
+        };
+        if let Some(v) = obj.get("default_agent").filter(|v| !v.is_null()) {
+            pc.default_agent = self.string(v, &format!("{key}.default_agent"));
+        }
+        match obj.get("fallback_chain") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(s) = self.string(item, &format!("{key}.fallback_chain[{i}]")) {
+                        pc.fallback_chain.push(s);
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                format!("{key}.fallback_chain"),
+                "expected an array of agent names",
+            ),
+        }
+        match obj.get("story_type_overrides") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (t, v) in map {
+                    if let Some(a) = self.string(v, &format!("{key}.story_type_overrides.{t}")) {
+                        pc.story_type_overrides.push((t.clone(), a));
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                format!("{key}.story_type_overrides"),
+                "expected an object mapping story types to agent names",
+            ),
+        }
+        pc
+    }
+
+    fn string(&mut self, value: &Value, key: &str) -> Option<String> {
+        match value {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                self.problem(
+                    key,
+                    format!("expected a string, found {}", json_kind(other)),
+                );
+                None
+            }
+        }
+    }
+
+    fn placeholders(&mut self, template: &str, key: &str) {
+        if let Some(name) = placeholders::unknown_placeholder(template) {
+            self.problem(
+                key,
+                format!(
+                    "unknown placeholder '{{{name}}}' (known: {})",
+                    placeholders::PLACEHOLDERS
+                        .iter()
+                        .map(|p| format!("{{{p}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,219 @@
+//! Tests of agents.json loading and validation.
+
+use super::*;
+
+fn invalid(text: &str) -> Vec<String> {
+    match AgentsConfig::parse(text, "agents.json") {
+        Err(ConfigError::Invalid { file, problems }) => problems
+            .iter()
+            .map(|p| format!("{file}: {}: {}", p.key, p.message))
+            .collect(),
+        other => panic!("expected invalid config, got {other:?}"),
+    }
+}
+
+#[test]
+fn builtin_config_is_valid_and_complete() {
+    let c = AgentsConfig::builtin().unwrap();
+    assert_eq!(c.default_agent, "claude-code");
+    for name in [
+        "claude-code",
+        "codex",
+        "aider",
+        "amp-code",
+        "cursor-agent",
+        "gemini",
+    ] {
+        assert!(c.agent(name).is_some(), "missing {name}");
+    }
+    let claude = c.agent("claude-code").unwrap();
+    assert_eq!(claude.kind, AgentKind::TaskTool);
+    assert_eq!(claude.command, "claude");
+    assert!(claude.args.iter().any(|a| a == "stream-json"));
+    assert!(c
+        .agent("codex")
+        .unwrap()
+        .args
+        .starts_with(&["exec".to_string()]));
+    for phase in Phase::ALL {
+        assert!(c.phase(phase).is_some(), "missing phase {phase}");
+    }
+    let imp = c.phase(Phase::Implementation).unwrap();
+    assert_eq!(imp.default_agent.as_deref(), Some("claude-code"));
+    assert_eq!(imp.fallback_chain, ["codex", "aider"]);
+    assert_eq!(imp.override_for("bugfix"), Some("codex"));
+    assert_eq!(imp.override_for("refactor"), Some("aider"));
+}
+
+#[test]
+fn plan_cascade_minimal_file_loads() {
+    let text = r#"{
+      "default_agent": "claude-code",
+      "agents": {
+        "claude-code": {"type": "task-tool", "subagent_type": "general-purpose"},
+        "codex": {"type": "cli", "command": "codex", "args": ["--prompt", "{prompt}"],
+                  "working_dir": "{working_dir}", "timeout": 600, "env": {}},
+        "aider": {"type": "cli", "command": "aider"},
+        "amp-code": {"type": "cli", "command": "amp", "timeout": 1.5}
+      },
+      "phase_defaults": {
+        "implementation": {"default_agent": "claude-code", "fallback_chain": ["codex", "aider"],
+          "story_type_overrides": {"refactor": "aider", "bugfix": "codex"}}
+      },
+      "story_type_defaults": {"feature": "claude-code"},
+      "verification_gate": {"enabled": true}
+    }"#;
+    let c = AgentsConfig::parse(text, "agents.json").unwrap();
+    assert_eq!(c.names(), ["claude-code", "codex", "aider", "amp-code"]);
+    assert_eq!(
+        c.agent("amp-code").unwrap().timeout(),
+        Duration::from_secs(2)
+    );
+    let claude = c.agent("claude-code").unwrap();
+    assert_eq!(claude.command, "claude");
+    assert!(claude.args.contains(&"{prompt}".to_string()));
+    let codex = c.agent("codex").unwrap();
+    assert_eq!(codex.timeout(), Duration::from_secs(600));
+    assert_eq!(codex.working_dir.as_deref(), Some("{working_dir}"));
+    assert_eq!(c.agent("aider").unwrap().timeout(), DEFAULT_AGENT_TIMEOUT);
+}
+
+#[test]
+fn claude_code_is_implied_when_named_but_not_defined() {
+    let c = AgentsConfig::parse(
+        r#"{"agents": {"codex": {"type": "cli", "command": "codex"}}}"#,
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(c.default_agent, "claude-code");
+    assert_eq!(c.agent("claude-code").unwrap().kind, AgentKind::TaskTool);
+}
+
+#[test]
+fn unknown_agent_in_a_chain_names_file_and_key_path() {
+    let errs = invalid(
+        r#"{"agents": {"codex": {"type": "cli", "command": "codex"}},
+            "phase_defaults": {"retry": {"default_agent": "codex", "fallback_chain": ["codex", "foo"]}}}"#,
+    );
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].starts_with(
+            "agents.json: phase_defaults.retry.fallback_chain[1]: unknown agent 'foo'"
+        ),
+        "{}",
+        errs[0]
+    );
+    assert!(errs[0].contains("known: codex, claude-code"), "{}", errs[0]);
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let errs = invalid(
+        r#"{"default_agent": "nope",
+            "agents": {
+              "a": {"type": "cli"},
+              "b": {"type": "cli", "command": "b", "args": ["{promt}", 3], "timeout": "10", "env": {"X": []}},
+              "c": {"type": "robot", "command": "c"}
+            },
+            "phase_defaults": {"review": {"story_type_overrides": {"bugfix": "zzz"}}}}"#,
+    );
+    let all = errs.join("\n");
+    for needle in [
+        "agents.json: agents.a.command: missing command",
+        "agents.json: agents.b.args[0]: unknown placeholder '{promt}'",
+        "agents.json: agents.b.args[1]: expected a string, found a number",
+        "agents.json: agents.b.timeout: expected a positive number of seconds",
+        "agents.json: agents.b.env.X: expected a string value",
+        "agents.json: agents.c.type: unknown agent type 'robot'",
+        "agents.json: default_agent: unknown agent 'nope'",
+        "agents.json: phase_defaults.review.story_type_overrides.bugfix: unknown agent 'zzz'",
+    ] {
+        assert!(all.contains(needle), "missing {needle:?} in:\n{all}");
+    }
+    // The Display of the error carries them all, one per line.
+    let err = AgentsConfig::parse(r#"{"default_agent": 5}"#, "x/agents.json").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "x/agents.json: default_agent: expected a string, found a number"
+    );
+}
+
+#[test]
+fn syntax_errors_carry_line_and_column() {
+    let err = AgentsConfig::parse("{\n  \"agents\": {,}\n}", "agents.json").unwrap_err();
+    match &err {
+        ConfigError::Syntax { line, column, .. } => {
+            assert_eq!(*line, 2);
+            assert!(*column > 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().starts_with("agents.json:2:"), "{err}");
+}
+
+#[test]
+fn unknown_phases_are_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.json"),
+        r#"{"phase_defaults": {"deploy": {"default_agent": "claude-code"}}}"#,
+    )
+    .unwrap();
+    let loaded = AgentsConfig::load_with(None, dir.path(), None).unwrap();
+    assert_eq!(loaded.warnings.len(), 1);
+    assert!(loaded.warnings[0].contains("unknown phase 'deploy'"));
+}
+
+#[test]
+fn lookup_order_explicit_project_user_builtin() {
+    let dir = tempfile::tempdir().unwrap();
+    let cwd = dir.path().join("proj");
+    let user = dir.path().join("xdg");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(user.join("cascade")).unwrap();
+    let one = |name: &str| format!(r#"{{"agents": {{"{name}": {{"command": "{name}"}}}}}}"#);
+
+    // Nothing on disk: built in.
+    let l = AgentsConfig::load_with(None, &cwd, Some(&user)).unwrap();
+    assert_eq!(l.source, ConfigSource::BuiltIn);
+    assert!(l.config.agent("codex").is_some());
+
+    std::fs::write(user.join("cascade/agents.json"), one("useragent")).unwrap();
+    let l = AgentsConfig::load_with(None, &cwd, Some(&user)).unwrap();
+    assert!(matches!(l.source, ConfigSource::User(_)));
+    assert!(l.config.agent("useragent").is_some());
+
+    std::fs::write(cwd.join("agents.json"), one("projagent")).unwrap();
+    let l = AgentsConfig::load_with(None, &cwd, Some(&user)).unwrap();
+    assert!(matches!(l.source, ConfigSource::Project(_)));
+    assert!(l.config.agent("projagent").is_some());
+
+    std::fs::write(dir.path().join("mine.json"), one("mine")).unwrap();
+    let l = AgentsConfig::load_with(Some(Path::new("../mine.json")), &cwd, Some(&user)).unwrap();
+    assert!(matches!(l.source, ConfigSource::Explicit(_)));
+    assert!(l.config.agent("mine").is_some());
+
+    let err = AgentsConfig::load_with(Some(Path::new("missing.json")), &cwd, None).unwrap_err();
+    assert!(matches!(err, ConfigError::NotFound { .. }));
+    assert!(err.to_string().contains("missing.json"));
+}
+
+#[test]
+fn invalid_file_names_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.json"),
+        r#"{"agents": {"x": {"type": "cli", "command": ""}}}"#,
+    )
+    .unwrap();
+    let err = AgentsConfig::load_with(None, dir.path(), None).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("agents.json: agents.x.command: must not be empty"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with(&dir.path().display().to_string()),
+        "{text}"
+    );
+}

@@ -1,0 +1,355 @@
+//! The agent executor: one agent invocation in a working directory.
+//!
+//! The prompt is written to `<cascade_dir>/prompts/`, the placeholders of the
+//! agent's argv are filled in element by element (never a shell string), the
+//! CASCADE_* environment of CLI.md is added to the agent's own `env` and the
+//! caller's extra variables, and the process runs under `cascade-process`:
+//! its own process group, killed as a group on timeout or cancellation, its
+//! stdout and stderr appended to `<cascade_dir>/logs/` as they arrive and
+//! only a bounded tail kept in memory. stdout is parsed line by line
+//! ([`crate::stream`]) for the final text, session id, usage and review
+//! verdict.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cascade_process::{CancelToken, Outcome, SpawnError, Spec};
+
+use crate::config::AgentDef;
+use crate::phase::Phase;
+use crate::placeholders::{self, Values};
+use crate::stream::{ReviewVerdict, StreamParser, Usage};
+
+/// Linux refuses a single argv element longer than this (MAX_ARG_STRLEN).
+const MAX_ARG_BYTES: usize = 128 * 1024;
+
+/// One invocation to run.
+#[derive(Debug, Clone)]
+pub struct AgentRequest {
+    /// The story (used for file names, `{story_id}` and CASCADE_STORY_ID).
+    pub story_id: String,
+    /// 1-based attempt number (`{attempt}`, CASCADE_ATTEMPT).
+    pub attempt: u32,
+    pub phase: Phase,
+    pub prompt: String,
+    /// Where the agent runs (the story's worktree): cwd, `{working_dir}`, CASCADE_WORKDIR.
+    pub workdir: PathBuf,
+    /// `.cascade/`: prompts and logs go under it.
+    pub cascade_dir: PathBuf,
+    /// More environment, e.g. `CASCADE_PRD_PATH` for PRD generation.
+    pub extra_env: Vec<(String, String)>,
+    /// Replaces the agent's configured timeout.
+    pub timeout_override: Option<Duration>,
+}
+
+impl AgentRequest {
+    /// A request with no extra environment and the agent's own timeout.
+    pub fn new(
+        story_id: impl Into<String>,
+        attempt: u32,
+        phase: Phase,
+        prompt: impl Into<String>,
+        workdir: impl Into<PathBuf>,
+        cascade_dir: impl Into<PathBuf>,
+    ) -> AgentRequest {
+        AgentRequest {
+            story_id: story_id.into(),
+            attempt,
+            phase,
+            prompt: prompt.into(),
+            workdir: workdir.into(),
+            cascade_dir: cascade_dir.into(),
+            extra_env: Vec::new(),
+            timeout_override: None,
+        }
+    }
+
+    /// `<cascade_dir>/prompts/<story>-<phase>-<attempt>.md`.
+    pub fn prompt_path(&self) -> PathBuf {
+        self.cascade_dir
+            .join("prompts")
+            .join(format!("{}.md", self.file_stem()))
+    }
+
+    /// `<cascade_dir>/logs/<story>-<phase>-<attempt>.log`.
+    pub fn log_path(&self) -> PathBuf {
+        self.cascade_dir
+            .join("logs")
+            .join(format!("{}.log", self.file_stem()))
+    }
+
+    fn file_stem(&self) -> String {
+        format!(
+            "{}-{}-{}",
+            safe_component(&self.story_id),
+            self.phase,
+            self.attempt
+        )
+    }
+}
+
+/// A story id made safe as a file name (ids are validated by cascade-plan;
+/// this is a second line of defence for ids that come from elsewhere).
+fn safe_component(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let s = s.trim_start_matches('.');
+    if s.is_empty() {
+        "story".to_string()
+    } else {
+        s.to_string()
+    }
+}
+
+/// The exact process an invocation starts (what `--dry-run` can show).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// Variables added to the inherited environment, in the order applied
+    /// (later wins): agent `env`, CASCADE_*, extra.
+    pub env: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+/// Builds the invocation of `agent` for `req`, with the prompt at `prompt_path`.
+pub fn invocation(agent: &AgentDef, req: &AgentRequest, prompt_path: &Path) -> Invocation {
+    let prompt_file = prompt_path.to_string_lossy();
+    let working_dir = req.workdir.to_string_lossy();
+    let attempt = req.attempt.to_string();
+    // NUL cannot be passed in argv or the environment.
+    let prompt = req.prompt.replace('\0', "");
+    let values = Values {
+        prompt: &prompt,
+        prompt_file: &prompt_file,
+        working_dir: &working_dir,
+        story_id: &req.story_id,
+        attempt: &attempt,
+    };
+    let args = agent
+        .args
+        .iter()
+        .map(|a| placeholders::substitute(a, &values))
+        .collect();
+    let cwd = match &agent.working_dir {
+        Some(t) => {
+            let dir = PathBuf::from(placeholders::substitute(t, &values));
+            if dir.is_absolute() {
+                dir
+            } else {
+                req.workdir.join(dir)
+            }
+        }
+        None => req.workdir.clone(),
+    };
+    let mut env: Vec<(String, String)> = agent
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), placeholders::substitute(v, &values)))
+        .collect();
+    env.extend([
+        ("CASCADE_STORY_ID".to_string(), req.story_id.clone()),
+        ("CASCADE_PROMPT_FILE".to_string(), prompt_file.to_string()),
+        ("CASCADE_WORKDIR".to_string(), working_dir.to_string()),
+        ("CASCADE_ATTEMPT".to_string(), attempt.clone()),
+        ("CASCADE_PHASE".to_string(), req.phase.to_string()),
+    ]);
+    env.extend(req.extra_env.iter().cloned());
+    Invocation {
+        program: agent.command.clone(),
+        args,
+        cwd,
+        env,
+        timeout: req.timeout_override.unwrap_or_else(|| agent.timeout()),
+    }
+}
+
+/// The result of one agent run.
+#[derive(Debug, Clone)]
+pub struct AgentRun {
+    /// The agent's name.
+    pub agent: String,
+    /// Exit code, signal, timeout, cancellation, duration, output tails.
+    pub outcome: Outcome,
+    pub log_path: PathBuf,
+    pub prompt_path: PathBuf,
+    pub usage: Option<Usage>,
+    /// The agent's final answer, when its output format has one.
+    pub final_text: Option<String>,
+    pub session_id: Option<String>,
+    pub review: Option<ReviewVerdict>,
+    /// An error the agent reported in its event stream (e.g. Claude's
+    /// `is_error`), even when it exited 0.
+    pub reported_error: Option<String>,
+}
+
+impl AgentRun {
+    /// Exited 0 within its time.
+    pub fn success(&self) -> bool {
+        self.outcome.success()
+    }
+}
+
+/// Why an agent could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The agent's command is not installed (the engine's `agent_unavailable`).
+    #[error("agent '{agent}' is not available: command '{command}' not found on PATH (install it or pick another agent with --agent)")]
+    Unavailable { agent: String, command: String },
+    /// The command exists but cannot be executed.
+    #[error("agent '{agent}': command '{command}' is not executable (check its permissions)")]
+    NotExecutable { agent: String, command: String },
+    /// The working directory is missing.
+    #[error("agent '{agent}': working directory '{}' does not exist", dir.display())]
+    NoWorkingDir { agent: String, dir: PathBuf },
+    /// An argument (usually the prompt) is longer than the OS allows.
+    #[error("agent '{agent}': argument {index} is {len} bytes, more than the {max} the OS accepts (pass the prompt as {{prompt_file}} in the agent's args)")]
+    ArgumentTooLong {
+        agent: String,
+        index: usize,
+        len: usize,
+        max: usize,
+    },
+    /// The prompt or log file could not be written.
+    #[error("cannot write '{}': {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Any other spawn failure.
+    #[error("agent '{agent}' could not be started: {source}")]
+    Spawn {
+        agent: String,
+        #[source]
+        source: SpawnError,
+    },
+}
+
+/// Runs `agent` for `req`. `on_spawn` gets the child's pid (its process
+/// group) as soon as it started, before the wait. A run that starts always
+/// returns `Ok` with its outcome (non-zero exit, timeout and cancellation
+/// included); `Err` means it never started.
+pub async fn execute(
+    agent: &AgentDef,
+    req: AgentRequest,
+    on_spawn: impl FnOnce(u32),
+    cancel: &CancelToken,
+) -> Result<AgentRun, ExecError> {
+    let prompt_path = req.prompt_path();
+    let log_path = req.log_path();
+    let inv = invocation(agent, &req, &prompt_path);
+    if let Some((index, arg)) = inv
+        .args
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.len() >= MAX_ARG_BYTES)
+    {
+        return Err(ExecError::ArgumentTooLong {
+            agent: agent.name.clone(),
+            index,
+            len: arg.len(),
+            max: MAX_ARG_BYTES - 1,
+        });
+    }
+    crate::detect::write_atomic(&prompt_path, req.prompt.as_bytes()).map_err(|source| {
+        ExecError::Io {
+            path: prompt_path.clone(),
+            source,
+        }
+    })?;
+    // A fresh log per attempt, opened with a header saying what ran.
+    let header = format!(
+        "== cascade: {} attempt {} ({}) via {}: {} {}\n",
+        req.story_id,
+        req.attempt,
+        req.phase,
+        agent.name,
+        inv.program,
+        inv.args
+            .iter()
+            .map(|a| shorten(a, 80))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    crate::detect::write_atomic(&log_path, header.as_bytes()).map_err(|source| ExecError::Io {
+        path: log_path.clone(),
+        source,
+    })?;
+
+    let parser = Arc::new(Mutex::new(StreamParser::new()));
+    let feed = {
+        let parser = Arc::clone(&parser);
+        Arc::new(move |line: &[u8]| {
+            if let Ok(mut p) = parser.lock() {
+                p.feed_line(line);
+            }
+        })
+    };
+    let mut spec = Spec::new(OsString::from(&inv.program))
+        .args(&inv.args)
+        .cwd(&inv.cwd)
+        .timeout(inv.timeout)
+        .log(&log_path)
+        .on_stdout_line(feed);
+    for (k, v) in &inv.env {
+        spec = spec.env(k, v);
+    }
+    let running = spec.spawn().map_err(|e| match e {
+        SpawnError::NotFound { .. } => ExecError::Unavailable {
+            agent: agent.name.clone(),
+            command: agent.command.clone(),
+        },
+        SpawnError::PermissionDenied { .. } => ExecError::NotExecutable {
+            agent: agent.name.clone(),
+            command: agent.command.clone(),
+        },
+        SpawnError::NoWorkingDir { dir } => ExecError::NoWorkingDir {
+            agent: agent.name.clone(),
+            dir,
+        },
+        other => ExecError::Spawn {
+            agent: agent.name.clone(),
+            source: other,
+        },
+    })?;
+    on_spawn(running.pid());
+    let outcome = running.wait(cancel).await;
+    let summary = match parser.lock() {
+        Ok(p) => p.summary(),
+        Err(poisoned) => poisoned.into_inner().summary(),
+    };
+    Ok(AgentRun {
+        agent: agent.name.clone(),
+        outcome,
+        log_path,
+        prompt_path,
+        usage: summary.usage,
+        final_text: summary.final_text,
+        session_id: summary.session_id,
+        review: summary.review,
+        reported_error: summary.reported_error,
+    })
+}
+
+fn shorten(s: &str, max: usize) -> String {
+    if s.chars().count() <= max && !s.contains('\n') {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(max).collect::<String>().replace('\n', " ");
+    format!("{head}...")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,332 @@
+//! The resolver: which agent runs a story in a phase, and why.
+//!
+//! Candidates come in DESIGN.md's order: `--agent`, the phase override
+//! (`--prd-agent`, `--impl-agent`, `--retry-agent`), `story.agent`, the
+//! story-type override of the phase, the phase default, the phase's fallback
+//! chain, then `default_agent`. The first candidate that is configured and
+//! whose command is found wins; every candidate passed over becomes a
+//! [`Fallback`] note (the engine logs them as `[FALLBACK]` lines). With
+//! `--no-fallback` the first candidate is taken without looking for its
+//! command, so running it fails clearly instead of silently switching agents.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use cascade_plan::Story;
+
+use crate::config::AgentsConfig;
+use crate::detect::Detector;
+use crate::phase::Phase;
+use crate::story_type::{self, Inferred, StoryType, TypeEvidence};
+
+/// Agent choices made on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--agent`: every story, every phase.
+    pub agent: Option<String>,
+    /// `--impl-agent`: the implementation phase.
+    pub impl_agent: Option<String>,
+    /// `--retry-agent`: the retry phase.
+    pub retry_agent: Option<String>,
+    /// `--prd-agent`: the planning phase.
+    pub prd_agent: Option<String>,
+    /// `--no-fallback`: take the first candidate even if it is not installed.
+    pub no_fallback: bool,
+}
+
+impl Overrides {
+    /// The phase override flag and its value for `phase`.
+    fn for_phase(&self, phase: Phase) -> Option<(&'static str, &str)> {
+        let value = match phase {
+            Phase::Planning => self.prd_agent.as_deref(),
+            Phase::Implementation => self.impl_agent.as_deref(),
+            Phase::Retry => self.retry_agent.as_deref(),
+            Phase::Refactor | Phase::Review => None,
+        }?;
+        Some((phase.override_flag()?, value))
+    }
+
+    /// Every (flag, agent) given.
+    fn named(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("--agent", self.agent.as_deref()),
+            ("--impl-agent", self.impl_agent.as_deref()),
+            ("--retry-agent", self.retry_agent.as_deref()),
+            ("--prd-agent", self.prd_agent.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(f, v)| v.map(|v| (f, v)))
+        .collect()
+    }
+}
+
+/// The seven levels of the resolution chain, highest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// `--agent`.
+    CliAgent,
+    /// `--impl-agent`, `--retry-agent`, `--prd-agent`.
+    PhaseOverride,
+    /// `story.agent` in the PRD.
+    StoryAgent,
+    /// `phase_defaults.<phase>.story_type_overrides.<type>`.
+    StoryType,
+    /// `phase_defaults.<phase>.default_agent`.
+    PhaseDefault,
+    /// `phase_defaults.<phase>.fallback_chain[i]`.
+    FallbackChain,
+    /// The top-level `default_agent`.
+    DefaultAgent,
+}
+
+/// One agent the chain proposes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    pub agent: String,
+    pub level: Level,
+    /// Why it was proposed, e.g. "implementation phase default".
+    pub reason: String,
+}
+
+/// A candidate passed over, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rejection {
+    pub agent: String,
+    pub level: Level,
+    pub reason: String,
+    pub why: String,
+}
+
+/// A fallback taken: `from` was wanted, `to` runs instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Fallback {
+    pub from: String,
+    pub to: String,
+    pub why: String,
+}
+
+/// The agent chosen for a story in a phase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Assignment {
+    pub agent: String,
+    /// Why this agent, e.g. "story type 'bugfix' override for implementation".
+    pub reason: String,
+    pub level: Level,
+    /// Candidates passed over before it, in order.
+    pub fallbacks: Vec<Fallback>,
+    /// The story's (inferred) type.
+    pub story_type: StoryType,
+    /// False with `--no-fallback`: the command was not looked for.
+    pub checked: bool,
+}
+
+/// Why no agent could be chosen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// An agent named on the command line is not configured.
+    #[error("unknown agent '{name}' given to {flag} (known agents: {})", known.join(", "))]
+    UnknownAgent {
+        name: String,
+        flag: String,
+        known: Vec<String>,
+    },
+    /// Every candidate was rejected.
+    #[error("{}", describe_none(story, *phase, tried, *no_fallback))]
+    NoneAvailable {
+        story: String,
+        phase: Phase,
+        tried: Vec<Rejection>,
+        no_fallback: bool,
+    },
+}
+
+fn describe_none(story: &str, phase: Phase, tried: &[Rejection], no_fallback: bool) -> String {
+    let mut s = format!("no agent available for {story} ({phase} phase); tried:");
+    for r in tried {
+        s.push_str(&format!("\n  - {} ({}): {}", r.agent, r.reason, r.why));
+    }
+    if no_fallback {
+        s.push_str("\n--no-fallback was given, so no other candidate was tried");
+    } else {
+        s.push_str("\ninstall one of these agents, or name an installed one with --agent");
+    }
+    s
+}
+
+/// Chooses agents for stories.
+pub struct Resolver<'a> {
+    config: &'a AgentsConfig,
+    detector: &'a Detector,
+    overrides: Overrides,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(config: &'a AgentsConfig, detector: &'a Detector, overrides: Overrides) -> Self {
+        Resolver {
+            config,
+            detector,
+            overrides,
+        }
+    }
+
+    /// The overrides in use.
+    pub fn overrides(&self) -> &Overrides {
+        &self.overrides
+    }
+
+    /// Checks that every agent named on the command line is configured
+    /// (the binary maps this error to exit code 2).
+    pub fn check_overrides(&self) -> Result<(), ResolveError> {
+        for (flag, name) in self.overrides.named() {
+            if self.config.agent(name).is_none() {
+                return Err(ResolveError::UnknownAgent {
+                    name: name.to_string(),
+                    flag: flag.to_string(),
+                    known: self.config.names().iter().map(|s| s.to_string()).collect(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The chain of candidates for `story` in `phase`, highest first,
+    /// without duplicates, with the inferred story type.
+    pub fn candidates(&self, story: &Story, phase: Phase) -> (Vec<Candidate>, Inferred) {
+        let inferred = story_type::infer(story);
+        let mut out: Vec<Candidate> = Vec::new();
+        let mut push = |agent: &str, level: Level, reason: String| {
+            if !out.iter().any(|c| c.agent == agent) {
+                out.push(Candidate {
+                    agent: agent.to_string(),
+                    level,
+                    reason,
+                });
+            }
+        };
+        if let Some(a) = &self.overrides.agent {
+            push(a, Level::CliAgent, "--agent".to_string());
+        }
+        if let Some((flag, a)) = self.overrides.for_phase(phase) {
+            push(a, Level::PhaseOverride, flag.to_string());
+        }
+        if let Some(a) = story.agent.as_deref().filter(|a| !a.trim().is_empty()) {
+            push(a, Level::StoryAgent, "story.agent in the PRD".to_string());
+        }
+        let pc = self.config.phase(phase);
+        if let Some(a) = pc.and_then(|pc| pc.override_for(inferred.story_type.as_str())) {
+            push(
+                a,
+                Level::StoryType,
+                format!(
+                    "story type '{}' ({}) override for {phase}",
+                    inferred.story_type,
+                    evidence_text(&inferred.evidence)
+                ),
+            );
+        }
+        if let Some(a) = pc.and_then(|pc| pc.default_agent.as_deref()) {
+            push(a, Level::PhaseDefault, format!("{phase} phase default"));
+        }
+        if let Some(pc) = pc {
+            for (i, a) in pc.fallback_chain.iter().enumerate() {
+                push(
+                    a,
+                    Level::FallbackChain,
+                    format!("{phase} fallback chain #{}", i + 1),
+                );
+            }
+        }
+        push(
+            &self.config.default_agent,
+            Level::DefaultAgent,
+            "default_agent".to_string(),
+        );
+        (out, inferred)
+    }
+
+    /// Chooses the agent for `story` in `phase`.
+    pub fn resolve(&self, story: &Story, phase: Phase) -> Result<Assignment, ResolveError> {
+        self.check_overrides()?;
+        let (candidates, inferred) = self.candidates(story, phase);
+        let mut rejected: Vec<Rejection> = Vec::new();
+        for c in candidates {
+            let why = match self.config.agent(&c.agent) {
+                None => Some(format!(
+                    "agent '{}' is not configured in agents.json",
+                    c.agent
+                )),
+                Some(_) if self.overrides.no_fallback => None,
+                Some(def) => {
+                    let d = self.detector.detect(&def.command);
+                    if d.found() {
+                        None
+                    } else {
+                        Some(format!("CLI '{}' not found", def.command))
+                    }
+                }
+            };
+            match why {
+                None => {
+                    let fallbacks = rejected
+                        .iter()
+                        .map(|r| Fallback {
+                            from: r.agent.clone(),
+                            to: c.agent.clone(),
+                            why: r.why.clone(),
+                        })
+                        .collect();
+                    let mut reason = c.reason.clone();
+                    if self.overrides.no_fallback {
+                        reason.push_str(" (not checked: --no-fallback)");
+                    }
+                    return Ok(Assignment {
+                        agent: c.agent,
+                        reason,
+                        level: c.level,
+                        fallbacks,
+                        story_type: inferred.story_type,
+                        checked: !self.overrides.no_fallback,
+                    });
+                }
+                Some(why) => {
+                    rejected.push(Rejection {
+                        agent: c.agent,
+                        level: c.level,
+                        reason: c.reason,
+                        why,
+                    });
+                    if self.overrides.no_fallback {
+                        break;
+                    }
+                }
+            }
+        }
+        Err(ResolveError::NoneAvailable {
+            story: story.id.clone(),
+            phase,
+            tried: rejected,
+            no_fallback: self.overrides.no_fallback,
+        })
+    }
+}
+
+fn evidence_text(e: &TypeEvidence) -> String {
+    match e {
+        TypeEvidence::Explicit => "explicit".to_string(),
+        TypeEvidence::Tag(t) => format!("tag '{t}'"),
+        TypeEvidence::Keywords(words) => format!("keywords: {}", words.join(", ")),
+        TypeEvidence::Default => "default".to_string(),
+    }
+}
+
+impl fmt::Display for Fallback {
+    /// `aider -> claude-code: CLI 'aider' not found` (progress.txt's format).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {}: {}", self.from, self.to, self.why)
+    }
+}
+
+#[cfg(test)]
+mod tests;

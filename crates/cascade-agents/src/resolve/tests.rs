@@ -1,0 +1,368 @@
+//! Every level of the chain and its fallbacks, with a fake PATH of stubs.
+
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+const CONFIG: &str = r#"{
+  "default_agent": "claude-code",
+  "agents": {
+    "claude-code": {"type": "task-tool"},
+    "codex": {"type": "cli", "command": "codex"},
+    "aider": {"type": "cli", "command": "aider"},
+    "amp-code": {"type": "cli", "command": "amp"},
+    "gemini": {"type": "cli", "command": "gemini"}
+  },
+  "phase_defaults": {
+    "implementation": {"default_agent": "amp-code", "fallback_chain": ["codex", "aider"],
+                        "story_type_overrides": {"bugfix": "gemini", "refactor": "aider"}},
+    "retry": {"default_agent": "aider", "fallback_chain": ["codex"]},
+    "review": {"default_agent": "codex"}
+  }
+}"#;
+
+struct World {
+    _dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    config: AgentsConfig,
+}
+
+impl World {
+    fn new(installed: &[&str]) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        for cmd in installed {
+            let p = bin.join(cmd);
+            std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        World {
+            config: AgentsConfig::parse(CONFIG, "agents.json").unwrap(),
+            bin,
+            _dir: dir,
+        }
+    }
+
+    fn detector(&self) -> Detector {
+        Detector::with_path(&self.bin, Path::new("/"))
+    }
+
+    fn resolve(
+        &self,
+        story: &Story,
+        phase: Phase,
+        o: Overrides,
+    ) -> Result<Assignment, ResolveError> {
+        let d = self.detector();
+        Resolver::new(&self.config, &d, o).resolve(story, phase)
+    }
+}
+
+const ALL: &[&str] = &["claude", "codex", "aider", "amp", "gemini"];
+
+fn story(title: &str) -> Story {
+    Story::new("story-001", title)
+}
+
+fn with_agent(title: &str, agent: &str) -> Story {
+    let mut s = story(title);
+    s.agent = Some(agent.to_string());
+    s
+}
+
+#[test]
+fn level1_cli_agent_beats_everything() {
+    let w = World::new(ALL);
+    let o = Overrides {
+        agent: Some("codex".into()),
+        impl_agent: Some("aider".into()),
+        ..Default::default()
+    };
+    let a = w
+        .resolve(&with_agent("Fix crash", "gemini"), Phase::Implementation, o)
+        .unwrap();
+    assert_eq!(a.agent, "codex");
+    assert_eq!(a.level, Level::CliAgent);
+    assert_eq!(a.reason, "--agent");
+    assert!(a.fallbacks.is_empty());
+}
+
+#[test]
+fn level2_phase_override_only_for_its_phase() {
+    let w = World::new(ALL);
+    let o = Overrides {
+        impl_agent: Some("aider".into()),
+        retry_agent: Some("gemini".into()),
+        prd_agent: Some("codex".into()),
+        ..Default::default()
+    };
+    let s = with_agent("Thing", "amp-code");
+    let a = w.resolve(&s, Phase::Implementation, o.clone()).unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        ("aider", Level::PhaseOverride, "--impl-agent")
+    );
+    let a = w.resolve(&s, Phase::Retry, o.clone()).unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.reason.as_str()),
+        ("gemini", "--retry-agent")
+    );
+    let a = w.resolve(&s, Phase::Planning, o.clone()).unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.reason.as_str()),
+        ("codex", "--prd-agent")
+    );
+    // Review has no override flag: story.agent applies.
+    let a = w.resolve(&s, Phase::Review, o).unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("amp-code", Level::StoryAgent));
+}
+
+#[test]
+fn level3_story_agent_beats_type_override() {
+    let w = World::new(ALL);
+    let a = w
+        .resolve(
+            &with_agent("Fix the crash", "codex"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("codex", Level::StoryAgent));
+    assert_eq!(a.story_type, StoryType::Bugfix);
+}
+
+#[test]
+fn level4_story_type_override() {
+    let w = World::new(ALL);
+    let a = w
+        .resolve(
+            &story("Fix the login crash"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("gemini", Level::StoryType));
+    assert_eq!(
+        a.reason,
+        "story type 'bugfix' (keywords: fix, crash) override for implementation"
+    );
+    let mut s = story("Something");
+    s.story_type = Some("refactor".into());
+    let a = w
+        .resolve(&s, Phase::Implementation, Overrides::default())
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.reason.as_str()),
+        (
+            "aider",
+            "story type 'refactor' (explicit) override for implementation"
+        )
+    );
+    // Overrides belong to their phase: retry has none.
+    let a = w
+        .resolve(
+            &story("Fix the login crash"),
+            Phase::Retry,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("aider", Level::PhaseDefault));
+}
+
+#[test]
+fn level5_phase_default() {
+    let w = World::new(ALL);
+    let a = w
+        .resolve(
+            &story("User profile page"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        (
+            "amp-code",
+            Level::PhaseDefault,
+            "implementation phase default"
+        )
+    );
+}
+
+#[test]
+fn level6_fallback_chain_with_notes() {
+    // amp (phase default) and codex (chain #1) missing: aider (chain #2).
+    let w = World::new(&["aider", "claude"]);
+    let a = w
+        .resolve(
+            &story("User profile page"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("aider", Level::FallbackChain));
+    assert_eq!(a.reason, "implementation fallback chain #2");
+    let notes: Vec<String> = a.fallbacks.iter().map(|f| f.to_string()).collect();
+    assert_eq!(
+        notes,
+        [
+            "amp-code -> aider: CLI 'amp' not found",
+            "codex -> aider: CLI 'codex' not found"
+        ]
+    );
+}
+
+#[test]
+fn level7_default_agent_and_phases_without_config() {
+    let w = World::new(&["claude"]);
+    let a = w
+        .resolve(
+            &story("User profile page"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        ("claude-code", Level::DefaultAgent, "default_agent")
+    );
+    assert_eq!(a.fallbacks.len(), 3);
+    // No phase_defaults.refactor: straight to default_agent.
+    let a = w
+        .resolve(&story("x"), Phase::Refactor, Overrides::default())
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level),
+        ("claude-code", Level::DefaultAgent)
+    );
+    assert!(a.fallbacks.is_empty());
+}
+
+#[test]
+fn missing_overrides_fall_back_with_notes() {
+    let w = World::new(&["claude", "amp"]);
+    let o = Overrides {
+        agent: Some("codex".into()),
+        ..Default::default()
+    };
+    let a = w
+        .resolve(&with_agent("x", "gemini"), Phase::Implementation, o)
+        .unwrap();
+    assert_eq!(a.agent, "amp-code");
+    let from: Vec<&str> = a.fallbacks.iter().map(|f| f.from.as_str()).collect();
+    assert_eq!(from, ["codex", "gemini"]);
+    assert!(a.fallbacks.iter().all(|f| f.to == "amp-code"));
+}
+
+#[test]
+fn unconfigured_story_agent_is_a_fallback_note() {
+    let w = World::new(ALL);
+    let a = w
+        .resolve(
+            &with_agent("x", "cursor-cli"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(a.agent, "amp-code");
+    assert_eq!(
+        a.fallbacks[0].why,
+        "agent 'cursor-cli' is not configured in agents.json"
+    );
+}
+
+#[test]
+fn unknown_cli_agent_is_an_error_naming_known_agents() {
+    let w = World::new(ALL);
+    let o = Overrides {
+        impl_agent: Some("nope".into()),
+        ..Default::default()
+    };
+    let err = w.resolve(&story("x"), Phase::Review, o).unwrap_err();
+    assert!(matches!(err, ResolveError::UnknownAgent { .. }));
+    assert_eq!(
+        err.to_string(),
+        "unknown agent 'nope' given to --impl-agent (known agents: claude-code, codex, aider, amp-code, gemini)"
+    );
+}
+
+#[test]
+fn no_fallback_takes_the_first_candidate_unchecked() {
+    let w = World::new(&[]);
+    let o = Overrides {
+        agent: Some("codex".into()),
+        no_fallback: true,
+        ..Default::default()
+    };
+    let a = w.resolve(&story("x"), Phase::Implementation, o).unwrap();
+    assert_eq!(a.agent, "codex");
+    assert!(!a.checked);
+    assert_eq!(a.reason, "--agent (not checked: --no-fallback)");
+    // Without overrides the first candidate of the chain.
+    let o = Overrides {
+        no_fallback: true,
+        ..Default::default()
+    };
+    let a = w
+        .resolve(&story("Fix crash"), Phase::Implementation, o.clone())
+        .unwrap();
+    assert_eq!(a.agent, "gemini");
+    // An unconfigured first candidate cannot be run: error, nothing else tried.
+    let err = w
+        .resolve(&with_agent("x", "ghost"), Phase::Implementation, o)
+        .unwrap_err();
+    match &err {
+        ResolveError::NoneAvailable {
+            tried, no_fallback, ..
+        } => {
+            assert_eq!(tried.len(), 1);
+            assert!(no_fallback);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("--no-fallback"));
+}
+
+#[test]
+fn nothing_available_lists_every_candidate_and_why() {
+    let w = World::new(&[]);
+    let err = w
+        .resolve(
+            &with_agent("Fix crash", "ghost"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap_err();
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        "no agent available for story-001 (implementation phase); tried:\n\
+         \x20 - ghost (story.agent in the PRD): agent 'ghost' is not configured in agents.json\n\
+         \x20 - gemini (story type 'bugfix' (keywords: fix, crash) override for implementation): CLI 'gemini' not found\n\
+         \x20 - amp-code (implementation phase default): CLI 'amp' not found\n\
+         \x20 - codex (implementation fallback chain #1): CLI 'codex' not found\n\
+         \x20 - aider (implementation fallback chain #2): CLI 'aider' not found\n\
+         \x20 - claude-code (default_agent): CLI 'claude' not found\n\
+         install one of these agents, or name an installed one with --agent"
+    );
+}
+
+#[test]
+fn duplicates_are_tried_once() {
+    let w = World::new(&["claude"]);
+    let (c, _) = {
+        let d = w.detector();
+        let r = Resolver::new(
+            &w.config,
+            &d,
+            Overrides {
+                agent: Some("codex".into()),
+                ..Default::default()
+            },
+        );
+        r.candidates(&with_agent("x", "codex"), Phase::Retry)
+    };
+    let names: Vec<&str> = c.iter().map(|c| c.agent.as_str()).collect();
+    assert_eq!(names, ["codex", "aider", "claude-code"]);
+}

@@ -1,0 +1,454 @@
+//! Story-type inference, for `story_type_overrides`.
+//!
+//! Order: the explicit `type` / `story_type` field, then the tags, then
+//! keywords in the title and description. Keywords match whole words only
+//! (so "Latest changes" is not a test story and "prefix" is not a bug fix),
+//! and a keyword in the title counts three times as much as one in the
+//! description. Ties go to the more specific type (bugfix, refactor, test,
+//! documentation, infrastructure) over feature; no keyword at all means
+//! feature.
+
+use std::fmt;
+use std::str::FromStr;
+
+use cascade_plan::Story;
+
+/// Plan Cascade's story types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoryType {
+    Feature,
+    Bugfix,
+    Refactor,
+    Test,
+    Documentation,
+    Infrastructure,
+}
+
+impl StoryType {
+    pub const ALL: [StoryType; 6] = [
+        StoryType::Feature,
+        StoryType::Bugfix,
+        StoryType::Refactor,
+        StoryType::Test,
+        StoryType::Documentation,
+        StoryType::Infrastructure,
+    ];
+
+    /// The name used in agents.json's `story_type_overrides`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoryType::Feature => "feature",
+            StoryType::Bugfix => "bugfix",
+            StoryType::Refactor => "refactor",
+            StoryType::Test => "test",
+            StoryType::Documentation => "documentation",
+            StoryType::Infrastructure => "infrastructure",
+        }
+    }
+
+    /// Tie-break order: specific types first, feature last.
+    fn specificity(self) -> u8 {
+        match self {
+            StoryType::Bugfix => 0,
+            StoryType::Refactor => 1,
+            StoryType::Test => 2,
+            StoryType::Documentation => 3,
+            StoryType::Infrastructure => 4,
+            StoryType::Feature => 5,
+        }
+    }
+}
+
+impl fmt::Display for StoryType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for StoryType {
+    type Err = ();
+
+    /// Accepts the names and common aliases (`bug`, `fix`, `docs`, `infra`, `tests`...).
+    fn from_str(s: &str) -> Result<Self, ()> {
+        let t = s.trim().to_ascii_lowercase().replace(['_', ' '], "-");
+        Ok(match t.as_str() {
+            "feature" | "feat" | "enhancement" | "story" => StoryType::Feature,
+            "bugfix" | "bug" | "fix" | "bug-fix" | "hotfix" | "defect" => StoryType::Bugfix,
+            "refactor" | "refactoring" | "cleanup" | "clean-up" | "tech-debt" => {
+                StoryType::Refactor
+            }
+            "test" | "tests" | "testing" => StoryType::Test,
+            "documentation" | "docs" | "doc" => StoryType::Documentation,
+            "infrastructure" | "infra" | "ci" | "devops" | "ops" | "build" => {
+                StoryType::Infrastructure
+            }
+            _ => return Err(()),
+        })
+    }
+}
+
+/// How a story's type was determined.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TypeEvidence {
+    /// The story's `type` / `story_type` field.
+    Explicit,
+    /// A tag.
+    Tag(String),
+    /// Keywords, with the matched words.
+    Keywords(Vec<String>),
+    /// Nothing matched.
+    Default,
+}
+
+/// A story's inferred type and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inferred {
+    pub story_type: StoryType,
+    pub evidence: TypeEvidence,
+}
+
+/// Single-word keywords per type.
+const WORDS: &[(StoryType, &[&str])] = &[
+    (
+        StoryType::Bugfix,
+        &[
+            "fix",
+            "fixes",
+            "fixed",
+            "fixing",
+            "bug",
+            "bugs",
+            "bugfix",
+            "bugfixes",
+            "hotfix",
+            "crash",
+            "crashes",
+            "crashing",
+            "regression",
+            "regressions",
+            "broken",
+            "defect",
+            "defects",
+            "incorrect",
+            "wrong",
+            "panic",
+            "panics",
+            "leak",
+            "leaks",
+        ],
+    ),
+    (
+        StoryType::Refactor,
+        &[
+            "refactor",
+            "refactors",
+            "refactored",
+            "refactoring",
+            "restructure",
+            "restructuring",
+            "cleanup",
+            "reorganize",
+            "reorganise",
+            "simplify",
+            "simplification",
+            "decouple",
+            "modularize",
+            "modularise",
+            "deduplicate",
+            "rename",
+            "extract",
+            "consolidate",
+        ],
+    ),
+    (
+        StoryType::Test,
+        &[
+            "test",
+            "tests",
+            "testing",
+            "unittest",
+            "unittests",
+            "e2e",
+            "coverage",
+            "fixture",
+            "fixtures",
+            "pytest",
+            "jest",
+            "proptest",
+            "benchmark",
+            "benchmarks",
+        ],
+    ),
+    (
+        StoryType::Documentation,
+        &[
+            "doc",
+            "docs",
+            "documentation",
+            "document",
+            "documenting",
+            "readme",
+            "changelog",
+            "docstring",
+            "docstrings",
+            "tutorial",
+            "guide",
+            "rustdoc",
+            "jsdoc",
+        ],
+    ),
+    (
+        StoryType::Infrastructure,
+        &[
+            "ci",
+            "cd",
+            "pipeline",
+            "pipelines",
+            "deploy",
+            "deployment",
+            "deployments",
+            "docker",
+            "dockerfile",
+            "container",
+            "containers",
+            "kubernetes",
+            "k8s",
+            "helm",
+            "terraform",
+            "ansible",
+            "infra",
+            "infrastructure",
+            "provisioning",
+            "devops",
+            "workflow",
+            "workflows",
+            "monitoring",
+        ],
+    ),
+    (
+        StoryType::Feature,
+        &[
+            "add",
+            "adds",
+            "implement",
+            "implements",
+            "implementation",
+            "create",
+            "support",
+            "feature",
+            "introduce",
+            "new",
+            "enable",
+            "build",
+            "allow",
+        ],
+    ),
+];
+
+/// Multi-word keywords (matched as consecutive words).
+const PHRASES: &[(StoryType, &[&str])] = &[
+    (StoryType::Refactor, &["clean", "up"]),
+    (StoryType::Refactor, &["tech", "debt"]),
+    (StoryType::Infrastructure, &["github", "actions"]),
+    (StoryType::Infrastructure, &["build", "system"]),
+    (StoryType::Documentation, &["api", "reference"]),
+];
+
+const TITLE_WEIGHT: u32 = 3;
+const DESCRIPTION_WEIGHT: u32 = 1;
+
+/// The story's type (see the module doc for the rules).
+pub fn infer_story_type(story: &Story) -> StoryType {
+    infer(story).story_type
+}
+
+/// The story's type with the evidence for it.
+pub fn infer(story: &Story) -> Inferred {
+    infer_parts(
+        story.story_type.as_deref(),
+        &story.tags,
+        &story.title,
+        &story.description,
+    )
+}
+
+/// [`infer`] on the raw fields.
+pub fn infer_parts(
+    explicit: Option<&str>,
+    tags: &[String],
+    title: &str,
+    description: &str,
+) -> Inferred {
+    if let Some(t) = explicit.and_then(|e| e.parse::<StoryType>().ok()) {
+        return Inferred {
+            story_type: t,
+            evidence: TypeEvidence::Explicit,
+        };
+    }
+    for tag in tags {
+        if let Ok(t) = tag.parse::<StoryType>() {
+            return Inferred {
+                story_type: t,
+                evidence: TypeEvidence::Tag(tag.clone()),
+            };
+        }
+    }
+    let mut scores = [0u32; 6];
+    let mut matched: Vec<String> = Vec::new();
+    for (text, weight) in [(title, TITLE_WEIGHT), (description, DESCRIPTION_WEIGHT)] {
+        let words = words(text);
+        for (i, w) in words.iter().enumerate() {
+            for (t, list) in WORDS {
+                if list.contains(&w.as_str()) {
+                    scores[index(*t)] += weight;
+                    if !matched.contains(w) {
+                        matched.push(w.clone());
+                    }
+                }
+            }
+            for (t, phrase) in PHRASES {
+                if words[i..].len() >= phrase.len()
+                    && words[i..i + phrase.len()]
+                        .iter()
+                        .zip(phrase.iter())
+                        .all(|(a, b)| a == b)
+                {
+                    scores[index(*t)] += weight;
+                    let p = phrase.join(" ");
+                    if !matched.contains(&p) {
+                        matched.push(p);
+                    }
+                }
+            }
+        }
+    }
+    let best = StoryType::ALL
+        .into_iter()
+        .filter(|t| scores[index(*t)] > 0)
+        .max_by(|a, b| {
+            scores[index(*a)]
+                .cmp(&scores[index(*b)])
+                .then(b.specificity().cmp(&a.specificity()))
+        });
+    match best {
+        Some(t) => Inferred {
+            story_type: t,
+            evidence: TypeEvidence::Keywords(
+                matched
+                    .into_iter()
+                    .filter(|w| keyword_type(w) == Some(t))
+                    .collect(),
+            ),
+        },
+        None => Inferred {
+            story_type: StoryType::Feature,
+            evidence: TypeEvidence::Default,
+        },
+    }
+}
+
+fn index(t: StoryType) -> usize {
+    StoryType::ALL.iter().position(|x| *x == t).unwrap_or(0)
+}
+
+fn keyword_type(word: &str) -> Option<StoryType> {
+    WORDS
+        .iter()
+        .find(|(_, list)| list.contains(&word))
+        .map(|(t, _)| *t)
+        .or_else(|| {
+            PHRASES
+                .iter()
+                .find(|(_, p)| p.join(" ") == word)
+                .map(|(t, _)| *t)
+        })
+}
+
+/// Lower-case words: runs of letters and digits (so `fix:` and `(docs)`
+/// match, `prefix` and `latest` do not).
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(title: &str, description: &str) -> StoryType {
+        infer_parts(None, &[], title, description).story_type
+    }
+
+    #[test]
+    fn explicit_type_wins() {
+        let i = infer_parts(Some("bug"), &["docs".into()], "Add tests", "");
+        assert_eq!(i.story_type, StoryType::Bugfix);
+        assert_eq!(i.evidence, TypeEvidence::Explicit);
+        // Unknown explicit types fall through to the other rules.
+        let i = infer_parts(Some("chore"), &[], "Update README", "");
+        assert_eq!(i.story_type, StoryType::Documentation);
+    }
+
+    #[test]
+    fn tags_before_keywords() {
+        let i = infer_parts(None, &["ui".into(), "infra".into()], "Fix login crash", "");
+        assert_eq!(i.story_type, StoryType::Infrastructure);
+        assert_eq!(i.evidence, TypeEvidence::Tag("infra".into()));
+    }
+
+    #[test]
+    fn keywords_on_word_boundaries_only() {
+        assert_eq!(
+            t("Latest changes view", "Show the latest changes"),
+            StoryType::Feature
+        );
+        assert_eq!(
+            t("Prefix search", "Add a prefix index for contests"),
+            StoryType::Feature
+        );
+        assert_eq!(
+            t("Attestation service", "Protest handling, fixture-free"),
+            StoryType::Test
+        );
+        assert_eq!(t("Fix: login crash", ""), StoryType::Bugfix);
+        assert_eq!(t("Unit tests for the parser", ""), StoryType::Test);
+        assert_eq!(t("Refactoring the store", ""), StoryType::Refactor);
+        assert_eq!(t("Clean up the store", ""), StoryType::Refactor);
+        assert_eq!(t("Update the README", ""), StoryType::Documentation);
+        assert_eq!(t("GitHub Actions pipeline", ""), StoryType::Infrastructure);
+        assert_eq!(
+            t("User profile page", "Users can edit their profile"),
+            StoryType::Feature
+        );
+        assert_eq!(
+            infer_parts(None, &[], "Profile page", "").evidence,
+            TypeEvidence::Default
+        );
+    }
+
+    #[test]
+    fn title_outweighs_description() {
+        // One title keyword (3) beats two description keywords (2).
+        assert_eq!(
+            t("Fix the date parser", "Add tests and more tests for it"),
+            StoryType::Bugfix
+        );
+        assert_eq!(t("Parser work", "fix the bug"), StoryType::Bugfix);
+        // Specific types win ties over feature.
+        assert_eq!(t("Add tests for login", ""), StoryType::Test);
+        let i = infer_parts(None, &[], "Add tests for login", "");
+        assert_eq!(i.evidence, TypeEvidence::Keywords(vec!["tests".into()]));
+    }
+
+    #[test]
+    fn names_parse() {
+        for ty in StoryType::ALL {
+            assert_eq!(ty.as_str().parse::<StoryType>(), Ok(ty));
+        }
+        assert_eq!("Docs".parse::<StoryType>(), Ok(StoryType::Documentation));
+        assert!("chore".parse::<StoryType>().is_err());
+    }
+}

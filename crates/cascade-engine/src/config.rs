@@ -1,0 +1,300 @@
+//! What a run is asked to do: [`EngineConfig`] (where: repository, plan,
+//! branch, state files) and [`RunOptions`] (how: agents, retries,
+//! parallelism, schedule, modes, pausing), plus the project's worktree setup
+//! from `.cascade/config.json`.
+//!
+//! A mega-plan run reuses the engine inside a feature worktree by giving the
+//! feature's directory as `project_root`, its branch as `target_branch`, a
+//! `feature` namespace for story branches, its own state/progress paths and
+//! `take_lock: false` (the mega run holds the repository's lock).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::retry::RetryPolicy;
+use crate::scheduler::Discipline;
+
+/// Where a run happens.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The directory cascade runs in (a worktree root or a directory inside one).
+    pub project_root: PathBuf,
+    /// The PRD to run (relative paths are relative to `project_root`).
+    pub prd_path: PathBuf,
+    /// `--agents PATH`.
+    pub agents_path: Option<PathBuf>,
+    /// The branch stories merge into; `None`: the branch checked out at `project_root`.
+    pub target_branch: Option<String>,
+    /// Namespace of story branches (`cascade/<feature>.<story>`); `None` for a plain run.
+    pub feature: Option<String>,
+    /// Run state file; `None`: `<.cascade>/state.json`.
+    pub state_path: Option<PathBuf>,
+    /// progress.txt; `None`: `<project_root>/progress.txt`.
+    pub progress_path: Option<PathBuf>,
+    /// Where agent prompts and logs go (`prompts/`, `logs/`); `None`: `.cascade/`.
+    /// Feature runs of a mega-plan give their own, as story ids repeat across features.
+    pub artifacts_dir: Option<PathBuf>,
+    /// Take `.cascade/lock` for the run (false when a caller holds it).
+    pub take_lock: bool,
+    /// Files cascade writes for itself, kept out of git through `info/exclude`.
+    pub excluded: Vec<String>,
+}
+
+/// cascade's own files at a repository root, never part of the user's changes.
+pub const OWN_FILES: &[&str] = &[
+    "/.cascade/",
+    "/prd.json",
+    "/mega-plan.json",
+    "/progress.txt",
+    "/findings.md",
+    "/mega-findings.md",
+    "/design_doc.json",
+];
+
+impl EngineConfig {
+    /// A plain run of `prd_path` in `project_root`.
+    pub fn new(project_root: impl Into<PathBuf>, prd_path: impl Into<PathBuf>) -> EngineConfig {
+        EngineConfig {
+            project_root: project_root.into(),
+            prd_path: prd_path.into(),
+            agents_path: None,
+            target_branch: None,
+            feature: None,
+            state_path: None,
+            progress_path: None,
+            artifacts_dir: None,
+            take_lock: true,
+            excluded: OWN_FILES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// The PRD path, resolved against the project root.
+    pub fn prd_file(&self) -> PathBuf {
+        if self.prd_path.is_absolute() {
+            self.prd_path.clone()
+        } else {
+            self.project_root.join(&self.prd_path)
+        }
+    }
+}
+
+/// When the run stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Until every story is complete or out of retries.
+    UntilComplete,
+    /// After this many batches (scheduling rounds).
+    MaxIterations(u32),
+    /// After the current batch.
+    BatchComplete,
+}
+
+/// Asks whether to run the next batch: (1-based next batch, batches, its story ids) -> go on?
+pub type ConfirmFn = Arc<dyn Fn(usize, usize, &[String]) -> bool + Send + Sync>;
+
+/// What happens at a batch boundary when batches are not run automatically.
+#[derive(Clone, Default)]
+pub enum Pause {
+    /// Run every batch (`--auto-run`, `--yes`).
+    #[default]
+    Never,
+    /// Stop after one batch (no terminal to ask on).
+    AfterBatch,
+    /// Ask before each next batch: called with the 1-based number of the next
+    /// batch, the number of batches and its story ids; `true` continues.
+    Confirm(ConfirmFn),
+}
+
+impl std::fmt::Debug for Pause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Pause::Never => f.write_str("Never"),
+            Pause::AfterBatch => f.write_str("AfterBatch"),
+            Pause::Confirm(_) => f.write_str("Confirm(..)"),
+        }
+    }
+}
+
+/// How a run goes.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `--agent`: this agent for every story and phase.
+    pub agent: Option<String>,
+    /// `--impl-agent`.
+    pub impl_agent: Option<String>,
+    /// `--retry-agent`.
+    pub retry_agent: Option<String>,
+    /// `--no-fallback`.
+    pub no_fallback: bool,
+    pub retry: RetryPolicy,
+    pub parallel: usize,
+    pub schedule: Discipline,
+    pub fail_fast: bool,
+    pub allow_dirty: bool,
+    pub mode: Mode,
+    pub pause: Pause,
+    /// Continue the previous run (keep its id and attempt history).
+    pub resume: bool,
+    /// Use the gate cache.
+    pub use_gate_cache: bool,
+    /// Overrides every agent's own timeout.
+    pub agent_timeout: Option<Duration>,
+    /// Bytes of agent output kept for the retry prompt.
+    pub excerpt_bytes: usize,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            agent: None,
+            impl_agent: None,
+            retry_agent: None,
+            no_fallback: false,
+            retry: RetryPolicy::default(),
+            parallel: 4,
+            schedule: Discipline::Batch,
+            fail_fast: false,
+            allow_dirty: false,
+            mode: Mode::UntilComplete,
+            pause: Pause::Never,
+            resume: false,
+            use_gate_cache: true,
+            agent_timeout: None,
+            excerpt_bytes: 4000,
+        }
+    }
+}
+
+/// `.cascade/config.json`: project settings of the engine.
+///
+/// ```json
+/// {"worktree": {"copy": [".env"], "setup": [["npm", "ci"]]}}
+/// ```
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct ProjectConfig {
+    #[serde(default)]
+    pub worktree: WorktreeSetup,
+}
+
+/// How a fresh story worktree is prepared before the agent runs.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct WorktreeSetup {
+    /// Files (relative to the project root) copied into the worktree when they
+    /// exist (untracked files such as `.env` are not in a fresh checkout).
+    #[serde(default)]
+    pub copy: Vec<String>,
+    /// Commands run in the worktree, in order; each an argv list (never a shell string).
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+    /// Timeout of each setup command in seconds (default 600).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// `.cascade/config.json` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectConfigError {
+    #[error("cannot read '{}': {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("'{}' is invalid: {source}; expected {{\"worktree\": {{\"copy\": [paths], \"setup\": [[argv...]]}}}}", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("'{}': worktree.setup[{index}] is an empty command; give an argv list like [\"npm\", \"ci\"]", path.display())]
+    EmptyCommand { path: PathBuf, index: usize },
+    #[error("'{}': worktree.copy entry '{entry}' must be a relative path inside the project", path.display())]
+    BadCopy { path: PathBuf, entry: String },
+}
+
+impl ProjectConfig {
+    /// Reads `<cascade_dir>/config.json`; the default when there is none.
+    pub fn load(cascade_dir: &Path) -> Result<ProjectConfig, ProjectConfigError> {
+        let path = cascade_dir.join("config.json");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(ProjectConfig::default())
+            }
+            Err(source) => return Err(ProjectConfigError::Read { path, source }),
+        };
+        let cfg: ProjectConfig =
+            serde_json::from_str(&text).map_err(|source| ProjectConfigError::Parse {
+                path: path.clone(),
+                source,
+            })?;
+        for (index, cmd) in cfg.worktree.setup.iter().enumerate() {
+            if cmd.first().is_none_or_empty() {
+                return Err(ProjectConfigError::EmptyCommand { path, index });
+            }
+        }
+        for entry in &cfg.worktree.copy {
+            let p = Path::new(entry);
+            if p.is_absolute()
+                || p.components()
+                    .any(|c| matches!(c, std::path::Component::ParentDir))
+            {
+                return Err(ProjectConfigError::BadCopy {
+                    path,
+                    entry: entry.clone(),
+                });
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+trait EmptyCheck {
+    fn is_none_or_empty(&self) -> bool;
+}
+
+impl EmptyCheck for Option<&String> {
+    fn is_none_or_empty(&self) -> bool {
+        self.map_or(true, |s| s.trim().is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_config_loads_and_validates() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert_eq!(
+            ProjectConfig::load(tmp.path()).unwrap(),
+            ProjectConfig::default()
+        );
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"worktree": {"copy": [".env"], "setup": [["npm", "ci"]]}}"#,
+        )
+        .unwrap();
+        let cfg = ProjectConfig::load(tmp.path()).unwrap();
+        assert_eq!(cfg.worktree.copy, vec![".env"]);
+        assert_eq!(cfg.worktree.setup, vec![vec!["npm", "ci"]]);
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"worktree": {"setup": [[]]}}"#,
+        )
+        .unwrap();
+        assert!(ProjectConfig::load(tmp.path())
+            .unwrap_err()
+            .to_string()
+            .contains("empty command"));
+        std::fs::write(
+            tmp.path().join("config.json"),
+            r#"{"worktree": {"copy": ["../x"]}}"#,
+        )
+        .unwrap();
+        assert!(ProjectConfig::load(tmp.path()).is_err());
+    }
+}

@@ -1,0 +1,843 @@
+//! The orchestrator: [`Engine::run`] takes a PRD from "approved" to "merged".
+//!
+//! Preparation (all before anything runs, each failure an [`EngineError`]):
+//! cascade's own files are put in `info/exclude`, the lock is taken, the PRD
+//! is loaded and validated, the agents and gates are configured, every
+//! story's agent is resolved (so an unknown or missing agent stops the run
+//! before it starts), and a dirty tree is refused. Then the state is set up
+//! (fresh, or resumed: stories already merged into the target branch are
+//! complete, whatever the state file says) and the [`Scheduler`] hands out
+//! stories to tasks (the `story` module) under the parallelism limit. The
+//! main loop is the only place that talks to the scheduler; tasks report back
+//! through their join handles. At a batch boundary the run pauses, asks, or
+//! goes on, according to the mode and [`Pause`].
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cascade_agents::{AgentsConfig, Detector, Overrides, Phase, Resolver};
+use cascade_gates::{GateCache, GateSet};
+use cascade_git::RepoPaths;
+use cascade_plan::{Prd, Status, ValidPlan};
+use cascade_process::CancelToken;
+use tokio::task::JoinSet;
+
+use crate::config::{EngineConfig, Mode, Pause, ProjectConfig, RunOptions};
+use crate::error::EngineError;
+use crate::events::{Event, EventSink, FallbackNote, RunStatus, StoryCounts, StorySummary};
+use crate::lock::RunLock;
+use crate::progress::ProgressLog;
+use crate::scheduler::{NodeSpec, NodeState, Scheduler};
+use crate::state::{RunPhase, RunState, StoryState, StoryStatus};
+use crate::story::{self, StoryEnd};
+
+/// How a run ended.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub status: RunStatus,
+    pub counts: StoryCounts,
+    pub stories: Vec<StorySummary>,
+    pub duration_ms: u64,
+}
+
+/// One story of a dry run: what would run it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PlannedStory {
+    pub story: String,
+    pub title: String,
+    pub agent: String,
+    pub reason: String,
+    pub fallbacks: Vec<FallbackNote>,
+}
+
+/// The schedule a run would follow, with agents (`--dry-run`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DryRun {
+    pub target_branch: String,
+    pub schedule: String,
+    pub parallel: usize,
+    /// Stories complete already.
+    pub complete: Vec<String>,
+    pub batches: Vec<Vec<PlannedStory>>,
+}
+
+/// Runs PRDs.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    config: EngineConfig,
+}
+
+/// Everything a story task needs, shared by all of them.
+pub(crate) struct Ctx {
+    pub paths: RepoPaths,
+    /// Where prompts and logs of agents go.
+    pub artifacts_dir: PathBuf,
+    pub project_root: PathBuf,
+    pub target_branch: String,
+    pub feature: Option<String>,
+    pub agents: AgentsConfig,
+    pub detector: Detector,
+    pub gates: GateSet,
+    pub gate_cache: GateCache,
+    pub project: ProjectConfig,
+    pub options: RunOptions,
+    pub prd_path: PathBuf,
+    pub prd: Mutex<Prd>,
+    pub state_path: PathBuf,
+    pub state: Mutex<RunState>,
+    /// Sequence number of the last state snapshot taken / written.
+    pub state_seq: AtomicU64,
+    pub state_written: Mutex<u64>,
+    /// The serial merge queue: one merge into the target branch at a time.
+    pub merge_lock: tokio::sync::Mutex<()>,
+    /// Skills and design context for every prompt (the retry part is added per attempt).
+    pub prompt: cascade_agents::prompt::PromptContext,
+    pub sink: EventSink,
+    pub cancel: CancelToken,
+}
+
+impl Ctx {
+    pub fn emit(&self, event: Event) {
+        (self.sink)(&event);
+    }
+
+    pub fn overrides(&self) -> Overrides {
+        overrides(&self.options)
+    }
+
+    /// Applies `f` to the state and writes it. The state is serialized under
+    /// its lock and written under a separate one, skipping a snapshot when a
+    /// newer one was written already: writes never go backwards and parallel
+    /// stories do not queue behind each other's disk writes. A write failure
+    /// is reported as a notice and never stops the work.
+    pub fn update_state(&self, f: impl FnOnce(&mut RunState)) {
+        let snapshot = match self.state.lock() {
+            Ok(mut st) => {
+                f(&mut st);
+                let seq = self.state_seq.fetch_add(1, Ordering::SeqCst) + 1;
+                st.snapshot(&self.state_path).map(|bytes| (seq, bytes))
+            }
+            Err(_) => return,
+        };
+        let result = snapshot.and_then(|(seq, bytes)| {
+            let mut written = self.state_written.lock().unwrap_or_else(|e| e.into_inner());
+            if seq > *written {
+                crate::state::write_snapshot(&self.state_path, &bytes)?;
+                *written = seq;
+            }
+            Ok(())
+        });
+        if let Err(e) = result {
+            self.emit(Event::Notice {
+                message: format!("could not save the run state: {e}"),
+            });
+        }
+    }
+
+    pub fn update_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
+        self.update_state(|st| f(st.story_mut(id)));
+    }
+
+    /// Changes a story's record in memory only; it reaches the disk with the
+    /// next transition (for details such as log paths and gate results that
+    /// always precede one, so large runs do not rewrite the state for them).
+    pub fn amend_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
+        if let Ok(mut st) = self.state.lock() {
+            f(st.story_mut(id));
+        }
+    }
+
+    /// Sets a story's status in prd.json and saves it (atomic; fields kept).
+    pub fn set_prd_status(&self, id: &str, status: Status) {
+        let result = match self.prd.lock() {
+            Ok(mut prd) => {
+                let changed = match prd.story_mut(id) {
+                    Some(s) if s.status != status => {
+                        s.set_status(status);
+                        true
+                    }
+                    _ => false,
+                };
+                if changed {
+                    prd.save(&self.prd_path)
+                } else {
+                    Ok(())
+                }
+            }
+            Err(_) => return,
+        };
+        if let Err(e) = result {
+            self.emit(Event::Notice {
+                message: format!("could not update {}: {e}", self.prd_path.display()),
+            });
+        }
+    }
+}
+
+fn overrides(o: &RunOptions) -> Overrides {
+    Overrides {
+        agent: o.agent.clone(),
+        impl_agent: o.impl_agent.clone(),
+        retry_agent: o.retry_agent.clone(),
+        prd_agent: None,
+        no_fallback: o.no_fallback,
+    }
+}
+
+/// What preparation produced.
+struct Prepared {
+    paths: RepoPaths,
+    cascade_dir: PathBuf,
+    prd_path: PathBuf,
+    prd: Prd,
+    plan: ValidPlan,
+    agents: AgentsConfig,
+    detector: Detector,
+    target_branch: String,
+    notices: Vec<String>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Engine {
+        Engine { config }
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// The state file of this engine's runs.
+    pub fn state_path(&self) -> Result<PathBuf, EngineError> {
+        if let Some(p) = &self.config.state_path {
+            return Ok(p.clone());
+        }
+        let paths = RepoPaths::discover(&self.config.project_root)?;
+        Ok(paths.cascade_dir().join("state.json"))
+    }
+
+    /// Loads and checks everything a run (or a dry run) needs.
+    fn prepare(&self) -> Result<Prepared, EngineError> {
+        let paths = RepoPaths::discover(&self.config.project_root)?;
+        let excluded: Vec<&str> = self.config.excluded.iter().map(String::as_str).collect();
+        paths.ensure_excluded(&excluded)?;
+        let cascade_dir = paths.cascade_dir();
+        let prd_path = self.config.prd_file();
+        let prd = cascade_plan::load_prd(&prd_path)?;
+        let plan = cascade_plan::validate_prd(&prd).map_err(|source| EngineError::Invalid {
+            path: prd_path.clone(),
+            source,
+        })?;
+        let loaded = AgentsConfig::load(
+            self.config.agents_path.as_deref(),
+            &self.config.project_root,
+        )?;
+        let notices = loaded.warnings.clone();
+        let agents = loaded.config;
+        let detector = Detector::from_env().cache_dir(&cascade_dir);
+        let target_branch = match &self.config.target_branch {
+            Some(b) => b.clone(),
+            None => crate::gitops::current_branch(&self.config.project_root)?.ok_or_else(|| {
+                EngineError::DetachedHead {
+                    dir: self.config.project_root.clone(),
+                }
+            })?,
+        };
+        Ok(Prepared {
+            paths,
+            cascade_dir,
+            prd_path,
+            prd,
+            plan,
+            agents,
+            detector,
+            target_branch,
+            notices,
+        })
+    }
+
+    /// The schedule with agents and fallbacks; runs nothing, writes nothing
+    /// but `info/exclude`.
+    pub fn dry_run(&self, options: &RunOptions) -> Result<DryRun, EngineError> {
+        let p = self.prepare()?;
+        let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
+        let mut batches = Vec::new();
+        for batch in p.plan.batches() {
+            let mut planned = Vec::new();
+            for id in batch {
+                let Some(story) = p.prd.story(id.as_str()) else {
+                    continue;
+                };
+                let a = resolver
+                    .resolve(story, Phase::Implementation)
+                    .map_err(|source| EngineError::NoAgent {
+                        story: story.id.clone(),
+                        source,
+                    })?;
+                planned.push(PlannedStory {
+                    story: story.id.clone(),
+                    title: story.title.clone(),
+                    agent: a.agent.clone(),
+                    reason: a.reason.clone(),
+                    fallbacks: a
+                        .fallbacks
+                        .iter()
+                        .map(|f| FallbackNote {
+                            from: f.from.clone(),
+                            to: f.to.clone(),
+                            why: f.why.clone(),
+                        })
+                        .collect(),
+                });
+            }
+            batches.push(planned);
+        }
+        Ok(DryRun {
+            target_branch: p.target_branch,
+            schedule: discipline_name(options),
+            parallel: options.parallel,
+            complete: p
+                .prd
+                .stories
+                .iter()
+                .filter(|s| s.is_complete())
+                .map(|s| s.id.clone())
+                .collect(),
+            batches,
+        })
+    }
+
+    /// Runs the PRD. `sink` gets every event (also written to progress.txt).
+    /// Returns how the run ended; `Err` only when it could not start (or the
+    /// engine itself broke).
+    pub async fn run(
+        &self,
+        options: RunOptions,
+        sink: EventSink,
+        cancel: &CancelToken,
+    ) -> Result<RunSummary, EngineError> {
+        let started = Instant::now();
+        let p = self.prepare()?;
+        let state_path = match &self.config.state_path {
+            Some(s) => s.clone(),
+            None => p.cascade_dir.join("state.json"),
+        };
+        let progress = ProgressLog::new(
+            self.config
+                .progress_path
+                .clone()
+                .unwrap_or_else(|| self.config.project_root.join("progress.txt")),
+        );
+        let progress_file = progress.path().to_path_buf();
+        let sink: EventSink = {
+            let outer = sink;
+            Arc::new(move |e: &Event| {
+                progress.record(e);
+                outer(e);
+            })
+        };
+
+        let _lock = if self.config.take_lock {
+            let (lock, note) = RunLock::acquire(
+                &p.cascade_dir.join("lock"),
+                if options.resume { "resume" } else { "approve" },
+            )?;
+            if let Some(message) = note {
+                sink(&Event::Notice { message });
+            }
+            Some(lock)
+        } else {
+            None
+        };
+        for message in &p.notices {
+            sink(&Event::Notice {
+                message: message.clone(),
+            });
+        }
+
+        // Every pending story must have an agent before anything runs.
+        {
+            let resolver = Resolver::new(&p.agents, &p.detector, overrides(&options));
+            resolver
+                .check_overrides()
+                .map_err(EngineError::UnknownAgent)?;
+            for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
+                resolver
+                    .resolve(story, Phase::Implementation)
+                    .map_err(|source| EngineError::NoAgent {
+                        story: story.id.clone(),
+                        source,
+                    })?;
+            }
+        }
+        let gates = GateSet::resolve(
+            p.prd.quality_gates.as_ref(),
+            &p.cascade_dir,
+            &self.config.project_root,
+        )?;
+        let project = ProjectConfig::load(&p.cascade_dir)?;
+        let design_dir = p
+            .prd_path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.config.project_root.clone());
+        let prompt = cascade_agents::prompt::PromptContext::load(
+            &self.config.project_root,
+            &p.cascade_dir,
+            &design_dir,
+        )?;
+        if !options.allow_dirty {
+            let own = [
+                p.prd_path.clone(),
+                progress_file,
+                self.config.project_root.join("findings.md"),
+            ];
+            let files = crate::gitops::dirty_files_except(&self.config.project_root, &own, 10)?;
+            if !files.is_empty() {
+                return Err(EngineError::Dirty {
+                    dir: self.config.project_root.clone(),
+                    files,
+                });
+            }
+        }
+
+        // State: resumed or fresh; stories already merged are complete.
+        let previous = RunState::load(&state_path)?;
+        if options.resume && previous.is_none() {
+            return Err(EngineError::NothingToResume { path: state_path });
+        }
+        let ids: Vec<String> = p.prd.stories.iter().map(|s| s.id.clone()).collect();
+        let mut state = match (&previous, options.resume) {
+            (Some(prev), true) => {
+                let mut st = prev.clone();
+                st.status = RunPhase::Running;
+                st.pid = std::process::id();
+                st.target_branch = p.target_branch.clone();
+                for id in &ids {
+                    st.story_mut(id);
+                }
+                st
+            }
+            _ => RunState::new(
+                new_run_id(),
+                self.config.prd_path.display().to_string(),
+                p.target_branch.clone(),
+                self.config.project_root.display().to_string(),
+                ids.clone(),
+            ),
+        };
+        state.stories.retain(|s| ids.contains(&s.id));
+
+        let mut prd = p.prd;
+        let mut skipped = Vec::new();
+        // A finished earlier run's commits do not mark stories complete: a
+        // user who reset a story in prd.json wants it done again.
+        let unfinished = previous.as_ref().filter(|st| {
+            options.resume || !matches!(st.status, RunPhase::Completed | RunPhase::Failed)
+        });
+        let repo = p.paths.open()?;
+        let target_tip = cascade_git::merge::branch_tip(&p.paths, &p.target_branch)?;
+        for story in &prd.stories {
+            let id = story.id.as_str();
+            let prev = unfinished.and_then(|st| st.story(id));
+            let reason = match target_tip {
+                Some(tip) if !story.is_complete() => merged_reason(
+                    &repo,
+                    &p.target_branch,
+                    tip,
+                    &story_branch(&self.config, id),
+                    id,
+                    prev,
+                ),
+                _ => None, // complete in prd.json: quietly done
+            };
+            let rec = state.story_mut(id);
+            if story.is_complete() {
+                rec.status = StoryStatus::Complete;
+            } else if let Some(reason) = reason {
+                rec.status = StoryStatus::Complete;
+                if let Some(prev) = prev {
+                    rec.commit = rec.commit.clone().or(prev.commit.clone());
+                }
+                skipped.push((id.to_string(), reason));
+            } else {
+                // Running (killed), failed or blocked before: try again.
+                rec.status = StoryStatus::Pending;
+                rec.blocked_by.clear();
+            }
+        }
+        drop(repo);
+        for (id, _) in &skipped {
+            if let Some(s) = prd.story_mut(id) {
+                s.set_status(Status::Complete);
+            }
+        }
+        if !skipped.is_empty() {
+            prd.save(&p.prd_path)?;
+        }
+        // Stories a killed run left in progress are pending again.
+        let mut reset = false;
+        for s in prd.stories.iter_mut() {
+            if s.status == Status::InProgress {
+                s.set_status(Status::Pending);
+                reset = true;
+            }
+        }
+        if reset {
+            prd.save(&p.prd_path)?;
+        }
+        state.save(&state_path)?;
+
+        // The scheduler's view of the plan.
+        let complete: HashSet<&str> = state
+            .stories
+            .iter()
+            .filter(|s| s.status == StoryStatus::Complete)
+            .map(|s| s.id.as_str())
+            .collect();
+        let index_of = |id: &str| prd.stories.iter().position(|s| s.id == id);
+        let nodes: Vec<NodeSpec> = prd
+            .stories
+            .iter()
+            .enumerate()
+            .map(|(i, s)| NodeSpec {
+                deps: s.dependencies.iter().filter_map(|d| index_of(d)).collect(),
+                priority: s.priority.rank(),
+                file_index: i,
+                remaining_path: p.plan.remaining_path_len(&s.id).unwrap_or(1),
+                done: complete.contains(s.id.as_str()),
+            })
+            .collect();
+        let mut sched =
+            Scheduler::new(nodes, options.schedule, options.parallel, options.fail_fast);
+        let layer_count = sched.layers().len();
+        let mode_limit = match options.mode {
+            Mode::UntilComplete => usize::MAX,
+            Mode::MaxIterations(n) => (n as usize).max(1),
+            Mode::BatchComplete => 1,
+        };
+        let mut limit = match options.pause {
+            Pause::Never => mode_limit,
+            Pause::AfterBatch | Pause::Confirm(_) => 1.min(mode_limit),
+        };
+        sched.set_layer_limit(limit);
+
+        let stories: Vec<cascade_plan::Story> = prd.stories.clone();
+        let ctx = Arc::new(Ctx {
+            paths: p.paths,
+            gate_cache: GateCache::open(&p.cascade_dir),
+            artifacts_dir: self
+                .config
+                .artifacts_dir
+                .clone()
+                .unwrap_or_else(|| p.cascade_dir.clone()),
+            project_root: self.config.project_root.clone(),
+            target_branch: p.target_branch.clone(),
+            feature: self.config.feature.clone(),
+            agents: p.agents,
+            detector: p.detector,
+            gates,
+            project,
+            options: options.clone(),
+            prd_path: p.prd_path,
+            prd: Mutex::new(prd),
+            state_path: state_path.clone(),
+            state: Mutex::new(state),
+            state_seq: AtomicU64::new(0),
+            state_written: Mutex::new(0),
+            merge_lock: tokio::sync::Mutex::new(()),
+            prompt,
+            sink,
+            cancel: cancel.clone(),
+        });
+
+        let (run_id, resumed) = {
+            let st = ctx.state.lock().map_err(|_| poisoned())?;
+            (st.run_id.clone(), options.resume)
+        };
+        ctx.emit(Event::RunStarted {
+            run_id: run_id.clone(),
+            prd: self.config.prd_path.display().to_string(),
+            target_branch: ctx.target_branch.clone(),
+            total: stories.len(),
+            already_complete: complete_count(&ctx),
+            schedule: discipline_name(&options),
+            parallel: options.parallel,
+            batches: layer_count,
+            resumed,
+        });
+        for (story, reason) in skipped {
+            ctx.emit(Event::StorySkipped { story, reason });
+        }
+
+        let mut tasks: JoinSet<(usize, StoryEnd)> = JoinSet::new();
+        let mut started_layers: HashSet<usize> = HashSet::new();
+        let mut finished_layers: HashSet<usize> = HashSet::new();
+        let mut paused = false;
+        loop {
+            if cancel.is_cancelled() {
+                sched.stop();
+            }
+            while let Some(i) = sched.next_ready() {
+                let layer = sched.layer_of(i);
+                if started_layers.insert(layer) {
+                    ctx.emit(Event::BatchStarted {
+                        batch: layer + 1,
+                        of: layer_count,
+                        stories: sched.layers()[layer]
+                            .iter()
+                            .filter(|&&j| sched.state(j) != NodeState::Blocked)
+                            .map(|&j| stories[j].id.clone())
+                            .collect(),
+                    });
+                }
+                let story = stories[i].clone();
+                let c = Arc::clone(&ctx);
+                tasks.spawn(async move { (i, story::run_story(c, story).await) });
+            }
+            if tasks.is_empty() {
+                if cancel.is_cancelled() || sched.is_stopped() || sched.held_back() == 0 {
+                    break;
+                }
+                // A batch boundary with work held back.
+                let next_layer = limit;
+                if limit >= mode_limit {
+                    paused = true;
+                    break;
+                }
+                let go_on = match &options.pause {
+                    Pause::Never => true,
+                    Pause::AfterBatch => false,
+                    Pause::Confirm(ask) => {
+                        let ids: Vec<String> = sched
+                            .layers()
+                            .get(next_layer)
+                            .map(|m| {
+                                m.iter()
+                                    .filter(|&&j| sched.state(j) == NodeState::Waiting)
+                                    .map(|&j| stories[j].id.clone())
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        let ask = Arc::clone(ask);
+                        let total = layer_count;
+                        tokio::task::spawn_blocking(move || ask(next_layer + 1, total, &ids))
+                            .await
+                            .unwrap_or(false)
+                    }
+                };
+                if !go_on {
+                    paused = true;
+                    break;
+                }
+                limit += 1;
+                sched.set_layer_limit(limit);
+                continue;
+            }
+            let Some(joined) = tasks.join_next().await else {
+                continue;
+            };
+            let (i, end) = joined.map_err(|e| EngineError::Internal(format!("story task: {e}")))?;
+            let id = stories[i].id.clone();
+            match end {
+                StoryEnd::Merged => sched.complete(i),
+                StoryEnd::Failed => {
+                    for b in sched.fail(i) {
+                        let bid = stories[b].id.clone();
+                        let by: Vec<String> = stories[b]
+                            .dependencies
+                            .iter()
+                            .filter(|d| {
+                                index_of_in(&stories, d).is_some_and(|k| {
+                                    matches!(sched.state(k), NodeState::Failed | NodeState::Blocked)
+                                })
+                            })
+                            .cloned()
+                            .collect();
+                        ctx.update_story(&bid, |s| {
+                            s.status = StoryStatus::Blocked;
+                            s.blocked_by = by.clone();
+                        });
+                        ctx.emit(Event::StoryBlocked {
+                            story: bid,
+                            blocked_by: by,
+                        });
+                    }
+                }
+                StoryEnd::Interrupted => {
+                    sched.release(i);
+                    sched.stop();
+                }
+            }
+            let _ = id;
+            let layer = sched.layer_of(i);
+            if sched.layer_finished(layer) && finished_layers.insert(layer) {
+                ctx.emit(Event::BatchFinished {
+                    batch: layer + 1,
+                    of: layer_count,
+                });
+            }
+        }
+
+        // How it ended.
+        let interrupted = cancel.is_cancelled();
+        let (counts, summary) = {
+            let st = ctx.state.lock().map_err(|_| poisoned())?;
+            (st.counts(), summaries(&st))
+        };
+        let status = if interrupted {
+            RunStatus::Interrupted
+        } else if counts.failed > 0 || counts.blocked > 0 {
+            RunStatus::Failed
+        } else if counts.pending > 0 || paused {
+            if counts.pending > 0 {
+                RunStatus::Paused
+            } else {
+                RunStatus::Completed
+            }
+        } else {
+            RunStatus::Completed
+        };
+        if status == RunStatus::Paused {
+            ctx.emit(Event::RunPaused {
+                reason: match options.mode {
+                    Mode::BatchComplete => "the batch is complete (--mode batch-complete)".into(),
+                    Mode::MaxIterations(n) => format!("reached --max-iterations {n}"),
+                    Mode::UntilComplete => {
+                        "stopped after the batch; run `cascade resume` to continue".into()
+                    }
+                },
+            });
+        }
+        ctx.update_state(|st| st.status = status.into());
+        let duration_ms = started.elapsed().as_millis() as u64;
+        ctx.emit(Event::RunFinished {
+            status,
+            stories: counts,
+            duration_ms,
+            summary: summary.clone(),
+        });
+        Ok(RunSummary {
+            run_id,
+            status,
+            counts,
+            stories: summary,
+            duration_ms,
+        })
+    }
+}
+
+fn poisoned() -> EngineError {
+    EngineError::Internal("state lock poisoned".into())
+}
+
+fn index_of_in(stories: &[cascade_plan::Story], id: &str) -> Option<usize> {
+    stories.iter().position(|s| s.id == id)
+}
+
+fn complete_count(ctx: &Ctx) -> usize {
+    ctx.state
+        .lock()
+        .map(|st| {
+            st.stories
+                .iter()
+                .filter(|s| s.status == StoryStatus::Complete)
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn discipline_name(o: &RunOptions) -> String {
+    match o.schedule {
+        crate::scheduler::Discipline::Batch => "batch".into(),
+        crate::scheduler::Discipline::Eager => "eager".into(),
+    }
+}
+
+/// The branch of a story in this run.
+pub(crate) fn story_branch(config: &EngineConfig, id: &str) -> String {
+    cascade_git::worktree::branch_name(config.feature.as_deref(), id)
+}
+
+/// Why a story counts as merged already, if it does: its recorded commit, or
+/// the tip of its branch (a commit of its own, titled `<id>: ...`), is on the
+/// target branch. This is what makes `kill -9` between a merge and the state
+/// write safe. `repo` and `target_tip` are opened/resolved once per run.
+fn merged_reason(
+    repo: &git2::Repository,
+    target: &str,
+    target_tip: git2::Oid,
+    branch: &str,
+    id: &str,
+    prev: Option<&StoryState>,
+) -> Option<String> {
+    let on_target = |oid: git2::Oid| {
+        oid == target_tip || repo.graph_descendant_of(target_tip, oid).unwrap_or(false)
+    };
+    if let Some(commit) = prev.and_then(|p| p.commit.as_deref()) {
+        if let Ok(oid) = git2::Oid::from_str(commit) {
+            if repo.find_commit(oid).is_ok() && on_target(oid) {
+                return Some(format!("commit {} is already on '{target}'", short(commit)));
+            }
+        }
+    }
+    let tip = repo
+        .find_branch(branch, git2::BranchType::Local)
+        .ok()?
+        .get()
+        .target()?;
+    let commit = repo.find_commit(tip).ok()?;
+    let own = commit
+        .summary()
+        .is_some_and(|s| s.starts_with(&format!("{id}: ")));
+    if own && on_target(tip) {
+        return Some(format!(
+            "branch '{branch}' ({}) is already merged into '{target}'",
+            short(&tip.to_string())
+        ));
+    }
+    None
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(10)]
+}
+
+/// A run id: UTC time and pid (sortable, unique per machine).
+fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
+        std::process::id()
+    )
+}
+
+/// Per-story rows for the final summary, from the state.
+pub fn summaries(st: &RunState) -> Vec<StorySummary> {
+    st.stories
+        .iter()
+        .map(|s| {
+            let last = s.attempts.last();
+            let sum_u64 = |f: fn(&crate::state::AttemptRecord) -> Option<u64>| {
+                let v: Vec<u64> = s.attempts.iter().filter_map(f).collect();
+                (!v.is_empty()).then(|| v.iter().sum())
+            };
+            let costs: Vec<f64> = s.attempts.iter().filter_map(|a| a.cost_usd).collect();
+            StorySummary {
+                story: s.id.clone(),
+                status: s.status.as_str().to_string(),
+                agent: s.agent.clone().or_else(|| last.map(|a| a.agent.clone())),
+                attempts: s.attempts.len() as u32,
+                gates: s.gates.clone(),
+                duration_ms: s.attempts.iter().filter_map(|a| a.duration_ms).sum(),
+                input_tokens: sum_u64(|a| a.input_tokens),
+                output_tokens: sum_u64(|a| a.output_tokens),
+                cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
+                error: s.error.clone(),
+            }
+        })
+        .collect()
+}

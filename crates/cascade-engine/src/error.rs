@@ -1,0 +1,81 @@
+//! [`EngineError`]: what stops a run as a whole (before it starts, mostly).
+//!
+//! A failing story is not an error: it is recorded in the state and reported
+//! through events and the [`crate::engine::RunSummary`]. `is_usage` tells the binary
+//! which errors are bad input (exit 2) and which are run-time failures (exit 1).
+
+use std::path::PathBuf;
+
+use cascade_git::GitError;
+
+use crate::config::ProjectConfigError;
+use crate::lock::LockError;
+use crate::state::StateError;
+
+/// A run could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The project directory is not in a git repository, or git failed.
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// Another live cascade run holds the lock.
+    #[error(transparent)]
+    Lock(#[from] LockError),
+    /// prd.json could not be read or written.
+    #[error(transparent)]
+    Plan(#[from] cascade_plan::PlanError),
+    /// prd.json parses but is not a valid plan.
+    #[error("{}: invalid plan:\n{source}", path.display())]
+    Invalid {
+        path: PathBuf,
+        #[source]
+        source: cascade_plan::ValidationErrors,
+    },
+    /// agents.json could not be used.
+    #[error(transparent)]
+    Agents(#[from] cascade_agents::ConfigError),
+    /// An agent named on the command line is not configured.
+    #[error(transparent)]
+    UnknownAgent(cascade_agents::resolve::ResolveError),
+    /// No agent can run a story.
+    #[error("story '{story}': {source}")]
+    NoAgent {
+        story: String,
+        #[source]
+        source: cascade_agents::ResolveError,
+    },
+    /// The quality gates could not be configured.
+    #[error(transparent)]
+    Gates(#[from] cascade_gates::GateConfigError),
+    /// Skills or the design doc for prompts could not be loaded.
+    #[error(transparent)]
+    Prompt(#[from] cascade_agents::prompt::PromptError),
+    /// `.cascade/config.json` could not be used.
+    #[error(transparent)]
+    ProjectConfig(#[from] ProjectConfigError),
+    /// The run state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The working tree has uncommitted changes.
+    #[error("the working tree '{}' has uncommitted changes ({}); commit or stash them, or pass --allow-dirty", dir.display(), files.join(", "))]
+    Dirty { dir: PathBuf, files: Vec<String> },
+    /// HEAD is detached: there is no branch to merge stories into.
+    #[error("'{}' is not on a branch (detached HEAD); check out the branch stories should merge into", dir.display())]
+    DetachedHead { dir: PathBuf },
+    /// `resume` without a previous run.
+    #[error("there is no run to resume ('{}' does not exist); start one with `cascade approve`", path.display())]
+    NothingToResume { path: PathBuf },
+    /// A background task of the engine died (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl EngineError {
+    /// Bad input or usage (exit 2) rather than a run-time failure (exit 1).
+    pub fn is_usage(&self) -> bool {
+        !matches!(
+            self,
+            EngineError::Internal(_) | EngineError::Git(GitError::Io { .. })
+        )
+    }
+}

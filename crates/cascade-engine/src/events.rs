@@ -1,0 +1,314 @@
+//! The typed events the engine emits while it runs.
+//!
+//! The engine never prints: everything a reporter (terminal, NDJSON,
+//! progress.txt) needs arrives through one callback as an [`Event`]. Every
+//! event serializes as a flat JSON object with an `"event"` field in
+//! snake_case (`{"event": "story_started", "story": "story-001", ...}`), which
+//! is exactly one line of `cascade approve --json`. Fields are plain strings
+//! and numbers so reporters need no other cascade crate.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::retry::FailureKind;
+
+/// The reporter hook: called (from any thread) with every event, in order.
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// One step of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// The run begins (after validation, locking and the dirty-tree check).
+    RunStarted {
+        run_id: String,
+        /// The PRD being run.
+        prd: String,
+        /// The branch stories merge into.
+        target_branch: String,
+        /// Stories in the plan.
+        total: usize,
+        /// Stories already complete (skipped).
+        already_complete: usize,
+        /// `batch` or `eager`.
+        schedule: String,
+        parallel: usize,
+        /// Number of batches of the remaining work.
+        batches: usize,
+        /// A resumed run.
+        resumed: bool,
+    },
+    /// A batch starts (batch schedule; 1-based).
+    BatchStarted {
+        batch: usize,
+        of: usize,
+        stories: Vec<String>,
+    },
+    /// Every story of a batch is done, failed or blocked.
+    BatchFinished { batch: usize, of: usize },
+    /// Something the user should know that changes nothing (stale lock taken
+    /// over, schedule adjusted, worktree left behind...).
+    Notice { message: String },
+    /// A story is complete already (in prd.json, or its commit is on the target
+    /// branch) and will not run.
+    StorySkipped { story: String, reason: String },
+    /// A fallback was used when resolving the story's agent.
+    AgentFallback {
+        story: String,
+        from: String,
+        to: String,
+        why: String,
+    },
+    /// The agent process of an attempt started.
+    StoryStarted {
+        story: String,
+        title: String,
+        agent: String,
+        attempt: u32,
+        max_attempts: u32,
+        /// `implementation` or `retry`.
+        phase: String,
+        fallbacks: Vec<FallbackNote>,
+        pid: u32,
+        branch: String,
+        worktree: String,
+    },
+    /// The agent process of an attempt ended.
+    AgentFinished {
+        story: String,
+        agent: String,
+        attempt: u32,
+        success: bool,
+        /// "exit code 0", "timed out after 5.0s", ...
+        outcome: String,
+        exit_code: Option<i32>,
+        timed_out: bool,
+        duration_ms: u64,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        input_tokens: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        output_tokens: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        cost_usd: Option<f64>,
+        log: String,
+    },
+    /// The agent's changes were committed on the story branch.
+    StoryCommitted {
+        story: String,
+        attempt: u32,
+        commit: String,
+    },
+    /// A quality gate started in the story's worktree.
+    GateStarted { story: String, gate: String },
+    /// A quality gate finished.
+    GateFinished {
+        story: String,
+        gate: String,
+        passed: bool,
+        required: bool,
+        cached: bool,
+        flaky: bool,
+        skipped: bool,
+        duration_ms: u64,
+        errors: usize,
+    },
+    /// One attempt failed (a retry may follow).
+    AttemptFailed {
+        story: String,
+        agent: String,
+        attempt: u32,
+        error_type: FailureKind,
+        error: String,
+    },
+    /// The story will be attempted again.
+    RetryScheduled {
+        story: String,
+        /// The attempt about to run.
+        attempt: u32,
+        max_attempts: u32,
+        agent: String,
+        error_type: FailureKind,
+        delay_ms: u64,
+    },
+    /// The story branch was merged into the target branch.
+    StoryMerged {
+        story: String,
+        agent: String,
+        attempts: u32,
+        commit: String,
+        fast_forward: bool,
+        target_branch: String,
+        duration_ms: u64,
+    },
+    /// Merging the story branch conflicted; the branch is kept.
+    MergeConflict {
+        story: String,
+        branch: String,
+        files: Vec<String>,
+    },
+    /// The story failed for good.
+    StoryFailed {
+        story: String,
+        agent: String,
+        attempts: u32,
+        error_type: FailureKind,
+        error: String,
+        branch: String,
+        worktree: String,
+    },
+    /// The story cannot run because a dependency failed.
+    StoryBlocked {
+        story: String,
+        /// The failed (or blocked) dependencies.
+        blocked_by: Vec<String>,
+    },
+    /// The run stopped after a batch, waiting for confirmation (`cascade resume`
+    /// or `approve` again continues).
+    RunPaused { reason: String },
+    /// The run ended.
+    RunFinished {
+        status: RunStatus,
+        stories: StoryCounts,
+        duration_ms: u64,
+        /// Per-story results, for the final summary table.
+        summary: Vec<StorySummary>,
+    },
+}
+
+/// A fallback taken while resolving an agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FallbackNote {
+    pub from: String,
+    pub to: String,
+    pub why: String,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every story is complete.
+    Completed,
+    /// The run ended and some story failed or is blocked.
+    Failed,
+    /// Ctrl-C: state saved; `cascade resume` continues.
+    Interrupted,
+    /// Stopped on purpose with work left (after a batch, or the iteration limit).
+    Paused,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Paused => "paused",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Stories by final status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoryCounts {
+    pub complete: usize,
+    pub failed: usize,
+    pub blocked: usize,
+    pub pending: usize,
+}
+
+/// One row of the final summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StorySummary {
+    pub story: String,
+    /// pending | running | complete | failed | blocked
+    pub status: String,
+    pub agent: Option<String>,
+    pub attempts: u32,
+    /// Gates that ran (or came from the cache) on the last attempt.
+    pub gates: Vec<GateSummary>,
+    pub duration_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub output_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub cost_usd: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+/// A gate's result in the final summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateSummary {
+    pub name: String,
+    pub passed: bool,
+    pub cached: bool,
+    pub flaky: bool,
+}
+
+impl Event {
+    /// The story an event is about, if any.
+    pub fn story(&self) -> Option<&str> {
+        match self {
+            Event::StorySkipped { story, .. }
+            | Event::AgentFallback { story, .. }
+            | Event::StoryStarted { story, .. }
+            | Event::AgentFinished { story, .. }
+            | Event::StoryCommitted { story, .. }
+            | Event::GateStarted { story, .. }
+            | Event::GateFinished { story, .. }
+            | Event::AttemptFailed { story, .. }
+            | Event::RetryScheduled { story, .. }
+            | Event::StoryMerged { story, .. }
+            | Event::MergeConflict { story, .. }
+            | Event::StoryFailed { story, .. }
+            | Event::StoryBlocked { story, .. } => Some(story),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_flat_with_snake_case_tag() {
+        let e = Event::RunFinished {
+            status: RunStatus::Completed,
+            stories: StoryCounts {
+                complete: 2,
+                ..Default::default()
+            },
+            duration_ms: 5,
+            summary: vec![],
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["event"], "run_finished");
+        assert_eq!(v["status"], "completed");
+        assert_eq!(v["stories"]["complete"], 2);
+        assert_eq!(v["stories"]["pending"], 0);
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+
+        let e = Event::AttemptFailed {
+            story: "s".into(),
+            agent: "a".into(),
+            attempt: 1,
+            error_type: FailureKind::QualityGate,
+            error: "x".into(),
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["event"], "attempt_failed");
+        assert_eq!(v["error_type"], "quality_gate");
+        assert_eq!(e.story(), Some("s"));
+    }
+}

@@ -1,0 +1,214 @@
+//! [`LivePorts`]: the real [`MegaPorts`]: cascade-plan validates PRDs,
+//! cascade-agents runs the PRD agent, the [`crate::engine::Engine`] runs each
+//! feature's stories, cascade-gates checks the merged target.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cascade_agents::config::AgentsConfig;
+use cascade_agents::detect::Detector;
+use cascade_agents::exec::{execute, AgentRequest, ExecError};
+use cascade_agents::phase::Phase;
+use cascade_agents::resolve::{Overrides, Resolver};
+use cascade_process::CancelToken;
+
+use super::error::MegaError;
+use super::ports::{FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
+use super::prd_gen::{AuthorError, PrdCheck};
+use crate::config::{EngineConfig, Pause, RunOptions};
+use crate::engine::Engine;
+use crate::events::{Event, EventSink, StoryCounts};
+
+/// The real services of a mega run.
+pub struct LivePorts {
+    agents_path: Option<PathBuf>,
+    agents: AgentsConfig,
+    detector: Detector,
+    overrides: Overrides,
+    cascade_dir: PathBuf,
+    /// Options every feature's engine run starts from.
+    template: RunOptions,
+}
+
+impl LivePorts {
+    /// Loads the agents configuration (as the engine does) and checks that
+    /// every agent named on the command line exists.
+    pub fn new(
+        start_dir: &Path,
+        agents_path: Option<PathBuf>,
+        overrides: Overrides,
+        template: RunOptions,
+    ) -> Result<LivePorts, MegaError> {
+        let paths = cascade_git::RepoPaths::discover(start_dir)
+            .map_err(|e| MegaError::Git(e.to_string()))?;
+        let cascade_dir = paths.cascade_dir();
+        let loaded = AgentsConfig::load(agents_path.as_deref(), start_dir)
+            .map_err(|e| MegaError::Agents(e.to_string()))?;
+        let detector = Detector::from_env().cache_dir(&cascade_dir);
+        // Feature engines start in their worktrees, where an untracked
+        // ./agents.json of the main worktree is missing: give them the file
+        // this run resolved, so every phase uses the same configuration.
+        let agents_path = agents_path.or_else(|| {
+            loaded.source.path().map(|p| {
+                if p.is_absolute() {
+                    p.to_path_buf()
+                } else {
+                    start_dir.join(p)
+                }
+            })
+        });
+        let ports = LivePorts {
+            agents_path,
+            agents: loaded.config,
+            detector,
+            overrides,
+            cascade_dir,
+            template,
+        };
+        Resolver::new(&ports.agents, &ports.detector, ports.overrides.clone())
+            .check_overrides()
+            .map_err(|e| MegaError::Agents(e.to_string()))?;
+        Ok(ports)
+    }
+}
+
+impl MegaPorts for LivePorts {
+    fn check_prd(&self, path: &Path) -> PrdCheck {
+        let prd = cascade_plan::load_prd(path).map_err(|e| vec![e.to_string()])?;
+        if prd.stories.is_empty() {
+            return Err(vec![format!(
+                "'{}' has no stories; a PRD needs at least one story in `stories`",
+                path.display()
+            )]);
+        }
+        cascade_plan::validate_prd(&prd).map_err(|e| e.messages())?;
+        Ok(prd.stories.len())
+    }
+
+    async fn write_prd(
+        &self,
+        feature: &str,
+        worktree: &Path,
+        attempt: u32,
+        prompt: &str,
+        prd_path: &Path,
+        cancel: &CancelToken,
+    ) -> Result<(), AuthorError> {
+        let story =
+            cascade_plan::Story::new(format!("prd-{feature}"), format!("PRD for {feature}"));
+        let resolver = Resolver::new(&self.agents, &self.detector, self.overrides.clone());
+        let assignment = resolver
+            .resolve(&story, Phase::Planning)
+            .map_err(|e| AuthorError::Unavailable(e.to_string()))?;
+        let Some(agent) = self.agents.agent(&assignment.agent) else {
+            return Err(AuthorError::Unavailable(format!(
+                "agent '{}' is not configured",
+                assignment.agent
+            )));
+        };
+        let mut req = AgentRequest::new(
+            format!("prd-{feature}"),
+            attempt,
+            Phase::Planning,
+            prompt,
+            worktree,
+            self.cascade_dir.join(super::run::MEGA_DIR),
+        );
+        req.extra_env
+            .push(("CASCADE_PRD_PATH".into(), prd_path.display().to_string()));
+        match execute(agent, req, |_| {}, cancel).await {
+            Ok(run) if run.outcome.cancelled => Err(AuthorError::Cancelled),
+            Ok(run) if run.success() => Ok(()),
+            Ok(run) => Err(AuthorError::Failed(format!(
+                "agent '{}' {} (log: {}){}",
+                run.agent,
+                run.outcome.describe(),
+                run.log_path.display(),
+                excerpt(&run.outcome.output_excerpt(800))
+            ))),
+            Err(e @ (ExecError::Unavailable { .. } | ExecError::NotExecutable { .. })) => {
+                Err(AuthorError::Unavailable(e.to_string()))
+            }
+            Err(e) => Err(AuthorError::Failed(e.to_string())),
+        }
+    }
+
+    async fn run_feature(
+        &self,
+        run: FeatureRun,
+        events: FeatureEventFn,
+        cancel: CancelToken,
+    ) -> FeatureOutcome {
+        let state_path = run.state_dir.join("state.json");
+        let mut config = EngineConfig::new(&run.worktree, &run.prd);
+        config.agents_path = self.agents_path.clone();
+        config.target_branch = Some(run.branch.clone());
+        config.feature = Some(run.feature.clone());
+        config.progress_path = Some(run.state_dir.join("progress.txt"));
+        config.take_lock = false;
+        let resume = run.resume && state_path.is_file();
+        config.state_path = Some(state_path);
+        let mut options = self.template.clone();
+        options.parallel = run.parallel.max(1);
+        options.resume = resume;
+        options.pause = Pause::Never;
+        let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));
+        match Engine::new(config).run(options, sink, &cancel).await {
+            Ok(summary) => FeatureOutcome {
+                status: summary.status,
+                stories: summary.counts,
+                failures: summary
+                    .stories
+                    .iter()
+                    .filter(|s| s.status == "failed" || s.status == "blocked")
+                    .map(|s| match &s.error {
+                        Some(e) => format!("{} {}: {e}", s.story, s.status),
+                        None => format!("{} {}", s.story, s.status),
+                    })
+                    .collect(),
+                error: None,
+            },
+            Err(e) => FeatureOutcome {
+                status: crate::events::RunStatus::Failed,
+                stories: StoryCounts::default(),
+                failures: vec![],
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    async fn target_gates(&self, dir: &Path, cancel: &CancelToken) -> Result<GatesVerdict, String> {
+        let set = cascade_gates::GateSet::resolve(None, &self.cascade_dir, dir)
+            .map_err(|e| e.to_string())?;
+        if !set.enabled || set.gates.is_empty() {
+            return Ok(GatesVerdict {
+                passed: true,
+                summary: String::new(),
+            });
+        }
+        let cache = cascade_gates::GateCache::open(&self.cascade_dir);
+        let opts = cascade_gates::RunOptions {
+            workdir: dir.to_path_buf(),
+            use_cache: self.template.use_gate_cache,
+            ..Default::default()
+        };
+        let report = cascade_gates::run_gates(&set, &opts, &cache, |_| {}, cancel).await;
+        Ok(GatesVerdict {
+            passed: report.passed,
+            summary: if report.passed {
+                report.summary_line()
+            } else {
+                report.summary_for_prompt(10)
+            },
+        })
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let t = text.trim();
+    if t.is_empty() {
+        String::new()
+    } else {
+        format!(": {t}")
+    }
+}

@@ -1,0 +1,90 @@
+//! What the mega runner needs from the rest of cascade, as one trait.
+//!
+//! The runner owns the order of things (worktrees, PRDs, batches, merges,
+//! state); *how* a PRD is validated, how the PRD agent is called, how one
+//! feature's stories are run and how gates are checked belongs to other crates.
+//! [`MegaPorts`] is that seam: the real implementation plugs in cascade-plan,
+//! cascade-agents, the [`crate`] engine and cascade-gates; tests plug in fakes.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cascade_process::CancelToken;
+
+use super::prd_gen::{AuthorError, PrdCheck};
+use crate::events::{Event, RunStatus, StoryCounts};
+
+/// Receives the engine events of one feature's run.
+pub type FeatureEventFn = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// One feature's PRD to run with the engine.
+#[derive(Debug, Clone)]
+pub struct FeatureRun {
+    /// The feature's name (namespaces its story branches and worktrees).
+    pub feature: String,
+    /// The feature branch the stories merge into.
+    pub branch: String,
+    /// The feature worktree (the engine's project root for this run).
+    pub worktree: PathBuf,
+    /// The PRD to run (inside the feature worktree).
+    pub prd: PathBuf,
+    /// Where this feature's engine state, lock and logs go (under `.cascade/`).
+    pub state_dir: PathBuf,
+    /// Stories of this feature running at once (its share of `--parallel`).
+    pub parallel: usize,
+    /// Continue an earlier run of this feature (its engine state exists).
+    pub resume: bool,
+}
+
+/// How one feature's engine run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureOutcome {
+    pub status: RunStatus,
+    pub stories: StoryCounts,
+    /// One line per failed or blocked story: `story-002: quality gate 'tests' failed`.
+    pub failures: Vec<String>,
+    /// The engine could not run at all (bad PRD, config, git): why.
+    pub error: Option<String>,
+}
+
+/// Result of the gates on the merged target branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatesVerdict {
+    pub passed: bool,
+    /// Which gates failed and their first errors (empty when all passed).
+    pub summary: String,
+}
+
+/// The services the mega runner calls.
+pub trait MegaPorts: Send + Sync + 'static {
+    /// Validates the PRD at `path`: its story count, or every problem verbatim.
+    fn check_prd(&self, path: &Path) -> PrdCheck;
+
+    /// Runs the PRD agent once (planning phase) in `worktree` with `prompt`;
+    /// it must write the PRD to `prd_path` (also in `CASCADE_PRD_PATH`).
+    fn write_prd(
+        &self,
+        feature: &str,
+        worktree: &Path,
+        attempt: u32,
+        prompt: &str,
+        prd_path: &Path,
+        cancel: &CancelToken,
+    ) -> impl Future<Output = Result<(), AuthorError>> + Send;
+
+    /// Runs a feature's PRD with the engine inside its worktree.
+    fn run_feature(
+        &self,
+        run: FeatureRun,
+        events: FeatureEventFn,
+        cancel: CancelToken,
+    ) -> impl Future<Output = FeatureOutcome> + Send;
+
+    /// Runs the quality gates in `dir` (the checked-out target branch).
+    fn target_gates(
+        &self,
+        dir: &Path,
+        cancel: &CancelToken,
+    ) -> impl Future<Output = Result<GatesVerdict, String>> + Send;
+}

@@ -1,0 +1,442 @@
+//! Writing a missing feature PRD with the PRD agent (planning phase).
+//!
+//! The prompt carries the mega-plan's goal, the feature, the features it builds
+//! on and the project's design doc, plus the PRD schema and the one path the
+//! agent must write to (also given as `CASCADE_PRD_PATH`). What the agent wrote
+//! is validated with cascade-plan; on problems the agent is asked again with the
+//! exact validation errors and what it wrote, up to [`MAX_FIX_ROUNDS`] times,
+//! then the feature fails with every remaining problem listed.
+//!
+//! The agent call is behind [`PrdAuthor`] so the loop is tested without
+//! processes; the runner plugs in the cascade-agents executor.
+
+use std::path::{Path, PathBuf};
+
+/// How many times the agent is asked to fix an invalid PRD (after the first try).
+pub const MAX_FIX_ROUNDS: u32 = 2;
+/// Largest design doc (bytes) copied into the prompt.
+const MAX_DESIGN_DOC: usize = 24 * 1024;
+/// Largest previous PRD text (bytes) quoted back to the agent.
+const MAX_PREVIOUS: usize = 12 * 1024;
+
+/// What the prompt says about the feature (taken from the mega-plan).
+#[derive(Debug, Clone, Default)]
+pub struct FeatureBrief {
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub priority: String,
+    /// Names of the features this one depends on (already merged).
+    pub dependencies: Vec<String>,
+}
+
+/// Everything needed to build the PRD prompt.
+#[derive(Debug, Clone)]
+pub struct PrdRequest {
+    /// The mega-plan's goal.
+    pub goal: String,
+    pub feature: FeatureBrief,
+    /// Titles of the features this one depends on, for context.
+    pub dependency_titles: Vec<(String, String)>,
+    /// The project's design doc, if one was found: (path shown, text).
+    pub design_doc: Option<(PathBuf, String)>,
+    /// Where the agent must write the PRD.
+    pub prd_path: PathBuf,
+}
+
+/// A failed attempt's details, for the fix prompt.
+#[derive(Debug, Clone)]
+pub struct FixContext {
+    /// 1-based attempt number of the coming call.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// Every problem found, verbatim.
+    pub problems: Vec<String>,
+    /// What the agent wrote last time (possibly truncated), if anything.
+    pub previous: Option<String>,
+}
+
+/// Runs the PRD agent once.
+pub trait PrdAuthor {
+    /// Runs the agent with `prompt`, which must write the PRD to `prd_path`.
+    /// `Err` when the agent could not run or exited unsuccessfully; the text
+    /// says why. `AuthorError::Unavailable` stops the loop at once.
+    fn write_prd(
+        &self,
+        attempt: u32,
+        prompt: &str,
+        prd_path: &Path,
+    ) -> impl std::future::Future<Output = Result<(), AuthorError>> + Send;
+}
+
+/// Why one agent call did not produce a PRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorError {
+    /// No agent can be run (not installed, not configured): retrying is pointless.
+    Unavailable(String),
+    /// The run was cancelled (Ctrl-C).
+    Cancelled,
+    /// The agent ran but failed (exit code, timeout, crash).
+    Failed(String),
+}
+
+/// The outcome of checking what the agent wrote: number of stories, or problems.
+pub type PrdCheck = Result<usize, Vec<String>>;
+
+/// A valid PRD was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generated {
+    pub path: PathBuf,
+    pub stories: usize,
+    /// Agent calls it took (1 = first try).
+    pub attempts: u32,
+}
+
+/// The PRD could not be produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationFailed {
+    pub attempts: u32,
+    pub cancelled: bool,
+    /// One paragraph: what happened, and the last problems verbatim.
+    pub message: String,
+}
+
+/// Progress notes of the loop (turned into events by the runner).
+#[derive(Debug, Clone)]
+pub enum GenProgress {
+    /// The agent is called for the `attempt`-th time.
+    Attempt { attempt: u32, max_attempts: u32 },
+    /// What it wrote was rejected.
+    Invalid { attempt: u32, problems: Vec<String> },
+}
+
+/// Asks the author for a PRD, validates it with `check`, and asks for fixes
+/// with the exact problems up to [`MAX_FIX_ROUNDS`] times.
+pub async fn generate<A: PrdAuthor>(
+    author: &A,
+    request: &PrdRequest,
+    check: impl Fn(&Path) -> PrdCheck,
+    mut progress: impl FnMut(GenProgress),
+) -> Result<Generated, GenerationFailed> {
+    let max_attempts = 1 + MAX_FIX_ROUNDS;
+    let mut fix: Option<FixContext> = None;
+    let mut last_problems: Vec<String> = Vec::new();
+    for attempt in 1..=max_attempts {
+        progress(GenProgress::Attempt {
+            attempt,
+            max_attempts,
+        });
+        // A stale file from an earlier attempt must not pass for a new one.
+        if attempt == 1 {
+            let _ = std::fs::remove_file(&request.prd_path);
+        }
+        let prompt = build_prompt(request, fix.as_ref());
+        match author.write_prd(attempt, &prompt, &request.prd_path).await {
+            Err(AuthorError::Unavailable(why)) => {
+                return Err(GenerationFailed {
+                    attempts: attempt,
+                    cancelled: false,
+                    message: format!("no PRD agent could run: {why}"),
+                })
+            }
+            Err(AuthorError::Cancelled) => {
+                return Err(GenerationFailed {
+                    attempts: attempt,
+                    cancelled: true,
+                    message: "PRD generation was interrupted".to_string(),
+                })
+            }
+            Err(AuthorError::Failed(why)) => {
+                last_problems = vec![format!("the PRD agent failed: {why}")];
+            }
+            Ok(()) => match check(&request.prd_path) {
+                Ok(stories) => {
+                    return Ok(Generated {
+                        path: request.prd_path.clone(),
+                        stories,
+                        attempts: attempt,
+                    })
+                }
+                Err(problems) => last_problems = problems,
+            },
+        }
+        progress(GenProgress::Invalid {
+            attempt,
+            problems: last_problems.clone(),
+        });
+        let previous = std::fs::read_to_string(&request.prd_path)
+            .ok()
+            .map(|t| truncate(&t, MAX_PREVIOUS));
+        fix = Some(FixContext {
+            attempt: attempt + 1,
+            max_attempts,
+            problems: last_problems.clone(),
+            previous,
+        });
+    }
+    Err(GenerationFailed {
+        attempts: max_attempts,
+        cancelled: false,
+        message: format!(
+            "the PRD agent did not write a valid PRD to '{}' in {max_attempts} attempts; last problems:\n{}",
+            request.prd_path.display(),
+            last_problems
+                .iter()
+                .map(|p| format!("  - {p}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        ),
+    })
+}
+
+/// The prompt for the PRD agent (markdown), with the fix section on retries.
+pub fn build_prompt(req: &PrdRequest, fix: Option<&FixContext>) -> String {
+    let f = &req.feature;
+    let mut p = String::new();
+    p.push_str(&format!(
+        "# Write the PRD for feature `{}`\n\nYou are planning one feature of a larger plan. \
+         Do not implement anything: write a PRD (product requirements document) as JSON.\n\n",
+        f.name
+    ));
+    if let Some(fix) = fix {
+        p.push_str(&format!(
+            "## Fix the previous attempt (attempt {} of {})\n\nThe PRD written last time was rejected. \
+             Fix every problem below and write the whole PRD again.\n\n",
+            fix.attempt, fix.max_attempts
+        ));
+        for problem in &fix.problems {
+            p.push_str(&format!("- {problem}\n"));
+        }
+        if let Some(prev) = &fix.previous {
+            p.push_str("\nWhat was written last time:\n\n```json\n");
+            p.push_str(prev);
+            if !prev.ends_with('\n') {
+                p.push('\n');
+            }
+            p.push_str("```\n");
+        }
+        p.push('\n');
+    }
+    if !req.goal.trim().is_empty() {
+        p.push_str(&format!("## Overall goal\n\n{}\n\n", req.goal.trim()));
+    }
+    p.push_str(&format!("## The feature\n\n- name: `{}`\n", f.name));
+    if !f.title.is_empty() {
+        p.push_str(&format!("- title: {}\n", f.title));
+    }
+    if !f.priority.is_empty() {
+        p.push_str(&format!("- priority: {}\n", f.priority));
+    }
+    if !f.description.trim().is_empty() {
+        p.push_str(&format!("\n{}\n", f.description.trim()));
+    }
+    if !req.dependency_titles.is_empty() {
+        p.push_str(
+            "\n## Already built (features this one depends on, merged into the code you see)\n\n",
+        );
+        for (name, title) in &req.dependency_titles {
+            if title.is_empty() {
+                p.push_str(&format!("- `{name}`\n"));
+            } else {
+                p.push_str(&format!("- `{name}`: {title}\n"));
+            }
+        }
+    }
+    if let Some((path, text)) = &req.design_doc {
+        p.push_str(&format!(
+            "\n## Project design (from `{}`)\n\n{}\n",
+            path.display(),
+            truncate(text, MAX_DESIGN_DOC).trim_end()
+        ));
+    }
+    p.push_str(&format!(
+        "\n## What to write\n\nWrite the PRD as JSON to this exact path (also in the environment \
+         variable `CASCADE_PRD_PATH`):\n\n    {}\n\n",
+        req.prd_path.display()
+    ));
+    p.push_str(SCHEMA_HELP);
+    p
+}
+
+const SCHEMA_HELP: &str = r#"Schema (Plan Cascade's prd.json):
+
+```json
+{
+  "metadata": {"description": "..."},
+  "goal": "what this feature achieves",
+  "objectives": ["..."],
+  "stories": [
+    {
+      "id": "story-001",
+      "title": "short title",
+      "description": "what to do, precisely",
+      "priority": "high",
+      "dependencies": [],
+      "status": "pending",
+      "acceptance_criteria": ["..."]
+    }
+  ]
+}
+```
+
+Rules: at least one story; story ids unique, made of letters, digits, `-`, `_` and `.`;
+`priority` is high, medium or low; `dependencies` only name ids of this PRD and form no
+cycle; every story `pending`. Keep stories small enough for one agent session each.
+"#;
+
+/// Finds the project's design doc: next to the mega-plan first, then at the root.
+pub fn find_design_doc(plan_dir: &Path, root: &Path) -> Option<(PathBuf, String)> {
+    const NAMES: [&str; 6] = [
+        "design_doc.md",
+        "design_doc.json",
+        "DESIGN.md",
+        "design.md",
+        "docs/DESIGN.md",
+        "docs/design.md",
+    ];
+    for dir in [plan_dir, root] {
+        for name in NAMES {
+            let path = dir.join(name);
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let shown = path
+                    .strip_prefix(root)
+                    .map(Path::to_path_buf)
+                    .unwrap_or(path);
+                return Some((shown, text));
+            }
+        }
+    }
+    None
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n... (truncated)", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    fn request(dir: &Path) -> PrdRequest {
+        PrdRequest {
+            goal: "a shop".into(),
+            feature: FeatureBrief {
+                name: "auth".into(),
+                title: "Authentication".into(),
+                description: "Login and sessions.".into(),
+                priority: "high".into(),
+                dependencies: vec![],
+            },
+            dependency_titles: vec![("core".into(), "Core".into())],
+            design_doc: Some((PathBuf::from("design_doc.md"), "Use JWT.".into())),
+            prd_path: dir.join("prd.json"),
+        }
+    }
+
+    /// Writes the scripted contents in order and records the prompts it got.
+    struct Scripted {
+        writes: Vec<Option<&'static str>>,
+        prompts: Mutex<Vec<String>>,
+    }
+
+    impl PrdAuthor for Scripted {
+        async fn write_prd(
+            &self,
+            attempt: u32,
+            prompt: &str,
+            path: &Path,
+        ) -> Result<(), AuthorError> {
+            self.prompts.lock().unwrap().push(prompt.to_string());
+            match self.writes[(attempt - 1) as usize] {
+                Some(text) => {
+                    std::fs::write(path, text).unwrap();
+                    Ok(())
+                }
+                None => Err(AuthorError::Failed("exit code 3".into())),
+            }
+        }
+    }
+
+    fn check(path: &Path) -> PrdCheck {
+        let text = std::fs::read_to_string(path).map_err(|e| vec![format!("no PRD: {e}")])?;
+        if text.contains("good") {
+            Ok(2)
+        } else {
+            Err(vec![format!(
+                "story 'x' depends on unknown story 'y' ({text})"
+            )])
+        }
+    }
+
+    #[test]
+    fn prompt_names_path_feature_and_design() {
+        let tmp = tempfile::tempdir().unwrap();
+        let req = request(tmp.path());
+        let p = build_prompt(&req, None);
+        assert!(p.contains(&req.prd_path.display().to_string()));
+        assert!(p.contains("CASCADE_PRD_PATH"));
+        assert!(p.contains("Authentication") && p.contains("Login and sessions."));
+        assert!(p.contains("Use JWT.") && p.contains("`core`: Core"));
+        assert!(!p.contains("Fix the previous attempt"));
+    }
+
+    #[tokio::test]
+    async fn invalid_prd_is_retried_with_the_exact_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let author = Scripted {
+            writes: vec![Some("bad1"), None, Some("good")],
+            prompts: Mutex::new(vec![]),
+        };
+        let mut notes = vec![];
+        let got = generate(&author, &request(tmp.path()), check, |p| notes.push(p))
+            .await
+            .unwrap();
+        assert_eq!(got.attempts, 3);
+        assert_eq!(got.stories, 2);
+        let prompts = author.prompts.lock().unwrap();
+        assert!(prompts[1].contains("depends on unknown story 'y' (bad1)"));
+        assert!(prompts[1].contains("attempt 2 of 3"));
+        assert!(prompts[2].contains("the PRD agent failed: exit code 3"));
+        assert_eq!(notes.len(), 5);
+    }
+
+    #[tokio::test]
+    async fn gives_up_after_two_fixes_naming_the_problems() {
+        let tmp = tempfile::tempdir().unwrap();
+        let author = Scripted {
+            writes: vec![Some("bad1"), Some("bad2"), Some("bad3")],
+            prompts: Mutex::new(vec![]),
+        };
+        let err = generate(&author, &request(tmp.path()), check, |_| {})
+            .await
+            .unwrap_err();
+        assert_eq!(err.attempts, 3);
+        assert!(err.message.contains("in 3 attempts"), "{}", err.message);
+        assert!(err.message.contains("(bad3)"), "{}", err.message);
+    }
+
+    #[test]
+    fn design_doc_is_found_next_to_the_plan_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        std::fs::create_dir_all(root.join("plans")).unwrap();
+        assert!(find_design_doc(&root.join("plans"), root).is_none());
+        std::fs::write(root.join("DESIGN.md"), "root").unwrap();
+        assert_eq!(
+            find_design_doc(&root.join("plans"), root).unwrap().1,
+            "root"
+        );
+        std::fs::write(root.join("plans/design_doc.md"), "plan").unwrap();
+        let (path, text) = find_design_doc(&root.join("plans"), root).unwrap();
+        assert_eq!(text, "plan");
+        assert_eq!(path, PathBuf::from("plans/design_doc.md"));
+    }
+}

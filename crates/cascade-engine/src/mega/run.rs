@@ -1,0 +1,599 @@
+//! The mega run: features in dependency batches, each in its own worktree,
+//! merged into the target branch in batch order.
+//!
+//! Per batch: every runnable feature gets a worktree on `cascade/<name>` from
+//! the current tip of the target branch (which already holds the earlier
+//! batches), a PRD (found, copied from the plan's folder, or written by the PRD
+//! agent) and an engine run of that PRD inside the worktree; features of the
+//! batch run in parallel and share `--parallel` slots. Then the successful
+//! features are merged into the target with `--no-ff` merge commits, in batch
+//! order; the gates are re-run on the merged target; landed features' worktrees
+//! and branches are removed. A feature that fails keeps its branch and worktree
+//! and blocks only the features that depend on it.
+//!
+//! Every transition is saved to `.cascade/mega-state.json`, so a killed run
+//! resumes: landed features are skipped, a feature whose branch is already in
+//! the target is not merged twice, a feature that was running continues in its
+//! worktree (the engine resumes its own state).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cascade_git::RepoPaths;
+use cascade_process::CancelToken;
+use tokio::sync::Semaphore;
+
+use super::error::MegaError;
+use super::events::{MegaEvent, MegaStep};
+use super::feature::run_feature;
+use super::findings;
+use super::land::{cleanup_feature, merge_feature, run_target_gates};
+use super::ports::MegaPorts;
+use super::state::{now, FailureKind, FeatureFailure, FeatureStatus, MegaRunStatus, MegaState};
+use crate::lock::RunLock;
+use crate::progress::ProgressLog;
+
+/// Receives every event of the mega run (from any thread, in order per feature).
+pub type MegaSink = Arc<dyn Fn(&MegaEvent) + Send + Sync>;
+/// Asked before each next batch when not `--auto-run`: `(batch, features) -> go on?`.
+pub type Confirm = Arc<dyn Fn(usize, &[String]) -> bool + Send + Sync>;
+
+/// The repository's run lock under `.cascade/`: a mega run holds the same
+/// lock as a plain run (its feature engines run without taking it), so no
+/// `approve` or `worktree prune` can interfere with it.
+pub const RUN_LOCK: &str = "lock";
+/// Directory under `.cascade/` with per-feature state, kept PRDs and findings.
+pub const MEGA_DIR: &str = "mega";
+/// A feature of the mega-plan, as the runner needs it.
+#[derive(Debug, Clone)]
+pub struct FeatureSpec {
+    pub id: String,
+    /// `^[a-z0-9][a-z0-9-]*$`: the branch is `cascade/<name>`.
+    pub name: String,
+    pub title: String,
+    pub description: String,
+    pub priority: String,
+    /// Names of the features it depends on.
+    pub dependencies: Vec<String>,
+}
+
+/// A validated mega-plan: features and their batches (by name).
+#[derive(Debug, Clone)]
+pub struct PlanInput {
+    /// The mega-plan file (absolute).
+    pub path: PathBuf,
+    pub goal: String,
+    /// `target_branch` of the plan; `None`: the current branch.
+    pub target_branch: Option<String>,
+    pub features: Vec<FeatureSpec>,
+    pub batches: Vec<Vec<String>>,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct MegaOptions {
+    /// Where cascade was started (any directory of the repository).
+    pub start_dir: PathBuf,
+    /// Run every batch without asking.
+    pub auto_run: bool,
+    /// Units of work (features x stories) at once.
+    pub parallel: usize,
+    /// Run even if the main worktree has uncommitted changes.
+    pub allow_dirty: bool,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone)]
+pub struct MegaSummary {
+    pub status: MegaRunStatus,
+    pub state: MegaState,
+}
+
+/// Whether `name` can be a feature name (and so a branch and path component).
+pub fn valid_feature_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// The shared pieces every feature task uses.
+pub(super) struct Ctx<P> {
+    pub(super) ports: Arc<P>,
+    /// `progress.txt` where cascade was started: feature steps, and every
+    /// story line as `<feature>/<story>` (each feature's own engine log is
+    /// under `.cascade/mega/features/<name>/progress.txt`).
+    pub(super) progress: ProgressLog,
+    pub(super) paths: RepoPaths,
+    pub(super) cascade_dir: PathBuf,
+    pub(super) plan_dir: PathBuf,
+    pub(super) target: String,
+    pub(super) goal: String,
+    pub(super) specs: HashMap<String, FeatureSpec>,
+    pub(super) state: Mutex<MegaState>,
+    pub(super) sink: MegaSink,
+    pub(super) cancel: CancelToken,
+}
+
+impl<P: MegaPorts> Ctx<P> {
+    pub(super) fn emit(&self, step: MegaStep) {
+        if let Some(line) = progress_line(&step) {
+            self.progress.append(&line);
+        }
+        (self.sink)(&MegaEvent::Mega(step));
+    }
+
+    /// Applies `f` to the feature's state and saves.
+    pub(super) fn update(&self, name: &str, f: impl FnOnce(&mut super::state::FeatureState)) {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(fs) = s.feature_mut(name) {
+            f(fs);
+        }
+        if let Err(e) = s.save(&self.cascade_dir) {
+            drop(s);
+            self.emit(MegaStep::MegaNotice {
+                message: format!("could not save the mega state: {e}"),
+            });
+        }
+    }
+
+    pub(super) fn snapshot(&self) -> MegaState {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(super) fn feature_dir(&self, name: &str) -> PathBuf {
+        self.cascade_dir.join(MEGA_DIR).join("features").join(name)
+    }
+
+    /// Records a failure and tells the sink.
+    pub(super) fn fail(
+        &self,
+        name: &str,
+        kind: FailureKind,
+        message: String,
+        conflict_files: Vec<String>,
+    ) {
+        let mut branch = String::new();
+        let mut worktree = None;
+        self.update(name, |f| {
+            f.status = FeatureStatus::Failed;
+            f.failure = Some(FeatureFailure {
+                kind,
+                message: message.clone(),
+                conflict_files: conflict_files.clone(),
+            });
+            f.finished_at = Some(now());
+            branch = f.branch.clone();
+            worktree = f.worktree.clone();
+        });
+        self.emit(MegaStep::FeatureFailed {
+            feature: name.to_string(),
+            kind,
+            error: message,
+            branch,
+            worktree,
+            conflict_files,
+        });
+    }
+}
+
+/// What a feature task ends with.
+pub(super) enum TaskEnd {
+    /// Stories complete: ready to merge.
+    Ready,
+    /// Failed (already recorded).
+    Failed,
+    /// Ctrl-C: left as it was for resume.
+    Interrupted,
+}
+
+/// Runs (or resumes) a mega-plan. Returns how it ended; failing features are
+/// in the state, not errors. Errors are what stops the run as a whole.
+pub async fn run_mega<P: MegaPorts>(
+    ports: Arc<P>,
+    plan: PlanInput,
+    opts: MegaOptions,
+    sink: MegaSink,
+    confirm: Option<Confirm>,
+    cancel: CancelToken,
+) -> Result<MegaSummary, MegaError> {
+    let started = Instant::now();
+    for f in &plan.features {
+        if !valid_feature_name(&f.name) {
+            return Err(MegaError::BadFeatureName {
+                name: f.name.clone(),
+            });
+        }
+    }
+    let paths = RepoPaths::discover(&opts.start_dir).map_err(|e| MegaError::Git(e.to_string()))?;
+    let cascade_dir = paths.cascade_dir();
+    let (lock, note) = RunLock::acquire(&cascade_dir.join(RUN_LOCK), "mega approve")?;
+    if let Some(message) = note {
+        sink(&MegaStep::MegaNotice { message }.into());
+    }
+    // All of cascade's own files at once, before the feature engines start:
+    // they then find nothing to add (concurrent writers of info/exclude race).
+    paths
+        .ensure_excluded(crate::config::OWN_FILES)
+        .map_err(|e| MegaError::Git(e.to_string()))?;
+    if !opts.allow_dirty {
+        let dirty = crate::gitops::dirty_files(&paths.main_root, 10)
+            .map_err(|e| MegaError::Git(e.to_string()))?;
+        if !dirty.is_empty() {
+            return Err(MegaError::Dirty {
+                dir: paths.main_root.clone(),
+                files: dirty,
+            });
+        }
+    }
+    let target = match &plan.target_branch {
+        Some(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => current_branch(&paths)?,
+    };
+    if cascade_git::merge::branch_tip(&paths, &target)
+        .map_err(|e| MegaError::Git(e.to_string()))?
+        .is_none()
+    {
+        return Err(MegaError::Plan(format!(
+            "target branch '{target}' does not exist; create it or fix `target_branch` in '{}'",
+            plan.path.display()
+        )));
+    }
+
+    // Load or start the state.
+    // A closed run (after `mega complete`) or a finished run of another plan
+    // starts afresh; anything else of this plan is continued (a completed
+    // run of it only picks up features added since).
+    let fresh = || {
+        MegaState::new(
+            plan.path.clone(),
+            plan.goal.clone(),
+            target.clone(),
+            plan.batches.clone(),
+        )
+    };
+    let (mut state, resumed) = match MegaState::load(&cascade_dir)? {
+        None => (fresh(), false),
+        Some(s) if s.status == MegaRunStatus::Closed => (fresh(), false),
+        Some(s) if s.plan != plan.path => {
+            if s.status == MegaRunStatus::Completed {
+                (fresh(), false)
+            } else {
+                return Err(MegaError::OtherPlan { existing: s.plan });
+            }
+        }
+        Some(s) => (s, true),
+    };
+    if resumed {
+        reconcile(&mut state, &plan);
+    }
+    state.status = MegaRunStatus::Running;
+    state.pid = Some(std::process::id());
+    state.target_branch = target.clone();
+    state.save(&cascade_dir)?;
+    findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
+
+    let parallel = opts.parallel.max(1);
+    let ctx = Arc::new(Ctx {
+        ports,
+        progress: ProgressLog::new(opts.start_dir.join("progress.txt")),
+        plan_dir: plan
+            .path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| paths.main_root.clone()),
+        cascade_dir: cascade_dir.clone(),
+        paths,
+        target: target.clone(),
+        goal: plan.goal.clone(),
+        specs: plan
+            .features
+            .iter()
+            .map(|f| (f.name.clone(), f.clone()))
+            .collect(),
+        state: Mutex::new(state),
+        sink,
+        cancel: cancel.clone(),
+    });
+    ctx.emit(MegaStep::MegaStarted {
+        plan: plan.path.clone(),
+        target_branch: target.clone(),
+        features: plan.features.len(),
+        batches: plan.batches.len(),
+        parallel,
+        resumed,
+    });
+
+    // A kill between a feature's merge and its cleanup leaves its worktree.
+    let landed: Vec<String> = ctx
+        .snapshot()
+        .features
+        .iter()
+        .filter(|(_, f)| f.status == FeatureStatus::Complete && f.worktree.is_some())
+        .map(|(n, _)| n.clone())
+        .collect();
+    for name in landed {
+        cleanup_feature(&ctx, &name).await;
+    }
+
+    let mut status = None;
+    let mut worked_batches = 0usize;
+    let mut gates_broken: Option<usize> = None;
+    for (bi, batch) in plan.batches.iter().enumerate() {
+        let batch_no = bi + 1;
+        let open: Vec<String> = {
+            let s = ctx.snapshot();
+            batch
+                .iter()
+                .filter(|n| s.feature(n).is_some_and(|f| !f.status.is_final()))
+                .cloned()
+                .collect()
+        };
+        if open.is_empty() {
+            continue;
+        }
+        if worked_batches > 0 && !opts.auto_run {
+            let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, &open));
+            if !go_on {
+                ctx.emit(MegaStep::MegaPaused {
+                    next_batch: batch_no,
+                    reason: "stopped after a batch; run `cascade mega approve` again (or with --auto-run) to continue".into(),
+                });
+                status = Some(MegaRunStatus::Paused);
+                break;
+            }
+        }
+        worked_batches += 1;
+        ctx.emit(MegaStep::FeatureBatchStarted {
+            batch: batch_no,
+            of: plan.batches.len(),
+            features: open.clone(),
+        });
+
+        // Block what cannot run; start the rest in parallel.
+        let mut runnable = Vec::new();
+        for name in &open {
+            if let Some(by) = blocker(&ctx, name, gates_broken) {
+                ctx.update(name, |f| {
+                    f.status = FeatureStatus::Blocked;
+                    f.blocked_by = Some(by.clone());
+                    f.failure = None;
+                });
+                ctx.emit(MegaStep::FeatureBlocked {
+                    feature: name.clone(),
+                    blocked_by: by,
+                });
+            } else {
+                runnable.push(name.clone());
+            }
+        }
+        // `--parallel` bounds features x stories: at most `parallel` features
+        // at once, each with an equal share of story slots.
+        let running = runnable.len().clamp(1, parallel);
+        let share = (parallel / running).max(1);
+        let feature_slots = Arc::new(Semaphore::new(running));
+        let mut tasks = tokio::task::JoinSet::new();
+        for name in &runnable {
+            let ctx = ctx.clone();
+            let name = name.clone();
+            let slots = feature_slots.clone();
+            tasks.spawn(async move {
+                let _slot = slots.acquire_owned().await;
+                let end = run_feature(&ctx, &name, share).await;
+                (name, end)
+            });
+        }
+        let mut ends: HashMap<String, TaskEnd> = HashMap::new();
+        while let Some(joined) = tasks.join_next().await {
+            match joined {
+                Ok((name, end)) => {
+                    ends.insert(name, end);
+                }
+                Err(e) => {
+                    ctx.emit(MegaStep::MegaNotice {
+                        message: format!("a feature task ended abnormally: {e}"),
+                    });
+                }
+            }
+        }
+        for name in &runnable {
+            if !ends.contains_key(name) {
+                ctx.fail(
+                    name,
+                    FailureKind::Error,
+                    "the feature's task ended abnormally (a bug in cascade); its branch and worktree are kept".into(),
+                    vec![],
+                );
+            }
+        }
+        if cancel.is_cancelled() || ends.values().any(|e| matches!(e, TaskEnd::Interrupted)) {
+            status = Some(MegaRunStatus::Interrupted);
+            break;
+        }
+
+        // Merge in batch order, serially.
+        let mut merged_any = false;
+        for name in &runnable {
+            if matches!(ends.get(name), Some(TaskEnd::Ready)) && merge_feature(&ctx, name).await {
+                merged_any = true;
+            }
+        }
+        if merged_any {
+            let verdict = run_target_gates(&ctx, batch_no).await;
+            if verdict == Some(false) {
+                gates_broken = Some(batch_no);
+            }
+        }
+        for name in &runnable {
+            let done = ctx
+                .snapshot()
+                .feature(name)
+                .is_some_and(|f| f.status == FeatureStatus::Complete);
+            if done {
+                cleanup_feature(&ctx, name).await;
+            }
+        }
+        if cancel.is_cancelled() {
+            status = Some(MegaRunStatus::Interrupted);
+            break;
+        }
+    }
+
+    let final_status = status.unwrap_or_else(|| {
+        let s = ctx.snapshot();
+        let all_done = s
+            .features
+            .values()
+            .all(|f| f.status == FeatureStatus::Complete);
+        if all_done && gates_broken.is_none() {
+            MegaRunStatus::Completed
+        } else {
+            MegaRunStatus::Failed
+        }
+    });
+    let state = {
+        let mut s = ctx.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.status = final_status;
+        s.save(&ctx.cascade_dir)?;
+        s.clone()
+    };
+    ctx.emit(MegaStep::MegaFinished {
+        status: final_status,
+        features: state.counts(),
+        duration_ms: started.elapsed().as_millis() as u64,
+    });
+    drop(lock);
+    Ok(MegaSummary {
+        status: final_status,
+        state,
+    })
+}
+
+/// The progress.txt line of a feature step (Plan Cascade's format, with
+/// `feature <name>` in place of a story id).
+fn progress_line(step: &MegaStep) -> Option<String> {
+    let first = |t: &str| t.lines().next().unwrap_or("").trim().to_string();
+    Some(match step {
+        MegaStep::FeatureStarted {
+            feature, branch, ..
+        } => format!("feature {feature}: [START] on {branch}"),
+        MegaStep::PrdReady {
+            feature, stories, ..
+        } => format!("feature {feature}: [PRD] {stories} stories"),
+        MegaStep::PrdInvalid {
+            feature,
+            attempt,
+            problems,
+        } => format!(
+            "feature {feature}: [PRD INVALID] attempt {attempt}: {}",
+            problems.first().map(|p| first(p)).unwrap_or_default()
+        ),
+        MegaStep::FeatureMerged {
+            feature,
+            target_branch,
+            ..
+        } => format!("feature {feature}: [COMPLETE] merged into {target_branch}"),
+        MegaStep::FeatureFailed {
+            feature,
+            kind,
+            error,
+            ..
+        } => {
+            format!(
+                "feature {feature}: [FAILED] {}: {}",
+                kind.as_str(),
+                first(error)
+            )
+        }
+        MegaStep::FeatureBlocked {
+            feature,
+            blocked_by,
+        } => format!("feature {feature}: [BLOCKED] by {blocked_by}"),
+        _ => return None,
+    })
+}
+
+/// Brings a resumed state in line with the plan: new features pending,
+/// failed and blocked features retried, batches as the plan says now.
+fn reconcile(state: &mut MegaState, plan: &PlanInput) {
+    state.batches = plan.batches.clone();
+    state.goal = plan.goal.clone();
+    let mut features = std::collections::BTreeMap::new();
+    for (i, batch) in plan.batches.iter().enumerate() {
+        for name in batch {
+            let mut f = state.features.remove(name).unwrap_or_else(|| {
+                super::state::FeatureState::pending(i + 1, super::state::feature_branch(name))
+            });
+            f.batch = i + 1;
+            if matches!(f.status, FeatureStatus::Failed | FeatureStatus::Blocked) {
+                // Retried on resume; a failed feature keeps its branch and
+                // worktree, so it continues where it stopped.
+                f.status = if f.worktree.is_some() {
+                    FeatureStatus::Running
+                } else {
+                    FeatureStatus::Pending
+                };
+                f.failure = None;
+                f.blocked_by = None;
+                f.finished_at = None;
+            }
+            features.insert(name.clone(), f);
+        }
+    }
+    state.features = features;
+}
+
+/// Why `name` cannot run: the first dependency that did not land.
+fn blocker<P: MegaPorts>(ctx: &Ctx<P>, name: &str, gates_broken: Option<usize>) -> Option<String> {
+    let s = ctx.snapshot();
+    let spec = ctx.specs.get(name)?;
+    for dep in &spec.dependencies {
+        if s.feature(dep)
+            .map_or(true, |f| f.status != FeatureStatus::Complete)
+        {
+            return Some(dep.clone());
+        }
+    }
+    gates_broken.map(|b| format!("the gates failing on the target branch after batch {b}"))
+}
+
+/// The branch checked out in the main worktree.
+fn current_branch(paths: &RepoPaths) -> Result<String, MegaError> {
+    let repo = cascade_git::RepoPaths::discover(&paths.main_root)
+        .and_then(|p| p.open())
+        .map_err(|e| MegaError::Git(e.to_string()))?;
+    let head = repo.head().map_err(|e| {
+        MegaError::Git(format!(
+            "cannot read HEAD of '{}': {} (commit something first, or set `target_branch` in the mega-plan)",
+            paths.main_root.display(),
+            e.message()
+        ))
+    })?;
+    if !head.is_branch() {
+        return Err(MegaError::Git(format!(
+            "'{}' has a detached HEAD; check out a branch or set `target_branch` in the mega-plan",
+            paths.main_root.display()
+        )));
+    }
+    head.shorthand()
+        .map(str::to_string)
+        .ok_or_else(|| MegaError::Git("the current branch name is not UTF-8".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn feature_names() {
+        assert!(valid_feature_name("auth"));
+        assert!(valid_feature_name("api-v2"));
+        assert!(valid_feature_name("2fa"));
+        assert!(!valid_feature_name("Auth"));
+        assert!(!valid_feature_name("-x"));
+        assert!(!valid_feature_name("a/b"));
+        assert!(!valid_feature_name(""));
+        assert!(!valid_feature_name("a..b"));
+    }
+}

@@ -1,0 +1,487 @@
+//! The mega run's state file, `.cascade/mega-state.json`.
+//!
+//! One file describes one mega-plan run: which features exist, in which batch,
+//! where their worktree and branch are, how far their stories got and why a
+//! feature failed. It is rewritten atomically (temp file in the same directory,
+//! fsync, rename) after every transition, so a `kill -9` at any moment leaves
+//! either the previous or the next version, never half a file; `mega approve`
+//! resumes from it and `mega status` reads it without taking the run lock.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::MegaError;
+
+/// Version of the state file's schema; bumped on incompatible changes.
+pub const MEGA_STATE_SCHEMA: u32 = 1;
+/// File name of the mega state under `.cascade/`.
+pub const MEGA_STATE_FILE: &str = "mega-state.json";
+
+/// Where a feature is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeatureStatus {
+    /// Not started (its batch has not come yet).
+    Pending,
+    /// The PRD agent is writing (or fixing) the feature's PRD.
+    GeneratingPrd,
+    /// The engine is running the feature's stories in its worktree.
+    Running,
+    /// The feature branch is being merged into the target branch.
+    Merging,
+    /// Merged into the target branch.
+    Complete,
+    /// Failed for good (see `failure`); its branch and worktree are kept.
+    Failed,
+    /// Not run because a feature it depends on failed or was blocked.
+    Blocked,
+}
+
+impl FeatureStatus {
+    /// The status as written in the state file and in `mega status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FeatureStatus::Pending => "pending",
+            FeatureStatus::GeneratingPrd => "generating_prd",
+            FeatureStatus::Running => "running",
+            FeatureStatus::Merging => "merging",
+            FeatureStatus::Complete => "complete",
+            FeatureStatus::Failed => "failed",
+            FeatureStatus::Blocked => "blocked",
+        }
+    }
+
+    /// Whether nothing more will happen to the feature in this run.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            FeatureStatus::Complete | FeatureStatus::Failed | FeatureStatus::Blocked
+        )
+    }
+}
+
+impl std::fmt::Display for FeatureStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a feature failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// No valid PRD: the PRD agent failed or wrote an invalid PRD too often,
+    /// or an existing PRD is invalid.
+    PrdInvalid,
+    /// Some of the feature's stories failed or were blocked.
+    StoriesFailed,
+    /// Merging the feature branch into the target branch conflicted.
+    MergeConflict,
+    /// The gates failed on the target branch after the feature was merged.
+    TargetGates,
+    /// cascade itself could not run the feature (git, disk, agents config).
+    Error,
+    /// A feature it depends on did not complete.
+    Blocked,
+}
+
+impl FailureKind {
+    /// The kind as written in the state file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::PrdInvalid => "prd_invalid",
+            FailureKind::StoriesFailed => "stories_failed",
+            FailureKind::MergeConflict => "merge_conflict",
+            FailureKind::TargetGates => "target_gates",
+            FailureKind::Error => "error",
+            FailureKind::Blocked => "blocked",
+        }
+    }
+}
+
+/// What went wrong with a feature, for the state file and the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureFailure {
+    pub kind: FailureKind,
+    /// One human sentence (or several lines for validation errors).
+    pub message: String,
+    /// Conflicting files of a merge conflict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflict_files: Vec<String>,
+}
+
+/// Stories of a feature's PRD: how many there are and how many are merged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoryCounts {
+    pub done: usize,
+    pub total: usize,
+    #[serde(default)]
+    pub failed: usize,
+    #[serde(default)]
+    pub blocked: usize,
+}
+
+/// Where a feature's PRD came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrdSource {
+    /// `prd.json` already present in the feature worktree (on the branch).
+    Worktree,
+    /// `features/<name>/prd.json` next to the mega-plan.
+    PlanFolder,
+    /// Written by the PRD agent.
+    Generated,
+}
+
+/// Everything the run knows about one feature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureState {
+    pub status: FeatureStatus,
+    /// 1-based index of the feature's batch.
+    pub batch: usize,
+    /// `cascade/<name>`.
+    pub branch: String,
+    /// The feature worktree, once created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
+    /// The PRD the engine runs, once known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prd_source: Option<PrdSource>,
+    /// Calls of the PRD agent made for this feature.
+    #[serde(default)]
+    pub prd_attempts: u32,
+    #[serde(default)]
+    pub stories: StoryCounts,
+    /// The merge commit on the target branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge_commit: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<FeatureFailure>,
+    /// For a blocked feature: the dependency that failed or was blocked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocked_by: Option<String>,
+    /// Where the feature's `findings.md` was kept after its worktree was removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+}
+
+impl FeatureState {
+    /// A pending feature of batch `batch` on branch `branch`.
+    pub fn pending(batch: usize, branch: String) -> Self {
+        FeatureState {
+            status: FeatureStatus::Pending,
+            batch,
+            branch,
+            worktree: None,
+            prd: None,
+            prd_source: None,
+            prd_attempts: 0,
+            stories: StoryCounts::default(),
+            merge_commit: None,
+            failure: None,
+            blocked_by: None,
+            findings: None,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
+/// The state of the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MegaRunStatus {
+    Running,
+    /// Every feature complete, the target gates passed.
+    Completed,
+    /// Finished with failed or blocked features.
+    Failed,
+    /// Stopped by Ctrl-C; `mega approve` (or `mega resume`) continues.
+    Interrupted,
+    /// Stopped after a batch because `--auto-run` was not given.
+    Paused,
+    /// `mega complete` cleaned up after a finished run.
+    Closed,
+}
+
+impl MegaRunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MegaRunStatus::Running => "running",
+            MegaRunStatus::Completed => "completed",
+            MegaRunStatus::Failed => "failed",
+            MegaRunStatus::Interrupted => "interrupted",
+            MegaRunStatus::Paused => "paused",
+            MegaRunStatus::Closed => "closed",
+        }
+    }
+}
+
+impl std::fmt::Display for MegaRunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Result of re-running the gates on the target branch after a batch merged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetGatesRecord {
+    pub batch: usize,
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
+}
+
+/// `.cascade/mega-state.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MegaState {
+    pub schema_version: u32,
+    /// The mega-plan (absolute path).
+    pub plan: PathBuf,
+    #[serde(default)]
+    pub goal: String,
+    pub target_branch: String,
+    pub status: MegaRunStatus,
+    /// Feature names per batch, in run order.
+    pub batches: Vec<Vec<String>>,
+    /// Features by name, in plan order.
+    pub features: BTreeMap<String, FeatureState>,
+    /// Gate results on the target branch, one per merged batch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub target_gates: Vec<TargetGatesRecord>,
+    /// pid of the process running the plan (informational; the lock decides).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    pub started_at: String,
+    pub updated_at: String,
+}
+
+impl MegaState {
+    /// A fresh state with every feature pending.
+    pub fn new(
+        plan: PathBuf,
+        goal: String,
+        target_branch: String,
+        batches: Vec<Vec<String>>,
+    ) -> Self {
+        let mut features = BTreeMap::new();
+        for (i, batch) in batches.iter().enumerate() {
+            for name in batch {
+                features.insert(
+                    name.clone(),
+                    FeatureState::pending(i + 1, feature_branch(name)),
+                );
+            }
+        }
+        let now = now();
+        MegaState {
+            schema_version: MEGA_STATE_SCHEMA,
+            plan,
+            goal,
+            target_branch,
+            status: MegaRunStatus::Running,
+            batches,
+            features,
+            target_gates: Vec::new(),
+            pid: Some(std::process::id()),
+            started_at: now.clone(),
+            updated_at: now,
+        }
+    }
+
+    /// `<cascade dir>/mega-state.json`.
+    pub fn path(cascade_dir: &Path) -> PathBuf {
+        cascade_dir.join(MEGA_STATE_FILE)
+    }
+
+    /// Reads the state, `Ok(None)` when there is none.
+    pub fn load(cascade_dir: &Path) -> Result<Option<MegaState>, MegaError> {
+        let path = Self::path(cascade_dir);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(MegaError::io("read", &path, e)),
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| MegaError::StateCorrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        let version = value
+            .get("schema_version")
+            .and_then(|v| v.as_u64())
+            .unwrap_or(0);
+        if version != u64::from(MEGA_STATE_SCHEMA) {
+            return Err(MegaError::StateVersion {
+                path,
+                found: version,
+                expected: MEGA_STATE_SCHEMA,
+            });
+        }
+        serde_json::from_value(value)
+            .map(Some)
+            .map_err(|e| MegaError::StateCorrupt {
+                path,
+                message: e.to_string(),
+            })
+    }
+
+    /// Writes the state atomically, stamping `updated_at`.
+    pub fn save(&mut self, cascade_dir: &Path) -> Result<(), MegaError> {
+        self.updated_at = now();
+        let text = serde_json::to_string_pretty(self).map_err(|e| MegaError::StateCorrupt {
+            path: Self::path(cascade_dir),
+            message: e.to_string(),
+        })?;
+        write_atomic(&Self::path(cascade_dir), text.as_bytes())
+    }
+
+    /// The feature's state (every planned feature has one).
+    pub fn feature(&self, name: &str) -> Option<&FeatureState> {
+        self.features.get(name)
+    }
+
+    /// Mutable state of a feature.
+    pub fn feature_mut(&mut self, name: &str) -> Option<&mut FeatureState> {
+        self.features.get_mut(name)
+    }
+
+    /// Feature names in batch order.
+    pub fn ordered_features(&self) -> impl Iterator<Item = (&String, &FeatureState)> {
+        self.batches
+            .iter()
+            .flatten()
+            .filter_map(|n| self.features.get_key_value(n))
+    }
+
+    /// How many features are in each status, in a fixed order.
+    pub fn counts(&self) -> FeatureCounts {
+        let mut c = FeatureCounts::default();
+        for f in self.features.values() {
+            match f.status {
+                FeatureStatus::Complete => c.complete += 1,
+                FeatureStatus::Failed => c.failed += 1,
+                FeatureStatus::Blocked => c.blocked += 1,
+                FeatureStatus::Pending => c.pending += 1,
+                FeatureStatus::GeneratingPrd | FeatureStatus::Running | FeatureStatus::Merging => {
+                    c.running += 1
+                }
+            }
+        }
+        c
+    }
+}
+
+/// Features per status (`mega status`, `mega_finished`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FeatureCounts {
+    pub complete: usize,
+    pub failed: usize,
+    pub blocked: usize,
+    pub running: usize,
+    pub pending: usize,
+}
+
+/// `cascade/<feature-name>`: the branch of a feature.
+pub fn feature_branch(name: &str) -> String {
+    format!("cascade/{name}")
+}
+
+/// The current time as RFC 3339 (UTC, seconds).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// Writes `bytes` to `path` through a temp file in the same directory, fsync
+/// and rename, so readers see the old or the new content, never a mix.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MegaError> {
+    let dir = path.parent().unwrap_or_else(|| Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| MegaError::io("create directory", dir, e))?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".to_string());
+    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
+    let mut f = std::fs::File::create(&tmp).map_err(|e| MegaError::io("create", &tmp, e))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .map_err(|e| MegaError::io("write", &tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, path).map_err(|e| MegaError::io("rename", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> MegaState {
+        MegaState::new(
+            PathBuf::from("/tmp/mega-plan.json"),
+            "goal".into(),
+            "main".into(),
+            vec![vec!["auth".into()], vec!["api".into(), "ui".into()]],
+        )
+    }
+
+    #[test]
+    fn round_trips_and_is_versioned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut s = sample();
+        s.feature_mut("api").unwrap().status = FeatureStatus::Failed;
+        s.feature_mut("api").unwrap().failure = Some(FeatureFailure {
+            kind: FailureKind::MergeConflict,
+            message: "conflict in a.txt".into(),
+            conflict_files: vec!["a.txt".into()],
+        });
+        s.save(tmp.path()).unwrap();
+        let back = MegaState::load(tmp.path()).unwrap().unwrap();
+        assert_eq!(back, s);
+        let text = std::fs::read_to_string(MegaState::path(tmp.path())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["features"]["api"]["status"], "failed");
+        assert_eq!(v["features"]["api"]["failure"]["kind"], "merge_conflict");
+        assert_eq!(v["features"]["auth"]["branch"], "cascade/auth");
+        assert_eq!(v["features"]["ui"]["batch"], 2);
+        // No temp file left beside it.
+        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn missing_state_is_none_and_wrong_version_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        assert!(MegaState::load(tmp.path()).unwrap().is_none());
+        std::fs::write(
+            MegaState::path(tmp.path()),
+            r#"{"schema_version": 99, "features": {}}"#,
+        )
+        .unwrap();
+        let err = MegaState::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("schema version 99"), "{err}");
+        std::fs::write(MegaState::path(tmp.path()), "{not json").unwrap();
+        let err = MegaState::load(tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("mega-state.json"), "{err}");
+    }
+
+    #[test]
+    fn counts_and_order() {
+        let mut s = sample();
+        s.feature_mut("auth").unwrap().status = FeatureStatus::Complete;
+        s.feature_mut("ui").unwrap().status = FeatureStatus::Blocked;
+        s.feature_mut("api").unwrap().status = FeatureStatus::Running;
+        let c = s.counts();
+        assert_eq!((c.complete, c.blocked, c.running, c.pending), (1, 1, 1, 0));
+        let order: Vec<_> = s.ordered_features().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(order, ["auth", "api", "ui"]);
+    }
+}

@@ -1,0 +1,174 @@
+//! `progress.txt`: Plan Cascade's human-readable run log, one line per step.
+//!
+//! ```text
+//! [2026-01-28 10:30:00] story-001: [START] via codex (pid:12345)
+//! [2026-01-28 10:35:00] story-001: [COMPLETE] via codex
+//! [2026-01-28 10:35:00] story-002: [FAILED] via aider: quality gate 'tests' failed
+//! [2026-01-28 10:35:01] story-002: [RETRY] -> claude-code (attempt 2/3)
+//! [2026-01-28 10:30:00] story-004: [FALLBACK] aider -> claude-code: CLI 'aider' not found
+//! ```
+//!
+//! Local time. Each line is appended with one `write` on a file opened with
+//! `O_APPEND`, so lines from parallel stories never interleave. Writing is
+//! best-effort: a full disk must not fail a run.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::events::Event;
+
+/// Appends progress lines to a file.
+#[derive(Debug, Clone)]
+pub struct ProgressLog {
+    path: PathBuf,
+}
+
+impl ProgressLog {
+    pub fn new(path: impl Into<PathBuf>) -> ProgressLog {
+        ProgressLog { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The line an event becomes, if it becomes one (without timestamp).
+    pub fn format(event: &Event) -> Option<String> {
+        let line = match event {
+            Event::AgentFallback {
+                story,
+                from,
+                to,
+                why,
+                ..
+            } => format!("{story}: [FALLBACK] {from} -> {to}: {why}"),
+            Event::StoryStarted {
+                story, agent, pid, ..
+            } => format!("{story}: [START] via {agent} (pid:{pid})"),
+            Event::StoryMerged { story, agent, .. } => {
+                format!("{story}: [COMPLETE] via {agent}")
+            }
+            Event::AttemptFailed {
+                story,
+                agent,
+                error,
+                ..
+            } => format!("{story}: [FAILED] via {agent}: {}", one_line(error)),
+            Event::RetryScheduled {
+                story,
+                agent,
+                attempt,
+                max_attempts,
+                ..
+            } => format!("{story}: [RETRY] -> {agent} (attempt {attempt}/{max_attempts})"),
+            Event::StoryBlocked { story, blocked_by } => {
+                format!("{story}: [BLOCKED] by {}", blocked_by.join(", "))
+            }
+            Event::StorySkipped { story, reason } => {
+                format!("{story}: [SKIPPED] {}", one_line(reason))
+            }
+            _ => return None,
+        };
+        Some(line)
+    }
+
+    /// Appends the event's line, if it has one.
+    pub fn record(&self, event: &Event) {
+        if let Some(line) = Self::format(event) {
+            self.append(&line);
+        }
+    }
+
+    /// Appends `[local time] text`.
+    pub fn append(&self, text: &str) {
+        let stamp = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
+        let line = format!("[{stamp}] {text}\n");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path);
+        if let Ok(mut f) = file {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
+/// The first line of a message, trimmed (a progress line is one line).
+fn one_line(text: &str) -> String {
+    let first = text.lines().next().unwrap_or("").trim();
+    if text.lines().nth(1).is_some() {
+        format!("{first} ...")
+    } else {
+        first.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::retry::FailureKind;
+
+    #[test]
+    fn lines_match_plan_cascade_format() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = ProgressLog::new(tmp.path().join("progress.txt"));
+        log.record(&Event::AgentFallback {
+            story: "story-004".into(),
+            from: "aider".into(),
+            to: "claude-code".into(),
+            why: "CLI 'aider' not found".into(),
+        });
+        log.record(&Event::StoryStarted {
+            story: "story-001".into(),
+            title: "t".into(),
+            agent: "codex".into(),
+            attempt: 1,
+            max_attempts: 3,
+            phase: "implementation".into(),
+            fallbacks: vec![],
+            pid: 12345,
+            branch: "b".into(),
+            worktree: "w".into(),
+        });
+        log.record(&Event::AttemptFailed {
+            story: "story-002".into(),
+            agent: "aider".into(),
+            attempt: 1,
+            error_type: FailureKind::QualityGate,
+            error: "quality gate 'tests' failed\nmore".into(),
+        });
+        log.record(&Event::RetryScheduled {
+            story: "story-002".into(),
+            attempt: 2,
+            max_attempts: 3,
+            agent: "claude-code".into(),
+            error_type: FailureKind::QualityGate,
+            delay_ms: 0,
+        });
+        log.record(&Event::Notice {
+            message: "nothing".into(),
+        });
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 4);
+        let strip = |l: &str| {
+            assert!(l.starts_with('['), "{l}");
+            assert_eq!(&l[5..6], "-");
+            assert_eq!(&l[20..22], "] ");
+            l[22..].to_string()
+        };
+        assert_eq!(
+            strip(lines[0]),
+            "story-004: [FALLBACK] aider -> claude-code: CLI 'aider' not found"
+        );
+        assert_eq!(strip(lines[1]), "story-001: [START] via codex (pid:12345)");
+        assert_eq!(
+            strip(lines[2]),
+            "story-002: [FAILED] via aider: quality gate 'tests' failed ..."
+        );
+        assert_eq!(
+            strip(lines[3]),
+            "story-002: [RETRY] -> claude-code (attempt 2/3)"
+        );
+    }
+}

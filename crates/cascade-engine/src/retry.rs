@@ -1,0 +1,207 @@
+//! The retry manager: failure classification, backoff, and whether to try again.
+//!
+//! Every failed attempt is classified ([`FailureKind`]) so the reports and
+//! the retry prompt can say what went wrong. The delay before attempt `n + 1`
+//! is exponential in `n` from a base (`--retry-delay`; 0 retries at once),
+//! capped, with a little jitter so parallel retries do not start in lockstep.
+//! Which agent runs the retry is the resolver's job (the retry phase).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Why an attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The agent ran past its timeout and was killed.
+    Timeout,
+    /// The agent exited with a non-zero code.
+    ExitCode,
+    /// A required quality gate failed.
+    QualityGate,
+    /// Merging the story branch into the target branch conflicted.
+    MergeConflict,
+    /// The agent was killed by a signal or could not be run properly.
+    ProcessCrash,
+    /// No agent command could be found or started.
+    AgentUnavailable,
+    /// The agent exited 0 but changed nothing.
+    NoChanges,
+    /// A git or setup step of cascade itself failed (worktree, commit, setup command).
+    Setup,
+}
+
+impl FailureKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Timeout => "timeout",
+            FailureKind::ExitCode => "exit_code",
+            FailureKind::QualityGate => "quality_gate",
+            FailureKind::MergeConflict => "merge_conflict",
+            FailureKind::ProcessCrash => "process_crash",
+            FailureKind::AgentUnavailable => "agent_unavailable",
+            FailureKind::NoChanges => "no_changes",
+            FailureKind::Setup => "setup",
+        }
+    }
+
+    /// Whether another attempt can help. A missing agent stays missing.
+    pub fn retryable(self) -> bool {
+        !matches!(self, FailureKind::AgentUnavailable)
+    }
+}
+
+impl std::fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Classifies a finished agent process that did not succeed.
+pub fn classify_agent_exit(
+    timed_out: bool,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+) -> FailureKind {
+    if timed_out {
+        FailureKind::Timeout
+    } else if exit_code.is_some() {
+        FailureKind::ExitCode
+    } else {
+        let _ = signal;
+        FailureKind::ProcessCrash
+    }
+}
+
+/// Retry limits and backoff.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// Delay before the first retry; doubled for each further one.
+    pub base_delay: Duration,
+    /// Upper bound of the delay.
+    pub max_delay: Duration,
+    /// Fraction of the delay added or removed at random (0.1 = +-10%).
+    pub jitter: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_retries: 3,
+            base_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(60),
+            jitter: 0.1,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Total attempts allowed.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_retries.saturating_add(1)
+    }
+
+    /// Whether attempt `attempt` (1-based) that failed with `kind` gets another try.
+    pub fn should_retry(&self, attempt: u32, kind: FailureKind) -> bool {
+        kind.retryable() && attempt < self.max_attempts()
+    }
+
+    /// The delay before the attempt after `failed_attempt` (1-based).
+    pub fn delay(&self, failed_attempt: u32) -> Duration {
+        self.delay_with(failed_attempt, random_unit())
+    }
+
+    /// [`delay`](Self::delay) with the random draw `unit` in `[0, 1)` given (for tests).
+    pub fn delay_with(&self, failed_attempt: u32, unit: f64) -> Duration {
+        if self.base_delay.is_zero() {
+            return Duration::ZERO;
+        }
+        let exp = failed_attempt.saturating_sub(1).min(30);
+        let raw = self.base_delay.as_secs_f64() * f64::from(1u32 << exp);
+        let capped = raw.min(self.max_delay.as_secs_f64());
+        let jitter = self.jitter.clamp(0.0, 1.0);
+        let factor = 1.0 + jitter * (2.0 * unit.clamp(0.0, 1.0) - 1.0);
+        Duration::from_secs_f64((capped * factor).max(0.0))
+    }
+}
+
+/// A draw in `[0, 1)` from the standard library's per-process random keys
+/// (good enough for jitter; no dependency).
+fn random_unit() -> f64 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_base_retries_at_once() {
+        let p = RetryPolicy {
+            base_delay: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(p.delay(1), Duration::ZERO);
+        assert_eq!(p.delay(5), Duration::ZERO);
+    }
+
+    #[test]
+    fn exponential_capped_with_bounded_jitter() {
+        let p = RetryPolicy {
+            max_retries: 10,
+            base_delay: Duration::from_secs(2),
+            max_delay: Duration::from_secs(10),
+            jitter: 0.1,
+        };
+        assert_eq!(p.delay_with(1, 0.5), Duration::from_secs(2));
+        assert_eq!(p.delay_with(2, 0.5), Duration::from_secs(4));
+        assert_eq!(p.delay_with(3, 0.5), Duration::from_secs(8));
+        assert_eq!(p.delay_with(4, 0.5), Duration::from_secs(10));
+        assert_eq!(p.delay_with(40, 0.5), Duration::from_secs(10));
+        for _ in 0..100 {
+            let d = p.delay(2).as_secs_f64();
+            assert!((3.6..=4.4).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn attempts_and_retryability() {
+        let p = RetryPolicy {
+            max_retries: 2,
+            ..Default::default()
+        };
+        assert_eq!(p.max_attempts(), 3);
+        assert!(p.should_retry(1, FailureKind::QualityGate));
+        assert!(p.should_retry(2, FailureKind::Timeout));
+        assert!(!p.should_retry(3, FailureKind::Timeout));
+        assert!(!p.should_retry(1, FailureKind::AgentUnavailable));
+        assert_eq!(
+            classify_agent_exit(true, None, Some(15)),
+            FailureKind::Timeout
+        );
+        assert_eq!(
+            classify_agent_exit(false, Some(3), None),
+            FailureKind::ExitCode
+        );
+        assert_eq!(
+            classify_agent_exit(false, None, Some(9)),
+            FailureKind::ProcessCrash
+        );
+        assert_eq!(
+            serde_json::to_string(&FailureKind::NoChanges).unwrap(),
+            "\"no_changes\""
+        );
+    }
+}

@@ -1,0 +1,575 @@
+//! The scheduler: hands out ready stories, takes back results.
+//!
+//! Like turborepo's walker it knows nothing about the work: it sees nodes
+//! (indices) with dependencies, a priority, a file position and the length of
+//! the longest chain still hanging off them, and answers "what may start
+//! now?". Two disciplines:
+//!
+//! - [`Discipline::Batch`]: Kahn layers of the remaining work; layer `k + 1`
+//!   starts only when every node of layer `k` is finished (done, failed or
+//!   blocked). Inside a layer: priority, then file order.
+//! - [`Discipline::Eager`]: a node starts as soon as all its dependencies are
+//!   done; among ready nodes the longest remaining critical path first, then
+//!   priority, then file order.
+//!
+//! Both never run more than `parallel` nodes at once. A failed node blocks its
+//! dependents transitively; the rest goes on, unless `fail_fast`, which stops
+//! handing out anything new. A layer limit (`set_layer_limit`) holds back
+//! nodes of later layers: that is how "one batch, then ask" and
+//! `--max-iterations` are expressed in both disciplines.
+
+/// How ready nodes are released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discipline {
+    Batch,
+    Eager,
+}
+
+/// A node as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// Indices of the nodes this one waits for.
+    pub deps: Vec<usize>,
+    /// 0 = high, 1 = medium, 2 = low.
+    pub priority: u8,
+    /// Position in the plan file (ties).
+    pub file_index: usize,
+    /// Longest chain (weighted) from this node to any sink, itself included.
+    pub remaining_path: u64,
+    /// Already complete before the run: never handed out, counts as done.
+    pub done: bool,
+}
+
+/// Where a node stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    Waiting,
+    Running,
+    Done,
+    Failed,
+    Blocked,
+}
+
+impl NodeState {
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            NodeState::Done | NodeState::Failed | NodeState::Blocked
+        )
+    }
+}
+
+/// Hands out nodes whose dependencies are done.
+#[derive(Debug, Clone)]
+pub struct Scheduler {
+    nodes: Vec<NodeSpec>,
+    dependents: Vec<Vec<usize>>,
+    state: Vec<NodeState>,
+    layer: Vec<usize>,
+    layers: Vec<Vec<usize>>,
+    discipline: Discipline,
+    parallel: usize,
+    fail_fast: bool,
+    stopped: bool,
+    running: usize,
+    layer_limit: usize,
+}
+
+impl Scheduler {
+    /// A scheduler over `nodes`. Dependencies must form a DAG (the plan was
+    /// validated); out-of-range dependency indices are ignored.
+    pub fn new(
+        nodes: Vec<NodeSpec>,
+        discipline: Discipline,
+        parallel: usize,
+        fail_fast: bool,
+    ) -> Scheduler {
+        let n = nodes.len();
+        let mut dependents = vec![Vec::new(); n];
+        for (i, node) in nodes.iter().enumerate() {
+            for &d in &node.deps {
+                if d < n && d != i {
+                    dependents[d].push(i);
+                }
+            }
+        }
+        let state: Vec<NodeState> = nodes
+            .iter()
+            .map(|n| {
+                if n.done {
+                    NodeState::Done
+                } else {
+                    NodeState::Waiting
+                }
+            })
+            .collect();
+        let layer = compute_layers(&nodes);
+        let mut layers: Vec<Vec<usize>> = Vec::new();
+        for i in 0..n {
+            if state[i] == NodeState::Done {
+                continue;
+            }
+            let l = layer[i];
+            if layers.len() <= l {
+                layers.resize(l + 1, Vec::new());
+            }
+            layers[l].push(i);
+        }
+        for members in &mut layers {
+            members.sort_by_key(|&i| (nodes[i].priority, nodes[i].file_index, i));
+        }
+        Scheduler {
+            nodes,
+            dependents,
+            state,
+            layer,
+            layers,
+            discipline,
+            parallel: parallel.max(1),
+            fail_fast,
+            stopped: false,
+            running: 0,
+            layer_limit: usize::MAX,
+        }
+    }
+
+    /// Only nodes of layers `< limit` are handed out until the limit is raised.
+    pub fn set_layer_limit(&mut self, limit: usize) {
+        self.layer_limit = limit;
+    }
+
+    pub fn layer_limit(&self) -> usize {
+        self.layer_limit
+    }
+
+    /// Stops handing out nodes (Ctrl-C, fail-fast).
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// The next node to start, if one may start now.
+    pub fn next_ready(&mut self) -> Option<usize> {
+        if self.stopped || self.running >= self.parallel {
+            return None;
+        }
+        let pick = match self.discipline {
+            Discipline::Batch => self.next_batch(),
+            Discipline::Eager => self.next_eager(),
+        }?;
+        self.state[pick] = NodeState::Running;
+        self.running += 1;
+        Some(pick)
+    }
+
+    fn deps_done(&self, i: usize) -> bool {
+        self.nodes[i]
+            .deps
+            .iter()
+            .all(|&d| d >= self.nodes.len() || d == i || self.state[d] == NodeState::Done)
+    }
+
+    fn next_batch(&self) -> Option<usize> {
+        // The current batch is the first layer with an unfinished node.
+        let current = self
+            .layers
+            .iter()
+            .position(|m| m.iter().any(|&i| !self.state[i].is_terminal()))?;
+        if current >= self.layer_limit {
+            return None;
+        }
+        self.layers[current]
+            .iter()
+            .copied()
+            .find(|&i| self.state[i] == NodeState::Waiting && self.deps_done(i))
+    }
+
+    fn next_eager(&self) -> Option<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| {
+                self.state[i] == NodeState::Waiting
+                    && self.layer[i] < self.layer_limit
+                    && self.deps_done(i)
+            })
+            .min_by_key(|&i| {
+                let n = &self.nodes[i];
+                (
+                    std::cmp::Reverse(n.remaining_path),
+                    n.priority,
+                    n.file_index,
+                    i,
+                )
+            })
+    }
+
+    /// A handed-out node finished successfully.
+    pub fn complete(&mut self, i: usize) {
+        if self.state[i] == NodeState::Running {
+            self.running -= 1;
+        }
+        self.state[i] = NodeState::Done;
+    }
+
+    /// A handed-out node failed for good. Returns the nodes newly blocked by
+    /// it (transitively), in index order.
+    pub fn fail(&mut self, i: usize) -> Vec<usize> {
+        if self.state[i] == NodeState::Running {
+            self.running -= 1;
+        }
+        self.state[i] = NodeState::Failed;
+        if self.fail_fast {
+            self.stopped = true;
+        }
+        let mut blocked = Vec::new();
+        let mut stack = vec![i];
+        while let Some(n) = stack.pop() {
+            for &d in &self.dependents[n] {
+                if self.state[d] == NodeState::Waiting {
+                    self.state[d] = NodeState::Blocked;
+                    blocked.push(d);
+                    stack.push(d);
+                }
+            }
+        }
+        blocked.sort_unstable();
+        blocked
+    }
+
+    /// A handed-out node goes back to waiting (interrupted; it will not be
+    /// handed out again in this run once stopped).
+    pub fn release(&mut self, i: usize) {
+        if self.state[i] == NodeState::Running {
+            self.running -= 1;
+            self.state[i] = NodeState::Waiting;
+        }
+    }
+
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    pub fn state(&self, i: usize) -> NodeState {
+        self.state[i]
+    }
+
+    /// The Kahn layer (0-based batch) of a node among the remaining work.
+    pub fn layer_of(&self, i: usize) -> usize {
+        self.layer[i]
+    }
+
+    /// The remaining work's batches, each in start order.
+    pub fn layers(&self) -> &[Vec<usize>] {
+        &self.layers
+    }
+
+    /// Whether every node of layer `k` is finished.
+    pub fn layer_finished(&self, k: usize) -> bool {
+        self.layers
+            .get(k)
+            .map_or(true, |m| m.iter().all(|&i| self.state[i].is_terminal()))
+    }
+
+    /// Waiting nodes held back only by the layer limit (work left for a later
+    /// confirmation or iteration).
+    pub fn held_back(&self) -> usize {
+        (0..self.nodes.len())
+            .filter(|&i| self.state[i] == NodeState::Waiting && self.layer[i] >= self.layer_limit)
+            .count()
+    }
+
+    /// Nothing runs and nothing can be handed out now.
+    pub fn idle(&self) -> bool {
+        self.running == 0 && self.clone().next_ready().is_none()
+    }
+
+    /// Nodes still waiting (not run, not blocked).
+    pub fn waiting(&self) -> usize {
+        self.state
+            .iter()
+            .filter(|s| **s == NodeState::Waiting)
+            .count()
+    }
+}
+
+/// Layer = 0 for nodes with no unfinished dependency, else one more than the
+/// deepest unfinished dependency. Done nodes get layer 0 and do not count.
+fn compute_layers(nodes: &[NodeSpec]) -> Vec<usize> {
+    let n = nodes.len();
+    let mut layer: Vec<Option<usize>> = vec![None; n];
+    // Iterative DFS so deep chains cannot overflow the stack.
+    for start in 0..n {
+        if layer[start].is_some() {
+            continue;
+        }
+        let mut stack = vec![(start, false)];
+        let mut on_stack = vec![false; n];
+        while let Some((i, expanded)) = stack.pop() {
+            if layer[i].is_some() {
+                continue;
+            }
+            if nodes[i].done {
+                layer[i] = Some(0);
+                continue;
+            }
+            if expanded {
+                let l = nodes[i]
+                    .deps
+                    .iter()
+                    .filter(|&&d| d < n && d != i && !nodes[d].done)
+                    .map(|&d| layer[d].unwrap_or(0) + 1)
+                    .max()
+                    .unwrap_or(0);
+                layer[i] = Some(l);
+                on_stack[i] = false;
+                continue;
+            }
+            on_stack[i] = true;
+            stack.push((i, true));
+            for &d in &nodes[i].deps {
+                // A cycle (never in a validated plan) is cut rather than looped on.
+                if d < n && d != i && layer[d].is_none() && !on_stack[d] {
+                    stack.push((d, false));
+                }
+            }
+        }
+    }
+    layer.into_iter().map(|l| l.unwrap_or(0)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn node(deps: &[usize], priority: u8, path: u64) -> NodeSpec {
+        NodeSpec {
+            deps: deps.to_vec(),
+            priority,
+            file_index: 0,
+            remaining_path: path,
+            done: false,
+        }
+    }
+
+    fn with_index(mut nodes: Vec<NodeSpec>) -> Vec<NodeSpec> {
+        for (i, n) in nodes.iter_mut().enumerate() {
+            n.file_index = i;
+        }
+        nodes
+    }
+
+    #[test]
+    fn batch_waits_for_whole_layer() {
+        // 0, 1 roots; 2 depends on 0; 3 depends on 1 (slow).
+        let nodes = with_index(vec![
+            node(&[], 1, 2),
+            node(&[], 1, 2),
+            node(&[0], 1, 1),
+            node(&[1], 1, 1),
+        ]);
+        let mut s = Scheduler::new(nodes, Discipline::Batch, 4, false);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), Some(1));
+        assert_eq!(s.next_ready(), None);
+        s.complete(0);
+        // 2 is ready by its deps but batch 2 waits for story 1.
+        assert_eq!(s.next_ready(), None);
+        s.complete(1);
+        assert_eq!(s.next_ready(), Some(2));
+        assert_eq!(s.next_ready(), Some(3));
+    }
+
+    #[test]
+    fn eager_starts_as_soon_as_deps_are_done() {
+        let nodes = with_index(vec![
+            node(&[], 1, 2),
+            node(&[], 1, 2),
+            node(&[0], 1, 1),
+            node(&[1], 1, 1),
+        ]);
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 4, false);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), Some(1));
+        s.complete(0);
+        assert_eq!(s.next_ready(), Some(2));
+    }
+
+    #[test]
+    fn eager_prefers_longest_path_then_priority_then_file_order() {
+        let nodes = with_index(vec![
+            node(&[], 2, 1),
+            node(&[], 0, 1),
+            node(&[], 1, 3),
+            node(&[], 0, 1),
+        ]);
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 1, false);
+        let mut order = Vec::new();
+        while let Some(i) = s.next_ready() {
+            order.push(i);
+            s.complete(i);
+        }
+        assert_eq!(order, vec![2, 1, 3, 0]);
+    }
+
+    #[test]
+    fn batch_orders_by_priority_then_file() {
+        let nodes = with_index(vec![node(&[], 2, 1), node(&[], 0, 1), node(&[], 1, 1)]);
+        let mut s = Scheduler::new(nodes, Discipline::Batch, 1, false);
+        let mut order = Vec::new();
+        while let Some(i) = s.next_ready() {
+            order.push(i);
+            s.complete(i);
+        }
+        assert_eq!(order, vec![1, 2, 0]);
+    }
+
+    #[test]
+    fn failure_blocks_dependents_transitively_and_others_go_on() {
+        let nodes = with_index(vec![
+            node(&[], 1, 3),
+            node(&[0], 1, 2),
+            node(&[1], 1, 1),
+            node(&[], 1, 1),
+        ]);
+        let mut s = Scheduler::new(nodes, Discipline::Batch, 4, false);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), Some(3));
+        assert_eq!(s.fail(0), vec![1, 2]);
+        s.complete(3);
+        assert_eq!(s.next_ready(), None);
+        assert!(s.idle());
+        assert_eq!(s.state(2), NodeState::Blocked);
+    }
+
+    #[test]
+    fn fail_fast_stops_handing_out() {
+        let nodes = with_index(vec![node(&[], 1, 1), node(&[], 1, 1), node(&[], 1, 1)]);
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 1, true);
+        let a = s.next_ready().unwrap();
+        s.fail(a);
+        assert_eq!(s.next_ready(), None);
+        assert!(s.is_stopped());
+    }
+
+    #[test]
+    fn done_nodes_are_skipped_and_layers_shift() {
+        let mut nodes = with_index(vec![node(&[], 1, 2), node(&[0], 1, 1)]);
+        nodes[0].done = true;
+        let mut s = Scheduler::new(nodes, Discipline::Batch, 2, false);
+        assert_eq!(s.layers().len(), 1);
+        assert_eq!(s.layer_of(1), 0);
+        assert_eq!(s.next_ready(), Some(1));
+        assert_eq!(s.next_ready(), None);
+    }
+
+    #[test]
+    fn layer_limit_holds_back_later_batches() {
+        let nodes = with_index(vec![node(&[], 1, 2), node(&[0], 1, 1)]);
+        for d in [Discipline::Batch, Discipline::Eager] {
+            let mut s = Scheduler::new(nodes.clone(), d, 2, false);
+            s.set_layer_limit(1);
+            assert_eq!(s.next_ready(), Some(0));
+            s.complete(0);
+            assert_eq!(s.next_ready(), None);
+            assert_eq!(s.held_back(), 1);
+            assert!(s.idle());
+            s.set_layer_limit(2);
+            assert_eq!(s.next_ready(), Some(1));
+        }
+    }
+
+    /// A random DAG: node i depends on some nodes < i.
+    fn dag() -> impl Strategy<Value = Vec<NodeSpec>> {
+        (1usize..24).prop_flat_map(|n| {
+            let per_node: Vec<_> = (0..n)
+                .map(|i| {
+                    (
+                        proptest::collection::vec(0..i.max(1), 0..3.min(i + 1)),
+                        0u8..3,
+                        1u64..5,
+                        proptest::bool::weighted(0.1),
+                    )
+                })
+                .collect();
+            per_node.prop_map(|v| {
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, (deps, priority, path, done))| NodeSpec {
+                        deps: deps.into_iter().filter(|&d| d < i).collect(),
+                        priority,
+                        file_index: i,
+                        remaining_path: path,
+                        done,
+                    })
+                    .collect()
+            })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn scheduler_invariants(
+            nodes in dag(),
+            parallel in 1usize..5,
+            eager in any::<bool>(),
+            fails in proptest::collection::vec(any::<bool>(), 24),
+            picks in proptest::collection::vec(any::<usize>(), 64),
+        ) {
+            let n = nodes.len();
+            // Done nodes must not depend on undone ones (a plan can mark
+            // anything complete, but we keep the model simple and consistent).
+            let discipline = if eager { Discipline::Eager } else { Discipline::Batch };
+            let mut s = Scheduler::new(nodes.clone(), discipline, parallel, false);
+            let mut running: Vec<usize> = Vec::new();
+            let mut handed = vec![false; n];
+            let mut pick = picks.into_iter().cycle();
+            loop {
+                while let Some(i) = s.next_ready() {
+                    prop_assert!(!handed[i], "node {} handed out twice", i);
+                    prop_assert!(!nodes[i].done);
+                    for &d in &nodes[i].deps {
+                        prop_assert_eq!(s.state(d), NodeState::Done, "dep {} of {} not done", d, i);
+                    }
+                    if discipline == Discipline::Batch {
+                        for k in 0..s.layer_of(i) {
+                            prop_assert!(s.layer_finished(k));
+                        }
+                    }
+                    handed[i] = true;
+                    running.push(i);
+                    prop_assert!(running.len() <= parallel);
+                    prop_assert_eq!(s.running(), running.len());
+                }
+                if running.is_empty() {
+                    break;
+                }
+                let k = pick.next().unwrap_or(0) % running.len();
+                let i = running.swap_remove(k);
+                if fails[i % fails.len()] {
+                    s.fail(i);
+                } else {
+                    s.complete(i);
+                }
+            }
+            // Everything not blocked was handed out (or was done already),
+            // and a blocked node has a failed or blocked dependency.
+            for i in 0..n {
+                match s.state(i) {
+                    NodeState::Blocked => {
+                        prop_assert!(!handed[i]);
+                        prop_assert!(nodes[i].deps.iter().any(|&d| matches!(
+                            s.state(d),
+                            NodeState::Failed | NodeState::Blocked
+                        )));
+                    }
+                    NodeState::Done => prop_assert!(handed[i] || nodes[i].done),
+                    NodeState::Failed => prop_assert!(handed[i]),
+                    other => prop_assert!(false, "node {} left {:?}", i, other),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! The run state store: `.cascade/state.json`.
+//!
+//! One JSON document with a schema version, the run id, and per story its
+//! status (pending | running | complete | failed | blocked), agent, every
+//! attempt with its error and classification, branch, worktree and merge
+//! commit. It is rewritten atomically (temp file in the same directory, fsync,
+//! rename) after every transition, so a `kill -9` at any moment leaves either
+//! the old or the new document, never half of one. `cascade status` and
+//! `cascade resume` read it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::{GateSummary, RunStatus, StoryCounts};
+use crate::retry::FailureKind;
+
+/// Version of the document layout; bumped on incompatible changes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Where a story stands in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoryStatus {
+    Pending,
+    Running,
+    Complete,
+    Failed,
+    Blocked,
+}
+
+impl StoryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoryStatus::Pending => "pending",
+            StoryStatus::Running => "running",
+            StoryStatus::Complete => "complete",
+            StoryStatus::Failed => "failed",
+            StoryStatus::Blocked => "blocked",
+        }
+    }
+}
+
+/// The state of a run, or of the last one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunState {
+    pub schema_version: u32,
+    pub run_id: String,
+    /// The PRD that was run (as given).
+    pub prd: String,
+    /// The branch stories merge into.
+    pub target_branch: String,
+    /// The directory the run started in.
+    pub project_root: String,
+    /// running while a process works on it; otherwise how it ended.
+    pub status: RunPhase,
+    pub pid: u32,
+    pub started_at: String,
+    pub updated_at: String,
+    /// In plan order.
+    pub stories: Vec<StoryState>,
+}
+
+/// A run's overall status as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunPhase {
+    Running,
+    Completed,
+    Failed,
+    Interrupted,
+    Paused,
+}
+
+impl RunPhase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunPhase::Running => "running",
+            RunPhase::Completed => "completed",
+            RunPhase::Failed => "failed",
+            RunPhase::Interrupted => "interrupted",
+            RunPhase::Paused => "paused",
+        }
+    }
+}
+
+impl From<RunStatus> for RunPhase {
+    fn from(s: RunStatus) -> Self {
+        match s {
+            RunStatus::Completed => RunPhase::Completed,
+            RunStatus::Failed => RunPhase::Failed,
+            RunStatus::Interrupted => RunPhase::Interrupted,
+            RunStatus::Paused => RunPhase::Paused,
+        }
+    }
+}
+
+/// One story's record.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StoryState {
+    pub id: String,
+    pub status: StoryStatus,
+    #[serde(default)]
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub attempts: Vec<AttemptRecord>,
+    #[serde(default)]
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// The story's own commit on its branch (last attempt).
+    #[serde(default)]
+    pub commit: Option<String>,
+    /// The target-branch commit after merging (the merge or fast-forward tip).
+    #[serde(default)]
+    pub merge_commit: Option<String>,
+    #[serde(default)]
+    pub blocked_by: Vec<String>,
+    #[serde(default)]
+    pub error_type: Option<FailureKind>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Gate results of the last attempt that ran gates.
+    #[serde(default)]
+    pub gates: Vec<GateSummary>,
+}
+
+/// One attempt of a story.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AttemptRecord {
+    pub attempt: u32,
+    pub agent: String,
+    /// implementation | retry
+    pub phase: String,
+    pub started_at: String,
+    #[serde(default)]
+    pub finished_at: Option<String>,
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// passed | failed | interrupted (None while running)
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub error_type: Option<FailureKind>,
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+    #[serde(default)]
+    pub log: Option<String>,
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+}
+
+/// Reading or writing the state file failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("cannot {op} run state '{}': {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("run state '{}' is not valid JSON ({source}); delete it to start over", path.display())]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("run state '{}' has schema version {found}, newer than this cascade understands ({SCHEMA_VERSION}); upgrade cascade", path.display())]
+    NewerSchema { path: PathBuf, found: u32 },
+}
+
+impl RunState {
+    /// A fresh state for the given stories (all pending).
+    pub fn new(
+        run_id: String,
+        prd: String,
+        target_branch: String,
+        project_root: String,
+        story_ids: impl IntoIterator<Item = String>,
+    ) -> RunState {
+        let now = now_rfc3339();
+        RunState {
+            schema_version: SCHEMA_VERSION,
+            run_id,
+            prd,
+            target_branch,
+            project_root,
+            status: RunPhase::Running,
+            pid: std::process::id(),
+            started_at: now.clone(),
+            updated_at: now,
+            stories: story_ids
+                .into_iter()
+                .map(|id| StoryState::new(id, StoryStatus::Pending))
+                .collect(),
+        }
+    }
+
+    pub fn story(&self, id: &str) -> Option<&StoryState> {
+        self.stories.iter().find(|s| s.id == id)
+    }
+
+    /// The story's record, added (pending) if it is new to the state.
+    pub fn story_mut(&mut self, id: &str) -> &mut StoryState {
+        if let Some(i) = self.stories.iter().position(|s| s.id == id) {
+            &mut self.stories[i]
+        } else {
+            self.stories
+                .push(StoryState::new(id.to_string(), StoryStatus::Pending));
+            let last = self.stories.len() - 1;
+            &mut self.stories[last]
+        }
+    }
+
+    /// Stories by status (running counts as pending).
+    pub fn counts(&self) -> StoryCounts {
+        let mut c = StoryCounts::default();
+        for s in &self.stories {
+            match s.status {
+                StoryStatus::Complete => c.complete += 1,
+                StoryStatus::Failed => c.failed += 1,
+                StoryStatus::Blocked => c.blocked += 1,
+                StoryStatus::Pending | StoryStatus::Running => c.pending += 1,
+            }
+        }
+        c
+    }
+
+    /// Reads a state file; `Ok(None)` when there is none.
+    pub fn load(path: &Path) -> Result<Option<RunState>, StateError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StateError::Io {
+                    op: "read",
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        // Check the version first so a newer layout is named as such rather
+        // than reported as a parse error.
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
+            if let Some(found) = v.get("schema_version").and_then(|x| x.as_u64()) {
+                if found > u64::from(SCHEMA_VERSION) {
+                    return Err(StateError::NewerSchema {
+                        path: path.to_path_buf(),
+                        found: found as u32,
+                    });
+                }
+            }
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|source| StateError::Parse {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Writes the state atomically (temp + rename), stamping `updated_at`.
+    pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
+        let bytes = self.snapshot(path)?;
+        write_snapshot(path, &bytes)
+    }
+
+    /// Stamps `updated_at` and serializes the state (for writing outside a lock).
+    pub fn snapshot(&mut self, path: &Path) -> Result<Vec<u8>, StateError> {
+        self.updated_at = now_rfc3339();
+        serde_json::to_vec_pretty(self).map_err(|e| StateError::Io {
+            op: "serialize",
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        })
+    }
+}
+
+/// Writes a serialized state atomically.
+pub fn write_snapshot(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    write_atomic(path, bytes).map_err(|source| StateError::Io {
+        op: "write",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl StoryState {
+    pub fn new(id: String, status: StoryStatus) -> StoryState {
+        StoryState {
+            id,
+            status,
+            agent: None,
+            attempts: Vec::new(),
+            branch: None,
+            worktree: None,
+            commit: None,
+            merge_commit: None,
+            blocked_by: Vec::new(),
+            error_type: None,
+            error: None,
+            gates: Vec::new(),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through a temp file in the same directory and a
+/// rename, creating the directory if needed. A reader (or a process killed
+/// at any point) sees the old or the new content, never a mix. No fsync: the
+/// guarantee is against crashes of cascade, not of the machine, and merged
+/// work is recovered from git anyway; an fsync per transition made the state
+/// store the bottleneck of large runs.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)?;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "state".into());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+    }
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// Now, as RFC 3339 in UTC (machine-readable timestamps in state files).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_atomically_and_counts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(".cascade/state.json");
+        assert!(RunState::load(&path).unwrap().is_none());
+        let mut st = RunState::new(
+            "r1".into(),
+            "prd.json".into(),
+            "main".into(),
+            "/x".into(),
+            ["a".to_string(), "b".to_string(), "c".to_string()],
+        );
+        st.story_mut("a").status = StoryStatus::Complete;
+        st.story_mut("b").status = StoryStatus::Failed;
+        st.story_mut("b").attempts.push(AttemptRecord {
+            attempt: 1,
+            agent: "x".into(),
+            phase: "implementation".into(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            pid: Some(3),
+            outcome: Some("failed".into()),
+            error_type: Some(FailureKind::QualityGate),
+            error: Some("gate 'tests' failed".into()),
+            duration_ms: Some(4),
+            log: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+        });
+        st.save(&path).unwrap();
+        let back = RunState::load(&path).unwrap().unwrap();
+        assert_eq!(back, st);
+        let c = back.counts();
+        assert_eq!((c.complete, c.failed, c.pending), (1, 1, 1));
+        // No temp file left behind.
+        let names: Vec<_> = std::fs::read_dir(tmp.path().join(".cascade"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1);
+        let raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(raw["schema_version"], 1);
+        assert_eq!(
+            raw["stories"][1]["attempts"][0]["error_type"],
+            "quality_gate"
+        );
+    }
+
+    #[test]
+    fn newer_schema_and_garbage_are_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        std::fs::write(&path, r#"{"schema_version": 99}"#).unwrap();
+        let e = RunState::load(&path).unwrap_err().to_string();
+        assert!(e.contains("newer"), "{e}");
+        std::fs::write(&path, "{nope").unwrap();
+        let e = RunState::load(&path).unwrap_err().to_string();
+        assert!(e.contains("not valid JSON"), "{e}");
+    }
+}

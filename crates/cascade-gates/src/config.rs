@@ -1,0 +1,498 @@
+//! Gate configuration: Plan Cascade's `quality_gates` (in prd.json), the
+//! `.cascade/gates.json` override, and the resolved [`GateSet`].
+//!
+//! Shape (Plan Cascade's, plus cascade's `inputs`, `cache_failures`,
+//! `working_dir`, `fail_on_output`, `parser`, `extensions`, `rerun_failures`):
+//!
+//! ```json
+//! {"enabled": true, "fail_fast": false, "use_cache": true,
+//!  "gates": [{"name": "tests", "type": "test", "required": true,
+//!             "command": "cargo", "args": ["test"], "timeout_seconds": 600,
+//!             "env": {"RUST_LOG": "off"}, "incremental": false,
+//!             "inputs": ["src/**", "Cargo.*"], "cache_failures": false,
+//!             "working_dir": "."}]}
+//! ```
+//!
+//! `command` may also be a whole command line (`"npm test"`) with no `args`;
+//! it is split into words (quotes respected) — never given to a shell.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+
+use crate::detect;
+
+/// Default per-gate timeout when none is configured.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Why the gate configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GateConfigError {
+    #[error("cannot read gate config '{}': {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid gate config in {origin}: {message} (fix the file, or delete it to use the defaults)")]
+    Invalid { origin: String, message: String },
+    #[error("gate '{gate}' in {origin}: {message}")]
+    Gate {
+        origin: String,
+        gate: String,
+        message: String,
+    },
+}
+
+/// The kind of a gate; decides its group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateKind {
+    Format,
+    Typecheck,
+    Lint,
+    Test,
+    Custom,
+    Verification,
+}
+
+impl GateKind {
+    fn parse(s: &str) -> GateKind {
+        match s.to_ascii_lowercase().as_str() {
+            "format" | "fmt" | "formatting" => GateKind::Format,
+            "typecheck" | "type_check" | "types" | "build" | "compile" => GateKind::Typecheck,
+            "lint" | "linter" => GateKind::Lint,
+            "test" | "tests" | "unit" | "unittest" => GateKind::Test,
+            "verification" | "verify" | "verifier" | "review" => GateKind::Verification,
+            _ => GateKind::Custom,
+        }
+    }
+
+    /// Run order: format (0), then everything else in parallel (1), then verification (2).
+    pub fn group(self) -> usize {
+        match self {
+            GateKind::Format => 0,
+            GateKind::Verification => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// Where the configuration came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    /// `.cascade/gates.json`.
+    GatesJson(PathBuf),
+    /// `quality_gates` of prd.json.
+    Prd,
+    /// Nothing configured: defaults from the detected project types.
+    Detected,
+}
+
+/// One gate, ready to run.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    pub name: String,
+    pub kind: GateKind,
+    pub required: bool,
+    /// Program (looked up on PATH when it has no slash).
+    pub program: String,
+    pub args: Vec<String>,
+    pub timeout: Duration,
+    /// Extra environment, sorted.
+    pub env: BTreeMap<String, String>,
+    /// Pass the changed files instead of `.` (see [`crate::incremental`]).
+    pub incremental: bool,
+    /// Extensions an incremental run cares about (empty: all files).
+    pub extensions: Vec<String>,
+    /// Globs (repository-relative) restricting the fingerprint.
+    pub inputs: Vec<String>,
+    pub inputs_set: Option<GlobSet>,
+    pub cache_failures: bool,
+    /// Folder relative to the repository root (`.` for the root).
+    pub working_dir: String,
+    /// Output on stdout means failure (`gofmt -l`).
+    pub fail_on_output: bool,
+    /// Error parser name (`cargo`, `pytest`, ...); `None`: chosen from the program.
+    pub parser: Option<String>,
+}
+
+impl Gate {
+    /// The command line for display.
+    pub fn command_line(&self) -> String {
+        let mut parts = vec![self.program.clone()];
+        parts.extend(self.args.iter().cloned());
+        parts.join(" ")
+    }
+}
+
+/// The resolved gate configuration.
+#[derive(Debug, Clone)]
+pub struct GateSet {
+    pub enabled: bool,
+    pub fail_fast: bool,
+    pub use_cache: bool,
+    /// Re-run a failed gate once; a pass then counts as flaky.
+    pub rerun_failures: bool,
+    pub gates: Vec<Gate>,
+    pub source: ConfigSource,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawGates {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default)]
+    fail_fast: bool,
+    #[serde(default = "yes")]
+    use_cache: bool,
+    #[serde(default)]
+    rerun_failures: bool,
+    #[serde(default)]
+    gates: Vec<RawGate>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawGate {
+    name: String,
+    #[serde(default, rename = "type")]
+    kind: Option<String>,
+    #[serde(default = "yes")]
+    required: bool,
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    incremental: bool,
+    #[serde(default)]
+    inputs: Vec<String>,
+    #[serde(default)]
+    cache_failures: bool,
+    #[serde(default)]
+    working_dir: Option<String>,
+    #[serde(default)]
+    fail_on_output: bool,
+    #[serde(default)]
+    parser: Option<String>,
+    #[serde(default)]
+    extensions: Option<Vec<String>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl GateSet {
+    /// Resolves the gates: `<cascade_dir>/gates.json` if present, else the
+    /// PRD's `quality_gates`, else defaults for the project types detected
+    /// under `project_root`. A config with an empty `gates` list keeps its
+    /// settings and takes the detected gates.
+    pub fn resolve(
+        prd_quality_gates: Option<&serde_json::Value>,
+        cascade_dir: &Path,
+        project_root: &Path,
+    ) -> Result<GateSet, GateConfigError> {
+        let override_path = cascade_dir.join("gates.json");
+        let (raw, origin, source) = match std::fs::read_to_string(&override_path) {
+            Ok(text) => {
+                let origin = override_path.display().to_string();
+                let raw: RawGates =
+                    serde_json::from_str(&text).map_err(|e| GateConfigError::Invalid {
+                        origin: origin.clone(),
+                        message: e.to_string(),
+                    })?;
+                (
+                    Some(raw),
+                    origin,
+                    ConfigSource::GatesJson(override_path.clone()),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match prd_quality_gates {
+                Some(v) if !v.is_null() => {
+                    let origin = "prd.json quality_gates".to_string();
+                    let raw: RawGates = serde_json::from_value(v.clone()).map_err(|e| {
+                        GateConfigError::Invalid {
+                            origin: origin.clone(),
+                            message: e.to_string(),
+                        }
+                    })?;
+                    (Some(raw), origin, ConfigSource::Prd)
+                }
+                _ => (None, String::new(), ConfigSource::Detected),
+            },
+            Err(source) => {
+                return Err(GateConfigError::Read {
+                    path: override_path,
+                    source,
+                })
+            }
+        };
+        let Some(raw) = raw else {
+            return Ok(GateSet {
+                enabled: true,
+                fail_fast: false,
+                use_cache: true,
+                rerun_failures: false,
+                gates: detect::default_gates(project_root),
+                source,
+            });
+        };
+        let gates = if raw.gates.is_empty() {
+            detect::default_gates(project_root)
+        } else {
+            let mut out = Vec::with_capacity(raw.gates.len());
+            for g in raw.gates {
+                out.push(build_gate(g, &origin)?);
+            }
+            out
+        };
+        let mut names = std::collections::HashSet::new();
+        for g in &gates {
+            if !names.insert(g.name.as_str()) {
+                return Err(GateConfigError::Gate {
+                    origin,
+                    gate: g.name.clone(),
+                    message: "two gates have this name; names must be unique".into(),
+                });
+            }
+        }
+        Ok(GateSet {
+            enabled: raw.enabled,
+            fail_fast: raw.fail_fast,
+            use_cache: raw.use_cache,
+            rerun_failures: raw.rerun_failures,
+            gates: if raw.enabled { gates } else { Vec::new() },
+            source,
+        })
+    }
+}
+
+fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
+    let err = |message: String| GateConfigError::Gate {
+        origin: origin.to_string(),
+        gate: g.name.clone(),
+        message,
+    };
+    if g.name.trim().is_empty() {
+        return Err(err("the gate name is empty".into()));
+    }
+    let (program, args) = if g.args.is_empty() {
+        let mut words = split_words(&g.command).map_err(err)?;
+        if words.is_empty() {
+            return Err(err("the command is empty".into()));
+        }
+        let program = words.remove(0);
+        (program, words)
+    } else {
+        if g.command.trim().is_empty() {
+            return Err(err("the command is empty".into()));
+        }
+        (g.command.clone(), g.args.clone())
+    };
+    let working_dir = match &g.working_dir {
+        Some(dir) => clean_relative(dir).ok_or_else(|| {
+            err(format!(
+                "working_dir '{dir}' must be a relative path inside the repository"
+            ))
+        })?,
+        None => ".".to_string(),
+    };
+    let inputs_set = if g.inputs.is_empty() {
+        None
+    } else {
+        let mut b = GlobSetBuilder::new();
+        for pattern in &g.inputs {
+            let glob =
+                Glob::new(pattern).map_err(|e| err(format!("input glob '{pattern}': {e}")))?;
+            b.add(glob);
+        }
+        Some(b.build().map_err(|e| err(format!("inputs: {e}")))?)
+    };
+    let kind = g
+        .kind
+        .as_deref()
+        .map(GateKind::parse)
+        .unwrap_or(GateKind::Custom);
+    let extensions = g
+        .extensions
+        .clone()
+        .unwrap_or_else(|| detect::extensions_for_program(&program));
+    Ok(Gate {
+        name: g.name.clone(),
+        kind,
+        required: g.required,
+        program,
+        args,
+        timeout: g
+            .timeout_seconds
+            .map(Duration::from_secs)
+            .unwrap_or(DEFAULT_TIMEOUT),
+        env: g.env.clone(),
+        incremental: g.incremental,
+        extensions,
+        inputs: g.inputs.clone(),
+        inputs_set,
+        cache_failures: g.cache_failures,
+        working_dir,
+        fail_on_output: g.fail_on_output,
+        parser: g.parser.clone(),
+    })
+}
+
+/// `a/./b/` -> `a/b`; `None` for absolute paths or `..`.
+pub(crate) fn clean_relative(dir: &str) -> Option<String> {
+    let mut parts = Vec::new();
+    for c in Path::new(dir).components() {
+        match c {
+            Component::Normal(p) => parts.push(p.to_str()?.to_string()),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    Some(if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    })
+}
+
+/// Splits a command line into words: whitespace separates, single and
+/// double quotes group, backslash escapes. No expansion of any kind.
+pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(ch) => cur.push(ch),
+                        None => return Err(format!("unclosed single quote in '{s}'")),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(ch) => cur.push(ch),
+                            None => return Err(format!("trailing backslash in '{s}'")),
+                        },
+                        Some(ch) => cur.push(ch),
+                        None => return Err(format!("unclosed double quote in '{s}'")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                match chars.next() {
+                    Some(ch) => cur.push(ch),
+                    None => return Err(format!("trailing backslash in '{s}'")),
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    Ok(words)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn splits_words_without_a_shell() {
+        assert_eq!(
+            split_words(r#"npx tsc --noEmit "a b" 'c;d' e\ f $HOME"#).unwrap(),
+            vec!["npx", "tsc", "--noEmit", "a b", "c;d", "e f", "$HOME"]
+        );
+        assert!(split_words("a 'b").is_err());
+    }
+
+    #[test]
+    fn prd_config_and_override() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cascade = tmp.path().join(".cascade");
+        let prd = json!({"enabled": true, "fail_fast": true, "gates": [
+            {"name": "tests", "type": "test", "command": "npm test", "timeout_seconds": 5,
+             "env": {"B": "2", "A": "1"}, "working_dir": "./web/", "inputs": ["web/**"]},
+            {"name": "fmt", "type": "format", "required": false, "command": "cargo", "args": ["fmt", "--check"]}
+        ]});
+        let set = GateSet::resolve(Some(&prd), &cascade, tmp.path()).unwrap();
+        assert_eq!(set.source, ConfigSource::Prd);
+        assert!(set.fail_fast && set.use_cache);
+        let t = &set.gates[0];
+        assert_eq!(
+            (t.program.as_str(), t.args.clone()),
+            ("npm", vec!["test".to_string()])
+        );
+        assert_eq!(t.working_dir, "web");
+        assert_eq!(t.timeout, Duration::from_secs(5));
+        assert_eq!(t.kind.group(), 1);
+        assert!(t.inputs_set.as_ref().unwrap().is_match("web/a.js"));
+        assert_eq!(set.gates[1].kind, GateKind::Format);
+        assert!(!set.gates[1].required);
+
+        std::fs::create_dir_all(&cascade).unwrap();
+        std::fs::write(
+            cascade.join("gates.json"),
+            r#"{"gates": [{"name": "only", "command": "true"}]}"#,
+        )
+        .unwrap();
+        let set = GateSet::resolve(Some(&prd), &cascade, tmp.path()).unwrap();
+        assert!(matches!(set.source, ConfigSource::GatesJson(_)));
+        assert_eq!(set.gates.len(), 1);
+        assert!(!set.fail_fast);
+    }
+
+    #[test]
+    fn bad_configs_say_where() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bad = json!({"gates": [{"name": "x", "command": "a", "working_dir": "../up"}]});
+        let e = GateSet::resolve(Some(&bad), tmp.path(), tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gate 'x'") && e.contains("working_dir"), "{e}");
+        let dup = json!({"gates": [{"name": "x", "command": "a"}, {"name": "x", "command": "b"}]});
+        assert!(GateSet::resolve(Some(&dup), tmp.path(), tmp.path()).is_err());
+        std::fs::write(tmp.path().join("gates.json"), "{oops").unwrap();
+        let e = GateSet::resolve(None, tmp.path(), tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("gates.json"), "{e}");
+    }
+
+    #[test]
+    fn disabled_config_has_no_gates() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v = json!({"enabled": false, "gates": [{"name": "x", "command": "a"}]});
+        let set = GateSet::resolve(Some(&v), tmp.path(), tmp.path()).unwrap();
+        assert!(!set.enabled && set.gates.is_empty());
+    }
+}

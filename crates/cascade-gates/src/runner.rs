@@ -1,0 +1,492 @@
+//! The gate runner: groups in order (format, then typecheck/lint/test/custom
+//! in parallel, then verification), cache lookups, per-gate timeouts,
+//! fail-fast that kills the running gates' process groups, flaky re-runs,
+//! incremental gates, and events for reporters.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cascade_git::fingerprint::Fingerprint;
+use cascade_process::{CancelToken, Outcome, SpawnError, Spec};
+use tokio::task::JoinSet;
+
+use crate::cache::{GateCache, KeyParts};
+use crate::config::{Gate, GateSet};
+use crate::parse::{self, Parser};
+use crate::report::{GateError, GateReport, GateResult, Severity};
+
+/// Bytes of each output stream kept for parsing (JSON diagnostics can be long).
+const CAPTURE_BYTES: usize = 4 * 1024 * 1024;
+/// Bytes of output kept in a result's excerpt.
+const EXCERPT_BYTES: usize = 4000;
+
+/// How to run a [`GateSet`].
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Folder the gates' `working_dir`s are relative to (a story's worktree,
+    /// or where `cascade gates run` was started).
+    pub workdir: PathBuf,
+    /// Root of the worktree containing `workdir`; discovered when `None`.
+    /// Outside git, `workdir` itself.
+    pub repo_root: Option<PathBuf>,
+    /// Base commit for incremental gates; `None` runs them in full.
+    pub base_commit: Option<String>,
+    /// Use the cache (also requires the set's `use_cache`).
+    pub use_cache: bool,
+    /// Re-run a failed gate once (also enabled by the set's `rerun_failures`).
+    pub rerun_failures: bool,
+    /// Stop at the first failing required gate (also enabled by the set's `fail_fast`).
+    pub fail_fast: bool,
+}
+
+/// What the runner reports while it runs.
+#[derive(Debug, Clone)]
+pub enum GateEvent {
+    /// A gate is about to be looked up / run.
+    Started { name: String, command: String },
+    /// A gate finished (ran, came from the cache, or was skipped).
+    Finished(GateResult),
+    /// The tree fingerprint could not be computed: the cache is off for this run.
+    CacheUnavailable { reason: String },
+}
+
+/// Shared by the tasks of one run.
+struct Ctx {
+    repo_root: PathBuf,
+    /// `workdir` relative to `repo_root` (`.` when equal).
+    workdir_rel: String,
+    workdir: PathBuf,
+    base_commit: Option<String>,
+    cache: Option<GateCache>,
+    fingerprint: Option<Arc<Fingerprint>>,
+    rerun: bool,
+}
+
+/// Runs the gates and returns the report. Never fails: problems become
+/// failed (or skipped) gate results.
+pub async fn run_gates(
+    set: &GateSet,
+    opts: &RunOptions,
+    cache: &GateCache,
+    on_event: impl Fn(GateEvent),
+    cancel: &CancelToken,
+) -> GateReport {
+    let workdir = opts
+        .workdir
+        .canonicalize()
+        .unwrap_or_else(|_| opts.workdir.clone());
+    let repo_root = match &opts.repo_root {
+        Some(r) => r.canonicalize().unwrap_or_else(|_| r.clone()),
+        None => cascade_git::RepoPaths::discover(&workdir)
+            .map(|p| p.workdir)
+            .unwrap_or_else(|_| workdir.clone()),
+    };
+    let workdir_rel = rel_path(&repo_root, &workdir);
+    let use_cache = opts.use_cache && set.use_cache && !set.gates.is_empty();
+    let fingerprint = if use_cache {
+        let root = repo_root.clone();
+        let res = tokio::task::spawn_blocking(move || {
+            cascade_git::fingerprint::fingerprint(&root, None)
+                .or_else(|_| cascade_git::fingerprint::fingerprint_dir(&root, None))
+        })
+        .await;
+        match res {
+            Ok(Ok(fp)) => Some(Arc::new(fp)),
+            Ok(Err(e)) => {
+                on_event(GateEvent::CacheUnavailable {
+                    reason: e.to_string(),
+                });
+                None
+            }
+            Err(e) => {
+                on_event(GateEvent::CacheUnavailable {
+                    reason: e.to_string(),
+                });
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let ctx = Arc::new(Ctx {
+        repo_root,
+        workdir_rel,
+        workdir,
+        base_commit: opts.base_commit.clone(),
+        cache: use_cache.then(|| cache.clone()),
+        fingerprint,
+        rerun: opts.rerun_failures || set.rerun_failures,
+    });
+    let fail_fast = opts.fail_fast || set.fail_fast;
+
+    let mut results: Vec<Option<GateResult>> = vec![None; set.gates.len()];
+    let mut stop_reason: Option<String> = None;
+    for group in 0..3 {
+        let members: Vec<usize> = (0..set.gates.len())
+            .filter(|i| set.gates[*i].kind.group() == group)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        if stop_reason.is_none() && cancel.is_cancelled() {
+            stop_reason = Some("cancelled before it started".into());
+        }
+        if let Some(reason) = &stop_reason {
+            for i in members {
+                let r = skipped(&set.gates[i], &ctx, reason.clone(), false);
+                on_event(GateEvent::Finished(r.clone()));
+                results[i] = Some(r);
+            }
+            continue;
+        }
+        let mut tokens: HashMap<usize, CancelToken> = HashMap::new();
+        let mut tasks: JoinSet<(usize, GateResult)> = JoinSet::new();
+        for &i in &members {
+            let gate = set.gates[i].clone();
+            on_event(GateEvent::Started {
+                name: gate.name.clone(),
+                command: gate.command_line(),
+            });
+            let token = CancelToken::new();
+            tokens.insert(i, token.clone());
+            let ctx = ctx.clone();
+            tasks.spawn(async move { (i, run_one(&ctx, &gate, &token).await) });
+        }
+        let mut outer_cancelled = false;
+        loop {
+            let joined = tokio::select! {
+                j = tasks.join_next() => j,
+                _ = cancel.cancelled(), if !outer_cancelled => {
+                    outer_cancelled = true;
+                    for t in tokens.values() { t.cancel(); }
+                    if stop_reason.is_none() {
+                        stop_reason = Some("cancelled".into());
+                    }
+                    continue;
+                }
+            };
+            let Some(joined) = joined else { break };
+            let Ok((i, mut r)) = joined else { continue };
+            tokens.remove(&i);
+            if r.skipped && r.skip_reason.as_deref() == Some(CANCELLED) {
+                r.skip_reason = stop_reason.clone().or(Some(CANCELLED.into()));
+            }
+            if fail_fast && stop_reason.is_none() && r.required && !r.passed && !r.skipped {
+                stop_reason = Some(format!("fail-fast: gate '{}' failed", r.name));
+                // Kill the rest of the group: their whole process groups go.
+                for t in tokens.values() {
+                    t.cancel();
+                }
+            }
+            on_event(GateEvent::Finished(r.clone()));
+            results[i] = Some(r);
+        }
+        // A task that panicked leaves no result: report it rather than drop it.
+        for &i in &members {
+            if results[i].is_none() {
+                let mut r = skipped(
+                    &set.gates[i],
+                    &ctx,
+                    "internal error: the gate task panicked".into(),
+                    false,
+                );
+                r.skipped = false;
+                on_event(GateEvent::Finished(r.clone()));
+                results[i] = Some(r);
+            }
+        }
+    }
+    let gates: Vec<GateResult> = results.into_iter().flatten().collect();
+    let passed = gates.iter().all(|g| g.passed || !g.required);
+    GateReport { passed, gates }
+}
+
+const CANCELLED: &str = "cancelled";
+
+fn rel_path(root: &Path, dir: &Path) -> String {
+    match dir.strip_prefix(root) {
+        Ok(rel) if rel.as_os_str().is_empty() => ".".into(),
+        Ok(rel) => rel.to_string_lossy().into_owned(),
+        Err(_) => ".".into(),
+    }
+}
+
+fn join_rel(a: &str, b: &str) -> String {
+    match (a, b) {
+        (".", b) => b.to_string(),
+        (a, ".") => a.to_string(),
+        (a, b) => format!("{a}/{b}"),
+    }
+}
+
+fn base_result(gate: &Gate, ctx: &Ctx) -> GateResult {
+    GateResult {
+        name: gate.name.clone(),
+        passed: false,
+        required: gate.required,
+        cached: false,
+        skipped: false,
+        skip_reason: None,
+        flaky: false,
+        tool_missing: false,
+        timed_out: false,
+        duration_ms: 0,
+        original_duration_ms: None,
+        command: gate.command_line(),
+        working_dir: join_rel(&ctx.workdir_rel, &gate.working_dir),
+        outcome: None,
+        errors: Vec::new(),
+        output_excerpt: String::new(),
+    }
+}
+
+fn skipped(gate: &Gate, ctx: &Ctx, reason: String, passed: bool) -> GateResult {
+    let mut r = base_result(gate, ctx);
+    r.skipped = true;
+    r.passed = passed;
+    r.outcome = Some(format!("skipped: {reason}"));
+    r.skip_reason = Some(reason);
+    r
+}
+
+async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
+    let started = Instant::now();
+    let dir_in_repo = join_rel(&ctx.workdir_rel, &gate.working_dir);
+    let mut args = gate.args.clone();
+
+    if gate.incremental {
+        if let Some(base) = &ctx.base_commit {
+            let (root, base, g, d) = (
+                ctx.repo_root.clone(),
+                base.clone(),
+                gate.clone(),
+                dir_in_repo.clone(),
+            );
+            let changes = tokio::task::spawn_blocking(move || {
+                crate::incremental::relevant_changes(&root, &base, &g, &d)
+            })
+            .await;
+            match changes {
+                Ok(Ok(files)) if files.is_empty() => {
+                    let mut r = skipped(
+                        gate,
+                        ctx,
+                        format!(
+                            "incremental: no relevant file changed since {}",
+                            short(ctx.base_commit.as_deref())
+                        ),
+                        true,
+                    );
+                    r.duration_ms = started.elapsed().as_millis() as u64;
+                    return r;
+                }
+                Ok(Ok(files)) => {
+                    if let Some(a) = crate::incremental::substitute(&args, &files) {
+                        args = a;
+                    }
+                }
+                // Cannot tell what changed: run in full, which is always correct.
+                _ => {}
+            }
+        }
+    }
+
+    let parts = match (&ctx.cache, &ctx.fingerprint) {
+        (Some(_), Some(fp)) => {
+            let fp = match &gate.inputs_set {
+                Some(set) => Arc::new(fp.restrict(set)),
+                None => fp.clone(),
+            };
+            Some((
+                KeyParts {
+                    fingerprint: fp.hex(),
+                    gate: gate.name.clone(),
+                    command: gate.program.clone(),
+                    args: args.clone(),
+                    working_dir: dir_in_repo.clone(),
+                    env: gate.env.clone(),
+                    inputs: gate.inputs.clone(),
+                },
+                fp,
+            ))
+        }
+        _ => None,
+    };
+    if let (Some(cache), Some((parts, fp))) = (&ctx.cache, &parts) {
+        let (cache, p, fp) = (cache.clone(), parts.clone(), fp.clone());
+        let hit = tokio::task::spawn_blocking(move || cache.lookup(&p, fp.files()))
+            .await
+            .ok()
+            .flatten();
+        if let Some(mut r) = hit {
+            r.duration_ms = started.elapsed().as_millis() as u64;
+            r.required = gate.required;
+            return r;
+        }
+    }
+
+    let dir = ctx.workdir.join(&gate.working_dir);
+    let mut result = execute(ctx, gate, &args, &dir, token).await;
+    if !result.passed
+        && ctx.rerun
+        && !result.timed_out
+        && !result.tool_missing
+        && !token.is_cancelled()
+        && !result.skipped
+    {
+        let second = execute(ctx, gate, &args, &dir, token).await;
+        if second.passed {
+            let mut r = second;
+            r.flaky = true;
+            r.outcome = Some(format!(
+                "flaky: failed ({}), passed when re-run",
+                result.outcome.clone().unwrap_or_default()
+            ));
+            result = r;
+        } else {
+            result = second;
+        }
+    }
+    result.duration_ms = started.elapsed().as_millis() as u64;
+
+    if let (Some(cache), Some((parts, _))) = (&ctx.cache, &parts) {
+        let storable = !result.skipped
+            && !result.flaky
+            && !result.tool_missing
+            && (result.passed || (gate.cache_failures && !result.timed_out));
+        if storable {
+            let (cache, p, r) = (cache.clone(), parts.clone(), result.clone());
+            let _ = tokio::task::spawn_blocking(move || cache.store(&p, &r)).await;
+        }
+    }
+    result
+}
+
+fn short(base: Option<&str>) -> String {
+    base.map(|b| b.chars().take(12).collect())
+        .unwrap_or_default()
+}
+
+/// Runs the gate's process once and turns its outcome into a result.
+async fn execute(
+    ctx: &Ctx,
+    gate: &Gate,
+    args: &[String],
+    dir: &Path,
+    token: &CancelToken,
+) -> GateResult {
+    let mut r = base_result(gate, ctx);
+    if token.is_cancelled() {
+        return skipped(gate, ctx, CANCELLED.into(), false);
+    }
+    let mut spec = Spec::new(&gate.program)
+        .args(args)
+        .cwd(dir)
+        .timeout(gate.timeout)
+        .tail_bytes(CAPTURE_BYTES);
+    for (k, v) in &gate.env {
+        spec = spec.env(k, v);
+    }
+    let running = match spec.spawn() {
+        Ok(r) => r,
+        Err(e) => {
+            let (msg, missing) = match &e {
+                SpawnError::NotFound { program } => (
+                    format!("tool '{program}' is not installed (not found on PATH); install it or disable gate '{}'", gate.name),
+                    true,
+                ),
+                other => (other.to_string(), false),
+            };
+            r.tool_missing = missing;
+            r.outcome = Some(if missing {
+                "tool missing".into()
+            } else {
+                "could not start".into()
+            });
+            r.errors
+                .push(GateError::message(Severity::Error, msg.clone()));
+            r.output_excerpt = msg;
+            return r;
+        }
+    };
+    let outcome: Outcome = running.wait(token).await;
+    if !outcome.success() && !outcome.cancelled && !outcome.timed_out {
+        if let Some(tool) = launcher_says_missing(&gate.program, args, &outcome) {
+            r.tool_missing = true;
+            r.outcome = Some("tool missing".into());
+            let msg = format!(
+                "tool '{tool}' is not installed ({} could not find it); install it or disable gate '{}'",
+                gate.program, gate.name
+            );
+            r.errors.push(GateError::message(Severity::Error, msg));
+            r.output_excerpt = outcome.output_excerpt(EXCERPT_BYTES);
+            return r;
+        }
+    }
+    if outcome.cancelled {
+        let mut s = skipped(gate, ctx, CANCELLED.into(), false);
+        s.outcome = Some("cancelled (process group killed)".into());
+        s.output_excerpt = outcome.output_excerpt(EXCERPT_BYTES);
+        return s;
+    }
+    let stdout = outcome.stdout.text_lossy();
+    let stderr = outcome.stderr.text_lossy();
+    let output_ok = !gate.fail_on_output || stdout.trim().is_empty();
+    r.passed = outcome.success() && output_ok;
+    r.timed_out = outcome.timed_out;
+    r.outcome = Some(if outcome.success() && !output_ok {
+        "exit code 0 but the tool reported problems on stdout".into()
+    } else {
+        outcome.describe()
+    });
+    let parser = gate
+        .parser
+        .as_deref()
+        .map(Parser::by_name)
+        .unwrap_or_else(|| Parser::for_command(&gate.program, args));
+    r.errors = parse::parse(parser, &stdout, &stderr, Some(dir));
+    if outcome.timed_out {
+        r.errors.insert(
+            0,
+            GateError::message(
+                Severity::Error,
+                format!(
+                    "gate '{}' timed out after {}s and was killed",
+                    gate.name,
+                    gate.timeout.as_secs()
+                ),
+            ),
+        );
+    } else if !r.passed && !r.errors.iter().any(|e| e.severity == Severity::Error) {
+        r.errors.insert(0, parse::fallback(&stdout, &stderr, 2000));
+    }
+    r.output_excerpt = outcome.output_excerpt(EXCERPT_BYTES);
+    r
+}
+
+/// Launchers (`cargo clippy`, `npx --no-install eslint`) start fine but then
+/// report that the tool itself is missing; that is a missing tool, not a
+/// failing check. Returns the tool's name.
+fn launcher_says_missing(program: &str, args: &[String], outcome: &Outcome) -> Option<String> {
+    let base = Path::new(program).file_name()?.to_str()?;
+    let stderr = outcome.stderr.text_lossy();
+    let first = args.iter().find(|a| !a.starts_with('-')).cloned();
+    let missing = match base {
+        "cargo" => {
+            stderr.contains("no such command:")
+                || stderr.contains("is not installed for the toolchain")
+        }
+        "npx" => {
+            stderr.contains("could not determine executable to run")
+                || stderr.contains("npx canceled due to missing packages")
+        }
+        "npm" | "pnpm" | "yarn" => {
+            stderr.contains("Missing script:") || stderr.contains("missing script:")
+        }
+        "python" | "python3" => stderr.contains("No module named"),
+        _ => false,
+    };
+    missing.then(|| first.unwrap_or_else(|| base.to_string()))
+}

@@ -1,0 +1,554 @@
+//! The plan model: `prd.json` ([`Prd`], [`Story`]) and `mega-plan.json`
+//! ([`MegaPlan`], [`Feature`]) in Plan Cascade's schema, plus loading and
+//! atomic saving.
+//!
+//! Reading is lenient where Plan Cascade's files vary (`completed` and
+//! `inprogress` statuses, acceptance criteria as strings or `{description}`
+//! objects, `type` or `story_type`, unknown priorities) and strict where a
+//! guess would be wrong (a field of the wrong JSON type is a parse error with
+//! file, line and column). Ids are plain strings here; [`crate::validate_prd`]
+//! checks them and produces [`crate::StoryId`]s.
+//!
+//! Nothing is lost on a rewrite: unknown fields are kept in
+//! `extra`, and each object remembers (in its [`Source`]) the order its keys
+//! were written in and the exact spelling of its priority and status, so
+//! [`Prd::save`] writes the file back as it was apart from what changed. The
+//! (de)serialization itself lives in `wire.rs`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::PlanError;
+
+/// How an object was written in its file: key order and the original spelling
+/// of keywords. Kept so that saving rewrites the file faithfully; objects built
+/// in code use `Source::default()` and are written in the canonical order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Source {
+    /// Key order: known-field numbers, or `wire::EXTRA` for "the next key of `extra`".
+    pub(crate) keys: Box<[u8]>,
+    /// The priority as written, when it was not the canonical spelling.
+    pub(crate) priority: Option<Box<Value>>,
+    /// The status as written, when it was not the canonical spelling.
+    pub(crate) status: Option<Box<Value>>,
+}
+
+impl Source {
+    /// Whether the file had the known field number `field`.
+    pub(crate) fn has_key(&self, field: u8) -> bool {
+        self.keys.contains(&field)
+    }
+}
+
+/// A story's or feature's priority. Anything unknown counts as `Medium`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Priority {
+    /// Scheduled first within a batch.
+    High,
+    /// The default.
+    #[default]
+    Medium,
+    /// Scheduled last within a batch.
+    Low,
+}
+
+impl Priority {
+    /// Parses Plan Cascade's spellings (case-insensitive); `None` if unknown.
+    pub fn parse(text: &str) -> Option<Priority> {
+        let t = text.trim();
+        if t.eq_ignore_ascii_case("high") || t.eq_ignore_ascii_case("critical") {
+            Some(Priority::High)
+        } else if t.eq_ignore_ascii_case("medium") || t.eq_ignore_ascii_case("normal") {
+            Some(Priority::Medium)
+        } else if t.eq_ignore_ascii_case("low") {
+            Some(Priority::Low)
+        } else {
+            None
+        }
+    }
+
+    /// The canonical spelling: `high`, `medium` or `low`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::High => "high",
+            Priority::Medium => "medium",
+            Priority::Low => "low",
+        }
+    }
+
+    /// Sort rank: 0 for high, 1 for medium, 2 for low.
+    pub fn rank(self) -> u8 {
+        match self {
+            Priority::High => 0,
+            Priority::Medium => 1,
+            Priority::Low => 2,
+        }
+    }
+}
+
+impl fmt::Display for Priority {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Priority {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// A story's or feature's status. Unknown values count as `Pending` (and are
+/// written back as they were).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Status {
+    /// Not started (also `todo`, `not_started`, and anything unknown).
+    #[default]
+    Pending,
+    /// Being worked on (`in_progress`, also `inprogress`, `in-progress`, `running`).
+    InProgress,
+    /// Done (`complete`, also `completed`, `done`).
+    Complete,
+}
+
+impl Status {
+    /// Parses Plan Cascade's spellings (case-insensitive); `None` if unknown.
+    pub fn parse(text: &str) -> Option<Status> {
+        let t = text.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "pending" | "todo" | "not_started" | "not-started" => Some(Status::Pending),
+            "in_progress" | "inprogress" | "in-progress" | "in progress" | "running"
+            | "started" => Some(Status::InProgress),
+            "complete" | "completed" | "done" => Some(Status::Complete),
+            _ => None,
+        }
+    }
+
+    /// The canonical spelling: `pending`, `in_progress` or `complete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::InProgress => "in_progress",
+            Status::Complete => "complete",
+        }
+    }
+
+    /// Whether the work is done.
+    pub fn is_complete(self) -> bool {
+        self == Status::Complete
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl serde::Serialize for Status {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// One acceptance criterion: a string, or an object with a `description`
+/// (and whatever else the file had, kept as is).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Criterion {
+    /// `"Login form validates email"`.
+    Text(String),
+    /// `{"description": "...", ...}` (boxed: most criteria are strings, and
+    /// plans can hold hundreds of thousands).
+    Object(Box<Map<String, Value>>),
+}
+
+impl Criterion {
+    /// The criterion's text: the string, or the object's `description`
+    /// (falling back to `criterion`, `title` or `text`, else empty).
+    pub fn text(&self) -> &str {
+        match self {
+            Criterion::Text(t) => t,
+            Criterion::Object(m) => ["description", "criterion", "title", "text"]
+                .iter()
+                .find_map(|k| m.get(*k).and_then(Value::as_str))
+                .unwrap_or(""),
+        }
+    }
+}
+
+impl From<&str> for Criterion {
+    fn from(t: &str) -> Self {
+        Criterion::Text(t.to_owned())
+    }
+}
+
+/// One story of a `prd.json`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Story {
+    /// The id, as written (validation checks it; see [`crate::StoryId`]).
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// What to build.
+    pub description: String,
+    /// Scheduling priority within a batch.
+    pub priority: Priority,
+    /// Ids of the stories this one needs first.
+    pub dependencies: Vec<String>,
+    /// Progress.
+    pub status: Status,
+    /// What must hold when the story is done.
+    pub acceptance_criteria: Vec<Criterion>,
+    /// The agent to use for this story, if pinned.
+    pub agent: Option<String>,
+    /// The story type (`type` or `story_type` in the file), e.g. `feature`, `bugfix`.
+    pub story_type: Option<String>,
+    /// Free-form tags.
+    pub tags: Vec<String>,
+    /// Files the story is expected to touch.
+    pub files: Vec<String>,
+    /// Size estimate (Plan Cascade writes `small`/`medium`/`large`; numbers are
+    /// used as critical-path weights).
+    pub context_estimate: Option<Value>,
+    /// Unknown fields, in file order.
+    pub extra: Map<String, Value>,
+    /// How the story was written in the file (key order, original spellings).
+    pub source: Source,
+}
+
+impl Story {
+    /// A pending, medium-priority story.
+    pub fn new(id: impl Into<String>, title: impl Into<String>) -> Story {
+        Story {
+            id: id.into(),
+            title: title.into(),
+            ..Story::default()
+        }
+    }
+
+    /// Sets the status (the original spelling is dropped if it no longer applies).
+    pub fn set_status(&mut self, status: Status) {
+        if self.status != status {
+            self.source.status = None;
+        }
+        self.status = status;
+    }
+
+    /// Sets the priority (the original spelling is dropped if it no longer applies).
+    pub fn set_priority(&mut self, priority: Priority) {
+        if self.priority != priority {
+            self.source.priority = None;
+        }
+        self.priority = priority;
+    }
+
+    /// Whether the story is already done.
+    pub fn is_complete(&self) -> bool {
+        self.status.is_complete()
+    }
+
+    /// The status as written in the file (e.g. `completed`), else canonical.
+    pub fn status_label(&self) -> &str {
+        label(self.source.status.as_deref(), self.status.as_str())
+    }
+
+    /// The critical-path weight: `context_estimate` when it is a non-negative
+    /// number (or a string holding one), else `None`.
+    pub fn weight(&self) -> Option<u64> {
+        numeric_weight(self.context_estimate.as_ref())
+    }
+
+    /// Dependencies, with surrounding whitespace trimmed and empty entries skipped.
+    pub fn dependency_ids(&self) -> impl Iterator<Item = &str> {
+        self.dependencies
+            .iter()
+            .map(|d| d.trim())
+            .filter(|d| !d.is_empty())
+    }
+}
+
+fn label<'a>(raw: Option<&'a Value>, canonical: &'a str) -> &'a str {
+    raw.and_then(Value::as_str).unwrap_or(canonical)
+}
+
+pub(crate) fn numeric_weight(v: Option<&Value>) -> Option<u64> {
+    match v? {
+        Value::Number(n) => weight_of_f64(n.as_f64()?),
+        Value::String(s) => weight_of_str(s),
+        _ => None,
+    }
+}
+
+/// A weight from a number: non-negative and finite, rounded up.
+pub(crate) fn weight_of_f64(x: f64) -> Option<u64> {
+    (x.is_finite() && x >= 0.0).then(|| x.ceil().min(u64::MAX as f64 / 4.0) as u64)
+}
+
+/// A weight from a string holding a number (most estimates are words such
+/// as `small`, which skip the float parser).
+pub(crate) fn weight_of_str(s: &str) -> Option<u64> {
+    let t = s.trim();
+    if !t.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    weight_of_f64(t.parse::<f64>().ok()?)
+}
+
+/// A `prd.json`: a goal and its stories.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Prd {
+    /// Plan Cascade's `metadata` object (kept as is).
+    pub metadata: Option<Value>,
+    /// What the whole plan achieves.
+    pub goal: String,
+    /// Objectives, in order.
+    pub objectives: Vec<String>,
+    /// The stories, in file order (this order breaks scheduling ties).
+    pub stories: Vec<Story>,
+    /// Plan Cascade's `quality_gates` section, interpreted by cascade-gates.
+    pub quality_gates: Option<Value>,
+    /// Unknown top-level fields, in file order.
+    pub extra: Map<String, Value>,
+    /// How the file was written (key order).
+    pub source: Source,
+}
+
+impl Prd {
+    /// The story with this id (linear scan; use [`crate::ValidPlan::position`]
+    /// for repeated lookups in large plans).
+    pub fn story(&self, id: &str) -> Option<&Story> {
+        self.stories.iter().find(|s| s.id == id)
+    }
+
+    /// The story with this id, mutable (linear scan).
+    pub fn story_mut(&mut self, id: &str) -> Option<&mut Story> {
+        self.stories.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Parses a PRD from JSON text; `path` is only used in error messages.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<Prd, PlanError> {
+        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
+    }
+
+    /// The PRD as pretty JSON (two-space indent, keys in their original order).
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        to_pretty(self)
+    }
+
+    /// Writes the PRD to `path` atomically (temp file + rename), keeping
+    /// unknown fields and the original key order.
+    pub fn save(&self, path: &Path) -> Result<(), PlanError> {
+        let bytes = self.to_json().map_err(|source| PlanError::Serialize {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        write_atomic(path, &bytes)
+    }
+}
+
+/// A `mega-plan.json`: features with dependencies, each later getting its own PRD.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MegaPlan {
+    /// What the whole project achieves.
+    pub goal: String,
+    /// Plan Cascade's `execution_mode` (e.g. `auto`, `manual`).
+    pub execution_mode: Option<String>,
+    /// The branch finished features merge into.
+    pub target_branch: Option<String>,
+    /// The features, in file order.
+    pub features: Vec<Feature>,
+    /// Unknown top-level fields, in file order.
+    pub extra: Map<String, Value>,
+    /// How the file was written (key order).
+    pub source: Source,
+}
+
+impl MegaPlan {
+    /// The feature with this id (linear scan).
+    pub fn feature(&self, id: &str) -> Option<&Feature> {
+        self.features.iter().find(|f| f.id == id)
+    }
+
+    /// The feature with this id, mutable (linear scan).
+    pub fn feature_mut(&mut self, id: &str) -> Option<&mut Feature> {
+        self.features.iter_mut().find(|f| f.id == id)
+    }
+
+    /// Parses a mega-plan from JSON text; `path` is only used in error messages.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<MegaPlan, PlanError> {
+        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
+    }
+
+    /// The mega-plan as pretty JSON (keys in their original order).
+    pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        to_pretty(self)
+    }
+
+    /// Writes the mega-plan to `path` atomically, keeping unknown fields.
+    pub fn save(&self, path: &Path) -> Result<(), PlanError> {
+        let bytes = self.to_json().map_err(|source| PlanError::Serialize {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        write_atomic(path, &bytes)
+    }
+}
+
+/// One feature of a mega-plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Feature {
+    /// The id, as written (e.g. `feature-001`).
+    pub id: String,
+    /// Short name used for branches and directories (`^[a-z0-9][a-z0-9-]*$`).
+    pub name: String,
+    /// One-line title.
+    pub title: String,
+    /// What the feature is.
+    pub description: String,
+    /// Scheduling priority within a batch.
+    pub priority: Priority,
+    /// Ids (or names) of the features this one needs first.
+    pub dependencies: Vec<String>,
+    /// Progress (Plan Cascade's other feature statuses such as `prd_generated`
+    /// read as `Pending` and are written back unchanged; see [`Feature::status_label`]).
+    pub status: Status,
+    /// Unknown fields, in file order.
+    pub extra: Map<String, Value>,
+    /// How the feature was written in the file.
+    pub source: Source,
+}
+
+impl Feature {
+    /// A pending, medium-priority feature.
+    pub fn new(id: impl Into<String>, name: impl Into<String>) -> Feature {
+        Feature {
+            id: id.into(),
+            name: name.into(),
+            ..Feature::default()
+        }
+    }
+
+    /// Sets the status (the original spelling is dropped if it no longer applies).
+    pub fn set_status(&mut self, status: Status) {
+        if self.status != status {
+            self.source.status = None;
+        }
+        self.status = status;
+    }
+
+    /// Sets the status to an exact label (e.g. `prd_generated`), keeping it
+    /// verbatim in the file; `status` becomes what the label parses to.
+    pub fn set_status_label(&mut self, label: &str) {
+        self.status = Status::parse(label).unwrap_or_default();
+        self.source.status =
+            (self.status.as_str() != label).then(|| Box::new(Value::String(label.to_owned())));
+    }
+
+    /// The status as written in the file (e.g. `prd_generated`), else canonical.
+    pub fn status_label(&self) -> &str {
+        label(self.source.status.as_deref(), self.status.as_str())
+    }
+
+    /// Whether the feature is already done.
+    pub fn is_complete(&self) -> bool {
+        self.status.is_complete()
+    }
+
+    /// Dependencies, trimmed, empty entries skipped.
+    pub fn dependency_ids(&self) -> impl Iterator<Item = &str> {
+        self.dependencies
+            .iter()
+            .map(|d| d.trim())
+            .filter(|d| !d.is_empty())
+    }
+}
+
+impl Story {
+    /// Sets the status to an exact label (e.g. `completed`), keeping it verbatim.
+    pub fn set_status_label(&mut self, label: &str) {
+        self.status = Status::parse(label).unwrap_or_default();
+        self.source.status =
+            (self.status.as_str() != label).then(|| Box::new(Value::String(label.to_owned())));
+    }
+}
+
+/// Reads and parses a `prd.json`.
+pub fn load_prd(path: impl AsRef<Path>) -> Result<Prd, PlanError> {
+    let path = path.as_ref();
+    let bytes = read(path, "prd")?;
+    Prd::from_json(&bytes, path)
+}
+
+/// Reads and parses a `mega-plan.json`.
+pub fn load_mega(path: impl AsRef<Path>) -> Result<MegaPlan, PlanError> {
+    let path = path.as_ref();
+    let bytes = read(path, "mega")?;
+    MegaPlan::from_json(&bytes, path)
+}
+
+pub(crate) fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, PlanError> {
+    std::fs::read(path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            PlanError::NotFound {
+                path: path.to_path_buf(),
+                flag,
+            }
+        } else {
+            PlanError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })
+}
+
+fn to_pretty<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Error> {
+    let mut out = serde_json::to_vec_pretty(value)?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Writes `bytes` to a temp file next to `path`, syncs it, then renames it over
+/// `path`, so readers see the old or the new file, never half of one. The
+/// original file's permissions are kept.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
+    use std::io::Write;
+    let err = |source| PlanError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "plan.json".into());
+    let tmp = temp_path(&dir, &name);
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            file.set_permissions(meta.permissions())?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(err)
+}
+
+fn temp_path(dir: &Path, name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}

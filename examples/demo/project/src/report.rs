@@ -1,0 +1,1 @@
+//! (empty: written by story-006 of the demo plan)

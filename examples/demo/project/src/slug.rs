@@ -1,0 +1,1 @@
+//! (empty: written by story-005 of the demo plan)

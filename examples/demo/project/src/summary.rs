@@ -1,0 +1,1 @@
+//! (empty: written by story-004 of the demo plan)

@@ -1,0 +1,1 @@
+//! (empty: written by story-001 of the demo plan)

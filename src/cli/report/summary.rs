@@ -1,0 +1,265 @@
+//! The final summary table of a run: one row per story with its status,
+//! agent, attempts, gates (cached and flaky marked), duration and, where the
+//! agent reported them, tokens and cost; then the failures with their errors
+//! and a totals line.
+
+use cascade_engine::events::GateSummary;
+use cascade_engine::{RunStatus, StoryCounts, StorySummary};
+
+use super::{human_count, human_duration};
+
+/// Renders the summary (ends with a newline). `color` adds ANSI colours to
+/// statuses.
+pub fn render(
+    rows: &[StorySummary],
+    status: RunStatus,
+    counts: &StoryCounts,
+    duration_ms: u64,
+    color: bool,
+) -> String {
+    let with_tokens = rows
+        .iter()
+        .any(|r| r.input_tokens.is_some() || r.output_tokens.is_some());
+    let with_cost = rows.iter().any(|r| r.cost_usd.is_some());
+    let mut header = vec!["STORY", "STATUS", "AGENT", "ATTEMPTS", "GATES", "DURATION"];
+    if with_tokens {
+        header.push("TOKENS (in/out)");
+    }
+    if with_cost {
+        header.push("COST");
+    }
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for r in rows {
+        let mut row = vec![
+            r.story.clone(),
+            r.status.clone(),
+            r.agent.clone().unwrap_or_else(|| "-".into()),
+            if r.attempts == 0 {
+                "-".into()
+            } else {
+                r.attempts.to_string()
+            },
+            gates(&r.gates),
+            if r.duration_ms == 0 {
+                "-".into()
+            } else {
+                human_duration(r.duration_ms)
+            },
+        ];
+        if with_tokens {
+            row.push(match (r.input_tokens, r.output_tokens) {
+                (None, None) => "-".into(),
+                (i, o) => format!(
+                    "{}/{}",
+                    i.map_or("-".into(), human_count),
+                    o.map_or("-".into(), human_count)
+                ),
+            });
+        }
+        if with_cost {
+            row.push(r.cost_usd.map_or("-".into(), |c| format!("${c:.2}")));
+        }
+        table.push(row);
+    }
+    let widths: Vec<usize> = (0..table[0].len())
+        .map(|c| table.iter().map(|row| width(&row[c])).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (i, row) in table.iter().enumerate() {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            let last = c + 1 == row.len();
+            let text = if i > 0 && c == 1 {
+                paint_status(cell, color)
+            } else {
+                cell.clone()
+            };
+            line.push_str(&text);
+            if !last {
+                line.push_str(&" ".repeat(widths[c] - width(cell) + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    // A story that failed once and then passed is not a failure.
+    let failures: Vec<&StorySummary> = rows
+        .iter()
+        .filter(|r| r.error.is_some() && r.status != "complete")
+        .collect();
+    if !failures.is_empty() {
+        out.push_str("\nfailures:\n");
+        for r in failures {
+            out.push_str(&format!(
+                "  {}: {}\n",
+                r.story,
+                r.error.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    let mut totals = format!(
+        "\nrun {}: {} complete, {} failed, {} blocked, {} pending in {}",
+        status,
+        counts.complete,
+        counts.failed,
+        counts.blocked,
+        counts.pending,
+        human_duration(duration_ms)
+    );
+    let tokens: u64 = rows
+        .iter()
+        .map(|r| r.input_tokens.unwrap_or(0) + r.output_tokens.unwrap_or(0))
+        .sum();
+    if tokens > 0 {
+        totals.push_str(&format!(", {} tokens", human_count(tokens)));
+    }
+    let cost: f64 = rows.iter().filter_map(|r| r.cost_usd).sum();
+    if with_cost {
+        totals.push_str(&format!(", ${cost:.2}"));
+    }
+    out.push_str(&totals);
+    out.push('\n');
+    out
+}
+
+/// `tests ✓ (cached), lint ✗`.
+fn gates(gates: &[GateSummary]) -> String {
+    if gates.is_empty() {
+        return "-".into();
+    }
+    gates
+        .iter()
+        .map(|g| {
+            let mut s = format!("{} {}", g.name, if g.passed { "✓" } else { "✗" });
+            if g.cached {
+                s.push_str(" (cached)");
+            }
+            if g.flaky {
+                s.push_str(" (flaky)");
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+fn paint_status(status: &str, color: bool) -> String {
+    if !color {
+        return status.to_string();
+    }
+    let code = match status {
+        "complete" => "32",
+        "failed" => "31",
+        "blocked" => "33",
+        _ => "2",
+    };
+    format!("\x1b[{code}m{status}\x1b[0m")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(story: &str, status: &str) -> StorySummary {
+        StorySummary {
+            story: story.into(),
+            status: status.into(),
+            agent: Some("demo".into()),
+            attempts: 1,
+            gates: vec![],
+            duration_ms: 1500,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn aligned_table_with_gates_and_failures() {
+        let mut a = row("story-001", "complete");
+        a.gates = vec![
+            GateSummary {
+                name: "tests".into(),
+                passed: true,
+                cached: true,
+                flaky: false,
+            },
+            GateSummary {
+                name: "lint".into(),
+                passed: true,
+                cached: false,
+                flaky: true,
+            },
+        ];
+        let mut b = row("story-0002", "failed");
+        b.attempts = 4;
+        b.error = Some("quality gate 'tests' failed".into());
+        let mut c = row("s3", "blocked");
+        c.agent = None;
+        c.attempts = 0;
+        c.duration_ms = 0;
+        let counts = StoryCounts {
+            complete: 1,
+            failed: 1,
+            blocked: 1,
+            pending: 0,
+        };
+        let text = render(&[a, b, c], RunStatus::Failed, &counts, 61_000, false);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("STORY       STATUS    AGENT  ATTEMPTS  GATES"));
+        assert!(!lines[0].contains("TOKENS") && !lines[0].contains("COST"));
+        assert!(
+            lines[1].contains("tests ✓ (cached), lint ✓ (flaky)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].starts_with("story-0002  failed    demo   4"),
+            "{text}"
+        );
+        assert!(
+            lines[3].starts_with("s3          blocked   -      -"),
+            "{text}"
+        );
+        // Columns line up: STATUS starts at the same offset in every row.
+        let col = lines[0].find("STATUS").unwrap();
+        assert_eq!(&lines[1][col..col + 8], "complete");
+        assert!(text.contains("failures:\n  story-0002: quality gate 'tests' failed\n"));
+        assert!(text.ends_with("run failed: 1 complete, 1 failed, 1 blocked, 0 pending in 1m01s\n"));
+        assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn tokens_and_cost_when_reported() {
+        let mut a = row("a", "complete");
+        a.input_tokens = Some(12_000);
+        a.output_tokens = Some(800);
+        a.cost_usd = Some(0.125);
+        let b = row("b", "complete");
+        let mut b = b;
+        b.error = Some("an earlier attempt failed".into());
+        let text = render(
+            &[a, b],
+            RunStatus::Completed,
+            &StoryCounts {
+                complete: 2,
+                ..Default::default()
+            },
+            3000,
+            true,
+        );
+        assert!(
+            text.contains("TOKENS (in/out)") && text.contains("COST"),
+            "{text}"
+        );
+        assert!(text.contains("12.0k/800"), "{text}");
+        assert!(text.contains("$0.13") || text.contains("$0.12"), "{text}");
+        assert!(text.contains("\x1b[32mcomplete\x1b[0m"));
+        assert!(text.contains("12.8k tokens"), "{text}");
+        assert!(!text.contains("failures:"), "{text}");
+    }
+}

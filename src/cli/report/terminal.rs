@@ -1,0 +1,586 @@
+//! The human reporter.
+//!
+//! On a terminal (stdout and stderr both TTYs, `TERM` not `dumb`) it keeps a
+//! live view on stderr with indicatif: the batch progress and one line per
+//! running story (agent, phase, attempt, current step, elapsed time), while
+//! every step worth keeping (started, gate results, retries, merges,
+//! failures) is printed above it. Anywhere else it prints the same steps as
+//! plain lines on stdout, flushed one by one, with no escape codes. Colour is
+//! used only on a terminal and never when `NO_COLOR` is set. On
+//! `run_finished` it prints the summary table ([`super::summary`]).
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use cascade_engine::Event;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use super::{human_duration, short_oid, summary};
+
+/// Renders events for people.
+pub struct TerminalReporter {
+    view: View,
+    color: bool,
+}
+
+enum View {
+    Live(Live),
+    Plain(Box<dyn Write + Send>),
+}
+
+struct Live {
+    multi: MultiProgress,
+    overall: ProgressBar,
+    stories: HashMap<String, ProgressBar>,
+    finished: usize,
+    base: usize,
+}
+
+impl TerminalReporter {
+    /// Live view on a terminal, plain lines elsewhere; colour per `NO_COLOR`.
+    pub fn detect() -> TerminalReporter {
+        let dumb = std::env::var("TERM").is_ok_and(|t| t == "dumb");
+        let interactive =
+            std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && !dumb;
+        if interactive {
+            TerminalReporter::live(color_allowed())
+        } else {
+            TerminalReporter::plain(Box::new(std::io::stdout()), false)
+        }
+    }
+
+    /// Plain lines on `out`.
+    pub fn plain(out: Box<dyn Write + Send>, color: bool) -> TerminalReporter {
+        TerminalReporter {
+            view: View::Plain(out),
+            color,
+        }
+    }
+
+    fn live(color: bool) -> TerminalReporter {
+        let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr_with_hz(8));
+        let overall = multi.add(ProgressBar::new(0));
+        let template = if color {
+            "{prefix:.bold} [{bar:30.cyan/blue}] {pos}/{len} stories {msg}"
+        } else {
+            "{prefix} [{bar:30}] {pos}/{len} stories {msg}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            overall.set_style(style.progress_chars("=> "));
+        }
+        overall.set_prefix("run");
+        TerminalReporter {
+            view: View::Live(Live {
+                multi,
+                overall,
+                stories: HashMap::new(),
+                finished: 0,
+                base: 0,
+            }),
+            color,
+        }
+    }
+
+    /// Renders one event.
+    pub fn report(&mut self, event: &Event) {
+        if let Event::RunFinished {
+            status,
+            stories,
+            duration_ms,
+            summary: rows,
+        } = event
+        {
+            self.finish();
+            let text = summary::render(rows, *status, stories, *duration_ms, self.color);
+            match &mut self.view {
+                View::Plain(out) => {
+                    let _ = out.write_all(b"\n");
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                }
+                View::Live(_) => {
+                    let mut out = std::io::stdout().lock();
+                    let _ = out.write_all(b"\n");
+                    let _ = out.write_all(text.as_bytes());
+                    let _ = out.flush();
+                }
+            }
+            return;
+        }
+        if let View::Live(live) = &mut self.view {
+            live.update(event, self.color);
+        }
+        if let Some(line) = describe(event, self.color) {
+            self.note(&line);
+        }
+    }
+
+    /// Prints a line above the live view (or as a plain line).
+    pub fn note(&mut self, line: &str) {
+        match &mut self.view {
+            View::Plain(out) => {
+                let _ = writeln!(out, "{line}");
+                let _ = out.flush();
+            }
+            View::Live(live) => {
+                if live.multi.println(line).is_err() {
+                    eprintln!("{line}");
+                }
+            }
+        }
+    }
+
+    /// Removes the live lines.
+    pub fn finish(&mut self) {
+        if let View::Live(live) = &mut self.view {
+            for (_, bar) in live.stories.drain() {
+                bar.finish_and_clear();
+            }
+            live.overall.finish_and_clear();
+            let _ = live.multi.clear();
+        }
+    }
+}
+
+impl Live {
+    fn story_bar(&mut self, story: &str, color: bool) -> ProgressBar {
+        if let Some(bar) = self.stories.get(story) {
+            return bar.clone();
+        }
+        let bar = self.multi.add(ProgressBar::new_spinner());
+        let template = if color {
+            "  {spinner:.green} {prefix:.bold} {msg} {elapsed:.dim}"
+        } else {
+            "  {spinner} {prefix} {msg} {elapsed}"
+        };
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style);
+        }
+        bar.set_prefix(story.to_string());
+        bar.enable_steady_tick(Duration::from_millis(120));
+        self.stories.insert(story.to_string(), bar.clone());
+        bar
+    }
+
+    fn done(&mut self, story: &str) {
+        if let Some(bar) = self.stories.remove(story) {
+            bar.finish_and_clear();
+            self.multi.remove(&bar);
+        }
+        self.finished += 1;
+        let len = self.overall.length().unwrap_or(0);
+        self.overall
+            .set_position(((self.base + self.finished) as u64).min(len));
+    }
+
+    fn update(&mut self, event: &Event, color: bool) {
+        match event {
+            Event::RunStarted {
+                total,
+                already_complete,
+                ..
+            } => {
+                self.base = *already_complete;
+                self.overall.set_length(*total as u64);
+                self.overall.set_position(*already_complete as u64);
+            }
+            Event::BatchStarted { batch, of, .. } => {
+                self.overall.set_prefix(format!("batch {batch}/{of}"));
+            }
+            Event::StoryStarted {
+                story,
+                agent,
+                attempt,
+                max_attempts,
+                phase,
+                ..
+            } => {
+                let bar = self.story_bar(story, color);
+                bar.set_message(format!(
+                    "{agent} · {phase} · attempt {attempt}/{max_attempts} · agent running"
+                ));
+            }
+            Event::AgentFinished { story, agent, .. } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message(format!("{agent} · agent finished"));
+                }
+            }
+            Event::StoryCommitted { story, .. } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message("committed · gates next".to_string());
+                }
+            }
+            Event::GateStarted { story, gate } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message(format!("gate {gate}"));
+                }
+            }
+            Event::RetryScheduled {
+                story,
+                attempt,
+                delay_ms,
+                ..
+            } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message(format!(
+                        "waiting {} before attempt {attempt}",
+                        human_duration(*delay_ms)
+                    ));
+                }
+            }
+            Event::StoryMerged { story, .. } | Event::StoryFailed { story, .. } => self.done(story),
+            Event::StoryBlocked { story, .. } => self.done(story),
+            _ => {}
+        }
+    }
+}
+
+fn color_allowed() -> bool {
+    std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
+}
+
+fn paint(text: &str, code: &str, color: bool) -> String {
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+/// The line an event prints, if it prints one (`run_finished` is the summary).
+pub fn describe(event: &Event, color: bool) -> Option<String> {
+    let ok = |s: &str| paint(s, "32", color);
+    let bad = |s: &str| paint(s, "31", color);
+    let warn = |s: &str| paint(s, "33", color);
+    let line = match event {
+        Event::RunStarted {
+            prd,
+            target_branch,
+            total,
+            already_complete,
+            schedule,
+            parallel,
+            batches,
+            resumed,
+            ..
+        } => format!(
+            "{} {prd}: {total} stories ({already_complete} already complete), {batches} batch{}, {schedule} schedule, parallel {parallel}, merging into '{target_branch}'",
+            if *resumed { "resuming" } else { "running" },
+            if *batches == 1 { "" } else { "es" },
+        ),
+        Event::BatchStarted { batch, of, stories } => {
+            format!("batch {batch}/{of}: {}", stories.join(", "))
+        }
+        Event::BatchFinished { batch, of } => format!("batch {batch}/{of} done"),
+        Event::Notice { message } => format!("note: {message}"),
+        Event::StorySkipped { story, reason } => format!("{story}: skipped ({reason})"),
+        Event::AgentFallback { story, from, to, why } => {
+            format!("{story}: {} {from} -> {to}: {why}", warn("fallback"))
+        }
+        Event::StoryStarted {
+            story,
+            agent,
+            attempt,
+            max_attempts,
+            phase,
+            pid,
+            ..
+        } => format!(
+            "{story}: started via {agent} ({phase}, attempt {attempt}/{max_attempts}, pid {pid})"
+        ),
+        Event::AgentFinished {
+            story,
+            agent,
+            success,
+            outcome,
+            duration_ms,
+            ..
+        } => {
+            let what = if *success { ok("finished") } else { bad("failed") };
+            format!(
+                "{story}: {agent} {what} ({outcome}) in {}",
+                human_duration(*duration_ms)
+            )
+        }
+        Event::StoryCommitted { story, commit, .. } => {
+            format!("{story}: committed {}", short_oid(commit))
+        }
+        Event::GateStarted { .. } => return None,
+        Event::GateFinished {
+            story,
+            gate,
+            passed,
+            required,
+            cached,
+            flaky,
+            skipped,
+            duration_ms,
+            errors,
+        } => {
+            let verdict = if *skipped {
+                "skipped".to_string()
+            } else if *passed {
+                ok("passed")
+            } else if *required {
+                bad("FAILED")
+            } else {
+                warn("failed (optional)")
+            };
+            let mut s = format!("{story}: gate {gate} {verdict}");
+            if *cached {
+                s.push_str(" (cached)");
+            } else if !*skipped {
+                s.push_str(&format!(" in {}", human_duration(*duration_ms)));
+            }
+            if *flaky {
+                s.push_str(&format!(" {}", warn("(flaky: passed on re-run)")));
+            }
+            if *errors > 0 {
+                s.push_str(&format!(", {errors} error{}", if *errors == 1 { "" } else { "s" }));
+            }
+            s
+        }
+        Event::AttemptFailed {
+            story,
+            attempt,
+            error_type,
+            error,
+            ..
+        } => format!("{story}: attempt {attempt} {} ({error_type}): {error}", bad("failed")),
+        Event::RetryScheduled {
+            story,
+            attempt,
+            max_attempts,
+            agent,
+            delay_ms,
+            ..
+        } => format!(
+            "{story}: {} attempt {attempt}/{max_attempts} via {agent} in {}",
+            warn("retry"),
+            human_duration(*delay_ms)
+        ),
+        Event::StoryMerged {
+            story,
+            attempts,
+            commit,
+            fast_forward,
+            target_branch,
+            duration_ms,
+            ..
+        } => format!(
+            "{story}: {} into '{target_branch}' ({} {}) after {attempts} attempt{} in {}",
+            ok("merged"),
+            if *fast_forward { "fast-forward" } else { "merge commit" },
+            short_oid(commit),
+            if *attempts == 1 { "" } else { "s" },
+            human_duration(*duration_ms)
+        ),
+        Event::MergeConflict {
+            story,
+            branch,
+            files,
+        } => format!(
+            "{story}: {} in {}; branch '{branch}' kept",
+            bad("merge conflict"),
+            files.join(", ")
+        ),
+        Event::StoryFailed {
+            story,
+            attempts,
+            error_type,
+            error,
+            branch,
+            worktree,
+            ..
+        } => format!(
+            "{story}: {} after {attempts} attempt{} ({error_type}): {error}\n  branch '{branch}', worktree {worktree}",
+            bad("FAILED"),
+            if *attempts == 1 { "" } else { "s" },
+        ),
+        Event::StoryBlocked { story, blocked_by } => {
+            format!("{story}: {} by {}", warn("blocked"), blocked_by.join(", "))
+        }
+        Event::RunPaused { reason } => format!("paused: {reason}"),
+        Event::RunFinished { .. } => return None,
+    };
+    Some(line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_engine::events::GateSummary;
+    use cascade_engine::{FailureKind, RunStatus, StoryCounts, StorySummary};
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn plain_lines_without_escapes_then_the_summary() {
+        let buf = Shared::default();
+        let mut r = TerminalReporter::plain(Box::new(buf.clone()), false);
+        let events = vec![
+            Event::RunStarted {
+                run_id: "r".into(),
+                prd: "prd.json".into(),
+                target_branch: "main".into(),
+                total: 2,
+                already_complete: 0,
+                schedule: "batch".into(),
+                parallel: 2,
+                batches: 1,
+                resumed: false,
+            },
+            Event::BatchStarted {
+                batch: 1,
+                of: 1,
+                stories: vec!["a".into(), "b".into()],
+            },
+            Event::StoryStarted {
+                story: "a".into(),
+                title: "A".into(),
+                agent: "demo".into(),
+                attempt: 1,
+                max_attempts: 4,
+                phase: "implementation".into(),
+                fallbacks: vec![],
+                pid: 42,
+                branch: "cascade/a".into(),
+                worktree: "/w/a".into(),
+            },
+            Event::GateStarted {
+                story: "a".into(),
+                gate: "tests".into(),
+            },
+            Event::GateFinished {
+                story: "a".into(),
+                gate: "tests".into(),
+                passed: false,
+                required: true,
+                cached: false,
+                flaky: false,
+                skipped: false,
+                duration_ms: 2000,
+                errors: 1,
+            },
+            Event::AttemptFailed {
+                story: "a".into(),
+                agent: "demo".into(),
+                attempt: 1,
+                error_type: FailureKind::QualityGate,
+                error: "quality gate 'tests' failed".into(),
+            },
+            Event::RetryScheduled {
+                story: "a".into(),
+                attempt: 2,
+                max_attempts: 4,
+                agent: "demo".into(),
+                error_type: FailureKind::QualityGate,
+                delay_ms: 0,
+            },
+            Event::StoryMerged {
+                story: "a".into(),
+                agent: "demo".into(),
+                attempts: 2,
+                commit: "0123456789abcdef".into(),
+                fast_forward: true,
+                target_branch: "main".into(),
+                duration_ms: 5000,
+            },
+            Event::StoryBlocked {
+                story: "b".into(),
+                blocked_by: vec!["x".into()],
+            },
+            Event::RunFinished {
+                status: RunStatus::Failed,
+                stories: StoryCounts {
+                    complete: 1,
+                    blocked: 1,
+                    ..Default::default()
+                },
+                duration_ms: 6000,
+                summary: vec![StorySummary {
+                    story: "a".into(),
+                    status: "complete".into(),
+                    agent: Some("demo".into()),
+                    attempts: 2,
+                    gates: vec![GateSummary {
+                        name: "tests".into(),
+                        passed: true,
+                        cached: false,
+                        flaky: false,
+                    }],
+                    duration_ms: 5000,
+                    input_tokens: None,
+                    output_tokens: None,
+                    cost_usd: None,
+                    error: None,
+                }],
+            },
+        ];
+        for e in &events {
+            r.report(e);
+        }
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(!text.contains('\x1b'), "{text}");
+        let expected = [
+            "running prd.json: 2 stories (0 already complete), 1 batch, batch schedule, parallel 2, merging into 'main'",
+            "batch 1/1: a, b",
+            "a: started via demo (implementation, attempt 1/4, pid 42)",
+            "a: gate tests FAILED in 2.0s, 1 error",
+            "a: attempt 1 failed (quality_gate): quality gate 'tests' failed",
+            "a: retry attempt 2/4 via demo in 0.0s",
+            "a: merged into 'main' (fast-forward 0123456789) after 2 attempts in 5.0s",
+            "b: blocked by x",
+        ];
+        for line in expected {
+            assert!(
+                text.contains(&format!("{line}\n")),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        assert!(
+            !text.contains("gate tests\n"),
+            "gate_started prints nothing"
+        );
+        assert!(text.contains("STORY  STATUS"), "{text}");
+        assert!(text.contains("tests ✓"), "{text}");
+        assert!(text.ends_with("run failed: 1 complete, 0 failed, 1 blocked, 0 pending in 6.0s\n"));
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let e = Event::StoryBlocked {
+            story: "b".into(),
+            blocked_by: vec!["a".into()],
+        };
+        assert!(describe(&e, true)
+            .unwrap()
+            .contains("\x1b[33mblocked\x1b[0m"));
+        assert_eq!(describe(&e, false).unwrap(), "b: blocked by a");
+        let failed = Event::StoryFailed {
+            story: "s".into(),
+            agent: "demo".into(),
+            attempts: 1,
+            error_type: FailureKind::MergeConflict,
+            error: "conflict in a.txt".into(),
+            branch: "cascade/s".into(),
+            worktree: "/w/s".into(),
+        };
+        assert_eq!(
+            describe(&failed, false).unwrap(),
+            "s: FAILED after 1 attempt (merge_conflict): conflict in a.txt\n  branch 'cascade/s', worktree /w/s"
+        );
+    }
+}

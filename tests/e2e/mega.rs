@@ -1,0 +1,642 @@
+//! End-to-end tests: `cascade mega approve|resume|status|complete` with
+//! scripted agents (small /bin/sh scripts) and a scripted PRD agent that
+//! writes a PRD to `$CASCADE_PRD_PATH`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{cascade, git, init_repo, script, write_json};
+
+/// A temp repository with a mega-plan, plus a directory (outside the repo)
+/// holding the scripted agents, their agents.json and their notes.
+struct Mega {
+    repo: tempfile::TempDir,
+    tools: tempfile::TempDir,
+}
+
+impl Mega {
+    fn root(&self) -> &Path {
+        self.repo.path()
+    }
+    fn tools(&self) -> &Path {
+        self.tools.path()
+    }
+    fn agents(&self) -> PathBuf {
+        self.tools().join("agents.json")
+    }
+    /// `cascade --agents ... mega <args>` in the repo.
+    fn cmd(&self, args: &[&str]) -> assert_cmd::Command {
+        let mut c = cascade(self.root());
+        c.arg("--agents").arg(self.agents()).arg("mega").args(args);
+        c.timeout(Duration::from_secs(120));
+        c
+    }
+    fn approve(&self, extra: &[&str]) -> std::process::Output {
+        let mut args = vec![
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+        ];
+        args.extend_from_slice(extra);
+        self.cmd(&args).output().expect("cascade runs")
+    }
+    fn status_json(&self) -> Value {
+        let out = self.cmd(&["status", "--json"]).output().expect("runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("status is JSON")
+    }
+    fn note(&self, name: &str) -> String {
+        std::fs::read_to_string(self.tools().join(name)).unwrap_or_default()
+    }
+}
+
+/// The implementation agent: writes `<story>.txt` in its worktree; a story
+/// whose id starts with `fail-` fails; `api-*` stories check that auth's
+/// work is already on their branch; `slow-*` stories hang once (kill test).
+const IMPL: &str = r#"
+set -e
+T="$(dirname "$0")"
+case "$CASCADE_STORY_ID" in
+  *fail-*) echo "cannot do $CASCADE_STORY_ID" >&2; exit 3 ;;
+esac
+case "$CASCADE_STORY_ID" in
+  *api-*) test -f auth-1.txt || { echo "auth work missing" >&2; exit 4; } ;;
+esac
+case "$CASCADE_STORY_ID" in
+  *conflict-*) echo "written by $CASCADE_STORY_ID" > shared.txt ;;
+esac
+case "$CASCADE_STORY_ID" in
+  *slow-*)
+    if [ ! -f "$T/resumed" ]; then
+      echo $$ > "$T/slow.pid"
+      touch "$T/slow.started"
+      sleep 60
+    fi ;;
+esac
+echo "$CASCADE_STORY_ID" >> "$T/impl.calls"
+echo "done by $CASCADE_STORY_ID" > "$(echo "$CASCADE_STORY_ID" | tr '.' '_' | sed 's/.*_//').txt"
+"#;
+
+/// The PRD agent: one story named after the feature; notes what it saw.
+const PRD_GOOD: &str = r#"
+T="$(dirname "$0")"
+f="${CASCADE_STORY_ID#prd-}"
+echo "$f" >> "$T/prd.calls"
+cp "$CASCADE_PROMPT_FILE" "$T/prd.prompt.$f"
+echo "finding from $f" > findings.md
+[ -n "$CASCADE_PRD_PATH" ] && echo "path=$CASCADE_PRD_PATH" >> "$T/prd.env"
+[ -f mega-findings.md ] && [ "$(stat -c %a mega-findings.md)" = 444 ] && echo "findings read-only" >> "$T/prd.env"
+cat > "$CASCADE_PRD_PATH" <<JSON
+{"goal": "$f", "stories": [{"id": "$f-1", "title": "build $f", "description": "d", "priority": "high", "dependencies": [], "status": "pending"}]}
+JSON
+"#;
+
+/// A PRD agent that always writes a PRD with an unknown dependency.
+const PRD_BAD: &str = r#"
+T="$(dirname "$0")"
+n=$(cat "$T/bad.count" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$T/bad.count"
+cp "$CASCADE_PROMPT_FILE" "$T/bad.prompt.$n"
+cat > "$CASCADE_PRD_PATH" <<JSON
+{"stories": [{"id": "s1", "title": "one", "dependencies": ["ghost-story"]}]}
+JSON
+"#;
+
+/// One feature: (id, name, deps by id, whether a PRD is supplied in features/<name>/).
+type F<'a> = (&'a str, &'a str, &'a [&'a str], bool);
+
+fn setup(features: &[F], stories_of: impl Fn(&str) -> Vec<String>) -> Mega {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let t = tools.path();
+    script(&t.join("impl.sh"), IMPL);
+    script(&t.join("prd.sh"), PRD_GOOD);
+    script(&t.join("prd-bad.sh"), PRD_BAD);
+    let agent = |cmd: &Path| json!({"type": "cli", "command": cmd.display().to_string(), "args": [], "timeout": 120});
+    write_json(
+        &t.join("agents.json"),
+        &json!({
+            "default_agent": "impl",
+            "agents": {
+                "impl": agent(&t.join("impl.sh")),
+                "prd": agent(&t.join("prd.sh")),
+                "prd-bad": agent(&t.join("prd-bad.sh")),
+            },
+            "phase_defaults": {"planning": {"default_agent": "prd", "fallback_chain": []}}
+        }),
+    );
+    let root = repo.path();
+    let feats: Vec<Value> = features
+        .iter()
+        .map(|(id, name, deps, _)| {
+            json!({"id": id, "name": name, "title": format!("Feature {name}"),
+                   "description": format!("Build {name}."), "priority": "high",
+                   "dependencies": deps, "status": "pending"})
+        })
+        .collect();
+    write_json(
+        &root.join("mega-plan.json"),
+        &json!({"goal": "a small app", "execution_mode": "auto", "target_branch": "main", "features": feats}),
+    );
+    for (_, name, _, has_prd) in features {
+        if !has_prd {
+            continue;
+        }
+        let stories: Vec<Value> = stories_of(name)
+            .iter()
+            .map(|id| {
+                json!({"id": id, "title": format!("story {id}"), "description": "d",
+                             "priority": "medium", "dependencies": [], "status": "pending",
+                             "acceptance_criteria": ["file exists"]})
+            })
+            .collect();
+        write_json(
+            &root.join("features").join(name).join("prd.json"),
+            &json!({"goal": name, "stories": stories}),
+        );
+    }
+    std::fs::write(root.join("design_doc.md"), "Keep it simple.\n").expect("write");
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "plan"]);
+    Mega { repo, tools }
+}
+
+fn first_parent_subjects(root: &Path) -> Vec<String> {
+    git(root, &["log", "--first-parent", "--format=%s", "main"])
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn cascade_branches(root: &Path) -> Vec<String> {
+    git(
+        root,
+        &["branch", "--list", "cascade/*", "--format=%(refname:short)"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn three_features_land_in_order_with_merge_commits_and_a_generated_prd() {
+    // auth <- api <- ui; ui has no PRD: the PRD agent writes it.
+    let m = setup(
+        &[
+            ("f1", "auth", &[], true),
+            ("f2", "api", &["f1"], true),
+            ("f3", "ui", &["f2"], false),
+        ],
+        |name| vec![format!("{name}-1")],
+    );
+    let out = m.approve(&["--prd-agent", "prd"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Merge commits on the target, in batch order, naming the features.
+    let subjects = first_parent_subjects(m.root());
+    let pos = |f: &str| {
+        subjects
+            .iter()
+            .position(|s| s.starts_with(&format!("Merge feature '{f}'")))
+            .unwrap_or_else(|| panic!("no merge of {f} in {subjects:?}"))
+    };
+    assert!(
+        pos("ui") < pos("api") && pos("api") < pos("auth"),
+        "{subjects:?}"
+    );
+    let merges = git(
+        m.root(),
+        &["rev-list", "--first-parent", "--merges", "main"],
+    );
+    assert_eq!(merges.lines().count(), 3, "{subjects:?}");
+    // The work is in the main worktree (its branch moved) and nothing is left over.
+    for f in ["auth-1.txt", "api-1.txt", "ui-1.txt"] {
+        assert!(m.root().join(f).is_file(), "{f} missing; {}", text(&out));
+    }
+    assert!(
+        cascade_branches(m.root()).is_empty(),
+        "{:?}",
+        cascade_branches(m.root())
+    );
+    assert_eq!(git(m.root(), &["status", "--porcelain"]), "");
+
+    // The PRD agent ran once, for ui, with CASCADE_PRD_PATH and the shared
+    // findings read-only in its worktree.
+    assert_eq!(m.note("prd.calls").trim(), "ui");
+    let env = m.note("prd.env");
+    assert!(env.contains("path=") && env.contains("prd.json"), "{env}");
+    assert!(env.contains("findings read-only"), "{env}");
+    // Its prompt carries the feature, what it builds on and the design doc.
+    let prompt = m.note("prd.prompt.ui");
+    assert!(
+        prompt.contains("Feature ui") && prompt.contains("Build ui."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("`api`: Feature api"), "{prompt}");
+    assert!(prompt.contains("Keep it simple."), "{prompt}");
+    assert!(prompt.contains("CASCADE_PRD_PATH"), "{prompt}");
+
+    // ui's findings.md is kept and shared with later features.
+    let kept = m.root().join(".cascade/mega/features/ui/findings.md");
+    assert_eq!(
+        std::fs::read_to_string(kept).unwrap().trim(),
+        "finding from ui"
+    );
+    let shared = std::fs::read_to_string(m.root().join("mega-findings.md")).unwrap();
+    assert!(
+        shared.contains("## Feature ui") && shared.contains("finding from ui"),
+        "{shared}"
+    );
+    // progress.txt tells the story per feature.
+    let progress = std::fs::read_to_string(m.root().join("progress.txt")).unwrap();
+    assert!(
+        progress.contains("feature auth: [COMPLETE] merged into main"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("auth/auth-1: [START] via impl"),
+        "{progress}"
+    );
+
+    let st = m.status_json();
+    assert_eq!(st["status"], "completed", "{st}");
+    for f in ["auth", "api", "ui"] {
+        assert_eq!(st["features"][f]["status"], "complete", "{st}");
+        assert_eq!(st["features"][f]["stories"]["done"], 1, "{st}");
+    }
+    assert_eq!(st["features"]["ui"]["prd_source"], "generated");
+    assert_eq!(st["features"]["auth"]["prd_source"], "plan_folder");
+    let human = m.cmd(&["status"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&human.stdout).contains("3 complete"));
+
+    // Approving a completed plan again changes nothing.
+    let again = m.approve(&[]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(first_parent_subjects(m.root()), subjects);
+
+    // `mega complete` closes the run.
+    let done = m.cmd(&["complete"]).output().unwrap();
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done));
+    assert_eq!(m.status_json()["status"], "closed");
+}
+
+#[test]
+fn json_stream_ends_with_mega_finished() {
+    let m = setup(&[("f1", "auth", &[], true)], |n| vec![format!("{n}-1")]);
+    let out = m.approve(&["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let last = lines.last().expect("events");
+    assert_eq!(last["event"], "mega_finished");
+    assert_eq!(last["status"], "completed");
+    assert!(lines
+        .iter()
+        .any(|e| e["event"] == "story_merged" && e["feature"] == "auth"));
+    assert!(lines.iter().any(|e| e["event"] == "feature_merged"));
+}
+
+#[test]
+fn invalid_generated_prd_is_retried_with_the_errors_then_fails_the_feature() {
+    let m = setup(&[("f1", "broken", &[], false)], |_| vec![]);
+    let out = m.approve(&["--prd-agent", "prd-bad"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    // First try plus two fixes, each fix prompt quoting the validation error.
+    assert_eq!(m.note("bad.count").trim(), "3");
+    let second = m.note("bad.prompt.2");
+    assert!(second.contains("ghost-story"), "{second}");
+    assert!(second.contains("attempt 2 of 3"), "{second}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("feature 'broken' failed (prd_invalid"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("cascade/broken"), "{stderr}");
+    let st = m.status_json();
+    assert_eq!(st["features"]["broken"]["status"], "failed");
+    assert_eq!(st["features"]["broken"]["failure"]["kind"], "prd_invalid");
+    assert!(st["features"]["broken"]["failure"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("ghost-story"));
+    // The branch is kept for inspection.
+    assert_eq!(cascade_branches(m.root()), vec!["cascade/broken"]);
+
+    // With a PRD agent that writes a valid PRD, resuming finishes the feature.
+    let out = m
+        .cmd(&[
+            "resume",
+            "--auto-run",
+            "--prd-agent",
+            "prd",
+            "--retry-delay",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(m.status_json()["features"]["broken"]["status"], "complete");
+    assert!(m.root().join("broken-1.txt").is_file());
+}
+
+#[test]
+fn merge_conflict_fails_the_feature_and_keeps_its_branch() {
+    // Two independent features of one batch write the same file differently:
+    // the first lands, the second conflicts.
+    let m = setup(
+        &[("f1", "left", &[], true), ("f2", "right", &[], true)],
+        |name| vec![format!("{name}-conflict-1")],
+    );
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let st = m.status_json();
+    assert_eq!(st["features"]["left"]["status"], "complete", "{st}");
+    let right = &st["features"]["right"];
+    assert_eq!(right["status"], "failed", "{st}");
+    assert_eq!(right["failure"]["kind"], "merge_conflict");
+    assert_eq!(right["failure"]["conflict_files"], json!(["shared.txt"]));
+    // Never reported as success, and the branch (with its work) survives.
+    assert!(cascade_branches(m.root()).contains(&"cascade/right".to_string()));
+    let on_branch = git(m.root(), &["show", "cascade/right:shared.txt"]);
+    assert!(on_branch.contains("right-conflict-1"), "{on_branch}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("feature 'right' failed (merge_conflict"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(m.root().join("shared.txt"))
+            .unwrap()
+            .trim(),
+        "written by left-conflict-1"
+    );
+}
+
+#[test]
+fn without_auto_run_it_stops_after_one_batch_and_continues_later() {
+    let m = setup(
+        &[("f1", "auth", &[], true), ("f2", "api", &["f1"], true)],
+        |name| vec![format!("{name}-1")],
+    );
+    // No terminal and no --auto-run: one batch, then a pause (exit 0).
+    let out = m.cmd(&["approve", "--retry-delay", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let st = m.status_json();
+    assert_eq!(st["status"], "paused", "{st}");
+    assert_eq!(st["features"]["auth"]["status"], "complete");
+    assert_eq!(st["features"]["api"]["status"], "pending");
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(m.status_json()["features"]["api"]["status"], "complete");
+}
+
+#[test]
+fn failing_feature_blocks_its_dependents_only() {
+    // api fails; ui depends on api (blocked); docs depends on auth only (lands).
+    let m = setup(
+        &[
+            ("f1", "auth", &[], true),
+            ("f2", "api", &["f1"], true),
+            ("f3", "ui", &["f2"], true),
+            ("f4", "docs", &["f1"], true),
+        ],
+        |name| match name {
+            "api" => vec!["api-fail-1".to_string()],
+            n => vec![format!("{n}-1")],
+        },
+    );
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let st = m.status_json();
+    assert_eq!(st["status"], "failed");
+    assert_eq!(st["features"]["auth"]["status"], "complete", "{st}");
+    assert_eq!(st["features"]["docs"]["status"], "complete", "{st}");
+    assert_eq!(st["features"]["api"]["status"], "failed", "{st}");
+    assert_eq!(st["features"]["api"]["failure"]["kind"], "stories_failed");
+    assert_eq!(st["features"]["ui"]["status"], "blocked");
+    assert_eq!(st["features"]["ui"]["blocked_by"], "api");
+    // The failed feature's branch and worktree are kept and named.
+    let wt = st["features"]["api"]["worktree"]
+        .as_str()
+        .expect("worktree kept");
+    assert!(Path::new(wt).is_dir());
+    assert!(cascade_branches(m.root()).contains(&"cascade/api".to_string()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("feature 'api' failed (stories_failed") && stderr.contains(wt),
+        "{stderr}"
+    );
+    let subjects = first_parent_subjects(m.root());
+    assert!(subjects
+        .iter()
+        .any(|s| s.starts_with("Merge feature 'docs'")));
+    assert!(!subjects
+        .iter()
+        .any(|s| s.starts_with("Merge feature 'api'")));
+
+    // `worktree prune` removes cascade's leftovers and nothing of the user's.
+    git(m.root(), &["branch", "mine"]);
+    let user_wt = m.tools().join("user-wt");
+    git(
+        m.root(),
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "user-branch",
+            user_wt.to_str().unwrap(),
+        ],
+    );
+    let out = cascade(m.root())
+        .args(["worktree", "prune"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(
+        cascade_branches(m.root()).is_empty(),
+        "{:?}",
+        cascade_branches(m.root())
+    );
+    assert!(!Path::new(wt).exists());
+    let branches = git(m.root(), &["branch", "--format=%(refname:short)"]);
+    assert!(
+        branches.contains("mine") && branches.contains("user-branch"),
+        "{branches}"
+    );
+    assert!(user_wt.join("README.md").is_file());
+}
+
+#[test]
+fn kill_9_then_resume_merges_each_feature_once() {
+    let m = setup(
+        &[("f1", "auth", &[], true), ("f2", "api", &["f1"], true)],
+        |name| match name {
+            "api" => vec!["api-slow-1".to_string()],
+            n => vec![format!("{n}-1")],
+        },
+    );
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(m.root())
+        .env("NO_COLOR", "1")
+        .env("HOME", m.root())
+        .args(["--agents"])
+        .arg(m.agents())
+        .args([
+            "mega",
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cascade");
+    let started = m.tools().join("slow.started");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow story never started");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("cascade exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.kill().expect("kill -9"); // SIGKILL
+    child.wait().expect("reaped");
+    // The orphaned agent (its own process group) is stopped too.
+    let pid = m.note("slow.pid");
+    let _ = std::process::Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status();
+    std::fs::write(m.tools().join("resumed"), "").unwrap();
+
+    let st = m.status_json();
+    assert_eq!(st["status"], "interrupted", "{st}");
+    assert_eq!(st["features"]["auth"]["status"], "complete", "{st}");
+
+    let out = m
+        .cmd(&[
+            "resume",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let subjects = first_parent_subjects(m.root());
+    for f in ["auth", "api"] {
+        let n = subjects
+            .iter()
+            .filter(|s| s.starts_with(&format!("Merge feature '{f}'")))
+            .count();
+        assert_eq!(n, 1, "{f} merged {n} times: {subjects:?}");
+    }
+    // auth's story ran exactly once.
+    let calls = m.note("impl.calls");
+    assert_eq!(calls.matches("auth-1").count(), 1, "{calls}");
+    assert!(m.root().join("api-slow-1.txt").is_file(), "{}", text(&out));
+    assert_eq!(m.status_json()["status"], "completed");
+}
+
+#[test]
+fn status_without_a_run_says_how_to_start_one() {
+    let repo = init_repo();
+    let out = cascade(repo.path())
+        .args(["mega", "status"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cascade mega approve"));
+}
+
+#[test]
+fn ctrl_c_stops_the_agents_saves_state_and_exits_130() {
+    let m = setup(&[("f1", "auth", &[], true)], |_| {
+        vec!["auth-slow-1".to_string()]
+    });
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(m.root())
+        .env("NO_COLOR", "1")
+        .env("HOME", m.root())
+        .arg("--agents")
+        .arg(m.agents())
+        .args(["mega", "approve", "--auto-run", "--retry-delay", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cascade");
+    let started = m.tools().join("slow.started");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow story never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    let status = child.wait().expect("exits");
+    assert_eq!(status.code(), Some(130));
+    // The hanging agent was stopped with its process group.
+    let agent = m.note("slow.pid");
+    let alive = std::process::Command::new("kill")
+        .args(["-0", agent.trim()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success();
+    assert!(!alive, "agent {agent} still running");
+    let st = m.status_json();
+    assert_eq!(st["status"], "interrupted", "{st}");
+    assert_eq!(st["features"]["auth"]["status"], "running", "{st}");
+}
+
+#[test]
+fn invalid_plan_and_dirty_tree_are_refused_with_exit_2() {
+    let m = setup(
+        &[("f1", "auth", &["f2"], true), ("f2", "api", &["f1"], true)],
+        |n| vec![format!("{n}-1")],
+    );
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("error:") && stderr.contains("->"),
+        "{stderr}"
+    );
+
+    let m = setup(&[("f1", "auth", &[], true)], |n| vec![format!("{n}-1")]);
+    std::fs::write(m.root().join("README.md"), "changed\n").unwrap();
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("README.md") && stderr.contains("--allow-dirty"),
+        "{stderr}"
+    );
+}
