@@ -3,7 +3,9 @@
 //!
 //! Criterion groups (quick: `cargo bench --bench engine -- --quick`):
 //! - `git`: the per-story git work in isolation: creating and removing a
-//!   story worktree (alone, and eight at once), committing an agent's change,
+//!   story worktree (alone, and eight at once), handing a pooled worktree
+//!   to the next story (what the engine does instead: detach, new branch,
+//!   check out only the difference, clear leftovers), committing an agent's change,
 //!   merging a story branch into the checked-out main branch (fast-forward and
 //!   true merge).
 //! - `engine`: whole runs of a flat plan with instant agents (a tiny `/bin/sh`
@@ -205,6 +207,21 @@ fn git_ops(c: &mut Criterion) {
                 }
             })
         })
+    });
+
+    // A pooled worktree passed from story to story: the previous story left
+    // an untracked file; the next one starts at the tip of main.
+    g.bench_function("worktree_reuse_200_files", |b| {
+        let slot = worktree::slot_path(&paths, None, 1);
+        worktree::create(&paths, &slot, "cascade/reuse-0", "main").unwrap();
+        let mut i = 0u64;
+        b.iter(|| {
+            i += 1;
+            std::fs::write(slot.join("leftover.txt"), format!("{i}")).unwrap();
+            worktree::detach(&paths, &slot, true).unwrap();
+            worktree::reuse(&paths, &slot, &format!("cascade/reuse-{i}"), "main").unwrap();
+        });
+        worktree::remove(&paths, &slot, true).unwrap();
     });
 
     let wt_path = worktree::path_for(&paths, "cascade/commits");

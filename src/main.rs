@@ -17,7 +17,7 @@ fn main() -> ExitCode {
     let code = match cli::dispatch(args) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {:#}", failure.error);
+            eprintln!("error: {}", cli::render_error(&failure.error));
             failure.code
         }
     };

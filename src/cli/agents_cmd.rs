@@ -195,6 +195,11 @@ fn list(g: &Global, a: ListArgs) -> CliResult {
 
 /// Runs `<path> --version` for every distinct path, in parallel, each with
 /// [`VERSION_TIMEOUT`]; the first non-empty output line is the version.
+///
+/// The probes run in an empty scratch directory, not the user's checkout: a
+/// command that does not understand `--version` (a wrapper script, a
+/// scripted agent) may do real work, and it must not leave files in the
+/// repository. Output that is not a short printable line is not a version.
 fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
     let mut unique = paths;
     unique.sort();
@@ -203,6 +208,12 @@ fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
     if unique.is_empty() {
         return out;
     }
+    let scratch =
+        std::env::temp_dir().join(format!("cascade-version-probe-{}", std::process::id()));
+    if std::fs::create_dir_all(&scratch).is_err() {
+        return out;
+    }
+    let _cleanup = RemoveOnDrop(scratch.clone());
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -215,6 +226,7 @@ fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
         for path in unique {
             let spec = Spec::new(path.as_os_str())
                 .arg("--version")
+                .cwd(&scratch)
                 .timeout(VERSION_TIMEOUT)
                 .grace(Duration::from_millis(200))
                 .tail_bytes(4096);
@@ -233,7 +245,7 @@ fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
                         .chain(err.lines())
                         .map(str::trim)
                         .find(|l| !l.is_empty())
-                        .map(|l| l.chars().take(120).collect())
+                        .and_then(version_line)
                 }
                 _ => None,
             };
@@ -241,6 +253,22 @@ fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
         }
     });
     out
+}
+
+/// A `--version` output line as shown to the user, or `None` when it is not
+/// a short line of printable text (binary noise, a whole document).
+fn version_line(line: &str) -> Option<String> {
+    let printable = |c: char| !c.is_control() && c != char::REPLACEMENT_CHARACTER;
+    (line.chars().count() <= 120 && line.chars().all(printable)).then(|| line.to_string())
+}
+
+/// Removes a scratch directory when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[derive(Debug, Serialize)]

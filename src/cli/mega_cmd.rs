@@ -4,9 +4,8 @@
 //! renders the mega run's events and state (text or JSON) and maps the result
 //! to the exit codes of CLI.md.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -22,7 +21,7 @@ use cascade_process::CancelToken;
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value};
 
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
 pub enum MegaCommand {
@@ -63,7 +62,12 @@ pub struct MegaApproveArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub max_retries: u32,
     /// Base delay of the exponential retry backoff, in seconds (0: retry at once)
-    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
     pub retry_delay: f64,
     /// Units of work (features x stories) running at once
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -138,7 +142,16 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         ))
     })?;
     let plan = cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)?;
-    let base = Duration::from_secs_f64(a.retry_delay);
+    // Checked above to be finite and >= 0; beyond a day it is surely a slip.
+    let base = Duration::try_from_secs_f64(a.retry_delay)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(24 * 3600))
+        .ok_or_else(|| {
+            Failure::usage(anyhow!(
+                "--retry-delay {:?} is too long (at most 86400 seconds)",
+                a.retry_delay
+            ))
+        })?;
     let template = RunOptions {
         agent: a.agent.clone(),
         impl_agent: a.impl_agent.clone(),
@@ -191,21 +204,11 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         Arc::new(move |e: &MegaEvent| printer.print(e))
     };
     let cancel = CancelToken::new();
-    let result = rt.block_on(async {
-        let presses = Arc::new(AtomicUsize::new(0));
-        {
-            let cancel = cancel.clone();
-            tokio::spawn(async move {
-                while tokio::signal::ctrl_c().await.is_ok() {
-                    if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-                        cancel.cancel();
-                    } else {
-                        std::process::exit(i32::from(EXIT_INTERRUPTED));
-                    }
-                }
-            });
-        }
-        run_mega(Arc::new(ports), plan, opts, sink, confirm, cancel.clone()).await
+    let (result, stop) = rt.block_on(async {
+        // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
+        let stop = super::signals::StopSignals::watch(cancel.clone());
+        let result = run_mega(Arc::new(ports), plan, opts, sink, confirm, cancel.clone()).await;
+        (result, stop)
     });
     let summary = result.map_err(mega_failure)?;
     if !a.json {
@@ -213,29 +216,20 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
     }
     print_failures(&summary.state);
     Ok(match summary.status {
+        // Ctrl-C at the prompt between batches ends the run as "paused".
+        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
-        MegaRunStatus::Interrupted => EXIT_INTERRUPTED,
+        MegaRunStatus::Interrupted => stop.exit_code(),
         MegaRunStatus::Failed | MegaRunStatus::Running => EXIT_FAILED,
     })
 }
 
 /// Asks on the terminal whether to run the next batch (default yes).
 fn confirm_on_terminal(batch: usize, features: &[String]) -> bool {
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "Run feature batch {batch} ({})? [Y/n] ",
+    super::signals::ask_yes_no(&format!(
+        "Run feature batch {batch} ({})?",
         features.join(", ")
-    );
-    let _ = err.flush();
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => false,
-        Ok(_) => {
-            let answer = line.trim().to_ascii_lowercase();
-            answer.is_empty() || answer == "y" || answer == "yes"
-        }
-    }
+    ))
 }
 
 /// On stderr: each failed feature, why, and where its branch and worktree are.
@@ -496,9 +490,13 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
-/// Whether `branch` is the feature's branch or one of its story branches.
+/// Whether `branch` is the feature's branch or one of its story branches
+/// (or the mega run's own throwaway branch for the target's gates).
 fn owned_by(branch: &str, feature: &str) -> bool {
     let b = branch.strip_prefix("refs/heads/").unwrap_or(branch);
+    if b == cascade_engine::mega::run::TARGET_GATES_BRANCH {
+        return true;
+    }
     let fb = format!("cascade/{feature}");
     b == fb || b.starts_with(&format!("{fb}."))
 }
@@ -624,6 +622,13 @@ pub fn status_text(s: &MegaState) -> String {
                     if let Some(by) = &f.blocked_by {
                         out.push_str(&format!("      blocked by {by}\n"));
                     }
+                }
+                FeatureStatus::GeneratingPrd | FeatureStatus::Running | FeatureStatus::Merging => {
+                    out.push_str(&format!("      branch {}", f.branch));
+                    if let Some(w) = &f.worktree {
+                        out.push_str(&format!(", worktree {}", w.display()));
+                    }
+                    out.push('\n');
                 }
                 _ => {}
             }

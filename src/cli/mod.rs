@@ -16,6 +16,7 @@ pub mod mega_cmd;
 pub mod plan_cmds;
 pub mod report;
 pub mod run_cmd;
+pub mod signals;
 pub mod worktree_cmd;
 
 /// Exit code: everything asked for is complete.
@@ -50,6 +51,23 @@ impl Failure {
             error: error.into(),
         }
     }
+}
+
+/// The text `main` prints after `error: `: the error and its causes, joined
+/// with `: ` like anyhow's `{:#}`, but without repeating a cause whose text
+/// the message already shows. Many error types embed their source in their
+/// own message (`cannot read X: <os error>`) and also expose it as
+/// `source()`; printing both gave `... (os error 21): ... (os error 21)`.
+pub fn render_error(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !cause.is_empty() && !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// What every command returns: the exit code on success paths, or a failure.
@@ -110,16 +128,47 @@ pub enum Command {
 }
 
 /// Applies `-C` and runs the chosen command.
+/// cascade keeps its state in a `.cascade/` directory at the repository
+/// root; something else of that name (a file of the user's) would otherwise
+/// surface as an obscure "File exists" or "Not a directory" error.
+fn check_cascade_dir() -> Result<(), Failure> {
+    let Ok(cwd) = std::env::current_dir() else {
+        return Ok(());
+    };
+    let Ok(paths) = cascade_git::RepoPaths::discover(&cwd) else {
+        return Ok(()); // not a repository: the command says so itself
+    };
+    let dir = paths.cascade_dir();
+    match std::fs::metadata(&dir) {
+        Ok(m) if !m.is_dir() => Err(Failure::usage(anyhow::anyhow!(
+            "'{}' is a file, but cascade keeps its state in a directory of that name at the repository root; rename or remove that file and run again",
+            dir.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 pub fn dispatch(cli: Cli) -> CliResult {
     if let Some(dir) = &cli.global.dir {
         std::env::set_current_dir(dir).map_err(|e| {
             Failure::usage(anyhow::anyhow!(
-                "cannot change to directory '{}': {e}",
+                "cannot change to directory '{}': {e} (check the path given to -C)",
                 dir.display()
             ))
         })?;
     }
     let g = &cli.global;
+    let uses_state_dir = !matches!(
+        cli.command,
+        Command::Batches(_)
+            | Command::Deps(_)
+            | Command::Validate(_)
+            | Command::Demo(_)
+            | Command::DemoAgent(_)
+    );
+    if uses_state_dir {
+        check_cascade_dir()?;
+    }
     match cli.command {
         Command::Batches(a) => plan_cmds::batches(g, a),
         Command::Deps(a) => plan_cmds::deps(g, a),

@@ -7,9 +7,8 @@
 //! one and without `--yes`, the run stops after one batch), and map the
 //! result to the exit codes of CLI.md.
 
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,7 +22,8 @@ use cascade_process::CancelToken;
 use clap::{Args, ValueEnum};
 
 use super::report::Reporter;
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
+use super::signals::StopSignals;
+use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ScheduleArg {
@@ -67,7 +67,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub max_retries: u32,
     /// Base delay of the exponential retry backoff, in seconds (0: retry at once)
-    #[arg(long, value_name = "SECONDS", default_value_t = 2.0)]
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 2.0,
+        allow_negative_numbers = true
+    )]
     pub retry_delay: f64,
     /// Stories running at once
     #[arg(long, value_name = "N", default_value_t = 4)]
@@ -143,7 +148,16 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         (ModeArg::UntilComplete, None) => Mode::UntilComplete,
         (ModeArg::BatchComplete, _) => Mode::BatchComplete,
     };
-    let base = Duration::from_secs_f64(a.retry_delay);
+    // Checked above to be finite and >= 0; beyond a day it is surely a slip.
+    let base = Duration::try_from_secs_f64(a.retry_delay)
+        .ok()
+        .filter(|d| *d <= Duration::from_secs(24 * 3600))
+        .ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "--retry-delay {:?} is too long (at most 86400 seconds)",
+                a.retry_delay
+            ))
+        })?;
     let pause = if a.auto_run || a.yes {
         Pause::Never
     } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
@@ -178,21 +192,10 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
 
 /// Asks on the terminal whether to run the next batch (default yes).
 fn confirm_on_terminal(next: usize, total: usize, stories: &[String]) -> bool {
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "Run batch {next}/{total} ({})? [Y/n] ",
+    super::signals::ask_yes_no(&format!(
+        "Run batch {next}/{total} ({})?",
         stories.join(", ")
-    );
-    let _ = err.flush();
-    let mut line = String::new();
-    match std::io::stdin().lock().read_line(&mut line) {
-        Ok(0) | Err(_) => false,
-        Ok(_) => {
-            let answer = line.trim().to_ascii_lowercase();
-            answer.is_empty() || answer == "y" || answer == "yes"
-        }
-    }
+    ))
 }
 
 fn engine_config(g: &Global, a: &RunArgs) -> Result<EngineConfig, Failure> {
@@ -221,6 +224,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 fn run(g: &Global, a: RunArgs, resume: bool) -> CliResult {
     let options = run_options(&a, resume)?;
     let engine = Engine::new(engine_config(g, &a)?);
+    if resume && !a.dry_run {
+        // Say there is nothing to resume before any other check (a dirty
+        // tree, a missing agent): those would send the user fixing things
+        // only to learn that there never was a run.
+        if let Ok(state_path) = engine.state_path() {
+            if !state_path.exists() {
+                return Err(engine_failure(
+                    cascade_engine::error::EngineError::NothingToResume { path: state_path },
+                ));
+            }
+        }
+    }
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
         print_dry_run(&plan, a.json);
@@ -229,31 +244,20 @@ fn run(g: &Global, a: RunArgs, resume: bool) -> CliResult {
     let rt = runtime()?;
     let reporter = Reporter::new(a.json);
     let cancel = CancelToken::new();
-    let result = rt.block_on(async {
-        let presses = Arc::new(AtomicUsize::new(0));
-        {
-            let cancel = cancel.clone();
-            let presses = Arc::clone(&presses);
-            tokio::spawn(async move {
-                while tokio::signal::ctrl_c().await.is_ok() {
-                    if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-                        // Stop scheduling, kill running agents and gates, save state.
-                        cancel.cancel();
-                    } else {
-                        // A second Ctrl-C: leave now (children were signalled already).
-                        std::process::exit(i32::from(EXIT_INTERRUPTED));
-                    }
-                }
-            });
-        }
-        engine.run(options, reporter.sink(), &cancel).await
+    let (result, stop) = rt.block_on(async {
+        // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
+        // gates, save state (a second signal leaves at once).
+        let stop = StopSignals::watch(cancel.clone());
+        (engine.run(options, reporter.sink(), &cancel).await, stop)
     });
     reporter.finish();
     let summary = result.map_err(engine_failure)?;
     Ok(match summary.status {
+        // Ctrl-C at the prompt between batches can end the run as "paused".
+        RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
         RunStatus::Failed => EXIT_FAILED,
-        RunStatus::Interrupted => EXIT_INTERRUPTED,
+        RunStatus::Interrupted => stop.exit_code(),
     })
 }
 
@@ -310,11 +314,19 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         (RunPhase::Running, None) => "interrupted",
         (s, _) => s.as_str(),
     };
+    // Nothing runs without a live lock holder: a story the killed run left
+    // "running" is pending again (`resume` restarts it from a fresh worktree).
+    let story_status = |s: &cascade_engine::state::StoryState| -> &'static str {
+        match s.status {
+            cascade_engine::state::StoryStatus::Running if live.is_none() => "pending",
+            other => other.as_str(),
+        }
+    };
     if a.json {
         let mut stories = serde_json::Map::new();
         for s in &state.stories {
             let mut o = serde_json::Map::new();
-            o.insert("status".into(), s.status.as_str().into());
+            o.insert("status".into(), story_status(s).into());
             o.insert(
                 "agent".into(),
                 s.agent.clone().map_or(serde_json::Value::Null, Into::into),
@@ -382,12 +394,14 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         } else if s.status == cascade_engine::state::StoryStatus::Failed {
             format!(
                 "{}{}",
-                s.error
-                    .clone()
-                    .unwrap_or_default()
-                    .lines()
-                    .next()
-                    .unwrap_or(""),
+                super::report::printable(
+                    s.error
+                        .clone()
+                        .unwrap_or_default()
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                ),
                 s.worktree
                     .as_ref()
                     .map(|w| format!(" (worktree {w})"))
@@ -402,7 +416,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!(
             "{:<width$}  {:<9}  {:<14}  {:>8}  {}",
             s.id,
-            s.status.as_str(),
+            story_status(s),
             s.agent.as_deref().unwrap_or("-"),
             s.attempts.len(),
             detail

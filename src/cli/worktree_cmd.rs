@@ -29,6 +29,10 @@ pub enum WorktreeCommand {
         /// Print JSON instead of text
         #[arg(long)]
         json: bool,
+        /// Also delete `cascade/...` branches cascade did not create or whose
+        /// work is not merged
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -44,7 +48,11 @@ fn run_in(dir: &std::path::Path, c: WorktreeCommand) -> CliResult {
     let paths = RepoPaths::discover(dir).map_err(Failure::usage)?;
     match c {
         WorktreeCommand::List { json } => list(&paths, json),
-        WorktreeCommand::Prune { dry_run, json } => prune(&paths, dry_run, json),
+        WorktreeCommand::Prune {
+            dry_run,
+            json,
+            force,
+        } => prune(&paths, dry_run, json, force),
     }
 }
 
@@ -138,7 +146,9 @@ fn list(paths: &RepoPaths, json: bool) -> CliResult {
             println!("  {:width$}  {}  {state}{wt}", b.name, &tip[..10]);
         }
     }
-    println!("\n`cascade worktree prune` removes them all (locked worktrees are kept).");
+    println!(
+        "\n`cascade worktree prune` removes the worktrees and the merged branches cascade created\n(locked worktrees are kept; `--dry-run` shows what it would do)."
+    );
     Ok(EXIT_OK)
 }
 
@@ -162,22 +172,127 @@ fn inventory_json(inv: &Inventory) -> serde_json::Value {
     })
 }
 
-fn prune(paths: &RepoPaths, dry_run: bool, json: bool) -> CliResult {
-    if dry_run {
-        let inv = inventory(paths)?;
-        if json {
-            println!("{}", inventory_json(&inv));
-        } else if inv.worktrees.is_empty() && inv.branches.is_empty() {
-            println!("nothing to prune");
-        } else {
-            for w in &inv.worktrees {
-                println!("would remove worktree {}", w.path.display());
-            }
-            for b in &inv.branches {
-                println!("would delete branch {}", b.name);
+/// What cascade knows of its branches from the run state files: the
+/// branches they name, and the branch each one's work merges into.
+struct Records {
+    known: Vec<String>,
+    targets: std::collections::HashMap<String, String>,
+    /// The mega run's target branch, if there is a mega run.
+    mega_target: Option<String>,
+    /// The branch checked out in the main worktree.
+    current: Option<String>,
+}
+
+fn records(paths: &RepoPaths) -> Records {
+    let dir = paths.cascade_dir();
+    let mut known = Vec::new();
+    let mut targets = std::collections::HashMap::new();
+    if let Ok(Some(st)) = cascade_engine::state::RunState::load(&dir.join("state.json")) {
+        for s in &st.stories {
+            if let Some(b) = &s.branch {
+                known.push(b.clone());
+                targets.insert(b.clone(), st.target_branch.clone());
             }
         }
-        return Ok(EXIT_OK);
+    }
+    let mut mega_target = None;
+    if let Ok(Some(st)) = cascade_engine::mega::state::MegaState::load(&dir) {
+        for f in st.features.values() {
+            known.push(f.branch.clone());
+            targets.insert(f.branch.clone(), st.target_branch.clone());
+        }
+        mega_target = Some(st.target_branch.clone());
+    }
+    let current = cascade_engine::gitops::current_branch(&paths.main_root).unwrap_or(None);
+    Records {
+        known,
+        targets,
+        mega_target,
+        current,
+    }
+}
+
+impl Records {
+    /// The branch `branch`'s work is merged into: a mega feature's story
+    /// merges into the feature branch (while it exists), a story or feature
+    /// into its run's target, anything else is checked against the branch
+    /// checked out in the main worktree.
+    fn target_of(&self, branch: &str, existing: &[String]) -> Option<String> {
+        if let Some(t) = self.targets.get(branch) {
+            return Some(t.clone());
+        }
+        if let Some((feature, _)) = branch.split_once('.') {
+            if existing.iter().any(|b| b == feature) {
+                return Some(feature.to_string());
+            }
+            if let Some(t) = &self.mega_target {
+                return Some(t.clone());
+            }
+        }
+        self.current.clone()
+    }
+}
+
+/// The branches prune would delete or keep (with why), under `force`.
+fn verdicts(
+    paths: &RepoPaths,
+    force: bool,
+    f: impl FnOnce(&worktree::PrunePolicy<'_>) -> CliResult,
+) -> CliResult {
+    let rec = records(paths);
+    let existing: Vec<String> = worktree::cascade_branches(paths)
+        .map_err(Failure::failed)?
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    let target_of = |b: &str| rec.target_of(b, &existing);
+    let policy = worktree::PrunePolicy {
+        force,
+        known: rec.known.clone(),
+        target_of: Some(&target_of),
+    };
+    f(&policy)
+}
+
+const FORCE_HINT: &str =
+    "`cascade worktree prune --force` deletes kept branches too (their commits are then only in the reflog)";
+
+fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult {
+    if dry_run {
+        return verdicts(paths, force, |policy| {
+            let inv = inventory(paths)?;
+            let branches = worktree::branch_verdicts(paths, policy).map_err(Failure::failed)?;
+            if json {
+                let mut v = inventory_json(&inv);
+                v["branches"] = serde_json::Value::Array(
+                    branches
+                        .iter()
+                        .map(|(b, keep)| {
+                            serde_json::json!({
+                                "name": b.name,
+                                "tip": b.tip.to_string(),
+                                "delete": keep.is_none(),
+                                "kept_because": keep,
+                            })
+                        })
+                        .collect(),
+                );
+                println!("{v}");
+            } else if inv.worktrees.is_empty() && branches.is_empty() {
+                println!("nothing to prune");
+            } else {
+                for w in &inv.worktrees {
+                    println!("would remove worktree {}", w.path.display());
+                }
+                for (b, keep) in &branches {
+                    match keep {
+                        None => println!("would delete branch {}", b.name),
+                        Some(why) => println!("would keep {}: {why}", b.name),
+                    }
+                }
+            }
+            Ok(EXIT_OK)
+        });
     }
     // Never prune under a running cascade (a run always has `.cascade/`; when
     // it does not exist, nothing of cascade's is running or stored here).
@@ -193,7 +308,15 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool) -> CliResult {
     } else {
         None
     };
-    let report = worktree::prune_all(paths).map_err(Failure::failed)?;
+    let report = verdicts(paths, force, |policy| {
+        let report = worktree::prune_all(paths, policy).map_err(Failure::failed)?;
+        print_report(&report, json);
+        Ok(EXIT_OK)
+    });
+    report
+}
+
+fn print_report(report: &worktree::PruneReport, json: bool) {
     if json {
         println!(
             "{}",
@@ -204,7 +327,7 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool) -> CliResult {
                 "skipped": report.skipped.iter().map(|(what, why)| serde_json::json!({"what": what, "why": why})).collect::<Vec<_>>(),
             })
         );
-        return Ok(EXIT_OK);
+        return;
     }
     for w in &report.worktrees {
         println!("removed worktree {}", w.display());
@@ -218,6 +341,10 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool) -> CliResult {
     for (what, why) in &report.skipped {
         println!("kept {what}: {why}");
     }
+    let unforced = |why: &str| why.starts_with("not ") || why.starts_with("no branch");
+    if report.skipped.iter().any(|(_, why)| unforced(why)) {
+        println!("{FORCE_HINT}");
+    }
     if report.worktrees.is_empty()
         && report.stale_entries.is_empty()
         && report.branches.is_empty()
@@ -225,7 +352,6 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool) -> CliResult {
     {
         println!("nothing to prune");
     }
-    Ok(EXIT_OK)
 }
 
 #[cfg(test)]
@@ -263,6 +389,7 @@ mod tests {
         let dry = WorktreeCommand::Prune {
             dry_run: true,
             json: false,
+            force: false,
         };
         assert_eq!(run_in(&paths.main_root, dry).unwrap(), EXIT_OK);
         assert!(wt.path.exists());
@@ -270,6 +397,7 @@ mod tests {
         let prune = WorktreeCommand::Prune {
             dry_run: false,
             json: false,
+            force: false,
         };
         assert_eq!(run_in(&wt.path, prune).unwrap(), EXIT_OK);
         assert!(!wt.path.exists());
@@ -300,6 +428,7 @@ mod tests {
         let prune = WorktreeCommand::Prune {
             dry_run: false,
             json: false,
+            force: false,
         };
         let err = run_in(&paths.main_root, prune).unwrap_err();
         assert_eq!(err.code, super::super::EXIT_USAGE);

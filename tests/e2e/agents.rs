@@ -338,3 +338,100 @@ fn detection_cache_lives_in_dot_cascade_and_refresh_ignores_it() {
     let status = crate::common::git(dir, &["status", "--porcelain"]);
     assert!(!status.contains(".cascade"), "{status}");
 }
+
+#[test]
+fn list_probes_versions_outside_the_checkout_and_hides_binary_noise() {
+    // A wrapper that ignores `--version` and does its usual work (writes a
+    // file where it runs, dumps bytes): `agents list` must not leave that
+    // file in the user's directory, nor print the bytes as a version.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_path(
+        dir.path(),
+        &[
+            (
+                "wrapper",
+                "echo work > made-by-wrapper.txt; echo 'wrapper 2.1'",
+            ),
+            ("noisy", "printf '\\377\\376\\001garbage\\n'"),
+        ],
+    );
+    write_json(
+        &dir.path().join("agents.json"),
+        &json!({"default_agent": "w", "agents": {
+            "w": {"type": "cli", "command": "wrapper"},
+            "n": {"type": "cli", "command": "noisy"}}}),
+    );
+    let out = cascade(dir.path())
+        .env("PATH", &bin)
+        .args(["agents", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = stdout_json(&out);
+    assert_eq!(v["agents"][0]["version"], "wrapper 2.1");
+    assert_eq!(v["agents"][1]["found"], true);
+    assert_eq!(v["agents"][1]["version"], Value::Null);
+    assert!(
+        !dir.path().join("made-by-wrapper.txt").exists(),
+        "the probe ran in the user's directory"
+    );
+}
+
+#[test]
+fn config_errors_name_each_problem_once_and_a_directory_is_not_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    write_json(
+        &dir.path().join("agents.json"),
+        &json!({"default_agent": "ok", "agents": {"ok": {"type": "cli", "args": ["{prompt}"]}}}),
+    );
+    let out = cascade(dir.path())
+        .args(["agents", "list"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("agents.ok.command: missing command"), "{err}");
+    assert!(
+        !err.contains("unknown agent 'ok'"),
+        "misleading second error: {err}"
+    );
+
+    let out = cascade(dir.path())
+        .args(["agents", "list", "--agents", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains("is a directory"), "{err}");
+}
+
+#[test]
+fn a_command_that_is_not_executable_is_named_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_path(dir.path(), &[("codex", "exit 0")]);
+    let plain = dir.path().join("plain-agent.sh");
+    std::fs::write(&plain, "#!/bin/sh\n").unwrap();
+    prd(dir.path());
+    write_json(
+        &dir.path().join("agents.json"),
+        &json!({"default_agent": "plain", "agents": {
+            "plain": {"type": "cli", "command": plain},
+            "codex": {"type": "cli", "command": "codex"}},
+            "phase_defaults": {"implementation": {"default_agent": "plain", "fallback_chain": ["codex"]}}}),
+    );
+    let out = cascade(dir.path())
+        .env("PATH", &bin)
+        .args(["agents", "resolve", "--json"])
+        .output()
+        .unwrap();
+    let v = stdout_json(&out);
+    let why = v["assignments"][0]["fallbacks"][0]["why"]
+        .as_str()
+        .unwrap_or("");
+    assert!(why.contains("is not executable"), "{v}");
+}

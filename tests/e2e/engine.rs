@@ -901,3 +901,638 @@ fn a_tracked_prd_being_updated_never_makes_the_tree_dirty() {
     assert_eq!(code(&out), 0, "{}", explain(&out));
     assert_eq!(f.prd_status("p2"), "complete");
 }
+
+#[test]
+fn an_invalid_plan_is_reported_once_without_repeating_its_causes() {
+    let f = Fixture::new(
+        json!([story("c1", &["c2"]), story("c2", &["c1"])]),
+        json!([]),
+    );
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error: "), "{err}");
+    assert_eq!(err.matches("c1 -> c2 -> c1").count(), 1, "{err}");
+}
+
+#[test]
+fn a_repository_without_commits_says_so_not_detached_head() {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    write_json(
+        &dir.path().join("prd.json"),
+        &json!({"stories": [story("n1", &[])]}),
+    );
+    let out = cascade(dir.path())
+        .args(["approve", "--auto-run", "--allow-dirty"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has no commits yet"), "{err}");
+    assert!(!err.contains("detached"), "{err}");
+}
+
+#[test]
+fn a_prd_in_an_untracked_folder_does_not_make_the_tree_dirty() {
+    let f = Fixture::new(json!([story("u1", &[])]), json!([]));
+    std::fs::create_dir_all(f.repo().join("plans/next")).unwrap();
+    std::fs::rename(
+        f.repo().join("prd.json"),
+        f.repo().join("plans/next/prd.json"),
+    )
+    .unwrap();
+    let out = f.approve(&["--prd", "plans/next/prd.json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(events(&out).last().unwrap()["stories"]["complete"], 1);
+    // The PRD (and progress.txt) are excluded where they are: `git status`
+    // shows nothing of cascade's.
+    let status = git(f.repo(), &["status", "--porcelain"]);
+    assert_eq!(status, "", "{status}");
+    let exclude = std::fs::read_to_string(f.repo().join(".git/info/exclude")).unwrap();
+    assert!(
+        exclude.lines().any(|l| l == "/plans/next/prd.json"),
+        "{exclude}"
+    );
+    // A user's own untracked file next to it still counts as a change.
+    std::fs::write(f.repo().join("plans/notes.txt"), "mine\n").unwrap();
+    let out = f.approve(&["--prd", "plans/next/prd.json"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("plans/notes.txt"));
+}
+
+#[test]
+fn resume_without_a_run_says_so_even_on_a_dirty_tree() {
+    let f = Fixture::new(json!([story("r1", &[])]), json!([]));
+    std::fs::write(f.repo().join("README.md"), "changed\n").unwrap();
+    let out = f
+        .cascade(&["resume", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("there is no run to resume"), "{err}");
+    assert!(err.contains("cascade approve"), "{err}");
+}
+
+/// Stories reuse worktrees: a story's worktree is exactly the new base of
+/// the target branch (no file, change or staged entry of the previous story
+/// or its gates), while ignored build output (`target/`) is kept warm.
+#[test]
+fn a_reused_worktree_starts_exactly_at_the_new_base_keeping_ignored_files() {
+    let f = Fixture::new(
+        json!([story("r1", &[]), story("r2", &["r1"]), story("r3", &["r2"])]),
+        json!([]),
+    );
+    std::fs::write(f.repo().join(".gitignore"), "target/\n").unwrap();
+    std::fs::write(f.repo().join("tracked.txt"), "original\n").unwrap();
+    git(f.repo(), &["add", ".gitignore", "tracked.txt"]);
+    git(f.repo(), &["commit", "-q", "-m", "ignore target"]);
+    let t = f.tools().display().to_string();
+    // The agent records what it finds, then does its story.
+    script(
+        &f.t("inspect.sh"),
+        &format!(
+            r#"T='{t}'
+id="$CASCADE_STORY_ID"
+pwd > "$T/wd-$id"
+git status --porcelain --untracked-files=all > "$T/status-$id"
+ls -A | sort > "$T/ls-$id"
+cat target/cache > "$T/cache-$id" 2>/dev/null
+git rev-parse --abbrev-ref HEAD > "$T/branch-$id"
+git rev-parse HEAD > "$T/head-$id"
+cat tracked.txt > "$T/tracked-$id"
+printf '%s\n' "$id" > "$id.txt""#
+        ),
+    );
+    // The gate (after the commit) leaves untracked, modified, staged and
+    // ignored files behind.
+    script(
+        &f.t("mess.sh"),
+        r#"echo leftover > leftover.txt
+mkdir -p junk/deep && echo j > junk/deep/j.txt
+echo changed > tracked.txt
+echo staged > staged.txt && git add staged.txt
+mkdir -p target && echo warm >> target/cache"#,
+    );
+    f.write_prd(
+        json!([story("r1", &[]), story("r2", &["r1"]), story("r3", &["r2"])]),
+        json!([{"name": "mess", "type": "test", "required": true,
+                "command": f.t("mess.sh").display().to_string(), "args": []}]),
+    );
+    f.set_agents(
+        json!({"inspect": {"type": "cli", "command": f.t("inspect.sh").display().to_string(), "args": [], "timeout": 60}}),
+        None,
+    );
+    let out = f.approve(&["--parallel", "1", "--agent", "inspect"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let read = |name: &str| std::fs::read_to_string(f.t(name)).unwrap_or_default();
+    // One worktree served the whole chain.
+    assert_eq!(read("wd-r1"), read("wd-r2"));
+    assert_eq!(read("wd-r2"), read("wd-r3"));
+    for (id, prev) in [("r2", "r1"), ("r3", "r2")] {
+        assert_eq!(read(&format!("status-{id}")), "", "{id} started dirty");
+        let ls = read(&format!("ls-{id}"));
+        for gone in ["leftover.txt", "junk", "staged.txt", &format!("{id}.txt")] {
+            assert!(!ls.lines().any(|l| l == gone), "{gone} left for {id}: {ls}");
+        }
+        assert!(ls.lines().any(|l| l == format!("{prev}.txt")), "{ls}");
+        assert_eq!(read(&format!("tracked-{id}")), "original\n");
+        assert_eq!(
+            read(&format!("branch-{id}")).trim(),
+            format!("cascade/{id}")
+        );
+    }
+    // Each story started at the tip its predecessor's merge left.
+    let log = git(f.repo(), &["log", "--format=%H %s", "main"]);
+    let merged_r1 = log
+        .lines()
+        .find(|l| l.ends_with("r1: Title r1"))
+        .map(|l| l.split(' ').next().unwrap().to_string())
+        .unwrap();
+    assert_eq!(read("head-r2").trim(), merged_r1);
+    // Ignored build output stayed warm from story to story.
+    assert_eq!(read("cache-r1"), "");
+    assert_eq!(read("cache-r2"), "warm\n");
+    assert_eq!(read("cache-r3"), "warm\nwarm\n");
+    // Nothing is left behind once the run is over.
+    assert!(
+        worktree_dirs(f.repo()).is_empty(),
+        "{:?}",
+        worktree_dirs(f.repo())
+    );
+    assert_eq!(git(f.repo(), &["branch", "--list", "cascade/*"]).trim(), "");
+    assert_eq!(git(f.repo(), &["worktree", "list"]).lines().count(), 1);
+    assert_eq!(git(f.repo(), &["status", "--porcelain"]).trim(), "");
+}
+
+#[test]
+fn sigterm_stops_the_agents_saves_state_and_exits_143() {
+    // `kill`, a cancelled CI job or `timeout` send SIGTERM: the agents (in
+    // their own process groups) must not be left running as orphans.
+    let f = Fixture::new(json!([story("term", &[])]), json!([]));
+    f.mark("wait-term", "release");
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-term"), Duration::from_secs(60)));
+    let (_, agent_pid) = f.agent_pid("term");
+    // SAFETY: plain signal to our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 143, "{}", explain(&out));
+    assert!(!pid_alive(agent_pid), "agent {agent_pid} still running");
+    assert_eq!(events(&out).last().unwrap()["status"], "interrupted");
+    assert_eq!(f.status_json()["status"], "interrupted");
+    // And the run continues from there.
+    std::fs::write(f.t("release"), "").unwrap();
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("term"), "complete");
+}
+
+#[test]
+fn out_of_range_retry_delays_are_usage_errors_not_panics() {
+    let f = Fixture::new(json!([story("d1", &[])]), json!([]));
+    for delay in ["1e300", "-1", "NaN"] {
+        let out = f
+            .cascade(&["approve", "--dry-run", "--retry-delay", delay])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 2, "{delay}: {}", explain(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.starts_with("error: --retry-delay"), "{delay}: {err}");
+        assert!(!err.contains("internal error"), "{delay}: {err}");
+    }
+    // An unknown agent given to a phase flag is not blamed on a story.
+    let out = f
+        .cascade(&["approve", "--dry-run", "--impl-agent", "nobody"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("error: unknown agent 'nobody' given to --impl-agent"),
+        "{err}"
+    );
+}
+
+#[test]
+fn agent_control_characters_never_reach_the_terminal_raw() {
+    let f = Fixture::new(
+        json!([{"id": "esc", "title": "Esc", "description": "d", "dependencies": [], "agent": "noisy"}]),
+        json!([]),
+    );
+    let noisy = script(
+        &f.t("noisy.sh"),
+        r"printf 'boom \033[2J\033[31mred\000nul\n' >&2; exit 4",
+    );
+    f.set_agents(
+        json!({"noisy": {"type": "cli", "command": noisy.display().to_string(), "args": []}}),
+        None,
+    );
+    let out = f
+        .cascade(&[
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let text = [out.stdout.clone(), out.stderr.clone()].concat();
+    assert!(
+        !text.contains(&0x1b),
+        "raw ESC: {}",
+        String::from_utf8_lossy(&text)
+    );
+    assert!(
+        !text.contains(&0),
+        "raw NUL: {}",
+        String::from_utf8_lossy(&text)
+    );
+    assert!(
+        String::from_utf8_lossy(&text).contains("boom \\u{1b}[2J"),
+        "{}",
+        explain(&out)
+    );
+    let status = f.cascade(&["status"]).output().unwrap();
+    assert!(!status.stdout.contains(&0x1b));
+}
+
+#[test]
+fn status_after_kill_9_shows_no_story_running() {
+    let f = Fixture::new(json!([story("k9", &[])]), json!([]));
+    f.mark("wait-k9", "release");
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-k9"), Duration::from_secs(60)));
+    let (status, _) = f.agent_pid("k9");
+    assert_eq!(status, "running");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let st = f.status_json();
+    assert_eq!(st["status"], "interrupted");
+    assert_eq!(st["stories"]["k9"]["status"], "pending", "{st}");
+    let text = f.cascade(&["status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(!text.contains("running"), "{text}");
+    std::fs::write(f.t("release"), "").unwrap();
+}
+
+#[test]
+fn edits_to_prd_json_during_a_run_are_kept() {
+    let f = Fixture::new(json!([story("e1", &[]), story("e2", &["e1"])]), json!([]));
+    f.mark("wait-e1", "go-e1");
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-e1"), Duration::from_secs(60)));
+    // The user edits the plan while e1 runs.
+    let mut prd = f.prd();
+    prd["goal"] = json!("reworded while running");
+    prd["stories"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "later", "title": "Added mid-run", "dependencies": []}));
+    write_json(&f.repo().join("prd.json"), &prd);
+    std::fs::write(f.t("go-e1"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let prd = f.prd();
+    assert_eq!(prd["goal"], "reworded while running");
+    assert_eq!(prd["stories"][2]["id"], "later");
+    assert_eq!(f.prd_status("e1"), "complete");
+    assert_eq!(f.prd_status("e2"), "complete");
+}
+
+/// A pseudo-terminal: (master, slave) file descriptors.
+fn open_pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two new descriptors we then own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0, "openpty failed");
+    // SAFETY: both descriptors are fresh and owned only here.
+    unsafe {
+        (
+            std::os::fd::OwnedFd::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+        )
+    }
+}
+
+#[test]
+fn ctrl_c_at_the_batch_prompt_stops_the_run_with_130() {
+    use std::io::Read;
+    let f = Fixture::new(json!([story("q1", &[]), story("q2", &["q1"])]), json!([]));
+    let (master, slave) = open_pty();
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args(["approve", "--retry-delay", "0", "--agents"])
+        .arg(f.t("agents.json"))
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read the terminal until the prompt for batch 2 shows.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut reader = std::fs::File::from(master);
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            if String::from_utf8_lossy(&seen).contains("[Y/n]") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the prompt before batch 2");
+    // SAFETY: plain signal to our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("Ctrl-C at the prompt did not stop cascade");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(f.prd_status("q1"), "complete");
+    assert_eq!(f.prd_status("q2"), "pending");
+}
+
+/// `worktree prune` never deletes a `cascade/...` branch cascade did not
+/// create (the user's unmerged work), unless `--force`.
+#[test]
+fn worktree_prune_keeps_cascade_named_branches_cascade_did_not_create() {
+    let f = Fixture::new(json!([story("p1", &[])]), json!([]));
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    git(f.repo(), &["checkout", "-q", "-b", "cascade/precious"]);
+    std::fs::write(f.repo().join("precious.txt"), "mine\n").unwrap();
+    git(f.repo(), &["add", "precious.txt"]);
+    git(f.repo(), &["commit", "-q", "-m", "precious work"]);
+    git(f.repo(), &["checkout", "-q", "main"]);
+
+    let dry = f
+        .cascade(&["worktree", "prune", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&dry), 0, "{}", explain(&dry));
+    assert!(
+        String::from_utf8_lossy(&dry.stdout)
+            .contains("would keep cascade/precious: not created by cascade"),
+        "{}",
+        explain(&dry)
+    );
+    let out = f.cascade(&["worktree", "prune"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("kept cascade/precious: not created by cascade"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("deleted branch cascade/precious"),
+        "{stdout}"
+    );
+    let branches = git(f.repo(), &["branch", "--format=%(refname:short)"]);
+    assert!(branches.contains("cascade/precious"), "{branches}");
+
+    let out = f
+        .cascade(&["worktree", "prune", "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("deleted branch cascade/precious"));
+}
+
+/// An agent that commits its own work: its commits beyond the base are the
+/// story's work (not "no changes"), and what it left uncommitted on top is
+/// committed as usual.
+#[test]
+fn an_agent_that_commits_its_own_work_is_not_a_no_changes_failure() {
+    let f = Fixture::new(
+        json!([story("own", &[]), story("mixed", &["own"])]),
+        json!([]),
+    );
+    let body = r#"echo "work of $CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt"
+git add "$CASCADE_STORY_ID.txt"
+git -c user.name=agent -c user.email=agent@example.com commit -q -m "agent commit $CASCADE_STORY_ID"
+if [ "$CASCADE_STORY_ID" = mixed ]; then echo extra > extra.txt; fi"#;
+    let agent = script(&f.t("committer.sh"), body);
+    f.set_agents(
+        json!({"scripted": {"type": "cli", "command": agent.display().to_string(), "args": [], "timeout": 60}}),
+        None,
+    );
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let subjects = f.main_subjects();
+    assert!(
+        subjects.iter().any(|s| s == "agent commit own"),
+        "{subjects:?}"
+    );
+    assert!(
+        subjects.iter().any(|s| s == "agent commit mixed"),
+        "{subjects:?}"
+    );
+    assert!(
+        subjects.iter().any(|s| s == "mixed: Title mixed"),
+        "{subjects:?}"
+    );
+    for file in ["own.txt", "mixed.txt", "extra.txt"] {
+        assert!(f.repo().join(file).is_file(), "{file}");
+    }
+}
+
+/// With --allow-dirty, a merge that would overwrite the user's uncommitted
+/// change is refused once: the agent is not re-run, the story fails with a
+/// clear message, its branch keeps the work and the user's file is intact.
+#[test]
+fn a_merge_blocked_by_the_users_uncommitted_change_fails_once_without_rerunning_the_agent() {
+    let f = Fixture::new(json!([story("d1", &[])]), json!([]));
+    f.mark("edit-d1", "README.md");
+    std::fs::write(f.repo().join("README.md"), "the user's unsaved work\n").unwrap();
+    let out = f.approve(&["--allow-dirty", "--max-retries", "3"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let starts = f.timeline().iter().filter(|l| *l == "start d1").count();
+    assert_eq!(starts, 1, "the agent was re-run: {:?}", f.timeline());
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join("README.md")).unwrap(),
+        "the user's unsaved work\n"
+    );
+    let st = f.status_json();
+    assert_eq!(st["stories"]["d1"]["status"], "failed", "{st}");
+    assert_eq!(st["stories"]["d1"]["attempts"], 1, "{st}");
+    let err = String::from_utf8_lossy(&out.stderr).to_string() + &f.progress();
+    assert!(err.contains("would be overwritten"), "{err}");
+    assert!(err.contains("kept on branch 'cascade/d1'"), "{err}");
+    let on_branch = git(f.repo(), &["show", "cascade/d1:README.md"]);
+    assert_eq!(on_branch, "line from d1\n");
+}
+
+/// Resume goes on numbering attempts after an interrupted one (its log is
+/// kept), and the interrupted attempt does not use up a retry.
+#[test]
+fn resume_continues_attempt_numbering_and_keeps_every_log() {
+    let f = Fixture::new(json!([story("num", &[])]), json!([]));
+    f.mark("wait-num", "release");
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-num"), Duration::from_secs(60)));
+    let _ = f.agent_pid("num");
+    // SAFETY: plain signal to our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", explain(&out));
+    let log1 = f.repo().join(".cascade/logs/num-implementation-1.log");
+    assert!(
+        log1.is_file(),
+        "{:?}",
+        std::fs::read_dir(f.repo().join(".cascade/logs"))
+    );
+    let first_log = std::fs::read(&log1).unwrap();
+
+    f.mark("release", "");
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let started: Vec<Value> = events(&out)
+        .into_iter()
+        .filter(|e| e["event"] == "story_started")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:?}");
+    assert_eq!(started[0]["attempt"], 2, "{started:?}");
+    // The interrupted attempt is history, not a used-up retry: 4 more allowed.
+    assert_eq!(started[0]["max_attempts"], 5, "{started:?}");
+    assert_eq!(
+        std::fs::read(&log1).unwrap(),
+        first_log,
+        "log 1 overwritten"
+    );
+    assert!(f
+        .repo()
+        .join(".cascade/logs/num-implementation-2.log")
+        .is_file());
+    let st = f.status_json();
+    assert_eq!(st["stories"]["num"]["status"], "complete", "{st}");
+    assert_eq!(st["stories"]["num"]["attempts"], 2, "{st}");
+}
+
+/// A file named `.cascade` at the root is named, with what to do about it.
+#[test]
+fn a_file_named_dot_cascade_is_reported_with_what_to_do() {
+    let f = Fixture::new(json!([story("c1", &[])]), json!([]));
+    std::fs::write(f.repo().join(".cascade"), "the user's file\n").unwrap();
+    for args in [
+        &["approve", "--auto-run", "--retry-delay", "0"][..],
+        &["status"][..],
+        &["worktree", "prune"][..],
+    ] {
+        let out = f.cascade(args).output().unwrap();
+        assert_eq!(code(&out), 2, "{args:?}: {}", explain(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(".cascade' is a file") && err.contains("rename or remove that file"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("os error"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.repo().join(".cascade")).unwrap(),
+        "the user's file\n"
+    );
+}

@@ -61,10 +61,38 @@ impl Mega {
 
 /// The implementation agent: writes `<story>.txt` in its worktree; a story
 /// whose id starts with `fail-` fails; `api-*` stories check that auth's
-/// work is already on their branch; `slow-*` stories hang once (kill test).
+/// work is already on their branch; `slow-*` stories hang once (kill test);
+/// `pi-*` / `pw-*` stories log start/end markers to `par.log`, and a `pw-<g><n>`
+/// story waits (at most 60 s) until its partner `pw-<g><3-n>` has started;
+/// `note-*` stories note what findings they see and append one.
 const IMPL: &str = r#"
 set -e
 T="$(dirname "$0")"
+case "$CASCADE_STORY_ID" in
+  *-pi-*|*-pw-*)
+    echo "start $CASCADE_STORY_ID" >> "$T/par.log"
+    case "$CASCADE_STORY_ID" in
+      *-pw-*)
+        me="${CASCADE_STORY_ID##*-pw-}"; g="${me%?}"; n="${me#?}"
+        partner="${CASCADE_STORY_ID%-pw-*}-pw-$g$((3 - n))"
+        i=0
+        while ! grep -qx "start $partner" "$T/par.log" && [ $i -lt 1200 ]; do
+          sleep 0.05; i=$((i + 1))
+        done ;;
+    esac
+    echo "end $CASCADE_STORY_ID" >> "$T/par.log" ;;
+esac
+case "$CASCADE_STORY_ID" in
+  *note-*)
+    {
+      echo "env=$CASCADE_FINDINGS"
+      echo "--- findings.md"; cat findings.md 2>/dev/null || true
+      echo "--- mega-findings.md $(stat -c %a mega-findings.md 2>/dev/null || echo missing)"
+      cat mega-findings.md 2>/dev/null || true
+      echo "--- prompt"; grep '^## Findings' "$CASCADE_PROMPT_FILE" || true
+    } > "$T/seen.$CASCADE_STORY_ID"
+    echo "note from $CASCADE_STORY_ID" >> "$CASCADE_FINDINGS" ;;
+esac
 case "$CASCADE_STORY_ID" in
   *fail-*) echo "cannot do $CASCADE_STORY_ID" >&2; exit 3 ;;
 esac
@@ -205,8 +233,17 @@ fn three_features_land_in_order_with_merge_commits_and_a_generated_prd() {
         ],
         |name| vec![format!("{name}-1")],
     );
+    // A prd.json committed on the target is no feature's PRD: every feature
+    // worktree has it, and ui must still get its own from the PRD agent.
+    write_json(
+        &m.root().join("prd.json"),
+        &json!({"goal": "old", "stories": [{"id": "old-1", "title": "old", "dependencies": []}]}),
+    );
+    git(m.root(), &["add", "prd.json"]);
+    git(m.root(), &["commit", "-q", "-m", "an old prd"]);
     let out = m.approve(&["--prd-agent", "prd"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!m.root().join("old-1.txt").exists(), "{}", text(&out));
 
     // Merge commits on the target, in batch order, naming the features.
     let subjects = first_parent_subjects(m.root());
@@ -639,4 +676,190 @@ fn invalid_plan_and_dirty_tree_are_refused_with_exit_2() {
         stderr.contains("README.md") && stderr.contains("--allow-dirty"),
         "{stderr}"
     );
+}
+
+/// The largest number of agents running at once, from the order of the
+/// start/end markers in `par.log` (not from timings).
+fn overlaps(log: &str) -> usize {
+    let mut running: Vec<&str> = Vec::new();
+    let mut max = 0;
+    for line in log.lines() {
+        match line.split_once(' ') {
+            Some(("start", id)) => {
+                running.push(id);
+                max = max.max(running.len());
+            }
+            Some(("end", id)) => running.retain(|r| *r != id),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[test]
+fn parallel_is_one_limit_shared_by_the_features_of_a_batch() {
+    // --parallel 2 for two features of one batch. `left` has two instant
+    // stories; `right` has two pairs whose stories only finish once their
+    // partner has started, so each pair needs both slots at once: with a
+    // fixed share of one slot per feature they could not overlap.
+    let m = setup(
+        &[("f1", "left", &[], true), ("f2", "right", &[], true)],
+        |name| match name {
+            "left" => vec!["left-pi-1".into(), "left-pi-2".into()],
+            _ => vec![
+                "right-pw-a1".into(),
+                "right-pw-a2".into(),
+                "right-pw-b1".into(),
+                "right-pw-b2".into(),
+            ],
+        },
+    );
+    let out = m.approve(&["--parallel", "2"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let log = m.note("par.log");
+    assert_eq!(log.lines().count(), 12, "{log}");
+    let max = overlaps(&log);
+    assert!(max <= 2, "more than 2 agents at once:\n{log}");
+    // Each pair really ran side by side: `right` alone used both slots
+    // (so `left` used none), which a fixed per-feature share of 2 / 2 = 1
+    // would never allow.
+    let mut running: Vec<&str> = Vec::new();
+    let mut pairs = Vec::new();
+    for line in log.lines() {
+        match line.split_once(' ') {
+            Some(("start", id)) => {
+                running.push(id);
+                for g in ["a", "b"] {
+                    let (x, y) = (format!("right-pw-{g}1"), format!("right-pw-{g}2"));
+                    if running.contains(&x.as_str()) && running.contains(&y.as_str()) {
+                        pairs.push(g);
+                    }
+                }
+            }
+            Some(("end", id)) => running.retain(|r| *r != id),
+            _ => {}
+        }
+    }
+    assert_eq!(pairs, ["a", "b"], "{log}");
+    let st = m.status_json();
+    assert_eq!(st["features"]["left"]["stories"]["done"], 2, "{st}");
+    assert_eq!(st["features"]["right"]["stories"]["done"], 4, "{st}");
+}
+
+#[test]
+fn parallel_one_runs_one_agent_at_a_time_across_features() {
+    let m = setup(
+        &[("f1", "left", &[], true), ("f2", "right", &[], true)],
+        |name| (1..=3).map(|i| format!("{name}-pi-{i}")).collect(),
+    );
+    let out = m.approve(&["--parallel", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let log = m.note("par.log");
+    assert_eq!(log.lines().count(), 12, "{log}");
+    assert_eq!(overlaps(&log), 1, "{log}");
+}
+
+#[test]
+fn story_agents_read_the_findings_and_their_notes_are_kept() {
+    // core: note-1 then note-2 (dependent); web (next batch) after core.
+    let m = setup(
+        &[("f1", "core", &[], true), ("f2", "web", &["f1"], true)],
+        |name| vec![format!("{name}-note-1")],
+    );
+    let root = m.root();
+    write_json(
+        &root.join("features/core/prd.json"),
+        &json!({"goal": "core", "stories": [
+            {"id": "core-note-1", "title": "first", "description": "d", "priority": "high",
+             "dependencies": [], "status": "pending"},
+            {"id": "core-note-2", "title": "second", "description": "d", "priority": "high",
+             "dependencies": ["core-note-1"], "status": "pending"}]}),
+    );
+    git(root, &["commit", "-q", "-am", "two core stories"]);
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // The first story got the shared file read-only and the prompt section.
+    let first = m.note("seen.core-note-1");
+    assert!(first.contains("--- mega-findings.md 444"), "{first}");
+    assert!(first.contains("Goal: a small app"), "{first}");
+    assert!(first.contains("## Findings"), "{first}");
+    assert!(
+        first.contains("env=/") && first.contains("findings.md"),
+        "{first}"
+    );
+    // The second story of the feature reads what the first one noted.
+    let second = m.note("seen.core-note-2");
+    let (own, _) = second.split_once("--- mega-findings.md").unwrap();
+    assert!(own.contains("note from core-note-1"), "{second}");
+    // The feature's findings.md (kept after cleanup) holds both notes, under
+    // headings naming the stories, and went into mega-findings.md ...
+    let kept = std::fs::read_to_string(root.join(".cascade/mega/features/core/findings.md"))
+        .expect("core's findings kept");
+    assert!(
+        kept.contains("## core-note-1: first\n\nnote from core-note-1")
+            && kept.contains("## core-note-2: second\n\nnote from core-note-2"),
+        "{kept}"
+    );
+    assert_eq!(kept.matches("note from core-note-1").count(), 1, "{kept}");
+    let shared = std::fs::read_to_string(root.join("mega-findings.md")).unwrap();
+    assert!(
+        shared.contains("## Feature core") && shared.contains("note from core-note-2"),
+        "{shared}"
+    );
+    // ... which the next batch's story agents read.
+    let web = m.note("seen.web-note-1");
+    let (_, mega) = web.split_once("--- mega-findings.md").unwrap();
+    assert!(mega.contains("note from core-note-2"), "{web}");
+    // Nothing of it was committed.
+    let tracked = git(root, &["ls-files"]);
+    assert!(!tracked.contains("findings.md"), "{tracked}");
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
+}
+
+#[test]
+fn plain_run_story_notes_land_in_the_root_findings() {
+    let repo = init_repo();
+    let root = repo.path();
+    let tools = tempfile::tempdir().unwrap();
+    let t = tools.path();
+    script(
+        &t.join("impl.sh"),
+        r#"echo "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt"
+cp findings.md "$(dirname "$0")/seen.$CASCADE_STORY_ID" 2>/dev/null || true
+echo "note from $CASCADE_STORY_ID" >> findings.md"#,
+    );
+    write_json(
+        &t.join("agents.json"),
+        &json!({"default_agent": "impl", "agents": {"impl": {"type": "cli",
+            "command": t.join("impl.sh").display().to_string(), "args": [], "timeout": 60}}}),
+    );
+    std::fs::write(root.join("findings.md"), "# Findings\n\nearlier note\n").unwrap();
+    write_json(
+        &root.join("prd.json"),
+        &json!({"goal": "g", "stories": [
+            {"id": "s1", "title": "one", "description": "d", "priority": "high",
+             "dependencies": [], "status": "pending"},
+            {"id": "s2", "title": "two", "description": "d", "priority": "high",
+             "dependencies": ["s1"], "status": "pending"}]}),
+    );
+    let out = cascade(root)
+        .arg("--agents")
+        .arg(t.join("agents.json"))
+        .args(["approve", "--auto-run", "--retry-delay", "0"])
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let seen = std::fs::read_to_string(t.join("seen.s2")).expect("s2 saw findings.md");
+    assert!(
+        seen.contains("earlier note") && seen.contains("note from s1"),
+        "{seen}"
+    );
+    let all = std::fs::read_to_string(root.join("findings.md")).unwrap();
+    assert_eq!(
+        all,
+        "# Findings\n\nearlier note\n\n## s1: one\n\nnote from s1\n\n## s2: two\n\nnote from s2\n"
+    );
+    assert_eq!(git(root, &["status", "--porcelain"]), "");
 }

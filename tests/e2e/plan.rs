@@ -621,3 +621,64 @@ fn unknown_fields_do_not_disturb_commands() {
         .unwrap();
     assert_eq!(stdout_json(&out), json!({"batches": [["a"], ["b"]]}));
 }
+
+#[test]
+fn unreadable_empty_and_bom_prd_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("adir.json")).unwrap();
+    let out = cascade(dir.path())
+        .args(["batches", "--prd", "adir.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.starts_with("error: cannot read adir.json"), "{err}");
+    assert_eq!(
+        err.matches("os error 21").count(),
+        1,
+        "cause printed twice: {err}"
+    );
+    assert!(
+        err.contains("pass the path of a readable JSON file"),
+        "{err}"
+    );
+
+    std::fs::write(dir.path().join("empty.json"), "\n").unwrap();
+    let out = cascade(dir.path())
+        .args(["validate", "--prd", "empty.json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("empty.json:1:1: the file is empty"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Some editors save JSON with a UTF-8 byte order mark.
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend_from_slice(br#"{"stories": [{"id": "s1", "title": "One"}]}"#);
+    std::fs::write(dir.path().join("bom.json"), bytes).unwrap();
+    let out = cascade(dir.path())
+        .args(["batches", "--prd", "bom.json", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout_json(&out), json!({"batches": [["s1"]]}));
+}
+
+#[test]
+fn a_missing_dash_c_directory_says_what_to_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = cascade(dir.path())
+        .args(["-C", "no/such/dir", "batches"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error: cannot change to directory 'no/such/dir'"),
+        "{err}"
+    );
+    assert!(err.contains("-C"), "{err}");
+}

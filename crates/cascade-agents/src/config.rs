@@ -164,6 +164,9 @@ impl fmt::Display for ConfigSource {
     }
 }
 
+/// The longest agent `timeout` accepted, in seconds (30 days).
+pub const MAX_TIMEOUT_SECS: u64 = 30 * 24 * 3600;
+
 /// A config and where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedConfig {
@@ -187,6 +190,9 @@ pub enum ConfigError {
     /// `--agents PATH` names a file that does not exist.
     #[error("agents file '{}' does not exist (check --agents)", path.display())]
     NotFound { path: PathBuf },
+    /// `--agents PATH` names a directory.
+    #[error("agents file '{}' is a directory (pass the agents.json inside it to --agents)", path.display())]
+    NotAFile { path: PathBuf },
     /// The file exists but could not be read.
     #[error("cannot read agents file '{}': {source}", path.display())]
     Read {
@@ -239,6 +245,9 @@ impl AgentsConfig {
             } else {
                 cwd.join(path)
             };
+            if path.is_dir() {
+                return Err(ConfigError::NotAFile { path });
+            }
             if !path.is_file() {
                 return Err(ConfigError::NotFound { path });
             }
@@ -282,6 +291,8 @@ impl AgentsConfig {
         text: &str,
         file: &str,
     ) -> Result<(AgentsConfig, Vec<String>), ConfigError> {
+        // A UTF-8 byte order mark (some editors write one) is not JSON.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let value: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
             file: file.to_string(),
             line: e.line(),
@@ -393,13 +404,20 @@ impl Walk {
             }
             Some(_) => self.problem("phase_defaults", "expected an object keyed by phase"),
         }
-        self.check_names(&mut config);
+        // Agents that are defined but were rejected above already have their
+        // problem reported; naming them elsewhere is not a second problem.
+        let defined: Vec<String> = root
+            .get("agents")
+            .and_then(Value::as_object)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        self.check_names(&mut config, &defined);
         config
     }
 
     /// Every agent a phase or `default_agent` names must be defined;
     /// `claude-code` is implied when it is named but not defined.
-    fn check_names(&mut self, config: &mut AgentsConfig) {
+    fn check_names(&mut self, config: &mut AgentsConfig, defined: &[String]) {
         let mut named: Vec<(String, String)> =
             vec![("default_agent".into(), config.default_agent.clone())];
         for (phase, pc) in &config.phase_defaults {
@@ -418,7 +436,7 @@ impl Walk {
             config.agents.push(AgentDef::claude_code());
         }
         for (key, name) in named {
-            if config.agent(&name).is_none() {
+            if config.agent(&name).is_none() && !defined.contains(&name) {
                 let known = config.names().join(", ");
                 self.problem(
                     key,
@@ -497,8 +515,17 @@ impl Walk {
         let timeout_secs = match obj.get("timeout") {
             None | Some(Value::Null) => None,
             // Whole seconds; a fractional value is rounded up.
+            // At most MAX_TIMEOUT_SECS: a deadline must stay representable
+            // (an absurd value like 1e30 made the executor's clock overflow).
             Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
-                Some(f) => Some(f.ceil() as u64),
+                Some(f) if f <= MAX_TIMEOUT_SECS as f64 => Some(f.ceil() as u64),
+                Some(_) => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        format!("at most {MAX_TIMEOUT_SECS} seconds (30 days)"),
+                    );
+                    None
+                }
                 None => {
                     self.problem(
                         format!("{key}.timeout"),

@@ -263,7 +263,7 @@ impl<'a> Resolver<'a> {
                     if d.found() {
                         None
                     } else {
-                        Some(format!("CLI '{}' not found", def.command))
+                        Some(missing_reason(&def.command))
                     }
                 }
             };
@@ -309,6 +309,20 @@ impl<'a> Resolver<'a> {
             tried: rejected,
             no_fallback: self.overrides.no_fallback,
         })
+    }
+}
+
+/// Why a configured agent's command cannot be used: a path that exists but
+/// cannot be executed says so (a missing `chmod +x` is a common slip);
+/// anything else is "not found", the wording of Plan Cascade's progress.txt.
+fn missing_reason(command: &str) -> String {
+    let path = std::path::Path::new(command);
+    if command.contains('/') && path.is_file() {
+        format!("CLI '{command}' is not executable (chmod +x it)")
+    } else if command.contains('/') && path.is_dir() {
+        format!("CLI '{command}' is a directory, not a program")
+    } else {
+        format!("CLI '{command}' not found")
     }
 }
 

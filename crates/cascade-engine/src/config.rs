@@ -144,6 +144,31 @@ pub struct RunOptions {
     pub agent_timeout: Option<Duration>,
     /// Bytes of agent output kept for the retry prompt.
     pub excerpt_bytes: usize,
+    /// A limit shared with other engines (a mega run gives every feature
+    /// engine the same semaphore of `--parallel` permits, so features x
+    /// stories never exceed it and a feature that finishes early leaves its
+    /// slots to the others). A story holds a permit while its worktree is
+    /// prepared, its agent runs and its gates run; not during the retry
+    /// backoff nor while it waits for the (serial) merge queue. `None`: only
+    /// `parallel` applies.
+    pub slots: Option<Arc<tokio::sync::Semaphore>>,
+}
+
+impl RunOptions {
+    /// Waits for a permit of the shared limit. `Ok(None)` without one;
+    /// `Err(())` when `cancel` fires first (or the semaphore was closed).
+    pub(crate) async fn acquire_slot(
+        &self,
+        cancel: &cascade_process::CancelToken,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ()> {
+        let Some(slots) = &self.slots else {
+            return Ok(None);
+        };
+        tokio::select! {
+            permit = Arc::clone(slots).acquire_owned() => permit.map(Some).map_err(|_| ()),
+            _ = cancel.cancelled() => Err(()),
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -164,6 +189,7 @@ impl Default for RunOptions {
             use_gate_cache: true,
             agent_timeout: None,
             excerpt_bytes: 4000,
+            slots: None,
         }
     }
 }

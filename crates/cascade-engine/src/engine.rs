@@ -14,7 +14,6 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -89,11 +88,13 @@ pub(crate) struct Ctx {
     pub prd: Mutex<Prd>,
     pub state_path: PathBuf,
     pub state: Mutex<RunState>,
-    /// Sequence number of the last state snapshot taken / written.
-    pub state_seq: AtomicU64,
-    pub state_written: Mutex<u64>,
+    /// Group commit of `state` and `prd` (see the `persist` module).
+    pub state_writer: crate::persist::GroupWriter,
+    pub prd_writer: crate::persist::GroupWriter,
     /// The serial merge queue: one merge into the target branch at a time.
     pub merge_lock: tokio::sync::Mutex<()>,
+    /// Idle story worktrees, reused from story to story.
+    pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
     pub sink: EventSink,
@@ -109,32 +110,64 @@ impl Ctx {
         overrides(&self.options)
     }
 
-    /// Applies `f` to the state and writes it. The state is serialized under
-    /// its lock and written under a separate one, skipping a snapshot when a
-    /// newer one was written already: writes never go backwards and parallel
-    /// stories do not queue behind each other's disk writes. A write failure
-    /// is reported as a notice and never stops the work.
+    /// Applies `f` to the state and returns once the change is on disk. The
+    /// writes of parallel stories are grouped: one write (serialized under
+    /// the state's lock, written outside it) covers every change made before
+    /// it started, so writes never go backwards and a transition never waits
+    /// for more than the write in progress and its own. A write failure is
+    /// reported as a notice and never stops the work.
     pub fn update_state(&self, f: impl FnOnce(&mut RunState)) {
-        let snapshot = match self.state.lock() {
+        self.change_state(f, true);
+    }
+
+    /// Like [`Ctx::update_state`] without waiting for the write: it happens
+    /// with the write in progress, or within a fraction of a second by the
+    /// run's periodic flush (writes of a large state are spaced out). For
+    /// transitions nothing depends on being on disk at once: a story that
+    /// started (resume restarts it whatever the file says) or was merged
+    /// (its branch, deleted only at the end of the run, tells resume).
+    pub fn note_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
+        self.change_state(|st| f(st.story_mut(id)), false);
+    }
+
+    fn change_state(&self, f: impl FnOnce(&mut RunState), wait: bool) {
+        let ticket = match self.state.lock() {
             Ok(mut st) => {
                 f(&mut st);
-                let seq = self.state_seq.fetch_add(1, Ordering::SeqCst) + 1;
-                st.snapshot(&self.state_path).map(|bytes| (seq, bytes))
+                self.state_writer.changed()
             }
             Err(_) => return,
         };
-        let result = snapshot.and_then(|(seq, bytes)| {
-            let mut written = self.state_written.lock().unwrap_or_else(|e| e.into_inner());
-            if seq > *written {
-                crate::state::write_snapshot(&self.state_path, &bytes)?;
-                *written = seq;
-            }
-            Ok(())
-        });
+        let result = self
+            .state_writer
+            .persist(ticket, wait, || self.write_state());
         if let Err(e) = result {
             self.emit(Event::Notice {
                 message: format!("could not save the run state: {e}"),
             });
+        }
+    }
+
+    /// Saves the state as it is now.
+    fn write_state(&self) -> Result<(), crate::state::StateError> {
+        let bytes = match self.state.lock() {
+            Ok(mut st) => st.snapshot(&self.state_path)?,
+            Err(_) => return Ok(()),
+        };
+        crate::state::write_snapshot(&self.state_path, &bytes)
+    }
+
+    /// Writes what changes wait for a periodic flush (see [`Ctx::note_story`]).
+    fn flush_due(&self) {
+        if self.state_writer.due() {
+            if let Err(e) = self.state_writer.flush(|| self.write_state()) {
+                self.emit(Event::Notice {
+                    message: format!("could not save the run state: {e}"),
+                });
+            }
+        }
+        if self.prd_writer.due() {
+            self.flush_prd();
         }
     }
 
@@ -151,25 +184,60 @@ impl Ctx {
         }
     }
 
-    /// Sets a story's status in prd.json and saves it (atomic; fields kept).
-    pub fn set_prd_status(&self, id: &str, status: Status) {
-        let result = match self.prd.lock() {
-            Ok(mut prd) => {
-                let changed = match prd.story_mut(id) {
-                    Some(s) if s.status != status => {
-                        s.set_status(status);
-                        true
+    /// Writes every prd.json change not written yet (the end of the run).
+    pub fn flush_prd(&self) {
+        if let Err(e) = self.prd_writer.flush(|| self.write_prd()) {
+            self.emit(Event::Notice {
+                message: format!("could not update {}: {e}", self.prd_path.display()),
+            });
+        }
+    }
+
+    /// Saves prd.json with the statuses of the in-memory copy.
+    fn write_prd(&self) -> Result<(), cascade_plan::PlanError> {
+        let copy = match self.prd.lock() {
+            Ok(prd) => prd.clone(),
+            Err(_) => return Ok(()),
+        };
+        // The user may have edited prd.json during the run (a story
+        // added, the goal reworded): carry cascade's statuses into what
+        // is on disk rather than overwrite it with the copy read at the
+        // start. A file that does not parse right now (being edited) is
+        // left alone; the run state keeps the statuses meanwhile.
+        match cascade_plan::load_prd(&self.prd_path) {
+            Ok(mut on_disk) => {
+                for s in &copy.stories {
+                    if let Some(d) = on_disk.story_mut(&s.id) {
+                        if d.status != s.status {
+                            d.set_status(s.status);
+                        }
                     }
-                    _ => false,
-                };
-                if changed {
-                    prd.save(&self.prd_path)
-                } else {
-                    Ok(())
                 }
+                on_disk.save(&self.prd_path)
             }
+            Err(cascade_plan::PlanError::NotFound { .. }) => copy.save(&self.prd_path),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets a story's status in prd.json and saves it (atomic; fields kept;
+    /// nothing is written when the status does not change; the lock is not
+    /// held while writing). The caller does not wait when a write is in
+    /// progress (that write's thread writes again before it stops; the run
+    /// ends with [`Ctx::flush_prd`]): prd.json is not what resume trusts for
+    /// merged stories (git is), and it is only ever written behind the facts.
+    pub fn set_prd_status(&self, id: &str, status: Status) {
+        let ticket = match self.prd.lock() {
+            Ok(mut prd) => match prd.story_mut(id) {
+                Some(s) if s.status != status => {
+                    s.set_status(status);
+                    self.prd_writer.changed()
+                }
+                _ => return,
+            },
             Err(_) => return,
         };
+        let result = self.prd_writer.persist(ticket, false, || self.write_prd());
         if let Err(e) = result {
             self.emit(Event::Notice {
                 message: format!("could not update {}: {e}", self.prd_path.display()),
@@ -222,10 +290,30 @@ impl Engine {
     /// Loads and checks everything a run (or a dry run) needs.
     fn prepare(&self) -> Result<Prepared, EngineError> {
         let paths = RepoPaths::discover(&self.config.project_root)?;
-        let excluded: Vec<&str> = self.config.excluded.iter().map(String::as_str).collect();
+        let prd_path = self.config.prd_file();
+        // Besides the usual names at the root, the exact files this run
+        // uses, wherever the user keeps them (`--prd plans/next/prd.json`).
+        let root = &self.config.project_root;
+        let own_here = crate::gitops::exclude_patterns(
+            root,
+            &[
+                prd_path.clone(),
+                self.config
+                    .progress_path
+                    .clone()
+                    .unwrap_or_else(|| root.join("progress.txt")),
+                root.join("findings.md"),
+            ],
+        );
+        let excluded: Vec<&str> = self
+            .config
+            .excluded
+            .iter()
+            .chain(&own_here)
+            .map(String::as_str)
+            .collect();
         paths.ensure_excluded(&excluded)?;
         let cascade_dir = paths.cascade_dir();
-        let prd_path = self.config.prd_file();
         let prd = cascade_plan::load_prd(&prd_path)?;
         let plan = cascade_plan::validate_prd(&prd).map_err(|source| EngineError::Invalid {
             path: prd_path.clone(),
@@ -241,8 +329,11 @@ impl Engine {
         let target_branch = match &self.config.target_branch {
             Some(b) => b.clone(),
             None => crate::gitops::current_branch(&self.config.project_root)?.ok_or_else(|| {
-                EngineError::DetachedHead {
-                    dir: self.config.project_root.clone(),
+                let dir = self.config.project_root.clone();
+                if crate::gitops::head_unborn(&dir) {
+                    EngineError::NoCommits { dir }
+                } else {
+                    EngineError::DetachedHead { dir }
                 }
             })?,
         };
@@ -264,6 +355,9 @@ impl Engine {
     pub fn dry_run(&self, options: &RunOptions) -> Result<DryRun, EngineError> {
         let p = self.prepare()?;
         let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
+        resolver
+            .check_overrides()
+            .map_err(EngineError::UnknownAgent)?;
         let mut batches = Vec::new();
         for batch in p.plan.batches() {
             let mut planned = Vec::new();
@@ -352,6 +446,21 @@ impl Engine {
         } else {
             None
         };
+        // A merge a killed run left half done (files updated, branch not
+        // moved) is completed first: its files would make the tree look dirty.
+        match cascade_git::merge::finish_interrupted_merge(&p.paths, &p.target_branch) {
+            Ok(Some(tip)) => sink(&Event::Notice {
+                message: format!(
+                    "completed a merge into '{}' that an interrupted run left half done ({})",
+                    p.target_branch,
+                    short(&tip.to_string())
+                ),
+            }),
+            Ok(None) => {}
+            Err(e) => sink(&Event::Notice {
+                message: format!("could not complete an interrupted merge: {e}"),
+            }),
+        }
         for message in &p.notices {
             sink(&Event::Notice {
                 message: message.clone(),
@@ -526,6 +635,7 @@ impl Engine {
         sched.set_layer_limit(limit);
 
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();
+        let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
             paths: p.paths,
             gate_cache: GateCache::open(&p.cascade_dir),
@@ -546,9 +656,10 @@ impl Engine {
             prd: Mutex::new(prd),
             state_path: state_path.clone(),
             state: Mutex::new(state),
-            state_seq: AtomicU64::new(0),
-            state_written: Mutex::new(0),
+            state_writer: crate::persist::GroupWriter::default(),
+            prd_writer: crate::persist::GroupWriter::default(),
             merge_lock: tokio::sync::Mutex::new(()),
+            pool,
             prompt,
             sink,
             cancel: cancel.clone(),
@@ -569,9 +680,41 @@ impl Engine {
             batches: layer_count,
             resumed,
         });
+        // Branches of stories found merged already go at the end, with the
+        // run's own (once the state says they are complete).
+        let skipped_branches: Vec<String> = skipped
+            .iter()
+            .map(|(id, _)| story_branch(&self.config, id))
+            .collect();
         for (story, reason) in skipped {
             ctx.emit(Event::StorySkipped { story, reason });
         }
+        // Idle worktrees a killed run left are reused, not left behind.
+        let notes = {
+            let c = Arc::clone(&ctx);
+            tokio::task::spawn_blocking(move || c.pool.adopt_leftovers())
+                .await
+                .unwrap_or_default()
+        };
+        for message in notes {
+            ctx.emit(Event::Notice { message });
+        }
+
+        // Changes not waited for reach the disk within a fraction of a second.
+        let flusher = {
+            let c = Arc::clone(&ctx);
+            AbortOnDrop(tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    tick.tick().await;
+                    if c.state_writer.due() || c.prd_writer.due() {
+                        let c = Arc::clone(&c);
+                        let _ = tokio::task::spawn_blocking(move || c.flush_due()).await;
+                    }
+                }
+            }))
+        };
 
         let mut tasks: JoinSet<(usize, StoryEnd)> = JoinSet::new();
         let mut started_layers: HashSet<usize> = HashSet::new();
@@ -682,6 +825,17 @@ impl Engine {
             }
         }
 
+        // The pool's idle worktrees go (merged stories leave nothing behind).
+        let notes = {
+            let c = Arc::clone(&ctx);
+            tokio::task::spawn_blocking(move || c.pool.drain())
+                .await
+                .unwrap_or_default()
+        };
+        for message in notes {
+            ctx.emit(Event::Notice { message });
+        }
+
         // How it ended.
         let interrupted = cancel.is_cancelled();
         let (counts, summary) = {
@@ -712,7 +866,24 @@ impl Engine {
                 },
             });
         }
+        drop(flusher);
+        ctx.flush_prd();
         ctx.update_state(|st| st.status = status.into());
+        // The state (on disk now) records every merge: merged branches go.
+        {
+            let mut branches = ctx.pool.take_merged();
+            branches.extend(skipped_branches);
+            let c = Arc::clone(&ctx);
+            let deleted = tokio::task::spawn_blocking(move || {
+                cascade_git::worktree::delete_merged_branches(&c.paths, &branches, &c.target_branch)
+            })
+            .await;
+            if let Ok(Err(e)) = deleted {
+                ctx.emit(Event::Notice {
+                    message: format!("could not delete merged branches: {e}"),
+                });
+            }
+        }
         let duration_ms = started.elapsed().as_millis() as u64;
         ctx.emit(Event::RunFinished {
             status,
@@ -727,6 +898,15 @@ impl Engine {
             stories: summary,
             duration_ms,
         })
+    }
+}
+
+/// Stops a background task when dropped (however `run` returns).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -62,6 +62,9 @@ pub enum EngineError {
     /// HEAD is detached: there is no branch to merge stories into.
     #[error("'{}' is not on a branch (detached HEAD); check out the branch stories should merge into", dir.display())]
     DetachedHead { dir: PathBuf },
+    /// The repository has no commit yet: there is nothing to branch from.
+    #[error("the repository at '{}' has no commits yet; make a first commit (for example `git commit --allow-empty -m init`) and run again", dir.display())]
+    NoCommits { dir: PathBuf },
     /// `resume` without a previous run.
     #[error("there is no run to resume ('{}' does not exist); start one with `cascade approve`", path.display())]
     NothingToResume { path: PathBuf },

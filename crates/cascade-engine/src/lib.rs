@@ -12,6 +12,10 @@
 //!     `.cascade/config.json`, dirty tree), then runs stories in worktrees
 //!     (`cascade/<id>`, or `cascade/<feature>.<id>` with `config.feature`)
 //!     with agent -> commit -> gates -> serial merge, retries and resume.
+//!     Story worktrees are pooled per run (`.cascade/worktrees/slot-<n>`,
+//!     reset to each new story's base with only the difference written;
+//!     a failed story's is kept as `.cascade/worktrees/<id>`), and state
+//!     and prd.json writes of parallel stories are grouped.
 //!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused),
 //!     counts, stories: Vec<`[`StorySummary`]`>, duration_ms }`. `Err` only
 //!     when the run could not start; `EngineError::is_usage()` => exit 2.
@@ -45,6 +49,8 @@ pub mod error;
 pub mod events;
 pub mod gitops;
 pub mod lock;
+mod persist;
+mod pool;
 pub mod progress;
 pub mod retry;
 pub mod scheduler;

@@ -24,7 +24,7 @@ pub struct LockHolder {
 /// The lock could not be taken.
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another cascade run (pid {pid} on {host}, started {started_at}) holds '{}'; wait for it to finish or stop it", path.display())]
+    #[error("another cascade run (pid {pid} on {host}, started {started_at}) holds '{}'; wait for it to finish or stop it (if no cascade runs there, delete that file)", path.display())]
     Held {
         path: PathBuf,
         pid: u32,

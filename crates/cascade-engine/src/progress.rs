@@ -10,7 +10,9 @@
 //!
 //! Local time. Each line is appended with one `write` on a file opened with
 //! `O_APPEND`, so lines from parallel stories never interleave. Writing is
-//! best-effort: a full disk must not fail a run.
+//! best-effort: a full disk must not fail a run. Control characters in the
+//! text (an agent's NUL, ESC or line break) are written as `\u{1b}` escapes,
+//! so the file stays one line per step and safe to `cat` or `grep`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -79,10 +81,10 @@ impl ProgressLog {
         }
     }
 
-    /// Appends `[local time] text`.
+    /// Appends `[local time] text` (control characters escaped).
     pub fn append(&self, text: &str) {
         let stamp = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
-        let line = format!("[{stamp}] {text}\n");
+        let line = format!("[{stamp}] {}\n", escape_controls(text));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -91,6 +93,24 @@ impl ProgressLog {
             let _ = f.write_all(line.as_bytes());
         }
     }
+}
+
+/// `text` with every control character but tab as a `\u{..}` escape (the
+/// same form the terminal reporter uses).
+fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() && c != '\t';
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The first line of a message, trimmed (a progress line is one line).
@@ -107,6 +127,25 @@ fn one_line(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::retry::FailureKind;
+
+    #[test]
+    fn control_characters_from_agents_are_escaped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let log = ProgressLog::new(tmp.path().join("progress.txt"));
+        log.record(&Event::AttemptFailed {
+            story: "s1".into(),
+            agent: "a".into(),
+            attempt: 1,
+            error_type: FailureKind::ExitCode,
+            error: "agent said \u{1b}[2J\u{0}boom\r".into(),
+        });
+        log.append("x\ny\tz");
+        let text = std::fs::read_to_string(log.path()).unwrap();
+        assert!(!text.contains('\u{1b}') && !text.contains('\u{0}') && !text.contains('\r'));
+        assert!(text.contains(r"agent said \u{1b}[2J\u{0}boom"), "{text}");
+        assert!(text.contains(r"x\u{a}y"), "{text}");
+        assert_eq!(text.lines().count(), 2, "{text}");
+    }
 
     #[test]
     fn lines_match_plan_cascade_format() {

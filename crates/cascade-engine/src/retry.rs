@@ -30,6 +30,11 @@ pub enum FailureKind {
     NoChanges,
     /// A git or setup step of cascade itself failed (worktree, commit, setup command).
     Setup,
+    /// The merge was refused because it would overwrite uncommitted changes
+    /// of the user in the target branch's worktree (`--allow-dirty`). The
+    /// agent's work is fine and kept on its branch; another attempt could
+    /// only end the same way.
+    TargetDirty,
 }
 
 impl FailureKind {
@@ -43,12 +48,18 @@ impl FailureKind {
             FailureKind::AgentUnavailable => "agent_unavailable",
             FailureKind::NoChanges => "no_changes",
             FailureKind::Setup => "setup",
+            FailureKind::TargetDirty => "target_dirty",
         }
     }
 
-    /// Whether another attempt can help. A missing agent stays missing.
+    /// Whether another attempt can help. A missing agent stays missing; a
+    /// merge refused to protect the user's uncommitted changes is no fault
+    /// of the agent (re-running it would redo good work for nothing).
     pub fn retryable(self) -> bool {
-        !matches!(self, FailureKind::AgentUnavailable)
+        !matches!(
+            self,
+            FailureKind::AgentUnavailable | FailureKind::TargetDirty
+        )
     }
 }
 

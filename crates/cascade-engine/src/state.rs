@@ -3,8 +3,9 @@
 //! One JSON document with a schema version, the run id, and per story its
 //! status (pending | running | complete | failed | blocked), agent, every
 //! attempt with its error and classification, branch, worktree and merge
-//! commit. It is rewritten atomically (temp file in the same directory, fsync,
-//! rename) after every transition, so a `kill -9` at any moment leaves either
+//! commit. It is rewritten atomically (temp file in the same directory,
+//! rename) after every transition (writes of parallel stories are grouped,
+//! see the `persist` module), so a `kill -9` at any moment leaves either
 //! the old or the new document, never half of one. `cascade status` and
 //! `cascade resume` read it.
 
@@ -18,6 +19,9 @@ use crate::retry::FailureKind;
 
 /// Version of the document layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
+
+/// Plans with more stories than this get a compact (unindented) state file.
+pub const COMPACT_ABOVE: usize = 200;
 
 /// Where a story stands in a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,10 +277,17 @@ impl RunState {
         write_snapshot(path, &bytes)
     }
 
-    /// Stamps `updated_at` and serializes the state (for writing outside a lock).
+    /// Stamps `updated_at` and serializes the state (for writing outside a
+    /// lock): indented for people to read, compact when the plan is large
+    /// (the document is rewritten per transition; indentation nearly doubles it).
     pub fn snapshot(&mut self, path: &Path) -> Result<Vec<u8>, StateError> {
         self.updated_at = now_rfc3339();
-        serde_json::to_vec_pretty(self).map_err(|e| StateError::Io {
+        let bytes = if self.stories.len() > COMPACT_ABOVE {
+            serde_json::to_vec(self)
+        } else {
+            serde_json::to_vec_pretty(self)
+        };
+        bytes.map_err(|e| StateError::Io {
             op: "serialize",
             path: path.to_path_buf(),
             source: std::io::Error::other(e),

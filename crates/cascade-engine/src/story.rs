@@ -1,16 +1,30 @@
 //! One story, from a fresh worktree to a merge: the attempt loop.
 //!
 //! Each attempt: resolve the agent (implementation phase first, then the
-//! retry phase), create the worktree `cascade/<id>` from the current tip of
-//! the target branch, prepare it (copy files, setup commands), build the
-//! prompt (with the previous attempt's error, failing gates and output on a
-//! retry), run the agent, commit what it changed (`<id>: <title>`), run the
-//! gates in the worktree, and merge through the serial merge queue. A failure
-//! at any step is classified; the retry manager decides whether and when the
-//! next attempt runs. Every transition is written to the state first, then
-//! announced as an event.
+//! retry phase), put a worktree on the branch `cascade/<id>` at the current
+//! tip of the target branch (leased from the run's pool, see the `pool`
+//! module; a retry resets the one the story holds), prepare it (copy files,
+//! setup commands), build the prompt (with the previous attempt's error,
+//! failing gates and output on a retry), run the agent, commit what it
+//! changed (`<id>: <title>`), run the gates in the worktree, and merge
+//! through the serial merge queue. A failure at any step is classified; the
+//! retry manager decides whether and when the next attempt runs. Every
+//! transition is recorded in the state first, then announced as an event;
+//! it is on disk at once, except a start or a merge, which follow within a
+//! fraction of a second (`Ctx::note_story`: resume restarts a started story
+//! anyway, and a merged story's branch, deleted only at the end of the run,
+//! tells resume it was merged).
+//!
+//! Attempt numbers count the story's whole history: a resumed story goes on
+//! after the attempts recorded by earlier runs (so the logs and prompts of
+//! every attempt are kept), while the retry budget (`--max-retries`) is per
+//! run: an attempt interrupted by a kill or Ctrl-C costs no retry. An agent
+//! that committed its work itself is fine: its commits on the story branch
+//! beyond the base are the work. A merge refused because the user's
+//! uncommitted changes (`--allow-dirty`) would be overwritten fails the story
+//! once (`target_dirty`), without re-running the agent.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,23 +81,37 @@ enum Attempt {
 pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
     let id = story.id.clone();
     let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
-    let wt_path = worktree::path_for(&ctx.paths, &branch);
-    let max = ctx.options.retry.max_attempts();
+    // The worktree this story holds (leased from the pool by its first attempt).
+    let mut held: Option<PathBuf> = None;
+    // Attempts of earlier (interrupted or failed) runs stay in the history
+    // and numbering goes on after them (logs are never overwritten), but
+    // they do not use up this run's budget: a resumed story gets the full
+    // `--max-retries` again, so an interrupted attempt costs no retry.
+    let earlier = ctx
+        .state
+        .lock()
+        .map(|st| st.story(&id).map_or(0, |s| s.attempts.len() as u32))
+        .unwrap_or(0);
+    let max = earlier.saturating_add(ctx.options.retry.max_attempts());
     let story_started = Instant::now();
     ctx.set_prd_status(&id, Status::InProgress);
-    ctx.update_story(&id, |s| {
+    // Written with the agent's pid (or the attempt's failure): one state
+    // write per story start instead of two.
+    ctx.amend_story(&id, |s| {
         s.status = StoryStatus::Running;
         s.branch = Some(branch.clone());
-        s.worktree = Some(wt_path.display().to_string());
+        s.worktree = None;
         s.error = None;
         s.error_type = None;
         s.blocked_by.clear();
     });
 
     let mut previous: Option<(String, Failure)> = None;
-    let mut attempt = 1;
+    let mut attempt = earlier + 1;
     loop {
-        let phase = if attempt == 1 {
+        // The first attempt of this run implements; later ones retry with
+        // the previous failure in their prompt.
+        let phase = if previous.is_none() {
             Phase::Implementation
         } else {
             Phase::Retry
@@ -93,7 +121,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             &ctx,
             &story,
             &branch,
-            &wt_path,
+            &mut held,
             attempt,
             max,
             phase,
@@ -106,7 +134,10 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 commit,
                 fast_forward,
             } => {
-                ctx.update_story(&id, |s| {
+                // Not waited for: until the run state is on disk, the
+                // story's branch (deleted at the end of the run) tells
+                // resume that it was merged.
+                ctx.note_story(&id, |s| {
                     s.status = StoryStatus::Complete;
                     s.merge_commit = Some(commit.clone());
                     s.agent = Some(agent.clone());
@@ -117,18 +148,19 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     }
                 });
                 ctx.set_prd_status(&id, Status::Complete);
-                // The branch is merged: its worktree and branch go.
-                let paths = ctx.paths.clone();
-                let p = wt_path.clone();
-                let removed =
-                    tokio::task::spawn_blocking(move || worktree::remove(&paths, &p, true)).await;
-                if let Ok(Err(e)) = removed {
-                    ctx.emit(Event::Notice {
-                        message: format!(
-                            "{id}: could not remove worktree '{}': {e}",
-                            wt_path.display()
-                        ),
-                    });
+                // The worktree returns to the pool for the next story.
+                if let Some(p) = held.take() {
+                    let c = Arc::clone(&ctx);
+                    let (q, b) = (p.clone(), branch.clone());
+                    let back = tokio::task::spawn_blocking(move || c.pool.give_back(&q, &b)).await;
+                    if let Ok(Err(e)) = back {
+                        ctx.emit(Event::Notice {
+                            message: format!(
+                                "{id}: could not reuse worktree '{}': {e}",
+                                p.display()
+                            ),
+                        });
+                    }
                 }
                 let attempts = ctx
                     .state
@@ -185,8 +217,33 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     ctx.set_prd_status(&id, Status::Pending);
                     return StoryEnd::Interrupted;
                 }
-                if !ctx.options.retry.should_retry(attempt, failure.kind) {
-                    ctx.update_story(&id, |s| s.status = StoryStatus::Failed);
+                if !ctx
+                    .options
+                    .retry
+                    .should_retry(attempt - earlier, failure.kind)
+                {
+                    // The worktree is kept for inspection, under the story's
+                    // own name when that is free (it leaves the pool).
+                    let kept = match held.take() {
+                        Some(p) => {
+                            let c = Arc::clone(&ctx);
+                            let (q, b) = (p.clone(), branch.clone());
+                            tokio::task::spawn_blocking(move || {
+                                let to = worktree::path_for(&c.paths, &b);
+                                worktree::relocate(&c.paths, &q, &to)
+                            })
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                            .unwrap_or(p)
+                        }
+                        None => worktree::path_for(&ctx.paths, &branch),
+                    };
+                    let kept = kept.display().to_string();
+                    ctx.update_story(&id, |s| {
+                        s.status = StoryStatus::Failed;
+                        s.worktree = Some(kept.clone());
+                    });
                     ctx.set_prd_status(&id, Status::Pending);
                     ctx.emit(Event::StoryFailed {
                         story: id.clone(),
@@ -195,7 +252,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                         error_type: failure.kind,
                         error: failure.error,
                         branch: branch.clone(),
-                        worktree: wt_path.display().to_string(),
+                        worktree: kept,
                     });
                     return StoryEnd::Failed;
                 }
@@ -203,7 +260,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     .resolve(&story, Phase::Retry)
                     .map(|a| a.agent)
                     .unwrap_or_else(|_| agent.clone());
-                let delay = ctx.options.retry.delay(attempt);
+                let delay = ctx.options.retry.delay(attempt - earlier);
                 ctx.emit(Event::RetryScheduled {
                     story: id.clone(),
                     attempt: attempt + 1,
@@ -235,13 +292,22 @@ async fn run_attempt(
     ctx: &Arc<Ctx>,
     story: &Story,
     branch: &str,
-    wt_path: &Path,
+    held: &mut Option<PathBuf>,
     attempt: u32,
     max: u32,
     phase: Phase,
     previous: Option<&(String, Failure)>,
 ) -> (String, Attempt) {
     let id = story.id.as_str();
+    // 0. A slot of the limit shared with other engines (mega runs), held
+    // through worktree, agent and gates, given back before the merge queue.
+    let slot = match ctx.options.acquire_slot(&ctx.cancel).await {
+        Ok(slot) => slot,
+        Err(()) => {
+            let agent = previous.map_or_else(|| "none".to_string(), |p| p.0.clone());
+            return (agent, Attempt::Interrupted);
+        }
+    };
     // 1. The agent.
     let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
     let assignment = match resolver.resolve(story, phase) {
@@ -308,31 +374,51 @@ async fn run_attempt(
             )
         }
     };
-    {
-        let paths = ctx.paths.clone();
-        let (p, b, from) = (wt_path.to_path_buf(), branch.to_string(), base.clone());
-        let created =
-            tokio::task::spawn_blocking(move || worktree::create(&paths, &p, &b, &from)).await;
-        let err = match created {
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(e.to_string()),
-            Err(e) => Some(e.to_string()),
+    let wt_buf = {
+        let c = Arc::clone(ctx);
+        let current = held.clone();
+        let (b, from) = (branch.to_string(), base.clone());
+        let leased = tokio::task::spawn_blocking(move || match &current {
+            Some(p) => c.pool.restart(p, &b, &from),
+            None => c.pool.lease(&b, &from),
+        })
+        .await;
+        let err = match leased {
+            Ok(Ok(p)) => {
+                *held = Some(p.clone());
+                let shown = p.display().to_string();
+                ctx.amend_story(id, |s| s.worktree = Some(shown));
+                Ok(p)
+            }
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(e.to_string()),
         };
-        if let Some(e) = err {
-            return (
-                agent,
-                Attempt::Failed(Failure::new(
-                    FailureKind::Setup,
-                    format!("cannot create worktree '{}': {e}", wt_path.display()),
-                )),
-            );
+        match err {
+            Ok(p) => p,
+            Err(e) => {
+                return (
+                    agent,
+                    Attempt::Failed(Failure::new(
+                        FailureKind::Setup,
+                        format!("cannot prepare a worktree for branch '{branch}': {e}"),
+                    )),
+                );
+            }
         }
-    }
+    };
+    let wt_path = wt_buf.as_path();
     if let Err(f) = prepare_worktree(ctx, wt_path).await {
         if ctx.cancel.is_cancelled() {
             return (agent, Attempt::Interrupted);
         }
         return (agent, Attempt::Failed(f));
+    }
+    // The run's findings files, for the agent to read and append to.
+    let (findings, problems) = crate::mega::findings::seed_story(&ctx.paths.workdir, wt_path);
+    for e in problems {
+        ctx.emit(Event::Notice {
+            message: format!("{id}: findings not shared: {e}"),
+        });
     }
 
     // 3. The prompt.
@@ -352,7 +438,7 @@ async fn run_attempt(
             ..ctx.prompt.clone()
         };
         match ctx.prd.lock() {
-            Ok(prd) => build_prompt(&prd, story, &pctx),
+            Ok(prd) => build_prompt(&prd, story, &pctx) + &findings.prompt_section(),
             Err(_) => String::new(),
         }
     };
@@ -362,6 +448,7 @@ async fn run_attempt(
     req.timeout_override = ctx.options.agent_timeout;
     req.extra_env
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+    req.extra_env.extend(findings.env());
     let on_spawn = {
         let ctx = Arc::clone(ctx);
         let (agent, id) = (agent.clone(), id.to_string());
@@ -372,7 +459,7 @@ async fn run_attempt(
         );
         let fallbacks = fallbacks.clone();
         move |pid: u32| {
-            ctx.update_story(&id, |s| {
+            ctx.note_story(&id, |s| {
                 if let Some(a) = s.attempts.last_mut() {
                     a.pid = Some(pid);
                 }
@@ -404,6 +491,16 @@ async fn run_attempt(
             return (agent, Attempt::Failed(Failure::new(kind, e.to_string())));
         }
     };
+    // What the agent appended to findings.md outlives its worktree.
+    let heading = format!(
+        "{id}: {}",
+        story.title.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    if let Err(e) = findings.collect(&heading) {
+        ctx.emit(Event::Notice {
+            message: format!("{id}: could not collect findings.md: {e}"),
+        });
+    }
     let usage = run.usage.clone();
     ctx.amend_story(id, |s| {
         if let Some(a) = s.attempts.last_mut() {
@@ -458,8 +555,18 @@ async fn run_attempt(
         let p = wt_path.to_path_buf();
         tokio::task::spawn_blocking(move || cascade_git::commit::commit_all(&p, &message)).await
     };
+    // An agent that committed its work itself leaves nothing to commit: its
+    // commits on the branch beyond the base are the work.
+    let own_commits = match &committed {
+        Ok(Ok(None)) => match cascade_git::merge::branch_tip(&ctx.paths, branch) {
+            Ok(Some(tip)) if tip.to_string() != base => Some(tip.to_string()),
+            _ => None,
+        },
+        _ => None,
+    };
     let commit = match committed {
         Ok(Ok(Some(oid))) => oid.to_string(),
+        Ok(Ok(None)) if own_commits.is_some() => own_commits.unwrap_or_default(),
         Ok(Ok(None)) => {
             let mut f = Failure::new(
                 FailureKind::NoChanges,
@@ -481,7 +588,9 @@ async fn run_attempt(
             )
         }
     };
-    ctx.update_story(id, |s| s.commit = Some(commit.clone()));
+    // In memory only: until the merge is recorded (written before the branch
+    // is deleted), the branch tip is what tells resume the story was merged.
+    ctx.amend_story(id, |s| s.commit = Some(commit.clone()));
     ctx.emit(Event::StoryCommitted {
         story: id.to_string(),
         attempt,
@@ -528,6 +637,7 @@ async fn run_attempt(
     }
 
     // 7. Merge, one story at a time.
+    drop(slot);
     let _turn = ctx.merge_lock.lock().await;
     let merged = {
         let paths = ctx.paths.clone();
@@ -581,6 +691,18 @@ async fn run_attempt(
             );
             (agent, Attempt::Failed(f))
         }
+        // The user's uncommitted changes (--allow-dirty) are in the way: the
+        // agent's work passed its gates and stays on its branch; nothing of
+        // the user's was touched. Not retried (see FailureKind::TargetDirty).
+        Ok(Err(e @ cascade_git::merge::MergeError::TargetDirty { .. })) => (
+            agent,
+            Attempt::Failed(Failure::new(
+                FailureKind::TargetDirty,
+                format!(
+                    "{e}; the story's work passed its gates and is kept on branch '{branch}' (after committing or stashing, merge it with `git merge {branch}`)"
+                ),
+            )),
+        ),
         Ok(Err(e)) => (
             agent,
             Attempt::Failed(Failure::new(FailureKind::Setup, e.to_string())),

@@ -37,7 +37,7 @@ pub enum GateConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid gate config in {origin}: {message} (fix the file, or delete it to use the defaults)")]
+    #[error("invalid gate config in {origin}: {message} ({})", invalid_hint(.origin))]
     Invalid { origin: String, message: String },
     #[error("gate '{gate}' in {origin}: {message}")]
     Gate {
@@ -45,6 +45,17 @@ pub enum GateConfigError {
         gate: String,
         message: String,
     },
+}
+
+/// What to do about an invalid config, for where it came from: a PRD's
+/// `quality_gates` section is fixed or removed (never the PRD itself), a
+/// `.cascade/gates.json` fixed or deleted.
+fn invalid_hint(origin: &str) -> &'static str {
+    if origin.starts_with("prd.json") {
+        "fix the `quality_gates` section of the PRD, or remove that section to use the default gates"
+    } else {
+        "fix that file, or delete it to use the gates from prd.json or the defaults"
+    }
 }
 
 /// The kind of a gate; decides its group.
@@ -433,6 +444,32 @@ mod tests {
             vec!["npx", "tsc", "--noEmit", "a b", "c;d", "e f", "$HOME"]
         );
         assert!(split_words("a 'b").is_err());
+    }
+
+    #[test]
+    fn an_invalid_config_says_what_to_fix_where_it_came_from() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cascade = tmp.path().join(".cascade");
+        let bad = json!({"gates": "not a list"});
+        let err = GateSet::resolve(Some(&bad), &cascade, tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`quality_gates` section"), "{err}");
+        assert!(!err.contains("delete it"), "{err}");
+        std::fs::create_dir_all(&cascade).unwrap();
+        std::fs::write(cascade.join("gates.json"), "{not json").unwrap();
+        let err = GateSet::resolve(None, &cascade, tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("gates.json") && err.contains("delete it"),
+            "{err}"
+        );
+        // An enormous timeout is taken as is (no deadline), not overflowed.
+        let huge =
+            json!({"gates": [{"name": "t", "command": "true", "timeout_seconds": u64::MAX}]});
+        let set = GateSet::resolve(Some(&huge), &tmp.path().join("none"), tmp.path()).unwrap();
+        assert_eq!(set.gates[0].timeout, Duration::from_secs(u64::MAX));
     }
 
     #[test]

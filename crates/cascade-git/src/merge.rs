@@ -153,10 +153,29 @@ pub fn merge_into(
 
     let reflog = format!("cascade: merge {source_branch} into {target_branch}");
     let holder = checked_out_in(paths, target_branch)?;
+    // Between the files changing and the branch moving, a killed process
+    // would leave the worktree ahead of its branch (a "dirty" tree that
+    // `resume` refuses); the journal lets [`finish_interrupted_merges`]
+    // complete the merge instead.
+    let journal = match &holder {
+        Some(worktree) => Some(write_journal(
+            paths,
+            target_branch,
+            target,
+            new_tip,
+            worktree,
+        )?),
+        None => None,
+    };
     if let Some(worktree) = &holder {
-        update_worktree(worktree, target_branch, target, new_tip)?;
+        if let Err(e) = update_worktree(worktree, target_branch, target, new_tip, false) {
+            remove_journal(journal.as_deref());
+            return Err(e);
+        }
     }
-    if let Err(e) = repo.reference_matching(&target_ref, new_tip, true, target, &reflog) {
+    let moved = repo.reference_matching(&target_ref, new_tip, true, target, &reflog);
+    remove_journal(journal.as_deref());
+    if let Err(e) = moved {
         return Err(match holder {
             Some(worktree) if e.code() == git2::ErrorCode::Modified => MergeError::TargetMoved {
                 branch: target_branch.to_string(),
@@ -166,6 +185,114 @@ pub fn merge_into(
         });
     }
     Ok(outcome)
+}
+
+/// Completes a merge into the checked-out `branch` that a killed process
+/// left between updating the worktree's files and moving the branch (see
+/// the journal in [`merge_into`]): when the branch is still at the old tip,
+/// the changed paths are checked out (forced: they are the merge's) and the
+/// branch moves to the merge; when it moved already, nothing is left to do;
+/// when it moved elsewhere, the journal is dropped. Call it with the run
+/// lock held, before looking at the worktree's cleanliness, and only for a
+/// branch no merge is running into. Returns the new tip when it completed one.
+pub fn finish_interrupted_merge(
+    paths: &RepoPaths,
+    branch: &str,
+) -> Result<Option<Oid>, MergeError> {
+    let file = journal_file(paths, branch);
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return Ok(None);
+    };
+    let mut lines = text.lines();
+    let parsed = (|| {
+        let recorded = lines.next()?.to_string();
+        let old = Oid::from_str(lines.next()?).ok()?;
+        let new = Oid::from_str(lines.next()?).ok()?;
+        let worktree = PathBuf::from(lines.next()?);
+        Some((recorded, old, new, worktree))
+    })();
+    let mut finished = None;
+    if let Some((recorded, old, new, worktree)) = parsed {
+        // The killed merge held these, if anything (the caller holds the run
+        // lock: no other cascade process writes them).
+        let short = recorded.strip_prefix("refs/heads/").unwrap_or(&recorded);
+        let _ = std::fs::remove_file(
+            paths
+                .common_dir
+                .join("refs/heads")
+                .join(format!("{short}.lock")),
+        );
+        if let Ok(wrepo) = Repository::open(&worktree) {
+            let _ = std::fs::remove_file(wrepo.path().join("index.lock"));
+        }
+        let repo = open_main(paths)?;
+        let current = repo.refname_to_id(&full_ref(&recorded)).ok();
+        if current == Some(old) && repo.find_commit(new).is_ok() && worktree.is_dir() {
+            update_worktree(&worktree, &recorded, old, new, true)?;
+            repo.reference_matching(
+                &full_ref(&recorded),
+                new,
+                true,
+                old,
+                &format!("cascade: finish interrupted merge into {recorded}"),
+            )
+            .map_err(GitError::git(format!("update branch '{recorded}'")))?;
+            finished = Some(new);
+        }
+    }
+    remove_journal(Some(&file));
+    Ok(finished)
+}
+
+/// Where merge journals live: `.cascade/merging/`.
+fn journal_dir(paths: &RepoPaths) -> PathBuf {
+    paths.cascade_dir().join("merging")
+}
+
+/// The journal of merges into `branch`.
+fn journal_file(paths: &RepoPaths, branch: &str) -> PathBuf {
+    let short = branch.strip_prefix("refs/heads/").unwrap_or(branch);
+    let name: String = short
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '+'
+            }
+        })
+        .collect();
+    journal_dir(paths).join(name)
+}
+
+/// Records a merge about to change `worktree`'s files (atomically).
+fn write_journal(
+    paths: &RepoPaths,
+    branch: &str,
+    old: Oid,
+    new: Oid,
+    worktree: &std::path::Path,
+) -> Result<PathBuf, GitError> {
+    let dir = journal_dir(paths);
+    std::fs::create_dir_all(&dir).map_err(GitError::io("create", &dir))?;
+    let file = journal_file(paths, branch);
+    // Merges into different branches run at once (mega-plan features).
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.unwrap_or_default(),
+        std::process::id()
+    ));
+    let text = format!("{branch}\n{old}\n{new}\n{}\n", worktree.display());
+    std::fs::write(&tmp, text).map_err(GitError::io("write", &tmp))?;
+    std::fs::rename(&tmp, &file).map_err(GitError::io("write", &file))?;
+    Ok(file)
+}
+
+fn remove_journal(file: Option<&std::path::Path>) {
+    if let Some(f) = file {
+        let _ = std::fs::remove_file(f);
+    }
 }
 
 /// Whether the tip of `target_branch` contains `source` (equal or ancestor).
@@ -258,6 +385,7 @@ fn update_worktree(
     branch: &str,
     old_tip: Oid,
     new_tip: Oid,
+    force: bool,
 ) -> Result<(), MergeError> {
     let repo = Repository::open(worktree).map_err(GitError::git(format!(
         "open worktree '{}'",
@@ -292,8 +420,12 @@ fn update_worktree(
         for p in &changed {
             co.path(p.as_path());
         }
-        co.safe()
-            .notify_on(CheckoutNotificationType::CONFLICT)
+        if force {
+            co.force();
+        } else {
+            co.safe();
+        }
+        co.notify_on(CheckoutNotificationType::CONFLICT)
             .notify(|_, path, _, _, _| {
                 if let Some(p) = path {
                     conflicts
@@ -304,7 +436,12 @@ fn update_worktree(
             });
         repo.checkout_tree(commit.as_object(), Some(&mut co))
     };
-    let mut files = conflicts.into_inner();
+    // Forced (finishing an interrupted merge): the paths are the merge's.
+    let mut files = if force {
+        Vec::new()
+    } else {
+        conflicts.into_inner()
+    };
     match result {
         Ok(()) if files.is_empty() => Ok(()),
         Ok(()) => Err(dirty(branch, worktree, files)),
@@ -360,6 +497,36 @@ mod tests {
 
     fn no_ff() -> MergeOptions {
         MergeOptions { ff_allowed: false }
+    }
+
+    #[test]
+    fn a_merge_killed_between_files_and_branch_is_completed() {
+        let (_tmp, repo, paths) = init_repo();
+        let old = tip(&repo, "main");
+        let s = story(&paths, "k", &[("k.txt", "k\n"), ("README.md", "merged\n")]);
+        // Killed after the journal and part of the files, before the branch
+        // moved, holding the index and branch locks.
+        write_journal(&paths, "main", old, s, &paths.workdir).unwrap();
+        std::fs::write(paths.workdir.join("k.txt"), "k\n").unwrap();
+        std::fs::write(paths.common_dir.join("index.lock"), "").unwrap();
+        std::fs::write(paths.common_dir.join("refs/heads/main.lock"), "").unwrap();
+        let done = finish_interrupted_merge(&paths, "main").unwrap();
+        assert_eq!(done, Some(s));
+        assert_eq!(tip(&repo, "main"), s);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "merged\n"
+        );
+        let mut so = git2::StatusOptions::new();
+        so.include_untracked(true);
+        assert!(repo.statuses(Some(&mut so)).unwrap().is_empty());
+        assert!(!journal_file(&paths, "main").exists());
+        // Nothing left to do: no journal, or the branch moved already.
+        assert_eq!(finish_interrupted_merge(&paths, "main").unwrap(), None);
+        write_journal(&paths, "main", old, s, &paths.workdir).unwrap();
+        assert_eq!(finish_interrupted_merge(&paths, "main").unwrap(), None);
+        assert_eq!(tip(&repo, "main"), s);
+        assert!(!journal_file(&paths, "main").exists());
     }
 
     #[test]

@@ -21,12 +21,26 @@
 //! - [`remove`]`(paths, path, delete_branch)`: the directory, git's admin data
 //!   and optionally the branch; missing pieces are not an error.
 //! - [`delete_branch`]`(paths, branch)`: a cascade branch that no worktree uses.
+//! - Reuse (the engine's pool of story worktrees): [`slot_path`]`(paths,
+//!   feature, n)` (`<root>/slot-<n>` or `<root>/<feature>.slot-<n>`) and
+//!   [`slot_number`]; [`reuse`]`(paths, path, branch, from)`: an existing
+//!   cascade worktree on a new (or reset) branch at `from`, with only the
+//!   difference checked out, every leftover but ignored files cleared, and
+//!   a fresh [`create`] when that is not possible; [`detach`]`(paths, path,
+//!   delete_branch)`: HEAD detached (a merged story's worktree back in the
+//!   pool); [`relocate`]`(paths, from, to)`: `git worktree move` (a failed
+//!   story's worktree kept under its own name); [`delete_merged_branches`]`(paths,
+//!   branches, target)`: merged stories' branches, in one pass.
 //! - [`list`]`(paths)`: every linked worktree with branch, head, locked,
 //!   prunable and whether it is cascade's; [`cascade_branches`]`(paths)`.
 //! - [`prune_stale`]`(paths)`: git admin entries of cascade worktrees whose
-//!   directory is gone; [`prune_all`]`(paths)`: every cascade worktree and
-//!   branch (what `cascade worktree prune` does), skipping locked worktrees and
-//!   branches checked out elsewhere.
+//!   directory is gone; [`prune_all`]`(paths, policy)`: every cascade worktree
+//!   and the branches [`PrunePolicy`] allows (what `cascade worktree prune`
+//!   does), skipping locked worktrees and branches checked out elsewhere.
+//! - Provenance: every branch [`create`] or [`reuse`] makes is appended to
+//!   `.cascade/created-branches` ([`created_branches`]); without `force`,
+//!   pruning deletes only those, and only when merged into their target
+//!   ([`branch_verdicts`]): a `cascade/...` name alone proves nothing.
 //!
 //! All functions are synchronous and open the repository per call (a
 //! `git2::Repository` is not `Sync`); call them from `spawn_blocking` in async
@@ -181,10 +195,12 @@ pub fn create(
         let path = prepare_path(paths, path)?;
         release_branch(paths, &repo, &branch)?;
         clear_path(paths, &repo, &path)?;
+        clear_stale_ref_lock(paths, &branch);
         let reference = repo
             .branch(&branch, &start, true)
             .map_err(GitError::git(format!("create branch '{branch}'")))?
             .into_reference();
+        record_created(paths, &branch);
         register(paths, &path, &reference)?
     };
     populate(paths, info)
@@ -332,11 +348,15 @@ pub fn prune_stale(paths: &RepoPaths) -> Result<Vec<String>, WorktreeError> {
     Ok(removed)
 }
 
-/// Removes every cascade worktree (directory and admin entry) and every
-/// `cascade/...` branch. Locked worktrees and branches checked out in a
-/// worktree cascade did not create are skipped and reported. Nothing outside
+/// Removes every cascade worktree (directory and admin entry) and the
+/// `cascade/...` branches `policy` allows ([`branch_verdicts`]: without
+/// `force`, only branches cascade created whose work is merged). Locked
+/// worktrees and kept branches are skipped and reported. Nothing outside
 /// [`root`] and the `cascade/` branch namespace is touched.
-pub fn prune_all(paths: &RepoPaths) -> Result<PruneReport, WorktreeError> {
+pub fn prune_all(
+    paths: &RepoPaths,
+    policy: &PrunePolicy<'_>,
+) -> Result<PruneReport, WorktreeError> {
     let _guard = serialised();
     let repo = open_main(paths)?;
     let mut report = PruneReport::default();
@@ -376,11 +396,11 @@ pub fn prune_all(paths: &RepoPaths) -> Result<PruneReport, WorktreeError> {
             }
         }
     }
-    for b in cascade_branches(paths)? {
-        if let Some(w) = &b.worktree {
-            report
-                .skipped
-                .push((b.name, format!("checked out in '{}'", w.display())));
+    // Decide for every branch first, then delete: a story branch is judged
+    // against its feature branch while that still exists.
+    for (b, keep) in verdicts(paths, &repo, policy)? {
+        if let Some(why) = keep {
+            report.skipped.push((b.name, why));
             continue;
         }
         let mut branch = repo
@@ -391,7 +411,413 @@ pub fn prune_all(paths: &RepoPaths) -> Result<PruneReport, WorktreeError> {
             .map_err(GitError::git(format!("delete branch '{}'", b.name)))?;
         report.branches.push(b.name);
     }
+    compact_created(paths);
     Ok(report)
+}
+
+// ---------------------------------------------------------------------------
+// Which branches cascade created: a ledger, so that cleaning up never deletes
+// a `cascade/...` branch somebody else made (the name alone proves nothing).
+
+/// File under `.cascade/` listing the branches cascade created, one a line.
+pub const CREATED_BRANCHES_FILE: &str = "created-branches";
+
+/// Branches already appended to a ledger by this process (ledger path, branch).
+static RECORDED: std::sync::Mutex<Option<std::collections::HashSet<(PathBuf, String)>>> =
+    std::sync::Mutex::new(None);
+
+fn ledger(paths: &RepoPaths) -> PathBuf {
+    paths.cascade_dir().join(CREATED_BRANCHES_FILE)
+}
+
+/// Appends `branch` to the ledger (once per process). Best effort: when it
+/// cannot be written, the branch merely counts as not cascade's, so cleaning
+/// up keeps it (the safe side).
+fn record_created(paths: &RepoPaths, branch: &str) {
+    use std::io::Write;
+    let file = ledger(paths);
+    let key = (file.clone(), branch.to_string());
+    let mut seen = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    let seen = seen.get_or_insert_with(Default::default);
+    if seen.contains(&key) {
+        return;
+    }
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .and_then(|mut f| f.write_all(format!("{branch}\n").as_bytes()));
+    if written.is_ok() {
+        seen.insert(key);
+    }
+}
+
+/// The branches the ledger says cascade created (existing or not).
+pub fn created_branches(paths: &RepoPaths) -> std::collections::HashSet<String> {
+    std::fs::read_to_string(ledger(paths))
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Rewrites the ledger with only the branches that still exist.
+fn compact_created(paths: &RepoPaths) {
+    let Ok(repo) = open_main(paths) else { return };
+    let mut keep: Vec<String> = created_branches(paths)
+        .into_iter()
+        .filter(|b| repo.find_branch(b, BranchType::Local).is_ok())
+        .collect();
+    keep.sort();
+    let text: String = keep.iter().map(|b| format!("{b}\n")).collect();
+    let _ = std::fs::write(ledger(paths), text);
+    let mut seen = RECORDED.lock().unwrap_or_else(|e| e.into_inner());
+    *seen = None;
+}
+
+/// Which `cascade/...` branches [`prune_all`] may delete.
+#[derive(Default)]
+pub struct PrunePolicy<'a> {
+    /// Delete every cascade branch no worktree holds, whoever created it and
+    /// whether or not it is merged.
+    pub force: bool,
+    /// Branches known to be cascade's besides the ledger (the run state files).
+    pub known: Vec<String>,
+    /// The branch a branch's work is merged into (`None`: nothing to check
+    /// against, so the branch is kept).
+    pub target_of: Option<&'a dyn Fn(&str) -> Option<String>>,
+}
+
+/// Every `cascade/...` branch with the reason [`prune_all`] keeps it under
+/// `policy` (`None`: it would be deleted). A branch is kept when a worktree
+/// has it checked out; and, without `force`, when cascade did not create it
+/// (neither the ledger nor `policy.known` names it) or its tip is not
+/// contained in its target branch.
+pub fn branch_verdicts(
+    paths: &RepoPaths,
+    policy: &PrunePolicy<'_>,
+) -> Result<Vec<(BranchInfo, Option<String>)>, WorktreeError> {
+    let repo = open_main(paths)?;
+    verdicts(paths, &repo, policy)
+}
+
+fn verdicts(
+    paths: &RepoPaths,
+    repo: &Repository,
+    policy: &PrunePolicy<'_>,
+) -> Result<Vec<(BranchInfo, Option<String>)>, WorktreeError> {
+    let created = created_branches(paths);
+    let mut out = Vec::new();
+    for b in cascade_branches(paths)? {
+        let why = branch_keep_reason(repo, &b, &created, policy);
+        out.push((b, why));
+    }
+    Ok(out)
+}
+
+fn branch_keep_reason(
+    repo: &Repository,
+    b: &BranchInfo,
+    created: &std::collections::HashSet<String>,
+    policy: &PrunePolicy<'_>,
+) -> Option<String> {
+    if let Some(w) = &b.worktree {
+        return Some(format!("checked out in '{}'", w.display()));
+    }
+    if policy.force {
+        return None;
+    }
+    if !created.contains(&b.name) && !policy.known.iter().any(|k| short_branch(k) == b.name) {
+        return Some("not created by cascade".to_string());
+    }
+    let Some(target) = policy.target_of.and_then(|f| f(&b.name)) else {
+        return Some("no branch to check it is merged into".to_string());
+    };
+    let target = short_branch(&target).to_string();
+    let Ok(target_tip) = repo.refname_to_id(&format!("refs/heads/{target}")) else {
+        return Some(format!(
+            "not merged into {target} (that branch does not exist)"
+        ));
+    };
+    let merged =
+        b.tip == target_tip || repo.graph_descendant_of(target_tip, b.tip).unwrap_or(false);
+    if merged {
+        None
+    } else {
+        Some(format!("not merged into {target}"))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reuse: a pool of worktrees (the engine's), so a story does not pay for a
+// full checkout of the tree and its deletion.
+
+/// Directory name prefix of pooled worktrees ([`slot_path`]).
+pub const SLOT_PREFIX: &str = "slot-";
+
+/// The directory of pooled worktree `n`: `<root>/slot-<n>`, or
+/// `<root>/<feature>.slot-<n>` for the stories of a mega-plan feature (a
+/// feature name has no `.`, so this never names a feature's worktree).
+pub fn slot_path(paths: &RepoPaths, feature: Option<&str>, n: usize) -> PathBuf {
+    match feature {
+        Some(f) => root(paths).join(format!("{f}.{SLOT_PREFIX}{n}")),
+        None => root(paths).join(format!("{SLOT_PREFIX}{n}")),
+    }
+}
+
+/// The slot number when `path` is a pooled worktree directory of `feature`
+/// (see [`slot_path`]).
+pub fn slot_number(path: &Path, feature: Option<&str>) -> Option<usize> {
+    let name = path.file_name()?.to_str()?;
+    let rest = match feature {
+        Some(f) => name.strip_prefix(f)?.strip_prefix('.')?,
+        None => name,
+    };
+    let digits = rest.strip_prefix(SLOT_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Points the existing cascade worktree at `path` at the branch `branch`,
+/// (re)created at `from`, and makes its files and index exactly `from`'s
+/// tree: tracked changes are reverted, untracked files removed, and only
+/// ignored files (build outputs such as `target/`: warm caches) are kept.
+/// Only what differs is written, so the cost follows the change, not the
+/// size of the tree. The result is checked with a status scan; when
+/// anything is left over (or `path` is not a usable cascade worktree), the
+/// worktree is made from scratch with [`create`] instead.
+pub fn reuse(
+    paths: &RepoPaths,
+    path: &Path,
+    branch: &str,
+    from: &str,
+) -> Result<WorktreeInfo, WorktreeError> {
+    let branch = short_branch(branch).to_string();
+    require_cascade_branch(&branch)?;
+    let root = absolute(&root(paths));
+    let path = absolute(path);
+    if !path.starts_with(&root) || path == root {
+        return Err(WorktreeError::OutsideRoot { path, root });
+    }
+    let refname = format!("refs/heads/{branch}");
+    // Under the lock: free the branch, detach the worktree at the commit its
+    // index and files belong to (the checkout's baseline), and move the
+    // branch to the new start.
+    let prepared = {
+        let _guard = serialised();
+        let repo = open_main(paths)?;
+        let start = repo
+            .revparse_single(from)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(|_| WorktreeError::UnknownStart {
+                from: from.to_string(),
+            })?
+            .id();
+        let entry = entries(paths, &repo)?
+            .into_iter()
+            .find(|e| e.path == path && e.is_cascade && !e.locked && !e.prunable);
+        match entry.and_then(|e| e.head.map(|h| (e, h))) {
+            Some((entry, old)) => {
+                release_branch_except(paths, &repo, &branch, Some(&entry.name))?;
+                if entry.branch.is_some() {
+                    write_head(paths, &entry.name, &format!("{old}\n"))?;
+                }
+                clear_stale_ref_lock(paths, &branch);
+                repo.reference(&refname, start, true, "cascade: start story")
+                    .map_err(GitError::git(format!("create branch '{branch}'")))?;
+                record_created(paths, &branch);
+                Some((entry.name, start))
+            }
+            None => None,
+        }
+    };
+    let Some((name, start)) = prepared else {
+        return create(paths, &path, &branch, from);
+    };
+    let checked_out = Repository::open(&path).and_then(|repo| {
+        let commit = repo.find_commit(start)?;
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.force().remove_untracked(true);
+        repo.checkout_tree(commit.as_object(), Some(&mut co))
+    });
+    {
+        let _guard = serialised();
+        write_head(paths, &name, &format!("ref: {refname}\n"))?;
+    }
+    let clean = checked_out.is_ok() && is_clean(&path);
+    if !clean {
+        // Something the checkout could not clear (a nested repository, an
+        // unwritable directory): start over from an empty directory.
+        return create(paths, &path, &branch, &start.to_string());
+    }
+    Ok(WorktreeInfo {
+        name,
+        path,
+        branch: Some(branch),
+        head: Some(start),
+        locked: false,
+        lock_reason: None,
+        prunable: false,
+        is_cascade: true,
+    })
+}
+
+/// Detaches HEAD of the cascade worktree at `path` at its current commit and,
+/// when `delete_branch_too`, deletes the `cascade/...` branch it had checked
+/// out (a merged story's). Returns that branch; `None` when the worktree is
+/// unknown or already detached. Files are not touched.
+pub fn detach(
+    paths: &RepoPaths,
+    path: &Path,
+    delete_branch_too: bool,
+) -> Result<Option<String>, WorktreeError> {
+    let path = absolute(path);
+    let _guard = serialised();
+    let repo = open_main(paths)?;
+    let Some(entry) = entries(paths, &repo)?
+        .into_iter()
+        .find(|e| e.path == path && e.is_cascade)
+    else {
+        return Ok(None);
+    };
+    let (Some(branch), Some(head)) = (entry.branch, entry.head) else {
+        return Ok(None);
+    };
+    write_head(paths, &entry.name, &format!("{head}\n"))?;
+    if delete_branch_too && is_cascade_branch(&branch) {
+        delete_branch_locked(paths, &branch)?;
+    }
+    Ok(Some(branch))
+}
+
+/// Deletes those of the `cascade/...` branches in `branches` that are merged
+/// into `target` (their tip is the target's tip or an ancestor of it) and
+/// that no worktree has checked out, with one pass over the repository (the
+/// engine deletes merged stories' branches together at the end of a run).
+/// Returns the branches deleted; the others are left alone.
+pub fn delete_merged_branches(
+    paths: &RepoPaths,
+    branches: &[String],
+    target: &str,
+) -> Result<Vec<String>, WorktreeError> {
+    let _guard = serialised();
+    let repo = open_main(paths)?;
+    let target_ref = if target.starts_with("refs/") {
+        target.to_string()
+    } else {
+        format!("refs/heads/{target}")
+    };
+    let Ok(target_tip) = repo.refname_to_id(&target_ref) else {
+        return Ok(Vec::new());
+    };
+    let held: Vec<String> = holders(paths, &repo)?
+        .into_iter()
+        .filter_map(|h| h.branch)
+        .collect();
+    let mut deleted = Vec::new();
+    for name in branches {
+        let name = short_branch(name);
+        if !is_cascade_branch(name) || held.iter().any(|h| h == name) {
+            continue;
+        }
+        let Ok(mut b) = repo.find_branch(name, BranchType::Local) else {
+            continue;
+        };
+        let Some(tip) = b.get().target() else {
+            continue;
+        };
+        let merged =
+            tip == target_tip || repo.graph_descendant_of(target_tip, tip).unwrap_or(false);
+        if merged {
+            b.delete()
+                .map_err(GitError::git(format!("delete branch '{name}'")))?;
+            deleted.push(name.to_string());
+        }
+    }
+    Ok(deleted)
+}
+
+/// Moves the cascade worktree at `from` to `to` (both under [`root`]), the
+/// way `git worktree move` does. When `to` is taken (a directory or a
+/// registered worktree) nothing moves. Returns the worktree's path after.
+pub fn relocate(paths: &RepoPaths, from: &Path, to: &Path) -> Result<PathBuf, WorktreeError> {
+    let root = absolute(&root(paths));
+    let (from, to) = (absolute(from), absolute(to));
+    for p in [&from, &to] {
+        if !p.starts_with(&root) || *p == root {
+            return Err(WorktreeError::OutsideRoot {
+                path: p.clone(),
+                root,
+            });
+        }
+    }
+    let _guard = serialised();
+    let repo = open_main(paths)?;
+    let all = entries(paths, &repo)?;
+    let Some(entry) = all.iter().find(|e| e.path == from && e.is_cascade) else {
+        return Ok(from);
+    };
+    if from == to || std::fs::symlink_metadata(&to).is_ok() || all.iter().any(|e| e.path == to) {
+        return Ok(from);
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(GitError::io("create", parent))?;
+    }
+    std::fs::rename(&from, &to).map_err(GitError::io("move", &from))?;
+    let gitdir = admin_dir(paths, &entry.name).join("gitdir");
+    let mut line = to.join(".git").into_os_string().into_encoded_bytes();
+    line.push(b'\n');
+    if let Err(e) = std::fs::write(&gitdir, line) {
+        // Keep git's view and the directory in step.
+        let _ = std::fs::rename(&to, &from);
+        return Err(GitError::io("write", gitdir)(e).into());
+    }
+    Ok(to)
+}
+
+/// Removes the lock file of the cascade branch `branch` that a killed
+/// cascade process left (git refuses to move a branch while its
+/// `<ref>.lock` exists). Only called under the process lock, for a branch
+/// being made for a story: no other cascade process works in the repository
+/// (the run lock), and nobody else writes cascade's story branches.
+fn clear_stale_ref_lock(paths: &RepoPaths, branch: &str) {
+    if is_cascade_branch(branch) {
+        let lock = paths
+            .common_dir
+            .join("refs/heads")
+            .join(format!("{}.lock", short_branch(branch)));
+        let _ = std::fs::remove_file(lock);
+    }
+}
+
+/// Whether the worktree at `path` has no change and no untracked file that
+/// is not ignored.
+fn is_clean(path: &Path) -> bool {
+    let Ok(repo) = Repository::open(path) else {
+        return false;
+    };
+    let mut so = git2::StatusOptions::new();
+    so.include_untracked(true)
+        .recurse_untracked_dirs(false)
+        .include_ignored(false)
+        .exclude_submodules(true);
+    repo.statuses(Some(&mut so))
+        .map(|s| s.is_empty())
+        .unwrap_or(false)
+}
+
+/// Replaces a linked worktree's HEAD file atomically (temp file + rename),
+/// so no reader ever sees half of it.
+fn write_head(paths: &RepoPaths, name: &str, content: &str) -> Result<(), GitError> {
+    let admin = admin_dir(paths, name);
+    let tmp = admin.join("HEAD.cascade-tmp");
+    std::fs::write(&tmp, content).map_err(GitError::io("write", &tmp))?;
+    let head = admin.join("HEAD");
+    std::fs::rename(&tmp, &head).map_err(GitError::io("write", head))
 }
 
 // ---------------------------------------------------------------------------
@@ -531,8 +957,21 @@ fn holders(paths: &RepoPaths, repo: &Repository) -> Result<Vec<Holder>, GitError
 /// Frees `branch` for reuse: removes stale cascade worktrees that hold it,
 /// refuses when any other worktree does.
 fn release_branch(paths: &RepoPaths, repo: &Repository, branch: &str) -> Result<(), WorktreeError> {
+    release_branch_except(paths, repo, branch, None)
+}
+
+/// [`release_branch`], leaving the worktree whose admin entry is `keep` alone.
+fn release_branch_except(
+    paths: &RepoPaths,
+    repo: &Repository,
+    branch: &str,
+    keep: Option<&str>,
+) -> Result<(), WorktreeError> {
     for h in holders(paths, repo)? {
         if h.branch.as_deref() != Some(branch) {
+            continue;
+        }
+        if keep.is_some() && h.name.as_deref() == keep {
             continue;
         }
         match (&h.name, h.is_cascade) {
@@ -972,7 +1411,12 @@ mod tests {
         assert_eq!(list(&paths).unwrap().len(), 3);
         assert!(live.path.exists());
 
-        let report = prune_all(&paths).unwrap();
+        let to_main = |_: &str| Some("main".to_string());
+        let policy = PrunePolicy {
+            target_of: Some(&to_main),
+            ..Default::default()
+        };
+        let report = prune_all(&paths, &policy).unwrap();
         assert_eq!(report.worktrees, vec![live.path.clone()]);
         assert_eq!(
             report.branches,
@@ -985,6 +1429,86 @@ mod tests {
         assert!(repo.find_branch("main", BranchType::Local).is_ok());
         let names: Vec<String> = list(&paths).unwrap().into_iter().map(|w| w.name).collect();
         assert_eq!(names, vec!["locked".to_string(), "user-wt".to_string()]);
+    }
+
+    #[test]
+    fn prune_keeps_branches_cascade_did_not_create_or_that_are_unmerged() {
+        let (_tmp, repo, paths) = init_repo();
+        // The user's own `cascade/precious` with a commit only it has.
+        let base = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.branch("cascade/precious", &base, false).unwrap();
+        repo.set_head("refs/heads/cascade/precious").unwrap();
+        commit_file(&repo, "p.txt", "mine\n", "precious work");
+        repo.set_head("refs/heads/main").unwrap();
+        // The user's merged `cascade/other`: still not cascade's to delete.
+        repo.branch("cascade/other", &base, false).unwrap();
+        // cascade's: one merged, one with unmerged work (a failed story).
+        let merged = create(
+            &paths,
+            &path_for(&paths, "cascade/done"),
+            "cascade/done",
+            "main",
+        )
+        .unwrap();
+        remove(&paths, &merged.path, false).unwrap();
+        let failed = create(
+            &paths,
+            &path_for(&paths, "cascade/fail"),
+            "cascade/fail",
+            "main",
+        )
+        .unwrap();
+        let wrepo = Repository::open(&failed.path).unwrap();
+        commit_file(&wrepo, "f.txt", "agent\n", "agent work");
+        drop(wrepo);
+        let created = created_branches(&paths);
+        assert!(created.contains("cascade/done") && created.contains("cascade/fail"));
+        assert!(!created.contains("cascade/precious"));
+
+        let to_main = |_: &str| Some("main".to_string());
+        let policy = PrunePolicy {
+            target_of: Some(&to_main),
+            ..Default::default()
+        };
+        let verdicts = branch_verdicts(&paths, &policy).unwrap();
+        let why = |n: &str| {
+            verdicts
+                .iter()
+                .find(|(b, _)| b.name == n)
+                .unwrap()
+                .1
+                .clone()
+        };
+        assert_eq!(
+            why("cascade/precious").as_deref(),
+            Some("not created by cascade")
+        );
+        assert_eq!(
+            why("cascade/other").as_deref(),
+            Some("not created by cascade")
+        );
+        assert_eq!(why("cascade/done"), None);
+        let report = prune_all(&paths, &policy).unwrap();
+        assert_eq!(report.branches, vec!["cascade/done".to_string()]);
+        assert!(report.skipped.contains(&(
+            "cascade/fail".to_string(),
+            "not merged into main".to_string()
+        )));
+        for b in ["cascade/precious", "cascade/other", "cascade/fail"] {
+            assert!(repo.find_branch(b, BranchType::Local).is_ok(), "{b}");
+        }
+        // The ledger forgets what is gone, keeps what is kept.
+        let created = created_branches(&paths);
+        assert!(!created.contains("cascade/done") && created.contains("cascade/fail"));
+
+        // --force deletes them all.
+        let policy = PrunePolicy {
+            force: true,
+            ..Default::default()
+        };
+        let report = prune_all(&paths, &policy).unwrap();
+        assert_eq!(report.branches.len(), 3, "{report:?}");
+        assert!(cascade_branches(&paths).unwrap().is_empty());
     }
 
     #[test]
@@ -1063,5 +1587,231 @@ mod tests {
             }
         });
         assert_eq!(list(&paths).unwrap().len(), 6);
+    }
+
+    /// Untracked, modified, staged and deleted leftovers of a story.
+    fn make_a_mess(wt: &Path) {
+        std::fs::write(wt.join("README.md"), "changed by the agent\n").unwrap();
+        std::fs::write(wt.join("stray.txt"), "x").unwrap();
+        std::fs::create_dir_all(wt.join("newdir/deep")).unwrap();
+        std::fs::write(wt.join("newdir/deep/f.txt"), "x").unwrap();
+        std::fs::write(wt.join("staged.txt"), "s").unwrap();
+        let wrepo = Repository::open(wt).unwrap();
+        let mut index = wrepo.index().unwrap();
+        index.add_path(Path::new("staged.txt")).unwrap();
+        index.write().unwrap();
+    }
+
+    fn status_lines(wt: &Path) -> Vec<String> {
+        let wrepo = Repository::open(wt).unwrap();
+        let mut so = git2::StatusOptions::new();
+        so.include_untracked(true).include_ignored(false);
+        let st = wrepo.statuses(Some(&mut so)).unwrap();
+        st.iter()
+            .map(|e| format!("{:?} {}", e.status(), e.path().unwrap_or("")))
+            .collect()
+    }
+
+    #[test]
+    fn reuse_starts_exactly_at_the_new_base_keeping_ignored_files() {
+        let (_tmp, repo, paths) = init_repo();
+        paths.ensure_excluded(&["/.cascade/"]).unwrap();
+        commit_file(&repo, ".gitignore", "target/\n*.log\n", "ignore");
+        commit_file(&repo, "gone-later.txt", "g", "a file main deletes later");
+        let slot = slot_path(&paths, None, 1);
+        let wt = create(&paths, &slot, "cascade/one", "main").unwrap();
+        // The first story: a commit on its branch, then leftovers.
+        let wrepo = Repository::open(&wt.path).unwrap();
+        let story_commit = commit_file(&wrepo, "one.txt", "1", "one: story");
+        make_a_mess(&wt.path);
+        std::fs::remove_file(wt.path.join("gone-later.txt")).unwrap();
+        std::fs::create_dir_all(wt.path.join("target/debug")).unwrap();
+        std::fs::write(wt.path.join("target/debug/cache"), "warm").unwrap();
+        std::fs::write(wt.path.join("build.log"), "log").unwrap();
+        // Merged: back to the pool; main moves on meanwhile.
+        assert_eq!(
+            detach(&paths, &wt.path, true).unwrap().as_deref(),
+            Some("cascade/one")
+        );
+        assert!(repo.find_branch("cascade/one", BranchType::Local).is_err());
+        let mut index = repo.index().unwrap();
+        index.remove_path(Path::new("gone-later.txt")).unwrap();
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let parent = repo.head().unwrap().peel_to_commit().unwrap();
+        let sig = git2::Signature::now("t", "t@t").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "rm", &tree, &[&parent])
+            .unwrap();
+        let base = commit_file(&repo, "other.txt", "o", "another story merged");
+        assert_ne!(story_commit, base);
+
+        let again = reuse(&paths, &wt.path, "cascade/two", "main").unwrap();
+        assert_eq!(again.path, wt.path);
+        assert_eq!(again.head, Some(base));
+        assert_eq!(again.branch.as_deref(), Some("cascade/two"));
+        // Exactly the new base: no leftover of the previous story.
+        assert_eq!(status_lines(&wt.path), Vec::<String>::new());
+        assert_eq!(
+            std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+            "hello\n"
+        );
+        for gone in [
+            "one.txt",
+            "stray.txt",
+            "newdir",
+            "staged.txt",
+            "gone-later.txt",
+        ] {
+            assert!(!wt.path.join(gone).exists(), "{gone} left over");
+        }
+        assert!(wt.path.join("other.txt").exists());
+        // Ignored files stay: warm build caches.
+        assert_eq!(
+            std::fs::read_to_string(wt.path.join("target/debug/cache")).unwrap(),
+            "warm"
+        );
+        assert!(wt.path.join("build.log").exists());
+        // git agrees: the worktree is on the new branch at the base, clean.
+        let wrepo = Repository::open(&wt.path).unwrap();
+        assert_eq!(wrepo.head().unwrap().shorthand(), Some("cascade/two"));
+        assert_eq!(wrepo.head().unwrap().target(), Some(base));
+        let listed = list(&paths).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].branch.as_deref(), Some("cascade/two"));
+        assert!(listed[0].is_cascade);
+    }
+
+    #[test]
+    fn reuse_for_a_retry_resets_the_same_branch() {
+        let (_tmp, repo, paths) = init_repo();
+        let slot = slot_path(&paths, None, 1);
+        let wt = create(&paths, &slot, "cascade/r", "main").unwrap();
+        let wrepo = Repository::open(&wt.path).unwrap();
+        commit_file(&wrepo, "attempt1.txt", "1", "r: first attempt");
+        make_a_mess(&wt.path);
+        let base = commit_file(&repo, "moved.txt", "m", "main moved");
+        let again = reuse(&paths, &wt.path, "cascade/r", "main").unwrap();
+        assert_eq!(again.head, Some(base));
+        assert_eq!(status_lines(&wt.path), Vec::<String>::new());
+        assert!(!wt.path.join("attempt1.txt").exists());
+        assert_eq!(
+            repo.refname_to_id("refs/heads/cascade/r").unwrap(),
+            base,
+            "the branch starts again at the base"
+        );
+    }
+
+    #[test]
+    fn reuse_falls_back_to_a_fresh_worktree() {
+        let (_tmp, repo, paths) = init_repo();
+        // Nothing registered at the path: made from scratch.
+        let slot = slot_path(&paths, Some("feat"), 3);
+        assert!(slot.ends_with(".cascade/worktrees/feat.slot-3"));
+        let wt = reuse(&paths, &slot, "cascade/feat.s1", "main").unwrap();
+        assert_eq!(wt.head, Some(head(&repo)));
+        assert!(wt.path.join("README.md").exists());
+        // A nested repository the checkout does not remove: made from scratch.
+        detach(&paths, &wt.path, true).unwrap();
+        let nested = wt.path.join("vendor/lib");
+        std::fs::create_dir_all(&nested).unwrap();
+        Repository::init(&nested).unwrap();
+        std::fs::write(nested.join("x"), "x").unwrap();
+        let again = reuse(&paths, &wt.path, "cascade/feat.s2", "main").unwrap();
+        assert!(!again.path.join("vendor").exists());
+        assert_eq!(status_lines(&again.path), Vec::<String>::new());
+        assert_eq!(list(&paths).unwrap().len(), 1);
+        let err = reuse(&paths, &paths.main_root.join("x"), "cascade/y", "main").unwrap_err();
+        assert!(matches!(err, WorktreeError::OutsideRoot { .. }), "{err}");
+    }
+
+    #[test]
+    fn relocate_moves_a_worktree_git_keeps_track() {
+        let (_tmp, _repo, paths) = init_repo();
+        let slot = slot_path(&paths, None, 1);
+        let wt = create(&paths, &slot, "cascade/bad", "main").unwrap();
+        let to = path_for(&paths, "cascade/bad");
+        let moved = relocate(&paths, &wt.path, &to).unwrap();
+        assert_eq!(moved, absolute(&to));
+        assert!(!slot.exists() && to.join("README.md").exists());
+        let listed = list(&paths).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].path, moved);
+        assert!(!listed[0].prunable);
+        assert_eq!(listed[0].branch.as_deref(), Some("cascade/bad"));
+        let wrepo = Repository::open(&moved).unwrap();
+        assert!(wrepo.statuses(None).unwrap().is_empty());
+        // A taken destination: nothing moves.
+        let other = create(&paths, &slot, "cascade/other", "main").unwrap();
+        assert_eq!(relocate(&paths, &other.path, &moved).unwrap(), other.path);
+        assert!(
+            prune_all(&paths, &PrunePolicy::default())
+                .unwrap()
+                .worktrees
+                .len()
+                == 2
+        );
+    }
+
+    #[test]
+    fn only_merged_branches_nobody_holds_are_deleted_together() {
+        let (_tmp, repo, paths) = init_repo();
+        let c = repo.head().unwrap().peel_to_commit().unwrap();
+        repo.branch("cascade/merged", &c, false).unwrap();
+        let wt = create(
+            &paths,
+            &path_for(&paths, "cascade/held"),
+            "cascade/held",
+            "main",
+        )
+        .unwrap();
+        let wrepo = Repository::open(&wt.path).unwrap();
+        let ahead = commit_file(&wrepo, "x.txt", "x", "not merged");
+        repo.branch("cascade/ahead", &repo.find_commit(ahead).unwrap(), false)
+            .unwrap();
+        repo.branch("user", &c, false).unwrap();
+        let all: Vec<String> = [
+            "cascade/merged",
+            "cascade/held",
+            "cascade/ahead",
+            "user",
+            "cascade/none",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let deleted = delete_merged_branches(&paths, &all, "main").unwrap();
+        assert_eq!(deleted, vec!["cascade/merged".to_string()]);
+        for kept in ["cascade/held", "cascade/ahead", "user"] {
+            assert!(repo.find_branch(kept, BranchType::Local).is_ok(), "{kept}");
+        }
+    }
+
+    #[test]
+    fn a_branch_lock_left_by_a_killed_run_does_not_block_a_story() {
+        let (_tmp, _repo, paths) = init_repo();
+        let heads = paths.common_dir.join("refs/heads/cascade");
+        std::fs::create_dir_all(&heads).unwrap();
+        std::fs::write(heads.join("a.lock"), "").unwrap();
+        let slot = slot_path(&paths, None, 1);
+        let wt = create(&paths, &slot, "cascade/a", "main").unwrap();
+        detach(&paths, &wt.path, true).unwrap();
+        std::fs::create_dir_all(&heads).unwrap();
+        std::fs::write(heads.join("b.lock"), "").unwrap();
+        let again = reuse(&paths, &wt.path, "cascade/b", "main").unwrap();
+        assert_eq!(again.branch.as_deref(), Some("cascade/b"));
+    }
+
+    #[test]
+    fn slot_numbers_are_read_back() {
+        let (_tmp, _repo, paths) = init_repo();
+        assert_eq!(slot_number(&slot_path(&paths, None, 4), None), Some(4));
+        assert_eq!(
+            slot_number(&slot_path(&paths, Some("auth"), 2), Some("auth")),
+            Some(2)
+        );
+        assert_eq!(slot_number(&slot_path(&paths, Some("auth"), 2), None), None);
+        assert_eq!(slot_number(&slot_path(&paths, None, 2), Some("auth")), None);
+        assert_eq!(slot_number(Path::new("/x/slot-"), None), None);
+        assert_eq!(slot_number(Path::new("/x/story-1"), None), None);
     }
 }

@@ -18,7 +18,7 @@ pub enum PlanError {
         flag: &'static str,
     },
     /// The file exists but could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {source} (pass the path of a readable JSON file)", path.display())]
     Read {
         /// The file.
         path: PathBuf,

@@ -297,6 +297,27 @@ fn mega_plan_validation() {
 }
 
 #[test]
+fn mega_plan_features_need_a_title_like_stories() {
+    let text = json!({
+        "features": [
+            {"id": "f1", "name": "core", "title": "  "},
+            {"id": "f2", "name": "api"},
+            {"id": "f3", "name": "ui", "title": "UI"},
+        ]
+    })
+    .to_string();
+    let m = MegaPlan::from_json(text.as_bytes(), Path::new("mega-plan.json")).unwrap();
+    let msgs = validate_mega(&m).unwrap_err().messages();
+    assert_eq!(
+        msgs,
+        vec![
+            "feature 'f1' has an empty title".to_string(),
+            "feature 'f2' has an empty title".to_string()
+        ]
+    );
+}
+
+#[test]
 fn mega_plan_batches_by_id_or_name() {
     let text = json!({
         "features": [

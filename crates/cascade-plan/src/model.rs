@@ -329,6 +329,7 @@ impl Prd {
 
     /// Parses a PRD from JSON text; `path` is only used in error messages.
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<Prd, PlanError> {
+        let bytes = json_text(bytes, path, PRD_EXPECTED)?;
         serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
     }
 
@@ -378,6 +379,7 @@ impl MegaPlan {
 
     /// Parses a mega-plan from JSON text; `path` is only used in error messages.
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<MegaPlan, PlanError> {
+        let bytes = json_text(bytes, path, "a mega-plan object with \"features\"")?;
         serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
     }
 
@@ -488,6 +490,29 @@ pub fn load_mega(path: impl AsRef<Path>) -> Result<MegaPlan, PlanError> {
     MegaPlan::from_json(&bytes, path)
 }
 
+/// What a prd.json should hold, for the "file is empty" message.
+pub(crate) const PRD_EXPECTED: &str = "a PRD object with \"stories\"";
+
+/// The JSON text of a plan file: a UTF-8 byte order mark (which some editors
+/// write) is skipped, and an empty file is reported as such rather than as
+/// "EOF while parsing a value" at column 0.
+pub(crate) fn json_text<'b>(
+    bytes: &'b [u8],
+    path: &Path,
+    expected: &str,
+) -> Result<&'b [u8], PlanError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(PlanError::Parse {
+            path: path.to_path_buf(),
+            line: 1,
+            column: 1,
+            message: format!("the file is empty (expected {expected})"),
+        });
+    }
+    Ok(bytes)
+}
+
 pub(crate) fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, PlanError> {
     std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
@@ -512,12 +537,23 @@ fn to_pretty<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Erro
 
 /// Writes `bytes` to a temp file next to `path`, syncs it, then renames it over
 /// `path`, so readers see the old or the new file, never half of one. The
-/// original file's permissions are kept.
+/// original file's permissions are kept. When `path` is a symbolic link
+/// (a plan kept elsewhere and linked into the project), the file it points
+/// to is replaced and the link stays, rather than the link being replaced by
+/// a copy that leaves the real plan behind.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
     use std::io::Write;
     let err = |source| PlanError::Write {
         path: path.to_path_buf(),
         source,
+    };
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target;
+    let path = if is_link {
+        target = std::fs::canonicalize(path).map_err(err)?;
+        target.as_path()
+    } else {
+        path
     };
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),

@@ -152,6 +152,29 @@ fn save_is_atomic_and_round_trips() {
 }
 
 #[test]
+fn save_through_a_symlink_updates_the_target_and_keeps_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("plans").join("real-prd.json");
+    std::fs::create_dir(real.parent().unwrap()).unwrap();
+    std::fs::write(&real, PRD).unwrap();
+    let link = dir.path().join("prd.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let mut p = load_prd(&link).unwrap();
+    p.stories[1].status = Status::Complete;
+    p.save(&link).unwrap();
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(load_prd(&real).unwrap().stories[1].status, Status::Complete);
+    assert_eq!(
+        std::fs::read_dir(real.parent().unwrap()).unwrap().count(),
+        1,
+        "no temp file left"
+    );
+}
+
+#[test]
 fn malformed_json_names_file_line_column() {
     let text = "{\n  \"stories\": [\n    {\"id\": \"a\",}\n  ]\n}";
     let err = Prd::from_json(text.as_bytes(), Path::new("dir/prd.json")).unwrap_err();
@@ -181,6 +204,38 @@ fn missing_file_is_not_found() {
     let err = load_prd("/nonexistent/dir/prd.json").unwrap_err();
     assert!(matches!(err, PlanError::NotFound { .. }));
     assert!(err.to_string().contains("--prd"));
+}
+
+#[test]
+fn empty_file_says_it_is_empty() {
+    for text in ["", "  \n\t\n", "\u{feff}"] {
+        let err = Prd::from_json(text.as_bytes(), Path::new("prd.json")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("prd.json:1:1: the file is empty"), "{msg}");
+        let err = MegaPlan::from_json(text.as_bytes(), Path::new("mega-plan.json")).unwrap_err();
+        assert!(err.to_string().contains("the file is empty"), "{err}");
+    }
+}
+
+#[test]
+fn utf8_byte_order_mark_is_accepted() {
+    let text = "\u{feff}{\"stories\": [{\"id\": \"a\", \"title\": \"A\"}]}";
+    let prd = Prd::from_json(text.as_bytes(), Path::new("prd.json")).unwrap();
+    assert_eq!(prd.stories.len(), 1);
+    let text = "\u{feff}{\"features\": []}";
+    assert!(MegaPlan::from_json(text.as_bytes(), Path::new("mega-plan.json")).is_ok());
+}
+
+#[test]
+fn unreadable_path_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = load_prd(dir.path()).unwrap_err();
+    assert!(matches!(err, PlanError::Read { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("pass the path of a readable JSON file"),
+        "{err}"
+    );
 }
 
 #[test]

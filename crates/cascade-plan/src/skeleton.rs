@@ -43,6 +43,7 @@ pub enum CheckError {
 /// about half the memory and a third less time on large plans. `path` is only
 /// used in messages.
 pub fn validate_prd_json(bytes: &[u8], path: &Path) -> Result<ValidPlan, CheckError> {
+    let bytes = crate::model::json_text(bytes, path, crate::model::PRD_EXPECTED)?;
     let skeleton: Skeleton<'_> =
         serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
     let graph = build(Kind::Story, &skeleton.stories);
@@ -380,6 +381,13 @@ mod tests {
             (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
             (a, b) => panic!("readers disagree on {text}: {:?} vs {:?}", a.err(), b.err()),
         }
+    }
+
+    #[test]
+    fn agrees_with_the_model_on_empty_files_and_byte_order_marks() {
+        same("");
+        same(" \n");
+        same("\u{feff}{\"stories\": [{\"id\": \"a\", \"title\": \"A\"}]}");
     }
 
     #[test]

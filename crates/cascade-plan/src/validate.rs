@@ -234,7 +234,13 @@ pub fn validate_mega(mega: &MegaPlan) -> Result<ValidPlan, ValidationErrors> {
     let graph = DepGraph::from_mega(mega);
     let mut problems = Vec::new();
     for (index, feature) in mega.features.iter().enumerate() {
-        check_id(index, &feature.id, feature.source.has_key(0), &mut problems);
+        check_story(
+            index,
+            &feature.id,
+            feature.source.has_key(0),
+            feature.title.trim().is_empty(),
+            &mut problems,
+        );
     }
     let mut names = std::collections::HashMap::new();
     for (index, feature) in mega.features.iter().enumerate() {

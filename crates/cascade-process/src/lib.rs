@@ -348,7 +348,9 @@ impl Running {
     /// On timeout or cancellation the whole process group is stopped
     /// (SIGTERM, grace period, SIGKILL).
     pub async fn wait(mut self, cancel: &CancelToken) -> Outcome {
-        let deadline = self.timeout.map(|t| self.started + t);
+        // A timeout too large to add to the clock (a config saying "forever")
+        // means no deadline rather than an overflow panic.
+        let deadline = self.timeout.and_then(|t| self.started.checked_add(t));
         let ending = tokio::select! {
             status = self.child.wait() => match status {
                 Ok(status) => Ending::Exited(status),

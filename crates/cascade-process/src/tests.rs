@@ -273,3 +273,14 @@ fn pid_alive_checks() {
     assert!(!pid_alive(0));
     assert!(!pid_alive(u32::MAX));
 }
+
+#[tokio::test]
+async fn an_enormous_timeout_means_no_deadline() {
+    let out = Spec::new("true")
+        .timeout(Duration::from_secs(u64::MAX))
+        .run(&CancelToken::new())
+        .await
+        .unwrap();
+    assert!(out.success());
+    assert!(!out.timed_out);
+}

@@ -17,6 +17,11 @@ pub fn render(
     duration_ms: u64,
     color: bool,
 ) -> String {
+    if rows.is_empty() {
+        // A table with a header and no rows says nothing.
+        return "nothing to run: the plan has no stories (add some to it, then run again)\n"
+            .to_string();
+    }
     let with_tokens = rows
         .iter()
         .any(|r| r.input_tokens.is_some() || r.output_tokens.is_some());
@@ -93,7 +98,7 @@ pub fn render(
             out.push_str(&format!(
                 "  {}: {}\n",
                 r.story,
-                r.error.as_deref().unwrap_or_default()
+                super::printable(r.error.as_deref().unwrap_or_default())
             ));
         }
     }
@@ -231,6 +236,14 @@ mod tests {
         assert!(text.contains("failures:\n  story-0002: quality gate 'tests' failed\n"));
         assert!(text.ends_with("run failed: 1 complete, 1 failed, 1 blocked, 0 pending in 1m01s\n"));
         assert!(!text.contains('\x1b'));
+    }
+
+    #[test]
+    fn a_plan_without_stories_is_one_line_not_an_empty_table() {
+        let text = render(&[], RunStatus::Completed, &StoryCounts::default(), 3, false);
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.starts_with("nothing to run"), "{text}");
+        assert!(!text.contains("STORY"), "{text}");
     }
 
     #[test]

@@ -347,7 +347,11 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             error_type,
             error,
             ..
-        } => format!("{story}: attempt {attempt} {} ({error_type}): {error}", bad("failed")),
+        } => format!(
+            "{story}: attempt {attempt} {} ({error_type}): {}",
+            bad("failed"),
+            super::printable(error)
+        ),
         Event::RetryScheduled {
             story,
             attempt,
@@ -394,9 +398,10 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             worktree,
             ..
         } => format!(
-            "{story}: {} after {attempts} attempt{} ({error_type}): {error}\n  branch '{branch}', worktree {worktree}",
+            "{story}: {} after {attempts} attempt{} ({error_type}): {}\n  branch '{branch}', worktree {worktree}",
             bad("FAILED"),
             if *attempts == 1 { "" } else { "s" },
+            super::printable(error),
         ),
         Event::StoryBlocked { story, blocked_by } => {
             format!("{story}: {} by {}", warn("blocked"), blocked_by.join(", "))

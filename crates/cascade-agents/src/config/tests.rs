@@ -217,3 +217,60 @@ fn invalid_file_names_its_path() {
         "{text}"
     );
 }
+
+#[test]
+fn a_rejected_agent_is_not_reported_again_as_unknown() {
+    // The agent is defined but broken: one problem (its command), not a
+    // second, misleading "unknown agent" for every place that names it.
+    let errs = invalid(
+        r#"{"default_agent": "ok", "agents": {"ok": {"type": "cli"}},
+            "phase_defaults": {"implementation": {"default_agent": "ok", "fallback_chain": ["ok", "zzz"]}}}"#,
+    );
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(
+        errs[0].contains("agents.ok.command: missing command"),
+        "{errs:?}"
+    );
+    assert!(
+        errs[1].contains("fallback_chain[1]: unknown agent 'zzz'"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn explicit_directory_is_not_called_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = AgentsConfig::load_with(Some(dir.path()), dir.path(), None).unwrap_err();
+    assert!(matches!(err, ConfigError::NotAFile { .. }), "{err:?}");
+    assert!(err.to_string().contains("is a directory"), "{err}");
+}
+
+#[test]
+fn absurd_timeouts_are_config_errors() {
+    for t in ["1e30", "18446744073709551615", "2592001"] {
+        let errs = invalid(&format!(
+            r#"{{"default_agent": "a", "agents": {{"a": {{"command": "x", "timeout": {t}}}}}}}"#
+        ));
+        assert!(
+            errs.iter()
+                .any(|e| e.contains("agents.a.timeout: at most 2592000 seconds")),
+            "{t}: {errs:?}"
+        );
+    }
+    let ok = AgentsConfig::parse(
+        r#"{"default_agent": "a", "agents": {"a": {"command": "x", "timeout": 2592000}}}"#,
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(ok.agent("a").unwrap().timeout_secs, Some(2_592_000));
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted() {
+    let c = AgentsConfig::parse(
+        "\u{feff}{\"default_agent\": \"a\", \"agents\": {\"a\": {\"command\": \"x\"}}}",
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(c.default_agent, "a");
+}

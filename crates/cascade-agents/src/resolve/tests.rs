@@ -366,3 +366,35 @@ fn duplicates_are_tried_once() {
     let names: Vec<&str> = c.iter().map(|c| c.agent.as_str()).collect();
     assert_eq!(names, ["codex", "aider", "claude-code"]);
 }
+
+#[test]
+fn a_command_path_that_is_not_executable_says_so() {
+    let w = World::new(&["codex"]);
+    let stub = w.bin.join("plain-file");
+    std::fs::write(&stub, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let text = format!(
+        r#"{{"agents": {{"plain": {{"command": "{}"}}, "dir": {{"command": "{}"}},
+             "codex": {{"command": "codex"}}}},
+            "phase_defaults": {{"implementation": {{"default_agent": "plain",
+             "fallback_chain": ["dir", "codex"]}}}}}}"#,
+        stub.display(),
+        w.bin.display()
+    );
+    let config = AgentsConfig::parse(&text, "agents.json").unwrap();
+    let d = w.detector();
+    let a = Resolver::new(&config, &d, Overrides::default())
+        .resolve(&story("Add a button"), Phase::Implementation)
+        .unwrap();
+    assert_eq!(a.agent, "codex");
+    assert!(
+        a.fallbacks[0].why.contains("is not executable"),
+        "{:?}",
+        a.fallbacks
+    );
+    assert!(
+        a.fallbacks[1].why.contains("is a directory"),
+        "{:?}",
+        a.fallbacks
+    );
+}

@@ -16,11 +16,7 @@ use crate::events::{Event, RunStatus};
 use crate::progress::ProgressLog;
 
 /// Worktree, PRD and engine run of one feature.
-pub(super) async fn run_feature<P: MegaPorts>(
-    ctx: &Arc<Ctx<P>>,
-    name: &str,
-    share: usize,
-) -> TaskEnd {
+pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> TaskEnd {
     let before = match ctx.snapshot().feature(name) {
         Some(f) => f.clone(),
         None => return TaskEnd::Failed,
@@ -32,7 +28,7 @@ pub(super) async fn run_feature<P: MegaPorts>(
     let branch = before.branch.clone();
 
     // 1. The worktree.
-    let wt = match prepare_worktree(ctx, name, &before).await {
+    let (wt, reused) = match prepare_worktree(ctx, name, &before).await {
         Ok((wt, reused)) => {
             ctx.update(name, |f| {
                 f.worktree = Some(wt.clone());
@@ -44,7 +40,7 @@ pub(super) async fn run_feature<P: MegaPorts>(
                 worktree: wt.clone(),
                 reused,
             });
-            wt
+            (wt, reused)
         }
         Err(e) => {
             ctx.fail(name, FailureKind::Error, e, vec![]);
@@ -61,7 +57,7 @@ pub(super) async fn run_feature<P: MegaPorts>(
     }
 
     // 2. The PRD.
-    let prd = match ensure_prd(ctx, name, &before, &wt).await {
+    let prd = match ensure_prd(ctx, name, &before, &wt, reused).await {
         Ok(p) => p,
         Err(None) => return TaskEnd::Interrupted,
         Err(Some(message)) => {
@@ -97,7 +93,8 @@ pub(super) async fn run_feature<P: MegaPorts>(
                 worktree: wt.clone(),
                 prd,
                 state_dir: feature_dir,
-                parallel: share,
+                parallel: ctx.parallel,
+                slots: ctx.slots.clone(),
                 resume,
             },
             events,
@@ -224,10 +221,15 @@ async fn ensure_prd<P: MegaPorts>(
     name: &str,
     before: &FeatureState,
     wt: &Path,
+    reused: bool,
 ) -> Result<PathBuf, Option<String>> {
     let prd_path = wt.join("prd.json");
     let generated_unaccepted =
         before.prd_source == Some(PrdSource::Generated) && before.prd.is_none();
+    // A fresh worktree holds nothing of the feature yet: a prd.json in it is
+    // the target branch's committed one (the same for every feature), not
+    // this feature's PRD.
+    let inherited = !reused && committed_unchanged(wt, "prd.json");
     let plan_prd = ctx.plan_dir.join("features").join(name).join("prd.json");
 
     // Order: the PRD this feature already runs (resume), the plan folder's,
@@ -243,7 +245,7 @@ async fn ensure_prd<P: MegaPorts>(
             ))
         })?;
         Some(PrdSource::PlanFolder)
-    } else if prd_path.is_file() && !generated_unaccepted {
+    } else if prd_path.is_file() && !generated_unaccepted && !inherited {
         Some(PrdSource::Worktree)
     } else {
         None
@@ -361,6 +363,13 @@ async fn ensure_prd<P: MegaPorts>(
     }
 }
 
+/// Whether `rel` is tracked in `wt`'s checkout and unmodified there.
+fn committed_unchanged(wt: &Path, rel: &str) -> bool {
+    git2::Repository::open(wt)
+        .and_then(|repo| repo.status_file(Path::new(rel)))
+        .is_ok_and(|s| s.is_empty())
+}
+
 fn bullet(problems: &[String]) -> String {
     problems
         .iter()
@@ -386,6 +395,12 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
         if self.ctx.cancel.is_cancelled() {
             return Err(AuthorError::Cancelled);
         }
+        // The PRD agent is work like a story's agent: it takes a slot of
+        // `--parallel` too.
+        let _slot = tokio::select! {
+            permit = self.ctx.slots.clone().acquire_owned() => permit.ok(),
+            _ = self.ctx.cancel.cancelled() => return Err(AuthorError::Cancelled),
+        };
         self.ctx
             .ports
             .write_prd(

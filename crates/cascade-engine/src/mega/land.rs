@@ -92,22 +92,39 @@ pub(super) async fn merge_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -
     }
 }
 
-/// Re-runs the gates where the target branch is checked out. `None` when
-/// they could not run (not checked out anywhere, or an error: noted).
+use super::run::TARGET_GATES_BRANCH as GATES_BRANCH;
+
+/// Re-runs the gates on the merged target: where it is checked out, else in
+/// a throwaway worktree at its tip. `None` when they could not run (noted).
 pub(super) async fn run_target_gates<P: MegaPorts>(
     ctx: &Arc<Ctx<P>>,
     batch: usize,
 ) -> Option<bool> {
-    let dir = match cascade_git::merge::checked_out_in(&ctx.paths, &ctx.target) {
-        Ok(Some(d)) => d,
+    let (dir, scratch) = match cascade_git::merge::checked_out_in(&ctx.paths, &ctx.target) {
+        Ok(Some(d)) => (d, false),
         Ok(None) => {
-            ctx.emit(MegaStep::MegaNotice {
-                message: format!(
-                    "target branch '{}' is not checked out in any worktree; gates not re-run after batch {batch}",
-                    ctx.target
-                ),
-            });
-            return None;
+            let paths = ctx.paths.clone();
+            let target = ctx.target.clone();
+            let made = tokio::task::spawn_blocking(move || {
+                let path = cascade_git::worktree::path_for(&paths, GATES_BRANCH);
+                cascade_git::worktree::create(&paths, &path, GATES_BRANCH, &target)
+                    .map(|_| path)
+                    .map_err(|e| e.to_string())
+            })
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()));
+            match made {
+                Ok(d) => (d, true),
+                Err(e) => {
+                    ctx.emit(MegaStep::MegaNotice {
+                        message: format!(
+                            "target branch '{}' is not checked out and no worktree could be made for its gates ({e}); gates not re-run after batch {batch}",
+                            ctx.target
+                        ),
+                    });
+                    return None;
+                }
+            }
         }
         Err(e) => {
             ctx.emit(MegaStep::MegaNotice {
@@ -116,7 +133,22 @@ pub(super) async fn run_target_gates<P: MegaPorts>(
             return None;
         }
     };
-    match ctx.ports.target_gates(&dir, &ctx.cancel).await {
+    let verdict = ctx.ports.target_gates(&dir, &ctx.cancel).await;
+    if scratch {
+        let paths = ctx.paths.clone();
+        let removed = tokio::task::spawn_blocking(move || {
+            cascade_git::worktree::remove(&paths, &dir, true).map_err(|e| e.to_string())?;
+            cascade_git::worktree::delete_branch(&paths, GATES_BRANCH).map_err(|e| e.to_string())
+        })
+        .await
+        .unwrap_or_else(|e| Err(e.to_string()));
+        if let Err(e) = removed {
+            ctx.emit(MegaStep::MegaNotice {
+                message: format!("could not remove the gates worktree of '{GATES_BRANCH}' ({e}); `cascade worktree prune` removes it"),
+            });
+        }
+    }
+    match verdict {
         Ok(v) => {
             {
                 let mut s = ctx.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -150,6 +150,7 @@ impl MegaPorts for LivePorts {
         config.state_path = Some(state_path);
         let mut options = self.template.clone();
         options.parallel = run.parallel.max(1);
+        options.slots = Some(run.slots);
         options.resume = resume;
         options.pause = Pause::Never;
         let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));

@@ -7,8 +7,12 @@
 //! per feature on `cascade/<name>` from the target's tip, its PRD (found,
 //! copied from `features/<name>/prd.json`, or written by the PRD agent), an
 //! engine run of that PRD inside the worktree, `--no-ff` merges into the target
-//! in batch order, the gates on the merged target, cleanup. Failing features
-//! keep their branch and worktree and block only their dependents.
+//! in batch order, the gates on the merged target (in a throwaway worktree
+//! when the target is not checked out), cleanup. Failing features keep their
+//! branch and worktree and block only their dependents. `--parallel N` is one
+//! semaphore of N permits shared by every feature engine (each may run N
+//! stories) and the PRD agent: features x stories never exceed N, and slots a
+//! finished feature no longer needs go to the others.
 //!
 //! API summary (for the binary):
 //! - [`run::run_mega`]`(Arc<impl MegaPorts>, PlanInput, MegaOptions{start_dir,
@@ -30,7 +34,11 @@
 //!   doc, `CASCADE_PRD_PATH`, validation, up to two fix rounds with the exact errors).
 //! - [`findings`]: `mega-findings.md` shared read-only (0444) into every feature
 //!   worktree; each feature's `findings.md` kept under
-//!   `.cascade/mega/features/<name>/` and appended to the shared file.
+//!   `.cascade/mega/features/<name>/` and appended to the shared file. The
+//!   engine also seeds every story worktree (plain runs too) with the run's
+//!   `findings.md` and `mega-findings.md` (`CASCADE_FINDINGS`,
+//!   `CASCADE_MEGA_FINDINGS`, a "Findings" prompt section) and collects what
+//!   the story agent appended into the run's `findings.md`.
 //! - [`error::MegaError`]: what stops a mega run as a whole (a failing feature
 //!   is recorded in the state, not an error); `is_usage()` picks exit 2.
 

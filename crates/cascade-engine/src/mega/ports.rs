@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use cascade_process::CancelToken;
+use tokio::sync::Semaphore;
 
 use super::prd_gen::{AuthorError, PrdCheck};
 use crate::events::{Event, RunStatus, StoryCounts};
@@ -31,8 +32,13 @@ pub struct FeatureRun {
     pub prd: PathBuf,
     /// Where this feature's engine state, lock and logs go (under `.cascade/`).
     pub state_dir: PathBuf,
-    /// Stories of this feature running at once (its share of `--parallel`).
+    /// Stories of this feature in flight at once (`--parallel`: the engine's
+    /// own limit; what really bounds the work is `slots`).
     pub parallel: usize,
+    /// The run's one semaphore of `--parallel` permits, shared by every
+    /// feature engine (and the PRD agent): features x stories never exceed it,
+    /// and a feature that is done leaves its slots to the others.
+    pub slots: Arc<Semaphore>,
     /// Continue an earlier run of this feature (its engine state exists).
     pub resume: bool,
 }

@@ -249,6 +249,11 @@ pub fn build_prompt(req: &PrdRequest, fix: Option<&FixContext>) -> String {
             truncate(text, MAX_DESIGN_DOC).trim_end()
         ));
     }
+    p.push_str(
+        "\n## Findings\n\n`mega-findings.md` in your working directory (read-only) holds what \
+         the features before this one found: read it. Note anything the stories of this feature \
+         should know in `findings.md` there; their agents get it.\n",
+    );
     p.push_str(&format!(
         "\n## What to write\n\nWrite the PRD as JSON to this exact path (also in the environment \
          variable `CASCADE_PRD_PATH`):\n\n    {}\n\n",

@@ -46,6 +46,9 @@ pub type Confirm = Arc<dyn Fn(usize, &[String]) -> bool + Send + Sync>;
 pub const RUN_LOCK: &str = "lock";
 /// Directory under `.cascade/` with per-feature state, kept PRDs and findings.
 pub const MEGA_DIR: &str = "mega";
+/// The branch of the throwaway worktree the target's gates run in when the
+/// target branch is not checked out anywhere (`_` is never in a feature name).
+pub const TARGET_GATES_BRANCH: &str = "cascade/_target-gates";
 /// A feature of the mega-plan, as the runner needs it.
 #[derive(Debug, Clone)]
 pub struct FeatureSpec {
@@ -114,6 +117,11 @@ pub(super) struct Ctx<P> {
     pub(super) state: Mutex<MegaState>,
     pub(super) sink: MegaSink,
     pub(super) cancel: CancelToken,
+    /// `--parallel`: each feature engine's own limit.
+    pub(super) parallel: usize,
+    /// The one semaphore of `parallel` permits that every story attempt (of
+    /// every feature) and every PRD agent run holds while it works.
+    pub(super) slots: Arc<Semaphore>,
 }
 
 impl<P: MegaPorts> Ctx<P> {
@@ -214,8 +222,18 @@ pub async fn run_mega<P: MegaPorts>(
     }
     // All of cascade's own files at once, before the feature engines start:
     // they then find nothing to add (concurrent writers of info/exclude race).
+    // The plan and progress.txt wherever they are (`--mega plans/x.json`).
+    let own_here = crate::gitops::exclude_patterns(
+        &opts.start_dir,
+        &[plan.path.clone(), opts.start_dir.join("progress.txt")],
+    );
+    let own: Vec<&str> = crate::config::OWN_FILES
+        .iter()
+        .copied()
+        .chain(own_here.iter().map(String::as_str))
+        .collect();
     paths
-        .ensure_excluded(crate::config::OWN_FILES)
+        .ensure_excluded(&own)
         .map_err(|e| MegaError::Git(e.to_string()))?;
     if !opts.allow_dirty {
         let dirty = crate::gitops::dirty_files(&paths.main_root, 10)
@@ -295,6 +313,8 @@ pub async fn run_mega<P: MegaPorts>(
         state: Mutex::new(state),
         sink,
         cancel: cancel.clone(),
+        parallel,
+        slots: Arc::new(Semaphore::new(parallel)),
     });
     ctx.emit(MegaStep::MegaStarted {
         plan: plan.path.clone(),
@@ -368,19 +388,16 @@ pub async fn run_mega<P: MegaPorts>(
                 runnable.push(name.clone());
             }
         }
-        // `--parallel` bounds features x stories: at most `parallel` features
-        // at once, each with an equal share of story slots.
-        let running = runnable.len().clamp(1, parallel);
-        let share = (parallel / running).max(1);
-        let feature_slots = Arc::new(Semaphore::new(running));
+        // `--parallel` bounds features x stories: every feature of the batch
+        // starts (a worktree each); their story attempts and PRD agents share
+        // the run's `slots`, so a feature that finishes early leaves its
+        // slots to the others instead of a fixed share standing idle.
         let mut tasks = tokio::task::JoinSet::new();
         for name in &runnable {
             let ctx = ctx.clone();
             let name = name.clone();
-            let slots = feature_slots.clone();
             tasks.spawn(async move {
-                let _slot = slots.acquire_owned().await;
-                let end = run_feature(&ctx, &name, share).await;
+                let end = run_feature(&ctx, &name).await;
                 (name, end)
             });
         }

@@ -1,10 +1,11 @@
 //! The mega runner with fake ports over a real temp repository: batching,
-//! the `--parallel` share, target gates that fail, blocking.
+//! one shared `--parallel` limit, target gates that fail, blocking.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cascade_process::CancelToken;
+use tokio::sync::Semaphore;
 
 use super::events::{MegaEvent, MegaStep};
 use super::ports::{FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
@@ -15,8 +16,11 @@ use crate::events::{RunStatus, StoryCounts};
 
 #[derive(Default)]
 struct Fake {
-    shares: Mutex<Vec<(String, usize)>>,
+    /// Per feature run: its name, its engine's own limit and the shared slots.
+    shares: Mutex<Vec<(String, usize, Arc<Semaphore>)>>,
     gates_pass: bool,
+    /// Where the target's gates ran, and whether `target.txt` was there.
+    gate_dirs: Mutex<Vec<(std::path::PathBuf, bool)>>,
 }
 
 impl MegaPorts for Fake {
@@ -45,7 +49,7 @@ impl MegaPorts for Fake {
         self.shares
             .lock()
             .unwrap()
-            .push((run.feature.clone(), run.parallel));
+            .push((run.feature.clone(), run.parallel, run.slots.clone()));
         std::fs::write(run.worktree.join(format!("{}.txt", run.feature)), "x").unwrap();
         cascade_git::commit::commit_all(&run.worktree, &run.feature).unwrap();
         FeatureOutcome {
@@ -61,9 +65,13 @@ impl MegaPorts for Fake {
 
     async fn target_gates(
         &self,
-        _dir: &Path,
+        dir: &Path,
         _cancel: &CancelToken,
     ) -> Result<GatesVerdict, String> {
+        self.gate_dirs
+            .lock()
+            .unwrap()
+            .push((dir.to_path_buf(), dir.join("a.txt").is_file()));
         Ok(GatesVerdict {
             passed: self.gates_pass,
             summary: if self.gates_pass { "" } else { "tests failed" }.into(),
@@ -109,10 +117,19 @@ fn spec(name: &str, deps: &[&str]) -> FeatureSpec {
 }
 
 async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (MegaRunStatus, Vec<MegaEvent>) {
+    run_into(fake, root, parallel, None).await
+}
+
+async fn run_into(
+    fake: Arc<Fake>,
+    root: &Path,
+    parallel: usize,
+    target: Option<&str>,
+) -> (MegaRunStatus, Vec<MegaEvent>) {
     let plan = PlanInput {
         path: root.join("mega-plan.json"),
         goal: "g".into(),
-        target_branch: None,
+        target_branch: target.map(str::to_string),
         features: vec![spec("a", &[]), spec("b", &[]), spec("c", &["a"])],
         batches: vec![vec!["a".into(), "b".into()], vec!["c".into()]],
     };
@@ -144,12 +161,16 @@ async fn parallel_is_shared_and_everything_lands() {
     let (status, events) = run(fake.clone(), tmp.path(), 4).await;
     assert_eq!(status, MegaRunStatus::Completed);
     let mut shares = fake.shares.lock().unwrap().clone();
-    shares.sort();
-    // Two features in batch 1 share 4 slots; c runs alone with all of them.
-    assert_eq!(
-        shares,
-        vec![("a".into(), 2), ("b".into(), 2), ("c".into(), 4)]
-    );
+    shares.sort_by(|x, y| x.0.cmp(&y.0));
+    let names: Vec<&str> = shares.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c"]);
+    // Every feature engine may run up to 4 stories, and all of them draw
+    // from the one semaphore of 4 permits (none held after the run).
+    for (name, parallel, slots) in &shares {
+        assert_eq!(*parallel, 4, "{name}");
+        assert!(Arc::ptr_eq(slots, &shares[0].2), "{name}");
+    }
+    assert_eq!(shares[0].2.available_permits(), 4);
     let merged: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
@@ -176,10 +197,43 @@ async fn failing_target_gates_block_later_batches() {
     assert!(c.blocked_by.as_deref().unwrap().contains("gates failing"));
     assert_eq!(state.target_gates.len(), 1);
     assert!(!state.target_gates[0].passed);
-    // --parallel 1: one feature at a time, one story slot each.
-    assert!(fake.shares.lock().unwrap().iter().all(|(_, p)| *p == 1));
+    // --parallel 1: one slot in all.
+    assert!(fake
+        .shares
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|(_, p, s)| *p == 1 && s.available_permits() == 1));
     assert!(events.iter().any(|e| matches!(
         e,
         MegaEvent::Mega(MegaStep::TargetGatesFinished { passed: false, .. })
     )));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn target_not_checked_out_gets_its_gates_in_a_throwaway_worktree() {
+    let tmp = repo();
+    git(tmp.path(), &["branch", "release"]);
+    let fake = Arc::new(Fake {
+        gates_pass: true,
+        ..Default::default()
+    });
+    let (status, _) = run_into(fake.clone(), tmp.path(), 2, Some("release")).await;
+    assert_eq!(status, MegaRunStatus::Completed);
+    let dirs = fake.gate_dirs.lock().unwrap().clone();
+    // Once per batch, on the merged target (a is in it), never in the main
+    // worktree (still on main), and nothing is left behind.
+    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    for (dir, has_a) in &dirs {
+        assert!(*has_a, "{dirs:?}");
+        assert!(dir.starts_with(tmp.path().join(".cascade")), "{dirs:?}");
+        assert!(!dir.exists(), "{dirs:?}");
+    }
+    assert!(!tmp.path().join("a.txt").exists());
+    let branches = std::process::Command::new("git")
+        .args(["branch", "--list", "cascade/*"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(branches.stdout.is_empty(), "{branches:?}");
 }

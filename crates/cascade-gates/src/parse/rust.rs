@@ -150,6 +150,9 @@ fn text_diagnostics(text: &str) -> Vec<GateError> {
     out
 }
 
+/// At most this many lines of a panic message are kept per failing test.
+const MAX_PANIC_LINES: usize = 20;
+
 /// libtest failures: `---- name stdout ----` sections with the panic location.
 fn test_failures(stdout: &str) -> Vec<GateError> {
     let mut out = Vec::new();
@@ -166,18 +169,26 @@ fn test_failures(stdout: &str) -> Vec<GateError> {
         };
         let mut msg_lines = Vec::new();
         for (i, l) in lines.iter().enumerate() {
+            // Rust 1.90+ puts the thread id between the name and `panicked`:
+            // `thread 'tests::x' (24109) panicked at src/lib.rs:10:9:`.
             if let Some(rest) = l
                 .strip_prefix("thread '")
-                .and_then(|r| r.split_once("' panicked at "))
+                .and_then(|r| r.split_once(" panicked at "))
             {
                 let at = rest.1;
                 // New style: `panicked at src/lib.rs:10:9:` then the message lines.
                 // Old style: `panicked at 'msg', src/lib.rs:10:9`.
                 let loc = if let Some(stripped) = at.strip_suffix(':') {
+                    // The message ends at the hint, or at the backtrace when the
+                    // user runs with RUST_BACKTRACE set; a huge assertion diff is
+                    // cut so the retry prompt stays readable.
                     msg_lines.extend(
                         lines[i + 1..]
                             .iter()
-                            .take_while(|l| !l.starts_with("note:"))
+                            .take_while(|l| {
+                                !l.starts_with("note:") && !l.starts_with("stack backtrace:")
+                            })
+                            .take(MAX_PANIC_LINES)
                             .cloned(),
                     );
                     stripped.to_string()

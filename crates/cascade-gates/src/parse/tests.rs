@@ -132,6 +132,47 @@ test result: FAILED. 1 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out
         )
     );
     assert!(v[1].message.contains("boom"));
+
+    // Rust 1.90+ prints the thread id; with RUST_BACKTRACE set a backtrace follows.
+    let stdout = "
+running 1 test
+summary::tests::summarizes --- FAILED
+
+failures:
+
+---- summary::tests::summarizes stdout ----
+
+thread 'summary::tests::summarizes' (24109) panicked at src/summary.rs:37:9:
+assertion `left == right` failed
+  left: 4
+ right: 3
+stack backtrace:
+   0: __rustc::rust_begin_unwind
+             at /rustc/library/std/src/panicking.rs:689:5
+
+failures:
+    summary::tests::summarizes
+
+test result: FAILED. 0 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out
+";
+    let v = parse(Parser::Cargo, stdout, "", None);
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(
+        one(&v, 0),
+        (
+            "src/summary.rs",
+            Some(37),
+            Some(9),
+            Some("summary::tests::summarizes"),
+            Severity::Error
+        )
+    );
+    assert!(v[0].message.contains("left: 4"), "{}", v[0].message);
+    assert!(
+        !v[0].message.contains("rust_begin_unwind"),
+        "{}",
+        v[0].message
+    );
 }
 
 #[test]

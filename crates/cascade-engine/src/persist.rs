@@ -1,0 +1,226 @@
+//! Group commit for the run's documents (`state.json`, `prd.json`).
+//!
+//! Every transition must be on disk before the engine goes on (resume relies
+//! on it), but rewriting a whole document per transition made large plans
+//! quadratic and queued parallel stories behind each other's writes. Here a
+//! caller that changed a document takes a ticket and waits until a write
+//! that includes its change has finished; only one thread writes at a time,
+//! and each write covers every change made before it started. Under load
+//! one write serves many transitions; alone, a transition costs one write,
+//! as before. Changes nothing waits for are written at most about every
+//! ten write durations (a large plan's state is not rewritten for each
+//! transition; a small one's is, at once); [`GroupWriter::due`] tells a
+//! periodic flush when such a change has waited long enough.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The longest a change that nothing waits for stays unwritten because of
+/// the spacing of writes (plus the period of the flush that picks it up).
+const MAX_GAP: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Default)]
+struct Progress {
+    /// Tickets handed out (changes applied to the document).
+    changed: u64,
+    /// Every change up to this ticket is on disk.
+    written: u64,
+    /// A thread is writing.
+    writing: bool,
+    /// When the last write finished and how long it took.
+    last: Option<(Instant, Duration)>,
+}
+
+impl Progress {
+    /// Whether writes are spaced out enough for one that nothing waits for.
+    fn spaced(&self) -> bool {
+        match self.last {
+            Some((done, took)) => done.elapsed() >= (took * 10).min(MAX_GAP),
+            None => true,
+        }
+    }
+}
+
+/// Coordinates the writes of one document.
+#[derive(Debug, Default)]
+pub(crate) struct GroupWriter {
+    progress: Mutex<Progress>,
+    done: Condvar,
+}
+
+impl GroupWriter {
+    /// Registers a change and returns its ticket. Call it while still
+    /// holding the document's lock, after changing the document, so that
+    /// any write that starts after this call sees the change.
+    pub fn changed(&self) -> u64 {
+        let mut p = self.lock();
+        p.changed += 1;
+        p.changed
+    }
+
+    /// Makes sure the change of `ticket` reaches the disk. With `wait`, it
+    /// returns once it is there: either another thread's write covered it,
+    /// or this thread runs `write` (which must save the document as it is
+    /// now, taking its lock). Without `wait`, it returns at once when a
+    /// write is in progress: that writer writes again before it stops, so
+    /// the change still reaches the disk, only later. The writer keeps
+    /// writing until no change is left uncovered. A failed write is returned
+    /// to the thread that ran it; the next caller tries again.
+    pub fn persist<E>(
+        &self,
+        ticket: u64,
+        wait: bool,
+        mut write: impl FnMut() -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut p = self.lock();
+        loop {
+            if p.written >= ticket {
+                return Ok(());
+            }
+            if !wait && (p.writing || !p.spaced()) {
+                // The writer in progress, or the next flush, takes it.
+                return Ok(());
+            }
+            if p.writing {
+                p = self.done.wait(p).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            p.writing = true;
+            let result = loop {
+                // Every change up to here is already in the document.
+                let covers = p.changed;
+                drop(p);
+                let started = Instant::now();
+                let result = write();
+                p = self.lock();
+                p.last = Some((Instant::now(), started.elapsed()));
+                if result.is_err() {
+                    break result;
+                }
+                p.written = p.written.max(covers);
+                if p.written >= p.changed {
+                    break result;
+                }
+            };
+            p.writing = false;
+            self.done.notify_all();
+            return result;
+        }
+    }
+
+    /// Whether a change is unwritten, no write is in progress and writes are
+    /// spaced out enough: time for a periodic flush.
+    pub fn due(&self) -> bool {
+        let p = self.lock();
+        p.changed > p.written && !p.writing && p.spaced()
+    }
+
+    /// Writes every change made so far (the end of a run), waiting for it.
+    pub fn flush<E>(&self, write: impl FnMut() -> Result<(), E>) -> Result<(), E> {
+        let ticket = self.lock().changed;
+        self.persist(ticket, true, write)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Progress> {
+        // Plain counters: consistent whatever panicked.
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    #[test]
+    fn every_change_is_covered_by_a_write_and_writes_are_shared() {
+        let doc = Arc::new(Mutex::new(0u64));
+        let disk = Arc::new(AtomicU64::new(0));
+        let writes = Arc::new(AtomicU64::new(0));
+        let gw = Arc::new(GroupWriter::default());
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                let (doc, disk, writes, gw) = (&doc, &disk, &writes, &gw);
+                s.spawn(move || {
+                    for _ in 0..50 {
+                        let (mine, ticket) = {
+                            let mut d = doc.lock().unwrap();
+                            *d += 1;
+                            (*d, gw.changed())
+                        };
+                        gw.persist(ticket, true, || -> Result<(), ()> {
+                            let v = *doc.lock().unwrap();
+                            std::thread::sleep(std::time::Duration::from_micros(200));
+                            disk.fetch_max(v, Ordering::SeqCst);
+                            writes.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        })
+                        .unwrap();
+                        assert!(disk.load(Ordering::SeqCst) >= mine);
+                    }
+                });
+            }
+        });
+        assert_eq!(disk.load(Ordering::SeqCst), 400);
+        assert!(writes.load(Ordering::SeqCst) <= 400);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_and_retried_by_the_next_caller() {
+        let gw = GroupWriter::default();
+        let t1 = gw.changed();
+        assert_eq!(gw.persist(t1, true, || Err("disk full")), Err("disk full"));
+        let t2 = gw.changed();
+        assert_eq!(gw.persist(t1, true, || Ok::<(), &str>(())), Ok(()));
+        assert_eq!(
+            gw.persist(t2, true, || -> Result<(), &str> { panic!("covered") }),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn changes_that_do_not_wait_are_written_by_the_writer_in_progress() {
+        let doc = Mutex::new(0u64);
+        let disk = AtomicU64::new(0);
+        let gw = GroupWriter::default();
+        let (entered, release) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let ticket = {
+                    let mut d = doc.lock().unwrap();
+                    *d += 1;
+                    gw.changed()
+                };
+                let mut first = true;
+                gw.persist(ticket, true, || -> Result<(), ()> {
+                    let v = *doc.lock().unwrap();
+                    if first {
+                        first = false;
+                        entered.wait();
+                        release.wait();
+                    }
+                    disk.store(v, Ordering::SeqCst);
+                    Ok(())
+                })
+                .unwrap();
+            });
+            entered.wait();
+            // A change while the write is in progress: not waited for.
+            let ticket = {
+                let mut d = doc.lock().unwrap();
+                *d += 1;
+                gw.changed()
+            };
+            gw.persist(ticket, false, || -> Result<(), ()> {
+                panic!("a write is in progress")
+            })
+            .unwrap();
+            release.wait();
+        });
+        // The writer wrote again before it stopped.
+        assert_eq!(disk.load(Ordering::SeqCst), 2);
+        gw.flush(|| -> Result<(), ()> { panic!("nothing left") })
+            .unwrap();
+    }
+}
