@@ -308,12 +308,11 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
     } else {
         None
     };
-    let report = verdicts(paths, force, |policy| {
+    verdicts(paths, force, |policy| {
         let report = worktree::prune_all(paths, policy).map_err(Failure::failed)?;
         print_report(&report, json);
         Ok(EXIT_OK)
-    });
-    report
+    })
 }
 
 fn print_report(report: &worktree::PruneReport, json: bool) {

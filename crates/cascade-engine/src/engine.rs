@@ -206,8 +206,16 @@ impl Ctx {
         // left alone; the run state keeps the statuses meanwhile.
         match cascade_plan::load_prd(&self.prd_path) {
             Ok(mut on_disk) => {
+                // Index the file's stories once: a linear `story_mut` per
+                // story would make every write quadratic in the plan's size.
+                // The first story of an id wins, as in `story_mut`.
+                let mut index = std::collections::HashMap::with_capacity(on_disk.stories.len());
+                for (i, d) in on_disk.stories.iter().enumerate() {
+                    index.entry(d.id.clone()).or_insert(i);
+                }
                 for s in &copy.stories {
-                    if let Some(d) = on_disk.story_mut(&s.id) {
+                    if let Some(&i) = index.get(&s.id) {
+                        let d = &mut on_disk.stories[i];
                         if d.status != s.status {
                             d.set_status(s.status);
                         }
@@ -680,12 +688,6 @@ impl Engine {
             batches: layer_count,
             resumed,
         });
-        // Branches of stories found merged already go at the end, with the
-        // run's own (once the state says they are complete).
-        let skipped_branches: Vec<String> = skipped
-            .iter()
-            .map(|(id, _)| story_branch(&self.config, id))
-            .collect();
         for (story, reason) in skipped {
             ctx.emit(Event::StorySkipped { story, reason });
         }
@@ -869,10 +871,18 @@ impl Engine {
         drop(flusher);
         ctx.flush_prd();
         ctx.update_state(|st| st.status = status.into());
-        // The state (on disk now) records every merge: merged branches go.
+        // The state (on disk now) records every merge: the branches of
+        // complete stories go (also those an interrupted run left).
         {
-            let mut branches = ctx.pool.take_merged();
-            branches.extend(skipped_branches);
+            let branches: Vec<String> = match ctx.state.lock() {
+                Ok(st) => st
+                    .stories
+                    .iter()
+                    .filter(|s| s.status == StoryStatus::Complete)
+                    .map(|s| story_branch(&self.config, &s.id))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
             let c = Arc::clone(&ctx);
             let deleted = tokio::task::spawn_blocking(move || {
                 cascade_git::worktree::delete_merged_branches(&c.paths, &branches, &c.target_branch)

@@ -12,8 +12,9 @@
 //! detached); its branch is deleted with the others at the end of the run,
 //! so that until the run state is written git alone says it was merged (the
 //! state need not be on disk before the next story goes on). A failed story
-//! keeps its worktree for inspection (it leaves the pool). Idle worktrees are removed when the run ends, and the
-//! idle ones a killed run left behind are taken over at the start.
+//! keeps its worktree for inspection (it leaves the pool). Idle worktrees
+//! are removed when the run ends; those a killed run left behind are taken
+//! over at the start.
 //!
 //! All methods block (git and the file system): call them from
 //! `spawn_blocking`.
@@ -34,8 +35,6 @@ pub(crate) struct WorktreePool {
     /// Every slot directory this pool handed out or took over (never reused
     /// for a new slot while the run lasts).
     taken: Mutex<HashSet<PathBuf>>,
-    /// Branches of merged stories, to delete at the end of the run.
-    merged: Mutex<Vec<String>>,
 }
 
 impl WorktreePool {
@@ -45,7 +44,6 @@ impl WorktreePool {
             feature,
             idle: Mutex::new(Vec::new()),
             taken: Mutex::new(HashSet::new()),
-            merged: Mutex::new(Vec::new()),
         }
     }
 
@@ -87,7 +85,14 @@ impl WorktreePool {
     pub fn lease(&self, branch: &str, from: &str) -> Result<PathBuf, WorktreeError> {
         let reused = lock(&self.idle).pop();
         match reused {
-            Some(path) => Ok(worktree::reuse(&self.paths, &path, branch, from)?.path),
+            Some(path) => match worktree::reuse(&self.paths, &path, branch, from) {
+                Ok(wt) => Ok(wt.path),
+                Err(e) => {
+                    // Neither idle nor leased any more: do not leave it behind.
+                    let _ = worktree::remove(&self.paths, &path, false);
+                    Err(e)
+                }
+            },
             None => {
                 let path = self.new_slot();
                 Ok(worktree::create(&self.paths, &path, branch, from)?.path)
@@ -101,11 +106,10 @@ impl WorktreePool {
         Ok(worktree::reuse(&self.paths, path, branch, from)?.path)
     }
 
-    /// A merged story's worktree comes back: HEAD detached, idle; its
-    /// branch `branch` is kept for [`WorktreePool::take_merged`]. When that
-    /// fails the worktree is removed instead.
-    pub fn give_back(&self, path: &Path, branch: &str) -> Result<(), WorktreeError> {
-        lock(&self.merged).push(branch.to_string());
+    /// A merged story's worktree comes back: HEAD detached, idle (its
+    /// branch stays until the end of the run). When that fails the worktree
+    /// is removed instead.
+    pub fn give_back(&self, path: &Path) -> Result<(), WorktreeError> {
         match worktree::detach(&self.paths, path, false) {
             Ok(_) => {
                 lock(&self.idle).push(path.to_path_buf());
@@ -116,11 +120,6 @@ impl WorktreePool {
                 Err(e)
             }
         }
-    }
-
-    /// The branches of the stories merged so far (emptied).
-    pub fn take_merged(&self) -> Vec<String> {
-        std::mem::take(&mut *lock(&self.merged))
     }
 
     /// Removes every idle worktree (the end of the run). Returns the errors.

@@ -151,8 +151,8 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 // The worktree returns to the pool for the next story.
                 if let Some(p) = held.take() {
                     let c = Arc::clone(&ctx);
-                    let (q, b) = (p.clone(), branch.clone());
-                    let back = tokio::task::spawn_blocking(move || c.pool.give_back(&q, &b)).await;
+                    let q = p.clone();
+                    let back = tokio::task::spawn_blocking(move || c.pool.give_back(&q)).await;
                     if let Ok(Err(e)) = back {
                         ctx.emit(Event::Notice {
                             message: format!(

@@ -477,6 +477,9 @@ fn compact_created(paths: &RepoPaths) {
     *seen = None;
 }
 
+/// Maps a branch to the branch its work is merged into, if known.
+pub type TargetOf<'a> = &'a dyn Fn(&str) -> Option<String>;
+
 /// Which `cascade/...` branches [`prune_all`] may delete.
 #[derive(Default)]
 pub struct PrunePolicy<'a> {
@@ -487,7 +490,7 @@ pub struct PrunePolicy<'a> {
     pub known: Vec<String>,
     /// The branch a branch's work is merged into (`None`: nothing to check
     /// against, so the branch is kept).
-    pub target_of: Option<&'a dyn Fn(&str) -> Option<String>>,
+    pub target_of: Option<TargetOf<'a>>,
 }
 
 /// Every `cascade/...` branch with the reason [`prune_all`] keeps it under
@@ -694,10 +697,11 @@ pub fn detach(
     Ok(Some(branch))
 }
 
-/// Deletes those of the `cascade/...` branches in `branches` that are merged
-/// into `target` (their tip is the target's tip or an ancestor of it) and
-/// that no worktree has checked out, with one pass over the repository (the
-/// engine deletes merged stories' branches together at the end of a run).
+/// Deletes those of the `cascade/...` branches in `branches` that cascade
+/// created (the ledger says so), that are merged into `target` (their tip is
+/// the target's tip or an ancestor of it) and that no worktree has checked
+/// out, with one pass over the repository (the engine deletes merged
+/// stories' branches together at the end of a run).
 /// Returns the branches deleted; the others are left alone.
 pub fn delete_merged_branches(
     paths: &RepoPaths,
@@ -718,10 +722,12 @@ pub fn delete_merged_branches(
         .into_iter()
         .filter_map(|h| h.branch)
         .collect();
+    let created = created_branches(paths);
     let mut deleted = Vec::new();
     for name in branches {
         let name = short_branch(name);
-        if !is_cascade_branch(name) || held.iter().any(|h| h == name) {
+        let ours = is_cascade_branch(name) && created.contains(name);
+        if !ours || held.iter().any(|h| h == name) {
             continue;
         }
         let Ok(mut b) = repo.find_branch(name, BranchType::Local) else {
@@ -1756,7 +1762,17 @@ mod tests {
     fn only_merged_branches_nobody_holds_are_deleted_together() {
         let (_tmp, repo, paths) = init_repo();
         let c = repo.head().unwrap().peel_to_commit().unwrap();
-        repo.branch("cascade/merged", &c, false).unwrap();
+        // cascade's merged story branch (made through a worktree, so recorded).
+        let done = create(
+            &paths,
+            &path_for(&paths, "cascade/merged"),
+            "cascade/merged",
+            "main",
+        )
+        .unwrap();
+        detach(&paths, &done.path, false).unwrap();
+        // A merged `cascade/...` branch somebody else made: not cascade's.
+        repo.branch("cascade/users", &c, false).unwrap();
         let wt = create(
             &paths,
             &path_for(&paths, "cascade/held"),
@@ -1770,6 +1786,7 @@ mod tests {
             .unwrap();
         repo.branch("user", &c, false).unwrap();
         let all: Vec<String> = [
+            "cascade/users",
             "cascade/merged",
             "cascade/held",
             "cascade/ahead",
@@ -1781,7 +1798,7 @@ mod tests {
         .collect();
         let deleted = delete_merged_branches(&paths, &all, "main").unwrap();
         assert_eq!(deleted, vec!["cascade/merged".to_string()]);
-        for kept in ["cascade/held", "cascade/ahead", "user"] {
+        for kept in ["cascade/users", "cascade/held", "cascade/ahead", "user"] {
             assert!(repo.find_branch(kept, BranchType::Local).is_ok(), "{kept}");
         }
     }
