@@ -13,8 +13,13 @@ use cascade_gates::{run_gates, GateCache, GateResult, GateSet, KeyParts, RunOpti
 use cascade_process::CancelToken;
 use criterion::{criterion_group, criterion_main, Criterion};
 
+/// Runs git in the generated repository. Automatic gc/maintenance is off:
+/// committing 20,000 loose objects otherwise starts a detached
+/// `git maintenance run --auto` (gc, repack) that competes for the CPU with
+/// the first benchmarks for several seconds and inflated their figures.
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
+        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
         .args(args)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "b")

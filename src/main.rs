@@ -9,12 +9,10 @@ mod cli;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 fn main() -> ExitCode {
     install_panic_hook();
-    let args = cli::Cli::parse();
-    let code = match cli::dispatch(args) {
+    let (args, matches) = cli::parse();
+    let code = match cli::dispatch(args, &matches) {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("error: {}", cli::render_error(&failure.error));

@@ -531,7 +531,21 @@ fn effective_status(s: &MegaState) -> MegaRunStatus {
 
 fn status(_g: &Global, a: MegaStatusArgs) -> CliResult {
     let dir = cascade_dir()?;
-    let state = load_state(&dir)?;
+    // No mega run yet is an answer, not an error (like `cascade status`).
+    let state = match MegaState::load(&dir) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            if a.json {
+                println!("{}", status_json_none());
+            } else {
+                println!(
+                    "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`."
+                );
+            }
+            return Ok(EXIT_OK);
+        }
+        Err(e) => return Err(Failure::usage(e)),
+    };
     if a.json {
         println!("{}", status_json(&state));
     } else {
@@ -561,6 +575,23 @@ pub fn status_json(s: &MegaState) -> Value {
         "target_gates": s.target_gates,
         "started_at": s.started_at,
         "updated_at": s.updated_at,
+    })
+}
+
+/// `mega status --json` without a mega run: `"status": "none"`, the other
+/// fields of [`status_json`] empty.
+fn status_json_none() -> Value {
+    json!({
+        "status": "none",
+        "plan": null,
+        "goal": null,
+        "target_branch": null,
+        "batches": [],
+        "features": {},
+        "counts": cascade_engine::mega::state::FeatureCounts::default(),
+        "target_gates": [],
+        "started_at": null,
+        "updated_at": null,
     })
 }
 

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 pub mod agents_cmd;
 pub mod demo;
@@ -127,7 +127,17 @@ pub enum Command {
     DemoAgent(demo::DemoAgentArgs),
 }
 
-/// Applies `-C` and runs the chosen command.
+/// Parses the command line like `Cli::parse`, keeping clap's matches too:
+/// `resume` asks them which flags were given explicitly (those override the
+/// options the run was started with; the others are restored).
+pub fn parse() -> (Cli, ArgMatches) {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches)
+        .map_err(|e| e.format(&mut Cli::command()))
+        .unwrap_or_else(|e| e.exit());
+    (cli, matches)
+}
+
 /// cascade keeps its state in a `.cascade/` directory at the repository
 /// root; something else of that name (a file of the user's) would otherwise
 /// surface as an obscure "File exists" or "Not a directory" error.
@@ -148,7 +158,8 @@ fn check_cascade_dir() -> Result<(), Failure> {
     }
 }
 
-pub fn dispatch(cli: Cli) -> CliResult {
+/// Applies `-C` and runs the chosen command (`matches`: the parsed command line).
+pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
     if let Some(dir) = &cli.global.dir {
         std::env::set_current_dir(dir).map_err(|e| {
             Failure::usage(anyhow::anyhow!(
@@ -177,7 +188,7 @@ pub fn dispatch(cli: Cli) -> CliResult {
         Command::Gates(c) => gates_cmd::run(g, c),
         Command::Approve(a) => run_cmd::approve(g, a),
         Command::Status(a) => run_cmd::status(g, a),
-        Command::Resume(a) => run_cmd::resume(g, a),
+        Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Demo(a) => demo::run(g, a),

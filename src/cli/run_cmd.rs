@@ -5,7 +5,8 @@
 //! Ctrl-C handler (first: cancel, state saved, exit 130; second: exit at
 //! once) and the confirmation between batches (asked on the terminal; without
 //! one and without `--yes`, the run stops after one batch), and map the
-//! result to the exit codes of CLI.md.
+//! result to the exit codes of CLI.md. The flags a run starts with are
+//! recorded in its state; `resume` restores them, a flag given to it winning.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -16,10 +17,11 @@ use cascade_engine::config::{EngineConfig, Mode, Pause, RunOptions};
 use cascade_engine::engine::{DryRun, Engine};
 use cascade_engine::lock::RunLock;
 use cascade_engine::scheduler::Discipline;
-use cascade_engine::state::{RunPhase, RunState};
-use cascade_engine::{RetryPolicy, RunStatus};
+use cascade_engine::state::{RunFlags, RunPhase, RunState};
+use cascade_engine::{Event, EventSink, RetryPolicy, RunStatus};
 use cascade_process::CancelToken;
-use clap::{Args, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, ValueEnum};
 
 use super::report::Reporter;
 use super::signals::StopSignals;
@@ -111,11 +113,167 @@ pub struct StatusArgs {
 }
 
 pub fn approve(g: &Global, a: RunArgs) -> CliResult {
-    run(g, a, false)
+    run(g, a, false, None)
 }
 
-pub fn resume(g: &Global, a: RunArgs) -> CliResult {
-    run(g, a, true)
+/// `matches`: `resume`'s parsed flags; those given explicitly override the
+/// options the run was started with, the others are restored from its state.
+pub fn resume(g: &Global, a: RunArgs, matches: Option<&ArgMatches>) -> CliResult {
+    run(g, a, true, matches)
+}
+
+/// The options worth remembering, as recorded in the run state.
+fn remembered(a: &RunArgs) -> RunFlags {
+    RunFlags {
+        agent: a.agent.clone(),
+        impl_agent: a.impl_agent.clone(),
+        retry_agent: a.retry_agent.clone(),
+        no_fallback: Some(a.no_fallback),
+        max_retries: Some(a.max_retries),
+        retry_delay: Some(a.retry_delay),
+        parallel: Some(a.parallel),
+        schedule: a
+            .schedule
+            .to_possible_value()
+            .map(|v| v.get_name().to_string()),
+        fail_fast: Some(a.fail_fast),
+        allow_dirty: Some(a.allow_dirty),
+        mode: a.mode.to_possible_value().map(|v| v.get_name().to_string()),
+        max_iterations: a.max_iterations,
+        auto_run: Some(a.auto_run),
+        yes: Some(a.yes),
+    }
+}
+
+/// What [`restore`] did, as flags for the user to read.
+#[derive(Debug, Default)]
+struct Restored {
+    /// Stored values now in effect (those differing from the defaults).
+    restored: Vec<String>,
+    /// Stored values a flag given to `resume` replaced.
+    overridden: Vec<String>,
+}
+
+impl Restored {
+    /// The line saying so, or `None` when nothing differs from the defaults.
+    fn message(&self) -> Option<String> {
+        if self.restored.is_empty() && self.overridden.is_empty() {
+            return None;
+        }
+        let mut text = if self.restored.is_empty() {
+            "resuming with the default options".to_string()
+        } else {
+            format!(
+                "resuming with the options the run was started with: {}",
+                self.restored.join(" ")
+            )
+        };
+        if !self.overridden.is_empty() {
+            text.push_str(&format!(
+                " (given here instead: {})",
+                self.overridden.join(" ")
+            ));
+        }
+        Some(text)
+    }
+}
+
+/// Applies the options stored in the run state to `a`, except those given
+/// explicitly on the command line (`matches`). `--mode` and
+/// `--max-iterations` go together: either given keeps both stored ones out.
+fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> Restored {
+    let explicit = |id: &str| {
+        matches.is_some_and(|m| matches!(m.value_source(id), Some(ValueSource::CommandLine)))
+    };
+    let mut out = Restored::default();
+    let mut note = |given: bool, shown: Option<String>| {
+        if let Some(shown) = shown {
+            if given {
+                out.overridden.push(shown);
+            } else {
+                out.restored.push(shown);
+            }
+        }
+    };
+    // `$shown`: the value as the user would type it after the flag ("" for a
+    // switch), or `None` when it is the default and not worth a word.
+    macro_rules! take {
+        ($field:ident, $flag:literal, $shown:expr) => {
+            if let Some(v) = stored.$field.clone() {
+                let given = explicit(stringify!($field));
+                let shown: Option<String> = ($shown)(&v);
+                note(
+                    given,
+                    shown.map(|s| {
+                        if s.is_empty() {
+                            $flag.to_string()
+                        } else {
+                            format!("{} {s}", $flag)
+                        }
+                    }),
+                );
+                if !given {
+                    a.$field = v.into();
+                }
+            }
+        };
+    }
+    take!(agent, "--agent", |v: &String| Some(v.clone()));
+    take!(impl_agent, "--impl-agent", |v: &String| Some(v.clone()));
+    take!(retry_agent, "--retry-agent", |v: &String| Some(v.clone()));
+    take!(no_fallback, "--no-fallback", |v: &bool| v.then(String::new));
+    take!(max_retries, "--max-retries", |v: &u32| (*v != 3)
+        .then(|| v.to_string()));
+    take!(retry_delay, "--retry-delay", |v: &f64| (*v != 2.0)
+        .then(|| v.to_string()));
+    take!(parallel, "--parallel", |v: &usize| (*v != 4)
+        .then(|| v.to_string()));
+    take!(fail_fast, "--fail-fast", |v: &bool| v.then(String::new));
+    take!(allow_dirty, "--allow-dirty", |v: &bool| v.then(String::new));
+    take!(auto_run, "--auto-run", |v: &bool| v.then(String::new));
+    take!(yes, "--yes", |v: &bool| v.then(String::new));
+    // Stored as their flag spellings; one this cascade does not know is left out.
+    if let Some(v) = stored
+        .schedule
+        .as_deref()
+        .and_then(|v| ScheduleArg::from_str(v, false).ok())
+    {
+        let given = explicit("schedule");
+        note(
+            given,
+            (v != ScheduleArg::Batch).then(|| format!("--schedule {}", flag_name(v))),
+        );
+        if !given {
+            a.schedule = v;
+        }
+    }
+    let stored_mode = stored
+        .mode
+        .as_deref()
+        .and_then(|v| ModeArg::from_str(v, false).ok());
+    if stored_mode.is_some() || stored.max_iterations.is_some() {
+        let given = explicit("mode") || explicit("max_iterations");
+        let mut shown = Vec::new();
+        if let Some(m) = stored_mode.filter(|m| *m != ModeArg::UntilComplete) {
+            shown.push(format!("--mode {}", flag_name(m)));
+        }
+        if let Some(n) = stored.max_iterations {
+            shown.push(format!("--max-iterations {n}"));
+        }
+        note(given, (!shown.is_empty()).then(|| shown.join(" ")));
+        if !given {
+            a.mode = stored_mode.unwrap_or(ModeArg::UntilComplete);
+            a.max_iterations = stored.max_iterations;
+        }
+    }
+    out
+}
+
+/// A value's spelling on the command line.
+fn flag_name(v: impl ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }
 
 /// Turns the flags into run options (usage errors for inconsistent ones).
@@ -221,21 +379,30 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
 }
 
-fn run(g: &Global, a: RunArgs, resume: bool) -> CliResult {
-    let options = run_options(&a, resume)?;
+fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
     let engine = Engine::new(engine_config(g, &a)?);
-    if resume && !a.dry_run {
-        // Say there is nothing to resume before any other check (a dirty
-        // tree, a missing agent): those would send the user fixing things
-        // only to learn that there never was a run.
+    let mut restored = None;
+    if resume {
         if let Ok(state_path) = engine.state_path() {
-            if !state_path.exists() {
+            // Say there is nothing to resume before any other check (a dirty
+            // tree, a missing agent): those would send the user fixing things
+            // only to learn that there never was a run.
+            if !a.dry_run && !state_path.exists() {
                 return Err(engine_failure(
                     cascade_engine::error::EngineError::NothingToResume { path: state_path },
                 ));
             }
+            // Continue the way the run was started. A state that cannot be
+            // read is reported by the engine itself, with what to do.
+            if let Ok(Some(state)) = RunState::load(&state_path) {
+                if let Some(stored) = &state.options {
+                    restored = restore(&mut a, stored, matches).message();
+                }
+            }
         }
     }
+    let mut options = run_options(&a, resume)?;
+    options.remember = Some(remembered(&a));
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
         print_dry_run(&plan, a.json);
@@ -248,7 +415,8 @@ fn run(g: &Global, a: RunArgs, resume: bool) -> CliResult {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
         // gates, save state (a second signal leaves at once).
         let stop = StopSignals::watch(cancel.clone());
-        (engine.run(options, reporter.sink(), &cancel).await, stop)
+        let sink = note_after_start(reporter.sink(), restored);
+        (engine.run(options, sink, &cancel).await, stop)
     });
     reporter.finish();
     let summary = result.map_err(engine_failure)?;
@@ -258,6 +426,24 @@ fn run(g: &Global, a: RunArgs, resume: bool) -> CliResult {
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
         RunStatus::Failed => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
+    })
+}
+
+/// `sink`, followed by a notice with `message` right after `run_started`
+/// (the options restored by `resume`: a line on the terminal, an event in NDJSON).
+fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
+    let Some(message) = message else {
+        return sink;
+    };
+    let pending = std::sync::Mutex::new(Some(message));
+    Arc::new(move |e: &Event| {
+        sink(e);
+        if matches!(e, Event::RunStarted { .. }) {
+            let message = pending.lock().ok().and_then(|mut m| m.take());
+            if let Some(message) = message {
+                sink(&Event::Notice { message });
+            }
+        }
     })
 }
 

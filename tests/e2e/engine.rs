@@ -555,11 +555,14 @@ fn kill_9_then_resume_merges_each_story_exactly_once() {
         .spawn()
         .unwrap();
     assert!(wait_for(&f.t("started-k2"), Duration::from_secs(60)));
+    // A story's start reaches the state file within a fraction of a second
+    // (not waited for: resume restarts it whatever the file says); wait for
+    // it, as the agent's pid is how this test finds the agent to kill.
+    let (status, agent_pid) = f.agent_pid("k2");
+    assert_eq!(status, "running");
     // kill -9 cascade, then its agent (a crash takes the machine's processes too).
     child.kill().unwrap();
     child.wait().unwrap();
-    let (status, agent_pid) = f.agent_pid("k2");
-    assert_eq!(status, "running");
     // SAFETY: kills the agent's process group (it leads its own group).
     unsafe {
         libc::kill(-agent_pid, libc::SIGKILL);
@@ -595,6 +598,79 @@ fn kill_9_then_resume_merges_each_story_exactly_once() {
     let st = f.status_json();
     assert_eq!(st["status"], "completed");
     assert!(worktree_dirs(f.repo()).is_empty());
+}
+
+#[test]
+fn resume_stops_the_agent_a_killed_run_left_running() {
+    let f = Fixture::new(json!([story("k1", &[]), story("k2", &["k1"])]), json!([]));
+    // k2's first agent waits for a marker that never comes (up to 30 s).
+    f.mark("wait-k2", "release");
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f.t("started-k2"), Duration::from_secs(60)));
+    let (_, agent_pid) = f.agent_pid("k2");
+    // kill -9 reaches cascade only: the agent, in its own process group, lives on.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: signal 0 only checks that the process exists.
+    assert_eq!(
+        unsafe { libc::kill(agent_pid, 0) },
+        0,
+        "the agent should outlive cascade"
+    );
+    // The restarted attempt must not wait.
+    std::fs::remove_file(f.t("wait-k2")).unwrap();
+
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(
+        events(&out).iter().any(|e| e["event"] == "notice"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("pid {agent_pid}"))),
+        "{}",
+        explain(&out)
+    );
+    // The old agent is gone (it never reached its end) and k2 merged once.
+    let gone = (0..100).any(|_| {
+        let alive = std::fs::read_to_string(format!("/proc/{agent_pid}/stat"))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false);
+        if alive {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        !alive
+    });
+    assert!(gone, "the killed run's agent {agent_pid} still runs");
+    assert_eq!(f.timeline().iter().filter(|l| *l == "end k2").count(), 1);
+    let title = "k2: Title k2".to_string();
+    assert_eq!(f.main_subjects().iter().filter(|s| **s == title).count(), 1);
 }
 
 #[test]
@@ -1535,4 +1611,176 @@ fn a_file_named_dot_cascade_is_reported_with_what_to_do() {
         std::fs::read_to_string(f.repo().join(".cascade")).unwrap(),
         "the user's file\n"
     );
+}
+
+/// `cascade <args> --agents <tools>/agents.json` started in the background
+/// (stdout piped for the NDJSON events), to be interrupted with SIGINT.
+fn spawn_cascade(f: &Fixture, args: &[&str]) -> std::process::Child {
+    StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args(args)
+        .arg("--agents")
+        .arg(f.t("agents.json"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGINT to a background cascade once `marker` exists; its output (exit 130).
+fn interrupt_when(f: &Fixture, child: std::process::Child, marker: &str) -> std::process::Output {
+    assert!(wait_for(&f.t(marker), Duration::from_secs(60)));
+    // SAFETY: plain signal to our child.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(code(&out), 130, "{}", explain(&out));
+    out
+}
+
+fn event<'a>(events: &'a [Value], name: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["event"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {events:?}"))
+}
+
+#[test]
+fn resume_continues_with_the_options_the_run_was_started_with() {
+    let f = Fixture::new(json!([story("a", &[]), story("b", &["a"])]), json!([]));
+    let command = f.t("agent.sh").display().to_string();
+    f.set_agents(
+        json!({"second": {"type": "cli", "command": command, "args": [], "timeout": 60}}),
+        None,
+    );
+    f.mark("wait-a", "release");
+    let approve = [
+        "approve",
+        "--auto-run",
+        "--agent",
+        "second",
+        "--parallel",
+        "3",
+        "--schedule",
+        "eager",
+        "--max-retries",
+        "5",
+        "--retry-delay",
+        "0",
+        "--json",
+    ];
+    let out = interrupt_when(&f, spawn_cascade(&f, &approve), "started-a");
+    let ev = events(&out);
+    assert_eq!(event(&ev, "run_started")["parallel"], 3, "{ev:?}");
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(f.repo().join(".cascade/state.json")).unwrap(),
+    )
+    .unwrap();
+    let stored = &state["options"];
+    assert_eq!(stored["agent"], "second", "{state}");
+    assert_eq!(stored["parallel"], 3, "{state}");
+    assert_eq!(stored["schedule"], "eager", "{state}");
+    assert_eq!(stored["max_retries"], 5, "{state}");
+    assert_eq!(stored["auto_run"], true, "{state}");
+
+    // Resume without flags: the stored options are used, and said so.
+    std::fs::remove_file(f.t("started-a")).unwrap();
+    let out = interrupt_when(&f, spawn_cascade(&f, &["resume", "--json"]), "started-a");
+    let ev = events(&out);
+    let started = event(&ev, "run_started");
+    assert_eq!(started["parallel"], 3, "{ev:?}");
+    assert_eq!(started["schedule"], "eager", "{ev:?}");
+    let a = event(&ev, "story_started");
+    assert_eq!(a["agent"], "second", "{ev:?}");
+    // Attempt 1 was interrupted (history), then 1 + --max-retries 5.
+    assert_eq!(a["max_attempts"], 7, "{ev:?}");
+    let note = ev
+        .iter()
+        .filter(|e| e["event"] == "notice")
+        .filter_map(|e| e["message"].as_str())
+        .find(|m| m.contains("options the run was started with"))
+        .unwrap_or_else(|| panic!("no restored-options notice in {ev:?}"));
+    for flag in [
+        "--agent second",
+        "--parallel 3",
+        "--schedule eager",
+        "--max-retries 5",
+        "--auto-run",
+    ] {
+        assert!(note.contains(flag), "{note}");
+    }
+
+    // A dry run shows the stored options, an explicit flag winning.
+    let out = f
+        .cascade(&["resume", "--dry-run", "--json", "--parallel", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(plan["parallel"], 2, "{plan}");
+    assert_eq!(plan["schedule"], "eager", "{plan}");
+
+    // Explicit flags override the stored values; the rest (--auto-run,
+    // --schedule eager) still applies, so b runs too.
+    f.mark("release", "");
+    let out = f
+        .cascade(&["resume", "--json", "--agent", "scripted", "--parallel", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let started = event(&ev, "run_started");
+    assert_eq!(started["parallel"], 2, "{ev:?}");
+    assert_eq!(started["schedule"], "eager", "{ev:?}");
+    let agents: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["event"] == "story_started")
+        .map(|e| &e["agent"])
+        .collect();
+    assert_eq!(agents, [&json!("scripted"), &json!("scripted")], "{ev:?}");
+    let note = ev
+        .iter()
+        .filter(|e| e["event"] == "notice")
+        .filter_map(|e| e["message"].as_str())
+        .find(|m| m.contains("given here instead"))
+        .unwrap_or_else(|| panic!("no override notice in {ev:?}"));
+    assert!(
+        note.contains("--agent second") && note.contains("--parallel 3"),
+        "{note}"
+    );
+    assert_eq!(f.prd_status("a"), "complete");
+    assert_eq!(f.prd_status("b"), "complete");
+}
+
+/// A state file without `options` (an older cascade's) resumes with the defaults.
+#[test]
+fn resume_of_a_state_without_options_uses_the_defaults() {
+    let f = Fixture::new(json!([story("old", &[])]), json!([]));
+    f.mark("wait-old", "release");
+    let approve = ["approve", "--auto-run", "--parallel", "3", "--json"];
+    interrupt_when(&f, spawn_cascade(&f, &approve), "started-old");
+    let path = f.repo().join(".cascade/state.json");
+    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    state.as_object_mut().unwrap().remove("options");
+    write_json(&path, &state);
+    f.mark("release", "");
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(event(&ev, "run_started")["parallel"], 4, "{ev:?}");
+    assert!(
+        !ev.iter().any(|e| e["event"] == "notice"
+            && e["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("resuming with")),
+        "{ev:?}"
+    );
+    assert_eq!(f.prd_status("old"), "complete");
 }

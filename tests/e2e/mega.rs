@@ -600,14 +600,29 @@ fn kill_9_then_resume_merges_each_feature_once() {
 }
 
 #[test]
-fn status_without_a_run_says_how_to_start_one() {
+fn status_without_a_run_exits_0_and_says_how_to_start_one() {
     let repo = init_repo();
     let out = cascade(repo.path())
         .args(["mega", "status"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cascade mega approve"));
+    // Like `cascade status`: nothing to show is an answer, exit 0.
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("No mega-plan run here yet") && stdout.contains("cascade mega approve"),
+        "{stdout}"
+    );
+    let out = cascade(repo.path())
+        .args(["mega", "status", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "none", "{v}");
+    assert_eq!(v["features"], json!({}), "{v}");
+    assert_eq!(v["batches"], json!([]), "{v}");
+    assert_eq!(v["counts"]["complete"], 0, "{v}");
 }
 
 #[test]

@@ -138,6 +138,9 @@ pub struct RunOptions {
     pub pause: Pause,
     /// Continue the previous run (keep its id and attempt history).
     pub resume: bool,
+    /// The command-line options to record in the run state for `resume`
+    /// (`None`: the state keeps what it has).
+    pub remember: Option<crate::state::RunFlags>,
     /// Use the gate cache.
     pub use_gate_cache: bool,
     /// Overrides every agent's own timeout.
@@ -186,6 +189,7 @@ impl Default for RunOptions {
             mode: Mode::UntilComplete,
             pause: Pause::Never,
             resume: false,
+            remember: None,
             use_gate_cache: true,
             agent_timeout: None,
             excerpt_bytes: 4000,

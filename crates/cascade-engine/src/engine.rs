@@ -547,6 +547,9 @@ impl Engine {
             ),
         };
         state.stories.retain(|s| ids.contains(&s.id));
+        if let Some(flags) = &options.remember {
+            state.options = Some(flags.clone());
+        }
 
         let mut prd = p.prd;
         let mut skipped = Vec::new();
@@ -690,6 +693,22 @@ impl Engine {
         });
         for (story, reason) in skipped {
             ctx.emit(Event::StorySkipped { story, reason });
+        }
+        // Agents a killed run left running would keep writing into worktrees
+        // that are about to be reused: stop them first.
+        let leftovers = match ctx.state.lock() {
+            Ok(st) => crate::leftover::recorded(&st),
+            Err(_) => Vec::new(),
+        };
+        if !leftovers.is_empty() {
+            let stopped = tokio::task::spawn_blocking(move || {
+                crate::leftover::stop(&leftovers, std::time::Duration::from_secs(2))
+            })
+            .await
+            .unwrap_or_default();
+            for message in stopped {
+                ctx.emit(Event::Notice { message });
+            }
         }
         // Idle worktrees a killed run left are reused, not left behind.
         let notes = {

@@ -48,6 +48,7 @@ pub mod engine;
 pub mod error;
 pub mod events;
 pub mod gitops;
+mod leftover;
 pub mod lock;
 mod persist;
 mod pool;

@@ -62,8 +62,52 @@ pub struct RunState {
     pub pid: u32,
     pub started_at: String,
     pub updated_at: String,
+    /// The options the run was started with (`resume` continues with them);
+    /// absent in the files of older cascades and of runs started without.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<RunFlags>,
     /// In plan order.
     pub stories: Vec<StoryState>,
+}
+
+/// The command-line options of a run (`cascade approve`'s flags), recorded
+/// in the state so `cascade resume` continues the way the run was started; a
+/// flag given to `resume` overrides its value. Every field is optional: a
+/// value not recorded falls back to the flag's default, so documents written
+/// by older or newer cascades load alike.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunFlags {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impl_agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_agent: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_fallback: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_delay: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel: Option<usize>,
+    /// `batch` | `eager`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_fast: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_dirty: Option<bool>,
+    /// `until-complete` | `max-iterations` | `batch-complete`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_iterations: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_run: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub yes: Option<bool>,
 }
 
 /// A run's overall status as stored.
@@ -201,6 +245,7 @@ impl RunState {
             pid: std::process::id(),
             started_at: now.clone(),
             updated_at: now,
+            options: None,
             stories: story_ids
                 .into_iter()
                 .map(|id| StoryState::new(id, StoryStatus::Pending))
@@ -405,6 +450,36 @@ mod tests {
             raw["stories"][1]["attempts"][0]["error_type"],
             "quality_gate"
         );
+    }
+
+    #[test]
+    fn options_are_optional_and_round_trip() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("state.json");
+        // A document of an older cascade (no `options`) still loads.
+        std::fs::write(
+            &path,
+            r#"{"schema_version": 1, "run_id": "r", "prd": "prd.json", "target_branch": "main",
+                "project_root": "/x", "status": "interrupted", "pid": 1,
+                "started_at": "t", "updated_at": "t", "stories": []}"#,
+        )
+        .unwrap();
+        let mut st = RunState::load(&path).unwrap().unwrap();
+        assert_eq!(st.options, None);
+        st.options = Some(RunFlags {
+            agent: Some("codex".into()),
+            parallel: Some(6),
+            schedule: Some("eager".into()),
+            auto_run: Some(true),
+            ..RunFlags::default()
+        });
+        st.save(&path).unwrap();
+        let back = RunState::load(&path).unwrap().unwrap();
+        assert_eq!(back.options, st.options);
+        let raw: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert_eq!(raw["options"]["parallel"], 6);
+        assert!(raw["options"].get("impl_agent").is_none());
     }
 
     #[test]

@@ -1,0 +1,125 @@
+//! Agents that a killed run left running.
+//!
+//! Every agent runs in its own process group, so that a timeout or Ctrl-C can
+//! kill it with everything it forked. The flip side is that `kill -9` of
+//! cascade does not reach it: it lives on and keeps writing into its worktree.
+//! Before a run reuses the worktrees of a killed run, the agents the state
+//! recorded as running (an attempt with a pid and no outcome) are stopped:
+//! SIGTERM to the group, a grace period, then SIGKILL. Only a process that
+//! provably is that agent is touched: alive, and carrying the
+//! `CASCADE_STORY_ID` cascade gave it in its environment, so a pid the system
+//! has since given to another process is left alone. (Where `/proc` does not
+//! exist nothing can be proven and nothing is killed.)
+
+use std::time::{Duration, Instant};
+
+use crate::state::RunState;
+
+/// An agent the state recorded as running.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leftover {
+    pub story: String,
+    pub pid: u32,
+}
+
+/// The attempts of `state` that were running when their run ended.
+pub fn recorded(state: &RunState) -> Vec<Leftover> {
+    state
+        .stories
+        .iter()
+        .flat_map(|s| {
+            s.attempts
+                .iter()
+                .filter(|a| a.outcome.is_none())
+                .filter_map(|a| a.pid)
+                .map(|pid| Leftover {
+                    story: s.id.clone(),
+                    pid,
+                })
+        })
+        .collect()
+}
+
+/// Stops every leftover that is still alive and provably that story's agent;
+/// returns one notice per agent stopped.
+pub fn stop(leftovers: &[Leftover], grace: Duration) -> Vec<String> {
+    let ours: Vec<&Leftover> = leftovers.iter().filter(|l| is_agent_of(l)).collect();
+    for l in &ours {
+        cascade_process::kill_group(l.pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    ours.iter()
+        .map(|l| {
+            while cascade_process::group_alive(l.pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            cascade_process::kill_group(l.pid, libc::SIGKILL);
+            format!(
+                "stopped the agent of story '{}' that the interrupted run left running (pid {})",
+                l.story, l.pid
+            )
+        })
+        .collect()
+}
+
+/// Whether `l.pid` is alive and its environment names `l.story`.
+fn is_agent_of(l: &Leftover) -> bool {
+    if l.pid == 0 || !cascade_process::pid_alive(l.pid) {
+        return false;
+    }
+    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", l.pid)) else {
+        return false;
+    };
+    let want = format!("CASCADE_STORY_ID={}", l.story);
+    environ.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn spawn_sleeper(story: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("300")
+            .env("CASCADE_STORY_ID", story)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    #[test]
+    fn stops_only_the_agent_it_can_prove_is_ours() {
+        let mut ours = spawn_sleeper("s1");
+        let mut other = spawn_sleeper("someone-else");
+        let leftovers = vec![
+            Leftover {
+                story: "s1".into(),
+                pid: ours.id(),
+            },
+            // Same pid as a live process, but not that story's agent.
+            Leftover {
+                story: "s2".into(),
+                pid: other.id(),
+            },
+            // A pid nobody has.
+            Leftover {
+                story: "s3".into(),
+                pid: u32::MAX - 1,
+            },
+        ];
+        let notes = stop(&leftovers, Duration::from_secs(2));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("'s1'"));
+        let status = ours.wait().unwrap();
+        assert!(!status.success());
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "another process was killed"
+        );
+        other.kill().unwrap();
+        other.wait().unwrap();
+    }
+}
