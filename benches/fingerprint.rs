@@ -10,61 +10,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
-/// Runs git in the generated repository. Automatic gc/maintenance is off:
-/// committing 20,000 loose objects otherwise starts a detached
-/// `git maintenance run --auto` (gc, repack) that competes for the CPU with
-/// the first benchmarks for several seconds and inflated their figures.
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "git {args:?} failed");
-}
-
-/// A committed repository of `n` files in 100-file folders (plus a
-/// .gitignore and some ignored build output), index refreshed.
-fn generate(root: &Path, n: usize) -> PathBuf {
-    let repo = root.join("repo");
-    for i in 0..n {
-        let dir = repo.join(format!("pkg{:03}/src", i / 100));
-        if i % 100 == 0 {
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        let body = format!(
-            "// file {i}\npub fn f{i}() -> usize {{ {i} }}\n{}\n",
-            "x".repeat(i % 300)
-        );
-        std::fs::write(dir.join(format!("m{i}.rs")), body).unwrap();
-    }
-    std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
-    std::fs::create_dir_all(repo.join("target/debug")).unwrap();
-    for i in 0..500 {
-        std::fs::write(repo.join(format!("target/debug/o{i}")), "bin").unwrap();
-    }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "gen"]);
-    // Let timestamps move past the index's, then refresh it (as any git
-    // command does), so clean files are not racily clean.
-    std::thread::sleep(Duration::from_millis(20));
-    git(&repo, &["status", "--porcelain"]);
-    repo
-}
-
-fn files() -> usize {
-    std::env::var("CASCADE_BENCH_FILES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000)
-}
+#[path = "support/mod.rs"]
+mod support;
+use support::{files, generate};
 
 /// CPU time (user + system) of this process or of its waited-for children, in ms.
 fn cpu_ms(who: i32) -> f64 {

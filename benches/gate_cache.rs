@@ -5,7 +5,6 @@
 //!
 //! `cargo bench --bench gate_cache -- --quick`. `CASCADE_BENCH_FILES` changes the tree size.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -13,45 +12,9 @@ use cascade_gates::{run_gates, GateCache, GateResult, GateSet, KeyParts, RunOpti
 use cascade_process::CancelToken;
 use criterion::{criterion_group, criterion_main, Criterion};
 
-/// Runs git in the generated repository. Automatic gc/maintenance is off:
-/// committing 20,000 loose objects otherwise starts a detached
-/// `git maintenance run --auto` (gc, repack) that competes for the CPU with
-/// the first benchmarks for several seconds and inflated their figures.
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "git {args:?} failed");
-}
-
-fn generate(root: &Path, n: usize) -> PathBuf {
-    let repo = root.join("repo");
-    for i in 0..n {
-        let dir = repo.join(format!("pkg{:03}/src", i / 100));
-        if i % 100 == 0 {
-            std::fs::create_dir_all(&dir).unwrap();
-        }
-        std::fs::write(
-            dir.join(format!("m{i}.rs")),
-            format!("pub fn f{i}() {{}}\n{}", "x".repeat(i % 300)),
-        )
-        .unwrap();
-    }
-    git(&repo, &["init", "-q", "-b", "main"]);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-q", "-m", "gen"]);
-    std::thread::sleep(Duration::from_millis(20));
-    git(&repo, &["status", "--porcelain"]);
-    repo
-}
+#[path = "support/mod.rs"]
+mod support;
+use support::{files, generate};
 
 fn result(name: &str) -> GateResult {
     GateResult {
@@ -76,10 +39,7 @@ fn result(name: &str) -> GateResult {
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
-    let n: usize = std::env::var("CASCADE_BENCH_FILES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20_000);
+    let n = files();
     let repo = generate(tmp.path(), n);
     let cascade_dir = tmp.path().join("cascade");
     let rt = tokio::runtime::Runtime::new().unwrap();

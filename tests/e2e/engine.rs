@@ -121,6 +121,19 @@ echo "end $id" >> "$T/timeline""#
         cmd
     }
 
+    /// `cascade <args> --agents <tools>/agents.json` as a plain command, to be
+    /// started in the background (the caller sets stdio and spawns it).
+    fn background(&self, args: &[&str]) -> StdCommand {
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
+        cmd.current_dir(self.repo())
+            .env("NO_COLOR", "1")
+            .env("HOME", self.repo())
+            .args(args)
+            .arg("--agents")
+            .arg(self.t("agents.json"));
+        cmd
+    }
+
     fn approve(&self, extra: &[&str]) -> std::process::Output {
         let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
         args.extend_from_slice(extra);
@@ -537,19 +550,8 @@ fn kill_9_then_resume_merges_each_story_exactly_once() {
     );
     // k2 blocks on its first run until released (never, in the killed run).
     f.mark("wait-k2", "release");
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let mut child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -605,19 +607,8 @@ fn resume_stops_the_agent_a_killed_run_left_running() {
     let f = Fixture::new(json!([story("k1", &[]), story("k2", &["k1"])]), json!([]));
     // k2's first agent waits for a marker that never comes (up to 30 s).
     f.mark("wait-k2", "release");
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let mut child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -677,19 +668,8 @@ fn resume_stops_the_agent_a_killed_run_left_running() {
 fn second_concurrent_approve_is_refused_naming_the_pid() {
     let f = Fixture::new(json!([story("w", &[])]), json!([]));
     f.mark("wait-w", "release");
-    let mut first = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let mut first = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -813,19 +793,8 @@ fn bad_input_exits_2() {
 fn sigint_saves_state_and_exits_130() {
     let f = Fixture::new(json!([story("int", &[])]), json!([]));
     f.mark("wait-int", "release");
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1148,19 +1117,8 @@ fn sigterm_stops_the_agents_saves_state_and_exits_143() {
     // their own process groups) must not be left running as orphans.
     let f = Fixture::new(json!([story("term", &[])]), json!([]));
     f.mark("wait-term", "release");
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1262,19 +1220,8 @@ fn agent_control_characters_never_reach_the_terminal_raw() {
 fn status_after_kill_9_shows_no_story_running() {
     let f = Fixture::new(json!([story("k9", &[])]), json!([]));
     f.mark("wait-k9", "release");
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let mut child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -1297,19 +1244,8 @@ fn status_after_kill_9_shows_no_story_running() {
 fn edits_to_prd_json_during_a_run_are_kept() {
     let f = Fixture::new(json!([story("e1", &[]), story("e2", &["e1"])]), json!([]));
     f.mark("wait-e1", "go-e1");
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -1362,12 +1298,8 @@ fn ctrl_c_at_the_batch_prompt_stops_the_run_with_130() {
     use std::io::Read;
     let f = Fixture::new(json!([story("q1", &[]), story("q2", &["q1"])]), json!([]));
     let (master, slave) = open_pty();
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args(["approve", "--retry-delay", "0", "--agents"])
-        .arg(f.t("agents.json"))
+    let mut child = f
+        .background(&["approve", "--retry-delay", "0"])
         .stdin(Stdio::from(slave.try_clone().unwrap()))
         .stderr(Stdio::from(slave))
         .stdout(Stdio::null())
@@ -1527,19 +1459,8 @@ fn a_merge_blocked_by_the_users_uncommitted_change_fails_once_without_rerunning_
 fn resume_continues_attempt_numbering_and_keeps_every_log() {
     let f = Fixture::new(json!([story("num", &[])]), json!([]));
     f.mark("wait-num", "release");
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--agents",
-        ])
-        .arg(f.t("agents.json"))
+    let child = f
+        .background(&BACKGROUND_APPROVE)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1613,16 +1534,13 @@ fn a_file_named_dot_cascade_is_reported_with_what_to_do() {
     );
 }
 
+/// The arguments of a run started in the background and stopped by a signal.
+const BACKGROUND_APPROVE: [&str; 5] = ["approve", "--auto-run", "--retry-delay", "0", "--json"];
+
 /// `cascade <args> --agents <tools>/agents.json` started in the background
 /// (stdout piped for the NDJSON events), to be interrupted with SIGINT.
 fn spawn_cascade(f: &Fixture, args: &[&str]) -> std::process::Child {
-    StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .current_dir(f.repo())
-        .env("NO_COLOR", "1")
-        .env("HOME", f.repo())
-        .args(args)
-        .arg("--agents")
-        .arg(f.t("agents.json"))
+    f.background(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -1,0 +1,65 @@
+//! Setup shared by the benchmarks that need a large repository (`fingerprint`,
+//! `gate_cache`): a generated, committed tree of `CASCADE_BENCH_FILES` files.
+//! Included with `#[path]`; not a benchmark of its own.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Runs git in the generated repository. Automatic gc/maintenance is off:
+/// committing 20,000 loose objects otherwise starts a detached
+/// `git maintenance run --auto` (gc, repack) that competes for the CPU with
+/// the first benchmarks for several seconds and inflated their figures.
+pub fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@b")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@b")
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "git {args:?} failed");
+}
+
+/// A committed repository of `n` files in 100-file folders (plus a
+/// .gitignore and some ignored build output), index refreshed.
+pub fn generate(root: &Path, n: usize) -> PathBuf {
+    let repo = root.join("repo");
+    for i in 0..n {
+        let dir = repo.join(format!("pkg{:03}/src", i / 100));
+        if i % 100 == 0 {
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        let body = format!(
+            "// file {i}\npub fn f{i}() -> usize {{ {i} }}\n{}\n",
+            "x".repeat(i % 300)
+        );
+        std::fs::write(dir.join(format!("m{i}.rs")), body).unwrap();
+    }
+    std::fs::write(repo.join(".gitignore"), "target/\n").unwrap();
+    std::fs::create_dir_all(repo.join("target/debug")).unwrap();
+    for i in 0..500 {
+        std::fs::write(repo.join(format!("target/debug/o{i}")), "bin").unwrap();
+    }
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "gen"]);
+    // Let timestamps move past the index's, then refresh it (as any git
+    // command does), so clean files are not racily clean.
+    std::thread::sleep(Duration::from_millis(20));
+    git(&repo, &["status", "--porcelain"]);
+    repo
+}
+
+/// The tree size: `CASCADE_BENCH_FILES`, default 20,000.
+pub fn files() -> usize {
+    std::env::var("CASCADE_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000)
+}
