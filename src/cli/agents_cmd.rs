@@ -303,6 +303,7 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
         impl_agent: a.impl_agent,
         retry_agent: a.retry_agent,
         prd_agent: a.prd_agent,
+        review_agent: None,
         no_fallback: a.no_fallback,
     };
     let resolver = Resolver::new(&loaded.config, &det, overrides);

@@ -170,6 +170,7 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         impl_agent: a.impl_agent.clone(),
         retry_agent: a.retry_agent.clone(),
         prd_agent: a.prd_agent.clone(),
+        review_agent: None,
         no_fallback: a.no_fallback,
     };
     // Feature runs start in their worktrees: a relative --agents is the user's cwd's.

@@ -78,6 +78,14 @@ pub struct AgentDef {
     /// Working directory template (Plan Cascade writes `{working_dir}`).
     pub working_dir: Option<String>,
     pub description: Option<String>,
+    /// argv used instead of `args` to continue the agent's earlier session
+    /// (placeholders also `{session_id}`, `{session_index}`); `None` when the
+    /// CLI cannot resume, and then every call starts a new session.
+    pub resume_args: Option<Vec<String>>,
+    /// argv whose output lists the agent's sessions (gemini's
+    /// `--list-sessions`: `  N. <preview> (<age>) [<uuid>]`), used to turn a
+    /// stored session id into `{session_index}`.
+    pub list_sessions_args: Option<Vec<String>>,
 }
 
 impl AgentDef {
@@ -99,6 +107,8 @@ impl AgentDef {
             env: Vec::new(),
             working_dir: None,
             description: Some("Claude Code through the claude CLI".to_string()),
+            resume_args: None,
+            list_sessions_args: None,
         }
     }
 }
@@ -577,6 +587,11 @@ impl Walk {
             .get("description")
             .and_then(Value::as_str)
             .map(str::to_string);
+        let resume_args = self.session_argv(obj.get("resume_args"), &format!("{key}.resume_args"));
+        let list_sessions_args = self.session_argv(
+            obj.get("list_sessions_args"),
+            &format!("{key}.list_sessions_args"),
+        );
         Some(AgentDef {
             name: name.to_string(),
             kind,
@@ -586,7 +601,45 @@ impl Walk {
             env,
             working_dir,
             description,
+            resume_args,
+            list_sessions_args,
         })
+    }
+
+    /// `resume_args` / `list_sessions_args`: an optional array of strings
+    /// whose placeholders may include the session ones.
+    fn session_argv(&mut self, value: Option<&Value>, key: &str) -> Option<Vec<String>> {
+        match value {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => {
+                let mut argv = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let k = format!("{key}[{i}]");
+                    if let Some(s) = self.string(item, &k) {
+                        if let Some(name) = placeholders::unknown_session_placeholder(&s) {
+                            self.problem(
+                                k,
+                                format!(
+                                    "unknown placeholder '{{{name}}}' (known: {})",
+                                    placeholders::PLACEHOLDERS
+                                        .iter()
+                                        .chain(placeholders::SESSION_PLACEHOLDERS.iter())
+                                        .map(|p| format!("{{{p}}}"))
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                ),
+                            );
+                        }
+                        argv.push(s);
+                    }
+                }
+                Some(argv)
+            }
+            Some(_) => {
+                self.problem(key, "expected an array of strings");
+                None
+            }
+        }
     }
 
     fn phase(&mut self, value: &Value, key: &str) -> PhaseConfig {

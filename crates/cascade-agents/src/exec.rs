@@ -42,6 +42,20 @@ pub struct AgentRequest {
     pub extra_env: Vec<(String, String)>,
     /// Replaces the agent's configured timeout.
     pub timeout_override: Option<Duration>,
+    /// Continue this earlier session of the agent: its `resume_args` are
+    /// used instead of `args` (an agent without `resume_args` starts anew).
+    pub resume: Option<ResumeSession>,
+}
+
+/// An earlier session of an agent to continue (`{session_id}`,
+/// `{session_index}` in `resume_args`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ResumeSession {
+    /// The id the agent printed (stream-json `session_id`, codex `thread_id`).
+    pub session_id: String,
+    /// Its 1-based position in the agent's `list_sessions_args` listing, when
+    /// the caller looked it up (gemini resumes by index).
+    pub session_index: Option<u32>,
 }
 
 impl AgentRequest {
@@ -63,6 +77,7 @@ impl AgentRequest {
             cascade_dir: cascade_dir.into(),
             extra_env: Vec::new(),
             timeout_override: None,
+            resume: None,
         }
     }
 
@@ -130,15 +145,29 @@ pub fn invocation(agent: &AgentDef, req: &AgentRequest, prompt_path: &Path) -> I
     let attempt = req.attempt.to_string();
     // NUL cannot be passed in argv or the environment.
     let prompt = req.prompt.replace('\0', "");
+    let (session_id, session_index) = match &req.resume {
+        Some(r) => (
+            r.session_id.clone(),
+            r.session_index.map(|i| i.to_string()).unwrap_or_default(),
+        ),
+        None => (String::new(), String::new()),
+    };
     let values = Values {
         prompt: &prompt,
         prompt_file: &prompt_file,
         working_dir: &working_dir,
         story_id: &req.story_id,
         attempt: &attempt,
+        session_id: &session_id,
+        session_index: &session_index,
     };
-    let args = agent
-        .args
+    // A resumed call uses `resume_args`; an agent that has none starts a new
+    // session with its ordinary argv.
+    let template = match (&req.resume, &agent.resume_args) {
+        (Some(_), Some(resume_args)) => resume_args,
+        _ => &agent.args,
+    };
+    let args = template
         .iter()
         .map(|a| placeholders::substitute(a, &values))
         .collect();

@@ -87,7 +87,7 @@ pub use config::{
 };
 pub use design::{DesignDoc, DesignDocError, StoryDesign};
 pub use detect::{Detection, Detector};
-pub use exec::{execute, invocation, AgentRequest, AgentRun, ExecError, Invocation};
+pub use exec::{execute, invocation, AgentRequest, AgentRun, ExecError, Invocation, ResumeSession};
 pub use phase::{Phase, UnknownPhase};
 pub use prompt::{build_prompt, PromptContext, PromptError, RetryContext};
 pub use resolve::{

@@ -46,7 +46,8 @@ impl Phase {
             Phase::Planning => Some("--prd-agent"),
             Phase::Implementation => Some("--impl-agent"),
             Phase::Retry => Some("--retry-agent"),
-            Phase::Refactor | Phase::Review => None,
+            Phase::Review => Some("--review-agent"),
+            Phase::Refactor => None,
         }
     }
 }

@@ -13,6 +13,11 @@ pub const PLACEHOLDERS: [&str; 5] = [
     "attempt",
 ];
 
+/// The placeholders `resume_args` and `list_sessions_args` may use besides
+/// [`PLACEHOLDERS`]: the agent's earlier session, by id or by its 1-based
+/// index in the `list_sessions_args` listing (gemini's `--resume N`).
+pub const SESSION_PLACEHOLDERS: [&str; 2] = ["session_id", "session_index"];
+
 /// The values placeholders are replaced with for one invocation.
 #[derive(Debug, Clone, Default)]
 pub struct Values<'a> {
@@ -21,6 +26,10 @@ pub struct Values<'a> {
     pub working_dir: &'a str,
     pub story_id: &'a str,
     pub attempt: &'a str,
+    /// The session to resume (`{session_id}`); empty outside `resume_args`.
+    pub session_id: &'a str,
+    /// Its 1-based index in the agent's session list (`{session_index}`).
+    pub session_index: &'a str,
 }
 
 impl Values<'_> {
@@ -31,6 +40,8 @@ impl Values<'_> {
             "working_dir" => Some(self.working_dir),
             "story_id" => Some(self.story_id),
             "attempt" => Some(self.attempt),
+            "session_id" => Some(self.session_id),
+            "session_index" => Some(self.session_index),
             _ => None,
         }
     }
@@ -83,6 +94,15 @@ pub fn unknown_placeholder(template: &str) -> Option<String> {
         .map(|t| t.name.to_string())
 }
 
+/// Like [`unknown_placeholder`], for `resume_args` / `list_sessions_args`,
+/// which may also name the [`SESSION_PLACEHOLDERS`].
+pub fn unknown_session_placeholder(template: &str) -> Option<String> {
+    tokens(template)
+        .into_iter()
+        .find(|t| !PLACEHOLDERS.contains(&t.name) && !SESSION_PLACEHOLDERS.contains(&t.name))
+        .map(|t| t.name.to_string())
+}
+
 /// Whether `template` mentions placeholder `name`.
 pub fn mentions(template: &str, name: &str) -> bool {
     tokens(template).iter().any(|t| t.name == name)
@@ -116,7 +136,28 @@ mod tests {
             working_dir: "/w",
             story_id: "story-001",
             attempt: "2",
+            session_id: "sess-1",
+            session_index: "3",
         }
+    }
+
+    #[test]
+    fn session_placeholders_only_where_allowed() {
+        let v = values();
+        assert_eq!(substitute("--resume={session_id}", &v), "--resume=sess-1");
+        assert_eq!(substitute("{session_index}", &v), "3");
+        assert_eq!(
+            unknown_placeholder("{session_id}"),
+            Some("session_id".into())
+        );
+        assert_eq!(
+            unknown_session_placeholder("{session_id} {session_index} {prompt}"),
+            None
+        );
+        assert_eq!(
+            unknown_session_placeholder("{sesion_id}"),
+            Some("sesion_id".into())
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Overrides {
     pub retry_agent: Option<String>,
     /// `--prd-agent`: the planning phase.
     pub prd_agent: Option<String>,
+    /// `--review-agent`: the review phase (story review, plan challenge).
+    pub review_agent: Option<String>,
     /// `--no-fallback`: take the first candidate even if it is not installed.
     pub no_fallback: bool,
 }
@@ -42,7 +44,8 @@ impl Overrides {
             Phase::Planning => self.prd_agent.as_deref(),
             Phase::Implementation => self.impl_agent.as_deref(),
             Phase::Retry => self.retry_agent.as_deref(),
-            Phase::Refactor | Phase::Review => None,
+            Phase::Review => self.review_agent.as_deref(),
+            Phase::Refactor => None,
         }?;
         Some((phase.override_flag()?, value))
     }
@@ -54,6 +57,7 @@ impl Overrides {
             ("--impl-agent", self.impl_agent.as_deref()),
             ("--retry-agent", self.retry_agent.as_deref()),
             ("--prd-agent", self.prd_agent.as_deref()),
+            ("--review-agent", self.review_agent.as_deref()),
         ]
         .into_iter()
         .filter_map(|(f, v)| v.map(|v| (f, v)))

@@ -260,6 +260,7 @@ fn overrides(o: &RunOptions) -> Overrides {
         impl_agent: o.impl_agent.clone(),
         retry_agent: o.retry_agent.clone(),
         prd_agent: None,
+        review_agent: None,
         no_fallback: o.no_fallback,
     }
 }

@@ -35,6 +35,20 @@ pub enum FailureKind {
     /// agent's work is fine and kept on its branch; another attempt could
     /// only end the same way.
     TargetDirty,
+    /// Local verification found a stub, a skipped test or tampered gates.
+    Verification,
+    /// The review agent answered NEEDS_REVISION.
+    Review,
+    /// The agent's provider refused its credentials (HTTP 401/403): another
+    /// attempt with the same key fails the same way.
+    Auth,
+    /// The provider rate-limited the agent (HTTP 429/529, overloaded, quota).
+    /// Never counted as an attempt.
+    RateLimited,
+    /// The provider failed (HTTP 5xx) while the agent was talking to it.
+    ProviderError,
+    /// The story or the run reached its cost or time budget.
+    Budget,
 }
 
 impl FailureKind {
@@ -49,16 +63,26 @@ impl FailureKind {
             FailureKind::NoChanges => "no_changes",
             FailureKind::Setup => "setup",
             FailureKind::TargetDirty => "target_dirty",
+            FailureKind::Verification => "verification",
+            FailureKind::Review => "review",
+            FailureKind::Auth => "auth",
+            FailureKind::RateLimited => "rate_limited",
+            FailureKind::ProviderError => "provider_error",
+            FailureKind::Budget => "budget",
         }
     }
 
     /// Whether another attempt can help. A missing agent stays missing; a
     /// merge refused to protect the user's uncommitted changes is no fault
-    /// of the agent (re-running it would redo good work for nothing).
+    /// of the agent (re-running it would redo good work for nothing); a
+    /// rejected key stays rejected; a spent budget stays spent.
     pub fn retryable(self) -> bool {
         !matches!(
             self,
-            FailureKind::AgentUnavailable | FailureKind::TargetDirty
+            FailureKind::AgentUnavailable
+                | FailureKind::TargetDirty
+                | FailureKind::Auth
+                | FailureKind::Budget
         )
     }
 }

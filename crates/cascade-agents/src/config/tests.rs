@@ -274,3 +274,57 @@ fn a_byte_order_mark_is_accepted() {
     .unwrap();
     assert_eq!(c.default_agent, "a");
 }
+
+#[test]
+fn resume_and_list_sessions_args_are_read_and_checked() {
+    let text = r#"{
+      "agents": {
+        "g": { "type": "cli", "command": "gemini", "args": ["-p", "{prompt}"],
+               "resume_args": ["--resume", "{session_index}", "-p", "{prompt}"],
+               "list_sessions_args": ["--list-sessions"] },
+        "plain": { "type": "cli", "command": "x" }
+      }
+    }"#;
+    let c = AgentsConfig::parse(text, "agents.json").unwrap();
+    let g = c.agent("g").unwrap();
+    assert_eq!(
+        g.resume_args.as_deref(),
+        Some(
+            &[
+                "--resume".to_string(),
+                "{session_index}".into(),
+                "-p".into(),
+                "{prompt}".into()
+            ][..]
+        )
+    );
+    assert_eq!(
+        g.list_sessions_args.as_deref(),
+        Some(&["--list-sessions".to_string()][..])
+    );
+    assert_eq!(c.agent("plain").unwrap().resume_args, None);
+
+    let problems = invalid(
+        r#"{"agents": {"b": {"command": "b", "resume_args": ["{sesion_id}"], "list_sessions_args": "x"}}}"#,
+    );
+    assert!(
+        problems.iter().any(|p| p.starts_with(
+            "agents.json: agents.b.resume_args[0]: unknown placeholder '{sesion_id}'"
+        )),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p == "agents.json: agents.b.list_sessions_args: expected an array of strings"),
+        "{problems:?}"
+    );
+    // `{session_id}` belongs in resume_args only.
+    let problems = invalid(r#"{"agents": {"b": {"command": "b", "args": ["{session_id}"]}}}"#);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("unknown placeholder '{session_id}'")),
+        "{problems:?}"
+    );
+}

@@ -41,6 +41,8 @@ fn agent(command: String, args: &[&str]) -> AgentDef {
         env: vec![("AGENT_OWN".into(), "own-{story_id}".into())],
         working_dir: None,
         description: None,
+        resume_args: None,
+        list_sessions_args: None,
     }
 }
 
@@ -391,4 +393,31 @@ fn invocation_is_pure_and_ordered() {
     assert_eq!(inv.timeout, Duration::from_secs(120));
     assert_eq!(inv.env.last().unwrap().0, "CASCADE_PRD_PATH");
     assert_eq!(safe_component("../a b"), "_a_b");
+}
+
+#[test]
+fn resume_uses_resume_args_with_the_session() {
+    let f = fixture();
+    let mut a = agent("tool".into(), &["-p", "{prompt}"]);
+    a.resume_args = Some(vec![
+        "--resume".into(),
+        "{session_id}".into(),
+        "-p".into(),
+        "{prompt}".into(),
+    ]);
+    let mut req = request(&f, "go on");
+    let fresh = invocation(&a, &req, Path::new("/p.md"));
+    assert_eq!(fresh.args, vec!["-p", "go on"]);
+    req.resume = Some(ResumeSession {
+        session_id: "abc-123".into(),
+        session_index: Some(2),
+    });
+    let resumed = invocation(&a, &req, Path::new("/p.md"));
+    assert_eq!(resumed.args, vec!["--resume", "abc-123", "-p", "go on"]);
+    // An agent that cannot resume starts a new session with its own argv.
+    a.resume_args = None;
+    assert_eq!(
+        invocation(&a, &req, Path::new("/p.md")).args,
+        vec!["-p", "go on"]
+    );
 }
