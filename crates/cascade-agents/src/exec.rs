@@ -221,6 +221,9 @@ pub struct AgentRun {
     /// An error the agent reported in its event stream (e.g. Claude's
     /// `is_error`), even when it exited 0.
     pub reported_error: Option<String>,
+    /// Provider trouble read from the agent's live output (the strongest
+    /// one seen: auth over rate limit over provider error).
+    pub signal: Option<crate::signal::FailureSignal>,
 }
 
 impl AgentRun {
@@ -369,6 +372,7 @@ pub async fn execute(
         session_id: summary.session_id,
         review: summary.review,
         reported_error: summary.reported_error,
+        signal: None,
     })
 }
 

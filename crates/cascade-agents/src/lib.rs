@@ -77,6 +77,7 @@ pub mod phase;
 pub mod placeholders;
 pub mod prompt;
 pub mod resolve;
+pub mod signal;
 pub mod skills;
 pub mod story_type;
 pub mod stream;
@@ -93,6 +94,7 @@ pub use prompt::{build_prompt, PromptContext, PromptError, RetryContext};
 pub use resolve::{
     Assignment, Candidate, Fallback, Level, Overrides, Rejection, ResolveError, Resolver,
 };
+pub use signal::{FailureSignal, SignalKind};
 pub use skills::{select_skills, Skill, SkillSource, SkillsError};
 pub use story_type::{infer_story_type, StoryType};
 pub use stream::{ReviewScanner, ReviewVerdict, StreamParser, StreamSummary, Usage};
