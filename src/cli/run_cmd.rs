@@ -9,7 +9,7 @@
 //! recorded in its state; `resume` restores them, a flag given to it winning.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,9 +23,11 @@ use cascade_process::CancelToken;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
 
+use super::plan_file::Project;
 use super::report::Reporter;
 use super::signals::StopSignals;
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use cascade_plan::paths::PlanKind;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ScheduleArg {
@@ -47,9 +49,10 @@ pub enum ModeArg {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The PRD to run
-    #[arg(long, value_name = "PATH", default_value = "prd.json")]
-    pub prd: PathBuf,
+    /// The PRD to run (default: ./prd.json, else the project's Plan Cascade
+    /// data directory; `resume`: the run's own PRD)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
     /// Run every batch without asking
     #[arg(long)]
     pub auto_run: bool,
@@ -356,12 +359,53 @@ fn confirm_on_terminal(next: usize, total: usize, stories: &[String]) -> bool {
     ))
 }
 
-fn engine_config(g: &Global, a: &RunArgs) -> Result<EngineConfig, Failure> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
-    let mut config = EngineConfig::new(cwd, a.prd.clone());
+fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
+    let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
-    Ok(config)
+    config
+}
+
+/// The PRD a run works on: `--prd`; for `resume`, the file the run was
+/// started on (`recorded`); else the file discovery picks (`./prd.json`,
+/// then the project's Plan Cascade data directory). Outside a repository
+/// nothing is looked up: the engine says what is wrong.
+fn choose_prd(
+    project: &Project,
+    a: &RunArgs,
+    recorded: Option<PathBuf>,
+) -> Result<PathBuf, Failure> {
+    if let (None, Some(path)) = (&a.prd, recorded) {
+        return Ok(path);
+    }
+    match project.find(PlanKind::Prd, a.prd.as_deref()) {
+        Ok(plan) => Ok(plan.path),
+        Err(_) if project.repo.is_none() => Ok(PathBuf::from(cascade_plan::paths::PRD_FILE)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The PRD a stored run was started on, when it is still there: as
+/// recorded when that is relative to the directory resumed from, else
+/// absolute (a file in Plan Cascade's data directory is recorded absolute).
+fn recorded_prd(state: &RunState, cwd: &Path) -> Option<PathBuf> {
+    let recorded = PathBuf::from(&state.prd);
+    if state.prd.is_empty() {
+        return None;
+    }
+    let started_in = Path::new(&state.project_root);
+    let full = if recorded.is_absolute() {
+        recorded.clone()
+    } else {
+        started_in.join(&recorded)
+    };
+    if !full.is_file() {
+        return None;
+    }
+    Some(if recorded.is_relative() && started_in == cwd {
+        recorded
+    } else {
+        full
+    })
 }
 
 fn engine_failure(e: cascade_engine::error::EngineError) -> Failure {
@@ -380,10 +424,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
-    let engine = Engine::new(engine_config(g, &a)?);
+    let project = Project::current()?;
     let mut restored = None;
+    let mut recorded = None;
     if resume {
-        if let Ok(state_path) = engine.state_path() {
+        if let Some(repo) = &project.repo {
+            let state_path = repo.cascade_dir().join("state.json");
             // Say there is nothing to resume before any other check (a dirty
             // tree, a missing agent): those would send the user fixing things
             // only to learn that there never was a run.
@@ -398,9 +444,12 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                 if let Some(stored) = &state.options {
                     restored = restore(&mut a, stored, matches).message();
                 }
+                recorded = recorded_prd(&state, &project.cwd);
             }
         }
     }
+    let prd = choose_prd(&project, &a, recorded)?;
+    let engine = Engine::new(engine_config(g, &project.cwd, prd));
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
     if a.dry_run {
