@@ -140,7 +140,7 @@ fn batches_empty_plan() {
         .args(["batches", "--json"])
         .assert()
         .code(0)
-        .stdout("{\"batches\":[]}\n");
+        .stdout("{\"batches\":[],\"plan_file\":\"prd.json\",\"plan_source\":\"project\"}\n");
     cascade(dir.path())
         .arg("batches")
         .assert()
