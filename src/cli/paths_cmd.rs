@@ -57,7 +57,7 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
         .as_ref()
         .map(|r| r.main_root.clone())
         .unwrap_or_else(|| cwd.clone());
-    let output = p.plan_output(None);
+    let output = project.plan_output(None);
     let mut files = Vec::new();
 
     // Plan files: the one discovery picks, else where `cascade plan` would put it.

@@ -62,6 +62,16 @@ impl Project {
         }
     }
 
+    /// Where `cascade plan` writes plan files for this project: `out`
+    /// (`--out DIR`) when given; else the project's Plan Cascade data
+    /// directory when one already exists (plan files there, design_doc.json
+    /// in the project); else the project root.
+    /// [`PlanOutput::describe`](cascade_plan::paths::PlanOutput::describe)
+    /// is the sentence to print about the choice.
+    pub fn plan_output(&self, out: Option<&Path>) -> cascade_plan::paths::PlanOutput {
+        self.paths.plan_output(out)
+    }
+
     /// Prints the warnings of a choice and shortens a file of the current
     /// directory to its name, as the user would type it.
     fn chosen(&self, found: FoundPlan) -> Plan {

@@ -454,7 +454,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     options.remember = Some(remembered(&a));
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
-        print_dry_run(&plan, a.json);
+        print_dry_run(&plan, &engine.config().prd_path, a.json);
         return Ok(EXIT_OK);
     }
     let rt = runtime()?;
@@ -496,9 +496,10 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
     })
 }
 
-fn print_dry_run(plan: &DryRun, json: bool) {
+fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
     if json {
         let v = serde_json::json!({
+            "prd": prd.display().to_string(),
             "target_branch": plan.target_branch,
             "schedule": plan.schedule,
             "parallel": plan.parallel,
@@ -509,7 +510,8 @@ fn print_dry_run(plan: &DryRun, json: bool) {
         return;
     }
     println!(
-        "Dry run: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
+        "Dry run of {}: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
+        prd.display(),
         plan.batches.len(),
         plan.target_branch,
         plan.schedule,

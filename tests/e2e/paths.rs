@@ -358,6 +358,16 @@ fn approve_updates_statuses_in_the_data_directory() {
     let manifest_before = std::fs::read(data.join("manifest.json")).unwrap();
     let agents = env.tools.path().join("agents.json");
 
+    let v = json_of(
+        &env.cascade()
+            .args(["approve", "--dry-run", "--json", "--agents"])
+            .arg(&agents)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["prd"], json!(prd_path.display().to_string()));
+    assert_eq!(v["batches"].as_array().map(Vec::len), Some(2));
+
     let out = env
         .cascade()
         .args(["approve", "--auto-run", "--retry-delay", "0", "--agents"])
