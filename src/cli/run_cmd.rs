@@ -538,10 +538,28 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let state_path = paths.cascade_dir().join("state.json");
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
     let Some(state) = state else {
+        // Say which plan `approve` would run (quietly: no plan is no error here).
+        let next = Project::of(cwd.clone())
+            .paths
+            .find_plan(PlanKind::Prd, &cwd, None)
+            .map(|f| match f.path.strip_prefix(&cwd) {
+                Ok(rel) => rel.to_path_buf(),
+                Err(_) => f.path,
+            });
         if a.json {
-            println!("{}", serde_json::json!({"status": "none", "stories": {}}));
+            let prd = next.as_ref().map(|p| p.display().to_string());
+            println!(
+                "{}",
+                serde_json::json!({"status": "none", "stories": {}, "prd": prd})
+            );
         } else {
-            println!("No run yet: start one with `cascade approve`.");
+            match &next {
+                Some(p) => println!(
+                    "No run yet: start one with `cascade approve` (it would run {}).",
+                    p.display()
+                ),
+                None => println!("No run yet: start one with `cascade approve`."),
+            }
         }
         return Ok(EXIT_OK);
     };
@@ -663,4 +681,43 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!("Continue with `cascade resume`.");
     }
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(prd: &str, root: &Path) -> RunState {
+        RunState::new(
+            "r".into(),
+            prd.into(),
+            "main".into(),
+            root.display().to_string(),
+            Vec::<String>::new(),
+        )
+    }
+
+    #[test]
+    fn recorded_prd_is_the_file_the_run_started_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        let data = tmp.path().join("data");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(root.join("prd.json"), "{}").unwrap();
+        std::fs::write(data.join("prd.json"), "{}").unwrap();
+        // Relative, resumed where it started: as recorded.
+        let st = state("prd.json", &root);
+        assert_eq!(recorded_prd(&st, &root), Some(PathBuf::from("prd.json")));
+        // Resumed from elsewhere: the full path of the same file.
+        assert_eq!(recorded_prd(&st, &data), Some(root.join("prd.json")));
+        // Absolute (a Plan Cascade data directory): as recorded.
+        let abs = data.join("prd.json");
+        let st = state(&abs.display().to_string(), &root);
+        assert_eq!(recorded_prd(&st, &root), Some(abs.clone()));
+        // Gone, or never recorded: discovery decides.
+        std::fs::remove_file(&abs).unwrap();
+        assert_eq!(recorded_prd(&st, &root), None);
+        assert_eq!(recorded_prd(&state("", &root), &root), None);
+    }
 }

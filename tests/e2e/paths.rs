@@ -178,6 +178,11 @@ fn new_mode_plan_only_in_the_data_directory() {
     // No warnings, and nothing was written to the data directory.
     assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
 
+    // No run yet: status says which file approve would run.
+    let v = json_of(&env.cascade().args(["status", "--json"]).output().unwrap());
+    assert_eq!(v["status"], "none");
+    assert_eq!(v["prd"], json!(shown));
+
     // cascade paths: new mode, the manifest confirms the project.
     let v = json_of(&env.cascade().args(["paths", "--json"]).output().unwrap());
     assert_eq!(v["mode"], "new");
