@@ -1,6 +1,7 @@
 //! `cascade batches`, `cascade deps`, `cascade validate`: the dependency analyzer's commands.
 //!
-//! Each loads a plan through cascade-plan, validates it (unless `deps
+//! Each finds its plan file through `plan_file` (flag, `./prd.json`, Plan
+//! Cascade's data directory), loads it through cascade-plan, validates it (unless `deps
 //! --no-check`), and renders the result as text for people or as the JSON
 //! shapes of CLI.md. Every input problem exits 2 with an `error:` that names
 //! the file and what to do.
@@ -31,7 +32,8 @@ pub struct BatchesArgs {
 
 #[derive(Debug, Args)]
 pub struct DepsArgs {
-    /// The PRD to read
+    /// The PRD to read (default: ./prd.json, ./mega-plan.json, else the
+    /// project's Plan Cascade data directory)
     #[arg(long, value_name = "PATH", conflicts_with = "mega")]
     pub prd: Option<PathBuf>,
     /// The mega-plan to read
@@ -47,7 +49,8 @@ pub struct DepsArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The PRD to read
+    /// The PRD to read (default: ./prd.json, ./mega-plan.json, else the
+    /// project's Plan Cascade data directory)
     #[arg(long, value_name = "PATH", conflicts_with = "mega")]
     pub prd: Option<PathBuf>,
     /// The mega-plan to read
