@@ -139,18 +139,55 @@ pub struct Manifest {
     pub platform: Option<String>,
 }
 
+/// Why a `manifest.json` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+}
+
 impl Manifest {
-    /// Reads a manifest: `Ok(None)` when there is none, `Err` with the reason
-    /// when it cannot be read or is not the expected JSON.
-    pub fn read(path: &Path) -> Result<Option<Manifest>, String> {
+    /// Reads a manifest: `Ok(None)` when there is none, an error naming the
+    /// file (and line and column for bad JSON) when it cannot be used.
+    pub fn read(path: &Path) -> Result<Option<Manifest>, ManifestError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(source) => {
+                return Err(ManifestError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         };
         serde_json::from_str(&text)
             .map(Some)
-            .map_err(|e| e.to_string())
+            .map_err(|e| ManifestError::Parse {
+                path: path.to_path_buf(),
+                line: e.line(),
+                column: e.column(),
+                message: strip_position(&e.to_string()),
+            })
+    }
+}
+
+/// serde_json ends its messages with " at line L column C"; the error
+/// shows them in front, as `file:line:column:`.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_string(),
+        None => message.to_string(),
     }
 }
 
@@ -181,7 +218,8 @@ pub enum PathWarning {
         manifest_root: String,
         project_root: PathBuf,
     },
-    /// The manifest could not be read; the directory is used anyway.
+    /// The manifest could not be read (`reason`: the [`ManifestError`],
+    /// which names the file); the directory is used anyway.
     UnreadableManifest { path: PathBuf, reason: String },
 }
 
@@ -207,8 +245,8 @@ impl fmt::Display for PathWarning {
             ),
             PathWarning::UnreadableManifest { path, reason } => write!(
                 f,
-                "cannot read '{}' ({reason}); using its directory since its id matches this project",
-                path.display()
+                "{reason}; using {} anyway since its name matches this project (fix or remove that manifest.json)",
+                path.parent().unwrap_or(path).display()
             ),
         }
     }
@@ -364,8 +402,11 @@ impl ProjectPaths {
                         _ => DataDirState::Ours { manifest: Some(m) },
                     },
                     Ok(None) => DataDirState::Ours { manifest: None },
-                    Err(reason) => {
-                        warnings.push(PathWarning::UnreadableManifest { path, reason });
+                    Err(e) => {
+                        warnings.push(PathWarning::UnreadableManifest {
+                            path,
+                            reason: e.to_string(),
+                        });
                         DataDirState::Ours { manifest: None }
                     }
                 }

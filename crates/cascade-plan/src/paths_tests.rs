@@ -277,6 +277,10 @@ fn an_unreadable_manifest_warns_and_keeps_the_dir() {
         p.warnings.as_slice(),
         [PathWarning::UnreadableManifest { .. }]
     ));
+    // The file, line and column of the problem.
+    let text = p.warnings[0].to_string();
+    let at = format!("{}:1:2: ", dir.join(MANIFEST_FILE).display());
+    assert!(text.starts_with(&at), "{text}");
     // Never rewritten.
     assert_eq!(
         std::fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap(),
