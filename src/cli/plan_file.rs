@@ -72,24 +72,37 @@ impl Project {
         self.paths.plan_output(out)
     }
 
-    /// Prints the warnings of a choice and shortens a file of the current
-    /// directory to its name, as the user would type it.
+    /// The file of `kind` discovery would pick without a flag, as shown to
+    /// the user; no warnings printed (for hints such as `status`'s).
+    pub fn peek(&self, kind: PlanKind) -> Option<PathBuf> {
+        self.paths
+            .find_plan(kind, &self.cwd, None)
+            .map(|found| self.shown(found))
+    }
+
+    /// Prints the warnings of a choice.
     fn chosen(&self, found: FoundPlan) -> Plan {
         for w in &found.warnings {
             eprintln!("warning: {w}");
         }
-        let path = match found.source {
+        let (kind, source) = (found.kind, found.source);
+        Plan {
+            path: self.shown(found),
+            kind,
+            source,
+        }
+    }
+
+    /// A file of the current directory shortened to its name, as the user
+    /// would type it; others as they are.
+    fn shown(&self, found: FoundPlan) -> PathBuf {
+        match found.source {
             PlanSource::Project => found
                 .path
                 .strip_prefix(&self.cwd)
                 .map(Path::to_path_buf)
                 .unwrap_or(found.path),
             _ => found.path,
-        };
-        Plan {
-            path,
-            kind: found.kind,
-            source: found.source,
         }
     }
 
@@ -135,8 +148,7 @@ impl Project {
         };
         // A directory with the other kind of plan: say which command reads it.
         if kinds == [PlanKind::Prd] {
-            if let Some(mega) = self.paths.find_plan(PlanKind::Mega, &self.cwd, None) {
-                let shown = self.chosen_quietly(&mega);
+            if let Some(shown) = self.peek(PlanKind::Mega) {
                 text.push_str(&format!(
                     " (there is a {MEGA_FILE}: `cascade deps --mega {0}` analyzes it, `cascade mega approve --mega {0}` runs it)",
                     shown.display()
@@ -144,13 +156,6 @@ impl Project {
             }
         }
         Failure::usage(anyhow!(text))
-    }
-
-    fn chosen_quietly(&self, found: &FoundPlan) -> PathBuf {
-        match found.source {
-            PlanSource::Project => PathBuf::from(found.kind.file_name()),
-            _ => found.path.clone(),
-        }
     }
 }
 

@@ -539,13 +539,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
     let Some(state) = state else {
         // Say which plan `approve` would run (quietly: no plan is no error here).
-        let next = Project::of(cwd.clone())
-            .paths
-            .find_plan(PlanKind::Prd, &cwd, None)
-            .map(|f| match f.path.strip_prefix(&cwd) {
-                Ok(rel) => rel.to_path_buf(),
-                Err(_) => f.path,
-            });
+        let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         if a.json {
             let prd = next.as_ref().map(|p| p.display().to_string());
             println!(
