@@ -125,5 +125,3 @@ pub use validate::{validate_mega, validate_prd, Problem, ValidationErrors};
 mod graph_tests;
 #[cfg(test)]
 mod model_tests;
-#[cfg(test)]
-mod paths_tests;

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::paths::*;
+use super::*;
 
 // Expected hashes were computed outside Rust with coreutils, on the path
 // already lowercased with backslashes turned into slashes, e.g.

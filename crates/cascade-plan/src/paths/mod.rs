@@ -16,13 +16,24 @@
 //!
 //! The project root is given by the caller (the binary uses the main worktree
 //! root from git, so a subdirectory or a linked worktree maps to the same id).
+//!
+//! Files: `id.rs` (project id, data home), `manifest.rs` (reading and
+//! checking `manifest.json`), `output.rs` (where `cascade plan` writes), this
+//! file (locating a project's data directory and choosing plan files).
 
-use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
+mod id;
+mod manifest;
+mod output;
+#[cfg(test)]
+mod tests;
+
+pub use id::{data_home, data_home_with, project_id, project_id_from, resolve_root, sanitize_name};
+use manifest::same_root;
+pub use manifest::{Manifest, ManifestError};
+pub use output::{OutputPlace, PlanOutput};
 
 /// The PRD's file name, in the project or the data directory.
 pub const PRD_FILE: &str = "prd.json";
@@ -32,164 +43,6 @@ pub const MEGA_FILE: &str = "mega-plan.json";
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// The design document: always in the project, in both modes.
 pub const DESIGN_DOC_FILE: &str = "design_doc.json";
-
-/// The longest sanitized name a project id keeps.
-const NAME_MAX: usize = 50;
-
-/// The `<name>` part of a project id: spaces become hyphens, everything but
-/// ASCII letters, digits, `-` and `_` is dropped, the rest lowercased, runs of
-/// hyphens collapsed, leading and trailing hyphens stripped, `project` when
-/// nothing is left, cut to 50 characters (after stripping, as Plan Cascade
-/// does, so a cut can end in a hyphen).
-pub fn sanitize_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        let c = if c == ' ' { '-' } else { c };
-        if !(c.is_ascii_alphanumeric() || c == '-' || c == '_') {
-            continue;
-        }
-        if c == '-' && out.ends_with('-') {
-            continue;
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    let trimmed = out.trim_matches('-');
-    if trimmed.is_empty() {
-        return "project".to_string();
-    }
-    // Only ASCII is left: byte and character counts agree.
-    trimmed[..trimmed.len().min(NAME_MAX)].to_string()
-}
-
-/// The project id of a resolved, absolute project root: `<name>-<hash>`.
-///
-/// The root should already be resolved (symlinks followed, as Python's
-/// `Path.resolve()` does); [`ProjectPaths::locate`] does that.
-pub fn project_id(root: &Path) -> String {
-    let name = root
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    project_id_from(&name, &path_text(root))
-}
-
-/// The project id from the root directory's name and its full path as text.
-/// `<hash>` is the first 8 hex digits of SHA-256 of the path with
-/// backslashes turned into slashes and lowercased, so a Windows path and the
-/// same path typed with other case or separators give one id.
-pub fn project_id_from(name: &str, path_text: &str) -> String {
-    let normalized = path_text.replace('\\', "/").to_lowercase();
-    let digest = Sha256::digest(normalized.as_bytes());
-    let hash: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{hash}", sanitize_name(name))
-}
-
-/// A path as the text Plan Cascade hashes: Windows' verbatim prefix
-/// (`\\?\C:\x`, which `canonicalize` adds) removed, as Python never shows it.
-fn path_text(p: &Path) -> String {
-    let s = p.to_string_lossy();
-    if let Some(rest) = s.strip_prefix(r"\\?\UNC\") {
-        format!(r"\\{rest}")
-    } else if let Some(rest) = s.strip_prefix(r"\\?\") {
-        rest.to_string()
-    } else {
-        s.into_owned()
-    }
-}
-
-/// Resolves a project root the way Plan Cascade does (`Path.resolve()`):
-/// absolute, symlinks followed; a path that cannot be resolved stays as given.
-pub fn resolve_root(root: &Path) -> PathBuf {
-    let p = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-    PathBuf::from(path_text(&p))
-}
-
-/// Plan Cascade's per-user data home (the parent of every project's data
-/// directory), from environment variables read through `var`:
-/// `%APPDATA%\plan-cascade` on Windows (else `%USERPROFILE%\AppData\Roaming\plan-cascade`),
-/// `$HOME/.plan-cascade` elsewhere. `None` when the variable is unset or empty.
-pub fn data_home_with(var: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
-    let set = |name: &str| var(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if cfg!(windows) {
-        set("APPDATA")
-            .map(|d| d.join("plan-cascade"))
-            .or_else(|| set("USERPROFILE").map(|h| h.join("AppData/Roaming/plan-cascade")))
-    } else {
-        set("HOME").map(|h| h.join(".plan-cascade"))
-    }
-}
-
-/// [`data_home_with`] over the process environment.
-pub fn data_home() -> Option<PathBuf> {
-    data_home_with(&|name| std::env::var_os(name))
-}
-
-/// `manifest.json` in a data directory, as Plan Cascade writes it. Every
-/// field is optional: cascade only reads it, and a field it lacks is no
-/// reason to ignore the others.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Manifest {
-    #[serde(default)]
-    pub project_root: Option<String>,
-    #[serde(default)]
-    pub project_id: Option<String>,
-    #[serde(default)]
-    pub created_at: Option<String>,
-    #[serde(default)]
-    pub platform: Option<String>,
-}
-
-/// Why a `manifest.json` could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{}:{line}:{column}: {message}", path.display())]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        column: usize,
-        message: String,
-    },
-}
-
-impl Manifest {
-    /// Reads a manifest: `Ok(None)` when there is none, an error naming the
-    /// file (and line and column for bad JSON) when it cannot be used.
-    pub fn read(path: &Path) -> Result<Option<Manifest>, ManifestError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(ManifestError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| ManifestError::Parse {
-                path: path.to_path_buf(),
-                line: e.line(),
-                column: e.column(),
-                message: strip_position(&e.to_string()),
-            })
-    }
-}
-
-/// serde_json ends its messages with " at line L column C"; the error
-/// shows them in front, as `file:line:column:`.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message.to_string(),
-    }
-}
 
 /// What was found at a project's data directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -319,46 +172,6 @@ pub struct FoundPlan {
     pub path: PathBuf,
     pub source: PlanSource,
     pub warnings: Vec<PathWarning>,
-}
-
-/// Where `cascade plan` writes plan files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlanOutput {
-    /// The directory for `prd.json` / `mega-plan.json`.
-    pub plan_dir: PathBuf,
-    /// The directory for `design_doc.json` (the project in both modes, as
-    /// Plan Cascade keeps it; `--out` puts it beside the plan).
-    pub design_doc_dir: PathBuf,
-    pub place: OutputPlace,
-}
-
-/// Why [`PlanOutput`] chose its directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputPlace {
-    /// `--out DIR`.
-    Flag,
-    /// The project already has a Plan Cascade data directory (new mode).
-    DataDir,
-    /// No data directory for this project: the project root.
-    Project,
-}
-
-impl PlanOutput {
-    /// One sentence for the user: where the plan goes and why.
-    pub fn describe(&self) -> String {
-        let dir = self.plan_dir.display();
-        match self.place {
-            OutputPlace::Flag => format!("writing plan files to {dir} (--out)"),
-            OutputPlace::DataDir => format!(
-                "writing the plan to {dir} (this project's Plan Cascade data directory) and {} to {}",
-                DESIGN_DOC_FILE,
-                self.design_doc_dir.display()
-            ),
-            OutputPlace::Project => format!(
-                "writing plan files to {dir} (no Plan Cascade data directory for this project)"
-            ),
-        }
-    }
 }
 
 /// A project's places: its root, id and Plan Cascade data directory.
@@ -510,50 +323,6 @@ impl ProjectPaths {
             (None, m) => m,
         }
     }
-
-    /// Where `cascade plan` writes its plan files: `out` when given; else
-    /// this project's Plan Cascade data directory when one already exists
-    /// (the plan there, `design_doc.json` in the project, as Plan Cascade's
-    /// new mode expects); else the project root.
-    pub fn plan_output(&self, out: Option<&Path>) -> PlanOutput {
-        if let Some(dir) = out {
-            return PlanOutput {
-                plan_dir: dir.to_path_buf(),
-                design_doc_dir: dir.to_path_buf(),
-                place: OutputPlace::Flag,
-            };
-        }
-        match self.usable_data_dir() {
-            Some(dir) => PlanOutput {
-                plan_dir: dir.to_path_buf(),
-                design_doc_dir: self.project_root.clone(),
-                place: OutputPlace::DataDir,
-            },
-            None => PlanOutput {
-                plan_dir: self.project_root.clone(),
-                design_doc_dir: self.project_root.clone(),
-                place: OutputPlace::Project,
-            },
-        }
-    }
-}
-
-/// Whether a manifest's `project_root` names `root`: the same directory on
-/// disk, or the same text once separators and case are normalized (the
-/// project id ignores both, so Plan Cascade would share the directory too).
-fn same_root(manifest_root: &str, root: &Path) -> bool {
-    let canon = Path::new(manifest_root).canonicalize().ok();
-    if canon.is_some_and(|c| PathBuf::from(path_text(&c)) == root) {
-        return true;
-    }
-    let norm = |s: &str| {
-        let s = s.replace('\\', "/").to_lowercase();
-        match s.trim_end_matches('/') {
-            "" => "/".to_string(),
-            t => t.to_string(),
-        }
-    };
-    norm(manifest_root) == norm(&path_text(root))
 }
 
 /// Whether two files hold the same bytes (unreadable counts as different).
