@@ -221,7 +221,7 @@ fn on_path(name: &str) -> bool {
 /// The arguments of `cascade approve --auto-run` the demo runs with.
 fn run_args(json: bool) -> RunArgs {
     RunArgs {
-        prd: PathBuf::from("prd.json"),
+        prd: Some(PathBuf::from("prd.json")),
         auto_run: true,
         agent: None,
         impl_agent: None,

@@ -1,7 +1,7 @@
 //! The command tree of `shared/CLI.md` and the dispatch to one module per area.
 //!
 //! Each area module (`plan_cmds`, `agents_cmd`, `gates_cmd`, `run_cmd`,
-//! `mega_cmd`, `worktree_cmd`, `demo`) owns its argument structs' behaviour and
+//! `mega_cmd`, `worktree_cmd`, `paths_cmd`, `demo`) owns its argument structs' behaviour and
 //! returns an exit code or a [`Failure`] that carries one; `report` holds the
 //! reporters that render the engine's events (terminal, NDJSON, summary).
 
@@ -13,7 +13,9 @@ pub mod agents_cmd;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
+pub mod paths_cmd;
 pub mod plan_cmds;
+pub mod plan_file;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
@@ -120,6 +122,8 @@ pub enum Command {
     /// cascade's worktrees and branches
     #[command(subcommand)]
     Worktree(worktree_cmd::WorktreeCommand),
+    /// Project id, Plan Cascade data directory, path mode and every file cascade reads or writes
+    Paths(paths_cmd::PathsArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
@@ -174,6 +178,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Batches(_)
             | Command::Deps(_)
             | Command::Validate(_)
+            | Command::Paths(_)
             | Command::Demo(_)
             | Command::DemoAgent(_)
     );
@@ -191,6 +196,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c),
         Command::Worktree(c) => worktree_cmd::run(g, c),
+        Command::Paths(a) => paths_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }

@@ -9,4 +9,5 @@ mod demo;
 mod engine;
 mod gates;
 mod mega;
+mod paths;
 mod plan;

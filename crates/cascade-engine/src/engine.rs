@@ -497,9 +497,13 @@ impl Engine {
             &self.config.project_root,
         )?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
+        // design_doc.json beside the PRD, else in the project: Plan
+        // Cascade's default mode keeps prd.json in its user data directory
+        // but the design document in the project.
         let design_dir = p
             .prd_path
             .parent()
+            .filter(|d| d.join("design_doc.json").is_file())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.config.project_root.clone());
         let prompt = cascade_agents::prompt::PromptContext::load(
