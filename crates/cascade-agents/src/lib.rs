@@ -81,6 +81,7 @@ pub mod signal;
 pub mod skills;
 pub mod story_type;
 pub mod stream;
+pub mod watch;
 
 pub use config::{
     AgentDef, AgentKind, AgentsConfig, ConfigError, ConfigProblem, ConfigSource, LoadedConfig,
@@ -98,3 +99,4 @@ pub use signal::{FailureSignal, SignalKind};
 pub use skills::{select_skills, Skill, SkillSource, SkillsError};
 pub use story_type::{infer_story_type, StoryType};
 pub use stream::{ReviewScanner, ReviewVerdict, StreamParser, StreamSummary, Usage};
+pub use watch::{telling_lines, CliFamily, Watcher, MAX_PROVIDER_RETRIES};

@@ -39,7 +39,7 @@ use cascade_process::Spec;
 
 use crate::engine::Ctx;
 use crate::events::{Event, FallbackNote, GateSummary};
-use crate::retry::{classify_agent_exit, FailureKind};
+use crate::retry::{classify_agent_run, FailureKind};
 use crate::state::{now_rfc3339, AttemptRecord, StoryStatus};
 
 /// How a story's task ended.
@@ -531,20 +531,8 @@ async fn run_attempt(
     }
     let excerpt = run.outcome.output_excerpt(ctx.options.excerpt_bytes);
     if !run.success() {
-        let kind = classify_agent_exit(
-            run.outcome.timed_out,
-            run.outcome.exit_code,
-            run.outcome.signal,
-        );
-        let mut f = Failure::new(kind, format!("agent '{agent}' {}", run.outcome.describe()));
-        // The agent's own last word says more than an exit code.
-        let said = run.reported_error.clone().or_else(|| {
-            last_line(&run.outcome.stderr.text_lossy())
-                .or_else(|| last_line(&run.outcome.stdout.text_lossy()))
-        });
-        if let Some(said) = said {
-            f.error.push_str(&format!(": {said}"));
-        }
+        let (kind, error) = classify_agent_run(&agent, &run);
+        let mut f = Failure::new(kind, error);
         f.output_excerpt = excerpt;
         return (agent, Attempt::Failed(f));
     }
@@ -712,16 +700,6 @@ async fn run_attempt(
             Attempt::Failed(Failure::new(FailureKind::Setup, e.to_string())),
         ),
     }
-}
-
-/// The last non-empty line of some output, shortened.
-fn last_line(text: &str) -> Option<String> {
-    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
-    let mut out: String = line.chars().take(200).collect();
-    if line.chars().count() > 200 {
-        out.push_str("...");
-    }
-    Some(out)
 }
 
 /// Adds the attempt's record (running) to the state; it is written with the
