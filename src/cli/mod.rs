@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub mod agents_check;
 pub mod agents_cmd;
+pub mod completions;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
@@ -122,6 +124,8 @@ pub enum Command {
     Worktree(worktree_cmd::WorktreeCommand),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
     #[command(name = "__demo-agent", hide = true)]
     DemoAgent(demo::DemoAgentArgs),
@@ -176,6 +180,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
             | Command::Validate(_)
             | Command::Demo(_)
             | Command::DemoAgent(_)
+            | Command::Completions(_)
     );
     if uses_state_dir {
         check_cascade_dir()?;
@@ -192,6 +197,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Mega(c) => mega_cmd::run(g, c),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Demo(a) => demo::run(g, a),
+        Command::Completions(a) => completions::run(a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }
