@@ -5,8 +5,9 @@
 //! with a short timeout, in parallel). `resolve` shows which agent every story
 //! of a PRD gets in a phase, why, and the fallbacks taken, as text or as
 //! CLI.md's `{"assignments": [...]}`. Config problems, unknown phases and
-//! unknown agents given to `--agent` & co. exit 2; a story no agent can take
-//! exits 1.
+//! unknown agents given to `--agent` & co. exit 2; so does a story no agent
+//! can take (with every candidate tried and why). `check` is in
+//! [`super::agents_check`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use cascade_process::{CancelToken, Spec};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use super::{CliResult, Failure, Global, EXIT_OK, EXIT_USAGE};
 
 /// How long `<command> --version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -31,6 +32,8 @@ pub enum AgentsCommand {
     List(ListArgs),
     /// Show which agent every story of a PRD resolves to, and why
     Resolve(ResolveArgs),
+    /// Check installed agents: version, that their argv flags exist, login
+    Check(super::agents_check::CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -78,6 +81,7 @@ pub fn run(g: &Global, c: AgentsCommand) -> CliResult {
     match c {
         AgentsCommand::List(a) => list(g, a),
         AgentsCommand::Resolve(a) => resolve(g, a),
+        AgentsCommand::Check(a) => super::agents_check::check(g, a),
     }
 }
 
@@ -385,7 +389,9 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
         }
         write_stdout(&text);
     }
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    // A story no agent can take is CLI.md's "no agent available": exit 2,
+    // with what was tried (printed above).
+    Ok(if failed { EXIT_USAGE } else { EXIT_OK })
 }
 
 fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {

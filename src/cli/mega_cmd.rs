@@ -176,6 +176,17 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         review_agent: None,
         no_fallback: a.no_fallback,
     };
+    // The agents that write the features' PRDs and implement them must work.
+    super::agents_check::before_run(
+        g,
+        &cwd,
+        &overrides,
+        &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        &[
+            cascade_agents::Phase::Planning,
+            cascade_agents::Phase::Implementation,
+        ],
+    )?;
     // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
     let agents_path = g.agents.as_ref().map(|p| {
         if p.is_absolute() {

@@ -9,7 +9,9 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub mod agents_check;
 pub mod agents_cmd;
+pub mod completions;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
@@ -126,6 +128,8 @@ pub enum Command {
     Paths(paths_cmd::PathsArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
     #[command(name = "__demo-agent", hide = true)]
     DemoAgent(demo::DemoAgentArgs),
@@ -181,6 +185,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
             | Command::Paths(_)
             | Command::Demo(_)
             | Command::DemoAgent(_)
+            | Command::Completions(_)
     );
     if uses_state_dir {
         check_cascade_dir()?;
@@ -198,6 +203,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Paths(a) => paths_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
+        Command::Completions(a) => completions::run(a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }

@@ -452,6 +452,19 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let engine = Engine::new(engine_config(g, &project.cwd, prd));
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
+    // The agents this run will use must accept their argv and be logged in.
+    super::agents_check::before_prd_run(
+        g,
+        &engine.config().prd_path,
+        cascade_agents::Overrides {
+            agent: a.agent.clone(),
+            impl_agent: a.impl_agent.clone(),
+            retry_agent: a.retry_agent.clone(),
+            no_fallback: a.no_fallback,
+            ..Default::default()
+        },
+        a.max_retries > 0,
+    )?;
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
         print_dry_run(&plan, &engine.config().prd_path, a.json);

@@ -5,6 +5,7 @@
 mod common;
 
 mod agents;
+mod agents_check;
 mod demo;
 mod engine;
 mod gates;

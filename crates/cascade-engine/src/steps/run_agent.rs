@@ -12,7 +12,7 @@ use super::prepare_worktree::Worktree;
 use super::resolve_agent::Assigned;
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
-use crate::retry::{classify_agent_exit, FailureKind};
+use crate::retry::{classify_agent_run, FailureKind};
 
 /// What the agent left for the later steps.
 pub(super) struct AgentOutput {
@@ -69,26 +69,14 @@ pub(super) async fn run(
 }
 
 /// How an agent run that did not succeed failed, or `None` when it
-/// succeeded. The one place that reads an agent's result as a failure.
+/// succeeded. The one place that reads an agent's result as a failure
+/// (the classification itself is `retry::classify_agent_run`).
 fn classify(agent: &str, run: &AgentRun) -> Option<Failure> {
     if run.success() {
         return None;
     }
-    let kind = classify_agent_exit(
-        run.outcome.timed_out,
-        run.outcome.exit_code,
-        run.outcome.signal,
-    );
-    let mut f = Failure::new(kind, format!("agent '{agent}' {}", run.outcome.describe()));
-    // The agent's own last word says more than an exit code.
-    let said = run.reported_error.clone().or_else(|| {
-        last_line(&run.outcome.stderr.text_lossy())
-            .or_else(|| last_line(&run.outcome.stdout.text_lossy()))
-    });
-    if let Some(said) = said {
-        f.error.push_str(&format!(": {said}"));
-    }
-    Some(f)
+    let (kind, error) = classify_agent_run(agent, run);
+    Some(Failure::new(kind, error))
 }
 
 /// The failure kind of an agent that could not be run at all.
@@ -186,14 +174,4 @@ fn record_run(a: &Attempt<'_>, run: &AgentRun) {
         cost_usd: usage.as_ref().and_then(|u| u.cost_usd),
         log: run.log_path.display().to_string(),
     });
-}
-
-/// The last non-empty line of some output, shortened.
-fn last_line(text: &str) -> Option<String> {
-    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
-    let mut out: String = line.chars().take(200).collect();
-    if line.chars().count() > 200 {
-        out.push_str("...");
-    }
-    Some(out)
 }
