@@ -152,6 +152,71 @@ pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<Fi
     Ok(out)
 }
 
+/// The change `from..to` (or `from` against the working tree) as a unified
+/// diff with three lines of context, at most `max_bytes` long (cut at a line
+/// end, with a note saying how much was left out).
+pub fn diff_patch(
+    workdir: &Path,
+    from: &str,
+    to: Option<&str>,
+    max_bytes: usize,
+) -> Result<String, GitError> {
+    let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let tree_of = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_tree())
+            .map_err(GitError::git(format!("resolve revision '{rev}'")))
+    };
+    let old_tree = tree_of(from)?;
+    let mut opts = DiffOptions::new();
+    let diff = match to {
+        Some(rev) => {
+            let new_tree = tree_of(rev)?;
+            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut opts))
+        }
+        None => {
+            opts.include_untracked(true)
+                .recurse_untracked_dirs(true)
+                .show_untracked_content(true);
+            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(&mut opts))
+        }
+    }
+    .map_err(GitError::git("diff"))?;
+    let mut out = String::new();
+    let mut left_out = 0usize;
+    diff.print(git2::DiffFormat::Patch, |delta, _, line| {
+        let path = delta
+            .new_file()
+            .path()
+            .or_else(|| delta.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if is_cascade_path(path.as_bytes()) {
+            return true;
+        }
+        let text = String::from_utf8_lossy(line.content());
+        let piece = match line.origin() {
+            '+' | '-' | ' ' => format!("{}{text}", line.origin()),
+            _ => text.into_owned(),
+        };
+        if left_out > 0 || out.len() + piece.len() > max_bytes {
+            left_out += piece.len();
+        } else {
+            out.push_str(&piece);
+        }
+        true
+    })
+    .map_err(GitError::git("print diff"))?;
+    if left_out > 0 {
+        out.push_str(&format!(
+            "\n[... {left_out} more bytes of the diff left out ...]\n"
+        ));
+    }
+    Ok(out)
+}
+
 /// The bytes as text, unless binary or too large.
 fn text_of(bytes: &[u8]) -> Option<String> {
     if bytes.len() > MAX_TEXT_BYTES || bytes.contains(&0) {
@@ -214,5 +279,10 @@ mod tests {
         let range = diff_lines(d, "HEAD~1", Some("HEAD")).unwrap();
         assert_eq!(range, work);
         assert!(diff_lines(d, "nope", None).is_err());
+        let patch = diff_patch(d, "HEAD~1", Some("HEAD"), 1 << 20).unwrap();
+        assert!(patch.contains("-two\n+TWO\n"), "{patch}");
+        assert!(patch.contains("+++ b/new.txt"), "{patch}");
+        let cut = diff_patch(d, "HEAD~1", Some("HEAD"), 40).unwrap();
+        assert!(cut.contains("more bytes of the diff left out"), "{cut}");
     }
 }

@@ -216,7 +216,12 @@ impl RuleSet {
     /// The built-in tables with `.cascade/verify.json` of `root` applied
     /// when it exists.
     pub fn load(root: &Path) -> Result<RuleSet, VerifyError> {
-        let path = root.join(".cascade").join("verify.json");
+        RuleSet::load_file(&root.join(".cascade").join("verify.json"))
+    }
+
+    /// The built-in tables with the `verify.json` at `path` applied when it exists.
+    pub fn load_file(path: &Path) -> Result<RuleSet, VerifyError> {
+        let path = path.to_path_buf();
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RuleSet::build(None),
