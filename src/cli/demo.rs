@@ -238,6 +238,8 @@ fn run_args(json: bool) -> RunArgs {
         dry_run: false,
         yes: true,
         json,
+        review: None,
+        review_agent: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! The command tree of `shared/CLI.md` and the dispatch to one module per area.
 //!
 //! Each area module (`plan_cmds`, `agents_cmd`, `gates_cmd`, `run_cmd`,
-//! `mega_cmd`, `worktree_cmd`, `paths_cmd`, `demo`) owns its argument structs' behaviour and
+//! `mega_cmd`, `verify_cmd`, `worktree_cmd`, `paths_cmd`, `demo`) owns its argument structs' behaviour and
 //! returns an exit code or a [`Failure`] that carries one; `report` holds the
 //! reporters that render the engine's events (terminal, NDJSON, summary).
 
@@ -21,6 +21,7 @@ pub mod plan_file;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
+pub mod verify_cmd;
 pub mod worktree_cmd;
 
 /// Exit code: everything asked for is complete.
@@ -121,6 +122,8 @@ pub enum Command {
     /// Multi-feature plans (mega-plan.json)
     #[command(subcommand)]
     Mega(mega_cmd::MegaCommand),
+    /// Find stubs, skipped or removed tests and gate/CI edits in the working tree or a range
+    Verify(verify_cmd::VerifyArgs),
     /// cascade's worktrees and branches
     #[command(subcommand)]
     Worktree(worktree_cmd::WorktreeCommand),
@@ -200,6 +203,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Status(a) => run_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c),
+        Command::Verify(a) => verify_cmd::run(g, a),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Paths(a) => paths_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),

@@ -106,6 +106,32 @@ pub struct RunArgs {
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    /// A second agent reviews each story after its gates (strict: a review
+    /// without a <review> marker fails; off: not even when prd.json asks)
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "on")]
+    pub review: Option<ReviewArg>,
+    /// Agent for reviews (default: the review phase's, another than the author's)
+    #[arg(long, value_name = "A")]
+    pub review_agent: Option<String>,
+}
+
+/// `--review[=strict]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReviewArg {
+    On,
+    Strict,
+    Off,
+}
+
+impl ReviewArg {
+    fn mode(self) -> cascade_engine::config::ReviewMode {
+        use cascade_engine::config::ReviewMode;
+        match self {
+            ReviewArg::On => ReviewMode::On,
+            ReviewArg::Strict => ReviewMode::Strict,
+            ReviewArg::Off => ReviewMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +171,8 @@ fn remembered(a: &RunArgs) -> RunFlags {
         max_iterations: a.max_iterations,
         auto_run: Some(a.auto_run),
         yes: Some(a.yes),
+        review: a.review.map(flag_name),
+        review_agent: a.review_agent.clone(),
     }
 }
 
@@ -224,6 +252,18 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(agent, "--agent", |v: &String| Some(v.clone()));
     take!(impl_agent, "--impl-agent", |v: &String| Some(v.clone()));
     take!(retry_agent, "--retry-agent", |v: &String| Some(v.clone()));
+    take!(review_agent, "--review-agent", |v: &String| Some(v.clone()));
+    if let Some(v) = stored
+        .review
+        .as_deref()
+        .and_then(|v| ReviewArg::from_str(v, false).ok())
+    {
+        let given = explicit("review");
+        note(given, Some(format!("--review={}", flag_name(v))));
+        if !given {
+            a.review = Some(v);
+        }
+    }
     take!(no_fallback, "--no-fallback", |v: &bool| v.then(String::new));
     take!(max_retries, "--max-retries", |v: &u32| (*v != 3)
         .then(|| v.to_string()));
@@ -331,6 +371,8 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         impl_agent: a.impl_agent.clone(),
         retry_agent: a.retry_agent.clone(),
         no_fallback: a.no_fallback,
+        review_agent: a.review_agent.clone(),
+        review: a.review.map(ReviewArg::mode),
         retry: RetryPolicy {
             max_retries: a.max_retries,
             base_delay: base,

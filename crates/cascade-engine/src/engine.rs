@@ -97,6 +97,8 @@ pub(crate) struct Ctx {
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
+    /// What the verify and review steps of every attempt use.
+    pub checks: crate::checks::Checks,
     pub sink: EventSink,
     pub cancel: CancelToken,
 }
@@ -260,7 +262,7 @@ fn overrides(o: &RunOptions) -> Overrides {
         impl_agent: o.impl_agent.clone(),
         retry_agent: o.retry_agent.clone(),
         prd_agent: None,
-        review_agent: None,
+        review_agent: o.review_agent.clone(),
         no_fallback: o.no_fallback,
     }
 }
@@ -497,6 +499,7 @@ impl Engine {
             &self.config.project_root,
         )?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
+        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, &options)?;
         // design_doc.json beside the PRD, else in the project: Plan
         // Cascade's default mode keeps prd.json in its user data directory
         // but the design document in the project.
@@ -677,6 +680,7 @@ impl Engine {
             merge_lock: tokio::sync::Mutex::new(()),
             pool,
             prompt,
+            checks,
             sink,
             cancel: cancel.clone(),
         });
@@ -1051,6 +1055,8 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 output_tokens: sum_u64(|a| a.output_tokens),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 error: s.error.clone(),
+                verification: s.verification.clone(),
+                review: s.review.clone(),
             }
         })
         .collect()

@@ -101,6 +101,7 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree) -> String {
         error: f.error.clone(),
         gate_summary: f.gate_summary.clone(),
         output_excerpt: f.output_excerpt.clone(),
+        findings: f.findings.clone(),
     });
     let pctx = PromptContext {
         project_root: wt.path.clone(),
