@@ -13,6 +13,11 @@
 //!             "working_dir": "."}]}
 //! ```
 //!
+//! Also `toolchain` per gate (an argv whose output joins the cache key, e.g.
+//! `["rustc", "-vV"]`; inferred from the program when absent, `[]` for
+//! none) and, at the top level, `remote_cache`: a URL or `{"url", "mode",
+//! "timeout_ms", "flush_ms"}` (see [`crate::cache::remote`]).
+//!
 //! `command` may also be a whole command line (`"npm test"`) with no `args`;
 //! it is split into words (quotes respected) — never given to a shell.
 
@@ -129,6 +134,9 @@ pub struct Gate {
     pub fail_on_output: bool,
     /// Error parser name (`cargo`, `pytest`, ...); `None`: chosen from the program.
     pub parser: Option<String>,
+    /// Toolchain command whose output joins the cache key; `None`: inferred
+    /// from the program ([`crate::toolchain::infer`]), `Some([])`: none.
+    pub toolchain: Option<Vec<String>>,
 }
 
 impl Gate {
@@ -137,6 +145,15 @@ impl Gate {
         let mut parts = vec![self.program.clone()];
         parts.extend(self.args.iter().cloned());
         parts.join(" ")
+    }
+
+    /// The toolchain command that applies to this gate, if any.
+    pub fn toolchain_argv(&self) -> Option<Vec<String>> {
+        match &self.toolchain {
+            Some(argv) if argv.is_empty() => None,
+            Some(argv) => Some(argv.clone()),
+            None => crate::toolchain::infer(&self.program),
+        }
     }
 }
 
@@ -150,6 +167,16 @@ pub struct GateSet {
     pub rerun_failures: bool,
     pub gates: Vec<Gate>,
     pub source: ConfigSource,
+    /// `remote_cache` of the config, if set.
+    pub remote: Option<crate::cache::remote::RemoteConfig>,
+}
+
+/// `remote_cache`: a URL string or the object form.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawRemote {
+    Url(String),
+    Full(crate::cache::remote::RemoteConfig),
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,6 +191,8 @@ struct RawGates {
     rerun_failures: bool,
     #[serde(default)]
     gates: Vec<RawGate>,
+    #[serde(default)]
+    remote_cache: Option<RawRemote>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -194,6 +223,8 @@ struct RawGate {
     parser: Option<String>,
     #[serde(default)]
     extensions: Option<Vec<String>>,
+    #[serde(default)]
+    toolchain: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -253,7 +284,16 @@ impl GateSet {
                 rerun_failures: false,
                 gates: detect::default_gates(project_root),
                 source,
+                remote: None,
             });
+        };
+        let remote = match raw.remote_cache {
+            None => None,
+            Some(RawRemote::Url(url)) => Some(crate::cache::remote::RemoteConfig {
+                url: Some(url),
+                ..Default::default()
+            }),
+            Some(RawRemote::Full(c)) => Some(c),
         };
         let gates = if raw.gates.is_empty() {
             detect::default_gates(project_root)
@@ -281,6 +321,7 @@ impl GateSet {
             rerun_failures: raw.rerun_failures,
             gates: if raw.enabled { gates } else { Vec::new() },
             source,
+            remote,
         })
     }
 }
@@ -354,6 +395,7 @@ fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
         working_dir,
         fail_on_output: g.fail_on_output,
         parser: g.parser.clone(),
+        toolchain: g.toolchain.clone(),
     })
 }
 
