@@ -238,6 +238,11 @@ fn run_args(json: bool) -> RunArgs {
         dry_run: false,
         yes: true,
         json,
+        // The demo is a scratch repository: never share its results.
+        remote: crate::cli::remote_args::RemoteCacheArgs {
+            remote_cache: Some("off".into()),
+            remote_cache_mode: None,
+        },
     }
 }
 

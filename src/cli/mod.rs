@@ -14,6 +14,7 @@ pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
 pub mod plan_cmds;
+pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;

@@ -103,6 +103,8 @@ pub struct RunArgs {
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub remote: super::remote_args::RemoteCacheArgs,
 }
 
 #[derive(Debug, Args)]
@@ -344,6 +346,7 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         mode,
         pause,
         resume,
+        remote_cache: a.remote.request(),
         ..RunOptions::default()
     })
 }

@@ -821,6 +821,7 @@ async fn run_gates(ctx: &Arc<Ctx>, id: &str, wt_path: &Path, base: &str) -> Gate
             passed: r.passed,
             required: r.required,
             cached: r.cached,
+            cache: r.cache.as_str().to_string(),
             flaky: r.flaky,
             skipped: r.skipped,
             duration_ms: r.duration_ms,
@@ -828,6 +829,9 @@ async fn run_gates(ctx: &Arc<Ctx>, id: &str, wt_path: &Path, base: &str) -> Gate
         }),
         GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
             message: format!("{story}: gate cache unavailable: {reason}"),
+        }),
+        GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
+            message: format!("remote gate cache: {message}"),
         }),
     };
     cascade_gates::run_gates(&ctx.gates, &opts, &ctx.gate_cache, on_event, &ctx.cancel).await

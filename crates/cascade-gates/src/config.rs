@@ -50,6 +50,9 @@ pub enum GateConfigError {
         gate: String,
         message: String,
     },
+    /// The remote cache settings cannot work (bad URL, mode, missing secret).
+    #[error(transparent)]
+    Remote(#[from] crate::cache::remote::RemoteError),
 }
 
 /// What to do about an invalid config, for where it came from: a PRD's
