@@ -92,6 +92,21 @@ fn prefix_of(path: &ObjPath) -> String {
     }
 }
 
+/// An error with its causes (`builder error: ...: no root certificates`).
+fn chain(e: &object_store::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            text.push_str(": ");
+            text.push_str(&c);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 impl Backend for Store {
     fn get(&self, path: String) -> BoxFut<Result<Option<Vec<u8>>, String>> {
         let store = Arc::clone(&self.store);
@@ -102,9 +117,9 @@ impl Backend for Store {
                     .bytes()
                     .await
                     .map(|b| Some(b.to_vec()))
-                    .map_err(|e| e.to_string()),
+                    .map_err(|e| chain(&e)),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(chain(&e)),
             }
         })
     }
@@ -128,11 +143,11 @@ impl Backend for Store {
                             .put(&location, bytes.into())
                             .await
                             .map(|_| PutOutcome::Created)
-                            .map_err(|e| e.to_string()),
-                        Err(e) => Err(e.to_string()),
+                            .map_err(|e| chain(&e)),
+                        Err(e) => Err(chain(&e)),
                     }
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(chain(&e)),
             }
         })
     }
@@ -140,12 +155,16 @@ impl Backend for Store {
 
 #[cfg(feature = "remote-cloud")]
 mod cloud {
-    //! The cloud builders, each from its environment, with the cache's
-    //! timeout and few retries (the cache gives up quickly by design).
+    //! The cloud builders, each from its environment (so `AWS_ENDPOINT`,
+    //! `AWS_ALLOW_HTTP`... apply as users expect), plus the cache's timeout
+    //! and few retries (the cache gives up quickly by design).
     use std::sync::Arc;
     use std::time::Duration;
 
-    use object_store::{ClientOptions, ObjectStore, ObjectStoreScheme, RetryConfig};
+    use object_store::aws::AmazonS3ConfigKey;
+    use object_store::azure::AzureConfigKey;
+    use object_store::gcp::GoogleConfigKey;
+    use object_store::{ClientConfigKey, ObjectStore, ObjectStoreScheme, RetryConfig};
 
     use super::RemoteSettings;
 
@@ -154,43 +173,53 @@ mod cloud {
         url: &url::Url,
         settings: &RemoteSettings,
     ) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
-        let client = ClientOptions::new()
-            .with_timeout(settings.timeout)
-            .with_connect_timeout(settings.timeout.min(Duration::from_secs(3)));
+        // Set through config keys: replacing the client options would drop
+        // what the environment set (allow_http, proxies...).
+        let timeout = format!("{}ms", settings.timeout.as_millis());
+        let connect = format!(
+            "{}ms",
+            settings.timeout.min(Duration::from_secs(3)).as_millis()
+        );
+        let client = [
+            (ClientConfigKey::Timeout, timeout),
+            (ClientConfigKey::ConnectTimeout, connect),
+        ];
         let retry = RetryConfig {
             max_retries: 1,
             retry_timeout: settings.timeout,
             ..RetryConfig::default()
         };
         Ok(match scheme {
-            ObjectStoreScheme::AmazonS3 => Arc::new(
-                object_store::aws::AmazonS3Builder::from_env()
-                    .with_url(url.as_str())
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .build()?,
-            ),
-            ObjectStoreScheme::GoogleCloudStorage => Arc::new(
-                object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                    .with_url(url.as_str())
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .build()?,
-            ),
-            ObjectStoreScheme::MicrosoftAzure => Arc::new(
-                object_store::azure::MicrosoftAzureBuilder::from_env()
-                    .with_url(url.as_str())
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .build()?,
-            ),
-            ObjectStoreScheme::Http => Arc::new(
-                object_store::http::HttpBuilder::new()
-                    .with_url(url.as_str())
-                    .with_client_options(client)
-                    .with_retry(retry)
-                    .build()?,
-            ),
+            ObjectStoreScheme::AmazonS3 => {
+                let mut b = object_store::aws::AmazonS3Builder::from_env().with_url(url.as_str());
+                for (k, v) in client {
+                    b = b.with_config(AmazonS3ConfigKey::Client(k), v);
+                }
+                Arc::new(b.with_retry(retry).build()?)
+            }
+            ObjectStoreScheme::GoogleCloudStorage => {
+                let mut b =
+                    object_store::gcp::GoogleCloudStorageBuilder::from_env().with_url(url.as_str());
+                for (k, v) in client {
+                    b = b.with_config(GoogleConfigKey::Client(k), v);
+                }
+                Arc::new(b.with_retry(retry).build()?)
+            }
+            ObjectStoreScheme::MicrosoftAzure => {
+                let mut b =
+                    object_store::azure::MicrosoftAzureBuilder::from_env().with_url(url.as_str());
+                for (k, v) in client {
+                    b = b.with_config(AzureConfigKey::Client(k), v);
+                }
+                Arc::new(b.with_retry(retry).build()?)
+            }
+            ObjectStoreScheme::Http => {
+                let mut b = object_store::http::HttpBuilder::new().with_url(url.as_str());
+                for (k, v) in client {
+                    b = b.with_config(k, v);
+                }
+                Arc::new(b.with_retry(retry).build()?)
+            }
             other => {
                 return Err(object_store::Error::NotSupported {
                     source: format!("unsupported remote cache scheme {other:?}").into(),
