@@ -233,3 +233,67 @@ fn a_remote_that_never_answers_costs_the_timeout_and_the_run_passes() {
         }
     }
 }
+
+/// `approve` in two repositories with the same plan and agent: the second
+/// one's story gate comes from the remote, and the events say so.
+#[test]
+fn approve_shares_gate_verdicts_and_events_carry_the_source() {
+    let shared = tempfile::tempdir().unwrap();
+    let log = shared.path().join("gate-runs.log");
+    let gate = script(
+        &shared.path().join("gate.sh"),
+        &format!("pwd >> '{}'", log.display()),
+    );
+    let agent = script(
+        &shared.path().join("agent.sh"),
+        r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#,
+    );
+    write_json(
+        &shared.path().join("agents.json"),
+        &serde_json::json!({"default_agent": "scripted",
+            "agents": {"scripted": {"type": "cli", "command": agent, "args": [], "timeout": 60}}}),
+    );
+    let url = format!("file://{}", shared.path().join("remote").display());
+    let prd = serde_json::json!({
+        "goal": "share gates", "objectives": [],
+        "stories": [{"id": "story-001", "title": "One", "description": "d", "priority": "high",
+                     "dependencies": [], "status": "pending", "acceptance_criteria": ["ok"]}],
+        "quality_gates": {"enabled": true, "gates": [
+            {"name": "check", "type": "test", "command": gate, "toolchain": []}]}
+    });
+    let mut gate_events = Vec::new();
+    for (repo, mode) in [(init_repo(), "read-write"), (init_repo(), "read")] {
+        write_json(&repo.path().join("prd.json"), &prd);
+        crate::common::git(repo.path(), &["add", "-A"]);
+        crate::common::git(repo.path(), &["commit", "-q", "-m", "plan"]);
+        let out = cascade(repo.path())
+            .args(["approve", "--auto-run", "--retry-delay", "0", "--json"])
+            .args(["--remote-cache", &url, "--remote-cache-mode", mode])
+            .arg("--agents")
+            .arg(shared.path().join("agents.json"))
+            .env("CASCADE_CACHE_SECRET", SECRET)
+            .env_remove("CASCADE_REMOTE_CACHE")
+            .timeout(Duration::from_secs(120))
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let finished: Vec<serde_json::Value> = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["event"] == "gate_finished")
+            .collect();
+        assert_eq!(finished.len(), 1, "{stdout}");
+        gate_events.push(finished[0].clone());
+    }
+    assert_eq!(gate_events[0]["cache"], "miss", "{:?}", gate_events);
+    assert_eq!(gate_events[1]["cache"], "remote", "{:?}", gate_events);
+    assert_eq!(gate_events[1]["cached"], true);
+    let runs = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(runs.lines().count(), 1, "the gate ran once in all: {runs}");
+}
