@@ -240,6 +240,11 @@ fn run_args(json: bool) -> RunArgs {
         json,
         review: None,
         review_agent: None,
+        // The demo is a scratch repository: never share its results.
+        remote: crate::cli::remote_args::RemoteCacheArgs {
+            remote_cache: Some("off".into()),
+            remote_cache_mode: None,
+        },
     }
 }
 

@@ -18,6 +18,7 @@ pub mod mega_cmd;
 pub mod paths_cmd;
 pub mod plan_cmds;
 pub mod plan_file;
+pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;

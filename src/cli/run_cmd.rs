@@ -113,6 +113,8 @@ pub struct RunArgs {
     /// Agent for reviews (default: the review phase's, another than the author's)
     #[arg(long, value_name = "A")]
     pub review_agent: Option<String>,
+    #[command(flatten)]
+    pub remote: super::remote_args::RemoteCacheArgs,
 }
 
 /// `--review[=strict]`.
@@ -389,6 +391,7 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         mode,
         pause,
         resume,
+        remote_cache: a.remote.request(),
         ..RunOptions::default()
     })
 }

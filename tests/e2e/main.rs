@@ -12,3 +12,4 @@ mod gates;
 mod mega;
 mod paths;
 mod plan;
+mod remote_cache;
