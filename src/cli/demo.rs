@@ -238,6 +238,13 @@ fn run_args(json: bool) -> RunArgs {
         dry_run: false,
         yes: true,
         json,
+        max_cost: None,
+        max_story_cost: None,
+        max_duration: None,
+        hard_budget: false,
+        gate_jobs: None,
+        no_resolve: false,
+        notify: None,
     }
 }
 

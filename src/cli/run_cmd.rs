@@ -103,6 +103,31 @@ pub struct RunArgs {
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    /// Spend limit of the run in USD: no attempt starts once it is spent; the
+    /// run ends as budget_exhausted (exit 1) and `cascade resume
+    /// --max-cost <higher>` continues it
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Spend limit per story in USD: a story over it fails as `budget` (not retried)
+    #[arg(long, value_name = "USD")]
+    pub max_story_cost: Option<f64>,
+    /// Time limit of the run in seconds (wall clock, this invocation); like --max-cost
+    #[arg(long, value_name = "SECS")]
+    pub max_duration: Option<u64>,
+    /// On an exhausted run budget, stop running agents too instead of letting them finish
+    #[arg(long)]
+    pub hard_budget: bool,
+    /// Gate runs at once, separately from --parallel agents (default: cores / 2, at least 1)
+    #[arg(long, value_name = "N")]
+    pub gate_jobs: Option<usize>,
+    /// Do not ask an agent to resolve merge conflicts (a conflict fails the attempt as merge_conflict)
+    #[arg(long)]
+    pub no_resolve: bool,
+    /// Run this command (argv, no shell; the event JSON on its stdin) when the
+    /// run finishes, a story fails for good, the budget is exhausted or the run
+    /// pauses; the values up to the next flag form the command
+    #[arg(long, value_name = "CMD", num_args = 1.., value_terminator = ";")]
+    pub notify: Option<Vec<String>>,
 }
 
 #[derive(Debug, Args)]
@@ -142,6 +167,14 @@ fn remembered(a: &RunArgs) -> RunFlags {
         max_iterations: a.max_iterations,
         auto_run: Some(a.auto_run),
         yes: Some(a.yes),
+        prd: Some(a.prd.display().to_string()),
+        max_cost: a.max_cost,
+        max_story_cost: a.max_story_cost,
+        max_duration: a.max_duration,
+        hard_budget: Some(a.hard_budget),
+        gate_jobs: a.gate_jobs,
+        no_resolve: Some(a.no_resolve),
+        notify: a.notify.clone(),
     }
 }
 
@@ -232,6 +265,25 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(allow_dirty, "--allow-dirty", |v: &bool| v.then(String::new));
     take!(auto_run, "--auto-run", |v: &bool| v.then(String::new));
     take!(yes, "--yes", |v: &bool| v.then(String::new));
+    take!(max_cost, "--max-cost", |v: &f64| Some(v.to_string()));
+    take!(max_story_cost, "--max-story-cost", |v: &f64| Some(
+        v.to_string()
+    ));
+    take!(max_duration, "--max-duration", |v: &u64| Some(
+        v.to_string()
+    ));
+    take!(hard_budget, "--hard-budget", |v: &bool| v.then(String::new));
+    take!(gate_jobs, "--gate-jobs", |v: &usize| Some(v.to_string()));
+    take!(no_resolve, "--no-resolve", |v: &bool| v.then(String::new));
+    take!(notify, "--notify", |v: &Vec<String>| Some(v.join(" ")));
+    if let Some(v) = &stored.prd {
+        let given = explicit("prd");
+        let shown = (v != "prd.json").then(|| format!("--prd {v}"));
+        note(given, shown);
+        if !given {
+            a.prd = PathBuf::from(v);
+        }
+    }
     // Stored as their flag spellings; one this cascade does not know is left out.
     if let Some(v) = stored
         .schedule
@@ -380,9 +432,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
-    let engine = Engine::new(engine_config(g, &a)?);
     let mut restored = None;
     if resume {
+        // The state file does not depend on the PRD; the engine is built
+        // again below with the restored `--prd`.
+        let engine = Engine::new(engine_config(g, &a)?);
         if let Ok(state_path) = engine.state_path() {
             // Say there is nothing to resume before any other check (a dirty
             // tree, a missing agent): those would send the user fixing things
@@ -401,6 +455,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
             }
         }
     }
+    let engine = Engine::new(engine_config(g, &a)?);
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
     if a.dry_run {
@@ -424,7 +479,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
-        RunStatus::Failed => EXIT_FAILED,
+        RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
     })
 }

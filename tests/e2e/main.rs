@@ -5,6 +5,7 @@
 mod common;
 
 mod agents;
+mod control;
 mod demo;
 mod engine;
 mod gates;

@@ -697,10 +697,17 @@ impl Engine {
         }
         // Agents a killed run left running would keep writing into worktrees
         // that are about to be reused: stop them first.
-        let leftovers = match ctx.state.lock() {
+        let mut leftovers = match ctx.state.lock() {
             Ok(st) => crate::leftover::recorded(&st),
             Err(_) => Vec::new(),
         };
+        // Agents started too late to be recorded. Only with the run lock held
+        // here: then no live run of this repository owns an agent in it.
+        if self.config.take_lock {
+            let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
+            let found = crate::leftover::scan(&ids, ctx.paths.cascade_dir().as_path(), &leftovers);
+            leftovers.extend(found);
+        }
         if !leftovers.is_empty() {
             let stopped = tokio::task::spawn_blocking(move || {
                 crate::leftover::stop(&leftovers, std::time::Duration::from_secs(2))

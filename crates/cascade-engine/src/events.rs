@@ -196,6 +196,9 @@ pub enum RunStatus {
     Interrupted,
     /// Stopped on purpose with work left (after a batch, or the iteration limit).
     Paused,
+    /// Stopped on its budget (`--max-cost`, `--max-duration`, prd.json
+    /// `metadata.budget`) with work left; resumable with a raised budget.
+    BudgetExhausted,
 }
 
 impl RunStatus {
@@ -205,6 +208,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Paused => "paused",
+            RunStatus::BudgetExhausted => "budget_exhausted",
         }
     }
 }

@@ -108,6 +108,27 @@ pub struct RunFlags {
     pub auto_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes: Option<bool>,
+    /// `--prd`, as given (relative to the directory the run started in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prd: Option<String>,
+    /// `--max-cost` (USD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// `--max-story-cost` (USD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_story_cost: Option<f64>,
+    /// `--max-duration` (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_budget: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_jobs: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_resolve: Option<bool>,
+    /// `--notify` argv.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Vec<String>>,
 }
 
 /// A run's overall status as stored.
@@ -119,6 +140,7 @@ pub enum RunPhase {
     Failed,
     Interrupted,
     Paused,
+    BudgetExhausted,
 }
 
 impl RunPhase {
@@ -129,6 +151,7 @@ impl RunPhase {
             RunPhase::Failed => "failed",
             RunPhase::Interrupted => "interrupted",
             RunPhase::Paused => "paused",
+            RunPhase::BudgetExhausted => "budget_exhausted",
         }
     }
 }
@@ -140,6 +163,7 @@ impl From<RunStatus> for RunPhase {
             RunStatus::Failed => RunPhase::Failed,
             RunStatus::Interrupted => RunPhase::Interrupted,
             RunStatus::Paused => RunPhase::Paused,
+            RunStatus::BudgetExhausted => RunPhase::BudgetExhausted,
         }
     }
 }

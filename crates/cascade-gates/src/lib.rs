@@ -59,4 +59,4 @@ pub mod runner;
 pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation};
 pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
 pub use report::{GateError, GateReport, GateResult, Severity};
-pub use runner::{run_gates, GateEvent, RunOptions};
+pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, RunOptions};
