@@ -13,6 +13,7 @@ pub mod agents_cmd;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
+pub mod notify;
 pub mod plan_cmds;
 pub mod report;
 pub mod run_cmd;

@@ -465,14 +465,16 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     }
     let rt = runtime()?;
     let reporter = Reporter::new(a.json);
+    let notifier = super::notify::Notifier::new(a.notify.clone());
     let cancel = CancelToken::new();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
         // gates, save state (a second signal leaves at once).
         let stop = StopSignals::watch(cancel.clone());
-        let sink = note_after_start(reporter.sink(), restored);
+        let sink = notifier.wrap(note_after_start(reporter.sink(), restored));
         (engine.run(options, sink, &cancel).await, stop)
     });
+    notifier.finish();
     reporter.finish();
     let summary = result.map_err(engine_failure)?;
     Ok(match summary.status {

@@ -241,3 +241,55 @@ fn worktree_prune_keeps_a_failed_storys_worktree_with_uncommitted_edits() {
     assert!(!wt.exists());
     let _ = git(f.repo(), &["status", "--short"]);
 }
+
+#[test]
+fn notify_runs_the_command_with_the_event_json_on_stdin() {
+    let f = Fixture::new(json!([story("n1", &[]), story("n2", &[])]), json!([]));
+    let agent = f.agent_script(
+        "agent.sh",
+        r#"if [ "$id" = n2 ]; then echo "no luck" >&2; exit 3; fi
+echo "$id" > "$id.txt""#,
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let notify = f.agent_script("notify.sh", r#"cat > "$T/notified-$CASCADE_EVENT-$$.json""#);
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--max-retries",
+        "0",
+        "--retry-delay",
+        "0",
+        "--json",
+        "--notify",
+        &notify,
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let mut got: Vec<Value> = std::fs::read_dir(f.t(""))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("notified-"))
+        .map(|e| serde_json::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap())
+        .collect();
+    got.sort_by_key(|v| v["event"].as_str().unwrap_or("").to_string());
+    let kinds: Vec<&str> = got.iter().filter_map(|v| v["event"].as_str()).collect();
+    assert_eq!(kinds, ["run_finished", "story_failed"], "{got:?}");
+    assert_eq!(got[0]["status"], "failed");
+    assert_eq!(got[1]["story"], "n2");
+    assert_eq!(got[1]["error_type"], "exit_code");
+    // A notify command that fails is a warning, never a different outcome,
+    // and the NDJSON stream still ends with run_finished.
+    let out = f.run(&[
+        "resume",
+        "--auto-run",
+        "--json",
+        "--notify",
+        "/nonexistent/notifier",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    assert_eq!(events(&out).last().unwrap()["event"], "run_finished");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning: --notify command '/nonexistent/notifier'"),
+        "{stderr}"
+    );
+}
