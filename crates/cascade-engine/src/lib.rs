@@ -47,6 +47,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod findings;
 pub mod gitops;
 mod leftover;
 pub mod lock;
@@ -56,6 +57,7 @@ pub mod progress;
 pub mod retry;
 pub mod scheduler;
 pub mod state;
+mod steps;
 mod story;
 
 pub mod mega;
