@@ -148,6 +148,9 @@ pub struct AgentsConfig {
     /// (implementation, retry, refactor), below the phase's own
     /// `story_type_overrides`; in file order.
     pub story_type_defaults: Vec<(String, String)>,
+    /// `prices`: USD per million tokens by model or agent name, over the
+    /// shipped table (see [`crate::pricing`]).
+    pub prices: crate::pricing::PriceTable,
 }
 
 /// Where a config came from.
@@ -395,6 +398,7 @@ impl Walk {
             agents: Vec::new(),
             phase_defaults: BTreeMap::new(),
             story_type_defaults: Vec::new(),
+            prices: crate::pricing::PriceTable::default(),
         };
         let Some(root) = value.as_object() else {
             self.problem("(root)", "expected a JSON object");
@@ -433,6 +437,20 @@ impl Walk {
                 }
             }
             Some(_) => self.problem("phase_defaults", "expected an object keyed by phase"),
+        }
+        match root.get("prices") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (name, v) in map {
+                    if let Some(price) = self.price(v, &format!("prices.{name}")) {
+                        config.prices.overrides.push((name.clone(), price));
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                "prices",
+                "expected an object mapping models or agents to {\"input\": USD, \"output\": USD} per million tokens",
+            ),
         }
         match root.get("story_type_defaults") {
             None | Some(Value::Null) => {}
@@ -735,6 +753,41 @@ impl Walk {
             ),
         }
         pc
+    }
+
+    /// `{"input": n, "output": n, "cached_input": n}` (USD per million tokens).
+    fn price(&mut self, value: &Value, key: &str) -> Option<crate::pricing::Price> {
+        let Some(obj) = value.as_object() else {
+            self.problem(
+                key,
+                format!(
+                    "expected {{\"input\": USD, \"output\": USD}} per million tokens, found {}",
+                    json_kind(value)
+                ),
+            );
+            return None;
+        };
+        let mut num = |field: &str, required: bool| -> Option<f64> {
+            match obj.get(field) {
+                None | Some(Value::Null) if !required => None,
+                Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f >= 0.0) => n.as_f64(),
+                _ => {
+                    self.problem(
+                        format!("{key}.{field}"),
+                        "expected a number >= 0 (USD per million tokens)",
+                    );
+                    None
+                }
+            }
+        };
+        let input = num("input", true);
+        let output = num("output", true);
+        let cached_input = num("cached_input", false);
+        Some(crate::pricing::Price {
+            input: input?,
+            cached_input,
+            output: output?,
+        })
     }
 
     fn string(&mut self, value: &Value, key: &str) -> Option<String> {
