@@ -341,6 +341,34 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
             "--parallel must be at least 1"
         )));
     }
+    if a.gate_jobs == Some(0) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--gate-jobs must be at least 1"
+        )));
+    }
+    for (flag, v) in [
+        ("--max-cost", a.max_cost),
+        ("--max-story-cost", a.max_story_cost),
+    ] {
+        if let Some(v) = v.filter(|v| !v.is_finite() || *v < 0.0) {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{flag} must be a number of USD >= 0 (got {v})"
+            )));
+        }
+    }
+    if a.max_duration == Some(0) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--max-duration must be at least 1 second"
+        )));
+    }
+    if a.notify
+        .as_ref()
+        .is_some_and(|n| n.iter().all(|s| s.trim().is_empty()))
+    {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--notify needs a command (an argv: program and arguments)"
+        )));
+    }
     let mode = match (a.mode, a.max_iterations) {
         (ModeArg::MaxIterations, None) => {
             return Err(Failure::usage(anyhow::anyhow!(
@@ -396,6 +424,14 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         mode,
         pause,
         resume,
+        gate_jobs: a.gate_jobs,
+        budget: cascade_engine::control::budget::Budget {
+            max_cost: a.max_cost,
+            max_story_cost: a.max_story_cost,
+            max_duration: a.max_duration.map(Duration::from_secs),
+            hard: a.hard_budget,
+        },
+        no_resolve: a.no_resolve,
         ..RunOptions::default()
     })
 }
@@ -574,7 +610,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
                 "agent".into(),
                 s.agent.clone().map_or(serde_json::Value::Null, Into::into),
             );
-            o.insert("attempts".into(), s.attempts.len().into());
+            o.insert("attempts".into(), s.charged_attempts().into());
             if let Some(b) = &s.branch {
                 o.insert("branch".into(), b.clone().into());
             }
@@ -661,7 +697,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             s.id,
             story_status(s),
             s.agent.as_deref().unwrap_or("-"),
-            s.attempts.len(),
+            s.charged_attempts(),
             detail
         );
     }

@@ -293,3 +293,361 @@ echo "$id" > "$id.txt""#,
         "{stderr}"
     );
 }
+
+/// Waits (with a generous guard) until `n` files named `started-*` exist in
+/// `T`: a barrier so that stories are known to run at the same time.
+const BARRIER: &str = r#"touch "$T/started-$id"
+i=0; while [ "$(ls "$T" | grep -c '^started-')" -lt "$N" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"#;
+
+#[test]
+fn gate_jobs_1_never_overlaps_two_gates_and_stories_get_distinct_ports() {
+    let stories = json!([story("g1", &[]), story("g2", &[]), story("g3", &[])]);
+    // The gate holds a lock directory while it runs: a second gate starting
+    // meanwhile finds it taken and records the overlap.
+    let f = Fixture::new(stories.clone(), json!([]));
+    let gate = f.agent_script(
+        "gate.sh",
+        r#"if mkdir "$T/gate-lock" 2>/dev/null; then :; else echo overlap >> "$T/overlaps"; fi
+echo "start $CASCADE_PORT_BASE" >> "$T/gates"
+sleep 0.3
+echo "end $CASCADE_PORT_BASE" >> "$T/gates"
+rmdir "$T/gate-lock" 2>/dev/null
+exit 0"#,
+    );
+    f.write_prd(
+        "prd.json",
+        stories,
+        json!([{"name": "check", "type": "test", "command": gate, "required": true}]),
+        json!({}),
+    );
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            "N=3\n{BARRIER}\necho \"$id $CASCADE_PORT_BASE $CASCADE_PORT_COUNT\" >> \"$T/ports\"\n{WRITE_OWN_FILE}"
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "3",
+        "--gate-jobs",
+        "1",
+        "--retry-delay",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.read("overlaps"), "", "two gates ran at once");
+    let gates = f.lines("gates");
+    assert_eq!(gates.len(), 6, "{gates:?}");
+    for pair in gates.chunks(2) {
+        assert!(
+            pair[0].starts_with("start ") && pair[1].starts_with("end "),
+            "{gates:?}"
+        );
+    }
+    // The three stories ran at once (barrier) with three port ranges,
+    // and each story's gate saw its own.
+    let ports: Vec<String> = f
+        .lines("ports")
+        .iter()
+        .map(|l| l.split(' ').nth(1).unwrap_or("").to_string())
+        .collect();
+    let mut distinct = ports.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "{ports:?}");
+    assert!(f.lines("ports").iter().all(|l| l.ends_with(" 100")));
+    for p in &ports {
+        assert!(
+            gates.contains(&format!("start {p}")),
+            "{p} not in {gates:?}"
+        );
+    }
+}
+
+/// An agent that reports `cost` USD as Claude's stream-json result line.
+fn costly_agent(f: &Fixture, cost: &str, then: &str) -> String {
+    f.agent_script(
+        "agent.sh",
+        &format!(
+            r#"echo "$id" >> "$T/ran"
+{then}
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"done","total_cost_usd":{cost},"usage":{{"input_tokens":1000,"output_tokens":100}}}}'"#
+        ),
+    )
+}
+
+#[test]
+fn run_budget_stops_new_attempts_then_resume_with_a_higher_budget_finishes() {
+    let f = Fixture::new(
+        json!([story("c1", &[]), story("c2", &["c1"]), story("c3", &["c2"])]),
+        json!([]),
+    );
+    let agent = costly_agent(&f, "0.6", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--max-cost",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let last = ev.last().unwrap();
+    assert_eq!(last["status"], "budget_exhausted", "{}", explain(&out));
+    assert_eq!(last["stories"]["complete"], 2);
+    assert_eq!(last["stories"]["pending"], 1);
+    let b = of_kind(&ev, "budget_exhausted");
+    assert_eq!(b.len(), 1, "{b:?}");
+    assert_eq!(b[0]["scope"], "run");
+    assert_eq!(b[0]["limit"], "cost");
+    assert!(
+        (b[0]["spent_usd"].as_f64().unwrap() - 1.2).abs() < 1e-9,
+        "{b:?}"
+    );
+    assert_eq!(f.lines("ran"), ["c1", "c2"]);
+    assert_eq!(f.status_json()["status"], "budget_exhausted");
+    let progress = std::fs::read_to_string(f.repo().join("progress.txt")).unwrap();
+    assert!(progress.contains("[BUDGET]"), "{progress}");
+    // The same budget again: nothing new starts.
+    let out = f.run(&["resume", "--auto-run", "--json"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    assert_eq!(events(&out).last().unwrap()["status"], "budget_exhausted");
+    assert_eq!(f.lines("ran"), ["c1", "c2"]);
+    // A raised budget finishes the run.
+    let out = f.run(&["resume", "--auto-run", "--max-cost", "5", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(events(&out).last().unwrap()["status"], "completed");
+    assert_eq!(f.lines("ran"), ["c1", "c2", "c3"]);
+}
+
+#[test]
+fn story_budget_fails_the_story_as_budget_without_retrying() {
+    let f = Fixture::new(json!([story("s1", &[]), story("s2", &[])]), json!([]));
+    // s1 fails after spending; s2 succeeds cheaply.
+    let agent = costly_agent(
+        &f,
+        "0.4",
+        r#"if [ "$id" = s1 ]; then echo '{"type":"result","is_error":true,"subtype":"error","total_cost_usd":0.7}'; exit 3; fi
+echo "$id" > "$id.txt""#,
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "3",
+        "--max-story-cost",
+        "0.5",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let failed = of_kind(&ev, "story_failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["story"], "s1");
+    assert_eq!(failed[0]["error_type"], "budget", "{failed:?}");
+    assert_eq!(failed[0]["attempts"], 1);
+    assert_eq!(
+        f.lines("ran").iter().filter(|l| *l == "s1").count(),
+        1,
+        "retried over its budget"
+    );
+    assert_eq!(f.status_json()["stories"]["s2"]["status"], "complete");
+    assert_eq!(ev.last().unwrap()["status"], "failed");
+}
+
+#[test]
+fn per_story_and_prd_budgets_and_unknown_spend_are_said() {
+    let f = Fixture::new(json!([]), json!([]));
+    let mut s1 = story("u1", &[]);
+    s1["budget"] = json!(0.01);
+    f.write_prd(
+        "prd.json",
+        json!([s1, story("u2", &[])]),
+        json!([]),
+        json!({"budget": {"max_cost": 100}}),
+    );
+    // Reports nothing about its spend: unknown, never $0.
+    let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&["approve", "--auto-run", "--retry-delay", "0", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let notice = of_kind(&events(&out), "notice")
+        .into_iter()
+        .filter_map(|e| e["message"].as_str())
+        .find(|m| m.starts_with("budget:"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(notice.contains("unknown"), "{}", explain(&out));
+    assert!(!notice.contains("$0.00"), "{notice}");
+    // A malformed budget is a clear usage error.
+    f.write_prd(
+        "prd.json",
+        json!([story("u3", &[])]),
+        json!([]),
+        json!({"budget": "a lot"}),
+    );
+    git(f.repo(), &["status", "--short"]);
+    let out = f.run(&["approve", "--auto-run", "--json"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("metadata.budget"), "{err}");
+}
+
+/// An agent that answers 429 once per story (a marker per story), with
+/// `retry_after` lines appended, then works.
+fn limited_agent(f: &Fixture, name: &str, limit: &str) -> String {
+    f.agent_script(
+        name,
+        &format!(
+            r#"echo "{name} $id" >> "$T/ran"
+if [ ! -f "$T/limited-$id" ]; then
+  touch "$T/limited-$id"
+  printf '%s\n' {limit} >&2
+  exit 1
+fi
+echo "$id" > "$id.txt""#
+        ),
+    )
+}
+
+#[test]
+fn rate_limit_with_retry_after_is_not_an_attempt_and_the_cooldown_is_shared() {
+    let f = Fixture::new(json!([story("r1", &[]), story("r2", &[])]), json!([]));
+    // r1: 429 with Retry-After 2. r2: waits until r1 was limited, then fails
+    // for an ordinary reason; its retry must wait for the shared cooldown.
+    let agent = f.agent_script(
+        "limited.sh",
+        r#"echo "$id" >> "$T/ran"
+if [ "$id" = r1 ] && [ ! -f "$T/limited" ]; then
+  echo "Error: 429 Too Many Requests" >&2
+  echo "Retry-After: 2" >&2
+  touch "$T/limited"
+  exit 1
+fi
+if [ "$id" = r2 ] && [ ! -f "$T/r2-failed" ]; then
+  i=0; while [ ! -f "$T/limited" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+  sleep 0.3
+  touch "$T/r2-failed"
+  echo "compile error" >&2
+  exit 3
+fi
+echo "$id" > "$id.txt""#,
+    );
+    f.set_agents("limited", &[("limited", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let cooldowns = of_kind(&ev, "agent_cooldown");
+    assert_eq!(cooldowns.len(), 1, "{cooldowns:?}");
+    assert_eq!(cooldowns[0]["agent"], "limited");
+    assert_eq!(cooldowns[0]["retry_after"], true);
+    assert_eq!(cooldowns[0]["concurrency"], 1);
+    let failed = of_kind(&ev, "attempt_failed");
+    assert!(failed
+        .iter()
+        .any(|e| e["story"] == "r1" && e["error_type"] == "rate_limited"));
+    // r2 never hit the limit itself but waited for the agent's cooldown.
+    let waited = of_kind(&ev, "notice").into_iter().any(|e| {
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("r2: waiting") && m.contains("cool down"))
+    });
+    assert!(waited, "{}", explain(&out));
+    let status = f.status_json();
+    assert_eq!(status["stories"]["r1"]["status"], "complete");
+    assert_eq!(status["stories"]["r2"]["status"], "complete");
+}
+
+#[test]
+fn rate_limit_without_retry_after_backs_off_and_costs_no_attempt() {
+    let f = Fixture::new(json!([story("x1", &[])]), json!([]));
+    let agent = limited_agent(
+        &f,
+        "limited.sh",
+        "'rate_limit_error: overloaded, please slow down'",
+    );
+    f.set_agents("limited", &[("limited", &agent)], json!({}));
+    // No retries at all: the rate-limited attempt must not use up the only one.
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let c = of_kind(&ev, "agent_cooldown");
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0]["retry_after"], false);
+    assert!(c[0]["cooldown_ms"].as_u64().unwrap() > 0);
+    assert_eq!(f.lines("ran"), ["limited.sh x1", "limited.sh x1"]);
+    let merged = of_kind(&ev, "story_merged");
+    assert_eq!(merged[0]["attempts"], 1, "{merged:?}");
+    assert_eq!(f.status_json()["stories"]["x1"]["attempts"], 1);
+}
+
+#[test]
+fn a_long_cooldown_moves_the_story_to_a_fallback_agent() {
+    let f = Fixture::new(json!([story("y1", &[])]), json!([]));
+    let limited = limited_agent(
+        &f,
+        "limited.sh",
+        "'HTTP 429 Too Many Requests' 'Retry-After: 600'",
+    );
+    let spare = f.agent_script(
+        "spare.sh",
+        &format!("echo \"spare $id\" >> \"$T/ran\"\n{WRITE_OWN_FILE}"),
+    );
+    f.set_agents(
+        "limited",
+        &[("limited", &limited), ("spare", &spare)],
+        json!({"phase_defaults": {
+            "implementation": {"default_agent": "limited", "fallback_chain": ["spare"]},
+            "retry": {"default_agent": "limited", "fallback_chain": ["spare"]}
+        }}),
+    );
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let fb = of_kind(&ev, "agent_fallback");
+    assert!(
+        fb.iter().any(|e| e["from"] == "limited"
+            && e["to"] == "spare"
+            && e["why"].as_str().unwrap_or("").contains("rate limited")),
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(f.lines("ran"), ["limited.sh y1", "spare y1"]);
+    assert_eq!(of_kind(&ev, "story_merged")[0]["agent"], "spare");
+}

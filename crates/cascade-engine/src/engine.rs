@@ -98,7 +98,11 @@ pub(crate) struct Ctx {
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
     pub sink: EventSink,
+    /// The work's cancellation: fired by the caller's token (Ctrl-C), and
+    /// by an exhausted budget under `--hard-budget`.
     pub cancel: CancelToken,
+    /// Budgets, rate limits, gate jobs, the memory guard, ports, caches.
+    pub control: crate::control::Controls,
 }
 
 impl Ctx {
@@ -646,6 +650,21 @@ impl Engine {
         };
         sched.set_layer_limit(limit);
 
+        let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &prd)
+            .map_err(|message| EngineError::Budget {
+                path: p.prd_path.clone(),
+                message,
+            })?;
+        // The work stops on the caller's token, and on its own when a hard
+        // budget runs out (the run then ends as budget_exhausted, not interrupted).
+        let work_cancel = CancelToken::new();
+        let _link = {
+            let (outer, inner) = (cancel.clone(), work_cancel.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                outer.cancelled().await;
+                inner.cancel();
+            }))
+        };
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
@@ -674,7 +693,8 @@ impl Engine {
             pool,
             prompt,
             sink,
-            cancel: cancel.clone(),
+            cancel: work_cancel,
+            control,
         });
 
         let (run_id, resumed) = {
@@ -749,8 +769,17 @@ impl Engine {
         let mut started_layers: HashSet<usize> = HashSet::new();
         let mut finished_layers: HashSet<usize> = HashSet::new();
         let mut paused = false;
+        // `--max-duration`: the run's time budget runs out by itself.
+        let _clock = ctx.control.budget.time_left().map(|left| {
+            let c = Arc::clone(&ctx);
+            AbortOnDrop(tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                crate::control::check_run_budget(&c);
+            }))
+        });
+        crate::control::check_run_budget(&ctx);
         loop {
-            if cancel.is_cancelled() {
+            if cancel.is_cancelled() || ctx.control.budget.exhausted().is_some() {
                 sched.stop();
             }
             while let Some(i) = sched.next_ready() {
@@ -871,8 +900,11 @@ impl Engine {
             let st = ctx.state.lock().map_err(|_| poisoned())?;
             (st.counts(), summaries(&st))
         };
+        let over_budget = ctx.control.budget.exhausted().is_some() && counts.pending > 0;
         let status = if interrupted {
             RunStatus::Interrupted
+        } else if over_budget {
+            RunStatus::BudgetExhausted
         } else if counts.failed > 0 || counts.blocked > 0 {
             RunStatus::Failed
         } else if counts.pending > 0 || paused {
@@ -895,6 +927,7 @@ impl Engine {
                 },
             });
         }
+        crate::control::report_unknown_spend(&ctx);
         drop(flusher);
         ctx.flush_prd();
         ctx.update_state(|st| st.status = status.into());
@@ -1047,7 +1080,7 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 story: s.id.clone(),
                 status: s.status.as_str().to_string(),
                 agent: s.agent.clone().or_else(|| last.map(|a| a.agent.clone())),
-                attempts: s.attempts.len() as u32,
+                attempts: s.charged_attempts(),
                 gates: s.gates.clone(),
                 duration_ms: s.attempts.iter().filter_map(|a| a.duration_ms).sum(),
                 input_tokens: sum_u64(|a| a.input_tokens),

@@ -44,6 +44,7 @@
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
 
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod error;
 pub mod events;

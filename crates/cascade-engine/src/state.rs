@@ -198,6 +198,17 @@ pub struct StoryState {
     pub gates: Vec<GateSummary>,
 }
 
+impl StoryState {
+    /// Attempts charged to the story: all but those its provider's rate
+    /// limit ended (`rate_limited` is never counted as an attempt).
+    pub fn charged_attempts(&self) -> u32 {
+        self.attempts
+            .iter()
+            .filter(|a| a.error_type != Some(FailureKind::RateLimited))
+            .count() as u32
+    }
+}
+
 /// One attempt of a story.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AttemptRecord {

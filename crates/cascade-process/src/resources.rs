@@ -111,15 +111,17 @@ impl MemoryGuard {
     /// runs), then counts it as running until the returned token drops.
     /// `Err(())` when `cancel` fires first.
     pub async fn admit(&self, cancel: &CancelToken) -> Result<Running, ()> {
-        self.admit_with(None, cancel).await
+        self.admit_with(None, cancel, None).await
     }
 
     /// Like [`MemoryGuard::admit`], after taking a permit of `slots` (the
-    /// permit is held as long as the token).
+    /// permit is held as long as the token); `notice` is told of a wait
+    /// instead of the guard's own [`MemoryGuard::on_wait`].
     pub async fn admit_with(
         &self,
         slots: Option<&Arc<Semaphore>>,
         cancel: &CancelToken,
+        notice: Option<&WaitNotice>,
     ) -> Result<Running, ()> {
         let slot = match slots {
             Some(s) => tokio::select! {
@@ -144,7 +146,7 @@ impl MemoryGuard {
             }
             if !told {
                 told = true;
-                if let (Some(n), Some(a)) = (&self.on_wait, available) {
+                if let (Some(n), Some(a)) = (notice.or(self.on_wait.as_ref()), available) {
                     n(a, self.min_available);
                 }
             }
@@ -163,12 +165,23 @@ impl MemoryGuard {
 
 /// How many processes of one kind may run at once, and the memory guard
 /// they pass: what gate runs and agent starts ask before they spawn.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Admission {
     /// At most this many at once (`None`: no limit).
     pub slots: Option<Arc<Semaphore>>,
     /// Shared by every kind of process of a run.
     pub memory: Option<Arc<MemoryGuard>>,
+    /// Told when a process of this admission waits for memory.
+    pub on_wait: Option<WaitNotice>,
+}
+
+impl std::fmt::Debug for Admission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admission")
+            .field("slots", &self.slots.as_ref().map(|s| s.available_permits()))
+            .field("memory", &self.memory)
+            .finish()
+    }
 }
 
 impl Admission {
@@ -177,6 +190,15 @@ impl Admission {
         Admission {
             slots: Some(Arc::new(Semaphore::new(n.max(1)))),
             memory,
+            on_wait: None,
+        }
+    }
+
+    /// The same limits, telling `notice` of memory waits.
+    pub fn noting(&self, notice: WaitNotice) -> Admission {
+        Admission {
+            on_wait: Some(notice),
+            ..self.clone()
         }
     }
 
@@ -184,7 +206,7 @@ impl Admission {
     pub async fn enter(&self, cancel: &CancelToken) -> Result<Admitted, ()> {
         match &self.memory {
             Some(m) => m
-                .admit_with(self.slots.as_ref(), cancel)
+                .admit_with(self.slots.as_ref(), cancel, self.on_wait.as_ref())
                 .await
                 .map(|r| Admitted {
                     _inner: Inner::Guarded(r),

@@ -91,6 +91,8 @@ pub(crate) struct Attempt<'a> {
     /// The agent running this attempt: the previous one until the
     /// resolve step has chosen (what a failure before that is charged to).
     pub agent: String,
+    /// Environment the story's agent and gates get (its port range).
+    pub env: &'a [(String, String)],
 }
 
 impl Attempt<'_> {
