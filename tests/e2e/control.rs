@@ -651,3 +651,150 @@ fn a_long_cooldown_moves_the_story_to_a_fallback_agent() {
     assert_eq!(f.lines("ran"), ["limited.sh y1", "spare y1"]);
     assert_eq!(of_kind(&ev, "story_merged")[0]["agent"], "spare");
 }
+
+/// Two stories that both rewrite `shared.txt`, started together (barrier),
+/// so the second to merge conflicts with the first.
+fn conflicting_fixture(resolver_body: &str) -> Fixture {
+    let f = Fixture::new(json!([story("m1", &[]), story("m2", &[])]), json!([]));
+    std::fs::write(f.repo().join("shared.txt"), "base\n").unwrap();
+    git(f.repo(), &["add", "-A"]);
+    git(f.repo(), &["commit", "-q", "-m", "shared file"]);
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            r#"echo "$CASCADE_PHASE $id" >> "$T/ran"
+if [ "$CASCADE_PHASE" = merge ]; then
+{resolver_body}
+fi
+N=2
+{BARRIER}
+echo "line from $id" > shared.txt"#
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let gate = f.agent_script(
+        "gate.sh",
+        r#"if grep -q '^<<<<<<<' shared.txt; then exit 1; fi
+cat shared.txt | tr '\n' ' ' >> "$T/gates"; echo >> "$T/gates""#,
+    );
+    f.write_prd(
+        "prd.json",
+        json!([story("m1", &[]), story("m2", &[])]),
+        json!([{"name": "markers", "type": "test", "command": gate, "required": true}]),
+        json!({}),
+    );
+    f
+}
+
+/// Keeps both sides: drops git's conflict markers from every conflicted file.
+const RESOLVE_BOTH: &str = r#"  echo "$CASCADE_CONFLICTS" | while read -r file; do
+    grep -v -e '^<<<<<<<' -e '^=======' -e '^>>>>>>>' "$file" > "$file.tmp" && mv "$file.tmp" "$file"
+  done
+  exit 0"#;
+
+#[test]
+fn a_merge_conflict_is_resolved_by_an_agent_regated_and_merged() {
+    let f = conflicting_fixture(RESOLVE_BOTH);
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(of_kind(&ev, "merge_conflict").len(), 1, "{}", explain(&out));
+    let resolving = of_kind(&ev, "merge_resolving");
+    assert_eq!(resolving.len(), 1);
+    assert_eq!(resolving[0]["files"], json!(["shared.txt"]));
+    let resolved = of_kind(&ev, "merge_resolved");
+    assert_eq!(resolved.len(), 1);
+    let story = resolved[0]["story"].as_str().unwrap().to_string();
+    assert_eq!(f.lines("ran").last().unwrap(), &format!("merge {story}"));
+    // Both sides are on main, and the resolution was gated like any work.
+    let shared = std::fs::read_to_string(f.repo().join("shared.txt")).unwrap();
+    assert!(
+        shared.contains("line from m1") && shared.contains("line from m2"),
+        "{shared}"
+    );
+    assert!(!shared.contains("<<<<<<<"), "{shared}");
+    let log = git(f.repo(), &["log", "--format=%s", "main"]);
+    assert!(
+        log.contains(&format!(
+            "{story}: merge 'main' (conflicts resolved by scripted)"
+        )),
+        "{log}"
+    );
+    let status = f.status_json();
+    assert_eq!(status["stories"]["m1"]["status"], "complete");
+    assert_eq!(status["stories"]["m2"]["status"], "complete");
+    // Each story's gates, then the resolution's, on the merged content.
+    let gates = f.lines("gates");
+    assert_eq!(gates.len(), 3, "{gates:?}");
+    assert!(
+        gates[2].contains("line from m1") && gates[2].contains("line from m2"),
+        "{gates:?}"
+    );
+}
+
+#[test]
+fn an_unresolved_conflict_fails_as_merge_conflict_with_the_branch_kept() {
+    // The agent "resolves" by leaving the markers in place.
+    let f = conflicting_fixture("  exit 0");
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(of_kind(&ev, "merge_resolving").len(), 1);
+    let failed = of_kind(&ev, "story_failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&out));
+    assert_eq!(failed[0]["error_type"], "merge_conflict");
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(error.contains("conflict markers remain"), "{error}");
+    // The branch is kept as the story left it: its own commit, no half merge.
+    let story = failed[0]["story"].as_str().unwrap();
+    let branch = format!("cascade/{story}");
+    let subject = git(f.repo(), &["log", "-1", "--format=%s", &branch]);
+    assert_eq!(subject.trim(), format!("{story}: Title {story}"));
+    let main = std::fs::read_to_string(f.repo().join("shared.txt")).unwrap();
+    assert!(!main.contains("<<<<<<<"), "{main}");
+}
+
+#[test]
+fn no_resolve_fails_the_conflict_without_asking_an_agent() {
+    let f = conflicting_fixture(RESOLVE_BOTH);
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--max-retries",
+        "0",
+        "--no-resolve",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    assert!(of_kind(&ev, "merge_resolving").is_empty());
+    assert_eq!(
+        of_kind(&ev, "story_failed")[0]["error_type"],
+        "merge_conflict"
+    );
+    assert!(!f.lines("ran").iter().any(|l| l.starts_with("merge ")));
+}

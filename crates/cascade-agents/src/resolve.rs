@@ -46,7 +46,7 @@ impl Overrides {
             Phase::Implementation => self.impl_agent.as_deref(),
             Phase::Retry => self.retry_agent.as_deref(),
             Phase::Review => self.review_agent.as_deref(),
-            Phase::Refactor => None,
+            Phase::Refactor | Phase::Merge => None,
         }?;
         Some((phase.override_flag()?, value))
     }

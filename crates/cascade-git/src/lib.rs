@@ -18,6 +18,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod merge;
 pub mod repo;
+pub mod resolve;
 pub mod status;
 pub mod worktree;
 

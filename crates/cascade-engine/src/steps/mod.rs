@@ -16,6 +16,7 @@ mod gates;
 mod merge;
 mod prepare_worktree;
 mod resolve_agent;
+mod resolve_conflict;
 mod run_agent;
 
 use std::path::PathBuf;
@@ -143,5 +144,5 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     let commit = commit::run(a, &worktree, &output).await?;
     gates::run(a, &worktree, &output).await?;
     drop(slot);
-    merge::run(a, &commit).await
+    merge::run(a, &worktree, &commit).await
 }
