@@ -640,6 +640,9 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             "started_at": state.started_at,
             "updated_at": state.updated_at,
             "counts": {"complete": c.complete, "failed": c.failed, "blocked": c.blocked, "pending": c.pending},
+            "cooldowns": active_cooldowns(&state).iter().map(|c| serde_json::json!({
+                "agent": c.agent, "until": c.until, "concurrency": c.concurrency, "message": c.message,
+            })).collect::<Vec<_>>(),
             "stories": stories,
         });
         println!("{v}");
@@ -654,6 +657,15 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!(
             "Running now: pid {} on {} since {}",
             h.pid, h.host, h.started_at
+        );
+    }
+    for c in active_cooldowns(&state) {
+        println!(
+            "Agent '{}' is cooling down until {} (rate limited: {}); then at most {} at once",
+            c.agent,
+            c.until,
+            super::report::printable(&c.message),
+            c.concurrency
         );
     }
     let width = state
@@ -705,4 +717,17 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!("Continue with `cascade resume`.");
     }
     Ok(EXIT_OK)
+}
+
+/// The cooldowns of `state` that have not ended yet.
+fn active_cooldowns(state: &RunState) -> Vec<&cascade_engine::state::CooldownRecord> {
+    let now = chrono::Utc::now();
+    state
+        .cooldowns
+        .iter()
+        .filter(|c| {
+            chrono::DateTime::parse_from_rfc3339(&c.until)
+                .is_ok_and(|t| t.with_timezone(&chrono::Utc) > now)
+        })
+        .collect()
 }

@@ -650,6 +650,16 @@ fn a_long_cooldown_moves_the_story_to_a_fallback_agent() {
     );
     assert_eq!(f.lines("ran"), ["limited.sh y1", "spare y1"]);
     assert_eq!(of_kind(&ev, "story_merged")[0]["agent"], "spare");
+    // Status shows the cooldown that is still on.
+    let status = f.status_json();
+    assert_eq!(status["cooldowns"][0]["agent"], "limited", "{status}");
+    assert_eq!(status["cooldowns"][0]["concurrency"], 2);
+    let text = f.run(&["status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Agent 'limited' is cooling down until"),
+        "{text}"
+    );
 }
 
 /// Two stories that both rewrite `shared.txt`, started together (barrier),
@@ -797,4 +807,124 @@ fn no_resolve_fails_the_conflict_without_asking_an_agent() {
         "merge_conflict"
     );
     assert!(!f.lines("ran").iter().any(|l| l.starts_with("merge ")));
+}
+
+#[test]
+fn hard_budget_stops_running_agents_and_the_run_resumes_later() {
+    let f = Fixture::new(json!([story("h1", &[]), story("h2", &[])]), json!([]));
+    // h1 spends the whole budget at once; h2 would run for a long time.
+    let agent = costly_agent(
+        &f,
+        "2.0",
+        r#"if [ "$id" = h2 ]; then
+  touch "$T/h2-started"
+  i=0; while [ ! -f "$T/h2-go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+  touch "$T/h2-outlived"
+fi
+if [ "$id" = h1 ]; then
+  i=0; while [ ! -f "$T/h2-started" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+fi
+echo "$id" > "$id.txt""#,
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--max-cost",
+        "1",
+        "--hard-budget",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(ev.last().unwrap()["status"], "budget_exhausted");
+    let b = of_kind(&ev, "budget_exhausted");
+    assert!(b[0]["message"].as_str().unwrap().contains("--hard-budget"));
+    // h2's agent was stopped, not waited for.
+    assert!(!f.t("h2-outlived").exists(), "{}", explain(&out));
+    let status = f.status_json();
+    assert_eq!(status["stories"]["h1"]["status"], "complete");
+    assert_eq!(status["stories"]["h2"]["status"], "pending");
+    std::fs::write(f.t("h2-go"), "").unwrap();
+    let out = f.run(&["resume", "--auto-run", "--max-cost", "10", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.status_json()["stories"]["h2"]["status"], "complete");
+}
+
+#[test]
+fn max_duration_lets_the_running_story_finish_and_starts_nothing_new() {
+    let f = Fixture::new(json!([story("d1", &[]), story("d2", &["d1"])]), json!([]));
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            "echo \"$id\" >> \"$T/ran\"\nif [ \"$id\" = d1 ]; then sleep 2; fi\n{WRITE_OWN_FILE}"
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--max-duration",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(ev.last().unwrap()["status"], "budget_exhausted");
+    let b = of_kind(&ev, "budget_exhausted");
+    assert_eq!(b[0]["limit"], "duration");
+    assert_eq!(b[0]["limit_secs"], 1);
+    assert_eq!(f.status_json()["stories"]["d1"]["status"], "complete");
+    assert_eq!(f.lines("ran"), ["d1"]);
+    let out = f.run(&["resume", "--auto-run", "--max-duration", "600", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.lines("ran"), ["d1", "d2"]);
+}
+
+#[test]
+fn low_memory_holds_back_a_new_agent_until_the_running_one_is_done() {
+    let f = Fixture::new(json!([story("k1", &[]), story("k2", &[])]), json!([]));
+    // A threshold no machine meets: the first agent starts (nothing of the
+    // run is running), the second waits for it.
+    write_json(
+        &f.repo().join(".cascade/config.json"),
+        &json!({"resources": {"min_available_memory_mb": 1_000_000_000u64}}),
+    );
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!("echo \"start $id\" >> \"$T/timeline\"\nsleep 0.3\necho \"end $id\" >> \"$T/timeline\"\n{WRITE_OWN_FILE}"),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.run(&[
+        "approve",
+        "--auto-run",
+        "--parallel",
+        "2",
+        "--retry-delay",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let ev = events(&out);
+    let waits = of_kind(&ev, "waiting_for_memory");
+    assert!(!waits.is_empty(), "{}", explain(&out));
+    assert_eq!(waits[0]["what"], "agent");
+    assert_eq!(waits[0]["threshold_mb"], 1_000_000_000u64);
+    let tl = f.lines("timeline");
+    assert_eq!(tl.len(), 4, "{tl:?}");
+    // Never two at once: each start follows the previous end.
+    assert!(
+        tl[0].starts_with("start ") && tl[1].starts_with("end "),
+        "{tl:?}"
+    );
+    assert!(
+        tl[2].starts_with("start ") && tl[3].starts_with("end "),
+        "{tl:?}"
+    );
 }

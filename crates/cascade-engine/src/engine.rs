@@ -98,8 +98,8 @@ pub(crate) struct Ctx {
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
     pub sink: EventSink,
-    /// The work's cancellation: fired by the caller's token (Ctrl-C), and
-    /// by an exhausted budget under `--hard-budget`.
+    /// The work's cancellation: fired by the caller's token (Ctrl-C). Agents
+    /// run under `control.agents_cancel`, which a hard budget fires too.
     pub cancel: CancelToken,
     /// Budgets, rate limits, gate jobs, the memory guard, ports, caches.
     pub control: crate::control::Controls,
@@ -185,6 +185,14 @@ impl Ctx {
     pub fn amend_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
         if let Ok(mut st) = self.state.lock() {
             f(st.story_mut(id));
+        }
+    }
+
+    /// Changes the run's record in memory only (reaches the disk with the
+    /// next transition, like [`Ctx::amend_story`]).
+    pub fn amend_state(&self, f: impl FnOnce(&mut RunState)) {
+        if let Ok(mut st) = self.state.lock() {
+            f(&mut st);
         }
     }
 
@@ -655,14 +663,17 @@ impl Engine {
                 path: p.prd_path.clone(),
                 message,
             })?;
-        // The work stops on the caller's token, and on its own when a hard
-        // budget runs out (the run then ends as budget_exhausted, not interrupted).
+        // The work stops on the caller's token; agents also stop on their
+        // own when a hard budget runs out (the run then ends as
+        // budget_exhausted, not interrupted).
         let work_cancel = CancelToken::new();
         let _link = {
             let (outer, inner) = (cancel.clone(), work_cancel.clone());
+            let agents = control.agents_cancel.clone();
             AbortOnDrop(tokio::spawn(async move {
                 outer.cancelled().await;
                 inner.cancel();
+                agents.cancel();
             }))
         };
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();

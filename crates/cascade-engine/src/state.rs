@@ -66,8 +66,23 @@ pub struct RunState {
     /// absent in the files of older cascades and of runs started without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<RunFlags>,
+    /// Agents put in a rate-limit cooldown by this run (the latest per agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooldowns: Vec<CooldownRecord>,
     /// In plan order.
     pub stories: Vec<StoryState>,
+}
+
+/// An agent's rate-limit cooldown, as `cascade status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CooldownRecord {
+    pub agent: String,
+    /// RFC 3339 time the cooldown ends.
+    pub until: String,
+    /// Stories that may run the agent at once after it.
+    pub concurrency: usize,
+    /// The provider's words.
+    pub message: String,
 }
 
 /// The command-line options of a run (`cascade approve`'s flags), recorded
@@ -281,6 +296,7 @@ impl RunState {
             started_at: now.clone(),
             updated_at: now,
             options: None,
+            cooldowns: Vec::new(),
             stories: story_ids
                 .into_iter()
                 .map(|id| StoryState::new(id, StoryStatus::Pending))

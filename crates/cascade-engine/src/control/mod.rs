@@ -37,6 +37,10 @@ pub(crate) struct Controls {
     pub cargo_targets: Option<resources::CargoTargets>,
     pub budget: budget::Tracker,
     pub limits: Arc<ratelimit::Limits>,
+    /// What agent processes run under: fired with the run's cancellation
+    /// and, under `--hard-budget`, when the budget runs out (then the
+    /// running agents stop while finished work still gates and merges).
+    pub agents_cancel: cascade_process::CancelToken,
 }
 
 impl Controls {
@@ -68,6 +72,7 @@ impl Controls {
             cargo_targets: share.then(|| resources::CargoTargets::new(cascade_dir)),
             budget: budget::Tracker::new(budget, story_limits),
             limits: Arc::new(ratelimit::Limits::new(options.parallel)),
+            agents_cancel: cascade_process::CancelToken::new(),
         })
     }
 }
@@ -94,7 +99,7 @@ pub(crate) fn check_run_budget(ctx: &crate::engine::Ctx) -> bool {
             message: e.message,
         });
         if b.hard {
-            ctx.cancel.cancel();
+            ctx.control.agents_cancel.cancel();
         }
     }
     ctx.control.budget.exhausted().is_some()

@@ -122,7 +122,7 @@ async fn resolve_with_agent(
             })
         }
     };
-    let run = execute(def, req, on_spawn, &ctx.cancel)
+    let run = execute(def, req, on_spawn, &ctx.control.agents_cancel)
         .await
         .map_err(|e| unresolved(agent, files, &e.to_string()))?;
     // What the resolution cost counts toward the attempt (and the budgets).

@@ -44,7 +44,7 @@ pub(super) async fn run(
     // Held while the agent runs: its share of the agent's concurrency (after
     // any cooldown) and its place under the memory guard.
     let _permit = admit(a).await?;
-    let run = execute(&assigned.def, req, on_spawn, &ctx.cancel)
+    let run = execute(&assigned.def, req, on_spawn, &ctx.control.agents_cancel)
         .await
         .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
     // What the agent appended to findings.md outlives its worktree.
@@ -156,12 +156,23 @@ fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
         .control
         .limits
         .rate_limited(&a.agent, signal.retry_after);
+    let until = chrono::DateTime::<chrono::Utc>::from(cooldown.until)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // For `cascade status` (written with the attempt's failure).
+    ctx.amend_state(|st| {
+        st.cooldowns.retain(|c| c.agent != a.agent);
+        st.cooldowns.push(crate::state::CooldownRecord {
+            agent: a.agent.clone(),
+            until: until.clone(),
+            concurrency: cooldown.concurrency,
+            message: signal.message.clone(),
+        });
+    });
     ctx.emit(Event::AgentCooldown {
         agent: a.agent.clone(),
         story: a.id().to_string(),
         cooldown_ms: cooldown.duration.as_millis() as u64,
-        until: chrono::DateTime::<chrono::Utc>::from(cooldown.until)
-            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        until,
         retry_after: cooldown.retry_after,
         concurrency: cooldown.concurrency,
         message: signal.message.clone(),
