@@ -245,6 +245,13 @@ fn run_args(json: bool) -> RunArgs {
             remote_cache: Some("off".into()),
             remote_cache_mode: None,
         },
+        max_cost: None,
+        max_story_cost: None,
+        max_duration: None,
+        hard_budget: false,
+        gate_jobs: None,
+        no_resolve: false,
+        notify: None,
     }
 }
 

@@ -15,6 +15,7 @@ pub mod completions;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
+pub mod notify;
 pub mod paths_cmd;
 pub mod plan_cmds;
 pub mod plan_file;

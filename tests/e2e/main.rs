@@ -6,6 +6,7 @@ mod common;
 
 mod agents;
 mod agents_check;
+mod control;
 mod demo;
 mod engine;
 mod gates;
