@@ -14,6 +14,7 @@ pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
 pub mod plan_cmds;
+pub mod planning_cmd;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
@@ -120,6 +121,8 @@ pub enum Command {
     /// cascade's worktrees and branches
     #[command(subcommand)]
     Worktree(worktree_cmd::WorktreeCommand),
+    /// Turn a goal into an approved, challenged plan (and run it with --run)
+    Plan(planning_cmd::PlanArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
@@ -191,6 +194,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c),
         Command::Worktree(c) => worktree_cmd::run(g, c),
+        Command::Plan(a) => planning_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
