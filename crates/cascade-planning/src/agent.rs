@@ -152,10 +152,15 @@ pub async fn resume_for(
         session_index: None,
     };
     if let Some(list_args) = &agent.list_sessions_args {
-        let outcome = Spec::new(&agent.command)
+        let mut spec = Spec::new(&agent.command)
             .args(list_args)
             .cwd(&ws.root)
-            .timeout(LIST_TIMEOUT)
+            .timeout(LIST_TIMEOUT);
+        // The agent's own environment (API keys, config dirs) applies here too.
+        for (k, v) in &agent.env {
+            spec = spec.env(k, v);
+        }
+        let outcome = spec
             .run(&ws.cancel)
             .await
             .map_err(|e| PlanningError::ListSessions {
