@@ -665,7 +665,10 @@ fn merge_plan_branch(ctx: &Context, branch: &str, dir: &Path) -> CliResult {
 }
 
 /// Parses `argv` as the arguments of a subcommand (so defaults stay clap's).
-fn parse_args<T: Args + FromArgMatches>(name: &'static str, argv: &[&str]) -> Result<T, Failure> {
+pub(super) fn parse_args<T: Args + FromArgMatches>(
+    name: &'static str,
+    argv: &[&str],
+) -> Result<T, Failure> {
     let cmd = T::augment_args(clap::Command::new(name));
     let m = cmd
         .try_get_matches_from(argv)

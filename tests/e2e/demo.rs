@@ -56,3 +56,45 @@ fn demo_runs_the_whole_pipeline() {
     let progress = std::fs::read_to_string(dir.join("progress.txt")).expect("progress.txt");
     assert!(progress.contains("story-004: [RETRY]"), "{progress}");
 }
+
+#[test]
+fn demo_plan_goes_from_the_goal_to_merged_code() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("demo");
+    let out = cascade(tmp.path())
+        .args(["demo", "--plan", "--dir"])
+        .arg(&dir)
+        .timeout(std::time::Duration::from_secs(600))
+        .output()
+        .expect("cascade demo runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo --plan failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The planner and a different challenger ran, with one revision.
+    assert!(
+        stdout.contains("planner: demo, challenger: demo-reviewer"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("challenge 1 by demo-reviewer: NEEDS_REVISION"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("challenge 2 by demo-reviewer: APPROVED"),
+        "{stdout}"
+    );
+    // The revision is in the plan that ran, and every story landed on main.
+    let prd = std::fs::read_to_string(dir.join("prd.json")).expect("prd.json");
+    assert!(
+        prd.contains("report(\\\"\\\") is a valid markdown document"),
+        "{prd}"
+    );
+    let log = git(&dir, &["log", "--format=%s", "main"]);
+    for id in 1..=6 {
+        assert!(log.contains(&format!("story-00{id}")), "{log}");
+    }
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
+}

@@ -754,3 +754,23 @@ fn run_goes_from_goal_to_merged_code() {
         assert_eq!(s["status"], "complete", "{s}");
     }
 }
+
+#[test]
+fn worktree_strategy_builds_on_its_own_branch_and_merges_it() {
+    let p = Plan::new();
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--strategy",
+        "worktree",
+        "--run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("it is built on branch cascade/plan-"), "{out}");
+    let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "story-001.txt"), "{files}");
+    assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
+    // The repository root did not get the plan files: they lived in the worktree.
+    assert!(!p.repo().join("prd.json").exists());
+}
