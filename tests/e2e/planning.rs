@@ -95,7 +95,8 @@ printf '{"type": "result", "subtype": "success", "is_error": false, "result": "w
 "##;
 
 /// The implementation agent of `--run`: one file per story.
-const IMPL: &str = r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#;
+const IMPL: &str = r#"cp "$CASCADE_PROMPT_FILE" "$TOOLS/impl-$CASCADE_STORY_ID.md"
+printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#;
 
 struct Plan {
     repo: tempfile::TempDir,
@@ -132,7 +133,7 @@ impl Plan {
                 "agents": {
                     "planner": planner,
                     "reviewer": {"type": "cli", "command": p.t("reviewer.sh"), "args": [], "timeout": 120, "env": {"TOOLS": t}},
-                    "impl": {"type": "cli", "command": p.t("impl.sh"), "args": [], "timeout": 120}
+                    "impl": {"type": "cli", "command": p.t("impl.sh"), "args": [], "timeout": 120, "env": {"TOOLS": t}}
                 },
                 "phase_defaults": {
                     "planning": {"default_agent": "planner"},
@@ -753,6 +754,22 @@ fn run_goes_from_goal_to_merged_code() {
     for s in prd["stories"].as_array().unwrap() {
         assert_eq!(s["status"], "complete", "{s}");
     }
+    // Each story's agent got only the design its story_mappings name.
+    let one = std::fs::read_to_string(p.t("impl-story-001.md")).unwrap();
+    assert!(
+        one.contains("AuthConfig") && one.contains("ADR-001"),
+        "{one}"
+    );
+    assert!(
+        !one.contains("LoginHandler") && !one.contains("Middleware"),
+        "{one}"
+    );
+    let two = std::fs::read_to_string(p.t("impl-story-002.md")).unwrap();
+    assert!(
+        two.contains("LoginHandler") && two.contains("Middleware"),
+        "{two}"
+    );
+    assert!(!two.contains("AuthConfig"), "{two}");
 }
 
 #[test]
