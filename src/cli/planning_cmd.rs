@@ -494,6 +494,14 @@ fn drive(
             }
             Err(planning_failure(e))
         }
+        // Ctrl-C at a prompt: saved, and said so like any interruption.
+        Ok(Outcome::Paused { .. }) if super::signals::stop_requested() => {
+            eprintln!(
+                "interrupted; the session is saved: continue it with `cascade plan resume {}`",
+                session.session_id
+            );
+            Ok(stop.exit_code())
+        }
         Ok(Outcome::Paused { waiting_for }) => {
             render::paused(&session, &ctx.store, &waiting_for, json);
             Ok(EXIT_PAUSED)
@@ -566,8 +574,11 @@ fn approved(
         if !common.json {
             let how = if strategy.is_mega() {
                 "cascade mega approve --auto-run".to_string()
-            } else if branch.is_some() {
-                format!("cascade -C {} approve --auto-run", dir.display())
+            } else if let Some(b) = &branch {
+                format!(
+                    "cascade -C {} approve --auto-run`, then merge branch `{b}",
+                    dir.display()
+                )
             } else {
                 "cascade approve --auto-run".to_string()
             };

@@ -791,3 +791,43 @@ fn worktree_strategy_builds_on_its_own_branch_and_merges_it() {
     // The repository root did not get the plan files: they lived in the worktree.
     assert!(!p.repo().join("prd.json").exists());
 }
+
+#[test]
+fn a_markdown_design_doc_is_converted_by_the_agent() {
+    let p = Plan::new();
+    let doc = p.t("design.md");
+    std::fs::write(&doc, "# Auth design\n\nUse JWT with a 15 minute expiry.\n").unwrap();
+    let (code, _, err) = p.plan(&["--yes", "--design-doc", doc.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let prompt = std::fs::read_to_string(p.t("prompt-generate.md")).unwrap();
+    assert!(
+        prompt.contains("Use JWT with a 15 minute expiry."),
+        "{prompt}"
+    );
+    assert!(prompt.contains("\"source\": \"converted\""), "{prompt}");
+    let dd: Value =
+        serde_json::from_str(&std::fs::read_to_string(p.repo().join("design_doc.json")).unwrap())
+            .unwrap();
+    assert_eq!(dd["metadata"]["source"], "converted");
+}
+
+#[test]
+fn json_pause_is_one_event_with_the_command_that_continues() {
+    let p = Plan::new();
+    let (code, out, _) = p.run(&["plan", "Add OAuth login", "--json"]);
+    assert_eq!(code, 3);
+    let paused: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "paused")
+        .collect();
+    assert_eq!(paused.len(), 1, "{out}");
+    assert_eq!(paused[0]["waiting_for"], json!(["q-1", "q-2"]));
+    let how = paused[0]["continue_with"].as_str().unwrap();
+    assert!(
+        how.contains(&format!("cascade plan answer {} q-1", p.session_id())),
+        "{how}"
+    );
+    // The pending question itself is an event too.
+    assert!(out.contains("\"event\":\"question\""), "{out}");
+}

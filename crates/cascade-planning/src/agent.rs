@@ -121,8 +121,6 @@ pub struct Call<'a> {
     pub prompt: String,
     /// The step's extra environment (CASCADE_PLAN_*, paths).
     pub env: Vec<(String, String)>,
-    /// Continue the agent's stored session when it can.
-    pub continue_session: bool,
 }
 
 /// What the call gave.
@@ -231,19 +229,10 @@ pub async fn run_call(
     let started = Instant::now();
     let run = execute(call.agent, req, |_| {}, &ws.cancel)
         .await
-        .map_err(|e| match e {
-            ExecError::Unavailable { .. } | ExecError::NotExecutable { .. } => {
-                PlanningError::AgentUnavailable {
-                    step: call.step.to_string(),
-                    agent: call.agent.name.clone(),
-                    message: e.to_string(),
-                }
-            }
-            other => PlanningError::AgentUnavailable {
-                step: call.step.to_string(),
-                agent: call.agent.name.clone(),
-                message: other.to_string(),
-            },
+        .map_err(|e: ExecError| PlanningError::AgentUnavailable {
+            step: call.step.to_string(),
+            agent: call.agent.name.clone(),
+            message: e.to_string(),
         })?;
     let usage = run.usage.clone().unwrap_or_default();
     let record = LlmCall {

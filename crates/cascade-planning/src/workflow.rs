@@ -494,7 +494,6 @@ impl<'a> Planner<'a> {
                 agent: def,
                 prompt,
                 env,
-                continue_session,
             },
             resume,
             attempt,

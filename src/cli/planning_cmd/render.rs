@@ -10,6 +10,10 @@ use cascade_planning::{PlanEvent, Session, SessionStore};
 pub fn event(e: &PlanEvent, json: bool) {
     let mut out = std::io::stdout().lock();
     if json {
+        // The command prints the pause itself, with the command that continues.
+        if matches!(e, PlanEvent::Paused { .. }) {
+            return;
+        }
         if let Ok(line) = serde_json::to_string(e) {
             let _ = writeln!(out, "{line}");
         }
