@@ -23,6 +23,12 @@ if [ "$1" = "--list" ]; then
   if [ -f "$T/listing" ]; then cat "$T/listing"; else printf 'Sessions:\n  1. other (1 day ago) [sess-old]\n  2. plan (now) [sess-gen-1]\n'; fi
   exit 0
 fi
+if [ -z "$step" ] && [ -n "$CASCADE_PRD_PATH" ]; then
+  # A mega-plan feature's PRD (cascade mega approve), one story.
+  echo "feature-prd" >> "$T/calls"
+  printf '{"goal": "feature", "stories": [{"id": "s%s", "title": "Feature work", "description": "d", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": ["done"]}]}' "$$" > "$CASCADE_PRD_PATH"
+  exit 0
+fi
 echo "$step phase=$CASCADE_PHASE plan=$CASCADE_PLAN_ID args=$*" >> "$T/calls"
 cp "$CASCADE_PROMPT_FILE" "$T/prompt-$step.md"
 if [ -f "$T/hang-$step" ]; then rm "$T/hang-$step"; echo $$ > "$T/pid-$step"; exec sleep 60; fi
@@ -830,4 +836,95 @@ fn json_pause_is_one_event_with_the_command_that_continues() {
     );
     // The pending question itself is an event too.
     assert!(out.contains("\"event\":\"question\""), "{out}");
+}
+
+/// Runs `cascade <args>` on a pseudo-terminal (util-linux `script`) with
+/// `input` typed in; `None` when `script` is not installed.
+fn on_a_terminal(p: &Plan, args: &[&str], input: &str) -> Option<(i32, String)> {
+    use std::io::Write;
+    if StdCommand::new("script").arg("--version").output().is_err() {
+        eprintln!("skipping: util-linux `script` is not installed (needed for a pseudo-terminal)");
+        return None;
+    }
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let mut line = quote(
+        &assert_cmd::cargo::cargo_bin("cascade")
+            .display()
+            .to_string(),
+    );
+    for a in args {
+        line.push(' ');
+        line.push_str(&quote(a));
+    }
+    line.push_str(" --agents ");
+    line.push_str(&quote(&p.t("agents.json").display().to_string()));
+    let mut child = StdCommand::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .current_dir(p.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", p.repo())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("type the answers");
+    let out = child.wait_with_output().expect("script finishes");
+    Some((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    ))
+}
+
+#[test]
+fn on_a_terminal_questions_decisions_and_review_are_asked_one_at_a_time() {
+    let p = Plan::new();
+    // q-1: option 2; q-2: free text; d-1: Enter (recommended) + rationale;
+    // review: approve; run now: no.
+    let Some((code, out)) = on_a_terminal(
+        &p,
+        &["plan", "Add OAuth login"],
+        "2\nin a header\n\nfewest moving parts\na\nn\n",
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("question 1 of 2 (scope): Which providers?"),
+        "{out}"
+    );
+    assert!(out.contains("1) Google"), "{out}");
+    assert!(out.contains("(recommended)"), "{out}");
+    assert!(out.contains("approve, reject or cancel?"), "{out}");
+    assert!(
+        out.contains("critical path: story-001 -> story-002"),
+        "{out}"
+    );
+    assert!(out.contains("run the plan now?"), "{out}");
+    let s = p.session();
+    assert_eq!(s["questions"][0]["answer"], "GitHub");
+    assert_eq!(s["questions"][1]["answer"], "in a header");
+    assert_eq!(s["decisions"][0]["selected_option_id"], "opt-a");
+    assert_eq!(s["decisions"][0]["rationale"], "fewest moving parts");
+    assert_eq!(s["status"], "approved");
+    assert!(p.repo().join("prd.json").is_file());
+}
+
+#[test]
+fn mega_strategy_runs_the_mega_plan_with_run() {
+    let p = Plan::new();
+    p.mark("strategy", "MEGA_PLAN");
+    let (code, out, err) = p.plan(&["--yes", "--run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(p.count("feature-prd"), 2, "{:?}", p.calls());
+    let log = git(p.repo(), &["log", "--format=%s", "main"]);
+    assert!(
+        log.contains("auth-core") && log.contains("auth-ui"),
+        "{log}"
+    );
 }
