@@ -1,10 +1,10 @@
 //! The planning state machine: discovery -> design -> review -> approved.
 //!
 //! [`Planner::run`] drives a session as far as it can: it runs the steps
-//! that are not done yet (strategy, discovery, design, generate + self-review
-//! + validate/fix, challenge + revise), asks what needs a person (answers
-//! files first, then `--auto`, then the terminal through [`Person`]) and
-//! pauses when nobody answers. Every answer and every agent call is saved
+//! that are not done yet (strategy, discovery, design, generate with its
+//! self-review and validate/fix rounds, challenge and revise), asks what
+//! needs a person (answers files first, then `--auto`, then the terminal
+//! through [`Person`]) and pauses when nobody answers. Every answer and every agent call is saved
 //! before the next one starts, so a killed session resumes at the same
 //! question or step. An agent failure marks the session `failed` with its
 //! `error_message`; resuming retries the failed step.

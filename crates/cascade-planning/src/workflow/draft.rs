@@ -401,9 +401,7 @@ impl Planner<'_> {
         self.read(|s| {
             summarize(
                 s,
-                &files
-                    .plan(s.strategy.unwrap_or(Strategy::HybridAuto))
-                    .to_path_buf(),
+                files.plan(s.strategy.unwrap_or(Strategy::HybridAuto)),
                 &files.design_doc,
                 &files.challenge,
             )
