@@ -84,6 +84,8 @@ EOF
 self-review)
   result='checked it all <review>PASS</review>'
   [ -f "$T/no-marker" ] && result='looked fine' ;;
+challenge)
+  printf '# Own challenge\n\nVerdict: APPROVED\n' > "$CASCADE_OUTPUT" ;;
 esac
 echo '{"type": "system", "subtype": "init", "session_id": "sess-gen-1", "model": "scripted-1"}'
 printf '{"type": "result", "subtype": "success", "is_error": false, "result": "%s", "session_id": "sess-gen-1", "usage": {"input_tokens": 100, "output_tokens": 20}, "total_cost_usd": 0.01}\n' "$result"
@@ -93,6 +95,7 @@ printf '{"type": "result", "subtype": "success", "is_error": false, "result": "%
 /// `verdicts` (one per line; APPROVED when none; NONE: no verdict line).
 const REVIEWER: &str = r##"T="$TOOLS"
 echo "reviewer $CASCADE_PLAN_STEP phase=$CASCADE_PHASE" >> "$T/calls"
+if [ -f "$T/hang-challenge" ]; then rm "$T/hang-challenge"; echo $$ > "$T/pid-challenge"; exec sleep 60; fi
 v=APPROVED
 if [ -s "$T/verdicts" ]; then v=$(head -n 1 "$T/verdicts"); sed -i 1d "$T/verdicts"; fi
 { echo "# Challenge"; echo; echo "- story-002 should say which provider"; echo; } > "$CASCADE_OUTPUT"
@@ -271,11 +274,18 @@ impl Plan {
     /// Starts planning, waits until the agent hangs in `step`, then kills
     /// cascade with SIGKILL (and the orphaned agent).
     fn kill_during(&self, step: &str) {
+        self.kill_during_with(step, |_| {});
+    }
+
+    /// Like [`Plan::kill_during`], running `meanwhile` (with the session id)
+    /// while the agent hangs.
+    fn kill_during_with(&self, step: &str, meanwhile: impl FnOnce(&str)) {
         self.mark(&format!("hang-{step}"), "");
         let answers = self.t("answers.json").display().to_string();
         let mut child =
             self.background(&["plan", "Add OAuth login", "--answers", &answers, "--yes"]);
         let agent_pid = self.wait_for(&format!("pid-{step}"));
+        meanwhile(&self.session_id());
         child.kill().expect("SIGKILL cascade");
         let _ = child.wait();
         let _ = StdCommand::new("kill").args(["-9", &agent_pid]).status();
@@ -927,4 +937,60 @@ fn mega_strategy_runs_the_mega_plan_with_run() {
         log.contains("auth-core") && log.contains("auth-ui"),
         "{log}"
     );
+}
+
+#[test]
+fn kill_9_during_design_and_challenge_resume_there() {
+    for (step, status) in [("design", "design"), ("challenge", "design")] {
+        let p = Plan::new();
+        p.kill_during(step);
+        let id = p.session_id();
+        assert_eq!(p.session()["status"], status, "{step}");
+        let answers = p.t("answers.json").display().to_string();
+        let (code, out, err) = p.run(&["plan", "resume", &id, "--yes", "--answers", &answers]);
+        assert_eq!(code, 0, "{step}: {out}\n{err}");
+        let n = if step == "challenge" {
+            p.count("reviewer")
+        } else {
+            p.count(step)
+        };
+        assert_eq!(n, 2, "{step}: {:?}", p.calls());
+        assert_eq!(p.count("generate"), 1, "{step}: {:?}", p.calls());
+        assert_eq!(p.session()["status"], "approved");
+    }
+}
+
+#[test]
+fn a_session_in_use_is_refused() {
+    let p = Plan::new();
+    p.kill_during_with("generate", |id| {
+        let (code, _, err) = p.run(&["plan", "resume", id]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("in use by another cascade"), "{err}");
+    });
+    // The killed holder's lock is stale: resuming works.
+    let (code, _, err) = p.run(&["plan", "resume", &p.session_id(), "--yes"]);
+    assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn with_one_agent_the_planner_challenges_itself_and_says_so() {
+    let p = Plan::new();
+    let t = p.tools().display().to_string();
+    write_json(
+        &p.t("agents.json"),
+        &json!({"default_agent": "planner", "agents": {
+            "planner": {"type": "cli", "command": p.t("planner.sh"), "args": [], "env": {"TOOLS": t}}}}),
+    );
+    let (code, _, err) = p.plan(&["--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("no other agent is available, so 'planner' challenges its own plan"),
+        "{err}"
+    );
+    assert_eq!(p.count("challenge"), 1, "{:?}", p.calls());
+    assert!(p.session()["warnings"][0]
+        .as_str()
+        .unwrap()
+        .contains("challenges its own plan"));
 }

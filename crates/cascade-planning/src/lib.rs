@@ -58,6 +58,7 @@ pub mod design_doc;
 pub mod error;
 pub mod events;
 pub mod generator;
+pub mod lock;
 pub mod prompts;
 pub mod session;
 pub mod steps;

@@ -242,6 +242,14 @@ impl<'a> Planner<'a> {
     /// Drives `session` as far as it goes; the session is saved throughout
     /// and given back in `session` at the end.
     pub async fn run(&mut self, session: &mut Session) -> Result<Outcome, PlanningError> {
+        let _lock = crate::lock::SessionLock::acquire(
+            &self.store.dir(&session.session_id),
+            &session.session_id,
+        )?;
+        // Another process may have moved the session on meanwhile.
+        if let Ok(fresh) = self.store.load(&session.session_id) {
+            *session = fresh;
+        }
         if session.status.is_final() {
             if session.status == PlanStatus::Approved {
                 return Ok(Outcome::Approved);
@@ -606,6 +614,8 @@ impl Files {
 
 /// `cascade plan cancel ID`: marks the session cancelled (no agent runs).
 pub fn cancel(store: &SessionStore, id: &str) -> Result<Session, PlanningError> {
+    store.load(id)?;
+    let _lock = crate::lock::SessionLock::acquire(&store.dir(id), id)?;
     let mut s = store.load(id)?;
     if s.status.is_final() {
         return Err(PlanningError::Finished {
