@@ -555,7 +555,10 @@ fn approved(
     };
     let written =
         cascade_planning::install(&ctx.store, &mut session, &dir).map_err(planning_failure)?;
-    let _ = ctx.paths.ensure_excluded(&["/design_doc.json"]);
+    // The plan files stay out of git like everything cascade writes.
+    let mut own: Vec<&str> = cascade_engine::config::OWN_FILES.to_vec();
+    own.push("/design_doc.json");
+    let _ = ctx.paths.ensure_excluded(&own);
     if !common.json {
         println!(
             "plan approved: {}",
