@@ -3,22 +3,31 @@
 
 use crate::common::*;
 
-#[test]
-fn demo_runs_the_whole_pipeline() {
-    let tmp = tempfile::tempdir().expect("temp dir");
+/// Runs `cascade demo <args> --dir <tmp>/demo`; asserts success and
+/// returns the directory (kept alive by the temp dir) and stdout.
+fn run_demo(tmp: &tempfile::TempDir, args: &[&str]) -> (std::path::PathBuf, String) {
     let dir = tmp.path().join("demo");
     let out = cascade(tmp.path())
-        .args(["demo", "--json", "--dir"])
+        .arg("demo")
+        .args(args)
+        .arg("--dir")
         .arg(&dir)
         .timeout(std::time::Duration::from_secs(600))
         .output()
         .expect("cascade demo runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "demo failed: {}\n{stdout}",
+        "demo {args:?} failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (dir, stdout)
+}
+
+#[test]
+fn demo_runs_the_whole_pipeline() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (dir, stdout) = run_demo(&tmp, &["--json"]);
     let events: Vec<serde_json::Value> = stdout
         .lines()
         .filter(|l| l.starts_with('{'))
@@ -60,19 +69,7 @@ fn demo_runs_the_whole_pipeline() {
 #[test]
 fn demo_plan_goes_from_the_goal_to_merged_code() {
     let tmp = tempfile::tempdir().expect("temp dir");
-    let dir = tmp.path().join("demo");
-    let out = cascade(tmp.path())
-        .args(["demo", "--plan", "--dir"])
-        .arg(&dir)
-        .timeout(std::time::Duration::from_secs(600))
-        .output()
-        .expect("cascade demo runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "demo --plan failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir, stdout) = run_demo(&tmp, &["--plan"]);
     // The planner and a different challenger ran, with one revision.
     assert!(
         stdout.contains("planner: demo, challenger: demo-reviewer"),

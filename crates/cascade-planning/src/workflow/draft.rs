@@ -411,54 +411,29 @@ impl Planner<'_> {
 
 /// Builds the review summary of session `s` with its plan at `plan`.
 pub fn summarize(s: &Session, plan: &Path, design_doc: &Path, challenge: &Path) -> Summary {
-    let mut batches = Vec::new();
-    let mut critical_path = Vec::new();
     let strategy = s.strategy.unwrap_or(Strategy::HybridAuto);
-    if strategy.is_mega() {
-        if let Ok(mega) = cascade_plan::load_mega(plan) {
-            if let Ok(valid) = cascade_plan::validate_mega(&mega) {
-                let title = |id: &str| {
+    let (batches, critical_path) = if strategy.is_mega() {
+        cascade_plan::load_mega(plan)
+            .ok()
+            .and_then(|mega| {
+                let valid = cascade_plan::validate_mega(&mega).ok()?;
+                Some(order(&valid, |id| {
                     mega.features
                         .iter()
                         .find(|f| f.id == id || f.name == id)
                         .map(|f| f.title.clone())
-                        .unwrap_or_default()
-                };
-                batches = valid
-                    .batches()
-                    .iter()
-                    .map(|b| {
-                        b.iter()
-                            .map(|id| (id.to_string(), title(id.as_str())))
-                            .collect()
-                    })
-                    .collect();
-                critical_path = valid
-                    .critical_path()
-                    .iter()
-                    .map(|i| i.to_string())
-                    .collect();
-            }
-        }
-    } else if let Ok(prd) = cascade_plan::load_prd(plan) {
-        if let Ok(valid) = cascade_plan::validate_prd(&prd) {
-            let title = |id: &str| prd.story(id).map(|st| st.title.clone()).unwrap_or_default();
-            batches = valid
-                .batches()
-                .iter()
-                .map(|b| {
-                    b.iter()
-                        .map(|id| (id.to_string(), title(id.as_str())))
-                        .collect()
-                })
-                .collect();
-            critical_path = valid
-                .critical_path()
-                .iter()
-                .map(|i| i.to_string())
-                .collect();
-        }
-    }
+                }))
+            })
+            .unwrap_or_default()
+    } else {
+        cascade_plan::load_prd(plan)
+            .ok()
+            .and_then(|prd| {
+                let valid = cascade_plan::validate_prd(&prd).ok()?;
+                Some(order(&valid, |id| prd.story(id).map(|st| st.title.clone())))
+            })
+            .unwrap_or_default()
+    };
     let decisions = s
         .decisions
         .iter()
@@ -486,6 +461,27 @@ pub fn summarize(s: &Session, plan: &Path, design_doc: &Path, challenge: &Path) 
         calls: s.llm_calls.len(),
         reject_count: s.reject_count,
     }
+}
+
+/// Batches of `(id, title)` and the critical path of a validated plan.
+type Order = (Vec<Vec<(String, String)>>, Vec<String>);
+
+fn order(valid: &cascade_plan::ValidPlan, title: impl Fn(&str) -> Option<String>) -> Order {
+    let batches = valid
+        .batches()
+        .iter()
+        .map(|b| {
+            b.iter()
+                .map(|id| (id.to_string(), title(id.as_str()).unwrap_or_default()))
+                .collect()
+        })
+        .collect();
+    let critical_path = valid
+        .critical_path()
+        .iter()
+        .map(|i| i.to_string())
+        .collect();
+    (batches, critical_path)
 }
 
 /// Copies an approved session's plan files into `dir` (the repository root,
