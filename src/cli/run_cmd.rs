@@ -565,10 +565,23 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
             // Continue the way the run was started. A state that cannot be
             // read is reported by the engine itself, with what to do.
             if let Ok(Some(state)) = RunState::load(&state_path) {
-                if let Some(stored) = &state.options {
-                    restored = restore(&mut a, stored, matches).message();
-                }
+                let mut r = match &state.options {
+                    Some(stored) => restore(&mut a, stored, matches),
+                    None => Restored::default(),
+                };
                 recorded = recorded_prd(&state, &project.cwd);
+                // The run's own PRD (kept in the state, wherever discovery
+                // found it) is one of the options it continues with.
+                match (&a.prd, &recorded) {
+                    (None, Some(p)) if p != Path::new(cascade_plan::paths::PRD_FILE) => {
+                        r.restored.insert(0, format!("--prd {}", p.display()));
+                    }
+                    (Some(given), Some(p)) if given != p => {
+                        r.overridden.insert(0, format!("--prd {}", p.display()));
+                    }
+                    _ => {}
+                }
+                restored = r.message();
             }
         }
     }
