@@ -27,6 +27,7 @@ if [ -z "$step" ] && [ -n "$CASCADE_PRD_PATH" ]; then
   # A mega-plan feature's PRD (cascade mega approve), one story.
   echo "feature-prd" >> "$T/calls"
   printf '{"goal": "feature", "stories": [{"id": "s%s", "title": "Feature work", "description": "d", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": ["done"]}]}' "$$" > "$CASCADE_PRD_PATH"
+  printf '{"metadata": {"level": "feature"}, "inherited_context": {"decisions": ["ADR-001"], "patterns": ["Layers"]}, "architecture": {"components": [{"name": "FeatureComp", "description": "the feature part"}]}, "story_mappings": {"s%s": {"components": ["FeatureComp"]}}}' "$$" > "$CASCADE_DESIGN_DOC_PATH"
   exit 0
 fi
 echo "$step phase=$CASCADE_PHASE plan=$CASCADE_PLAN_ID args=$*" >> "$T/calls"
@@ -937,6 +938,23 @@ fn mega_strategy_runs_the_mega_plan_with_run() {
         log.contains("auth-core") && log.contains("auth-ui"),
         "{log}"
     );
+    // Feature stories get their feature design doc and what it inherits
+    // from the project design doc (parent_design_doc).
+    let prompts: Vec<String> = std::fs::read_dir(p.tools())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("impl-s"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    for prompt in &prompts {
+        assert!(prompt.contains("FeatureComp"), "{prompt}");
+        assert!(
+            prompt.contains("ADR-001") && prompt.contains("JWT"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Layers"), "{prompt}");
+    }
 }
 
 #[test]
