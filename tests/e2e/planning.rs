@@ -1012,3 +1012,43 @@ fn with_one_agent_the_planner_challenges_itself_and_says_so() {
         .unwrap()
         .contains("challenges its own plan"));
 }
+
+#[test]
+fn ctrl_c_stops_the_agent_saves_the_session_and_exits_130() {
+    let p = Plan::new();
+    p.mark("hang-generate", "");
+    let answers = p.t("answers.json").display().to_string();
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(p.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", p.repo())
+        .args(["plan", "Add OAuth login", "--answers", &answers, "--yes"])
+        .arg("--agents")
+        .arg(p.t("agents.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cascade");
+    let agent_pid = p.wait_for("pid-generate");
+    let status = StdCommand::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("cascade exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let id = p.session_id();
+    assert!(err.contains(&format!("cascade plan resume {id}")), "{err}");
+    // The agent's process group was stopped with it.
+    let alive = StdCommand::new("kill")
+        .args(["-0", &agent_pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(!alive, "agent {agent_pid} still runs");
+    assert_eq!(p.session()["status"], "design");
+    let (code, _, err) = p.run(&["plan", "resume", &id, "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.count("generate"), 2);
+}
