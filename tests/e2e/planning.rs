@@ -516,22 +516,15 @@ fn a_missing_self_review_marker_warns_and_passes() {
 #[test]
 fn three_rejections_cancel_the_session() {
     let p = Plan::new();
-    let answers = p.t("answers.json").display().to_string();
     let (code, _, err) = p.plan(&[]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("waits for review"), "{err}");
     let id = p.session_id();
     assert!(err.contains(&format!("cascade plan approve {id}")), "{err}");
+    // Each rejection goes back to design; the decisions are answered again
+    // from the session's answers.json, which kept what --answers gave.
     for round in 1..=2 {
-        let (code, _, err) = p.run(&[
-            "plan",
-            "reject",
-            &id,
-            "--reason",
-            "too coarse",
-            "--answers",
-            &answers,
-        ]);
+        let (code, _, err) = p.run(&["plan", "reject", &id, "--reason", "too coarse"]);
         assert_eq!(code, 3, "round {round}: {err}");
         assert_eq!(p.session()["reject_count"], round);
     }
