@@ -1045,3 +1045,21 @@ fn ctrl_c_stops_the_agent_saves_the_session_and_exits_130() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(p.count("generate"), 2);
 }
+
+#[test]
+fn resume_without_an_id_on_a_terminal_offers_the_open_sessions() {
+    let p = Plan::new();
+    let (code, _, _) = p.run(&["plan", "Add OAuth login"]);
+    assert_eq!(code, 3);
+    // Pick session 1, then answer q-1, q-2, d-1 (Enter: recommended), no
+    // rationale, approve, do not run.
+    let Some((code, out)) = on_a_terminal(&p, &["plan", "resume"], "1\nGoogle\ncookie\n\n\na\nn\n")
+    else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("continue which one? [1-1]"), "{out}");
+    assert!(out.contains(&p.session_id()), "{out}");
+    assert_eq!(p.session()["status"], "approved");
+    assert_eq!(p.session()["questions"][1]["answer"], "cookie");
+}
