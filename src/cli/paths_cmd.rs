@@ -242,6 +242,7 @@ fn to_json(project: &Project, places: &Places, files: &[FileRow]) -> serde_json:
 fn to_text(project: &Project, places: &Places, files: &[FileRow]) -> String {
     let p = &project.paths;
     let data_dir = match (&p.data_dir, &p.state) {
+        (None, _) if cfg!(windows) => "none (APPDATA and USERPROFILE are not set)".to_string(),
         (None, _) => "none (HOME is not set)".to_string(),
         (Some(d), DataDirState::Missing) => format!("{} (does not exist)", d.display()),
         (Some(d), DataDirState::Foreign { manifest_root }) => format!(
