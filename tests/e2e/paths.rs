@@ -232,6 +232,17 @@ fn legacy_mode_uses_the_project_file() {
     assert_eq!(v["mode"], "legacy");
     assert_eq!(v["data_dir_state"], "missing");
     assert_eq!(v["plan_output"]["place"], "project");
+    // Without a home there is no data directory: legacy mode still works.
+    let v = json_of(
+        &env.cascade()
+            .env_remove("HOME")
+            .args(["paths", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["data_dir"], Value::Null);
+    assert_eq!(v["data_dir_state"], "no_home");
+    assert_eq!(v["mode"], "legacy");
     // --prd wins over everything.
     write_json(&repo.join("other.json"), &prd("other"));
     let v = json_of(
