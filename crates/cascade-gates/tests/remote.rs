@@ -3,6 +3,8 @@
 //! tampered entry is ignored; read-only never writes; another toolchain
 //! misses; a remote that never answers costs the request timeout.
 
+#![cfg(feature = "remote")]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
