@@ -7,7 +7,7 @@
 //! `http(s)://` need the `remote-cloud` feature. Credentials come only from
 //! each backend's usual environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
 //!
-//! **Trust.** Objects are sealed by [`super::sign`]: HMAC-SHA256 with
+//! **Trust.** Objects are sealed (see `cache/sign.rs`): HMAC-SHA256 with
 //! `CASCADE_CACHE_SECRET` over the key and the entry. With a secret, entries
 //! without a valid signature are ignored (a warning, and a miss). Writing
 //! needs the secret, so every published entry is signed; the mode defaults
