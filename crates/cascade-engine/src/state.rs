@@ -108,6 +108,12 @@ pub struct RunFlags {
     pub auto_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes: Option<bool>,
+    /// `--remote-cache` (never a URL carrying credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache: Option<String>,
+    /// `read` | `write` | `read-write`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache_mode: Option<String>,
 }
 
 /// A run's overall status as stored.
