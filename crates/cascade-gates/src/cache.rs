@@ -493,7 +493,9 @@ impl GateCache {
                 self.prune();
             }
         }
-        if let (Some(remote), Ok(bytes)) = (&self.inner.remote, &bytes) {
+        // Only passes are shared: a failure kept with `cache_failures` may
+        // be this machine's own (a missing service, a full disk).
+        if let (Some(remote), Ok(bytes), true) = (&self.inner.remote, &bytes, entry.result.passed) {
             remote.publish(&key, bytes);
         }
         self.inner.mem.insert(key, entry);

@@ -299,3 +299,20 @@ fn a_remote_that_never_answers_costs_the_timeout_and_the_gate_still_runs() {
         }
     }
 }
+
+#[test]
+fn failures_kept_locally_are_never_published() {
+    let w = World::new();
+    let fail = w.tmp.path().join("bin/fail");
+    std::fs::write(&fail, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fail, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = json!({"gates": [{"name": "lint", "type": "lint", "command": fail,
+        "cache_failures": true, "toolchain": []}]});
+    let set = GateSet::resolve(Some(&cfg), &w.tmp.path().join("none"), &w.repo("a")).unwrap();
+    let a = w.cache("a", RemoteMode::ReadWrite, Some(SECRET), 5000);
+    let (r, _) = run(&w, "a", &set, &a);
+    assert!(!r.passed);
+    let (r, _) = run(&w, "a", &set, &a);
+    assert_eq!(r.gates[0].cache, CacheSource::Local, "kept locally");
+    assert!(w.objects().is_empty(), "{:?}", w.objects());
+}
