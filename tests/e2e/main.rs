@@ -10,3 +10,4 @@ mod engine;
 mod gates;
 mod mega;
 mod plan;
+mod verify;
