@@ -380,6 +380,37 @@ fn a_review_without_marker_warns_and_passes_but_fails_when_strict() {
     let st = fx.state();
     assert_eq!(st["stories"][0]["review"]["verdict"], "missing");
     assert_eq!(st["stories"][0]["error_type"], "review");
+    let out = cascade(fx.repo())
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    let status: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        status["stories"]["s1"]["review"]["verdict"], "missing",
+        "{status}"
+    );
+    assert_eq!(status["stories"]["s1"]["review"]["agent"], "reviewer");
+    assert_eq!(status["stories"]["s1"]["error_type"], "review");
+    // The text summary says it too.
+    let out = cascade(fx.repo())
+        .args([
+            "resume",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+            "--agents",
+        ])
+        .arg(fx.t("agents.json"))
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("s1: review no marker (missing) via reviewer"),
+        "{text}"
+    );
 }
 
 #[test]
