@@ -40,10 +40,10 @@ fn source(ext: &str, lines: usize, seed: usize) -> String {
         out.push_str(&body);
         i += 1;
     }
-    while out.lines().count() < lines {
-        out.push('\n');
-    }
-    out
+    // Exactly `lines` lines (blank ones pad the end).
+    let mut all: Vec<&str> = out.lines().collect();
+    all.resize(lines, "");
+    all.join("\n") + "\n"
 }
 
 /// The change: FILES new files, LINES added lines in all.
@@ -109,7 +109,8 @@ fn bench(c: &mut Criterion) {
 
     // The cheapest gate there is, uncached, through the runner.
     let cascade_dir = tmp.path().join("cascade");
-    let cfg = serde_json::json!({"gates": [{"name": "trivial", "type": "test", "command": "true"}]});
+    let cfg =
+        serde_json::json!({"gates": [{"name": "trivial", "type": "test", "command": "true"}]});
     let set = GateSet::resolve(Some(&cfg), &cascade_dir, &repo).unwrap();
     let cache = GateCache::open(&cascade_dir);
     let opts = RunOptions {
@@ -123,7 +124,9 @@ fn bench(c: &mut Criterion) {
     g.sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    g.bench_function("scan_in_memory", |b| b.iter(|| scan(&diffs, &rules, &intent)));
+    g.bench_function("scan_in_memory", |b| {
+        b.iter(|| scan(&diffs, &rules, &intent))
+    });
     g.bench_function("diff_and_scan_commit_range", |b| {
         b.iter(|| verify_repo(&repo, "HEAD~1", Some("HEAD"), &rules, &intent).unwrap())
     });
@@ -134,6 +137,20 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.bench_function("rules_load", |b| b.iter(RuleSet::builtin));
+    g.bench_function("lex_only", |b| {
+        b.iter(|| {
+            diffs
+                .iter()
+                .map(|d| {
+                    cascade_verify::lex::lex(
+                        d.new_text.as_deref().unwrap_or(""),
+                        cascade_verify::Language::Rust.syntax(),
+                    )
+                    .len()
+                })
+                .sum::<usize>()
+        })
+    });
     g.finish();
 }
 
