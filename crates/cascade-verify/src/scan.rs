@@ -418,15 +418,15 @@ fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
         let own = indent(p.raw.get(i)?);
         let mut end = h;
         let mut empty = true;
-        for j in h + 1..lines.len() {
-            if blank(&lines[j]) {
+        for (j, line) in lines.iter().enumerate().skip(h + 1) {
+            if blank(line) {
                 continue;
             }
             if indent(p.raw.get(j)?) <= own {
                 break;
             }
             end = j;
-            let c = lines[j].code.trim();
+            let c = line.code.trim();
             if c != "pass" && c != "..." {
                 empty = false;
             }

@@ -275,9 +275,11 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateRep
             if g.cached { " (cached)" } else { "" }
         );
     }
-    out.push_str(
-        "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
-    );
+    if a.ctx.checks.rules.enabled {
+        out.push_str(
+            "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
+        );
+    }
     out.push_str("\n## The change\n\n");
     let diff =
         cascade_git::diff::diff_patch(&wt.path, &wt.base, Some(&committed.commit), MAX_DIFF_BYTES)
