@@ -576,6 +576,27 @@ fn verify_command_for_a_person() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
+    // As a story that allows the rule would see it.
+    write_json(
+        &p.join("prd.json"),
+        &json!({"goal": "g", "stories": [{"id": "s1", "title": "t", "verify_allow": ["rust-stub-macro"]}]}),
+    );
+    let out = cascade(p)
+        .args(["verify", "--range", "HEAD~1..HEAD", "--story", "s1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !text.contains("rust-stub-macro") && text.contains("py-stub-body"),
+        "{text}"
+    );
+    let out = cascade(p)
+        .args(["verify", "--story", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown story 'nope'"));
     // Bad input: exit 2.
     for bad in ["HEAD", "nope..HEAD"] {
         let out = cascade(p)

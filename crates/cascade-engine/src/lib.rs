@@ -47,7 +47,7 @@
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
 
-mod checks;
+pub mod checks;
 pub mod config;
 pub mod engine;
 pub mod error;
