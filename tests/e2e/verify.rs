@@ -414,6 +414,37 @@ fn a_review_without_marker_warns_and_passes_but_fails_when_strict() {
 }
 
 #[test]
+fn a_reviewer_that_commits_fails_the_attempt() {
+    if !have_python() {
+        return;
+    }
+    let fx = Fx::new(&[], serde_json::from_str(COMPILE_GATE).unwrap(), json!({}));
+    fx.author(
+        "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py",
+        "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py",
+    );
+    fx.reviewer(
+        "echo extra > extra.txt && git add extra.txt && git -c user.name=r -c user.email=r@r commit -qm sneaky && echo '<review>PASS</review>'",
+    );
+    fx.agents();
+    let out = fx.approve(&["--review", "--max-retries", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let ev = events(&out);
+    let failed = of(&ev, "story_failed");
+    assert_eq!(failed[0]["error_type"], "review");
+    assert!(failed[0]["error"]
+        .as_str()
+        .unwrap()
+        .contains("reviewers must not change the code"));
+    // Nothing of it reached main.
+    let files = git(fx.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(
+        !files.contains("extra.txt") && !files.contains("calc.py"),
+        "{files}"
+    );
+}
+
+#[test]
 fn review_from_prd_and_the_author_reviewing_itself_is_said() {
     if !have_python() {
         return;

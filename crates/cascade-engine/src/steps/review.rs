@@ -62,6 +62,23 @@ pub(super) async fn run(
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
     let ran = execute(&def, req, |_| {}, &ctx.cancel).await;
     a.check_cancel()?;
+    // What was reviewed is what merges: a reviewer that committed on the
+    // story branch changed the work it was asked to judge.
+    if let Ok(Some(tip)) = cascade_git::merge::branch_tip(&ctx.paths, a.branch) {
+        if tip.to_string() != committed.commit {
+            if let Ok(run) = &ran {
+                charge(a, run);
+            }
+            return Err(Failure::new(
+                FailureKind::Review,
+                format!(
+                    "review agent '{agent}' committed on branch '{}' (reviewers must not change the code); the reviewed commit was {}",
+                    a.branch, committed.commit
+                ),
+            )
+            .into());
+        }
+    }
     let (verdict, findings, cost, log) = match &ran {
         Ok(run) => {
             charge(a, run);
