@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use cascade_git::diff::{FileDiff, FileStatus};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::lex::{self, Line};
 use crate::rules::{Language, Rule, RuleSet, Scope, TestSyntax, View, ViewSet};
@@ -18,7 +18,7 @@ pub const EMPTIED_TEST: &str = "emptied-test";
 pub const GATE_CONFIG_EDIT: &str = "gate-config-edit";
 
 /// One thing found, at `file:line`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub rule: String,
     pub file: String,
@@ -26,6 +26,7 @@ pub struct Finding {
     pub line: u32,
     pub message: String,
     /// The line, trimmed and shortened.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
 }
 
