@@ -782,6 +782,15 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             if !s.blocked_by.is_empty() {
                 o.insert("blocked_by".into(), s.blocked_by.clone().into());
             }
+            if !s.verification.is_empty() {
+                o.insert("verification".into(), s.verification.clone().into());
+            }
+            if let Some(r) = &s.review {
+                o.insert(
+                    "review".into(),
+                    serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+                );
+            }
             stories.insert(s.id.clone(), o.into());
         }
         let c = state.counts();
