@@ -10,4 +10,6 @@ mod demo;
 mod engine;
 mod gates;
 mod mega;
+mod mock_anthropic;
 mod plan;
+mod real_agents;
