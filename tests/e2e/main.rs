@@ -9,6 +9,7 @@ mod agents_check;
 mod demo;
 mod engine;
 mod gates;
+mod live_failures;
 mod mega;
 mod mock_anthropic;
 mod plan;

@@ -236,6 +236,11 @@ pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelTok
         ),
     }
     check.version = version_line;
+    if version.as_ref().is_none_or(|o| o.timed_out) {
+        // A command that cannot answer --version in time will not answer
+        // --help either: do not spend a timeout per probe on it.
+        return check.finish();
+    }
 
     // Flags of args and resume_args, against the help of their subcommand.
     let mut argvs = vec![("args", &def.args)];
