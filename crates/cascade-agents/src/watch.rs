@@ -599,7 +599,7 @@ pub fn telling_lines(text: &str, max: usize) -> Vec<String> {
         let skip = telling.len().saturating_sub(max);
         telling[skip..].to_vec()
     };
-    chosen.into_iter().map(|l| one_line(l)).collect()
+    chosen.into_iter().map(one_line).collect()
 }
 
 #[cfg(test)]
