@@ -12,5 +12,6 @@ mod gates;
 mod live_failures;
 mod mega;
 mod mock_anthropic;
+mod mock_openai;
 mod plan;
 mod real_agents;

@@ -79,13 +79,13 @@ pub fn start(mode: Mode) -> MockApi {
     }
 }
 
-struct Request {
-    method: String,
-    path: String,
-    body: Vec<u8>,
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub body: Vec<u8>,
 }
 
-fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
+pub fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
     let mut line = String::new();
     if conn.read_line(&mut line)? == 0 {
         return Ok(None);
@@ -308,7 +308,7 @@ fn sse(message: &Value) -> String {
         .collect()
 }
 
-fn respond(
+pub fn respond(
     out: &mut TcpStream,
     status: u16,
     content_type: &str,

@@ -1,4 +1,4 @@
-//! End-to-end tests against the real `claude` CLI (Claude Code), talking to
+//! End-to-end tests against the real agent CLIs. The real `claude` CLI (Claude Code), talking to
 //! the mock Messages API of `mock_anthropic` on 127.0.0.1, through the
 //! shipped agents.json `claude-code` entry (its argv as shipped; only the
 //! timeout is shortened for the hang test).
@@ -9,10 +9,10 @@
 //! npm registry when npm is there. Nothing leaves 127.0.0.1: the base URL
 //! points at the mock and claude's non-essential traffic is switched off.
 //!
-//! Codex is not covered here: its current releases talk to the Responses
-//! API over a WebSocket first (falling back to HTTPS streaming), which a
-//! std-only mock cannot answer in the time this test was written; its
-//! argv is checked by `cascade agents check` (see `agents_check.rs`).
+//! The same for the real `codex` CLI (`CASCADE_TEST_CODEX` or `PATH`)
+//! against `mock_openai` (the Responses API), configured as a custom model
+//! provider in a temporary `$CODEX_HOME/config.toml`, so the shipped argv is
+//! used unchanged.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -258,4 +258,136 @@ fn real_claude_against_a_hanging_api_is_killed_by_the_timeout_with_nothing_left(
         !group_alive(started["pid"].as_u64().unwrap()),
         "no process of claude's group is left"
     );
+}
+
+// --- codex -----------------------------------------------------------------
+
+fn find_codex() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CASCADE_TEST_CODEX") {
+        let p = PathBuf::from(p);
+        return p.is_file().then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("codex"))
+            .find(|p| p.is_file())
+    })
+}
+
+/// A repository whose project agents.json holds the shipped codex entry.
+fn codex_project() -> tempfile::TempDir {
+    let repo = project(180);
+    let dir = repo.path();
+    let shipped: Value = serde_json::from_str(SHIPPED).expect("shipped agents.json parses");
+    let entry = shipped["agents"]["codex"].clone();
+    assert_eq!(entry["command"], "codex");
+    write_json(
+        &dir.join("agents.json"),
+        &json!({"default_agent": "codex", "agents": {"codex": entry}}),
+    );
+    git(dir, &["commit", "-q", "-am", "codex"]);
+    repo
+}
+
+/// `cascade approve` with codex's provider pointed at the mock through
+/// `$CODEX_HOME/config.toml` (the shipped argv stays as it is).
+fn approve_codex(
+    dir: &Path,
+    codex: &Path,
+    base_url: &str,
+    extra: &[&str],
+) -> (Option<i32>, Vec<Value>, String) {
+    let home = tempfile::tempdir().expect("home");
+    let codex_home = home.path().join(".codex");
+    std::fs::create_dir_all(&codex_home).unwrap();
+    std::fs::write(
+        codex_home.join("config.toml"),
+        format!(
+            "model_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\nbase_url = \"{base_url}\"\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n"
+        ),
+    )
+    .unwrap();
+    let bin_dir = codex.parent().expect("codex has a directory");
+    let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
+        std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
+    ))
+    .expect("PATH");
+    let mut args = vec!["approve", "--auto-run", "--json", "--retry-delay", "0"];
+    args.extend_from_slice(extra);
+    let out = cascade(dir)
+        .env("HOME", home.path())
+        .env("CODEX_HOME", &codex_home)
+        .env("PATH", path)
+        .env("OPENAI_API_KEY", "sk-test")
+        .env_remove("OPENAI_BASE_URL")
+        .timeout(Duration::from_secs(240))
+        .args(&args)
+        .output()
+        .expect("cascade runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let events = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    (
+        out.status.code(),
+        events,
+        format!(
+            "{stdout}\n--- stderr ---\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn real_codex_writes_the_story_through_the_shipped_argv() {
+    let Some(codex) = find_codex() else {
+        eprintln!("skipping real_codex_writes_the_story: codex is not installed (npm install -g @openai/codex, or set CASCADE_TEST_CODEX)");
+        return;
+    };
+    let repo = codex_project();
+    let dir = repo.path();
+    let api = crate::mock_openai::start(crate::mock_openai::Mode::Work);
+    let (code, events, all) = approve_codex(dir, &codex, &api.base_url, &[]);
+    assert_eq!(code, Some(0), "{all}");
+    let finished = event(&events, "agent_finished").expect("agent_finished");
+    assert_eq!(finished["success"], true, "{all}");
+    assert!(
+        finished["output_tokens"].as_u64().unwrap_or(0) > 0,
+        "codex usage parsed: {all}"
+    );
+    assert!(event(&events, "story_merged").is_some(), "{all}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join(crate::mock_openai::WRITTEN_FILE)).expect("merged file"),
+        crate::mock_openai::WRITTEN_TEXT
+    );
+    assert!(
+        api.requests.load(std::sync::atomic::Ordering::SeqCst) >= 2,
+        "the tool call and the answer after its output"
+    );
+}
+
+#[test]
+fn real_codex_401_is_auth_and_500_is_provider_error() {
+    let Some(codex) = find_codex() else {
+        eprintln!("skipping real_codex_401: codex is not installed");
+        return;
+    };
+    for (mode, kind) in [
+        (crate::mock_openai::Mode::Unauthorized, "auth"),
+        (crate::mock_openai::Mode::ServerError, "provider_error"),
+    ] {
+        let repo = codex_project();
+        let dir = repo.path();
+        let api = crate::mock_openai::start(mode);
+        let (code, events, all) =
+            approve_codex(dir, &codex, &api.base_url, &["--max-retries", "0"]);
+        assert_eq!(code, Some(1), "{all}");
+        let failed = event(&events, "attempt_failed").expect("attempt_failed");
+        assert_eq!(failed["error_type"], kind, "{all}");
+        let finished = event(&events, "agent_finished").expect("agent_finished");
+        assert_eq!(finished["timed_out"], false, "{all}");
+        let started = event(&events, "story_started").expect("story_started");
+        assert!(!group_alive(started["pid"].as_u64().unwrap()));
+    }
 }

@@ -436,6 +436,8 @@ pub fn classify_text(text: &str) -> Option<FailureSignal> {
         "gateway timeout",
         "server_error",
         "api_error",
+        // codex's words for an HTTP 500 from the Responses API.
+        "experiencing high demand",
     ];
     let kind = if AUTH.iter().any(|p| lower.contains(p)) {
         SignalKind::Auth

@@ -194,3 +194,14 @@ fn telling_lines_prefer_what_went_wrong_over_the_last_line() {
     assert_eq!(telling_lines("all good\nlast words\n", 2), ["last words"]);
     assert!(telling_lines("", 2).is_empty());
 }
+
+#[test]
+fn codex_high_demand_reconnects_are_provider_errors() {
+    let mut w = Watcher::new("codex");
+    let line = r#"{"type":"error","message":"Reconnecting... 1/5 (We’re currently experiencing high demand, which may cause temporary errors.)"}"#;
+    let stops: Vec<bool> = (0..MAX_PROVIDER_RETRIES)
+        .map(|_| w.stdout_line(line.as_bytes()))
+        .collect();
+    assert_eq!(stops.last(), Some(&true));
+    assert_eq!(w.signal().unwrap().kind, SignalKind::ProviderError);
+}
