@@ -48,9 +48,9 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
-    /// The PRD to read
-    #[arg(long, value_name = "PATH", default_value = "prd.json")]
-    pub prd: PathBuf,
+    /// The PRD to read (default: ./prd.json, else the project's Plan Cascade data directory)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
     /// Phase to resolve for (planning, implementation, retry, refactor, review)
     #[arg(long, value_name = "NAME", default_value = "implementation")]
     pub phase: String,
@@ -294,13 +294,17 @@ struct ResolveOutput {
     phase: String,
     source: String,
     assignments: Vec<ResolveRow>,
+    /// The PRD read, and where it was found (flag|project|data_dir).
+    plan_file: String,
+    plan_source: &'static str,
 }
 
 fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
     let cwd = cwd()?;
     let phase: Phase = a.phase.parse().map_err(Failure::usage)?;
     let loaded = load_config(g, &cwd)?;
-    let prd = cascade_plan::load_prd(&a.prd).map_err(Failure::usage)?;
+    let found = super::plan_file::find_prd(a.prd.as_deref())?;
+    let prd = cascade_plan::load_prd(&found.path).map_err(Failure::usage)?;
     let det = detector(&cwd, a.refresh);
     let overrides = Overrides {
         agent: a.agent,
@@ -362,9 +366,15 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
             phase: phase.to_string(),
             source: loaded.source.to_string(),
             assignments: rows,
+            plan_file: found.path.display().to_string(),
+            plan_source: found.source.as_str(),
         })?;
     } else {
-        let mut text = format!("{phase} phase, agents from {}\n", loaded.source);
+        let mut text = format!(
+            "{phase} phase, agents from {}, stories of {}\n",
+            loaded.source,
+            found.path.display()
+        );
         let width = rows.iter().map(|r| r.story.len()).max().unwrap_or(0);
         for r in &rows {
             match (&r.agent, &r.reason) {

@@ -221,7 +221,7 @@ fn on_path(name: &str) -> bool {
 /// The arguments of `cascade approve --auto-run` the demo runs with.
 fn run_args(json: bool) -> RunArgs {
     RunArgs {
-        prd: PathBuf::from("prd.json"),
+        prd: Some(PathBuf::from("prd.json")),
         auto_run: true,
         agent: None,
         impl_agent: None,
@@ -238,6 +238,13 @@ fn run_args(json: bool) -> RunArgs {
         dry_run: false,
         yes: true,
         json,
+        review: None,
+        review_agent: None,
+        // The demo is a scratch repository: never share its results.
+        remote: crate::cli::remote_args::RemoteCacheArgs {
+            remote_cache: Some("off".into()),
+            remote_cache_mode: None,
+        },
     }
 }
 

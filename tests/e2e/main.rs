@@ -13,5 +13,7 @@ mod live_failures;
 mod mega;
 mod mock_anthropic;
 mod mock_openai;
+mod paths;
 mod plan;
 mod real_agents;
+mod remote_cache;

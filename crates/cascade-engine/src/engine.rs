@@ -97,6 +97,8 @@ pub(crate) struct Ctx {
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
+    /// What the verify and review steps of every attempt use.
+    pub checks: crate::checks::Checks,
     pub sink: EventSink,
     pub cancel: CancelToken,
 }
@@ -260,7 +262,7 @@ fn overrides(o: &RunOptions) -> Overrides {
         impl_agent: o.impl_agent.clone(),
         retry_agent: o.retry_agent.clone(),
         prd_agent: None,
-        review_agent: None,
+        review_agent: o.review_agent.clone(),
         no_fallback: o.no_fallback,
     }
 }
@@ -496,10 +498,23 @@ impl Engine {
             &p.cascade_dir,
             &self.config.project_root,
         )?;
+        // The remote gate cache: a bad configuration stops here (exit 2); a
+        // store that is down later only costs warnings.
+        let remote_cache =
+            cascade_gates::RemoteSettings::resolve(&options.remote_cache, gates.remote.as_ref())
+                .map_err(cascade_gates::GateConfigError::from)?
+                .map(cascade_gates::RemoteCache::connect)
+                .transpose()
+                .map_err(cascade_gates::GateConfigError::from)?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
+        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, &options)?;
+        // design_doc.json beside the PRD, else in the project: Plan
+        // Cascade's default mode keeps prd.json in its user data directory
+        // but the design document in the project.
         let design_dir = p
             .prd_path
             .parent()
+            .filter(|d| d.join("design_doc.json").is_file())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.config.project_root.clone());
         let prompt = cascade_agents::prompt::PromptContext::load(
@@ -650,7 +665,7 @@ impl Engine {
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
             paths: p.paths,
-            gate_cache: GateCache::open(&p.cascade_dir),
+            gate_cache: GateCache::open(&p.cascade_dir).with_remote(remote_cache),
             artifacts_dir: self
                 .config
                 .artifacts_dir
@@ -673,6 +688,7 @@ impl Engine {
             merge_lock: tokio::sync::Mutex::new(()),
             pool,
             prompt,
+            checks,
             sink,
             cancel: cancel.clone(),
         });
@@ -914,6 +930,22 @@ impl Engine {
                 });
             }
         }
+        // Remote uploads still running get a short, bounded wait.
+        if let Some(f) = ctx.gate_cache.flush_remote(None).await {
+            for message in ctx.gate_cache.take_remote_warnings() {
+                ctx.emit(Event::Notice {
+                    message: format!("remote gate cache: {message}"),
+                });
+            }
+            if f.uploaded + f.failed + f.abandoned > 0 {
+                ctx.emit(Event::Notice {
+                    message: format!(
+                        "remote gate cache: {} published, {} already there, {} failed, {} abandoned",
+                        f.uploaded, f.already_present, f.failed, f.abandoned
+                    ),
+                });
+            }
+        }
         let duration_ms = started.elapsed().as_millis() as u64;
         ctx.emit(Event::RunFinished {
             status,
@@ -1047,6 +1079,8 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 output_tokens: sum_u64(|a| a.output_tokens),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 error: s.error.clone(),
+                verification: s.verification.clone(),
+                review: s.review.clone(),
             }
         })
         .collect()

@@ -43,10 +43,12 @@
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
 
+mod checks;
 pub mod config;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod findings;
 pub mod gitops;
 mod leftover;
 pub mod lock;
@@ -56,6 +58,7 @@ pub mod progress;
 pub mod retry;
 pub mod scheduler;
 pub mod state;
+mod steps;
 mod story;
 
 pub mod mega;

@@ -34,11 +34,8 @@
 //!   doc, `CASCADE_PRD_PATH`, validation, up to two fix rounds with the exact errors).
 //! - [`findings`]: `mega-findings.md` shared read-only (0444) into every feature
 //!   worktree; each feature's `findings.md` kept under
-//!   `.cascade/mega/features/<name>/` and appended to the shared file. The
-//!   engine also seeds every story worktree (plain runs too) with the run's
-//!   `findings.md` and `mega-findings.md` (`CASCADE_FINDINGS`,
-//!   `CASCADE_MEGA_FINDINGS`, a "Findings" prompt section) and collects what
-//!   the story agent appended into the run's `findings.md`.
+//!   `.cascade/mega/features/<name>/` and appended to the shared file (the
+//!   story side, used by every run, is [`crate::findings`]).
 //! - [`error::MegaError`]: what stops a mega run as a whole (a failing feature
 //!   is recorded in the state, not an error); `is_usage()` picks exit 2.
 

@@ -1,0 +1,114 @@
+//! Step: run the quality gates in the worktree (the cache is shared by all
+//! worktrees), with the story's acceptance-criteria checks (`criterion-<n>`),
+//! forwarding their events; a failing required gate fails the
+//! attempt as `quality_gate` with the gates' errors for the retry prompt.
+
+use std::sync::Arc;
+
+use cascade_gates::{GateEvent, GateReport};
+
+use super::prepare_worktree::Worktree;
+use super::run_agent::AgentOutput;
+use super::{Attempt, Failure, Stop};
+use crate::events::{Event, GateSummary};
+use crate::retry::FailureKind;
+
+pub(super) async fn run(
+    a: &Attempt<'_>,
+    wt: &Worktree,
+    output: &AgentOutput,
+) -> Result<GateReport, Stop> {
+    let ctx = a.ctx;
+    let report = run_gates(a, wt).await;
+    a.check_cancel()?;
+    let gates: Vec<GateSummary> = report
+        .gates
+        .iter()
+        .map(|g| GateSummary {
+            name: g.name.clone(),
+            passed: g.passed,
+            cached: g.cached,
+            flaky: g.flaky,
+        })
+        .collect();
+    ctx.amend_story(a.id(), |s| s.gates = gates);
+    if !report.passed {
+        let failed: Vec<&str> = report
+            .failed()
+            .filter(|g| g.required)
+            .map(|g| g.name.as_str())
+            .collect();
+        let mut f = Failure::new(FailureKind::QualityGate, failed_message(&failed))
+            .with_excerpt(output.excerpt.clone());
+        f.gate_summary = report.summary_for_prompt(20);
+        return Err(f.into());
+    }
+    Ok(report)
+}
+
+/// "quality gate 'x' failed", naming every failed required gate.
+fn failed_message(failed: &[&str]) -> String {
+    match failed {
+        [one] => format!("quality gate '{one}' failed"),
+        [] => "quality gates failed".to_string(),
+        many => format!(
+            "quality gates {} failed",
+            many.iter()
+                .map(|n| format!("'{n}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Runs the gates in the worktree, forwarding their events.
+async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
+    let ctx = a.ctx;
+    // The story's acceptance-criteria checks run with the project's gates.
+    let story_gates;
+    let gates = match ctx.checks.criteria.get(a.id()) {
+        Some(extra) => {
+            let mut set = ctx.gates.clone();
+            set.enabled = true;
+            set.gates.extend(extra.iter().cloned());
+            story_gates = set;
+            &story_gates
+        }
+        None => &ctx.gates,
+    };
+    let opts = cascade_gates::RunOptions {
+        workdir: wt.path.clone(),
+        repo_root: Some(wt.path.clone()),
+        base_commit: Some(wt.base.clone()),
+        use_cache: ctx.options.use_gate_cache,
+        rerun_failures: true,
+        fail_fast: ctx.gates.fail_fast,
+    };
+    let sink = Arc::clone(ctx);
+    let story = a.id().to_string();
+    let on_event = move |e: GateEvent| match e {
+        GateEvent::Started { name, .. } => sink.emit(Event::GateStarted {
+            story: story.clone(),
+            gate: name,
+        }),
+        GateEvent::Finished(r) => sink.emit(Event::GateFinished {
+            story: story.clone(),
+            gate: r.name.clone(),
+            passed: r.passed,
+            required: r.required,
+            cached: r.cached,
+            cache: r.cache.as_str().to_string(),
+            flaky: r.flaky,
+            skipped: r.skipped,
+            duration_ms: r.duration_ms,
+            errors: r.errors.len(),
+        }),
+        GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
+            message: format!("{story}: gate cache unavailable: {reason}"),
+        }),
+        GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
+            message: format!("remote gate cache: {message}"),
+        }),
+    };
+    cascade_gates::run_gates(gates, &opts, &ctx.gate_cache, on_event, &ctx.cancel).await
+}

@@ -1,0 +1,153 @@
+//! A story's attempt as a sequence of named steps.
+//!
+//! [`run_attempt`] reads as the attempt's life: take a slot, resolve the
+//! agent, prepare a worktree, run the agent, commit, verify (local stub and
+//! cheating detection), run the gates (with the story's acceptance-criteria
+//! checks), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
+//! returns what the next steps need, or stops the attempt ([`Stop`]: a
+//! classified [`Failure`] carried into the next prompt, or an interruption).
+//! Adding a step is a new file here and one line in [`sequence`].
+//!
+//! The loop around attempts (retries, backoff, the story's final state) is in
+//! the `story` module; the steps only record and announce what happens in
+//! their own part of the attempt.
+
+mod commit;
+mod gates;
+mod merge;
+mod prepare_worktree;
+mod resolve_agent;
+mod review;
+mod run_agent;
+mod verify;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cascade_agents::Phase;
+use cascade_plan::Story;
+
+use crate::engine::Ctx;
+use crate::retry::FailureKind;
+
+/// One failed attempt, carried into the next prompt.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    pub kind: FailureKind,
+    pub error: String,
+    pub gate_summary: String,
+    pub output_excerpt: String,
+    /// What verification or the review found, for the next prompt.
+    pub findings: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, error: impl Into<String>) -> Failure {
+        Failure {
+            kind,
+            error: error.into(),
+            gate_summary: String::new(),
+            output_excerpt: String::new(),
+            findings: String::new(),
+        }
+    }
+
+    /// The same failure with the output excerpt the retry prompt shows.
+    pub fn with_excerpt(mut self, excerpt: impl Into<String>) -> Failure {
+        self.output_excerpt = excerpt.into();
+        self
+    }
+}
+
+/// Why a step stopped the attempt.
+#[derive(Debug)]
+pub(crate) enum Stop {
+    /// The attempt failed; the retry manager decides what comes next.
+    Failed(Failure),
+    /// The run is being cancelled: the story goes back to pending.
+    Interrupted,
+}
+
+impl From<Failure> for Stop {
+    fn from(f: Failure) -> Stop {
+        Stop::Failed(f)
+    }
+}
+
+/// What one attempt came to.
+pub(crate) enum AttemptEnd {
+    Merged { commit: String, fast_forward: bool },
+    Failed(Failure),
+    Interrupted,
+}
+
+/// What every step of one attempt knows.
+pub(crate) struct Attempt<'a> {
+    pub ctx: &'a Arc<Ctx>,
+    pub story: &'a Story,
+    /// The story branch (`cascade/<id>`).
+    pub branch: &'a str,
+    /// This attempt's number in the story's whole history.
+    pub number: u32,
+    /// The number of the last attempt this run allows.
+    pub max: u32,
+    pub phase: Phase,
+    /// The previous attempt's agent and failure, on a retry.
+    pub previous: Option<&'a (String, Failure)>,
+    /// The agent running this attempt: the previous one until the
+    /// resolve step has chosen (what a failure before that is charged to).
+    pub agent: String,
+}
+
+impl Attempt<'_> {
+    pub fn id(&self) -> &str {
+        &self.story.id
+    }
+
+    /// A step's way to stop when the run is being cancelled.
+    pub fn check_cancel(&self) -> Result<(), Stop> {
+        if self.ctx.cancel.is_cancelled() {
+            Err(Stop::Interrupted)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// Runs one attempt; returns the agent that ran it (or was meant to) and
+/// what it came to. `held` is the worktree the story holds across attempts.
+pub(crate) async fn run_attempt(
+    mut attempt: Attempt<'_>,
+    held: &mut Option<PathBuf>,
+) -> (String, AttemptEnd) {
+    let end = match sequence(&mut attempt, held).await {
+        Ok(merged) => AttemptEnd::Merged {
+            commit: merged.commit,
+            fast_forward: merged.fast_forward,
+        },
+        Err(Stop::Failed(f)) => AttemptEnd::Failed(f),
+        Err(Stop::Interrupted) => AttemptEnd::Interrupted,
+    };
+    (attempt.agent, end)
+}
+
+/// The steps of an attempt, in order.
+async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<merge::Merged, Stop> {
+    // A slot of the limit shared with other engines (mega runs), held through
+    // worktree, agent and gates, given back before the merge queue.
+    let slot = a
+        .ctx
+        .options
+        .acquire_slot(&a.ctx.cancel)
+        .await
+        .map_err(|()| Stop::Interrupted)?;
+    let agent = resolve_agent::run(a)?;
+    let worktree = prepare_worktree::run(a, held).await?;
+    let output = run_agent::run(a, &agent, &worktree).await?;
+    let commit = commit::run(a, &worktree, &output).await?;
+    verify::run(a, &worktree, &commit).await?;
+    let gates = gates::run(a, &worktree, &output).await?;
+    review::run(a, &worktree, &commit, &gates).await?;
+    drop(slot);
+    merge::run(a, &commit).await
+}

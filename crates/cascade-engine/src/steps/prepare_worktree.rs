@@ -1,0 +1,140 @@
+//! Step: put the story's worktree on its branch at the current tip of the
+//! target branch (leased from the run's pool; a retry resets the one the
+//! story holds), copy the configured files in, run the setup commands, and
+//! seed the run's findings files.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cascade_process::Spec;
+
+use super::{Attempt, Failure, Stop};
+use crate::engine::Ctx;
+use crate::events::Event;
+use crate::findings::{seed_story, StorySeed};
+use crate::retry::FailureKind;
+
+/// A worktree ready for the agent.
+pub(super) struct Worktree {
+    pub path: PathBuf,
+    /// The target branch's tip the story branch starts from.
+    pub base: String,
+    /// The findings files given to the agent.
+    pub findings: StorySeed,
+}
+
+pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
+    let ctx = a.ctx;
+    let id = a.id();
+    let base = match cascade_git::merge::branch_tip(&ctx.paths, &ctx.target_branch) {
+        Ok(Some(oid)) => oid.to_string(),
+        Ok(None) => {
+            return Err(Failure::new(
+                FailureKind::Setup,
+                format!("target branch '{}' does not exist", ctx.target_branch),
+            )
+            .into())
+        }
+        Err(e) => return Err(Failure::new(FailureKind::Setup, e.to_string()).into()),
+    };
+    let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
+        Failure::new(
+            FailureKind::Setup,
+            format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
+        )
+    })?;
+    let shown = path.display().to_string();
+    ctx.amend_story(id, |s| s.worktree = Some(shown));
+    if let Err(f) = setup(ctx, &path).await {
+        a.check_cancel()?;
+        return Err(f.into());
+    }
+    // The run's findings files, for the agent to read and append to.
+    let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
+    for e in problems {
+        ctx.emit(Event::Notice {
+            message: format!("{id}: findings not shared: {e}"),
+        });
+    }
+    Ok(Worktree {
+        path,
+        base,
+        findings,
+    })
+}
+
+/// Leases a pooled worktree for the branch at `base`, or resets the one the
+/// story already holds.
+async fn lease(
+    ctx: &Arc<Ctx>,
+    branch: &str,
+    base: &str,
+    held: &mut Option<PathBuf>,
+) -> Result<PathBuf, String> {
+    let c = Arc::clone(ctx);
+    let current = held.clone();
+    let (b, from) = (branch.to_string(), base.to_string());
+    let leased = tokio::task::spawn_blocking(move || match &current {
+        Some(p) => c.pool.restart(p, &b, &from),
+        None => c.pool.lease(&b, &from),
+    })
+    .await;
+    match leased {
+        Ok(Ok(p)) => {
+            *held = Some(p.clone());
+            Ok(p)
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Copies the configured files into the worktree and runs the setup commands.
+async fn setup(ctx: &Ctx, wt_path: &Path) -> Result<(), Failure> {
+    let setup = &ctx.project.worktree;
+    for rel in &setup.copy {
+        let from = ctx.project_root.join(rel);
+        if !from.exists() {
+            continue;
+        }
+        let to = wt_path.join(rel);
+        if let Some(dir) = to.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        std::fs::copy(&from, &to).map_err(|e| {
+            Failure::new(
+                FailureKind::Setup,
+                format!("cannot copy '{}' into the worktree: {e}", from.display()),
+            )
+        })?;
+    }
+    let timeout = Duration::from_secs(setup.timeout_seconds.unwrap_or(600));
+    for argv in &setup.setup {
+        let Some((program, args)) = argv.split_first() else {
+            continue;
+        };
+        let spec = Spec::new(program).args(args).cwd(wt_path).timeout(timeout);
+        let outcome = spec.run(&ctx.cancel).await.map_err(|e| {
+            Failure::new(
+                FailureKind::Setup,
+                format!(
+                    "worktree setup command '{}' could not start: {e}",
+                    argv.join(" ")
+                ),
+            )
+        })?;
+        if !outcome.success() {
+            return Err(Failure::new(
+                FailureKind::Setup,
+                format!(
+                    "worktree setup command '{}' failed: {}",
+                    argv.join(" "),
+                    outcome.describe()
+                ),
+            )
+            .with_excerpt(outcome.output_excerpt(2000)));
+        }
+    }
+    Ok(())
+}

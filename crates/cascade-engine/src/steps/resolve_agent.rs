@@ -1,0 +1,80 @@
+//! Step: resolve the agent for this attempt's phase (implementation first,
+//! retry afterwards), announce the fallbacks taken, and record the attempt.
+
+use cascade_agents::{AgentDef, Resolver};
+
+use super::{Attempt, Failure, Stop};
+use crate::events::{Event, FallbackNote};
+use crate::retry::FailureKind;
+use crate::state::{now_rfc3339, AttemptRecord};
+
+/// The agent chosen for the attempt.
+pub(super) struct Assigned {
+    pub def: AgentDef,
+    pub fallbacks: Vec<FallbackNote>,
+}
+
+pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
+    let ctx = a.ctx;
+    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+    let assignment = match resolver.resolve(a.story, a.phase) {
+        Ok(found) => found,
+        Err(e) => {
+            record_attempt(a);
+            return Err(Failure::new(FailureKind::AgentUnavailable, e.to_string()).into());
+        }
+    };
+    a.agent = assignment.agent.clone();
+    let fallbacks: Vec<FallbackNote> = assignment
+        .fallbacks
+        .iter()
+        .map(|f| FallbackNote {
+            from: f.from.clone(),
+            to: f.to.clone(),
+            why: f.why.clone(),
+        })
+        .collect();
+    for f in &fallbacks {
+        ctx.emit(Event::AgentFallback {
+            story: a.id().to_string(),
+            from: f.from.clone(),
+            to: f.to.clone(),
+            why: f.why.clone(),
+        });
+    }
+    record_attempt(a);
+    let Some(def) = ctx.agents.agent(&a.agent).cloned() else {
+        return Err(Failure::new(
+            FailureKind::AgentUnavailable,
+            format!("agent '{}' is not configured", a.agent),
+        )
+        .into());
+    };
+    a.check_cancel()?;
+    Ok(Assigned { def, fallbacks })
+}
+
+/// Adds the attempt's record (running) to the state; it is written with the
+/// agent's pid once the agent started (or with the attempt's failure).
+fn record_attempt(a: &Attempt<'_>) {
+    let agent = a.agent.clone();
+    a.ctx.amend_story(a.id(), |s| {
+        s.agent = Some(agent.clone());
+        s.attempts.push(AttemptRecord {
+            attempt: a.number,
+            agent,
+            phase: a.phase.as_str().to_string(),
+            started_at: now_rfc3339(),
+            finished_at: None,
+            pid: None,
+            outcome: None,
+            error_type: None,
+            error: None,
+            duration_ms: None,
+            log: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+        });
+    });
+}

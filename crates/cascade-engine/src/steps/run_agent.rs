@@ -1,0 +1,178 @@
+//! Step: build the prompt (with the previous failure on a retry), run the
+//! agent in the worktree, collect the findings it appended, record its usage
+//! and classify how it ended ([`classify`]).
+
+use std::sync::Arc;
+
+use cascade_agents::exec::{execute, AgentRequest, ExecError};
+use cascade_agents::prompt::{build_prompt, PromptContext, RetryContext};
+use cascade_agents::AgentRun;
+
+use super::prepare_worktree::Worktree;
+use super::resolve_agent::Assigned;
+use super::{Attempt, Failure, Stop};
+use crate::events::Event;
+use crate::retry::{classify_agent_run, FailureKind};
+
+/// What the agent left for the later steps.
+pub(super) struct AgentOutput {
+    /// The tail of its output, for a later step's failure.
+    pub excerpt: String,
+}
+
+pub(super) async fn run(
+    a: &Attempt<'_>,
+    assigned: &Assigned,
+    wt: &Worktree,
+) -> Result<AgentOutput, Stop> {
+    let ctx = a.ctx;
+    let id = a.id();
+    let mut req = AgentRequest::new(
+        id,
+        a.number,
+        a.phase,
+        prompt(a, wt),
+        &wt.path,
+        &ctx.artifacts_dir,
+    );
+    req.timeout_override = ctx.options.agent_timeout;
+    req.extra_env
+        .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+    req.extra_env.extend(wt.findings.env());
+    let on_spawn = on_spawn(a, assigned, wt);
+    let run = execute(&assigned.def, req, on_spawn, &ctx.cancel)
+        .await
+        .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
+    // What the agent appended to findings.md outlives its worktree.
+    let heading = format!(
+        "{id}: {}",
+        a.story
+            .title
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if let Err(e) = wt.findings.collect(&heading) {
+        ctx.emit(Event::Notice {
+            message: format!("{id}: could not collect findings.md: {e}"),
+        });
+    }
+    record_run(a, &run);
+    if run.outcome.cancelled || ctx.cancel.is_cancelled() {
+        return Err(Stop::Interrupted);
+    }
+    let excerpt = run.outcome.output_excerpt(ctx.options.excerpt_bytes);
+    if let Some(f) = classify(&a.agent, &run) {
+        return Err(f.with_excerpt(excerpt).into());
+    }
+    Ok(AgentOutput { excerpt })
+}
+
+/// How an agent run that did not succeed failed, or `None` when it
+/// succeeded. The one place that reads an agent's result as a failure
+/// (the classification itself is `retry::classify_agent_run`).
+fn classify(agent: &str, run: &AgentRun) -> Option<Failure> {
+    if run.success() {
+        return None;
+    }
+    let (kind, error) = classify_agent_run(agent, run);
+    Some(Failure::new(kind, error))
+}
+
+/// The failure kind of an agent that could not be run at all.
+fn exec_error_kind(e: &ExecError) -> FailureKind {
+    match e {
+        ExecError::Unavailable { .. } | ExecError::NotExecutable { .. } => {
+            FailureKind::AgentUnavailable
+        }
+        ExecError::Spawn { .. } => FailureKind::ProcessCrash,
+        _ => FailureKind::Setup,
+    }
+}
+
+/// The prompt: the story, skills and design context, the retry context on a
+/// retry, and the findings section.
+fn prompt(a: &Attempt<'_>, wt: &Worktree) -> String {
+    let ctx = a.ctx;
+    let retry = a.previous.map(|(prev_agent, f)| RetryContext {
+        attempt: a.number,
+        max_attempts: a.max,
+        previous_agent: prev_agent.clone(),
+        error: f.error.clone(),
+        gate_summary: f.gate_summary.clone(),
+        output_excerpt: f.output_excerpt.clone(),
+        findings: f.findings.clone(),
+    });
+    let pctx = PromptContext {
+        project_root: wt.path.clone(),
+        phase: Some(a.phase),
+        retry,
+        ..ctx.prompt.clone()
+    };
+    match ctx.prd.lock() {
+        Ok(prd) => build_prompt(&prd, a.story, &pctx) + &wt.findings.prompt_section(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Records the agent's pid and announces the start once it is running.
+fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(u32) + Send {
+    let ctx = Arc::clone(a.ctx);
+    let (agent, id) = (a.agent.clone(), a.id().to_string());
+    let (title, branch, worktree) = (
+        a.story.title.clone(),
+        a.branch.to_string(),
+        wt.path.display().to_string(),
+    );
+    let fallbacks = assigned.fallbacks.clone();
+    let (attempt, max_attempts, phase) = (a.number, a.max, a.phase);
+    move |pid: u32| {
+        ctx.note_story(&id, |s| {
+            if let Some(r) = s.attempts.last_mut() {
+                r.pid = Some(pid);
+            }
+        });
+        ctx.emit(Event::StoryStarted {
+            story: id.clone(),
+            title,
+            agent,
+            attempt,
+            max_attempts,
+            phase: phase.as_str().to_string(),
+            fallbacks,
+            pid,
+            branch,
+            worktree,
+        });
+    }
+}
+
+/// Keeps the agent's log and usage in the attempt's record and announces
+/// that it finished.
+fn record_run(a: &Attempt<'_>, run: &AgentRun) {
+    let usage = run.usage.clone();
+    a.ctx.amend_story(a.id(), |s| {
+        if let Some(r) = s.attempts.last_mut() {
+            r.log = Some(run.log_path.display().to_string());
+            if let Some(u) = &usage {
+                r.input_tokens = Some(u.input_tokens);
+                r.output_tokens = Some(u.output_tokens);
+                r.cost_usd = u.cost_usd;
+            }
+        }
+    });
+    a.ctx.emit(Event::AgentFinished {
+        story: a.id().to_string(),
+        agent: a.agent.clone(),
+        attempt: a.number,
+        success: run.success(),
+        outcome: run.outcome.describe(),
+        exit_code: run.outcome.exit_code,
+        timed_out: run.outcome.timed_out,
+        duration_ms: run.outcome.duration.as_millis() as u64,
+        input_tokens: usage.as_ref().map(|u| u.input_tokens),
+        output_tokens: usage.as_ref().map(|u| u.output_tokens),
+        cost_usd: usage.as_ref().and_then(|u| u.cost_usd),
+        log: run.log_path.display().to_string(),
+    });
+}
