@@ -196,7 +196,8 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         }
     });
     let ports = LivePorts::new(&cwd, agents_path, overrides, template).map_err(mega_failure)?;
-    let auto = a.auto_run || a.yes;
+    // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
+    let auto = a.auto_run || a.yes || plan.auto_mode();
     let confirm: Option<Confirm> =
         if !auto && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
             Some(Arc::new(confirm_on_terminal))

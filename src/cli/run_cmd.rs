@@ -115,6 +115,31 @@ pub struct RunArgs {
     pub review_agent: Option<String>,
     #[command(flatten)]
     pub remote: super::remote_args::RemoteCacheArgs,
+    /// Spend limit of the run in USD: no attempt starts once it is spent; the
+    /// run ends as budget_exhausted (exit 1) and `cascade resume
+    /// --max-cost <higher>` continues it
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<f64>,
+    /// Spend limit per story in USD: a story over it fails as `budget` (not retried)
+    #[arg(long, value_name = "USD")]
+    pub max_story_cost: Option<f64>,
+    /// Time limit of the run in seconds (wall clock, this invocation); like --max-cost
+    #[arg(long, value_name = "SECS")]
+    pub max_duration: Option<u64>,
+    /// On an exhausted run budget, stop running agents too instead of letting them finish
+    #[arg(long)]
+    pub hard_budget: bool,
+    /// Gate runs at once, separately from --parallel agents (default: cores / 2, at least 1)
+    #[arg(long, value_name = "N")]
+    pub gate_jobs: Option<usize>,
+    /// Do not ask an agent to resolve merge conflicts (a conflict fails the attempt as merge_conflict)
+    #[arg(long)]
+    pub no_resolve: bool,
+    /// Run this command (argv, no shell; the event JSON on its stdin) when the
+    /// run finishes, a story fails for good, the budget is exhausted or the run
+    /// pauses; the values up to the next flag form the command
+    #[arg(long, value_name = "CMD", num_args = 1.., value_terminator = ";")]
+    pub notify: Option<Vec<String>>,
 }
 
 /// `--review[=strict]`.
@@ -175,6 +200,13 @@ fn remembered(a: &RunArgs) -> RunFlags {
         yes: Some(a.yes),
         review: a.review.map(flag_name),
         review_agent: a.review_agent.clone(),
+        max_cost: a.max_cost,
+        max_story_cost: a.max_story_cost,
+        max_duration: a.max_duration,
+        hard_budget: Some(a.hard_budget),
+        gate_jobs: a.gate_jobs,
+        no_resolve: Some(a.no_resolve),
+        notify: a.notify.clone(),
     }
 }
 
@@ -277,6 +309,17 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(allow_dirty, "--allow-dirty", |v: &bool| v.then(String::new));
     take!(auto_run, "--auto-run", |v: &bool| v.then(String::new));
     take!(yes, "--yes", |v: &bool| v.then(String::new));
+    take!(max_cost, "--max-cost", |v: &f64| Some(v.to_string()));
+    take!(max_story_cost, "--max-story-cost", |v: &f64| Some(
+        v.to_string()
+    ));
+    take!(max_duration, "--max-duration", |v: &u64| Some(
+        v.to_string()
+    ));
+    take!(hard_budget, "--hard-budget", |v: &bool| v.then(String::new));
+    take!(gate_jobs, "--gate-jobs", |v: &usize| Some(v.to_string()));
+    take!(no_resolve, "--no-resolve", |v: &bool| v.then(String::new));
+    take!(notify, "--notify", |v: &Vec<String>| Some(v.join(" ")));
     // Stored as their flag spellings; one this cascade does not know is left out.
     if let Some(v) = stored
         .schedule
@@ -332,6 +375,34 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
     if a.parallel == 0 {
         return Err(Failure::usage(anyhow::anyhow!(
             "--parallel must be at least 1"
+        )));
+    }
+    if a.gate_jobs == Some(0) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--gate-jobs must be at least 1"
+        )));
+    }
+    for (flag, v) in [
+        ("--max-cost", a.max_cost),
+        ("--max-story-cost", a.max_story_cost),
+    ] {
+        if let Some(v) = v.filter(|v| !v.is_finite() || *v < 0.0) {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{flag} must be a number of USD >= 0 (got {v})"
+            )));
+        }
+    }
+    if a.max_duration == Some(0) {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--max-duration must be at least 1 second"
+        )));
+    }
+    if a.notify
+        .as_ref()
+        .is_some_and(|n| n.iter().all(|s| s.trim().is_empty()))
+    {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--notify needs a command (an argv: program and arguments)"
         )));
     }
     let mode = match (a.mode, a.max_iterations) {
@@ -392,6 +463,14 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         pause,
         resume,
         remote_cache: a.remote.request(),
+        gate_jobs: a.gate_jobs,
+        budget: cascade_engine::control::budget::Budget {
+            max_cost: a.max_cost,
+            max_story_cost: a.max_story_cost,
+            max_duration: a.max_duration.map(Duration::from_secs),
+            hard: a.hard_budget,
+        },
+        no_resolve: a.no_resolve,
         ..RunOptions::default()
     })
 }
@@ -517,21 +596,23 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     }
     let rt = runtime()?;
     let reporter = Reporter::new(a.json);
+    let notifier = super::notify::Notifier::new(a.notify.clone());
     let cancel = CancelToken::new();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
         // gates, save state (a second signal leaves at once).
         let stop = StopSignals::watch(cancel.clone());
-        let sink = note_after_start(reporter.sink(), restored);
+        let sink = notifier.wrap(note_after_start(reporter.sink(), restored));
         (engine.run(options, sink, &cancel).await, stop)
     });
+    notifier.finish();
     reporter.finish();
     let summary = result.map_err(engine_failure)?;
     Ok(match summary.status {
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
-        RunStatus::Failed => EXIT_FAILED,
+        RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
     })
 }
@@ -638,7 +719,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
                 "agent".into(),
                 s.agent.clone().map_or(serde_json::Value::Null, Into::into),
             );
-            o.insert("attempts".into(), s.attempts.len().into());
+            o.insert("attempts".into(), s.charged_attempts().into());
             if let Some(b) = &s.branch {
                 o.insert("branch".into(), b.clone().into());
             }
@@ -668,6 +749,9 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             "started_at": state.started_at,
             "updated_at": state.updated_at,
             "counts": {"complete": c.complete, "failed": c.failed, "blocked": c.blocked, "pending": c.pending},
+            "cooldowns": active_cooldowns(&state).iter().map(|c| serde_json::json!({
+                "agent": c.agent, "until": c.until, "concurrency": c.concurrency, "message": c.message,
+            })).collect::<Vec<_>>(),
             "stories": stories,
         });
         println!("{v}");
@@ -682,6 +766,15 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!(
             "Running now: pid {} on {} since {}",
             h.pid, h.host, h.started_at
+        );
+    }
+    for c in active_cooldowns(&state) {
+        println!(
+            "Agent '{}' is cooling down until {} (rate limited: {}); then at most {} at once",
+            c.agent,
+            c.until,
+            super::report::printable(&c.message),
+            c.concurrency
         );
     }
     let width = state
@@ -725,7 +818,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             s.id,
             story_status(s),
             s.agent.as_deref().unwrap_or("-"),
-            s.attempts.len(),
+            s.charged_attempts(),
             detail
         );
     }
@@ -733,6 +826,19 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         println!("Continue with `cascade resume`.");
     }
     Ok(EXIT_OK)
+}
+
+/// The cooldowns of `state` that have not ended yet.
+fn active_cooldowns(state: &RunState) -> Vec<&cascade_engine::state::CooldownRecord> {
+    let now = chrono::Utc::now();
+    state
+        .cooldowns
+        .iter()
+        .filter(|c| {
+            chrono::DateTime::parse_from_rfc3339(&c.until)
+                .is_ok_and(|t| t.with_timezone(&chrono::Utc) > now)
+        })
+        .collect()
 }
 
 #[cfg(test)]

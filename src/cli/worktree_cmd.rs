@@ -4,7 +4,9 @@
 //! `<repo>/.cascade/worktrees/` and branches named `cascade/...`
 //! (`cascade_git::worktree`). Worktrees of failed stories are kept for
 //! inspection by the engine; `prune` is how they go. It takes the run lock,
-//! so it never pulls a worktree from under a running `approve` or `mega`.
+//! so it never pulls a worktree from under a running `approve` or `mega`,
+//! and it keeps (and lists) a worktree holding uncommitted changes unless
+//! `--force` is given.
 
 use anyhow::Context;
 use cascade_git::worktree::{self, BranchInfo, WorktreeInfo};
@@ -30,7 +32,8 @@ pub enum WorktreeCommand {
         #[arg(long)]
         json: bool,
         /// Also delete `cascade/...` branches cascade did not create or whose
-        /// work is not merged
+        /// work is not merged, and worktrees holding uncommitted changes
+        /// (without it they are kept and listed)
         #[arg(long)]
         force: bool,
     },
@@ -161,6 +164,7 @@ fn inventory_json(inv: &Inventory) -> serde_json::Value {
             "head": w.head.map(|o| o.to_string()),
             "locked": w.locked,
             "prunable": w.prunable,
+            "uncommitted": worktree::uncommitted_files(&w.path, 5),
         })).collect::<Vec<_>>(),
         "branches": inv.branches.iter().zip(&inv.merged).map(|(b, merged)| serde_json::json!({
             "name": b.name,
@@ -282,7 +286,16 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
                 println!("nothing to prune");
             } else {
                 for w in &inv.worktrees {
-                    println!("would remove worktree {}", w.path.display());
+                    let dirty = worktree::uncommitted_files(&w.path, 5);
+                    if dirty.is_empty() || force {
+                        println!("would remove worktree {}", w.path.display());
+                    } else {
+                        println!(
+                            "would keep worktree {}: has uncommitted changes ({}); --force removes it anyway",
+                            w.path.display(),
+                            dirty.join(", ")
+                        );
+                    }
                 }
                 for (b, keep) in &branches {
                     match keep {
@@ -407,6 +420,37 @@ mod tests {
             .find_branch("user/topic", git2::BranchType::Local)
             .is_ok());
         assert!(worktree::list(&paths).unwrap().is_empty());
+    }
+
+    #[test]
+    fn prune_keeps_a_worktree_with_uncommitted_changes_unless_forced() {
+        let (_tmp, paths) = repo();
+        let wt = worktree::create(
+            &paths,
+            &worktree::path_for(&paths, "cascade/s1"),
+            "cascade/s1",
+            "main",
+        )
+        .unwrap();
+        std::fs::write(wt.path.join("a.txt"), "edited by hand").unwrap();
+        std::fs::write(wt.path.join("new.txt"), "new").unwrap();
+        assert_eq!(
+            worktree::uncommitted_files(&wt.path, 5),
+            vec!["a.txt".to_string(), "new.txt".to_string()]
+        );
+        let prune = |force| WorktreeCommand::Prune {
+            dry_run: false,
+            json: false,
+            force,
+        };
+        assert_eq!(run_in(&paths.main_root, prune(false)).unwrap(), EXIT_OK);
+        assert!(wt.path.join("new.txt").exists(), "dirty worktree deleted");
+        let git = git2::Repository::open(&paths.main_root).unwrap();
+        assert!(git
+            .find_branch("cascade/s1", git2::BranchType::Local)
+            .is_ok());
+        assert_eq!(run_in(&paths.main_root, prune(true)).unwrap(), EXIT_OK);
+        assert!(!wt.path.exists());
     }
 
     #[test]

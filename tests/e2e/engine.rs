@@ -513,7 +513,8 @@ fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
     f.mark("edit-right", "README.md");
     f.mark("wait-left", "started-right");
     f.mark("wait-right", "started-left");
-    let out = f.approve(&["--parallel", "2", "--max-retries", "0"]);
+    // Without an agent resolving it (control.rs tests the resolution).
+    let out = f.approve(&["--parallel", "2", "--max-retries", "0", "--no-resolve"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     let conflict = ev

@@ -6,6 +6,7 @@ mod common;
 
 mod agents;
 mod agents_check;
+mod control;
 mod demo;
 mod engine;
 mod gates;
@@ -15,5 +16,6 @@ mod mock_anthropic;
 mod mock_openai;
 mod paths;
 mod plan;
+mod planning;
 mod real_agents;
 mod remote_cache;

@@ -4,8 +4,12 @@
 //! The schema is Plan Cascade's, unchanged: `default_agent`,
 //! `agents{name:{type, command, args[], timeout, env{}}}` and
 //! `phase_defaults{phase:{default_agent, fallback_chain[], story_type_overrides{}}}`.
-//! Fields cascade does not use (`description`, `subagent_type`,
-//! `story_type_defaults`, `verification_gate`, ...) are accepted and ignored.
+//! `story_type_defaults{type:agent}` (Plan Cascade's per-type agent, for
+//! every story phase) is honoured: the resolver proposes it right after the
+//! phase's own `story_type_overrides`; an unknown story type or agent in it
+//! is a problem like any other. Fields cascade does not use
+//! (`description`, `subagent_type`, `verification_gate`, ...) are accepted
+//! and ignored.
 //! The file is read as a JSON value first and then walked by hand, so every
 //! problem can name its key path (`phase_defaults.retry.fallback_chain[1]`)
 //! and all of them are reported at once.
@@ -140,6 +144,13 @@ pub struct AgentsConfig {
     /// Agents in file order.
     pub agents: Vec<AgentDef>,
     pub phase_defaults: BTreeMap<Phase, PhaseConfig>,
+    /// `story_type_defaults`: story type name -> agent for the story phases
+    /// (implementation, retry, refactor), below the phase's own
+    /// `story_type_overrides`; in file order.
+    pub story_type_defaults: Vec<(String, String)>,
+    /// `prices`: USD per million tokens by model or agent name, over the
+    /// shipped table (see [`crate::pricing`]).
+    pub prices: crate::pricing::PriceTable,
 }
 
 /// Where a config came from.
@@ -335,6 +346,17 @@ impl AgentsConfig {
     pub fn phase(&self, phase: Phase) -> Option<&PhaseConfig> {
         self.phase_defaults.get(&phase)
     }
+
+    /// The `story_type_defaults` agent of a story type, if any.
+    pub fn story_type_default(&self, story_type: &str) -> Option<&str> {
+        self.story_type_defaults
+            .iter()
+            .find(|(t, _)| {
+                t.parse::<crate::story_type::StoryType>()
+                    .is_ok_and(|k| k.as_str() == story_type)
+            })
+            .map(|(_, a)| a.as_str())
+    }
 }
 
 /// `$XDG_CONFIG_HOME`, else `$HOME/.config`.
@@ -375,6 +397,8 @@ impl Walk {
             default_agent: CLAUDE_CODE.to_string(),
             agents: Vec::new(),
             phase_defaults: BTreeMap::new(),
+            story_type_defaults: Vec::new(),
+            prices: crate::pricing::PriceTable::default(),
         };
         let Some(root) = value.as_object() else {
             self.problem("(root)", "expected a JSON object");
@@ -414,6 +438,49 @@ impl Walk {
             }
             Some(_) => self.problem("phase_defaults", "expected an object keyed by phase"),
         }
+        match root.get("prices") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (name, v) in map {
+                    if let Some(price) = self.price(v, &format!("prices.{name}")) {
+                        config.prices.overrides.push((name.clone(), price));
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                "prices",
+                "expected an object mapping models or agents to {\"input\": USD, \"output\": USD} per million tokens",
+            ),
+        }
+        match root.get("story_type_defaults") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (t, v) in map {
+                    let key = format!("story_type_defaults.{t}");
+                    if t.parse::<crate::story_type::StoryType>().is_err() {
+                        let known: Vec<&str> = crate::story_type::StoryType::ALL
+                            .iter()
+                            .map(|k| k.as_str())
+                            .collect();
+                        self.problem(
+                            key,
+                            format!(
+                                "unknown story type '{t}' (story types: {})",
+                                known.join(", ")
+                            ),
+                        );
+                        continue;
+                    }
+                    if let Some(a) = self.string(v, &key) {
+                        config.story_type_defaults.push((t.clone(), a));
+                    }
+                }
+            }
+            Some(_) => self.problem(
+                "story_type_defaults",
+                "expected an object mapping story types to agent names",
+            ),
+        }
         // Agents that are defined but were rejected above already have their
         // problem reported; naming them elsewhere is not a second problem.
         let defined: Vec<String> = root
@@ -441,6 +508,9 @@ impl Walk {
             for (t, a) in &pc.story_type_overrides {
                 named.push((format!("{base}.story_type_overrides.{t}"), a.clone()));
             }
+        }
+        for (t, a) in &config.story_type_defaults {
+            named.push((format!("story_type_defaults.{t}"), a.clone()));
         }
         if config.agent(CLAUDE_CODE).is_none() && named.iter().any(|(_, a)| a == CLAUDE_CODE) {
             config.agents.push(AgentDef::claude_code());
@@ -683,6 +753,41 @@ impl Walk {
             ),
         }
         pc
+    }
+
+    /// `{"input": n, "output": n, "cached_input": n}` (USD per million tokens).
+    fn price(&mut self, value: &Value, key: &str) -> Option<crate::pricing::Price> {
+        let Some(obj) = value.as_object() else {
+            self.problem(
+                key,
+                format!(
+                    "expected {{\"input\": USD, \"output\": USD}} per million tokens, found {}",
+                    json_kind(value)
+                ),
+            );
+            return None;
+        };
+        let mut num = |field: &str, required: bool| -> Option<f64> {
+            match obj.get(field) {
+                None | Some(Value::Null) if !required => None,
+                Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f >= 0.0) => n.as_f64(),
+                _ => {
+                    self.problem(
+                        format!("{key}.{field}"),
+                        "expected a number >= 0 (USD per million tokens)",
+                    );
+                    None
+                }
+            }
+        };
+        let input = num("input", true);
+        let output = num("output", true);
+        let cached_input = num("cached_input", false);
+        Some(crate::pricing::Price {
+            input: input?,
+            cached_input,
+            output: output?,
+        })
     }
 
     fn string(&mut self, value: &Value, key: &str) -> Option<String> {

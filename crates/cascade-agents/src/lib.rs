@@ -85,9 +85,11 @@ pub mod detect;
 pub mod exec;
 pub mod phase;
 pub mod placeholders;
+pub mod pricing;
 pub mod prompt;
 pub mod resolve;
 pub mod signal;
+pub mod signal_text;
 pub mod skills;
 pub mod story_type;
 pub mod stream;
@@ -100,15 +102,17 @@ pub use config::{
     AgentDef, AgentKind, AgentsConfig, ConfigError, ConfigProblem, ConfigSource, LoadedConfig,
     PhaseConfig, BUILTIN_AGENTS_JSON,
 };
-pub use design::{DesignDoc, DesignDocError, StoryDesign};
+pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};
 pub use exec::{execute, invocation, AgentRequest, AgentRun, ExecError, Invocation, ResumeSession};
 pub use phase::{Phase, UnknownPhase};
+pub use pricing::{Price, PriceTable};
 pub use prompt::{build_prompt, PromptContext, PromptError, RetryContext};
 pub use resolve::{
     Assignment, Candidate, Fallback, Level, Overrides, Rejection, ResolveError, Resolver,
 };
 pub use signal::{FailureSignal, SignalKind};
+pub use signal_text::classify_text;
 pub use skills::{select_skills, Skill, SkillSource, SkillsError};
 pub use story_type::{infer_story_type, StoryType};
 pub use stream::{ReviewScanner, ReviewVerdict, StreamParser, StreamSummary, Usage};

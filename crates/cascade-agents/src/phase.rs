@@ -17,16 +17,19 @@ pub enum Phase {
     Refactor,
     /// Reviewing a finished story.
     Review,
+    /// Resolving a conflict between a story's branch and the target branch.
+    Merge,
 }
 
 impl Phase {
     /// Every phase, in the order agents.json lists them.
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::Planning,
         Phase::Implementation,
         Phase::Retry,
         Phase::Refactor,
         Phase::Review,
+        Phase::Merge,
     ];
 
     /// The name used in agents.json and in `CASCADE_PHASE`.
@@ -37,6 +40,7 @@ impl Phase {
             Phase::Retry => "retry",
             Phase::Refactor => "refactor",
             Phase::Review => "review",
+            Phase::Merge => "merge",
         }
     }
 
@@ -47,7 +51,7 @@ impl Phase {
             Phase::Implementation => Some("--impl-agent"),
             Phase::Retry => Some("--retry-agent"),
             Phase::Review => Some("--review-agent"),
-            Phase::Refactor => None,
+            Phase::Refactor | Phase::Merge => None,
         }
     }
 }
@@ -60,7 +64,7 @@ impl fmt::Display for Phase {
 
 /// An unknown phase name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown phase '{0}' (expected one of: planning, implementation, retry, refactor, review)")]
+#[error("unknown phase '{0}' (expected one of: planning, implementation, retry, refactor, review, merge)")]
 pub struct UnknownPhase(pub String);
 
 impl FromStr for Phase {
@@ -73,6 +77,7 @@ impl FromStr for Phase {
             "retry" => Ok(Phase::Retry),
             "refactor" | "refactoring" => Ok(Phase::Refactor),
             "review" => Ok(Phase::Review),
+            "merge" | "merge-conflict" => Ok(Phase::Merge),
             _ => Err(UnknownPhase(s.to_string())),
         }
     }

@@ -179,6 +179,19 @@ pub fn build_prompt(prd: &Prd, story: &Story, ctx: &PromptContext) -> String {
                     out.push('\n');
                 }
             }
+            if !design.patterns.is_empty() {
+                out.push_str("\n### Patterns to use\n\n");
+                for p in &design.patterns {
+                    let _ = write!(out, "- **{}**", p.name);
+                    if !p.description.is_empty() {
+                        let _ = write!(out, ": {}", one_line(&p.description));
+                    }
+                    if !p.rationale.is_empty() {
+                        let _ = write!(out, " (why: {})", one_line(&p.rationale));
+                    }
+                    out.push('\n');
+                }
+            }
             if !design.interfaces.is_empty() {
                 out.push_str("\n### Interfaces\n\n");
                 for i in &design.interfaces {
@@ -256,6 +269,9 @@ fn intro(phase: Phase) -> &'static str {
         Phase::Planning => {
             "You are planning one part of a larger project. The working directory is the project's own checkout of the repository."
         }
+        Phase::Merge => {
+            "You are resolving a merge conflict between one story of a larger plan and work merged meanwhile into the target branch. The working directory is a checkout of the story's branch in the middle of merging the target branch into it."
+        }
         Phase::Implementation | Phase::Retry => {
             "You are implementing one story of a larger plan. The working directory is the story's own checkout of the repository (a git worktree); other stories are handled separately."
         }
@@ -273,6 +289,12 @@ fn instructions(phase: Phase) -> &'static [&'static str] {
             "Write the plan to the path in the CASCADE_PRD_PATH environment variable, as Plan Cascade's prd.json.",
             "Give every story an id, title, description, priority, dependencies and acceptance criteria.",
             "Exit when the file is written.",
+        ],
+        Phase::Merge => &[
+            "Resolve every conflicted file listed below: keep the intent of both sides (the story's change and the target branch's), and remove every conflict marker (<<<<<<<, =======, >>>>>>>).",
+            "Build and run the project's tests; the quality gates run again after you.",
+            "Do not commit, abort the merge, push or switch branches: cascade concludes the merge.",
+            "Exit when the conflicts are resolved.",
         ],
         Phase::Implementation | Phase::Retry | Phase::Refactor => &[
             "Implement only this story, completely: no stubs, placeholders or TODOs.",

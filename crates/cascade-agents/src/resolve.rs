@@ -2,7 +2,8 @@
 //!
 //! Candidates come in DESIGN.md's order: `--agent`, the phase override
 //! (`--prd-agent`, `--impl-agent`, `--retry-agent`), `story.agent`, the
-//! story-type override of the phase, the phase default, the phase's fallback
+//! story-type override of the phase, the top-level `story_type_defaults`
+//! (story phases only), the phase default, the phase's fallback
 //! chain, then `default_agent`. The first candidate that is configured and
 //! whose command is found wins; every candidate passed over becomes a
 //! [`Fallback`] note (the engine logs them as `[FALLBACK]` lines). With
@@ -45,7 +46,7 @@ impl Overrides {
             Phase::Implementation => self.impl_agent.as_deref(),
             Phase::Retry => self.retry_agent.as_deref(),
             Phase::Review => self.review_agent.as_deref(),
-            Phase::Refactor => None,
+            Phase::Refactor | Phase::Merge => None,
         }?;
         Some((phase.override_flag()?, value))
     }
@@ -225,6 +226,25 @@ impl<'a> Resolver<'a> {
                 Level::StoryType,
                 format!(
                     "story type '{}' ({}) override for {phase}",
+                    inferred.story_type,
+                    evidence_text(&inferred.evidence)
+                ),
+            );
+        }
+        let story_phase = matches!(
+            phase,
+            Phase::Implementation | Phase::Retry | Phase::Refactor
+        );
+        if let Some(a) = self
+            .config
+            .story_type_default(inferred.story_type.as_str())
+            .filter(|_| story_phase)
+        {
+            push(
+                a,
+                Level::StoryType,
+                format!(
+                    "story type '{}' ({}) default (story_type_defaults)",
                     inferred.story_type,
                     evidence_text(&inferred.evidence)
                 ),

@@ -162,6 +162,17 @@ pub struct RunOptions {
     /// backoff nor while it waits for the (serial) merge queue. `None`: only
     /// `parallel` applies.
     pub slots: Option<Arc<tokio::sync::Semaphore>>,
+    /// `--gate-jobs`: gate processes at once across the run's stories
+    /// (`None`: half the cores, at least one).
+    pub gate_jobs: Option<usize>,
+    /// The memory guard's threshold in MiB (`None`: `.cascade/config.json`
+    /// `resources.min_available_memory_mb`, else 512; 0 turns it off).
+    pub min_available_memory_mb: Option<u64>,
+    /// `--max-cost`, `--max-story-cost`, `--max-duration`, `--hard-budget`.
+    pub budget: crate::control::budget::Budget,
+    /// `--no-resolve`: a merge conflict fails the attempt without asking an
+    /// agent to resolve it.
+    pub no_resolve: bool,
 }
 
 impl RunOptions {
@@ -215,6 +226,10 @@ impl Default for RunOptions {
             agent_timeout: None,
             excerpt_bytes: 4000,
             slots: None,
+            gate_jobs: None,
+            min_available_memory_mb: None,
+            budget: crate::control::budget::Budget::default(),
+            no_resolve: false,
         }
     }
 }
@@ -228,6 +243,21 @@ impl Default for RunOptions {
 pub struct ProjectConfig {
     #[serde(default)]
     pub worktree: WorktreeSetup,
+    #[serde(default)]
+    pub resources: ResourceSettings,
+}
+
+/// `resources` in `.cascade/config.json`: the machine's limits.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSettings {
+    /// Do not start an agent or gate while less memory than this is
+    /// available (MiB; default 512; 0 turns the guard off).
+    #[serde(default)]
+    pub min_available_memory_mb: Option<u64>,
+    /// Share Cargo target directories between worktrees (default true).
+    #[serde(default)]
+    pub shared_build_cache: Option<bool>,
 }
 
 /// How a fresh story worktree is prepared before the agent runs.

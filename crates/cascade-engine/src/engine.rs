@@ -100,7 +100,11 @@ pub(crate) struct Ctx {
     /// What the verify and review steps of every attempt use.
     pub checks: crate::checks::Checks,
     pub sink: EventSink,
+    /// The work's cancellation: fired by the caller's token (Ctrl-C). Agents
+    /// run under `control.agents_cancel`, which a hard budget fires too.
     pub cancel: CancelToken,
+    /// Budgets, rate limits, gate jobs, the memory guard, ports, caches.
+    pub control: crate::control::Controls,
 }
 
 impl Ctx {
@@ -183,6 +187,14 @@ impl Ctx {
     pub fn amend_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
         if let Ok(mut st) = self.state.lock() {
             f(st.story_mut(id));
+        }
+    }
+
+    /// Changes the run's record in memory only (reaches the disk with the
+    /// next transition, like [`Ctx::amend_story`]).
+    pub fn amend_state(&self, f: impl FnOnce(&mut RunState)) {
+        if let Ok(mut st) = self.state.lock() {
+            f(&mut st);
         }
     }
 
@@ -661,6 +673,24 @@ impl Engine {
         };
         sched.set_layer_limit(limit);
 
+        let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &prd)
+            .map_err(|message| EngineError::Budget {
+                path: p.prd_path.clone(),
+                message,
+            })?;
+        // The work stops on the caller's token; agents also stop on their
+        // own when a hard budget runs out (the run then ends as
+        // budget_exhausted, not interrupted).
+        let work_cancel = CancelToken::new();
+        let _link = {
+            let (outer, inner) = (cancel.clone(), work_cancel.clone());
+            let agents = control.agents_cancel.clone();
+            AbortOnDrop(tokio::spawn(async move {
+                outer.cancelled().await;
+                inner.cancel();
+                agents.cancel();
+            }))
+        };
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
@@ -690,7 +720,8 @@ impl Engine {
             prompt,
             checks,
             sink,
-            cancel: cancel.clone(),
+            cancel: work_cancel,
+            control,
         });
 
         let (run_id, resumed) = {
@@ -713,10 +744,17 @@ impl Engine {
         }
         // Agents a killed run left running would keep writing into worktrees
         // that are about to be reused: stop them first.
-        let leftovers = match ctx.state.lock() {
+        let mut leftovers = match ctx.state.lock() {
             Ok(st) => crate::leftover::recorded(&st),
             Err(_) => Vec::new(),
         };
+        // Agents started too late to be recorded. Only with the run lock held
+        // here: then no live run of this repository owns an agent in it.
+        if self.config.take_lock {
+            let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
+            let found = crate::leftover::scan(&ids, ctx.paths.cascade_dir().as_path(), &leftovers);
+            leftovers.extend(found);
+        }
         if !leftovers.is_empty() {
             let stopped = tokio::task::spawn_blocking(move || {
                 crate::leftover::stop(&leftovers, std::time::Duration::from_secs(2))
@@ -758,8 +796,17 @@ impl Engine {
         let mut started_layers: HashSet<usize> = HashSet::new();
         let mut finished_layers: HashSet<usize> = HashSet::new();
         let mut paused = false;
+        // `--max-duration`: the run's time budget runs out by itself.
+        let _clock = ctx.control.budget.time_left().map(|left| {
+            let c = Arc::clone(&ctx);
+            AbortOnDrop(tokio::spawn(async move {
+                tokio::time::sleep(left).await;
+                crate::control::check_run_budget(&c);
+            }))
+        });
+        crate::control::check_run_budget(&ctx);
         loop {
-            if cancel.is_cancelled() {
+            if cancel.is_cancelled() || ctx.control.budget.exhausted().is_some() {
                 sched.stop();
             }
             while let Some(i) = sched.next_ready() {
@@ -880,8 +927,11 @@ impl Engine {
             let st = ctx.state.lock().map_err(|_| poisoned())?;
             (st.counts(), summaries(&st))
         };
+        let over_budget = ctx.control.budget.exhausted().is_some() && counts.pending > 0;
         let status = if interrupted {
             RunStatus::Interrupted
+        } else if over_budget {
+            RunStatus::BudgetExhausted
         } else if counts.failed > 0 || counts.blocked > 0 {
             RunStatus::Failed
         } else if counts.pending > 0 || paused {
@@ -904,6 +954,7 @@ impl Engine {
                 },
             });
         }
+        crate::control::report_unknown_spend(&ctx);
         drop(flusher);
         ctx.flush_prd();
         ctx.update_state(|st| st.status = status.into());
@@ -1072,7 +1123,7 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 story: s.id.clone(),
                 status: s.status.as_str().to_string(),
                 agent: s.agent.clone().or_else(|| last.map(|a| a.agent.clone())),
-                attempts: s.attempts.len() as u32,
+                attempts: s.charged_attempts(),
                 gates: s.gates.clone(),
                 duration_ms: s.attempts.iter().filter_map(|a| a.duration_ms).sum(),
                 input_tokens: sum_u64(|a| a.input_tokens),

@@ -75,6 +75,10 @@ pub enum EngineError {
     #[error("there is no run to resume ('{}' does not exist); start one with `cascade approve`", path.display())]
     NothingToResume { path: PathBuf },
     /// A background task of the engine died (a bug).
+    /// A budget in prd.json is malformed.
+    #[error("{}: {message}", path.display())]
+    Budget { path: PathBuf, message: String },
+
     #[error("internal error: {0}")]
     Internal(String),
 }

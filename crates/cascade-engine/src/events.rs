@@ -209,6 +209,59 @@ pub enum Event {
     /// The run stopped after a batch, waiting for confirmation (`cascade resume`
     /// or `approve` again continues).
     RunPaused { reason: String },
+    /// A budget ran out. `scope` is `run` (no new attempt starts; the run
+    /// ends as `budget_exhausted`) or `story` (that story fails as `budget`).
+    /// `spent_usd` is `None` when no agent reported what it spent (and no
+    /// price was known): the spend is unknown, not zero.
+    BudgetExhausted {
+        scope: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        story: Option<String>,
+        /// `cost` or `duration`.
+        limit: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit_usd: Option<f64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        limit_secs: Option<u64>,
+        spent_usd: Option<f64>,
+        /// Attempts whose spend nobody reported.
+        unknown_attempts: u32,
+        message: String,
+    },
+    /// A new agent or gate waits: available memory is below the threshold.
+    WaitingForMemory {
+        /// `agent` or `gate`.
+        what: String,
+        story: String,
+        available_mb: u64,
+        threshold_mb: u64,
+    },
+    /// An agent hit its provider's rate limit: every story using it waits
+    /// until the cooldown ends; its concurrency drops to `concurrency`.
+    AgentCooldown {
+        agent: String,
+        story: String,
+        cooldown_ms: u64,
+        /// RFC 3339 time the cooldown ends.
+        until: String,
+        /// Whether the provider said how long (Retry-After).
+        retry_after: bool,
+        /// Stories that may run this agent at once now.
+        concurrency: usize,
+        message: String,
+    },
+    /// The merge queue asks an agent to resolve a conflict with the target branch.
+    MergeResolving {
+        story: String,
+        agent: String,
+        files: Vec<String>,
+    },
+    /// The agent resolved the conflict; the resolution passed the gates.
+    MergeResolved {
+        story: String,
+        agent: String,
+        commit: String,
+    },
     /// The run ended.
     RunFinished {
         status: RunStatus,
@@ -239,6 +292,9 @@ pub enum RunStatus {
     Interrupted,
     /// Stopped on purpose with work left (after a batch, or the iteration limit).
     Paused,
+    /// Stopped on its budget (`--max-cost`, `--max-duration`, prd.json
+    /// `metadata.budget`) with work left; resumable with a raised budget.
+    BudgetExhausted,
 }
 
 impl RunStatus {
@@ -248,6 +304,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
             RunStatus::Paused => "paused",
+            RunStatus::BudgetExhausted => "budget_exhausted",
         }
     }
 }

@@ -10,7 +10,16 @@
 //! `CASCADE_STORY_ID` cascade gave it in its environment, so a pid the system
 //! has since given to another process is left alone. (Where `/proc` does not
 //! exist nothing can be proven and nothing is killed.)
+//!
+//! The pid reaches the state file a fraction of a second after the agent
+//! started (state writes are grouped), so an agent started in the last
+//! moments before a `kill -9` may not be recorded. [`scan`] finds those too:
+//! a process group leader whose environment carries `CASCADE_STORY_ID` of
+//! one of the run's stories and a `CASCADE_WORKDIR` inside this repository's
+//! `.cascade/` is an agent of a cascade run here; with the run lock held by
+//! the resuming run, no live run owns it.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::state::RunState;
@@ -38,6 +47,61 @@ pub fn recorded(state: &RunState) -> Vec<Leftover> {
                 })
         })
         .collect()
+}
+
+/// Agents of `stories` running in worktrees under `cascade_dir` that no
+/// state recorded (see the module doc); only process group leaders.
+pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<Leftover> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    let mut found = Vec::new();
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || known.iter().any(|l| l.pid == pid) || !is_group_leader(pid) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+            continue;
+        };
+        let var = |name: &str| -> Option<String> {
+            let prefix = format!("{name}=");
+            environ
+                .split(|b| *b == 0)
+                .find(|kv| kv.starts_with(prefix.as_bytes()))
+                .map(|kv| String::from_utf8_lossy(&kv[prefix.len()..]).into_owned())
+        };
+        let (Some(story), Some(workdir)) = (var("CASCADE_STORY_ID"), var("CASCADE_WORKDIR")) else {
+            continue;
+        };
+        if stories.contains(&story) && Path::new(&workdir).starts_with(cascade_dir) {
+            found.push(Leftover { story, pid });
+        }
+    }
+    found
+}
+
+/// Whether `pid` leads its own process group (field 5 of `/proc/<pid>/stat`).
+fn is_group_leader(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The command name (field 2) is in parentheses and may hold spaces.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return false;
+    };
+    // After the name: state, ppid, pgrp.
+    rest.split_whitespace()
+        .nth(2)
+        .and_then(|g| g.parse::<u32>().ok())
+        == Some(pid)
 }
 
 /// Stops every leftover that is still alive and provably that story's agent;
@@ -88,6 +152,48 @@ mod tests {
             .stdout(Stdio::null())
             .spawn()
             .unwrap()
+    }
+
+    #[test]
+    fn scan_finds_unrecorded_agents_in_this_repository_only() {
+        use std::os::unix::process::CommandExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let cascade_dir = tmp.path().join(".cascade");
+        let spawn = |story: &str, workdir: &Path| {
+            Command::new("sleep")
+                .arg("300")
+                .env("CASCADE_STORY_ID", story)
+                .env("CASCADE_WORKDIR", workdir)
+                .process_group(0)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let mut ours = spawn("s1", &cascade_dir.join("worktrees/slot-0"));
+        let mut elsewhere = spawn("s1", &tmp.path().join("other/.cascade/worktrees/slot-0"));
+        let mut not_a_story = spawn("zz", &cascade_dir.join("worktrees/slot-1"));
+        let stories = vec!["s1".to_string(), "s2".to_string()];
+        let found = scan(&stories, &cascade_dir, &[]);
+        assert_eq!(
+            found,
+            vec![Leftover {
+                story: "s1".into(),
+                pid: ours.id()
+            }]
+        );
+        // Already recorded: not found twice.
+        assert!(scan(&stories, &cascade_dir, &found).is_empty());
+        let notes = stop(&found, Duration::from_secs(2));
+        assert_eq!(notes.len(), 1);
+        assert!(!ours.wait().unwrap().success());
+        for c in [&mut elsewhere, &mut not_a_story] {
+            assert!(
+                c.try_wait().unwrap().is_none(),
+                "another process was killed"
+            );
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
     }
 
     #[test]

@@ -45,6 +45,7 @@
 
 mod checks;
 pub mod config;
+pub mod control;
 pub mod engine;
 pub mod error;
 pub mod events;

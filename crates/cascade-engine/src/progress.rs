@@ -112,6 +112,20 @@ impl ProgressLog {
             Event::StorySkipped { story, reason } => {
                 format!("{story}: [SKIPPED] {}", one_line(reason))
             }
+            Event::BudgetExhausted { story, message, .. } => format!(
+                "{}: [BUDGET] {}",
+                story.as_deref().unwrap_or("run"),
+                one_line(message)
+            ),
+            Event::AgentCooldown {
+                story,
+                agent,
+                cooldown_ms,
+                ..
+            } => format!(
+                "{story}: [RATE_LIMITED] {agent} cooling down {}s",
+                cooldown_ms.div_ceil(1000)
+            ),
             _ => return None,
         };
         Some(line)

@@ -66,8 +66,23 @@ pub struct RunState {
     /// absent in the files of older cascades and of runs started without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<RunFlags>,
+    /// Agents put in a rate-limit cooldown by this run (the latest per agent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cooldowns: Vec<CooldownRecord>,
     /// In plan order.
     pub stories: Vec<StoryState>,
+}
+
+/// An agent's rate-limit cooldown, as `cascade status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CooldownRecord {
+    pub agent: String,
+    /// RFC 3339 time the cooldown ends.
+    pub until: String,
+    /// Stories that may run the agent at once after it.
+    pub concurrency: usize,
+    /// The provider's words.
+    pub message: String,
 }
 
 /// The command-line options of a run (`cascade approve`'s flags), recorded
@@ -113,6 +128,24 @@ pub struct RunFlags {
     pub review: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review_agent: Option<String>,
+    /// `--max-cost` (USD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
+    /// `--max-story-cost` (USD).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_story_cost: Option<f64>,
+    /// `--max-duration` (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hard_budget: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_jobs: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_resolve: Option<bool>,
+    /// `--notify` argv.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Vec<String>>,
 }
 
 /// A run's overall status as stored.
@@ -124,6 +157,7 @@ pub enum RunPhase {
     Failed,
     Interrupted,
     Paused,
+    BudgetExhausted,
 }
 
 impl RunPhase {
@@ -134,6 +168,7 @@ impl RunPhase {
             RunPhase::Failed => "failed",
             RunPhase::Interrupted => "interrupted",
             RunPhase::Paused => "paused",
+            RunPhase::BudgetExhausted => "budget_exhausted",
         }
     }
 }
@@ -145,6 +180,7 @@ impl From<RunStatus> for RunPhase {
             RunStatus::Failed => RunPhase::Failed,
             RunStatus::Interrupted => RunPhase::Interrupted,
             RunStatus::Paused => RunPhase::Paused,
+            RunStatus::BudgetExhausted => RunPhase::BudgetExhausted,
         }
     }
 }
@@ -194,6 +230,17 @@ pub struct ReviewRecord {
     pub verdict: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub findings: String,
+}
+
+impl StoryState {
+    /// Attempts charged to the story: all but those its provider's rate
+    /// limit ended (`rate_limited` is never counted as an attempt).
+    pub fn charged_attempts(&self) -> u32 {
+        self.attempts
+            .iter()
+            .filter(|a| a.error_type != Some(FailureKind::RateLimited))
+            .count() as u32
+    }
 }
 
 /// One attempt of a story.
@@ -268,6 +315,7 @@ impl RunState {
             started_at: now.clone(),
             updated_at: now,
             options: None,
+            cooldowns: Vec::new(),
             stories: story_ids
                 .into_iter()
                 .map(|id| StoryState::new(id, StoryStatus::Pending))

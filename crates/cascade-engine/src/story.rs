@@ -18,6 +18,11 @@
 //! beyond the base are the work. A merge refused because the user's
 //! uncommitted changes (`--allow-dirty`) would be overwritten fails the story
 //! once (`target_dirty`), without re-running the agent.
+//!
+//! Run controls (the `control` module): before each attempt the budgets are
+//! checked (the run's exhausted: the story goes back to pending; its own:
+//! it fails as `budget`), a rate-limited attempt is recorded but costs no
+//! retry, and the story holds its own port range while it runs.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -29,6 +34,7 @@ use cascade_plan::{Status, Story};
 
 use crate::engine::Ctx;
 use crate::events::Event;
+use crate::retry::FailureKind;
 use crate::state::{now_rfc3339, StoryStatus};
 use crate::steps::{run_attempt, Attempt, AttemptEnd, Failure};
 
@@ -69,9 +75,35 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
         s.blocked_by.clear();
     });
 
+    // The story's port range, for its agent and gates, while it runs.
+    let ports = crate::control::resources::PortLease::take();
+    let env = ports.env();
     let mut previous: Option<(String, Failure)> = None;
     let mut attempt = earlier + 1;
+    // Rate-limited attempts of this run: recorded, but never charged to
+    // the retry budget (bounded by MAX_RATE_LIMITED).
+    let mut rate_limited = 0u32;
     loop {
+        // Before each attempt: the run's budget (exhausted: the story waits
+        // for a resume with a higher one) and the story's own.
+        match crate::control::before_attempt(&ctx, &id) {
+            crate::control::Go::Ahead => {}
+            crate::control::Go::RunExhausted => {
+                ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
+                ctx.set_prd_status(&id, Status::Pending);
+                return StoryEnd::Interrupted;
+            }
+            crate::control::Go::StoryExhausted(failure) => {
+                let agent = previous
+                    .as_ref()
+                    .map_or_else(|| "none".to_string(), |p| p.0.clone());
+                ctx.update_story(&id, |s| {
+                    s.error = Some(failure.error.clone());
+                    s.error_type = Some(failure.kind);
+                });
+                return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure).await;
+            }
+        }
         // The first attempt of this run implements; later ones retry with
         // the previous failure in their prompt.
         let phase = if previous.is_none() {
@@ -85,12 +117,13 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             story: &story,
             branch: &branch,
             number: attempt,
-            max,
+            max: max + rate_limited,
             phase,
             previous: previous.as_ref(),
             agent: previous
                 .as_ref()
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
+            env: &env,
         };
         let (agent, outcome) = run_attempt(this, &mut held).await;
         let duration_ms = attempt_started.elapsed().as_millis() as u64;
@@ -130,7 +163,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 let attempts = ctx
                     .state
                     .lock()
-                    .map(|st| st.story(&id).map_or(0, |s| s.attempts.len() as u32))
+                    .map(|st| st.story(&id).map_or(0, |s| s.charged_attempts()))
                     .unwrap_or(attempt);
                 ctx.emit(Event::StoryMerged {
                     story: id.clone(),
@@ -182,50 +215,27 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     ctx.set_prd_status(&id, Status::Pending);
                     return StoryEnd::Interrupted;
                 }
-                if !ctx
-                    .options
-                    .retry
-                    .should_retry(attempt - earlier, failure.kind)
+                // A rate limit is the provider's doing, not the agent's: the
+                // attempt costs no retry and the agent's cooldown (shared by
+                // every story using it, see control::ratelimit) is the wait.
+                if failure.kind == FailureKind::RateLimited
+                    && rate_limited < crate::control::ratelimit::MAX_RATE_LIMITED
                 {
-                    // The worktree is kept for inspection, under the story's
-                    // own name when that is free (it leaves the pool).
-                    let kept = match held.take() {
-                        Some(p) => {
-                            let c = Arc::clone(&ctx);
-                            let (q, b) = (p.clone(), branch.clone());
-                            tokio::task::spawn_blocking(move || {
-                                let to = worktree::path_for(&c.paths, &b);
-                                worktree::relocate(&c.paths, &q, &to)
-                            })
-                            .await
-                            .ok()
-                            .and_then(Result::ok)
-                            .unwrap_or(p)
-                        }
-                        None => worktree::path_for(&ctx.paths, &branch),
-                    };
-                    let kept = kept.display().to_string();
-                    ctx.update_story(&id, |s| {
-                        s.status = StoryStatus::Failed;
-                        s.worktree = Some(kept.clone());
-                    });
-                    ctx.set_prd_status(&id, Status::Pending);
-                    ctx.emit(Event::StoryFailed {
-                        story: id.clone(),
-                        agent,
-                        attempts: attempt,
-                        error_type: failure.kind,
-                        error: failure.error,
-                        branch: branch.clone(),
-                        worktree: kept,
-                    });
-                    return StoryEnd::Failed;
+                    rate_limited += 1;
+                    attempt += 1;
+                    continue;
+                }
+                let charged = attempt - earlier - rate_limited;
+                let retry = failure.kind != FailureKind::RateLimited
+                    && ctx.options.retry.should_retry(charged, failure.kind);
+                if !retry {
+                    return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure).await;
                 }
                 let next_agent = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides())
                     .resolve(&story, Phase::Retry)
                     .map(|a| a.agent)
                     .unwrap_or_else(|_| agent.clone());
-                let delay = ctx.options.retry.delay(attempt - earlier);
+                let delay = ctx.options.retry.delay(charged);
                 ctx.emit(Event::RetryScheduled {
                     story: id.clone(),
                     attempt: attempt + 1,
@@ -249,4 +259,53 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             }
         }
     }
+}
+
+/// The story failed for good: its worktree is kept for inspection (under the
+/// story's own name when that is free; it leaves the pool), its state and
+/// prd.json say so, and `StoryFailed` is announced.
+async fn fail_for_good(
+    ctx: &Arc<Ctx>,
+    id: &str,
+    branch: &str,
+    held: &mut Option<PathBuf>,
+    agent: String,
+    failure: Failure,
+) -> StoryEnd {
+    let attempts = ctx
+        .state
+        .lock()
+        .map(|st| st.story(id).map_or(0, |s| s.charged_attempts()))
+        .unwrap_or(0);
+    let kept = match held.take() {
+        Some(p) => {
+            let c = Arc::clone(ctx);
+            let (q, b) = (p.clone(), branch.to_string());
+            tokio::task::spawn_blocking(move || {
+                let to = worktree::path_for(&c.paths, &b);
+                worktree::relocate(&c.paths, &q, &to)
+            })
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(p)
+        }
+        None => worktree::path_for(&ctx.paths, branch),
+    };
+    let kept = kept.display().to_string();
+    ctx.update_story(id, |s| {
+        s.status = StoryStatus::Failed;
+        s.worktree = Some(kept.clone());
+    });
+    ctx.set_prd_status(id, Status::Pending);
+    ctx.emit(Event::StoryFailed {
+        story: id.to_string(),
+        agent,
+        attempts,
+        error_type: failure.kind,
+        error: failure.error,
+        branch: branch.to_string(),
+        worktree: kept,
+    });
+    StoryEnd::Failed
 }

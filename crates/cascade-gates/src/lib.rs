@@ -61,4 +61,4 @@ pub use cache::remote::{RemoteConfig, RemoteError, RemoteMode, RemoteRequest, Re
 pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation, RemoteCache, RemoteNote};
 pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
 pub use report::{CacheSource, GateError, GateReport, GateResult, Severity};
-pub use runner::{run_gates, GateEvent, RunOptions};
+pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, RunOptions};

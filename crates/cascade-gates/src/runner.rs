@@ -43,6 +43,20 @@ pub struct RunOptions {
     pub fail_fast: bool,
 }
 
+/// Where and when gate processes run, beyond [`RunOptions`]: what a run
+/// shares between the gate runs of its stories ([`run_gates_in`]).
+#[derive(Debug, Clone, Default)]
+pub struct GateEnv {
+    /// What every gate process asks before it starts: a limit shared with
+    /// the gate runs of other stories (`--gate-jobs`) and the memory guard.
+    /// Cache hits and skipped gates do not ask.
+    pub admission: cascade_process::resources::Admission,
+    /// Environment every gate process gets besides its own `env` (a story's
+    /// `CASCADE_PORT_BASE`, shared build caches). Not part of the cache key:
+    /// it says where to put things, not what to check.
+    pub extra_env: Vec<(String, String)>,
+}
+
 /// What the runner reports while it runs.
 #[derive(Debug, Clone)]
 pub enum GateEvent {
@@ -59,6 +73,8 @@ pub enum GateEvent {
 
 /// Shared by the tasks of one run.
 struct Ctx {
+    admission: cascade_process::resources::Admission,
+    extra_env: Vec<(String, String)>,
     repo_root: PathBuf,
     /// `workdir` relative to `repo_root` (`.` when equal).
     workdir_rel: String,
@@ -74,6 +90,18 @@ struct Ctx {
 pub async fn run_gates(
     set: &GateSet,
     opts: &RunOptions,
+    cache: &GateCache,
+    on_event: impl Fn(GateEvent),
+    cancel: &CancelToken,
+) -> GateReport {
+    run_gates_in(set, opts, &GateEnv::default(), cache, on_event, cancel).await
+}
+
+/// [`run_gates`] with the admission and environment of `env`.
+pub async fn run_gates_in(
+    set: &GateSet,
+    opts: &RunOptions,
+    env: &GateEnv,
     cache: &GateCache,
     on_event: impl Fn(GateEvent),
     cancel: &CancelToken,
@@ -116,6 +144,8 @@ pub async fn run_gates(
         None
     };
     let ctx = Arc::new(Ctx {
+        admission: env.admission.clone(),
+        extra_env: env.extra_env.clone(),
         repo_root,
         workdir_rel,
         workdir,
@@ -402,11 +432,18 @@ async fn execute(
     if token.is_cancelled() {
         return skipped(gate, ctx, CANCELLED.into(), false);
     }
+    // Held until the process is done (a re-run asks again).
+    let Ok(_admitted) = ctx.admission.enter(token).await else {
+        return skipped(gate, ctx, CANCELLED.into(), false);
+    };
     let mut spec = Spec::new(&gate.program)
         .args(args)
         .cwd(dir)
         .timeout(gate.timeout)
         .tail_bytes(CAPTURE_BYTES);
+    for (k, v) in &ctx.extra_env {
+        spec = spec.env(k, v);
+    }
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
     }

@@ -21,6 +21,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod merge;
 pub mod repo;
+pub mod resolve;
 pub mod status;
 pub mod worktree;
 

@@ -373,6 +373,17 @@ pub fn prune_all(
             continue;
         }
         let existed = entry.path.exists();
+        // Work nobody committed (a failed story's worktree the user went on
+        // editing) is only ever deleted on purpose.
+        if existed && !policy.force {
+            let files = uncommitted_files(&entry.path, 5);
+            if !files.is_empty() {
+                report
+                    .skipped
+                    .push((entry.path.display().to_string(), dirty_reason(&files)));
+                continue;
+            }
+        }
         discard(paths, &entry.name, Some(&entry.path))?;
         if existed {
             report.worktrees.push(entry.path);
@@ -391,6 +402,15 @@ pub fn prune_all(
                 continue;
             }
             if p.join(".git").is_file() && !report.skipped.iter().any(|(w, _)| Path::new(w) == p) {
+                if !policy.force {
+                    let files = uncommitted_files(&p, 5);
+                    if !files.is_empty() {
+                        report
+                            .skipped
+                            .push((p.display().to_string(), dirty_reason(&files)));
+                        continue;
+                    }
+                }
                 remove_dir(&p)?;
                 report.worktrees.push(p);
             }
@@ -413,6 +433,37 @@ pub fn prune_all(
     }
     compact_created(paths);
     Ok(report)
+}
+
+/// Up to `limit` paths with uncommitted changes (modified, staged, or new
+/// and not ignored) in the worktree at `dir`; empty when it is clean or is
+/// not a repository git can open (nothing then proves there is work in it).
+pub fn uncommitted_files(dir: &Path, limit: usize) -> Vec<String> {
+    let Ok(repo) = Repository::open(dir) else {
+        return Vec::new();
+    };
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(false)
+        .include_ignored(false);
+    let Ok(statuses) = repo.statuses(Some(&mut opts)) else {
+        return Vec::new();
+    };
+    statuses
+        .iter()
+        .filter(|e| e.status() != git2::Status::CURRENT)
+        .filter_map(|e| e.path().map(str::to_string))
+        .filter(|p| !crate::status::is_cascade_path(p.as_bytes()))
+        .take(limit)
+        .collect()
+}
+
+/// Why prune keeps a worktree with uncommitted changes.
+fn dirty_reason(files: &[String]) -> String {
+    format!(
+        "has uncommitted changes ({}); commit or copy them, or `cascade worktree prune --force` removes it anyway",
+        files.join(", ")
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -29,6 +29,7 @@
 
 mod cancel;
 mod output;
+pub mod resources;
 
 pub use cancel::CancelToken;
 pub use output::Captured;

@@ -455,6 +455,49 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             format!("{story}: {} by {}", warn("blocked"), blocked_by.join(", "))
         }
         Event::RunPaused { reason } => format!("paused: {reason}"),
+        Event::BudgetExhausted { message, .. } => {
+            format!("{}: {}", bad("budget exhausted"), super::printable(message))
+        }
+        Event::WaitingForMemory {
+            what,
+            story,
+            available_mb,
+            threshold_mb,
+        } => format!(
+            "{story}: {what} waits for memory ({available_mb} MiB available, below {threshold_mb} MiB)"
+        ),
+        Event::AgentCooldown {
+            agent,
+            story,
+            cooldown_ms,
+            retry_after,
+            concurrency,
+            message,
+            ..
+        } => format!(
+            "{story}: {agent} {} ({}); cooling down {}{}, then at most {concurrency} at once",
+            warn("rate limited"),
+            super::printable(message),
+            human_duration(*cooldown_ms),
+            if *retry_after { " (Retry-After)" } else { "" }
+        ),
+        Event::MergeResolving {
+            story,
+            agent,
+            files,
+        } => format!(
+            "{story}: {agent} resolves the merge conflict in {}",
+            files.join(", ")
+        ),
+        Event::MergeResolved {
+            story,
+            agent,
+            commit,
+        } => format!(
+            "{story}: {agent} {} the merge conflict ({})",
+            ok("resolved"),
+            short_oid(commit)
+        ),
         Event::RunFinished { .. } => return None,
     };
     Some(line)
@@ -580,6 +623,8 @@ mod tests {
                     output_tokens: None,
                     cost_usd: None,
                     error: None,
+                    verification: vec![],
+                    review: None,
                 }],
             },
         ];

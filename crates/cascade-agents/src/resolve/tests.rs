@@ -398,3 +398,69 @@ fn a_command_path_that_is_not_executable_says_so() {
         a.fallbacks
     );
 }
+
+#[test]
+fn story_type_defaults_are_honoured_below_phase_overrides() {
+    let text = CONFIG.replacen(
+        "\"phase_defaults\"",
+        "\"story_type_defaults\": {\"docs\": \"codex\", \"bugfix\": \"aider\"},\n  \"phase_defaults\"",
+        1,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for cmd in ALL {
+        let p = bin.join(cmd);
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let config = AgentsConfig::parse(&text, "agents.json").unwrap();
+    let d = Detector::with_path(&bin, Path::new("/"));
+    let r = Resolver::new(&config, &d, Overrides::default());
+    let mut docs = story("Something");
+    docs.story_type = Some("documentation".into());
+    // Implementation has no override for documentation: the default applies.
+    let a = r.resolve(&docs, Phase::Implementation).unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("codex", Level::StoryType));
+    assert!(a.reason.contains("story_type_defaults"), "{}", a.reason);
+    // Retry too (a story phase), above its phase default.
+    assert_eq!(r.resolve(&docs, Phase::Retry).unwrap().agent, "codex");
+    // Review is not a story phase: its own default.
+    assert_eq!(r.resolve(&docs, Phase::Review).unwrap().agent, "codex");
+    // The phase's own story_type_overrides win over the top-level default.
+    let a = r
+        .resolve(&story("Fix the login crash"), Phase::Implementation)
+        .unwrap();
+    assert_eq!(a.agent, "gemini");
+    assert_eq!(
+        r.resolve(&story("Fix the login crash"), Phase::Retry)
+            .unwrap()
+            .agent,
+        "aider"
+    );
+}
+
+#[test]
+fn story_type_defaults_with_unknown_types_or_agents_are_rejected() {
+    let bad = CONFIG.replacen(
+        "\"phase_defaults\"",
+        "\"story_type_defaults\": {\"poetry\": \"codex\", \"bugfix\": \"nobody\"},\n  \"phase_defaults\"",
+        1,
+    );
+    let err = AgentsConfig::parse(&bad, "agents.json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("story_type_defaults.poetry"), "{err}");
+    assert!(err.contains("unknown story type 'poetry'"), "{err}");
+    assert!(err.contains("story_type_defaults.bugfix"), "{err}");
+    assert!(err.contains("unknown agent 'nobody'"), "{err}");
+    let bad = CONFIG.replacen(
+        "\"phase_defaults\"",
+        "\"story_type_defaults\": [\"codex\"],\n  \"phase_defaults\"",
+        1,
+    );
+    let err = AgentsConfig::parse(&bad, "agents.json")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("story_type_defaults"), "{err}");
+}

@@ -130,7 +130,7 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         RunStatus::Completed => TaskEnd::Ready,
         RunStatus::Interrupted => TaskEnd::Interrupted,
         _ if ctx.cancel.is_cancelled() => TaskEnd::Interrupted,
-        RunStatus::Failed | RunStatus::Paused => {
+        RunStatus::Failed | RunStatus::Paused | RunStatus::BudgetExhausted => {
             let mut message = format!(
                 "{} of {} stories complete ({} failed, {} blocked, {} pending)",
                 c.complete,

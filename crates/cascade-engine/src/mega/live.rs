@@ -74,15 +74,7 @@ impl LivePorts {
 
 impl MegaPorts for LivePorts {
     fn check_prd(&self, path: &Path) -> PrdCheck {
-        let prd = cascade_plan::load_prd(path).map_err(|e| vec![e.to_string()])?;
-        if prd.stories.is_empty() {
-            return Err(vec![format!(
-                "'{}' has no stories; a PRD needs at least one story in `stories`",
-                path.display()
-            )]);
-        }
-        cascade_plan::validate_prd(&prd).map_err(|e| e.messages())?;
-        Ok(prd.stories.len())
+        cascade_planning::check::check_prd(path)
     }
 
     async fn write_prd(

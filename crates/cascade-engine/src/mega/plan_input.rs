@@ -59,6 +59,7 @@ pub fn load_plan(path: &Path) -> Result<PlanInput, MegaError> {
         target_branch: mega.target_branch.clone().filter(|t| !t.trim().is_empty()),
         features,
         batches,
+        execution_mode: mega.execution_mode.clone(),
     })
 }
 
@@ -86,6 +87,28 @@ mod tests {
         assert_eq!(api.dependencies, vec!["auth"]);
         assert_eq!(plan.target_branch.as_deref(), Some("main"));
         assert_eq!(plan.features.len(), 3);
+        assert!(!plan.auto_mode());
+    }
+
+    #[test]
+    fn execution_mode_auto_is_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("mega-plan.json");
+        for (mode, auto) in [
+            ("\"auto\"", true),
+            ("\"AUTO\"", true),
+            ("\"manual\"", false),
+        ] {
+            std::fs::write(
+                &path,
+                format!(
+                    r#"{{"goal": "g", "execution_mode": {mode}, "features": [
+                      {{"id": "f1", "name": "auth", "title": "Auth", "dependencies": []}}]}}"#
+                ),
+            )
+            .unwrap();
+            assert_eq!(load_plan(&path).unwrap().auto_mode(), auto, "{mode}");
+        }
     }
 
     #[test]

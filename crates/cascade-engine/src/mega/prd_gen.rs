@@ -7,17 +7,22 @@
 //! exact validation errors and what it wrote, up to [`MAX_FIX_ROUNDS`] times,
 //! then the feature fails with every remaining problem listed.
 //!
-//! The agent call is behind [`PrdAuthor`] so the loop is tested without
+//! The loop itself is cascade-planning's [`make_valid`], the one
+//! implementation of "ask an agent for a plan file and make it valid" that
+//! `cascade plan` uses too; this module supplies the feature prompt. The
+//! agent call is behind [`PrdAuthor`] so the loop is tested without
 //! processes; the runner plugs in the cascade-agents executor.
 
 use std::path::{Path, PathBuf};
+
+use cascade_planning::generator::{self as shared, make_valid, Job, PlanAuthor, Start};
+
+pub use cascade_planning::generator::{AuthorError, GenProgress};
 
 /// How many times the agent is asked to fix an invalid PRD (after the first try).
 pub const MAX_FIX_ROUNDS: u32 = 2;
 /// Largest design doc (bytes) copied into the prompt.
 const MAX_DESIGN_DOC: usize = 24 * 1024;
-/// Largest previous PRD text (bytes) quoted back to the agent.
-const MAX_PREVIOUS: usize = 12 * 1024;
 
 /// What the prompt says about the feature (taken from the mega-plan).
 #[derive(Debug, Clone, Default)]
@@ -69,19 +74,8 @@ pub trait PrdAuthor {
     ) -> impl std::future::Future<Output = Result<(), AuthorError>> + Send;
 }
 
-/// Why one agent call did not produce a PRD.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AuthorError {
-    /// No agent can be run (not installed, not configured): retrying is pointless.
-    Unavailable(String),
-    /// The run was cancelled (Ctrl-C).
-    Cancelled,
-    /// The agent ran but failed (exit code, timeout, crash).
-    Failed(String),
-}
-
 /// The outcome of checking what the agent wrote: number of stories, or problems.
-pub type PrdCheck = Result<usize, Vec<String>>;
+pub type PrdCheck = shared::PlanCheck;
 
 /// A valid PRD was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,92 +95,64 @@ pub struct GenerationFailed {
     pub message: String,
 }
 
-/// Progress notes of the loop (turned into events by the runner).
-#[derive(Debug, Clone)]
-pub enum GenProgress {
-    /// The agent is called for the `attempt`-th time.
-    Attempt { attempt: u32, max_attempts: u32 },
-    /// What it wrote was rejected.
-    Invalid { attempt: u32, problems: Vec<String> },
+/// The feature's PRD author as the shared loop's author: the prompt is
+/// built here (with the fix section on later attempts).
+struct FeatureAuthor<'a, A> {
+    author: &'a A,
+    request: &'a PrdRequest,
+}
+
+impl<A: PrdAuthor + Sync> PlanAuthor for FeatureAuthor<'_, A> {
+    async fn write(
+        &self,
+        attempt: u32,
+        fix: Option<&shared::FixContext>,
+    ) -> Result<(), AuthorError> {
+        let fix = fix.map(|f| FixContext {
+            attempt: f.attempt,
+            max_attempts: f.max_attempts,
+            problems: f.problems.clone(),
+            previous: f.previous.first().map(|(_, text)| text.clone()),
+        });
+        let prompt = build_prompt(self.request, fix.as_ref());
+        self.author
+            .write_prd(attempt, &prompt, &self.request.prd_path)
+            .await
+    }
 }
 
 /// Asks the author for a PRD, validates it with `check`, and asks for fixes
 /// with the exact problems up to [`MAX_FIX_ROUNDS`] times.
-pub async fn generate<A: PrdAuthor>(
+pub async fn generate<A: PrdAuthor + Sync>(
     author: &A,
     request: &PrdRequest,
     check: impl Fn(&Path) -> PrdCheck,
-    mut progress: impl FnMut(GenProgress),
+    progress: impl FnMut(GenProgress),
 ) -> Result<Generated, GenerationFailed> {
-    let max_attempts = 1 + MAX_FIX_ROUNDS;
-    let mut fix: Option<FixContext> = None;
-    let mut last_problems: Vec<String> = Vec::new();
-    for attempt in 1..=max_attempts {
-        progress(GenProgress::Attempt {
-            attempt,
-            max_attempts,
-        });
-        // A stale file from an earlier attempt must not pass for a new one.
-        if attempt == 1 {
-            let _ = std::fs::remove_file(&request.prd_path);
-        }
-        let prompt = build_prompt(request, fix.as_ref());
-        match author.write_prd(attempt, &prompt, &request.prd_path).await {
-            Err(AuthorError::Unavailable(why)) => {
-                return Err(GenerationFailed {
-                    attempts: attempt,
-                    cancelled: false,
-                    message: format!("no PRD agent could run: {why}"),
-                })
-            }
-            Err(AuthorError::Cancelled) => {
-                return Err(GenerationFailed {
-                    attempts: attempt,
-                    cancelled: true,
-                    message: "PRD generation was interrupted".to_string(),
-                })
-            }
-            Err(AuthorError::Failed(why)) => {
-                last_problems = vec![format!("the PRD agent failed: {why}")];
-            }
-            Ok(()) => match check(&request.prd_path) {
-                Ok(stories) => {
-                    return Ok(Generated {
-                        path: request.prd_path.clone(),
-                        stories,
-                        attempts: attempt,
-                    })
-                }
-                Err(problems) => last_problems = problems,
+    let what = format!("a valid PRD to '{}'", request.prd_path.display());
+    let job = Job {
+        files: vec![request.prd_path.clone()],
+        check: || check(&request.prd_path),
+        max_fix_rounds: MAX_FIX_ROUNDS,
+        what: &what,
+    };
+    let adapter = FeatureAuthor { author, request };
+    match make_valid(&adapter, &job, Start::Fresh, progress).await {
+        Ok(g) => Ok(Generated {
+            path: request.prd_path.clone(),
+            stories: g.items,
+            attempts: g.attempts,
+        }),
+        Err(f) => Err(GenerationFailed {
+            attempts: f.attempts,
+            cancelled: f.cancelled,
+            message: if f.cancelled {
+                "PRD generation was interrupted".to_string()
+            } else {
+                f.message
             },
-        }
-        progress(GenProgress::Invalid {
-            attempt,
-            problems: last_problems.clone(),
-        });
-        let previous = std::fs::read_to_string(&request.prd_path)
-            .ok()
-            .map(|t| truncate(&t, MAX_PREVIOUS));
-        fix = Some(FixContext {
-            attempt: attempt + 1,
-            max_attempts,
-            problems: last_problems.clone(),
-            previous,
-        });
+        }),
     }
-    Err(GenerationFailed {
-        attempts: max_attempts,
-        cancelled: false,
-        message: format!(
-            "the PRD agent did not write a valid PRD to '{}' in {max_attempts} attempts; last problems:\n{}",
-            request.prd_path.display(),
-            last_problems
-                .iter()
-                .map(|p| format!("  - {p}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        ),
-    })
 }
 
 /// The prompt for the PRD agent (markdown), with the fix section on retries.
@@ -315,14 +281,7 @@ pub fn find_design_doc(plan_dir: &Path, root: &Path) -> Option<(PathBuf, String)
 }
 
 fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... (truncated)", &text[..end])
+    shared::truncate(text, max)
 }
 
 #[cfg(test)]
@@ -409,7 +368,7 @@ mod tests {
         let prompts = author.prompts.lock().unwrap();
         assert!(prompts[1].contains("depends on unknown story 'y' (bad1)"));
         assert!(prompts[1].contains("attempt 2 of 3"));
-        assert!(prompts[2].contains("the PRD agent failed: exit code 3"));
+        assert!(prompts[2].contains("the agent failed: exit code 3"));
         assert_eq!(notes.len(), 5);
     }
 

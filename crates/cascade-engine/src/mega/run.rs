@@ -72,6 +72,18 @@ pub struct PlanInput {
     pub target_branch: Option<String>,
     pub features: Vec<FeatureSpec>,
     pub batches: Vec<Vec<String>>,
+    /// `execution_mode` of the plan: `auto` runs every batch without asking
+    /// (like `--auto-run`); anything else asks between batches.
+    pub execution_mode: Option<String>,
+}
+
+impl PlanInput {
+    /// Whether the plan asks for its batches to run without confirmation.
+    pub fn auto_mode(&self) -> bool {
+        self.execution_mode
+            .as_deref()
+            .is_some_and(|m| m.trim().eq_ignore_ascii_case("auto"))
+    }
 }
 
 /// How to run.

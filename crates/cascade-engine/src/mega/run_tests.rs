@@ -132,6 +132,7 @@ async fn run_into(
         target_branch: target.map(str::to_string),
         features: vec![spec("a", &[]), spec("b", &[]), spec("c", &["a"])],
         batches: vec![vec!["a".into(), "b".into()], vec!["c".into()]],
+        execution_mode: None,
     };
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = {

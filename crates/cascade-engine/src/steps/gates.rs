@@ -110,5 +110,32 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
             message: format!("remote gate cache: {message}"),
         }),
     };
-    cascade_gates::run_gates(gates, &opts, &ctx.gate_cache, on_event, &ctx.cancel).await
+    // `--gate-jobs` and the memory guard; the story's ports; a Cargo target
+    // directory nobody else builds in right now (see control::resources).
+    let notice = {
+        let (c, story) = (Arc::clone(ctx), a.id().to_string());
+        Arc::new(move |available: u64, threshold: u64| {
+            c.emit(Event::WaitingForMemory {
+                what: "gate".into(),
+                story: story.clone(),
+                available_mb: available / (1024 * 1024),
+                threshold_mb: threshold / (1024 * 1024),
+            })
+        })
+    };
+    let target = ctx
+        .control
+        .cargo_targets
+        .as_ref()
+        .filter(|_| crate::control::resources::is_cargo_project(&wt.path))
+        .map(|t| t.lease());
+    let mut extra_env = a.env.to_vec();
+    if let Some(t) = &target {
+        extra_env.push(("CARGO_TARGET_DIR".into(), t.path().display().to_string()));
+    }
+    let env = cascade_gates::GateEnv {
+        admission: ctx.control.gates.noting(notice),
+        extra_env,
+    };
+    cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, &ctx.cancel).await
 }

@@ -2,10 +2,13 @@
 //! target branch. A conflict fails the attempt as `merge_conflict` (the retry
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
+//! Before a conflict fails the attempt, an agent may resolve it (the
+//! `resolve_conflict` step; off with `--no-resolve`).
 
 use cascade_git::merge::{MergeError, MergeOptions, MergeOutcome};
 
 use super::commit::Committed;
+use super::prepare_worktree::Worktree;
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
 use crate::retry::FailureKind;
@@ -16,20 +19,63 @@ pub(super) struct Merged {
     pub fast_forward: bool,
 }
 
-pub(super) async fn run(a: &Attempt<'_>, committed: &Committed) -> Result<Merged, Stop> {
+pub(super) async fn run(
+    a: &Attempt<'_>,
+    wt: &Worktree,
+    committed: &Committed,
+) -> Result<Merged, Stop> {
+    let ctx = a.ctx;
+    let _turn = ctx.merge_lock.lock().await;
+    match merge_once(a, committed).await {
+        // An agent resolves the conflict (unless --no-resolve), on the story
+        // branch, gated; then the branch merges (a fast-forward now). The
+        // queue is held meanwhile, so the target cannot move again.
+        Err(Conflict(files, failure)) if !ctx.options.no_resolve => {
+            match super::resolve_conflict::run(a, wt, &files).await {
+                Ok(resolved) => {
+                    let again = Committed {
+                        commit: resolved.commit,
+                    };
+                    merge_once(a, &again)
+                        .await
+                        .map_err(|Conflict(_, f)| Stop::Failed(f))?
+                }
+                Err(Stop::Failed(why)) => Err(Failure {
+                    error: format!("{}; {}", failure.error, why.error),
+                    ..failure
+                }
+                .into()),
+                Err(stop) => Err(stop),
+            }
+        }
+        Err(Conflict(_, failure)) => Err(failure.into()),
+        Ok(done) => done,
+    }
+}
+
+/// A merge that conflicted: the files, and the failure it is without resolution.
+struct Conflict(Vec<String>, Failure);
+
+/// One merge of the story branch into the target branch.
+async fn merge_once(
+    a: &Attempt<'_>,
+    committed: &Committed,
+) -> Result<Result<Merged, Stop>, Conflict> {
     let ctx = a.ctx;
     let id = a.id();
     let branch = a.branch;
-    let _turn = ctx.merge_lock.lock().await;
     let paths = ctx.paths.clone();
     let (target, b) = (ctx.target_branch.clone(), branch.to_string());
     let msg = format!("Merge {b}: {id}: {}", a.story.title);
-    let merged = tokio::task::spawn_blocking(move || {
+    let merged = match tokio::task::spawn_blocking(move || {
         cascade_git::merge::merge_into(&paths, &target, &b, &msg, &MergeOptions::default())
     })
     .await
-    .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
-    match merged {
+    {
+        Ok(m) => m,
+        Err(e) => return Ok(Err(Failure::new(FailureKind::Setup, e.to_string()).into())),
+    };
+    Ok(match merged {
         Ok(MergeOutcome::FastForward(oid)) => Ok(Merged {
             commit: oid.to_string(),
             fast_forward: true,
@@ -48,7 +94,7 @@ pub(super) async fn run(a: &Attempt<'_>, committed: &Committed) -> Result<Merged
                 branch: branch.to_string(),
                 files: files.clone(),
             });
-            Err(Failure::new(
+            let failure = Failure::new(
                 FailureKind::MergeConflict,
                 format!(
                     "merge conflict with '{}' in {}",
@@ -60,8 +106,8 @@ pub(super) async fn run(a: &Attempt<'_>, committed: &Committed) -> Result<Merged
                 "Your previous change conflicted with work merged meanwhile into '{}' in: {}. Start from the current code and integrate with it.",
                 ctx.target_branch,
                 files.join(", ")
-            ))
-            .into())
+            ));
+            return Err(Conflict(files, failure));
         }
         // The user's uncommitted changes (--allow-dirty) are in the way: the
         // agent's work passed its gates and stays on its branch; nothing of
@@ -74,5 +120,5 @@ pub(super) async fn run(a: &Attempt<'_>, committed: &Committed) -> Result<Merged
         )
         .into()),
         Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string()).into()),
-    }
+    })
 }

@@ -17,6 +17,7 @@ mod gates;
 mod merge;
 mod prepare_worktree;
 mod resolve_agent;
+mod resolve_conflict;
 mod review;
 mod run_agent;
 mod verify;
@@ -97,6 +98,8 @@ pub(crate) struct Attempt<'a> {
     /// The agent running this attempt: the previous one until the
     /// resolve step has chosen (what a failure before that is charged to).
     pub agent: String,
+    /// Environment the story's agent and gates get (its port range).
+    pub env: &'a [(String, String)],
 }
 
 impl Attempt<'_> {
@@ -149,5 +152,5 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     let gates = gates::run(a, &worktree, &output).await?;
     review::run(a, &worktree, &commit, &gates).await?;
     drop(slot);
-    merge::run(a, &commit).await
+    merge::run(a, &worktree, &commit).await
 }

@@ -25,7 +25,7 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
         }
     };
     a.agent = assignment.agent.clone();
-    let fallbacks: Vec<FallbackNote> = assignment
+    let mut fallbacks: Vec<FallbackNote> = assignment
         .fallbacks
         .iter()
         .map(|f| FallbackNote {
@@ -34,6 +34,10 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
             why: f.why.clone(),
         })
         .collect();
+    if let Some(note) = away_from_cooldown(a, &resolver) {
+        a.agent = note.to.clone();
+        fallbacks.push(note);
+    }
     for f in &fallbacks {
         ctx.emit(Event::AgentFallback {
             story: a.id().to_string(),
@@ -77,4 +81,39 @@ fn record_attempt(a: &Attempt<'_>) {
             cost_usd: None,
         });
     });
+}
+
+/// When the chosen agent is in a long rate-limit cooldown (longer than
+/// `control::ratelimit::LONG_COOLDOWN`), the next candidate of its chain
+/// that is installed and not cooling down itself, unless `--no-fallback`.
+fn away_from_cooldown(a: &Attempt<'_>, resolver: &Resolver<'_>) -> Option<FallbackNote> {
+    use crate::control::ratelimit::LONG_COOLDOWN;
+    let ctx = a.ctx;
+    if ctx.options.no_fallback {
+        return None;
+    }
+    let limits = &ctx.control.limits;
+    let left = limits
+        .cooldown_left(&a.agent)
+        .filter(|d| *d > LONG_COOLDOWN)?;
+    let (candidates, _) = resolver.candidates(a.story, a.phase);
+    let to = candidates.into_iter().find(|c| {
+        c.agent != a.agent
+            && ctx
+                .agents
+                .agent(&c.agent)
+                .is_some_and(|d| ctx.detector.detect(&d.command).found())
+            && limits
+                .cooldown_left(&c.agent)
+                .is_none_or(|d| d <= LONG_COOLDOWN)
+    })?;
+    Some(FallbackNote {
+        from: a.agent.clone(),
+        to: to.agent,
+        why: format!(
+            "'{}' is rate limited (cooling down for {}s)",
+            a.agent,
+            left.as_secs()
+        ),
+    })
 }

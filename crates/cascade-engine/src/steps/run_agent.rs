@@ -39,8 +39,12 @@ pub(super) async fn run(
     req.extra_env
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
     req.extra_env.extend(wt.findings.env());
+    req.extra_env.extend(a.env.iter().cloned());
     let on_spawn = on_spawn(a, assigned, wt);
-    let run = execute(&assigned.def, req, on_spawn, &ctx.cancel)
+    // Held while the agent runs: its share of the agent's concurrency (after
+    // any cooldown) and its place under the memory guard.
+    let _permit = admit(a).await?;
+    let run = execute(&assigned.def, req, on_spawn, &ctx.control.agents_cancel)
         .await
         .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
     // What the agent appended to findings.md outlives its worktree.
@@ -57,15 +61,129 @@ pub(super) async fn run(
             message: format!("{id}: could not collect findings.md: {e}"),
         });
     }
-    record_run(a, &run);
+    record_run(a, &assigned.def, &run);
+    // What it spent may exhaust the run's budget (with --hard-budget this
+    // stops the running work, this agent's gates included).
+    crate::control::check_run_budget(ctx);
     if run.outcome.cancelled || ctx.cancel.is_cancelled() {
         return Err(Stop::Interrupted);
     }
     let excerpt = run.outcome.output_excerpt(ctx.options.excerpt_bytes);
+    if let Some(f) = rate_limited(a, &run) {
+        return Err(f.with_excerpt(excerpt).into());
+    }
     if let Some(f) = classify(&a.agent, &run) {
         return Err(f.with_excerpt(excerpt).into());
     }
+    ctx.control.limits.succeeded(&a.agent);
     Ok(AgentOutput { excerpt })
+}
+
+/// Waits for the agent's cooldown and concurrency (see
+/// `control::ratelimit`), then for memory; the permits are held while the
+/// agent runs.
+async fn admit(
+    a: &Attempt<'_>,
+) -> Result<
+    (
+        crate::control::ratelimit::AgentPermit,
+        Option<cascade_process::resources::Running>,
+    ),
+    Stop,
+> {
+    let ctx = a.ctx;
+    let id = a.id().to_string();
+    let agent = a.agent.clone();
+    let permit = ctx
+        .control
+        .limits
+        .acquire(&a.agent, &ctx.cancel, |left| {
+            ctx.emit(Event::Notice {
+                message: format!(
+                    "{id}: waiting {}s for agent '{agent}' to cool down (rate limited)",
+                    left.as_secs_f64().ceil() as u64
+                ),
+            })
+        })
+        .await
+        .map_err(|()| Stop::Interrupted)?;
+    let running = match &ctx.control.memory {
+        Some(guard) => {
+            let notice: cascade_process::resources::WaitNotice = {
+                let (c, id) = (Arc::clone(ctx), id.clone());
+                Arc::new(move |available: u64, threshold: u64| {
+                    c.emit(Event::WaitingForMemory {
+                        what: "agent".into(),
+                        story: id.clone(),
+                        available_mb: available / (1024 * 1024),
+                        threshold_mb: threshold / (1024 * 1024),
+                    })
+                })
+            };
+            Some(
+                guard
+                    .admit_with(None, &ctx.cancel, Some(&notice))
+                    .await
+                    .map_err(|()| Stop::Interrupted)?,
+            )
+        }
+        None => None,
+    };
+    Ok((permit, running))
+}
+
+/// A run that failed on its provider's rate limit: the agent's own signal
+/// (read live from its event stream), else its words (`classify_text`).
+/// Starts the agent's shared cooldown and says so.
+fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
+    if run.success() || run.outcome.timed_out {
+        return None;
+    }
+    let signal = run
+        .signal
+        .clone()
+        .filter(|s| s.kind == cascade_agents::SignalKind::RateLimited)
+        .or_else(|| {
+            let text = format!(
+                "{}\n{}",
+                run.outcome.stdout.text_lossy(),
+                run.outcome.stderr.text_lossy()
+            );
+            cascade_agents::classify_text(&text)
+        })?;
+    let ctx = a.ctx;
+    let cooldown = ctx
+        .control
+        .limits
+        .rate_limited(&a.agent, signal.retry_after);
+    let until = chrono::DateTime::<chrono::Utc>::from(cooldown.until)
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    // For `cascade status` (written with the attempt's failure).
+    ctx.amend_state(|st| {
+        st.cooldowns.retain(|c| c.agent != a.agent);
+        st.cooldowns.push(crate::state::CooldownRecord {
+            agent: a.agent.clone(),
+            until: until.clone(),
+            concurrency: cooldown.concurrency,
+            message: signal.message.clone(),
+        });
+    });
+    ctx.emit(Event::AgentCooldown {
+        agent: a.agent.clone(),
+        story: a.id().to_string(),
+        cooldown_ms: cooldown.duration.as_millis() as u64,
+        until,
+        retry_after: cooldown.retry_after,
+        concurrency: cooldown.concurrency,
+        message: signal.message.clone(),
+    });
+    Some(Failure::new(
+        FailureKind::RateLimited,
+        format!(
+            "agent '{}' was rate limited by its provider: {}",
+            a.agent, signal.message
+        ),
+    ))
 }
 
 /// How an agent run that did not succeed failed, or `None` when it
@@ -149,16 +267,21 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
 
 /// Keeps the agent's log and usage in the attempt's record and announces
 /// that it finished.
-fn record_run(a: &Attempt<'_>, run: &AgentRun) {
+fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
     let usage = run.usage.clone();
+    // The agent's reported cost, else its tokens at the model's price.
+    let cost = usage
+        .as_ref()
+        .and_then(|u| a.ctx.agents.prices.cost(def, u))
+        .map(|(usd, _estimated)| usd);
     a.ctx.amend_story(a.id(), |s| {
         if let Some(r) = s.attempts.last_mut() {
             r.log = Some(run.log_path.display().to_string());
             if let Some(u) = &usage {
                 r.input_tokens = Some(u.input_tokens);
                 r.output_tokens = Some(u.output_tokens);
-                r.cost_usd = u.cost_usd;
             }
+            r.cost_usd = cost;
         }
     });
     a.ctx.emit(Event::AgentFinished {
@@ -172,7 +295,7 @@ fn record_run(a: &Attempt<'_>, run: &AgentRun) {
         duration_ms: run.outcome.duration.as_millis() as u64,
         input_tokens: usage.as_ref().map(|u| u.input_tokens),
         output_tokens: usage.as_ref().map(|u| u.output_tokens),
-        cost_usd: usage.as_ref().and_then(|u| u.cost_usd),
+        cost_usd: cost,
         log: run.log_path.display().to_string(),
     });
 }

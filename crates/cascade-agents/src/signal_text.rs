@@ -1,0 +1,222 @@
+//! Rate limits said in plain text: for agent CLIs whose rate limit only shows
+//! as a line on stderr or stdout (aider, gemini, codex's text mode, an HTTP
+//! library's error), [`classify_text`] reads the text and returns a
+//! [`FailureSignal`] of kind `rate_limited`, with the wait the provider
+//! asked for when the text says it (`Retry-After: 30`, `retry after 30s`,
+//! `try again in 1m20s`, `resets in 45 seconds`).
+//!
+//! What counts: HTTP 429 or 529 named as a status, "rate limit" (also
+//! `rate_limit_error`, "rate-limited"), "too many requests", "overloaded",
+//! "quota" (exceeded/exhausted, `RESOURCE_EXHAUSTED`), "usage limit". A bare
+//! number 429 in some other sense (a line count) is not enough: it must
+//! appear as a status (`429 Too Many Requests`, `status 429`, `HTTP 429`,
+//! `code: 429`, `error 429`).
+
+use std::time::Duration;
+
+use crate::signal::{FailureSignal, SignalKind};
+
+/// At most this many characters of the matching line are kept.
+const MESSAGE_CHARS: usize = 200;
+
+/// The rate-limit signal in `text`, if it holds one (the last matching line
+/// is the message; a Retry-After anywhere in the text is used).
+pub fn classify_text(text: &str) -> Option<FailureSignal> {
+    let line = text
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| is_rate_limit_line(l))?;
+    let lower = text.to_ascii_lowercase();
+    let http_status = if has_status(&lower, "529") {
+        Some(529)
+    } else if has_status(&lower, "429") {
+        Some(429)
+    } else {
+        None
+    };
+    Some(FailureSignal {
+        kind: SignalKind::RateLimited,
+        http_status,
+        retry_after: retry_after(&lower),
+        message: line.chars().take(MESSAGE_CHARS).collect(),
+        advice: Some(
+            "the provider is rate limiting this agent; cascade waits and retries without charging an attempt".into(),
+        ),
+    })
+}
+
+fn is_rate_limit_line(line: &str) -> bool {
+    let l = line.to_ascii_lowercase();
+    const WORDS: [&str; 10] = [
+        "rate limit",
+        "rate-limit",
+        "rate_limit",
+        "ratelimit",
+        "too many requests",
+        "overloaded",
+        "quota exceeded",
+        "exceeded your current quota",
+        "resource_exhausted",
+        "usage limit",
+    ];
+    WORDS.iter().any(|w| l.contains(w))
+        || (l.contains("quota") && (l.contains("exceed") || l.contains("exhaust")))
+        || has_status(&l, "429")
+        || has_status(&l, "529")
+}
+
+/// Whether `code` appears as an HTTP status in `lower` (lowercase text).
+fn has_status(lower: &str, code: &str) -> bool {
+    let mut from = 0;
+    while let Some(i) = lower[from..].find(code) {
+        let at = from + i;
+        let end = at + code.len();
+        from = end;
+        let before_ok = at == 0 || !lower.as_bytes()[at - 1].is_ascii_digit();
+        let after_ok = end == lower.len() || !lower.as_bytes()[end].is_ascii_digit();
+        if !(before_ok && after_ok) {
+            continue;
+        }
+        let before = lower[..at].trim_end_matches([' ', ':', '=', '"', '(']);
+        let after = lower[end..].trim_start_matches([' ', ':', '-', ')', '"']);
+        let named_before = [
+            "status",
+            "http",
+            "code",
+            "error",
+            "status_code",
+            "http/1.1",
+            "http/2",
+        ]
+        .iter()
+        .any(|w| before.ends_with(w));
+        let named_after = after.starts_with("too many")
+            || after.starts_with("overloaded")
+            || after.starts_with("rate");
+        if named_before || named_after {
+            return true;
+        }
+    }
+    false
+}
+
+/// The wait the text asks for, if it says one.
+fn retry_after(lower: &str) -> Option<Duration> {
+    const MARKERS: [&str; 7] = [
+        "retry-after",
+        "retry_after",
+        "retry after",
+        "try again in",
+        "retry in",
+        "resets in",
+        "please wait",
+    ];
+    for m in MARKERS {
+        let mut from = 0;
+        while let Some(i) = lower[from..].find(m) {
+            let rest = &lower[from + i + m.len()..];
+            from += i + m.len();
+            let rest = rest.trim_start_matches([' ', ':', '=', '"', '\'']);
+            if let Some(d) = parse_duration(rest) {
+                return Some(d);
+            }
+        }
+    }
+    None
+}
+
+/// `30`, `30s`, `30 seconds`, `1m20s`, `2 minutes`, `1.5s`, `500ms`, `1h`.
+fn parse_duration(s: &str) -> Option<Duration> {
+    let mut total = 0.0f64;
+    let mut rest = s;
+    let mut any = false;
+    loop {
+        let n_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if n_len == 0 {
+            break;
+        }
+        let n: f64 = rest[..n_len].parse().ok()?;
+        rest = rest[n_len..].trim_start();
+        let unit_len = rest
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let secs = match unit {
+            "ms" | "millisecond" | "milliseconds" => n / 1000.0,
+            "" | "s" | "sec" | "secs" | "second" | "seconds" => n,
+            "m" | "min" | "mins" | "minute" | "minutes" => n * 60.0,
+            "h" | "hr" | "hour" | "hours" => n * 3600.0,
+            _ => break,
+        };
+        total += secs;
+        any = true;
+        rest = &rest[unit_len..];
+        if unit.is_empty() {
+            break;
+        }
+    }
+    (any && total.is_finite() && total >= 0.0 && total <= 86_400.0)
+        .then(|| Duration::from_secs_f64(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_agents_rate_limit_texts_are_recognised() {
+        let cases = [
+            ("litellm.RateLimitError: AnthropicException - {\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\"}}", None),
+            ("Error: 429 Too Many Requests", Some(429)),
+            ("API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}", Some(529)),
+            ("[API Error: Quota exceeded for quota metric 'Generate Content API requests per minute']", None),
+            ("RESOURCE_EXHAUSTED: status code 429", Some(429)),
+            ("stream error: exceeded retry limit, last status: 429 Too Many Requests", Some(429)),
+            ("You've hit your usage limit. Try again in 2 minutes.", None),
+        ];
+        for (text, status) in cases {
+            let s = classify_text(&format!("working...\n{text}\n"))
+                .unwrap_or_else(|| panic!("not recognised: {text}"));
+            assert_eq!(s.kind, SignalKind::RateLimited);
+            assert_eq!(s.http_status, status, "{text}");
+            assert_eq!(s.message, text.chars().take(200).collect::<String>());
+        }
+    }
+
+    #[test]
+    fn other_failures_and_numbers_are_not_rate_limits() {
+        for text in [
+            "error: test failed, 429 tests passed",
+            "compiled 1429 files",
+            "Error: invalid x-api-key (401)",
+            "panicked at src/lib.rs:429:5",
+        ] {
+            assert!(classify_text(text).is_none(), "{text}");
+        }
+    }
+
+    #[test]
+    fn retry_after_is_read_in_its_many_spellings() {
+        let wait = |t: &str| classify_text(t).and_then(|s| s.retry_after);
+        assert_eq!(
+            wait("HTTP 429 Too Many Requests\nRetry-After: 30"),
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            wait("rate limited; retry after 1m20s"),
+            Some(Duration::from_secs(80))
+        );
+        assert_eq!(
+            wait("usage limit reached, try again in 2 minutes"),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            wait("Rate limit: please retry in 500ms"),
+            Some(Duration::from_millis(500))
+        );
+        assert_eq!(wait("429 Too Many Requests"), None);
+    }
+}

@@ -1,0 +1,395 @@
+//! Budgets: how much a run and each story may spend (USD) and how long the
+//! run may take.
+//!
+//! Limits come from the command line (`--max-cost`, `--max-story-cost`,
+//! `--max-duration`), else from prd.json: `metadata.budget` (a number: the
+//! run's USD; or `{"max_cost", "max_story_cost", "max_duration"}`) and a
+//! story's own `budget` (its USD). Spend is what the agents reported
+//! (or what the price table made of their tokens), summed over every
+//! attempt the run state records, earlier runs included: a run resumed with
+//! a raised budget goes on from what was spent. An attempt whose agent ran
+//! but reported neither cost nor tokens has an unknown spend, which is said
+//! as such, never counted as 0.
+//!
+//! Checks happen before each attempt (the engine starts none once the run
+//! is over budget; a story over its own budget fails as `budget`) and after
+//! each agent run (with `--hard-budget`, running agents are stopped at once).
+//! The duration limit is measured from the start of this invocation.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::state::RunState;
+
+/// The limits a run was given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Budget {
+    /// `--max-cost`: USD for the whole run.
+    pub max_cost: Option<f64>,
+    /// `--max-story-cost`: USD per story.
+    pub max_story_cost: Option<f64>,
+    /// `--max-duration`.
+    pub max_duration: Option<Duration>,
+    /// `--hard-budget`: stop running agents when the run budget is exhausted.
+    pub hard: bool,
+}
+
+impl Budget {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.max_cost.is_some() || self.max_story_cost.is_some() || self.max_duration.is_some()
+    }
+
+    /// Fills the limits not given on the command line from prd.json's
+    /// `metadata.budget`. A malformed value is an error naming it.
+    pub fn with_prd(mut self, metadata: Option<&Value>) -> Result<Budget, String> {
+        let Some(b) = metadata.and_then(|m| m.get("budget")) else {
+            return Ok(self);
+        };
+        let usd = |v: &Value, key: &str| -> Result<f64, String> {
+            v.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .ok_or_else(|| format!("metadata.{key} must be a number of USD >= 0 (got {v})"))
+        };
+        match b {
+            Value::Null => {}
+            Value::Number(_) => {
+                if self.max_cost.is_none() {
+                    self.max_cost = Some(usd(b, "budget")?);
+                }
+            }
+            Value::Object(o) => {
+                for (k, v) in o {
+                    match k.as_str() {
+                        "max_cost" => {
+                            let f = usd(v, "budget.max_cost")?;
+                            self.max_cost.get_or_insert(f);
+                        }
+                        "max_story_cost" => {
+                            let f = usd(v, "budget.max_story_cost")?;
+                            self.max_story_cost.get_or_insert(f);
+                        }
+                        "max_duration" => {
+                            let secs = v.as_u64().ok_or_else(|| {
+                                format!("metadata.budget.max_duration must be whole seconds (got {v})")
+                            })?;
+                            self.max_duration
+                                .get_or_insert(Duration::from_secs(secs));
+                        }
+                        other => {
+                            return Err(format!(
+                                "metadata.budget.{other} is not a budget field (max_cost, max_story_cost, max_duration)"
+                            ))
+                        }
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "metadata.budget must be a number of USD or an object with max_cost, max_story_cost, max_duration (got {other})"
+                ))
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// What was spent, as far as anybody said.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Spend {
+    /// Sum of the reported (or priced) costs.
+    pub known_usd: f64,
+    /// Attempts whose agent ran and reported no cost nor tokens.
+    pub unknown: u32,
+}
+
+impl Spend {
+    /// "$1.23", with the unknown part said.
+    pub fn describe(&self) -> String {
+        match (self.known_usd > 0.0, self.unknown) {
+            (_, 0) => format!("${:.2}", self.known_usd),
+            (false, n) => format!(
+                "unknown ({n} attempt{} reported no cost or tokens)",
+                if n == 1 { "" } else { "s" }
+            ),
+            (true, n) => format!(
+                "${:.2} reported, plus {n} attempt{} whose spend is unknown",
+                self.known_usd,
+                if n == 1 { "" } else { "s" }
+            ),
+        }
+    }
+
+    /// The known spend, `None` when nothing is known at all.
+    pub fn known(&self) -> Option<f64> {
+        (self.known_usd > 0.0 || self.unknown == 0).then_some(self.known_usd)
+    }
+}
+
+/// The spend of the attempts of `state` (of one story when `story` is given).
+pub fn spend(state: &RunState, story: Option<&str>) -> Spend {
+    let mut out = Spend::default();
+    for s in state
+        .stories
+        .iter()
+        .filter(|s| story.is_none_or(|id| s.id == id))
+    {
+        for a in &s.attempts {
+            match a.cost_usd {
+                Some(c) => out.known_usd += c,
+                // The agent ran (it had a pid) and said nothing about its spend.
+                None if a.pid.is_some() && a.outcome.is_some() => out.unknown += 1,
+                None => {}
+            }
+        }
+    }
+    out
+}
+
+/// Why the run may start no more attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exhausted {
+    /// `cost` or `duration`.
+    pub limit: &'static str,
+    pub message: String,
+    pub spend: Spend,
+}
+
+/// The budget of a running run.
+#[derive(Debug)]
+pub struct Tracker {
+    pub budget: Budget,
+    started: Instant,
+    /// Per story USD from prd.json (`budget` of the story).
+    story_limits: HashMap<String, f64>,
+    exhausted: Mutex<Option<Exhausted>>,
+}
+
+impl Tracker {
+    pub fn new(budget: Budget, story_limits: HashMap<String, f64>) -> Tracker {
+        Tracker {
+            budget,
+            started: Instant::now(),
+            story_limits,
+            exhausted: Mutex::new(None),
+        }
+    }
+
+    /// Whether the run budget ran out.
+    pub fn exhausted(&self) -> Option<Exhausted> {
+        self.exhausted.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Time left before `--max-duration`, if one is set.
+    pub fn time_left(&self) -> Option<Duration> {
+        self.budget
+            .max_duration
+            .map(|d| d.saturating_sub(self.started.elapsed()))
+    }
+
+    /// Checks the run's limits against `state`; returns the exhaustion the
+    /// first time it happens (later calls: `None`, see [`Tracker::exhausted`]).
+    pub fn check_run(&self, state: &RunState) -> Option<Exhausted> {
+        let mut slot = self.exhausted.lock().ok()?;
+        if slot.is_some() {
+            return None;
+        }
+        let spend = spend(state, None);
+        let found = if let Some(max) = self
+            .budget
+            .max_duration
+            .filter(|d| self.started.elapsed() >= *d)
+        {
+            Some(Exhausted {
+                limit: "duration",
+                message: format!(
+                    "the run reached its time budget of {}s (--max-duration); spent so far: {}; running work finishes{}, nothing new starts; `cascade resume --max-duration <more>` continues",
+                    max.as_secs(),
+                    spend.describe(),
+                    if self.budget.hard { " is stopped (--hard-budget)" } else { "" },
+                ),
+                spend,
+            })
+        } else if let Some(max) = self.budget.max_cost.filter(|m| spend.known_usd >= *m) {
+            Some(Exhausted {
+                limit: "cost",
+                message: format!(
+                    "the run spent {} of its ${max:.2} budget (--max-cost); {}; `cascade resume --max-cost <higher>` continues",
+                    spend.describe(),
+                    if self.budget.hard {
+                        "running agents are stopped (--hard-budget)"
+                    } else {
+                        "running work finishes, nothing new starts"
+                    }
+                ),
+                spend,
+            })
+        } else {
+            None
+        };
+        if let Some(e) = &found {
+            *slot = Some(e.clone());
+        }
+        found
+    }
+
+    /// The USD limit of story `id`: the command line's, else its own `budget`.
+    pub fn story_limit(&self, id: &str) -> Option<f64> {
+        self.budget
+            .max_story_cost
+            .or_else(|| self.story_limits.get(id).copied())
+    }
+
+    /// Why story `id` may not start another attempt, if it may not.
+    pub fn check_story(&self, state: &RunState, id: &str) -> Option<(f64, Spend, String)> {
+        let max = self.story_limit(id)?;
+        let spend = spend(state, Some(id));
+        (spend.known_usd >= max).then(|| {
+            (
+                max,
+                spend,
+                format!(
+                    "story '{id}' spent {} of its ${max:.2} budget; not retried (raise --max-story-cost or the story's `budget` and resume)",
+                    spend.describe()
+                ),
+            )
+        })
+    }
+}
+
+/// Per-story limits from prd.json (`budget` on a story, USD).
+pub fn story_limits(prd: &cascade_plan::Prd) -> Result<HashMap<String, f64>, String> {
+    let mut out = HashMap::new();
+    for s in &prd.stories {
+        if let Some(v) = s.extra.get("budget") {
+            let usd = v
+                .as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .ok_or_else(|| {
+                    format!(
+                        "story '{}': budget must be a number of USD >= 0 (got {v})",
+                        s.id
+                    )
+                })?;
+            out.insert(s.id.clone(), usd);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::AttemptRecord;
+
+    fn attempt(cost: Option<f64>, ran: bool) -> AttemptRecord {
+        AttemptRecord {
+            attempt: 1,
+            agent: "a".into(),
+            phase: "implementation".into(),
+            started_at: String::new(),
+            finished_at: None,
+            pid: ran.then_some(1),
+            outcome: Some("failed".into()),
+            error_type: None,
+            error: None,
+            duration_ms: None,
+            log: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: cost,
+        }
+    }
+
+    fn state(attempts: &[(&str, Option<f64>, bool)]) -> RunState {
+        let ids: Vec<String> = attempts.iter().map(|a| a.0.to_string()).collect();
+        let mut st = RunState::new(
+            "r".into(),
+            "prd.json".into(),
+            "main".into(),
+            ".".into(),
+            ids,
+        );
+        for (id, cost, ran) in attempts {
+            st.story_mut(id).attempts.push(attempt(*cost, *ran));
+        }
+        st
+    }
+
+    #[test]
+    fn spend_sums_reports_and_says_what_is_unknown() {
+        let st = state(&[
+            ("a", Some(1.5), true),
+            ("b", None, true),
+            ("b", Some(0.5), true),
+            ("c", None, false),
+        ]);
+        let all = spend(&st, None);
+        assert_eq!(
+            all,
+            Spend {
+                known_usd: 2.0,
+                unknown: 1
+            }
+        );
+        assert!(all.describe().contains("unknown"), "{}", all.describe());
+        let only_unknown = spend(&state(&[("x", None, true)]), None);
+        assert_eq!(only_unknown.known(), None);
+        assert!(only_unknown.describe().starts_with("unknown"));
+        assert!(!only_unknown.describe().contains("$0"));
+    }
+
+    #[test]
+    fn run_and_story_limits() {
+        let st = state(&[("a", Some(3.0), true), ("b", Some(1.0), true)]);
+        let limits = HashMap::from([("b".to_string(), 0.5)]);
+        let t = Tracker::new(
+            Budget {
+                max_cost: Some(5.0),
+                ..Budget::default()
+            },
+            limits,
+        );
+        assert!(t.check_run(&st).is_none());
+        assert!(t.check_story(&st, "a").is_none());
+        let (max, _, msg) = t.check_story(&st, "b").unwrap();
+        assert_eq!(max, 0.5);
+        assert!(msg.contains("$1.00 of its $0.50"), "{msg}");
+        let st = state(&[("a", Some(3.0), true), ("b", Some(2.5), true)]);
+        let e = t.check_run(&st).unwrap();
+        assert_eq!(e.limit, "cost");
+        assert!(e.message.contains("--max-cost"), "{}", e.message);
+        // Said once; remembered.
+        assert!(t.check_run(&st).is_none());
+        assert!(t.exhausted().is_some());
+    }
+
+    #[test]
+    fn prd_budget_fills_what_the_command_line_left() {
+        let meta = serde_json::json!({"budget": {"max_cost": 2.0, "max_story_cost": 0.5, "max_duration": 60}});
+        let b = Budget {
+            max_cost: Some(9.0),
+            ..Budget::default()
+        }
+        .with_prd(Some(&meta))
+        .unwrap();
+        assert_eq!(b.max_cost, Some(9.0));
+        assert_eq!(b.max_story_cost, Some(0.5));
+        assert_eq!(b.max_duration, Some(Duration::from_secs(60)));
+        let b = Budget::default()
+            .with_prd(Some(&serde_json::json!({"budget": 3})))
+            .unwrap();
+        assert_eq!(b.max_cost, Some(3.0));
+        let err = Budget::default()
+            .with_prd(Some(&serde_json::json!({"budget": "lots"})))
+            .unwrap_err();
+        assert!(err.contains("metadata.budget"), "{err}");
+        let err = Budget::default()
+            .with_prd(Some(&serde_json::json!({"budget": {"max_cots": 1}})))
+            .unwrap_err();
+        assert!(err.contains("max_cots"), "{err}");
+    }
+}

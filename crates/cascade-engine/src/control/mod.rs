@@ -1,0 +1,165 @@
+//! Run controls: what keeps an unattended run within its spend, its
+//! providers' rate limits and the machine's capacity.
+//!
+//! - [`budget`]: cost and time budgets of the run and of each story.
+//! - [`ratelimit`]: per-agent cooldowns and AIMD concurrency.
+//! - [`resources`]: per-story port ranges and shared build caches.
+//!
+//! Gate processes are bounded by `--gate-jobs` separately from the agents
+//! (`--parallel`), and both agents and gates pass the memory guard
+//! (`cascade_process::resources::MemoryGuard`): no new one starts while
+//! available memory is below the threshold and something of this run is
+//! still running (which is what can give memory back).
+//! [`Controls`] holds all of it for one run; the attempt's steps consult it.
+
+pub mod budget;
+pub mod ratelimit;
+pub mod resources;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cascade_process::resources::{Admission, MemoryGuard};
+
+use crate::config::{ProjectConfig, RunOptions};
+
+/// Memory guard threshold when nothing else is configured: 512 MiB.
+pub const DEFAULT_MIN_AVAILABLE_MB: u64 = 512;
+
+/// The controls of one run.
+#[derive(Debug)]
+pub(crate) struct Controls {
+    /// What every gate process asks: `--gate-jobs` slots and the memory guard.
+    pub gates: Admission,
+    /// Shared by agents and gates.
+    pub memory: Option<Arc<MemoryGuard>>,
+    /// Shared Cargo target directories (`None`: sharing off).
+    pub cargo_targets: Option<resources::CargoTargets>,
+    pub budget: budget::Tracker,
+    pub limits: Arc<ratelimit::Limits>,
+    /// What agent processes run under: fired with the run's cancellation
+    /// and, under `--hard-budget`, when the budget runs out (then the
+    /// running agents stop while finished work still gates and merges).
+    pub agents_cancel: cascade_process::CancelToken,
+}
+
+impl Controls {
+    /// The controls `options` ask for, with the project's settings and the
+    /// PRD's budgets (a malformed budget in prd.json is an error).
+    pub fn new(
+        options: &RunOptions,
+        project: &ProjectConfig,
+        cascade_dir: &Path,
+        prd: &cascade_plan::Prd,
+    ) -> Result<Controls, String> {
+        let threshold_mb = options
+            .min_available_memory_mb
+            .or(project.resources.min_available_memory_mb)
+            .unwrap_or(DEFAULT_MIN_AVAILABLE_MB);
+        let memory = (threshold_mb > 0)
+            .then(|| Arc::new(MemoryGuard::new(threshold_mb.saturating_mul(1024 * 1024))));
+        let gate_jobs = options
+            .gate_jobs
+            .unwrap_or_else(resources::default_gate_jobs)
+            .max(1);
+        let share = project.resources.shared_build_cache.unwrap_or(true)
+            && std::env::var_os("CARGO_TARGET_DIR").is_none();
+        let budget = options.budget.clone().with_prd(prd.metadata.as_ref())?;
+        let story_limits = budget::story_limits(prd)?;
+        Ok(Controls {
+            gates: Admission::new(gate_jobs, memory.clone()),
+            memory,
+            cargo_targets: share.then(|| resources::CargoTargets::new(cascade_dir)),
+            budget: budget::Tracker::new(budget, story_limits),
+            limits: Arc::new(ratelimit::Limits::new(options.parallel)),
+            agents_cancel: cascade_process::CancelToken::new(),
+        })
+    }
+}
+
+/// Checks the run's budget; the first time it is exhausted, says so (and
+/// with `--hard-budget` stops the running work). Returns whether it is.
+pub(crate) fn check_run_budget(ctx: &crate::engine::Ctx) -> bool {
+    let found = match ctx.state.lock() {
+        Ok(st) => ctx.control.budget.check_run(&st),
+        Err(_) => None,
+    };
+    if let Some(e) = found {
+        let b = &ctx.control.budget.budget;
+        ctx.emit(crate::events::Event::BudgetExhausted {
+            scope: "run".into(),
+            story: None,
+            limit: e.limit.to_string(),
+            limit_usd: (e.limit == "cost").then_some(b.max_cost).flatten(),
+            limit_secs: (e.limit == "duration")
+                .then(|| b.max_duration.map(|d| d.as_secs()))
+                .flatten(),
+            spent_usd: e.spend.known(),
+            unknown_attempts: e.spend.unknown,
+            message: e.message,
+        });
+        if b.hard {
+            ctx.control.agents_cancel.cancel();
+        }
+    }
+    ctx.control.budget.exhausted().is_some()
+}
+
+/// At the end of a run with a cost budget: says when part of the spend is
+/// unknown (agents that reported neither cost nor tokens), so a budget that
+/// was never reached is not mistaken for money not spent.
+pub(crate) fn report_unknown_spend(ctx: &crate::engine::Ctx) {
+    let b = &ctx.control.budget.budget;
+    if b.max_cost.is_none() && b.max_story_cost.is_none() {
+        return;
+    }
+    let spend = match ctx.state.lock() {
+        Ok(st) => budget::spend(&st, None),
+        Err(_) => return,
+    };
+    if spend.unknown > 0 {
+        ctx.emit(crate::events::Event::Notice {
+            message: format!(
+                "budget: spend so far is {}; agents that report no cost or tokens are not held to the budget (set `prices` in agents.json for them)",
+                spend.describe()
+            ),
+        });
+    }
+}
+
+/// Whether a story may start its next attempt.
+pub(crate) enum Go {
+    Ahead,
+    /// The run's budget is exhausted: the story goes back to pending.
+    RunExhausted,
+    /// The story's own budget is spent: it fails for good as `budget`.
+    StoryExhausted(crate::steps::Failure),
+}
+
+/// The budget check before each attempt of story `id`.
+pub(crate) fn before_attempt(ctx: &crate::engine::Ctx, id: &str) -> Go {
+    if check_run_budget(ctx) {
+        return Go::RunExhausted;
+    }
+    let over = match ctx.state.lock() {
+        Ok(st) => ctx.control.budget.check_story(&st, id),
+        Err(_) => None,
+    };
+    let Some((max, spend, message)) = over else {
+        return Go::Ahead;
+    };
+    ctx.emit(crate::events::Event::BudgetExhausted {
+        scope: "story".into(),
+        story: Some(id.to_string()),
+        limit: "cost".into(),
+        limit_usd: Some(max),
+        limit_secs: None,
+        spent_usd: spend.known(),
+        unknown_attempts: spend.unknown,
+        message: message.clone(),
+    });
+    Go::StoryExhausted(crate::steps::Failure::new(
+        crate::retry::FailureKind::Budget,
+        message,
+    ))
+}
