@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use crate::common::{cascade, git, init_repo, script, write_json};
 
-fn setup(dir: &Path, name: &str, body: &str, retries: &str) -> Vec<Value> {
+fn setup(dir: &Path, name: &str, body: &str, extra: &[&str]) -> Vec<Value> {
     // The command's name decides the advice (claude, codex, ...).
     let bin = dir.join(".tools");
     // cascade checks known CLIs (by name) before the run with --version and
@@ -30,15 +30,8 @@ fn setup(dir: &Path, name: &str, body: &str, retries: &str) -> Vec<Value> {
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-q", "-m", "plan"]);
     let out = cascade(dir)
-        .args([
-            "approve",
-            "--auto-run",
-            "--json",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            retries,
-        ])
+        .args(["approve", "--auto-run", "--json", "--retry-delay", "0"])
+        .args(extra)
         .arg("--agents")
         .arg(dir.join(".tools/agents.json"))
         .timeout(std::time::Duration::from_secs(120))
@@ -69,7 +62,7 @@ fn an_auth_retry_event_stops_a_hanging_agent_and_fails_without_retry() {
         r#"echo '{"type":"system","subtype":"init","session_id":"s-1"}'
 echo '{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":500,"error_status":401,"error":"authentication_failed"}'
 exec sleep 300"#,
-        "3",
+        &["--max-retries", "3"],
     );
     let failed = find(&events, "story_failed");
     assert_eq!(failed["error_type"], "auth");
@@ -99,7 +92,9 @@ for i in 1 2 3 4 5; do
   echo "{\"type\":\"error\",\"message\":\"Reconnecting... $i/5 (unexpected status 429 Too Many Requests: Rate limit reached, please try again in 20s)\"}"
 done
 exec sleep 300"#,
-        "0",
+        // A rate limit is not counted as an attempt (the agent cools down
+        // and runs again): a time budget ends the run.
+        &["--max-retries", "0", "--max-duration", "5"],
     );
     let failed = find(&events, "attempt_failed");
     assert_eq!(failed["error_type"], "rate_limited", "{failed}");
@@ -118,7 +113,7 @@ echo "" >&2
 echo "Usage: codex exec [OPTIONS] [PROMPT]" >&2
 echo "For more information, try '--help'." >&2
 exit 2"#,
-        "0",
+        &["--max-retries", "0"],
     );
     let failed = find(&events, "story_failed");
     assert_eq!(failed["error_type"], "exit_code");
