@@ -446,6 +446,14 @@ fn drive(
 ) -> CliResult {
     let interactive =
         !common.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    // Answers given once stay with the session (a rejection or a resume
+    // later finds them in its answers.json); the new ones win.
+    if !answers.is_empty() {
+        let path = ctx.store.answers_path(&session.session_id);
+        let mut kept = Answers::load(&path).map_err(planning_failure)?;
+        kept.merge(answers.clone());
+        kept.save(&path).map_err(planning_failure)?;
+    }
     let detector = Detector::from_env().cache_dir(ctx.paths.cascade_dir());
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

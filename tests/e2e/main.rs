@@ -19,3 +19,4 @@ mod plan;
 mod planning;
 mod real_agents;
 mod remote_cache;
+mod verify;

@@ -27,6 +27,7 @@ if [ -z "$step" ] && [ -n "$CASCADE_PRD_PATH" ]; then
   # A mega-plan feature's PRD (cascade mega approve), one story.
   echo "feature-prd" >> "$T/calls"
   printf '{"goal": "feature", "stories": [{"id": "s%s", "title": "Feature work", "description": "d", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": ["done"]}]}' "$$" > "$CASCADE_PRD_PATH"
+  printf '{"metadata": {"level": "feature"}, "inherited_context": {"decisions": ["ADR-001"], "patterns": ["Layers"]}, "architecture": {"components": [{"name": "FeatureComp", "description": "the feature part"}]}, "story_mappings": {"s%s": {"components": ["FeatureComp"]}}}' "$$" > "$CASCADE_DESIGN_DOC_PATH"
   exit 0
 fi
 echo "$step phase=$CASCADE_PHASE plan=$CASCADE_PLAN_ID args=$*" >> "$T/calls"
@@ -515,22 +516,15 @@ fn a_missing_self_review_marker_warns_and_passes() {
 #[test]
 fn three_rejections_cancel_the_session() {
     let p = Plan::new();
-    let answers = p.t("answers.json").display().to_string();
     let (code, _, err) = p.plan(&[]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("waits for review"), "{err}");
     let id = p.session_id();
     assert!(err.contains(&format!("cascade plan approve {id}")), "{err}");
+    // Each rejection goes back to design; the decisions are answered again
+    // from the session's answers.json, which kept what --answers gave.
     for round in 1..=2 {
-        let (code, _, err) = p.run(&[
-            "plan",
-            "reject",
-            &id,
-            "--reason",
-            "too coarse",
-            "--answers",
-            &answers,
-        ]);
+        let (code, _, err) = p.run(&["plan", "reject", &id, "--reason", "too coarse"]);
         assert_eq!(code, 3, "round {round}: {err}");
         assert_eq!(p.session()["reject_count"], round);
     }
@@ -937,6 +931,23 @@ fn mega_strategy_runs_the_mega_plan_with_run() {
         log.contains("auth-core") && log.contains("auth-ui"),
         "{log}"
     );
+    // Feature stories get their feature design doc and what it inherits
+    // from the project design doc (parent_design_doc).
+    let prompts: Vec<String> = std::fs::read_dir(p.tools())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("impl-s"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    for prompt in &prompts {
+        assert!(prompt.contains("FeatureComp"), "{prompt}");
+        assert!(
+            prompt.contains("ADR-001") && prompt.contains("JWT"),
+            "{prompt}"
+        );
+        assert!(prompt.contains("Layers"), "{prompt}");
+    }
 }
 
 #[test]
@@ -993,4 +1004,62 @@ fn with_one_agent_the_planner_challenges_itself_and_says_so() {
         .as_str()
         .unwrap()
         .contains("challenges its own plan"));
+}
+
+#[test]
+fn ctrl_c_stops_the_agent_saves_the_session_and_exits_130() {
+    let p = Plan::new();
+    p.mark("hang-generate", "");
+    let answers = p.t("answers.json").display().to_string();
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(p.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", p.repo())
+        .args(["plan", "Add OAuth login", "--answers", &answers, "--yes"])
+        .arg("--agents")
+        .arg(p.t("agents.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn cascade");
+    let agent_pid = p.wait_for("pid-generate");
+    let status = StdCommand::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("cascade exits");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    let id = p.session_id();
+    assert!(err.contains(&format!("cascade plan resume {id}")), "{err}");
+    // The agent's process group was stopped with it.
+    let alive = StdCommand::new("kill")
+        .args(["-0", &agent_pid])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(!alive, "agent {agent_pid} still runs");
+    assert_eq!(p.session()["status"], "design");
+    let (code, _, err) = p.run(&["plan", "resume", &id, "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.count("generate"), 2);
+}
+
+#[test]
+fn resume_without_an_id_on_a_terminal_offers_the_open_sessions() {
+    let p = Plan::new();
+    let (code, _, _) = p.run(&["plan", "Add OAuth login"]);
+    assert_eq!(code, 3);
+    // Pick session 1, then answer q-1, q-2, d-1 (Enter: recommended), no
+    // rationale, approve, do not run.
+    let Some((code, out)) = on_a_terminal(&p, &["plan", "resume"], "1\nGoogle\ncookie\n\n\na\nn\n")
+    else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("continue which one? [1-1]"), "{out}");
+    assert!(out.contains(&p.session_id()), "{out}");
+    assert_eq!(p.session()["status"], "approved");
+    assert_eq!(p.session()["questions"][1]["answer"], "cookie");
 }

@@ -23,7 +23,9 @@
 //!   `[`PlanningError`]`>` (`Approved`, `Cancelled{by_rejections}`,
 //!   `Paused{waiting_for}`). The person is a [`Person`] (terminal) or
 //!   [`Nobody`]. [`install`]`(&store, &mut session, dir)` copies an approved
-//!   plan where it is built; [`cancel`]`(&store, id)`.
+//!   plan where it is built; [`cancel`]`(&store, id)`. One process works on a
+//!   session at a time ([`lock::SessionLock`], `session.lock` with its pid; a
+//!   dead holder's lock is taken over).
 //! - Events: [`PlanEvent`] (serde: `{"event": "plan_started", ...}`).
 //! - Generator: [`generator::make_valid`]`(&author, &`[`generator::Job`]`, start,
 //!   progress)` with a [`generator::PlanAuthor`]; checks: [`check::check_plan`],

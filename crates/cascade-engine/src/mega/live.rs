@@ -108,6 +108,14 @@ impl MegaPorts for LivePorts {
         );
         req.extra_env
             .push(("CASCADE_PRD_PATH".into(), prd_path.display().to_string()));
+        // The feature's design doc goes next to its PRD (see prd_gen).
+        req.extra_env.push((
+            "CASCADE_DESIGN_DOC_PATH".into(),
+            prd_path
+                .with_file_name("design_doc.json")
+                .display()
+                .to_string(),
+        ));
         match execute(agent, req, |_| {}, cancel).await {
             Ok(run) if run.outcome.cancelled => Err(AuthorError::Cancelled),
             Ok(run) if run.success() => Ok(()),

@@ -62,6 +62,23 @@ pub(super) async fn run(
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
     let ran = execute(&def, req, |_| {}, &ctx.cancel).await;
     a.check_cancel()?;
+    // What was reviewed is what merges: a reviewer that committed on the
+    // story branch changed the work it was asked to judge.
+    if let Ok(Some(tip)) = cascade_git::merge::branch_tip(&ctx.paths, a.branch) {
+        if tip.to_string() != committed.commit {
+            if let Ok(run) = &ran {
+                charge(a, run);
+            }
+            return Err(Failure::new(
+                FailureKind::Review,
+                format!(
+                    "review agent '{agent}' committed on branch '{}' (reviewers must not change the code); the reviewed commit was {}",
+                    a.branch, committed.commit
+                ),
+            )
+            .into());
+        }
+    }
     let (verdict, findings, cost, log) = match &ran {
         Ok(run) => {
             charge(a, run);
@@ -275,9 +292,11 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateRep
             if g.cached { " (cached)" } else { "" }
         );
     }
-    out.push_str(
-        "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
-    );
+    if a.ctx.checks.rules.enabled {
+        out.push_str(
+            "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
+        );
+    }
     out.push_str("\n## The change\n\n");
     let diff =
         cascade_git::diff::diff_patch(&wt.path, &wt.base, Some(&committed.commit), MAX_DIFF_BYTES)
