@@ -233,7 +233,7 @@ fn completions_are_printed_for_every_shell_and_an_unknown_shell_is_exit_2() {
         assert!(text.contains("cascade"), "{shell}");
         // Subcommands and their flags are in the script.
         assert!(
-            text.contains("approve") && text.contains("--no-fallback"),
+            text.contains("approve") && text.contains("no-fallback"),
             "{shell}"
         );
     }
