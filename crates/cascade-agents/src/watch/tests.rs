@@ -205,3 +205,20 @@ fn codex_high_demand_reconnects_are_provider_errors() {
     assert_eq!(stops.last(), Some(&true));
     assert_eq!(w.signal().unwrap().kind, SignalKind::ProviderError);
 }
+
+#[test]
+fn a_retry_after_header_on_the_next_line_belongs_to_the_rate_limit() {
+    let mut w = Watcher::new("my-agent");
+    w.stderr_line(b"Error: 429 Too Many Requests");
+    assert_eq!(w.signal().unwrap().retry_after, None);
+    w.stderr_line(b"Retry-After: 2");
+    let s = w.signal().unwrap();
+    assert_eq!(s.kind, SignalKind::RateLimited);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(2)));
+    // A later one does not replace the first.
+    w.stderr_line(b"retry-after: 600");
+    assert_eq!(
+        w.signal().unwrap().retry_after,
+        Some(Duration::from_secs(2))
+    );
+}
