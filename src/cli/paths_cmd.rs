@@ -9,9 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cascade_plan::paths::{
-    DataDirState, OutputPlace, PlanKind, PlanSource, DESIGN_DOC_FILE, MANIFEST_FILE,
-};
+use cascade_plan::paths::{DataDirState, PlanKind, PlanSource, DESIGN_DOC_FILE, MANIFEST_FILE};
 use clap::Args;
 use serde::Serialize;
 use serde_json::json;
@@ -87,7 +85,7 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
                 name,
                 &output.plan_dir.join(name),
                 "read-write",
-                place_location(output.place),
+                output.place.as_str(),
                 Some("not found; `cascade plan` would write it here".to_string()),
             ),
         };
@@ -173,7 +171,7 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
             "plan_output": {
                 "plan_dir": output.plan_dir.display().to_string(),
                 "design_doc_dir": output.design_doc_dir.display().to_string(),
-                "place": place_location(output.place),
+                "place": output.place.as_str(),
             },
             "files": files,
             "warnings": warnings,
@@ -251,14 +249,6 @@ fn file(
         access,
         location,
         note,
-    }
-}
-
-fn place_location(place: OutputPlace) -> &'static str {
-    match place {
-        OutputPlace::Flag => "flag",
-        OutputPlace::DataDir => "data_dir",
-        OutputPlace::Project => "project",
     }
 }
 

@@ -16,6 +16,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use cascade_agents::{AgentsConfig, Detector};
+use cascade_plan::paths::{OutputPlace, PlanOutput};
 use cascade_planning::{
     Answers, Nobody, Outcome, Person, PlanEvent, PlanStatus, Planner, PlanningError, ReviewAnswer,
     Session, SessionOptions, SessionStore, Strategy,
@@ -72,6 +73,9 @@ pub struct StartArgs {
     /// The agent that challenges the plan (default: another agent than the planner)
     #[arg(long, value_name = "A")]
     pub review_agent: Option<String>,
+    /// Write the approved plan files (plan and design_doc.json) to DIR instead of where Plan Cascade's mode expects them
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,
     /// Ask nobody: assumptions answer questions, recommendations decide, an APPROVED challenge approves
@@ -248,6 +252,7 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         }
         None => None,
     };
+    let output = plan_output(a.out.as_deref())?;
     let options = SessionOptions {
         agent: a.agent.clone(),
         review_agent: a.review_agent.clone(),
@@ -263,12 +268,44 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         format_iterations: a.format_iterations,
         planning_iterations: a.planning_iterations,
         auto: a.auto,
+        output: Some(output),
     };
     let answers = load_answers(a.common.answers.as_deref())?;
     let mut session = Session::new(&goal, options).map_err(planning_failure)?;
     ctx.store.save(&mut session).map_err(planning_failure)?;
     let _ = ctx.paths.ensure_excluded(&["/.cascade/"]);
     drive(g, &ctx, session, &a.common, answers, None)
+}
+
+/// Where this session's approved plan files go, decided once at its start
+/// by the same rule `cascade paths` shows: `--out DIR` (absolute; it must
+/// not be a file), else the project's Plan Cascade data directory when one
+/// exists, else the project root.
+fn plan_output(out: Option<&Path>) -> Result<PlanOutput, Failure> {
+    let project = super::plan_file::Project::current()?;
+    for w in &project.paths.warnings {
+        eprintln!("warning: {w}");
+    }
+    let out = match out {
+        None => None,
+        Some(dir) if dir.as_os_str().is_empty() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--out needs a directory, e.g. --out plans/oauth"
+            )))
+        }
+        Some(dir) => {
+            let abs = std::path::absolute(dir)
+                .map_err(|e| Failure::usage(anyhow::anyhow!("--out '{}': {e}", dir.display())))?;
+            if abs.exists() && !abs.is_dir() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--out '{}' is a file, not a directory: pass the directory the plan files go to",
+                    dir.display()
+                )));
+            }
+            Some(abs)
+        }
+    };
+    Ok(project.plan_output(out.as_deref()))
 }
 
 fn load_answers(path: Option<&Path>) -> Result<Answers, Failure> {
@@ -541,18 +578,22 @@ fn approved(
     interactive: bool,
 ) -> CliResult {
     let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
-    let already = session
+    let plan_key = if strategy.is_mega() {
+        "mega_plan"
+    } else {
+        "prd"
+    };
+    // Installed by an earlier approval (`plan approve ID --run` later, or a
+    // run to retry): run that file as it is now, statuses and all.
+    let installed = session
         .outputs
-        .get(if strategy.is_mega() {
-            "mega_plan"
-        } else {
-            "prd"
-        })
-        .is_some_and(|p| Path::new(p).is_absolute() && Path::new(p).is_file());
+        .get(plan_key)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_file());
     let (dir, branch) = if strategy == Strategy::HybridWorktree {
         let branch = format!("cascade/plan-{}", short_id(&session.session_id));
         let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
-        if !already || !path.is_dir() {
+        if installed.is_none() || !path.is_dir() {
             cascade_git::worktree::create(&ctx.paths, &path, &branch, "HEAD").map_err(|e| {
                 Failure::failed(anyhow::anyhow!("cannot create the plan's worktree: {e}"))
             })?;
@@ -561,12 +602,39 @@ fn approved(
     } else {
         (ctx.root.clone(), None)
     };
-    let written =
-        cascade_planning::install(&ctx.store, &mut session, &dir).map_err(planning_failure)?;
-    // The plan files stay out of git like everything cascade writes.
-    let mut own: Vec<&str> = cascade_engine::config::OWN_FILES.to_vec();
-    own.push("/design_doc.json");
-    let _ = ctx.paths.ensure_excluded(&own);
+    let written = match installed {
+        Some(plan) => {
+            let design = session.outputs.get("design_doc").map(PathBuf::from);
+            vec![Some(plan), design].into_iter().flatten().collect()
+        }
+        None => {
+            let target = install_target(&session, &dir, strategy);
+            if !common.json
+                && strategy == Strategy::HybridWorktree
+                && target.place != OutputPlace::Flag
+            {
+                println!(
+                    "HYBRID_WORKTREE: the plan files go into the plan's own worktree {} (not {})",
+                    dir.display(),
+                    session
+                        .options
+                        .output
+                        .as_ref()
+                        .map(|o| o.plan_dir.display().to_string())
+                        .unwrap_or_else(|| ctx.root.display().to_string())
+                );
+            }
+            let written = cascade_planning::install(
+                &ctx.store,
+                &mut session,
+                &target.plan_dir,
+                &target.design_doc_dir,
+            )
+            .map_err(planning_failure)?;
+            exclude_written(ctx, &dir, &written);
+            written
+        }
+    };
     if !common.json {
         println!(
             "plan approved: {}",
@@ -606,6 +674,48 @@ fn approved(
         &written[0],
         common.json,
     )
+}
+
+/// Where an approved plan is installed: the session's choice (`--out`, the
+/// data directory, the project: see [`plan_output`]), except that a
+/// HYBRID_WORKTREE plan without `--out` goes into its own worktree `dir`,
+/// as Plan Cascade keeps a worktree task's prd.json in that worktree (the
+/// data directory's prd.json belongs to the main checkout).
+fn install_target(session: &Session, dir: &Path, strategy: Strategy) -> PlanOutput {
+    let chosen = session.options.output.clone().unwrap_or(PlanOutput {
+        plan_dir: dir.to_path_buf(),
+        design_doc_dir: dir.to_path_buf(),
+        place: OutputPlace::Project,
+    });
+    if strategy == Strategy::HybridWorktree && chosen.place != OutputPlace::Flag {
+        return PlanOutput {
+            plan_dir: dir.to_path_buf(),
+            design_doc_dir: dir.to_path_buf(),
+            place: OutputPlace::Project,
+        };
+    }
+    chosen
+}
+
+/// Keeps what cascade wrote out of git, like everything cascade writes:
+/// its own files, and each installed plan file inside the checkout `dir`
+/// (one in the data directory is outside any checkout).
+fn exclude_written(ctx: &Context, dir: &Path, written: &[PathBuf]) {
+    let mut own: Vec<String> = cascade_engine::config::OWN_FILES
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    own.push("/design_doc.json".into());
+    for p in written {
+        let rel = p.strip_prefix(dir).or_else(|_| p.strip_prefix(&ctx.root));
+        if let Ok(rel) = rel {
+            own.push(format!("/{}", rel.to_string_lossy().replace('\\', "/")));
+        }
+    }
+    own.sort();
+    own.dedup();
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    let _ = ctx.paths.ensure_excluded(&own);
 }
 
 /// `approve --auto-run` (or `mega approve --auto-run`) on the approved plan,

@@ -25,12 +25,17 @@ pub fn event(e: &PlanEvent, json: bool) {
             instruction,
             resumed,
             status,
+            plan_output,
         } => {
-            if *resumed {
+            let mut l = if *resumed {
                 format!("resuming planning session {session_id} ({status}): {instruction}")
             } else {
                 format!("planning session {session_id}: {instruction}")
+            };
+            if let Some(o) = plan_output {
+                l.push_str(&format!("\nplan files: {}", o.description));
             }
+            l
         }
         PlanEvent::Strategy {
             strategy,
@@ -317,6 +322,9 @@ pub fn show(s: &Session, store: &SessionStore) -> String {
     }
     if let (Some(g), Some(r)) = (&s.generator_agent, &s.review_agent) {
         t.push_str(&format!("agents:    planner {g}, challenger {r}\n"));
+    }
+    if let Some(o) = &s.options.output {
+        t.push_str(&format!("plan files: {}\n", o.describe()));
     }
     if let Some(e) = &s.error_message {
         t.push_str(&format!("error:     {e}\n"));
