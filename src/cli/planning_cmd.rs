@@ -589,7 +589,11 @@ fn approved(
         .outputs
         .get(plan_key)
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute() && p.is_file());
+        .filter(|p| {
+            // Drafts are recorded relative to the root, installed files in
+            // full; a draft is never "installed", however it is written.
+            p.is_absolute() && p.is_file() && !p.starts_with(ctx.store.dir(&session.session_id))
+        });
     let (dir, branch) = if strategy == Strategy::HybridWorktree {
         let branch = format!("cascade/plan-{}", short_id(&session.session_id));
         let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
