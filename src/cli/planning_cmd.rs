@@ -421,9 +421,29 @@ fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> C
         })?;
         return continue_with(g, id, common, Some(review));
     }
+    // Checked before it is kept: a bad answer saved in answers.json would
+    // stop every later resume.
+    let mut given = Answers::default();
+    given.set_text(key, value).map_err(planning_failure)?;
+    if let (Some(d), Some((option, _))) = (
+        session.decisions.iter().find(|d| d.id == key),
+        given.decision(key),
+    ) {
+        if d.option(&option).is_none() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{key} (\"{}\") has no option '{option}' (options: {}); give one of them as \"OPTION-ID: rationale\"",
+                d.topic,
+                d.options
+                    .iter()
+                    .map(|o| format!("{} = {}", o.id, o.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
     let path = ctx.store.answers_path(id);
     let mut answers = Answers::load(&path).map_err(planning_failure)?;
-    answers.set_text(key, value).map_err(planning_failure)?;
+    answers.merge(given);
     answers.save(&path).map_err(planning_failure)?;
     continue_with(g, id, common, None)
 }

@@ -1333,3 +1333,57 @@ fn mega_strategy_writes_the_mega_plan_to_the_data_directory() {
         "{state}"
     );
 }
+
+// Bad answers are refused before they are kept (a bad answer in the
+// session's answers.json would stop every later resume).
+
+#[test]
+fn plan_answer_with_an_unknown_option_is_refused_and_not_kept() {
+    let p = Plan::new();
+    write_json(
+        &p.t("answers.json"),
+        &json!({"q-1": "GitHub", "q-2": "header"}),
+    );
+    let (code, out, err) = p.plan(&[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    let id = p.session_id();
+    let kept = p.repo().join(format!(".cascade/plans/{id}/answers.json"));
+    let before = std::fs::read_to_string(&kept).unwrap();
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", "opt-z: because"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("d-1 (\"Session storage\") has no option 'opt-z' (options: opt-a = JWT, opt-b = Server sessions)"),
+        "{err}"
+    );
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", ""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the answer to d-1 is empty"), "{err}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), before);
+    // The session is not stuck: resume still pauses at d-1, and a good
+    // answer continues it to the review.
+    let (code, _, err) = p.run(&["plan", "resume", &id]);
+    assert_eq!(code, 3, "{err}");
+    let (code, out, err) = p.run(&["plan", "answer", &id, "d-1", "opt-b: revocable"]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert_eq!(p.session()["status"], "review");
+}
+
+#[test]
+fn an_answers_file_with_an_unknown_key_exits_2_at_its_line_and_column() {
+    let p = Plan::new();
+    let bad = p.t("typo.json");
+    std::fs::write(&bad, "{\"q-1\": \"GitHub\",\n  \"q1\": \"header\"}\n").unwrap();
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--answers",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(&format!("{}:2:3: \"q1\": not an answer key", bad.display())),
+        "{err}"
+    );
+    // Nothing started.
+    assert_eq!(p.count("strategy"), 0);
+}
