@@ -464,7 +464,7 @@ fn continue_with(
     }
     if session.status == PlanStatus::Approved && !common.run {
         return Err(Failure::usage(anyhow::anyhow!(
-            "session {id} is approved already; its plan is in {}",
+            "session {id} is approved already; its plan is in {} (run it with `cascade plan resume {id} --run`)",
             session
                 .outputs
                 .get("prd")
