@@ -220,6 +220,12 @@ pub fn run(g: &Global, a: PlanArgs) -> CliResult {
             continue_with(g, &id, common, Some(ReviewAnswer::Approve))
         }
         Some(PlanCommand::Reject { id, reason, common }) => {
+            if reason.trim().is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--reason is empty: say what is wrong with the plan (it goes into the next design and generation prompts)"
+                )));
+            }
+            let reason = reason.trim().to_string();
             continue_with(g, &id, common, Some(ReviewAnswer::Reject(reason)))
         }
         Some(PlanCommand::Cancel { id, json }) => cancel(g, &id, json),

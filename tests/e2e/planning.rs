@@ -1387,3 +1387,23 @@ fn an_answers_file_with_an_unknown_key_exits_2_at_its_line_and_column() {
     // Nothing started.
     assert_eq!(p.count("strategy"), 0);
 }
+
+#[test]
+fn a_rejection_without_a_reason_is_refused() {
+    let p = Plan::new();
+    let (code, out, err) = p.plan(&[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert_eq!(p.session()["status"], "review");
+    let id = p.session_id();
+    let designs = p.count("design");
+    let (code, _, err) = p.run(&["plan", "reject", &id, "--reason", "  "]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--reason is empty"), "{err}");
+    let (code, _, err) = p.run(&["plan", "answer", &id, "review", "reject"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a review answer"), "{err}");
+    // Nothing was used up: still at review, no rejection counted, no new design.
+    assert_eq!(p.session()["status"], "review");
+    assert_eq!(p.session()["reject_count"], 0);
+    assert_eq!(p.count("design"), designs);
+}

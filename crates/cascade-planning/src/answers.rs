@@ -20,6 +20,8 @@ pub enum ReviewAnswer {
 
 impl ReviewAnswer {
     /// Reads `approve`, `reject: reason` (or `reject reason`), `cancel`.
+    /// A rejection needs its reason (it goes into the next design and
+    /// generation prompts): a bare `reject` is not an answer.
     pub fn parse(text: &str) -> Option<ReviewAnswer> {
         let t = text.trim();
         let lower = t.to_ascii_lowercase();
@@ -34,6 +36,9 @@ impl ReviewAnswer {
             .trim_start_matches(['e', 'd'])
             .trim_start_matches([':', ' '])
             .trim();
+        if reason.is_empty() {
+            return None;
+        }
         Some(ReviewAnswer::Reject(reason.to_string()))
     }
 }
@@ -274,6 +279,10 @@ mod tests {
         );
         assert_eq!(ReviewAnswer::parse("cancel"), Some(ReviewAnswer::Cancel));
         assert_eq!(ReviewAnswer::parse("maybe"), None);
+        // A rejection without a reason is no answer.
+        assert_eq!(ReviewAnswer::parse("reject"), None);
+        assert_eq!(ReviewAnswer::parse("reject:  "), None);
+        assert_eq!(ReviewAnswer::parse("rejected"), None);
     }
 
     #[test]
