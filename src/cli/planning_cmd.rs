@@ -179,9 +179,17 @@ fn context(g: &Global) -> Result<Context, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(|e| {
-        Failure::usage(anyhow::anyhow!(
-            "{e} (cascade plan works inside a git repository: run `git init` first)"
-        ))
+        let e = e.to_string();
+        // git's own message may already say how to fix it.
+        if e.contains("git init") {
+            Failure::usage(anyhow::anyhow!(
+                "cascade plan works inside a git repository: {e}"
+            ))
+        } else {
+            Failure::usage(anyhow::anyhow!(
+                "{e} (cascade plan works inside a git repository: run `git init` first)"
+            ))
+        }
     })?;
     let root = paths.main_root.clone();
     let loaded = AgentsConfig::load(g.agents.as_deref(), &cwd).map_err(Failure::usage)?;
@@ -251,6 +259,12 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         }
     }
     let design_doc = match &a.design_doc {
+        Some(p) if !p.is_file() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--design-doc '{}': no such file (pass a .json, .md or .html design document)",
+                p.display()
+            )))
+        }
         Some(p) => {
             // Checked now (exit 2 before any agent runs), kept absolute for resumes.
             cascade_planning::design_doc::import(p).map_err(planning_failure)?;

@@ -1407,3 +1407,35 @@ fn a_rejection_without_a_reason_is_refused() {
     assert_eq!(p.session()["reject_count"], 0);
     assert_eq!(p.count("design"), designs);
 }
+
+#[test]
+fn a_missing_design_doc_or_no_repository_is_bad_input() {
+    let p = Plan::new();
+    let missing = p.t("nope.md");
+    let (code, _, err) = p.plan(&["--design-doc", missing.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--design-doc '{}': no such file",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(p.count("strategy"), 0);
+    // Outside a repository: exit 2, saying once how to fix it.
+    let (code, _, err) = {
+        let out = cascade(p.tools())
+            .env("HOME", p.home.path())
+            .args(["plan", "list"])
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("git init"), "{err}");
+    assert_eq!(err.matches("git init").count(), 1, "{err}");
+}
