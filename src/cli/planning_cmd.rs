@@ -695,15 +695,26 @@ fn approved(
     let run_now = common.run || (interactive && super::signals::ask_yes_no("run the plan now?"));
     if !run_now {
         if !common.json {
+            // Name the file unless discovery in `dir` finds exactly it
+            // (a data-directory plan loses to an older ./prd.json there).
+            let (name, flag) = if strategy.is_mega() {
+                ("mega-plan.json", "--mega")
+            } else {
+                ("prd.json", "--prd")
+            };
+            let file = match written.first() {
+                Some(p) if *p != dir.join(name) => format!(" {flag} {}", p.display()),
+                _ => String::new(),
+            };
             let how = if strategy.is_mega() {
-                "cascade mega approve --auto-run".to_string()
+                format!("cascade mega approve --auto-run{file}")
             } else if let Some(b) = &branch {
                 format!(
-                    "cascade -C {} approve --auto-run`, then merge branch `{b}",
+                    "cascade -C {} approve --auto-run{file}`, then merge branch `{b}",
                     dir.display()
                 )
             } else {
-                "cascade approve --auto-run".to_string()
+                format!("cascade approve --auto-run{file}")
             };
             println!("run it with `{how}`");
         }

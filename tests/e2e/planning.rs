@@ -1196,6 +1196,34 @@ fn without_a_data_directory_the_plan_goes_to_the_project_and_json_says_so() {
 }
 
 #[test]
+fn without_run_the_hint_names_a_plan_discovery_would_not_pick() {
+    // In the project: the plain command finds it.
+    let p = Plan::new();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("run it with `cascade approve --auto-run`"),
+        "{out}"
+    );
+    // Under --out: the hint passes the file.
+    let p = Plan::new();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto", "--out", "plans"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let prd = p.root().join("plans/prd.json");
+    assert!(
+        out.contains(&format!(
+            "run it with `cascade approve --auto-run --prd {}`",
+            prd.display()
+        )),
+        "{out}"
+    );
+    // And that command runs it.
+    let (code, out, err) = p.run(&["approve", "--auto-run", "--prd", prd.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    all_complete(&read_json(&prd));
+}
+
+#[test]
 fn out_overrides_the_data_directory_and_the_run_uses_that_file() {
     let p = Plan::new();
     let data = p.data_dir();
