@@ -375,9 +375,15 @@ fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
         )));
     }
     print_list(&sessions, json);
-    eprintln!(
-        "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
-    );
+    if open.is_empty() && !sessions.is_empty() {
+        eprintln!(
+            "error: no session given, and every session here is finished (listed above); start a new one with `cascade plan \"GOAL\"`"
+        );
+    } else {
+        eprintln!(
+            "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
+        );
+    }
     Ok(None)
 }
 

@@ -604,6 +604,13 @@ fn resume_without_an_id_lists_sessions_and_exits_2() {
     let (code, _, err) = p.run(&["plan", "show", "planning-0000"]);
     assert_eq!(code, 2);
     assert!(err.contains("no planning session 'planning-0000'"), "{err}");
+    // Only finished sessions: nothing to continue, and it says so.
+    let (code, _, err) = p.run(&["plan", "cancel", &p.session_id()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = p.run(&["plan", "resume"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.contains(&p.session_id()), "{out}");
+    assert!(err.contains("every session here is finished"), "{err}");
 }
 
 #[test]
