@@ -14,6 +14,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cascade_agents::{AgentsConfig, Detector};
 use cascade_plan::paths::{OutputPlace, PlanOutput};
@@ -552,6 +553,10 @@ fn drive(
         &mut nobody
     };
     let root = ctx.root.clone();
+    // With --json, plan_finished is held back: on approval it is printed
+    // after the plan is installed, with the installed files in `outputs`.
+    let finished: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+    let held = finished.clone();
     let (result, stop) = rt.block_on(async {
         let stop = StopSignals::watch(cancel.clone());
         let mut planner = Planner::new(
@@ -560,7 +565,15 @@ fn drive(
             &root,
             &ctx.paths.cascade_dir(),
             person,
-            move |e: PlanEvent| render::event(&e, json),
+            move |e: PlanEvent| {
+                if json && matches!(e, PlanEvent::PlanFinished { .. }) {
+                    if let (Ok(mut slot), Ok(v)) = (held.lock(), serde_json::to_value(&e)) {
+                        *slot = Some(v);
+                        return;
+                    }
+                }
+                render::event(&e, json)
+            },
         )
         .with_answers(answers)
         .with_review(review)
@@ -569,6 +582,12 @@ fn drive(
         (planner.run(&mut session).await, stop)
     });
     drop(rt);
+    let finished = finished.lock().ok().and_then(|mut f| f.take());
+    if !matches!(result, Ok(Outcome::Approved)) {
+        if let Some(v) = &finished {
+            println!("{v}");
+        }
+    }
     match result {
         Err(PlanningError::Interrupted { id }) => {
             eprintln!(
@@ -611,7 +630,7 @@ fn drive(
                 Ok(EXIT_OK)
             }
         }
-        Ok(Outcome::Approved) => approved(g, ctx, session, common, interactive),
+        Ok(Outcome::Approved) => approved(g, ctx, session, common, interactive, finished),
     }
 }
 
@@ -622,69 +641,24 @@ fn approved(
     mut session: Session,
     common: &CommonArgs,
     interactive: bool,
+    finished: Option<serde_json::Value>,
 ) -> CliResult {
+    let installed = install_approved(ctx, &mut session, common);
+    if let Some(mut v) = finished {
+        // The held-back plan_finished: `outputs` now name the installed
+        // files (or still the drafts when installing failed).
+        v["outputs"] = serde_json::json!(session.outputs);
+        if let Ok((_, _, written, place)) = &installed {
+            v["installed"] = serde_json::json!({
+                "plan": written.first(),
+                "design_doc": written.get(1),
+                "place": place,
+            });
+        }
+        println!("{v}");
+    }
+    let (dir, branch, written, _) = installed?;
     let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
-    let plan_key = if strategy.is_mega() {
-        "mega_plan"
-    } else {
-        "prd"
-    };
-    // Installed by an earlier approval (`plan approve ID --run` later, or a
-    // run to retry): run that file as it is now, statuses and all.
-    let installed = session
-        .outputs
-        .get(plan_key)
-        .map(PathBuf::from)
-        .filter(|p| {
-            // Drafts are recorded relative to the root, installed files in
-            // full; a draft is never "installed", however it is written.
-            p.is_absolute() && p.is_file() && !p.starts_with(ctx.store.dir(&session.session_id))
-        });
-    let (dir, branch) = if strategy == Strategy::HybridWorktree {
-        let branch = format!("cascade/plan-{}", short_id(&session.session_id));
-        let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
-        if installed.is_none() || !path.is_dir() {
-            cascade_git::worktree::create(&ctx.paths, &path, &branch, "HEAD").map_err(|e| {
-                Failure::failed(anyhow::anyhow!("cannot create the plan's worktree: {e}"))
-            })?;
-        }
-        (path, Some(branch))
-    } else {
-        (ctx.root.clone(), None)
-    };
-    let written = match installed {
-        Some(plan) => {
-            let design = session.outputs.get("design_doc").map(PathBuf::from);
-            vec![Some(plan), design].into_iter().flatten().collect()
-        }
-        None => {
-            let target = install_target(&session, &dir, strategy);
-            if !common.json
-                && strategy == Strategy::HybridWorktree
-                && target.place != OutputPlace::Flag
-            {
-                println!(
-                    "HYBRID_WORKTREE: the plan files go into the plan's own worktree {} (not {})",
-                    dir.display(),
-                    session
-                        .options
-                        .output
-                        .as_ref()
-                        .map(|o| o.plan_dir.display().to_string())
-                        .unwrap_or_else(|| ctx.root.display().to_string())
-                );
-            }
-            let written = cascade_planning::install(
-                &ctx.store,
-                &mut session,
-                &target.plan_dir,
-                &target.design_doc_dir,
-            )
-            .map_err(planning_failure)?;
-            exclude_written(ctx, &dir, &written);
-            written
-        }
-    };
     if !common.json {
         println!(
             "plan approved: {}",
@@ -735,6 +709,87 @@ fn approved(
         &written[0],
         common.json,
     )
+}
+
+/// Installs an approved plan where the session decided (see
+/// [`install_target`]), or finds it where an earlier approval installed
+/// it. Returns the directory the plan is built in, the worktree plan's
+/// branch, the plan files (plan first) and where they went (`flag`,
+/// `data_dir`, `project` or `worktree`).
+fn install_approved(
+    ctx: &Context,
+    session: &mut Session,
+    common: &CommonArgs,
+) -> Result<(PathBuf, Option<String>, Vec<PathBuf>, &'static str), Failure> {
+    let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
+    let plan_key = if strategy.is_mega() {
+        "mega_plan"
+    } else {
+        "prd"
+    };
+    // Installed by an earlier approval (`plan approve ID --run` later, or a
+    // run to retry): run that file as it is now, statuses and all.
+    let installed = session
+        .outputs
+        .get(plan_key)
+        .map(PathBuf::from)
+        .filter(|p| {
+            // Drafts are recorded relative to the root, installed files in
+            // full; a draft is never "installed", however it is written.
+            p.is_absolute() && p.is_file() && !p.starts_with(ctx.store.dir(&session.session_id))
+        });
+    let (dir, branch) = if strategy == Strategy::HybridWorktree {
+        let branch = format!("cascade/plan-{}", short_id(&session.session_id));
+        let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
+        if installed.is_none() || !path.is_dir() {
+            cascade_git::worktree::create(&ctx.paths, &path, &branch, "HEAD").map_err(|e| {
+                Failure::failed(anyhow::anyhow!("cannot create the plan's worktree: {e}"))
+            })?;
+        }
+        (path, Some(branch))
+    } else {
+        (ctx.root.clone(), None)
+    };
+    let written = match installed {
+        Some(plan) => {
+            let design = session.outputs.get("design_doc").map(PathBuf::from);
+            vec![Some(plan), design].into_iter().flatten().collect()
+        }
+        None => {
+            let target = install_target(session, &dir, strategy);
+            if !common.json
+                && strategy == Strategy::HybridWorktree
+                && target.place != OutputPlace::Flag
+            {
+                println!(
+                    "HYBRID_WORKTREE: the plan files go into the plan's own worktree {} (not {})",
+                    dir.display(),
+                    session
+                        .options
+                        .output
+                        .as_ref()
+                        .map(|o| o.plan_dir.display().to_string())
+                        .unwrap_or_else(|| ctx.root.display().to_string())
+                );
+            }
+            let written = cascade_planning::install(
+                &ctx.store,
+                session,
+                &target.plan_dir,
+                &target.design_doc_dir,
+            )
+            .map_err(planning_failure)?;
+            exclude_written(ctx, &dir, &written);
+            written
+        }
+    };
+    let place = match (&branch, session.options.output.as_ref().map(|o| o.place)) {
+        (Some(_), Some(OutputPlace::Flag)) => "flag",
+        (Some(_), _) => "worktree",
+        (None, Some(p)) => p.as_str(),
+        (None, None) => "project",
+    };
+    Ok((dir, branch, written, place))
 }
 
 /// Where an approved plan is installed: the session's choice (`--out`, the

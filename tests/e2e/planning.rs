@@ -1200,6 +1200,31 @@ fn without_a_data_directory_the_plan_goes_to_the_project_and_json_says_so() {
     assert!(p.repo().join("prd.json").is_file());
     assert!(p.repo().join("design_doc.json").is_file());
     assert!(!p.home.path().join(".plan-cascade").exists());
+    // plan_finished comes last and names the installed files.
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "plan_finished", "{out}");
+    assert_eq!(last["status"], "approved", "{last}");
+    let installed = &last["installed"];
+    assert_eq!(installed["place"], "project", "{last}");
+    assert!(
+        same_file(
+            installed["plan"].as_str().unwrap(),
+            &p.repo().join("prd.json")
+        ),
+        "{last}"
+    );
+    assert!(
+        same_file(
+            installed["design_doc"].as_str().unwrap(),
+            &p.repo().join("design_doc.json")
+        ),
+        "{last}"
+    );
+    assert_eq!(last["outputs"]["prd"], installed["plan"], "{last}");
+    assert_eq!(
+        last["outputs"]["design_doc"], installed["design_doc"],
+        "{last}"
+    );
 }
 
 #[test]
