@@ -1499,3 +1499,28 @@ fn a_missing_design_doc_or_no_repository_is_bad_input() {
     assert!(err.contains("git init"), "{err}");
     assert_eq!(err.matches("git init").count(), 1, "{err}");
 }
+
+#[test]
+fn a_plan_already_in_the_data_directory_is_replaced_with_a_warning_and_kept() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    let old = r#"{"goal": "an older plan", "stories": []}"#;
+    std::fs::write(data.join("prd.json"), old).unwrap();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kept = p
+        .repo()
+        .join(".cascade/plans")
+        .join(p.session_id())
+        .join("replaced-prd.json");
+    assert!(
+        err.contains(&format!(
+            "warning: '{}' existed and was replaced; the old one is kept in '{}'",
+            data.join("prd.json").display(),
+            kept.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), old);
+    assert_eq!(read_json(&data.join("prd.json"))["goal"], "oauth");
+}

@@ -104,6 +104,7 @@ pub(super) fn install_approved(
                         .unwrap_or_else(|| ctx.root.display().to_string())
                 );
             }
+            let known = session.warnings.len();
             let written = cascade_planning::install(
                 &ctx.store,
                 session,
@@ -111,6 +112,11 @@ pub(super) fn install_approved(
                 &target.design_doc_dir,
             )
             .map_err(planning_failure)?;
+            // A plan that was there (a Plan Cascade user's prd.json in the
+            // data directory, say) is replaced: say so, and where it is kept.
+            for w in &session.warnings[known..] {
+                eprintln!("warning: {w}");
+            }
             exclude_written(ctx, &dir, &written);
             written
         }
