@@ -1524,3 +1524,29 @@ fn a_plan_already_in_the_data_directory_is_replaced_with_a_warning_and_kept() {
     assert_eq!(std::fs::read_to_string(&kept).unwrap(), old);
     assert_eq!(read_json(&data.join("prd.json"))["goal"], "oauth");
 }
+
+#[test]
+fn worktree_strategy_with_out_writes_there_and_still_builds_in_its_worktree() {
+    let p = Plan::new();
+    let out_dir = p.tools().join("plan-out");
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--strategy",
+        "worktree",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("it is built on branch cascade/plan-"), "{out}");
+    assert!(
+        !out.contains("HYBRID_WORKTREE: the plan files go into"),
+        "{out}"
+    );
+    all_complete(&read_json(&out_dir.join("prd.json")));
+    assert!(out_dir.join("design_doc.json").is_file());
+    let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
+}
