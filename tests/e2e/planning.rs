@@ -1550,3 +1550,33 @@ fn worktree_strategy_with_out_writes_there_and_still_builds_in_its_worktree() {
     let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
     assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
 }
+
+#[test]
+fn on_a_terminal_a_rejection_asks_again_for_an_empty_reason() {
+    let p = Plan::new();
+    // q-1, q-2, d-1 as above; review: reject, an empty reason (asked
+    // again), a real one; then the second review: cancel.
+    let Some((code, out)) = on_a_terminal(
+        &p,
+        &["plan", "Add OAuth login"],
+        "2\nin a header\n\nfewest moving parts\nr\n\nsplit the login story\n\nagain\nc\n",
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.matches("reason (it goes into the next design) >")
+            .count(),
+        2,
+        "{out}"
+    );
+    let s = p.session();
+    assert_eq!(s["reject_count"], 1, "{s}");
+    assert!(
+        s["rejections"]
+            .to_string()
+            .contains("split the login story"),
+        "{s}"
+    );
+    assert_eq!(s["status"], "cancelled", "{s}");
+}
