@@ -409,6 +409,25 @@ fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> C
             keys.join(", ")
         )));
     }
+    // An answer already used changes nothing now: say so rather than
+    // accept it silently.
+    let used = session
+        .questions
+        .iter()
+        .find(|q| q.id == key)
+        .and_then(|q| q.answer.clone())
+        .or_else(|| {
+            session
+                .decisions
+                .iter()
+                .find(|d| d.id == key)
+                .and_then(|d| d.selected_option_id.clone())
+        });
+    if let Some(given) = used {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{key} of session {id} is answered already ({given}); to change the plan, reject it at review with a reason: `cascade plan reject {id} --reason \"...\"`"
+        )));
+    }
     if key == "review" {
         let review = ReviewAnswer::parse(value).ok_or_else(|| {
             Failure::usage(anyhow::anyhow!(

@@ -1426,6 +1426,14 @@ fn plan_answer_with_an_unknown_option_is_refused_and_not_kept() {
     let (code, out, err) = p.run(&["plan", "answer", &id, "d-1", "opt-b: revocable"]);
     assert_eq!(code, 3, "{out}\n{err}");
     assert_eq!(p.session()["status"], "review");
+    // Answered ones cannot be changed behind the plan's back.
+    let (code, _, err) = p.run(&["plan", "answer", &id, "q-1", "Google"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("q-1 of session"), "{err}");
+    assert!(err.contains("is answered already (GitHub)"), "{err}");
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", "opt-a"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is answered already (opt-b)"), "{err}");
 }
 
 #[test]
