@@ -636,16 +636,21 @@ fn approved(
         // The held-back plan_finished: `outputs` now name the installed
         // files (or still the drafts when installing failed).
         v["outputs"] = serde_json::json!(session.outputs);
-        if let Ok((_, _, written, place)) = &installed {
+        if let Ok(i) = &installed {
             v["installed"] = serde_json::json!({
-                "plan": written.first(),
-                "design_doc": written.get(1),
-                "place": place,
+                "plan": i.written.first(),
+                "design_doc": i.written.get(1),
+                "place": i.place,
             });
         }
         println!("{v}");
     }
-    let (dir, branch, written, _) = installed?;
+    let install::Installed {
+        dir,
+        branch,
+        written,
+        ..
+    } = installed?;
     let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
     if !common.json {
         println!(

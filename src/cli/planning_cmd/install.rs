@@ -43,16 +43,26 @@ pub(super) fn plan_output(out: Option<&Path>) -> Result<PlanOutput, Failure> {
     Ok(project.plan_output(out.as_deref()))
 }
 
+/// An installed plan.
+pub(super) struct Installed {
+    /// The directory the plan is built in (the repository root, or the
+    /// HYBRID_WORKTREE plan's worktree).
+    pub dir: PathBuf,
+    /// The HYBRID_WORKTREE plan's branch.
+    pub branch: Option<String>,
+    /// The plan file first, then design_doc.json.
+    pub written: Vec<PathBuf>,
+    /// Where they went: `flag`, `data_dir`, `project` or `worktree`.
+    pub place: &'static str,
+}
+
 /// Installs an approved plan where the session decided (see
-/// [`install_target`]), or finds it where an earlier approval installed
-/// it. Returns the directory the plan is built in, the worktree plan's
-/// branch, the plan files (plan first) and where they went (`flag`,
-/// `data_dir`, `project` or `worktree`).
+/// [`install_target`]), or finds it where an earlier approval installed it.
 pub(super) fn install_approved(
     ctx: &Context,
     session: &mut Session,
     common: &CommonArgs,
-) -> Result<(PathBuf, Option<String>, Vec<PathBuf>, &'static str), Failure> {
+) -> Result<Installed, Failure> {
     let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
     let plan_key = if strategy.is_mega() {
         "mega_plan"
@@ -127,7 +137,12 @@ pub(super) fn install_approved(
         (None, Some(p)) => p.as_str(),
         (None, None) => "project",
     };
-    Ok((dir, branch, written, place))
+    Ok(Installed {
+        dir,
+        branch,
+        written,
+        place,
+    })
 }
 
 /// Where an approved plan is installed: the session's choice (`--out`, the
