@@ -14,6 +14,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use cascade_agents::{AgentsConfig, Detector};
 use cascade_planning::{
@@ -26,6 +27,7 @@ use clap::{Args, FromArgMatches, Subcommand, ValueEnum};
 use super::signals::StopSignals;
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
 
+mod install;
 mod render;
 mod term;
 
@@ -72,6 +74,9 @@ pub struct StartArgs {
     /// The agent that challenges the plan (default: another agent than the planner)
     #[arg(long, value_name = "A")]
     pub review_agent: Option<String>,
+    /// Write the approved plan files (plan and design_doc.json) to DIR instead of where Plan Cascade's mode expects them
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonArgs,
     /// Ask nobody: assumptions answer questions, recommendations decide, an APPROVED challenge approves
@@ -175,9 +180,17 @@ fn context(g: &Global) -> Result<Context, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(|e| {
-        Failure::usage(anyhow::anyhow!(
-            "{e} (cascade plan works inside a git repository: run `git init` first)"
-        ))
+        let e = e.to_string();
+        // git's own message may already say how to fix it.
+        if e.contains("git init") {
+            Failure::usage(anyhow::anyhow!(
+                "cascade plan works inside a git repository: {e}"
+            ))
+        } else {
+            Failure::usage(anyhow::anyhow!(
+                "{e} (cascade plan works inside a git repository: run `git init` first)"
+            ))
+        }
     })?;
     let root = paths.main_root.clone();
     let loaded = AgentsConfig::load(g.agents.as_deref(), &cwd).map_err(Failure::usage)?;
@@ -216,6 +229,12 @@ pub fn run(g: &Global, a: PlanArgs) -> CliResult {
             continue_with(g, &id, common, Some(ReviewAnswer::Approve))
         }
         Some(PlanCommand::Reject { id, reason, common }) => {
+            if reason.trim().is_empty() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--reason is empty: say what is wrong with the plan (it goes into the next design and generation prompts)"
+                )));
+            }
+            let reason = reason.trim().to_string();
             continue_with(g, &id, common, Some(ReviewAnswer::Reject(reason)))
         }
         Some(PlanCommand::Cancel { id, json }) => cancel(g, &id, json),
@@ -241,6 +260,12 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         }
     }
     let design_doc = match &a.design_doc {
+        Some(p) if !p.is_file() => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--design-doc '{}': no such file (pass a .json, .md or .html design document)",
+                p.display()
+            )))
+        }
         Some(p) => {
             // Checked now (exit 2 before any agent runs), kept absolute for resumes.
             cascade_planning::design_doc::import(p).map_err(planning_failure)?;
@@ -248,6 +273,7 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         }
         None => None,
     };
+    let output = install::plan_output(a.out.as_deref())?;
     let options = SessionOptions {
         agent: a.agent.clone(),
         review_agent: a.review_agent.clone(),
@@ -263,6 +289,7 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         format_iterations: a.format_iterations,
         planning_iterations: a.planning_iterations,
         auto: a.auto,
+        output: Some(output),
     };
     let answers = load_answers(a.common.answers.as_deref())?;
     let mut session = Session::new(&goal, options).map_err(planning_failure)?;
@@ -318,9 +345,15 @@ fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
         )));
     }
     print_list(&sessions, json);
-    eprintln!(
-        "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
-    );
+    if open.is_empty() && !sessions.is_empty() {
+        eprintln!(
+            "error: no session given, and every session here is finished (listed above); start a new one with `cascade plan \"GOAL\"`"
+        );
+    } else {
+        eprintln!(
+            "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
+        );
+    }
     Ok(None)
 }
 
@@ -376,6 +409,25 @@ fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> C
             keys.join(", ")
         )));
     }
+    // An answer already used changes nothing now: say so rather than
+    // accept it silently.
+    let used = session
+        .questions
+        .iter()
+        .find(|q| q.id == key)
+        .and_then(|q| q.answer.clone())
+        .or_else(|| {
+            session
+                .decisions
+                .iter()
+                .find(|d| d.id == key)
+                .and_then(|d| d.selected_option_id.clone())
+        });
+    if let Some(given) = used {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{key} of session {id} is answered already ({given}); to change the plan, reject it at review with a reason: `cascade plan reject {id} --reason \"...\"`"
+        )));
+    }
     if key == "review" {
         let review = ReviewAnswer::parse(value).ok_or_else(|| {
             Failure::usage(anyhow::anyhow!(
@@ -384,9 +436,29 @@ fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> C
         })?;
         return continue_with(g, id, common, Some(review));
     }
+    // Checked before it is kept: a bad answer saved in answers.json would
+    // stop every later resume.
+    let mut given = Answers::default();
+    given.set_text(key, value).map_err(planning_failure)?;
+    if let (Some(d), Some((option, _))) = (
+        session.decisions.iter().find(|d| d.id == key),
+        given.decision(key),
+    ) {
+        if d.option(&option).is_none() {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{key} (\"{}\") has no option '{option}' (options: {}); give one of them as \"OPTION-ID: rationale\"",
+                d.topic,
+                d.options
+                    .iter()
+                    .map(|o| format!("{} = {}", o.id, o.name))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+    }
     let path = ctx.store.answers_path(id);
     let mut answers = Answers::load(&path).map_err(planning_failure)?;
-    answers.set_text(key, value).map_err(planning_failure)?;
+    answers.merge(given);
     answers.save(&path).map_err(planning_failure)?;
     continue_with(g, id, common, None)
 }
@@ -407,7 +479,7 @@ fn continue_with(
     }
     if session.status == PlanStatus::Approved && !common.run {
         return Err(Failure::usage(anyhow::anyhow!(
-            "session {id} is approved already; its plan is in {}",
+            "session {id} is approved already; its plan is in {} (run it with `cascade plan resume {id} --run`)",
             session
                 .outputs
                 .get("prd")
@@ -469,6 +541,10 @@ fn drive(
         &mut nobody
     };
     let root = ctx.root.clone();
+    // With --json, plan_finished is held back: on approval it is printed
+    // after the plan is installed, with the installed files in `outputs`.
+    let finished: Arc<Mutex<Option<serde_json::Value>>> = Arc::default();
+    let held = finished.clone();
     let (result, stop) = rt.block_on(async {
         let stop = StopSignals::watch(cancel.clone());
         let mut planner = Planner::new(
@@ -477,7 +553,15 @@ fn drive(
             &root,
             &ctx.paths.cascade_dir(),
             person,
-            move |e: PlanEvent| render::event(&e, json),
+            move |e: PlanEvent| {
+                if json && matches!(e, PlanEvent::PlanFinished { .. }) {
+                    if let (Ok(mut slot), Ok(v)) = (held.lock(), serde_json::to_value(&e)) {
+                        *slot = Some(v);
+                        return;
+                    }
+                }
+                render::event(&e, json)
+            },
         )
         .with_answers(answers)
         .with_review(review)
@@ -486,6 +570,12 @@ fn drive(
         (planner.run(&mut session).await, stop)
     });
     drop(rt);
+    let finished = finished.lock().ok().and_then(|mut f| f.take());
+    if !matches!(result, Ok(Outcome::Approved)) {
+        if let Some(v) = &finished {
+            println!("{v}");
+        }
+    }
     match result {
         Err(PlanningError::Interrupted { id }) => {
             eprintln!(
@@ -528,7 +618,7 @@ fn drive(
                 Ok(EXIT_OK)
             }
         }
-        Ok(Outcome::Approved) => approved(g, ctx, session, common, interactive),
+        Ok(Outcome::Approved) => approved(g, ctx, session, common, interactive, finished),
     }
 }
 
@@ -539,34 +629,29 @@ fn approved(
     mut session: Session,
     common: &CommonArgs,
     interactive: bool,
+    finished: Option<serde_json::Value>,
 ) -> CliResult {
-    let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
-    let already = session
-        .outputs
-        .get(if strategy.is_mega() {
-            "mega_plan"
-        } else {
-            "prd"
-        })
-        .is_some_and(|p| Path::new(p).is_absolute() && Path::new(p).is_file());
-    let (dir, branch) = if strategy == Strategy::HybridWorktree {
-        let branch = format!("cascade/plan-{}", short_id(&session.session_id));
-        let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
-        if !already || !path.is_dir() {
-            cascade_git::worktree::create(&ctx.paths, &path, &branch, "HEAD").map_err(|e| {
-                Failure::failed(anyhow::anyhow!("cannot create the plan's worktree: {e}"))
-            })?;
+    let installed = install::install_approved(ctx, &mut session, common);
+    if let Some(mut v) = finished {
+        // The held-back plan_finished: `outputs` now name the installed
+        // files (or still the drafts when installing failed).
+        v["outputs"] = serde_json::json!(session.outputs);
+        if let Ok(i) = &installed {
+            v["installed"] = serde_json::json!({
+                "plan": i.written.first(),
+                "design_doc": i.written.get(1),
+                "place": i.place,
+            });
         }
-        (path, Some(branch))
-    } else {
-        (ctx.root.clone(), None)
-    };
-    let written =
-        cascade_planning::install(&ctx.store, &mut session, &dir).map_err(planning_failure)?;
-    // The plan files stay out of git like everything cascade writes.
-    let mut own: Vec<&str> = cascade_engine::config::OWN_FILES.to_vec();
-    own.push("/design_doc.json");
-    let _ = ctx.paths.ensure_excluded(&own);
+        println!("{v}");
+    }
+    let install::Installed {
+        dir,
+        branch,
+        written,
+        ..
+    } = installed?;
+    let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
     if !common.json {
         println!(
             "plan approved: {}",
@@ -583,15 +668,26 @@ fn approved(
     let run_now = common.run || (interactive && super::signals::ask_yes_no("run the plan now?"));
     if !run_now {
         if !common.json {
+            // Name the file unless discovery in `dir` finds exactly it
+            // (a data-directory plan loses to an older ./prd.json there).
+            let (name, flag) = if strategy.is_mega() {
+                ("mega-plan.json", "--mega")
+            } else {
+                ("prd.json", "--prd")
+            };
+            let file = match written.first() {
+                Some(p) if *p != dir.join(name) => format!(" {flag} {}", p.display()),
+                _ => String::new(),
+            };
             let how = if strategy.is_mega() {
-                "cascade mega approve --auto-run".to_string()
+                format!("cascade mega approve --auto-run{file}")
             } else if let Some(b) = &branch {
                 format!(
-                    "cascade -C {} approve --auto-run`, then merge branch `{b}",
+                    "cascade -C {} approve --auto-run{file}`, then merge branch `{b}",
                     dir.display()
                 )
             } else {
-                "cascade approve --auto-run".to_string()
+                format!("cascade approve --auto-run{file}")
             };
             println!("run it with `{how}`");
         }

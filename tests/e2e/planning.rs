@@ -111,6 +111,9 @@ printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#;
 struct Plan {
     repo: tempfile::TempDir,
     tools: tempfile::TempDir,
+    /// HOME of every cascade run: empty (no Plan Cascade data directory)
+    /// until [`Plan::data_dir`] makes one.
+    home: tempfile::TempDir,
 }
 
 impl Plan {
@@ -123,6 +126,7 @@ impl Plan {
         let p = Plan {
             repo: init_repo(),
             tools: tempfile::tempdir().expect("tools"),
+            home: tempfile::tempdir().expect("home"),
         };
         let t = p.tools().display().to_string();
         script(&p.t("planner.sh"), PLANNER);
@@ -177,7 +181,9 @@ impl Plan {
 
     fn cmd(&self, args: &[&str]) -> assert_cmd::Command {
         let mut c = cascade(self.repo());
-        c.args(args)
+        c.env("HOME", self.home.path())
+            .env_remove("APPDATA")
+            .args(args)
             .arg("--agents")
             .arg(self.t("agents.json"))
             .timeout(Duration::from_secs(180));
@@ -243,7 +249,7 @@ impl Plan {
         StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
             .current_dir(self.repo())
             .env("NO_COLOR", "1")
-            .env("HOME", self.repo())
+            .env("HOME", self.home.path())
             .args(args)
             .arg("--agents")
             .arg(self.t("agents.json"))
@@ -598,6 +604,13 @@ fn resume_without_an_id_lists_sessions_and_exits_2() {
     let (code, _, err) = p.run(&["plan", "show", "planning-0000"]);
     assert_eq!(code, 2);
     assert!(err.contains("no planning session 'planning-0000'"), "{err}");
+    // Only finished sessions: nothing to continue, and it says so.
+    let (code, _, err) = p.run(&["plan", "cancel", &p.session_id()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = p.run(&["plan", "resume"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(out.contains(&p.session_id()), "{out}");
+    assert!(err.contains("every session here is finished"), "{err}");
 }
 
 #[test]
@@ -866,7 +879,7 @@ fn on_a_terminal(p: &Plan, args: &[&str], input: &str) -> Option<(i32, String)> 
         .args(["-qec", &line, "/dev/null"])
         .current_dir(p.repo())
         .env("NO_COLOR", "1")
-        .env("HOME", p.repo())
+        .env("HOME", p.home.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1014,7 +1027,7 @@ fn ctrl_c_stops_the_agent_saves_the_session_and_exits_130() {
     let child = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"))
         .current_dir(p.repo())
         .env("NO_COLOR", "1")
-        .env("HOME", p.repo())
+        .env("HOME", p.home.path())
         .args(["plan", "Add OAuth login", "--answers", &answers, "--yes"])
         .arg("--agents")
         .arg(p.t("agents.json"))
@@ -1062,4 +1075,516 @@ fn resume_without_an_id_on_a_terminal_offers_the_open_sessions() {
     assert!(out.contains(&p.session_id()), "{out}");
     assert_eq!(p.session()["status"], "approved");
     assert_eq!(p.session()["questions"][1]["answer"], "cookie");
+}
+
+// Where the approved plan files go (issue 17): the project's Plan Cascade
+// data directory when it has one, else the project; `--out DIR` overrides;
+// the choice is made once per session.
+
+impl Plan {
+    /// Lays out this project's Plan Cascade data directory in HOME the way
+    /// Plan Cascade does (`manifest.json` naming the project root).
+    fn data_dir(&self) -> PathBuf {
+        let root = self.repo().canonicalize().expect("repo path");
+        let id = cascade_plan::paths::project_id(&root);
+        let dir = self.home.path().join(".plan-cascade").join(&id);
+        write_json(
+            &dir.join("manifest.json"),
+            &json!({"project_root": root.display().to_string(), "project_id": id,
+                "created_at": "2026-01-28T10:00:00Z", "platform": "linux"}),
+        );
+        dir.canonicalize().expect("data dir")
+    }
+
+    fn root(&self) -> PathBuf {
+        self.repo().canonicalize().expect("repo path")
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("json")
+}
+
+fn same_file(a: &str, b: &Path) -> bool {
+    Path::new(a).canonicalize().ok().as_deref() == b.canonicalize().ok().as_deref()
+}
+
+fn all_complete(prd: &Value) {
+    let stories = prd["stories"].as_array().expect("stories");
+    assert!(!stories.is_empty());
+    for s in stories {
+        assert_eq!(s["status"], "complete", "{s}");
+    }
+}
+
+#[test]
+fn with_a_data_directory_the_prd_goes_there_and_the_run_updates_it() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto", "--run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // The choice is printed before anything runs.
+    assert!(
+        out.contains(&format!(
+            "plan files: writing the plan to {} (this project's Plan Cascade data directory) and design_doc.json to {}",
+            data.display(),
+            p.root().display()
+        )),
+        "{out}"
+    );
+    // prd.json in the data directory, design_doc.json in the project, no
+    // prd.json in the project.
+    assert!(!p.repo().join("prd.json").exists());
+    assert!(p.repo().join("design_doc.json").is_file());
+    all_complete(&read_json(&data.join("prd.json")));
+    // The run read that file and merged both stories.
+    assert!(
+        out.contains(&format!("running {}", data.join("prd.json").display())),
+        "{out}"
+    );
+    let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "story-001.txt"), "{files}");
+    assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
+    // The design doc in the project reached the stories' agents.
+    let one = std::fs::read_to_string(p.t("impl-story-001.md")).unwrap();
+    assert!(one.contains("AuthConfig"), "{one}");
+    // session.json records the choice and the written paths.
+    let s = p.session();
+    assert_eq!(s["options"]["output"]["place"], "data_dir", "{s}");
+    assert!(
+        same_file(
+            s["outputs"]["prd"].as_str().unwrap(),
+            &data.join("prd.json")
+        ),
+        "{s}"
+    );
+    assert!(
+        same_file(
+            s["outputs"]["design_doc"].as_str().unwrap(),
+            &p.repo().join("design_doc.json")
+        ),
+        "{s}"
+    );
+    // The design doc stays out of git like the rest of cascade's files.
+    assert_eq!(git(p.repo(), &["status", "--porcelain"]).trim(), "");
+}
+
+#[test]
+fn without_a_data_directory_the_plan_goes_to_the_project_and_json_says_so() {
+    let p = Plan::new();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto", "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let started: Value = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["event"] == "plan_started")
+        .expect("plan_started");
+    let o = &started["plan_output"];
+    assert_eq!(o["place"], "project", "{started}");
+    assert!(
+        same_file(o["plan_dir"].as_str().unwrap(), &p.root()),
+        "{started}"
+    );
+    assert!(
+        same_file(o["design_doc_dir"].as_str().unwrap(), &p.root()),
+        "{started}"
+    );
+    assert!(
+        o["description"]
+            .as_str()
+            .unwrap()
+            .contains("no Plan Cascade data directory"),
+        "{started}"
+    );
+    assert!(p.repo().join("prd.json").is_file());
+    assert!(p.repo().join("design_doc.json").is_file());
+    assert!(!p.home.path().join(".plan-cascade").exists());
+    // plan_finished comes last and names the installed files.
+    let last: Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["event"], "plan_finished", "{out}");
+    assert_eq!(last["status"], "approved", "{last}");
+    let installed = &last["installed"];
+    assert_eq!(installed["place"], "project", "{last}");
+    assert!(
+        same_file(
+            installed["plan"].as_str().unwrap(),
+            &p.repo().join("prd.json")
+        ),
+        "{last}"
+    );
+    assert!(
+        same_file(
+            installed["design_doc"].as_str().unwrap(),
+            &p.repo().join("design_doc.json")
+        ),
+        "{last}"
+    );
+    assert_eq!(last["outputs"]["prd"], installed["plan"], "{last}");
+    assert_eq!(
+        last["outputs"]["design_doc"], installed["design_doc"],
+        "{last}"
+    );
+}
+
+#[test]
+fn without_run_the_hint_names_a_plan_discovery_would_not_pick() {
+    // In the project: the plain command finds it.
+    let p = Plan::new();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("run it with `cascade approve --auto-run`"),
+        "{out}"
+    );
+    // Under --out: the hint passes the file.
+    let p = Plan::new();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto", "--out", "plans"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let prd = p.root().join("plans/prd.json");
+    assert!(
+        out.contains(&format!(
+            "run it with `cascade approve --auto-run --prd {}`",
+            prd.display()
+        )),
+        "{out}"
+    );
+    // And that command runs it.
+    let (code, out, err) = p.run(&["approve", "--auto-run", "--prd", prd.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    all_complete(&read_json(&prd));
+}
+
+#[test]
+fn out_overrides_the_data_directory_and_the_run_uses_that_file() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--out",
+        "plans/oauth",
+        "--run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let dir = p.root().join("plans/oauth");
+    assert!(
+        out.contains(&format!(
+            "plan files: writing plan files to {} (--out)",
+            dir.display()
+        )),
+        "{out}"
+    );
+    all_complete(&read_json(&dir.join("prd.json")));
+    assert!(dir.join("design_doc.json").is_file());
+    assert!(!data.join("prd.json").exists());
+    assert!(!p.repo().join("prd.json").exists());
+    assert!(!p.repo().join("design_doc.json").exists());
+    // The design doc beside the plan is the one the stories got.
+    let one = std::fs::read_to_string(p.t("impl-story-001.md")).unwrap();
+    assert!(one.contains("AuthConfig"), "{one}");
+    let s = p.session();
+    assert_eq!(s["options"]["output"]["place"], "flag", "{s}");
+    assert!(
+        same_file(s["outputs"]["prd"].as_str().unwrap(), &dir.join("prd.json")),
+        "{s}"
+    );
+    // Plan files inside the checkout are kept out of git.
+    assert_eq!(git(p.repo(), &["status", "--porcelain"]).trim(), "");
+}
+
+#[test]
+fn out_must_be_a_directory() {
+    let p = Plan::new();
+    std::fs::write(p.repo().join("afile"), "x").unwrap();
+    let (code, _, err) = p.run(&["plan", "Add OAuth login", "--auto", "--out", "afile"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--out 'afile' is a file"), "{err}");
+    assert!(!p.repo().join(".cascade/plans").exists() || p.count("strategy") == 0);
+}
+
+#[test]
+fn resume_keeps_the_choice_the_session_started_with() {
+    let p = Plan::new();
+    // Paused at discovery without answers: the choice is the project.
+    let (code, out, err) = p.run(&["plan", "Add OAuth login"]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    // A data directory appears meanwhile; the session keeps its choice.
+    let data = p.data_dir();
+    let id = p.session_id();
+    let answers = p.t("answers.json").display().to_string();
+    let (code, out, err) = p.run(&["plan", "resume", &id, "--answers", &answers, "--yes"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("no Plan Cascade data directory for this project"),
+        "{out}"
+    );
+    assert!(p.repo().join("prd.json").is_file());
+    assert!(!data.join("prd.json").exists());
+    // `plan approve ID --run` later runs the file where it was written and
+    // does not reinstall the draft over it.
+    let (code, out, err) = p.run(&["plan", "resume", &id, "--run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    all_complete(&read_json(&p.repo().join("prd.json")));
+    assert!(!p
+        .repo()
+        .join(format!(".cascade/plans/{id}/replaced-prd.json"))
+        .exists());
+}
+
+#[test]
+fn worktree_strategy_keeps_its_plan_in_its_worktree_even_with_a_data_directory() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--strategy",
+        "worktree",
+        "--run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(
+        out.contains("HYBRID_WORKTREE: the plan files go into the plan's own worktree"),
+        "{out}"
+    );
+    assert!(!data.join("prd.json").exists());
+    assert!(!p.repo().join("prd.json").exists());
+    let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
+}
+
+#[test]
+fn mega_strategy_writes_the_mega_plan_to_the_data_directory() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    p.mark("strategy", "MEGA_PLAN");
+    let (code, out, err) = p.plan(&["--yes", "--run"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(data.join("mega-plan.json").is_file());
+    assert!(!p.repo().join("mega-plan.json").exists());
+    assert!(p.repo().join("design_doc.json").is_file());
+    let log = git(p.repo(), &["log", "--format=%s", "main"]);
+    assert!(
+        log.contains("auth-core") && log.contains("auth-ui"),
+        "{log}"
+    );
+    // The project design doc (in the project) is the features' parent.
+    let prompts: Vec<String> = std::fs::read_dir(p.tools())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("impl-s"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .collect();
+    assert_eq!(prompts.len(), 2);
+    for prompt in &prompts {
+        assert!(prompt.contains("ADR-001"), "{prompt}");
+    }
+    // The mega run worked on that file (its feature statuses live in
+    // .cascade/mega-state.json, as for any mega-plan).
+    let state = read_json(&p.repo().join(".cascade/mega-state.json"));
+    assert!(
+        same_file(
+            state["plan"].as_str().unwrap(),
+            &data.join("mega-plan.json")
+        ),
+        "{state}"
+    );
+}
+
+// Bad answers are refused before they are kept (a bad answer in the
+// session's answers.json would stop every later resume).
+
+#[test]
+fn plan_answer_with_an_unknown_option_is_refused_and_not_kept() {
+    let p = Plan::new();
+    write_json(
+        &p.t("answers.json"),
+        &json!({"q-1": "GitHub", "q-2": "header"}),
+    );
+    let (code, out, err) = p.plan(&[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    let id = p.session_id();
+    let kept = p.repo().join(format!(".cascade/plans/{id}/answers.json"));
+    let before = std::fs::read_to_string(&kept).unwrap();
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", "opt-z: because"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("d-1 (\"Session storage\") has no option 'opt-z' (options: opt-a = JWT, opt-b = Server sessions)"),
+        "{err}"
+    );
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", ""]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("the answer to d-1 is empty"), "{err}");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), before);
+    // The session is not stuck: resume still pauses at d-1, and a good
+    // answer continues it to the review.
+    let (code, _, err) = p.run(&["plan", "resume", &id]);
+    assert_eq!(code, 3, "{err}");
+    let (code, out, err) = p.run(&["plan", "answer", &id, "d-1", "opt-b: revocable"]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert_eq!(p.session()["status"], "review");
+    // Answered ones cannot be changed behind the plan's back.
+    let (code, _, err) = p.run(&["plan", "answer", &id, "q-1", "Google"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("q-1 of session"), "{err}");
+    assert!(err.contains("is answered already (GitHub)"), "{err}");
+    let (code, _, err) = p.run(&["plan", "answer", &id, "d-1", "opt-a"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is answered already (opt-b)"), "{err}");
+}
+
+#[test]
+fn an_answers_file_with_an_unknown_key_exits_2_at_its_line_and_column() {
+    let p = Plan::new();
+    let bad = p.t("typo.json");
+    std::fs::write(&bad, "{\"q-1\": \"GitHub\",\n  \"q1\": \"header\"}\n").unwrap();
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--answers",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{out}\n{err}");
+    assert!(
+        err.contains(&format!("{}:2:3: \"q1\": not an answer key", bad.display())),
+        "{err}"
+    );
+    // Nothing started.
+    assert_eq!(p.count("strategy"), 0);
+}
+
+#[test]
+fn a_rejection_without_a_reason_is_refused() {
+    let p = Plan::new();
+    let (code, out, err) = p.plan(&[]);
+    assert_eq!(code, 3, "{out}\n{err}");
+    assert_eq!(p.session()["status"], "review");
+    let id = p.session_id();
+    let designs = p.count("design");
+    let (code, _, err) = p.run(&["plan", "reject", &id, "--reason", "  "]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--reason is empty"), "{err}");
+    let (code, _, err) = p.run(&["plan", "answer", &id, "review", "reject"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("is not a review answer"), "{err}");
+    // Nothing was used up: still at review, no rejection counted, no new design.
+    assert_eq!(p.session()["status"], "review");
+    assert_eq!(p.session()["reject_count"], 0);
+    assert_eq!(p.count("design"), designs);
+}
+
+#[test]
+fn a_missing_design_doc_or_no_repository_is_bad_input() {
+    let p = Plan::new();
+    let missing = p.t("nope.md");
+    let (code, _, err) = p.plan(&["--design-doc", missing.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--design-doc '{}': no such file",
+            missing.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(p.count("strategy"), 0);
+    // Outside a repository: exit 2, saying once how to fix it.
+    let (code, _, err) = {
+        let out = cascade(p.tools())
+            .env("HOME", p.home.path())
+            .args(["plan", "list"])
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("git init"), "{err}");
+    assert_eq!(err.matches("git init").count(), 1, "{err}");
+}
+
+#[test]
+fn a_plan_already_in_the_data_directory_is_replaced_with_a_warning_and_kept() {
+    let p = Plan::new();
+    let data = p.data_dir();
+    let old = r#"{"goal": "an older plan", "stories": []}"#;
+    std::fs::write(data.join("prd.json"), old).unwrap();
+    let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let kept = p
+        .repo()
+        .join(".cascade/plans")
+        .join(p.session_id())
+        .join("replaced-prd.json");
+    assert!(
+        err.contains(&format!(
+            "warning: '{}' existed and was replaced; the old one is kept in '{}'",
+            data.join("prd.json").display(),
+            kept.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), old);
+    assert_eq!(read_json(&data.join("prd.json"))["goal"], "oauth");
+}
+
+#[test]
+fn worktree_strategy_with_out_writes_there_and_still_builds_in_its_worktree() {
+    let p = Plan::new();
+    let out_dir = p.tools().join("plan-out");
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--strategy",
+        "worktree",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--run",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("it is built on branch cascade/plan-"), "{out}");
+    assert!(
+        !out.contains("HYBRID_WORKTREE: the plan files go into"),
+        "{out}"
+    );
+    all_complete(&read_json(&out_dir.join("prd.json")));
+    assert!(out_dir.join("design_doc.json").is_file());
+    let files = git(p.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(files.lines().any(|f| f == "story-002.txt"), "{files}");
+}
+
+#[test]
+fn on_a_terminal_a_rejection_asks_again_for_an_empty_reason() {
+    let p = Plan::new();
+    // q-1, q-2, d-1 as above; review: reject, an empty reason (asked
+    // again), a real one; then the second review: cancel.
+    let Some((code, out)) = on_a_terminal(
+        &p,
+        &["plan", "Add OAuth login"],
+        "2\nin a header\n\nfewest moving parts\nr\n\nsplit the login story\n\nagain\nc\n",
+    ) else {
+        return;
+    };
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.matches("reason (it goes into the next design) >")
+            .count(),
+        2,
+        "{out}"
+    );
+    let s = p.session();
+    assert_eq!(s["reject_count"], 1, "{s}");
+    assert!(
+        s["rejections"]
+            .to_string()
+            .contains("split the login story"),
+        "{s}"
+    );
+    assert_eq!(s["status"], "cancelled", "{s}");
 }

@@ -20,6 +20,8 @@ pub enum ReviewAnswer {
 
 impl ReviewAnswer {
     /// Reads `approve`, `reject: reason` (or `reject reason`), `cancel`.
+    /// A rejection needs its reason (it goes into the next design and
+    /// generation prompts): a bare `reject` is not an answer.
     pub fn parse(text: &str) -> Option<ReviewAnswer> {
         let t = text.trim();
         let lower = t.to_ascii_lowercase();
@@ -34,6 +36,9 @@ impl ReviewAnswer {
             .trim_start_matches(['e', 'd'])
             .trim_start_matches([':', ' '])
             .trim();
+        if reason.is_empty() {
+            return None;
+        }
         Some(ReviewAnswer::Reject(reason.to_string()))
     }
 }
@@ -60,25 +65,40 @@ impl Answers {
         let value: Value =
             serde_json::from_str(&text).map_err(|e| PlanningError::json(path, &e))?;
         let Value::Object(obj) = value else {
-            return Err(PlanningError::Shape {
+            let (line, column) = first_char_position(&text);
+            return Err(PlanningError::Json {
                 path: path.to_path_buf(),
+                line,
+                column,
                 message: "answers must be a JSON object like {\"q-1\": \"text\", \"d-1\": {\"option\": \"opt-a\", \"rationale\": \"...\"}, \"review\": \"approve\"}".into(),
             });
         };
         let answers = Answers {
             map: obj.into_iter().collect(),
         };
-        answers.check(path)?;
+        answers.check(path, &text)?;
         Ok(answers)
     }
 
-    /// Every value must have a usable shape (so a typo fails now, not later).
-    fn check(&self, path: &Path) -> Result<(), PlanningError> {
-        let bad = |key: &str, message: &str| PlanningError::Shape {
-            path: path.to_path_buf(),
-            message: format!("\"{key}\": {message}"),
+    /// Every key and value must have a usable shape (so a typo fails now,
+    /// not later), reported at the key's line and column.
+    fn check(&self, path: &Path, text: &str) -> Result<(), PlanningError> {
+        let bad = |key: &str, message: &str| {
+            let (line, column) = key_position(text, key);
+            PlanningError::Json {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: format!("\"{key}\": {message}"),
+            }
         };
         for (key, value) in &self.map {
+            if !is_answer_key(key) {
+                return Err(bad(
+                    key,
+                    "not an answer key: use a question id (q-1), a decision id (d-1) or \"review\"",
+                ));
+            }
             if key == "review" {
                 let ok = value.as_str().and_then(ReviewAnswer::parse).is_some();
                 if !ok {
@@ -94,7 +114,7 @@ impl Answers {
                         "expected {\"option\": \"OPTION-ID\", \"rationale\": \"...\"} or \"OPTION-ID\"",
                     ));
                 }
-            } else if key.starts_with("q-") && !matches!(value, Value::String(_)) {
+            } else if !matches!(value, Value::String(_)) {
                 return Err(bad(key, "expected the answer as a string"));
             }
         }
@@ -133,6 +153,11 @@ impl Answers {
     /// Sets one answer as `cascade plan answer ID KEY VALUE` gives it: for a
     /// decision, `OPTION` or `OPTION: rationale`.
     pub fn set_text(&mut self, key: &str, value: &str) -> Result<(), PlanningError> {
+        if value.trim().is_empty() {
+            return Err(PlanningError::Usage(format!(
+                "the answer to {key} is empty: give the answer text (or, for a decision, OPTION-ID: rationale)"
+            )));
+        }
         let v = if key == "review" {
             if ReviewAnswer::parse(value).is_none() {
                 return Err(PlanningError::Usage(format!(
@@ -146,7 +171,7 @@ impl Answers {
                 None => (value.trim(), ""),
             };
             serde_json::json!({"option": option, "rationale": rationale})
-        } else if key.starts_with("q-") {
+        } else if is_answer_key(key) {
             Value::String(value.trim().to_string())
         } else {
             return Err(PlanningError::Usage(format!(
@@ -171,9 +196,50 @@ impl Answers {
     }
 }
 
+/// `q-N`, `d-N` (N a positive number) or `review`.
+pub fn is_answer_key(key: &str) -> bool {
+    if key == "review" {
+        return true;
+    }
+    match key.strip_prefix("q-").or_else(|| key.strip_prefix("d-")) {
+        Some(n) => !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && !n.starts_with('0'),
+        None => false,
+    }
+}
+
+/// The 1-based line and column of the first non-blank character (where a
+/// value of the wrong kind starts).
+fn first_char_position(text: &str) -> (usize, usize) {
+    let at = text.len() - text.trim_start().len();
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The 1-based line and column of `"key"` as an object key in `text`
+/// (serde_json does not keep positions); 1:1 when it cannot be found.
+fn key_position(text: &str, key: &str) -> (usize, usize) {
+    let quoted = serde_json::to_string(key).unwrap_or_else(|_| format!("\"{key}\""));
+    let mut from = 0;
+    while let Some(i) = text[from..].find(&quoted) {
+        let at = from + i;
+        let after = text[at + quoted.len()..].trim_start();
+        if after.starts_with(':') {
+            let before = &text[..at];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            return (line, column);
+        }
+        from = at + quoted.len();
+    }
+    (1, 1)
+}
+
 fn decision_of(v: &Value) -> Option<(String, Option<String>)> {
     match v {
         Value::String(s) if !s.trim().is_empty() => match s.split_once(':') {
+            Some((o, _)) if o.trim().is_empty() => None,
             Some((o, r)) => Some((o.trim().to_string(), Some(r.trim().to_string()))),
             None => Some((s.trim().to_string(), None)),
         },
@@ -181,8 +247,9 @@ fn decision_of(v: &Value) -> Option<(String, Option<String>)> {
             let option = o
                 .get("option")
                 .or(o.get("selected_option_id"))
-                .and_then(Value::as_str)?
-                .trim()
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|o| !o.is_empty())?
                 .to_string();
             let rationale = o
                 .get("rationale")
@@ -212,6 +279,10 @@ mod tests {
         );
         assert_eq!(ReviewAnswer::parse("cancel"), Some(ReviewAnswer::Cancel));
         assert_eq!(ReviewAnswer::parse("maybe"), None);
+        // A rejection without a reason is no answer.
+        assert_eq!(ReviewAnswer::parse("reject"), None);
+        assert_eq!(ReviewAnswer::parse("reject:  "), None);
+        assert_eq!(ReviewAnswer::parse("rejected"), None);
     }
 
     #[test]
@@ -254,5 +325,33 @@ mod tests {
         assert!(e.contains("\"review\": expected"), "{e}");
         std::fs::write(&p, "[1]").unwrap();
         assert!(Answers::load(&p).is_err());
+    }
+
+    #[test]
+    fn bad_keys_and_values_are_reported_at_their_line_and_column() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("a.json");
+        std::fs::write(&p, "{\"q-1\": \"ok\",\n   \"zz\": \"typo\"}\n").unwrap();
+        let e = Answers::load(&p).unwrap_err();
+        assert!(e.is_usage());
+        let e = e.to_string();
+        assert!(e.contains("a.json:2:4: \"zz\": not an answer key"), "{e}");
+        std::fs::write(&p, "{\n\"d-1\": {\"option\": \"\", \"rationale\": \"\"}}").unwrap();
+        let e = Answers::load(&p).unwrap_err().to_string();
+        assert!(e.contains("a.json:2:1: \"d-1\": expected"), "{e}");
+        for key in ["q-0", "q-", "d-x", "q-01", "Q-1"] {
+            assert!(!is_answer_key(key), "{key}");
+        }
+        for key in ["q-1", "d-12", "review"] {
+            assert!(is_answer_key(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn empty_answers_are_refused() {
+        let mut a = Answers::default();
+        assert!(a.set_text("q-1", "  ").is_err());
+        assert!(a.set_text("d-1", "").is_err());
+        assert!(a.is_empty());
     }
 }

@@ -8,6 +8,24 @@ use serde::Serialize;
 
 use crate::session::{Decision, Question};
 
+/// Where a session writes its approved plan files, with the sentence that
+/// says so (`{"plan_dir", "design_doc_dir", "place", "description"}`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OutputChoice {
+    #[serde(flatten)]
+    pub output: cascade_plan::paths::PlanOutput,
+    pub description: String,
+}
+
+impl OutputChoice {
+    pub fn new(output: &cascade_plan::paths::PlanOutput) -> OutputChoice {
+        OutputChoice {
+            output: output.clone(),
+            description: output.describe(),
+        }
+    }
+}
+
 /// Something that happened in a planning session.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -17,6 +35,9 @@ pub enum PlanEvent {
         instruction: String,
         status: String,
         resumed: bool,
+        /// Where the approved plan files will be written (`None` only for
+        /// sessions older than the choice: the project root).
+        plan_output: Option<OutputChoice>,
     },
     /// The strategy was chosen (assessed by the agent or forced).
     Strategy {

@@ -203,6 +203,12 @@ pub struct SessionOptions {
     /// `--auto`: nobody is asked anything.
     #[serde(default)]
     pub auto: bool,
+    /// Where the approved plan files go, chosen once when the session
+    /// starts (`--out`, the project's Plan Cascade data directory, or the
+    /// project) and kept for every resume. `None` in sessions written
+    /// before the choice existed: the project root.
+    #[serde(default)]
+    pub output: Option<cascade_plan::paths::PlanOutput>,
 }
 
 impl SessionOptions {

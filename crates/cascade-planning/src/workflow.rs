@@ -267,6 +267,11 @@ impl<'a> Planner<'a> {
             instruction: session.instruction.clone(),
             status: session.status.to_string(),
             resumed,
+            plan_output: session
+                .options
+                .output
+                .as_ref()
+                .map(crate::events::OutputChoice::new),
         });
         let mut answers = Answers::load(&self.store.answers_path(&session.session_id))?;
         answers.merge(self.extra_answers.clone());

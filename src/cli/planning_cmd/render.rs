@@ -25,12 +25,17 @@ pub fn event(e: &PlanEvent, json: bool) {
             instruction,
             resumed,
             status,
+            plan_output,
         } => {
-            if *resumed {
+            let mut l = if *resumed {
                 format!("resuming planning session {session_id} ({status}): {instruction}")
             } else {
                 format!("planning session {session_id}: {instruction}")
+            };
+            if let Some(o) = plan_output {
+                l.push_str(&format!("\nplan files: {}", o.description));
             }
+            l
         }
         PlanEvent::Strategy {
             strategy,
@@ -318,6 +323,9 @@ pub fn show(s: &Session, store: &SessionStore) -> String {
     if let (Some(g), Some(r)) = (&s.generator_agent, &s.review_agent) {
         t.push_str(&format!("agents:    planner {g}, challenger {r}\n"));
     }
+    if let Some(o) = &s.options.output {
+        t.push_str(&format!("plan files: {}\n", o.describe()));
+    }
     if let Some(e) = &s.error_message {
         t.push_str(&format!("error:     {e}\n"));
     }
@@ -358,9 +366,17 @@ pub fn show(s: &Session, store: &SessionStore) -> String {
         s.total_tokens_out,
         s.total_cost
     ));
+    // Columns as wide as their longest entry, so long agent names line up.
+    let agent_width = s
+        .llm_calls
+        .iter()
+        .map(|c| c.agent.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(12);
     for c in &s.llm_calls {
         t.push_str(&format!(
-            "  {:<11} {:<12} {:>6} in {:>6} out {:>7.1}s  {}{}\n",
+            "  {:<11} {:<agent_width$} {:>6} in {:>6} out {:>7.1}s  {}{}\n",
             c.step,
             c.agent,
             c.tokens_in,
@@ -383,4 +399,42 @@ pub fn show(s: &Session, store: &SessionStore) -> String {
         store.dir(&s.session_id).display()
     ));
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_planning::{LlmCall, SessionOptions};
+
+    fn call(step: &str, agent: &str) -> LlmCall {
+        LlmCall {
+            step: step.into(),
+            agent: agent.into(),
+            model: None,
+            tokens_in: 10,
+            tokens_out: 2,
+            duration_ms: 100,
+            cost: None,
+            timestamp: "2026-01-01T00:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn show_lines_up_usage_columns_with_long_agent_names() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = SessionStore::new(tmp.path());
+        let mut s = Session::new("goal", SessionOptions::defaults()).unwrap();
+        s.llm_calls = vec![
+            call("generate", "demo"),
+            call("challenge", "a-long-reviewer-name"),
+        ];
+        let text = show(&s, &store);
+        let cols: Vec<usize> = text
+            .lines()
+            .filter(|l| l.starts_with("  generate") || l.starts_with("  challenge"))
+            .map(|l| l.find(" in ").expect("tokens column"))
+            .collect();
+        assert_eq!(cols.len(), 2, "{text}");
+        assert_eq!(cols[0], cols[1], "{text}");
+    }
 }

@@ -127,10 +127,13 @@ impl Person for Terminal {
             match line.to_ascii_lowercase().as_str() {
                 "a" | "approve" | "y" | "yes" => return Some(ReviewAnswer::Approve),
                 "c" | "cancel" => return Some(ReviewAnswer::Cancel),
-                "r" | "reject" => {
-                    let reason = ask("reason > ")?;
-                    return Some(ReviewAnswer::Reject(reason));
-                }
+                "r" | "reject" => loop {
+                    // The reason goes into the next design: never empty.
+                    let reason = ask("reason (it goes into the next design) > ")?;
+                    if !reason.trim().is_empty() {
+                        return Some(ReviewAnswer::Reject(reason.trim().to_string()));
+                    }
+                },
                 _ => continue,
             }
         }

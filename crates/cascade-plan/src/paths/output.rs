@@ -3,10 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use super::{ProjectPaths, DESIGN_DOC_FILE};
 
-/// Where `cascade plan` writes plan files.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where `cascade plan` writes plan files (serialized as
+/// `{"plan_dir", "design_doc_dir", "place"}`, as a planning session keeps it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanOutput {
     /// The directory for `prd.json` / `mega-plan.json`.
     pub plan_dir: PathBuf,
@@ -16,8 +19,9 @@ pub struct PlanOutput {
     pub place: OutputPlace,
 }
 
-/// Why [`PlanOutput`] chose its directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why [`PlanOutput`] chose its directory (`flag`, `data_dir`, `project`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OutputPlace {
     /// `--out DIR`.
     Flag,
@@ -25,6 +29,17 @@ pub enum OutputPlace {
     DataDir,
     /// No data directory for this project: the project root.
     Project,
+}
+
+impl OutputPlace {
+    /// The name JSON uses: `flag`, `data_dir` or `project`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputPlace::Flag => "flag",
+            OutputPlace::DataDir => "data_dir",
+            OutputPlace::Project => "project",
+        }
+    }
 }
 
 impl PlanOutput {

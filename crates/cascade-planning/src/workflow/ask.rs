@@ -201,15 +201,19 @@ impl Planner<'_> {
                 return Ok(Some(Outcome::Paused { waiting_for }));
             };
             let Some(opt) = d.option(&option) else {
+                // Say where the bad answer lives: it stays there until fixed.
+                let id = self.read(|s| s.session_id.clone());
                 return Err(PlanningError::Usage(format!(
-                    "{} (\"{}\") has no option '{option}' (options: {})",
+                    "{} (\"{}\") has no option '{option}' (options: {}); answer it again with `cascade plan answer {id} {} OPTION-ID` or fix it in {}",
                     d.id,
                     d.topic,
                     d.options
                         .iter()
                         .map(|o| format!("{} = {}", o.id, o.name))
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    d.id,
+                    self.store.answers_path(&id).display()
                 )));
             };
             let opt_id = opt.id.clone();

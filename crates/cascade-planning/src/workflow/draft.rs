@@ -484,14 +484,18 @@ fn order(valid: &cascade_plan::ValidPlan, title: impl Fn(&str) -> Option<String>
     (batches, critical_path)
 }
 
-/// Copies an approved session's plan files into `dir` (the repository root,
-/// or wherever the caller builds the plan) and records them in `outputs`.
-/// A different file already there is first kept as `replaced-<name>` in the
-/// session directory. Returns the written paths.
+/// Copies an approved session's plan files where the plan is built: the
+/// plan (`prd.json` / `mega-plan.json`) into `plan_dir`, `design_doc.json`
+/// into `design_doc_dir` (the same directory, or the project when the plan
+/// goes to Plan Cascade's data directory), creating them when missing, and
+/// records both in `outputs`. A different file already there is first kept
+/// as `replaced-<name>` in the session directory. Returns the written
+/// paths: the plan first.
 pub fn install(
     store: &SessionStore,
     session: &mut Session,
-    dir: &Path,
+    plan_dir: &Path,
+    design_doc_dir: &Path,
 ) -> Result<Vec<PathBuf>, PlanningError> {
     if session.status != PlanStatus::Approved {
         return Err(PlanningError::Usage(format!(
@@ -506,7 +510,11 @@ pub fn install(
         PRD_FILE
     };
     let mut written = Vec::new();
-    for name in [plan_name, DESIGN_DOC_FILE] {
+    for (name, dir) in [(plan_name, plan_dir), (DESIGN_DOC_FILE, design_doc_dir)] {
+        std::fs::create_dir_all(dir).map_err(|source| PlanningError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
         let from = sdir.join(name);
         let bytes = std::fs::read(&from).map_err(|source| PlanningError::Io {
             path: from.clone(),
