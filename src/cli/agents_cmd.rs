@@ -5,8 +5,9 @@
 //! with a short timeout, in parallel). `resolve` shows which agent every story
 //! of a PRD gets in a phase, why, and the fallbacks taken, as text or as
 //! CLI.md's `{"assignments": [...]}`. Config problems, unknown phases and
-//! unknown agents given to `--agent` & co. exit 2; a story no agent can take
-//! exits 1.
+//! unknown agents given to `--agent` & co. exit 2; so does a story no agent
+//! can take (with every candidate tried and why). `check` is in
+//! [`super::agents_check`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ use cascade_process::{CancelToken, Spec};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use super::{CliResult, Failure, Global, EXIT_OK, EXIT_USAGE};
 
 /// How long `<command> --version` may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
@@ -31,6 +32,8 @@ pub enum AgentsCommand {
     List(ListArgs),
     /// Show which agent every story of a PRD resolves to, and why
     Resolve(ResolveArgs),
+    /// Check installed agents: version, that their argv flags exist, login
+    Check(super::agents_check::CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -45,9 +48,9 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct ResolveArgs {
-    /// The PRD to read
-    #[arg(long, value_name = "PATH", default_value = "prd.json")]
-    pub prd: PathBuf,
+    /// The PRD to read (default: ./prd.json, else the project's Plan Cascade data directory)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
     /// Phase to resolve for (planning, implementation, retry, refactor, review)
     #[arg(long, value_name = "NAME", default_value = "implementation")]
     pub phase: String,
@@ -78,6 +81,7 @@ pub fn run(g: &Global, c: AgentsCommand) -> CliResult {
     match c {
         AgentsCommand::List(a) => list(g, a),
         AgentsCommand::Resolve(a) => resolve(g, a),
+        AgentsCommand::Check(a) => super::agents_check::check(g, a),
     }
 }
 
@@ -290,13 +294,17 @@ struct ResolveOutput {
     phase: String,
     source: String,
     assignments: Vec<ResolveRow>,
+    /// The PRD read, and where it was found (flag|project|data_dir).
+    plan_file: String,
+    plan_source: &'static str,
 }
 
 fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
     let cwd = cwd()?;
     let phase: Phase = a.phase.parse().map_err(Failure::usage)?;
     let loaded = load_config(g, &cwd)?;
-    let prd = cascade_plan::load_prd(&a.prd).map_err(Failure::usage)?;
+    let found = super::plan_file::find_prd(a.prd.as_deref())?;
+    let prd = cascade_plan::load_prd(&found.path).map_err(Failure::usage)?;
     let det = detector(&cwd, a.refresh);
     let overrides = Overrides {
         agent: a.agent,
@@ -358,9 +366,15 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
             phase: phase.to_string(),
             source: loaded.source.to_string(),
             assignments: rows,
+            plan_file: found.path.display().to_string(),
+            plan_source: found.source.as_str(),
         })?;
     } else {
-        let mut text = format!("{phase} phase, agents from {}\n", loaded.source);
+        let mut text = format!(
+            "{phase} phase, agents from {}, stories of {}\n",
+            loaded.source,
+            found.path.display()
+        );
         let width = rows.iter().map(|r| r.story.len()).max().unwrap_or(0);
         for r in &rows {
             match (&r.agent, &r.reason) {
@@ -375,7 +389,9 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
         }
         write_stdout(&text);
     }
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    // A story no agent can take is CLI.md's "no agent available": exit 2,
+    // with what was tried (printed above).
+    Ok(if failed { EXIT_USAGE } else { EXIT_OK })
 }
 
 fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {

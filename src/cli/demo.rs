@@ -221,7 +221,7 @@ fn on_path(name: &str) -> bool {
 /// The arguments of `cascade approve --auto-run` the demo runs with.
 fn run_args(json: bool) -> RunArgs {
     RunArgs {
-        prd: PathBuf::from("prd.json"),
+        prd: Some(PathBuf::from("prd.json")),
         auto_run: true,
         agent: None,
         impl_agent: None,
@@ -245,6 +245,8 @@ fn run_args(json: bool) -> RunArgs {
         gate_jobs: None,
         no_resolve: false,
         notify: None,
+        review: None,
+        review_agent: None,
     }
 }
 

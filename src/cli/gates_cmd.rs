@@ -2,7 +2,8 @@
 //!
 //! Gates run in the current directory (after `-C`): their config comes from
 //! `.cascade/gates.json` of the repository, else `quality_gates` of
-//! `./prd.json`, else the detected project types. Exit 0 when every required
+//! the PRD (`./prd.json`, else the project's Plan Cascade data directory),
+//! else the detected project types. Exit 0 when every required
 //! gate passed, 1 otherwise, 2 for a bad config, 130 on Ctrl-C.
 
 use std::path::{Path, PathBuf};
@@ -40,7 +41,8 @@ pub struct GatesRunArgs {
     /// Base commit for incremental gates (they get the files changed since it)
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
-    /// prd.json whose `quality_gates` to use (default: ./prd.json if present)
+    /// prd.json whose `quality_gates` to use (default: ./prd.json, else the
+    /// project's Plan Cascade data directory, if present)
     #[arg(long, value_name = "PATH")]
     pub prd: Option<PathBuf>,
 }
@@ -93,12 +95,21 @@ fn prd_quality_gates(
 ) -> Result<Option<serde_json::Value>, Failure> {
     let path = match explicit {
         Some(p) => cwd.join(p),
+        // ./prd.json, else the project's Plan Cascade data directory; none: no PRD gates.
         None => {
-            let p = cwd.join("prd.json");
-            if !p.is_file() {
-                return Ok(None);
+            let project = super::plan_file::Project::of(cwd.to_path_buf());
+            match project
+                .paths
+                .find_plan(cascade_plan::paths::PlanKind::Prd, cwd, None)
+            {
+                Some(found) => {
+                    for w in &found.warnings {
+                        eprintln!("warning: {w}");
+                    }
+                    found.path
+                }
+                None => return Ok(None),
             }
-            p
         }
     };
     let text = std::fs::read_to_string(&path)

@@ -37,9 +37,10 @@ pub enum MegaCommand {
 
 #[derive(Debug, Args)]
 pub struct MegaApproveArgs {
-    /// The mega-plan to run
-    #[arg(long, value_name = "PATH", default_value = "mega-plan.json")]
-    pub mega: PathBuf,
+    /// The mega-plan to run (default: ./mega-plan.json, else the project's
+    /// Plan Cascade data directory)
+    #[arg(long, value_name = "PATH")]
+    pub mega: Option<PathBuf>,
     /// Run every batch without asking
     #[arg(long)]
     pub auto_run: bool,
@@ -130,15 +131,17 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         )));
     }
     let cwd = current_dir()?;
-    let plan_path = if a.mega.is_absolute() {
-        a.mega.clone()
+    let found = super::plan_file::Project::of(cwd.clone())
+        .find(cascade_plan::paths::PlanKind::Mega, a.mega.as_deref())?;
+    let plan_path = if found.path.is_absolute() {
+        found.path.clone()
     } else {
-        cwd.join(&a.mega)
+        cwd.join(&found.path)
     };
     let plan_path = plan_path.canonicalize().map_err(|e| {
         Failure::usage(anyhow!(
             "cannot read mega-plan '{}': {e} (pass --mega PATH)",
-            a.mega.display()
+            found.path.display()
         ))
     })?;
     let plan = cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)?;
@@ -173,6 +176,17 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         review_agent: None,
         no_fallback: a.no_fallback,
     };
+    // The agents that write the features' PRDs and implement them must work.
+    super::agents_check::before_run(
+        g,
+        &cwd,
+        &overrides,
+        &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        &[
+            cascade_agents::Phase::Planning,
+            cascade_agents::Phase::Implementation,
+        ],
+    )?;
     // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
     let agents_path = g.agents.as_ref().map(|p| {
         if p.is_absolute() {

@@ -1,7 +1,7 @@
 //! The command tree of `shared/CLI.md` and the dispatch to one module per area.
 //!
 //! Each area module (`plan_cmds`, `agents_cmd`, `gates_cmd`, `run_cmd`,
-//! `mega_cmd`, `worktree_cmd`, `demo`) owns its argument structs' behaviour and
+//! `mega_cmd`, `verify_cmd`, `worktree_cmd`, `paths_cmd`, `demo`) owns its argument structs' behaviour and
 //! returns an exit code or a [`Failure`] that carries one; `report` holds the
 //! reporters that render the engine's events (terminal, NDJSON, summary).
 
@@ -9,15 +9,20 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+pub mod agents_check;
 pub mod agents_cmd;
+pub mod completions;
 pub mod demo;
 pub mod gates_cmd;
 pub mod mega_cmd;
 pub mod notify;
+pub mod paths_cmd;
 pub mod plan_cmds;
+pub mod plan_file;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
+pub mod verify_cmd;
 pub mod worktree_cmd;
 
 /// Exit code: everything asked for is complete.
@@ -118,11 +123,17 @@ pub enum Command {
     /// Multi-feature plans (mega-plan.json)
     #[command(subcommand)]
     Mega(mega_cmd::MegaCommand),
+    /// Find stubs, skipped or removed tests and gate/CI edits in the working tree or a range
+    Verify(verify_cmd::VerifyArgs),
     /// cascade's worktrees and branches
     #[command(subcommand)]
     Worktree(worktree_cmd::WorktreeCommand),
+    /// Project id, Plan Cascade data directory, path mode and every file cascade reads or writes
+    Paths(paths_cmd::PathsArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
     #[command(name = "__demo-agent", hide = true)]
     DemoAgent(demo::DemoAgentArgs),
@@ -175,8 +186,10 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Batches(_)
             | Command::Deps(_)
             | Command::Validate(_)
+            | Command::Paths(_)
             | Command::Demo(_)
             | Command::DemoAgent(_)
+            | Command::Completions(_)
     );
     if uses_state_dir {
         check_cascade_dir()?;
@@ -191,8 +204,11 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Status(a) => run_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c),
+        Command::Verify(a) => verify_cmd::run(g, a),
         Command::Worktree(c) => worktree_cmd::run(g, c),
+        Command::Paths(a) => paths_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
+        Command::Completions(a) => completions::run(a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }

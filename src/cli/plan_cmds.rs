@@ -1,6 +1,7 @@
 //! `cascade batches`, `cascade deps`, `cascade validate`: the dependency analyzer's commands.
 //!
-//! Each loads a plan through cascade-plan, validates it (unless `deps
+//! Each finds its plan file through `plan_file` (flag, `./prd.json`, Plan
+//! Cascade's data directory), loads it through cascade-plan, validates it (unless `deps
 //! --no-check`), and renders the result as text for people or as the JSON
 //! shapes of CLI.md. Every input problem exits 2 with an `error:` that names
 //! the file and what to do.
@@ -10,19 +11,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use cascade_plan::{
-    load_mega, load_prd, load_valid_plan, validate_mega, validate_prd, Analysis, CheckError,
-    DepGraph, MegaPlan, PlanError, Prd, ValidPlan, ValidationErrors,
+    load_mega, load_prd, load_valid_plan, paths::PlanKind, validate_mega, validate_prd, Analysis,
+    CheckError, DepGraph, MegaPlan, Prd, ValidPlan, ValidationErrors,
 };
 use clap::Args;
 use serde::Serialize;
 
+use super::plan_file::{find_prd, Plan, Project};
 use super::{CliResult, Failure, Global, EXIT_OK};
 
 #[derive(Debug, Args)]
 pub struct BatchesArgs {
-    /// The PRD to read
-    #[arg(long, value_name = "PATH", default_value = "prd.json")]
-    pub prd: PathBuf,
+    /// The PRD to read (default: ./prd.json, else the project's Plan Cascade data directory)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -30,7 +32,8 @@ pub struct BatchesArgs {
 
 #[derive(Debug, Args)]
 pub struct DepsArgs {
-    /// The PRD to read
+    /// The PRD to read (default: ./prd.json, ./mega-plan.json, else the
+    /// project's Plan Cascade data directory)
     #[arg(long, value_name = "PATH", conflicts_with = "mega")]
     pub prd: Option<PathBuf>,
     /// The mega-plan to read
@@ -46,7 +49,8 @@ pub struct DepsArgs {
 
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// The PRD to read
+    /// The PRD to read (default: ./prd.json, ./mega-plan.json, else the
+    /// project's Plan Cascade data directory)
     #[arg(long, value_name = "PATH", conflicts_with = "mega")]
     pub prd: Option<PathBuf>,
     /// The mega-plan to read
@@ -56,9 +60,6 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub json: bool,
 }
-
-const PRD_FILE: &str = "prd.json";
-const MEGA_FILE: &str = "mega-plan.json";
 
 /// A loaded plan file of either kind.
 enum Loaded {
@@ -117,46 +118,23 @@ impl Loaded {
     }
 }
 
-/// Picks the file: `--mega`, `--prd`, else `./prd.json`, else `./mega-plan.json`.
-fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<Loaded, Failure> {
-    if let Some(path) = mega {
-        let m = load_mega(&path).map_err(plan_error)?;
-        return Ok(Loaded::Mega(path, m));
-    }
-    let path = match prd {
-        Some(path) => path,
-        None if Path::new(PRD_FILE).exists() => PathBuf::from(PRD_FILE),
-        None if Path::new(MEGA_FILE).exists() => {
-            let path = PathBuf::from(MEGA_FILE);
-            let m = load_mega(&path).map_err(plan_error)?;
-            return Ok(Loaded::Mega(path, m));
-        }
-        None => {
-            return Err(Failure::usage(anyhow!(
-                "no {PRD_FILE} or {MEGA_FILE} in {}: pass --prd PATH or --mega PATH",
-                cwd_display()
-            )))
-        }
+/// Loads the file [`Project::find_either`] picks: `--mega`, `--prd`, else
+/// `./prd.json`, `./mega-plan.json`, then the same in the project's Plan
+/// Cascade data directory.
+fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<(Loaded, Plan), Failure> {
+    let plan = Project::current()?.find_either(prd.as_deref(), mega.as_deref())?;
+    let path = plan.path.clone();
+    let loaded = match plan.kind {
+        PlanKind::Mega => Loaded::Mega(path.clone(), load_mega(&path).map_err(Failure::usage)?),
+        PlanKind::Prd => Loaded::Prd(path.clone(), load_prd(&path).map_err(Failure::usage)?),
     };
-    let p = load_prd(&path).map_err(plan_error)?;
-    Ok(Loaded::Prd(path, p))
+    Ok((loaded, plan))
 }
 
-fn cwd_display() -> String {
-    std::env::current_dir()
-        .map(|d| d.display().to_string())
-        .unwrap_or_else(|_| "the current directory".into())
-}
-
-fn plan_error(e: PlanError) -> Failure {
-    if let PlanError::NotFound { path, flag: "prd" } = &e {
-        if path.as_os_str() == PRD_FILE && Path::new(MEGA_FILE).exists() {
-            return Failure::usage(anyhow!(
-                "{e} (this directory has a {MEGA_FILE}: `cascade deps --mega {MEGA_FILE}` analyzes it)"
-            ));
-        }
-    }
-    Failure::usage(e)
+/// `"plan_file"` and `"plan_source"` (flag|project|data_dir) for JSON outputs.
+fn plan_fields(plan: &Plan) -> serde_json::Value {
+    serde_json::json!({"plan_file": plan.path.display().to_string(),
+        "plan_source": plan.source.as_str()})
 }
 
 fn invalid(path: &Path, e: &ValidationErrors) -> Failure {
@@ -212,30 +190,32 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 // ---------------------------------------------------------------- batches
 
 pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
+    let found = find_prd(a.prd.as_deref())?;
+    let path = found.path.clone();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     if a.json {
         // The JSON needs ids only: skip building the model (titles,
         // criteria, ...), which is most of the time on large plans.
-        let plan = load_valid_plan(&a.prd).map_err(|e| match e {
-            CheckError::Parse(e) => plan_error(e),
-            CheckError::Invalid(e) => invalid(&a.prd, &e),
+        let plan = load_valid_plan(&path).map_err(|e| match e {
+            CheckError::Parse(e) => Failure::usage(e),
+            CheckError::Invalid(e) => invalid(&path, &e),
         })?;
-        let result = write_batches_json(&mut out, &plan).and_then(|()| out.flush());
+        let result = write_batches_json(&mut out, &plan, &found).and_then(|()| out.flush());
         // The process is about to exit: let the OS reclaim the plan rather
         // than freeing it piece by piece.
         std::mem::forget(plan);
         return output_result(result);
     }
-    let prd = load_prd(&a.prd).map_err(plan_error)?;
-    let plan = validate_prd(&prd).map_err(|e| invalid(&a.prd, &e))?;
-    let loaded = Loaded::Prd(a.prd, prd);
+    let prd = load_prd(&path).map_err(Failure::usage)?;
+    let plan = validate_prd(&prd).map_err(|e| invalid(&path, &e))?;
+    let loaded = Loaded::Prd(path, prd);
     let result = write_batches_text(&mut out, &loaded, &plan).and_then(|()| out.flush());
     output_result(result)
 }
 
-/// `{"batches": [["story-001"], ["story-002", "story-003"]]}`.
-fn write_batches_json(out: &mut impl Write, plan: &ValidPlan) -> std::io::Result<()> {
+/// `{"batches": [["story-001"], ["story-002", "story-003"]], "plan_file": ..., "plan_source": ...}`.
+fn write_batches_json(out: &mut impl Write, plan: &ValidPlan, found: &Plan) -> std::io::Result<()> {
     out.write_all(b"{\"batches\":[")?;
     for (b, batch) in plan.batch_positions().enumerate() {
         if b > 0 {
@@ -253,7 +233,11 @@ fn write_batches_json(out: &mut impl Write, plan: &ValidPlan) -> std::io::Result
         }
         out.write_all(b"]")?;
     }
-    out.write_all(b"]}\n")
+    out.write_all(b"],\"plan_file\":")?;
+    serde_json::to_writer(&mut *out, &found.path.display().to_string())?;
+    out.write_all(b",\"plan_source\":")?;
+    serde_json::to_writer(&mut *out, found.source.as_str())?;
+    out.write_all(b"}\n")
 }
 
 fn write_batches_text(
@@ -374,6 +358,8 @@ struct DepsJson<'a> {
     bottlenecks: Vec<&'a str>,
     orphans: Vec<&'a str>,
     unknown_dependencies: Vec<UnknownJson<'a>>,
+    plan_file: String,
+    plan_source: &'static str,
 }
 
 #[derive(Serialize)]
@@ -393,7 +379,7 @@ struct UnknownJson<'a> {
 }
 
 pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
-    let loaded = load_either(a.prd, a.mega)?;
+    let (loaded, found) = load_either(a.prd, a.mega)?;
     if !a.no_check {
         if let Err(e) = loaded.validate() {
             let hint = if a.json {
@@ -412,7 +398,7 @@ pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = if a.json {
-        let json = deps_json(&loaded, &graph, &analysis);
+        let json = deps_json(&loaded, &graph, &analysis, &found);
         serde_json::to_writer(&mut out, &json)
             .map_err(std::io::Error::from)
             .and_then(|()| out.write_all(b"\n"))
@@ -422,7 +408,12 @@ pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
     output_result(result.and_then(|()| out.flush()))
 }
 
-fn deps_json<'a>(loaded: &'a Loaded, g: &'a DepGraph, a: &'a Analysis) -> DepsJson<'a> {
+fn deps_json<'a>(
+    loaded: &'a Loaded,
+    g: &'a DepGraph,
+    a: &'a Analysis,
+    found: &Plan,
+) -> DepsJson<'a> {
     let ids = |v: &[u32]| v.iter().map(|&p| g.id(p as usize)).collect::<Vec<_>>();
     let names = |v: &[usize]| v.iter().map(|&p| g.id(p)).collect::<Vec<_>>();
     DepsJson {
@@ -449,6 +440,8 @@ fn deps_json<'a>(loaded: &'a Loaded, g: &'a DepGraph, a: &'a Analysis) -> DepsJs
                 dependency: d,
             })
             .collect(),
+        plan_file: found.path.display().to_string(),
+        plan_source: found.source.as_str(),
     }
 }
 
@@ -604,16 +597,17 @@ fn write_deps_text(
 // ---------------------------------------------------------------- validate
 
 pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
-    let loaded = load_either(a.prd, a.mega)?;
+    let (loaded, found) = load_either(a.prd, a.mega)?;
     let (noun, nouns) = loaded.nouns();
     match loaded.validate() {
         Ok(plan) => {
             let edges = plan.graph().edge_count();
             let line = if a.json {
-                serde_json::json!({"valid": true, "problems": [], nouns: plan.len(),
+                let mut v = serde_json::json!({"valid": true, "problems": [], nouns: plan.len(),
                     "pending": plan.pending_len(), "dependencies": edges,
-                    "batches": plan.batch_count()})
-                .to_string()
+                    "batches": plan.batch_count()});
+                merge_fields(&mut v, plan_fields(&found));
+                v.to_string()
             } else {
                 format!(
                     "{} is valid: {} ({} to do), {}, {}",
@@ -628,11 +622,19 @@ pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
         }
         Err(e) => {
             if a.json {
-                let json = serde_json::json!({"valid": false, "problems": e.messages()});
+                let mut json = serde_json::json!({"valid": false, "problems": e.messages()});
+                merge_fields(&mut json, plan_fields(&found));
                 // The error below is what matters; a closed stdout is no reason to hide it.
                 let _ = writeln!(std::io::stdout(), "{json}");
             }
             Err(invalid(loaded.path(), &e))
         }
+    }
+}
+
+/// Adds the fields of object `extra` to object `v`.
+fn merge_fields(v: &mut serde_json::Value, extra: serde_json::Value) {
+    if let (Some(v), serde_json::Value::Object(extra)) = (v.as_object_mut(), extra) {
+        v.extend(extra);
     }
 }

@@ -9,7 +9,7 @@
 //! recorded in its state; `resume` restores them, a flag given to it winning.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,9 +23,11 @@ use cascade_process::CancelToken;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, ValueEnum};
 
+use super::plan_file::Project;
 use super::report::Reporter;
 use super::signals::StopSignals;
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use cascade_plan::paths::PlanKind;
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
 pub enum ScheduleArg {
@@ -47,9 +49,10 @@ pub enum ModeArg {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The PRD to run
-    #[arg(long, value_name = "PATH", default_value = "prd.json")]
-    pub prd: PathBuf,
+    /// The PRD to run (default: ./prd.json, else the project's Plan Cascade
+    /// data directory; `resume`: the run's own PRD)
+    #[arg(long, value_name = "PATH")]
+    pub prd: Option<PathBuf>,
     /// Run every batch without asking
     #[arg(long)]
     pub auto_run: bool,
@@ -128,6 +131,32 @@ pub struct RunArgs {
     /// pauses; the values up to the next flag form the command
     #[arg(long, value_name = "CMD", num_args = 1.., value_terminator = ";")]
     pub notify: Option<Vec<String>>,
+    /// A second agent reviews each story after its gates (strict: a review
+    /// without a <review> marker fails; off: not even when prd.json asks)
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "on")]
+    pub review: Option<ReviewArg>,
+    /// Agent for reviews (default: the review phase's, another than the author's)
+    #[arg(long, value_name = "A")]
+    pub review_agent: Option<String>,
+}
+
+/// `--review[=strict]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReviewArg {
+    On,
+    Strict,
+    Off,
+}
+
+impl ReviewArg {
+    fn mode(self) -> cascade_engine::config::ReviewMode {
+        use cascade_engine::config::ReviewMode;
+        match self {
+            ReviewArg::On => ReviewMode::On,
+            ReviewArg::Strict => ReviewMode::Strict,
+            ReviewArg::Off => ReviewMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -167,7 +196,6 @@ fn remembered(a: &RunArgs) -> RunFlags {
         max_iterations: a.max_iterations,
         auto_run: Some(a.auto_run),
         yes: Some(a.yes),
-        prd: Some(a.prd.display().to_string()),
         max_cost: a.max_cost,
         max_story_cost: a.max_story_cost,
         max_duration: a.max_duration,
@@ -175,6 +203,8 @@ fn remembered(a: &RunArgs) -> RunFlags {
         gate_jobs: a.gate_jobs,
         no_resolve: Some(a.no_resolve),
         notify: a.notify.clone(),
+        review: a.review.map(flag_name),
+        review_agent: a.review_agent.clone(),
     }
 }
 
@@ -254,6 +284,18 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(agent, "--agent", |v: &String| Some(v.clone()));
     take!(impl_agent, "--impl-agent", |v: &String| Some(v.clone()));
     take!(retry_agent, "--retry-agent", |v: &String| Some(v.clone()));
+    take!(review_agent, "--review-agent", |v: &String| Some(v.clone()));
+    if let Some(v) = stored
+        .review
+        .as_deref()
+        .and_then(|v| ReviewArg::from_str(v, false).ok())
+    {
+        let given = explicit("review");
+        note(given, Some(format!("--review={}", flag_name(v))));
+        if !given {
+            a.review = Some(v);
+        }
+    }
     take!(no_fallback, "--no-fallback", |v: &bool| v.then(String::new));
     take!(max_retries, "--max-retries", |v: &u32| (*v != 3)
         .then(|| v.to_string()));
@@ -276,14 +318,7 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(gate_jobs, "--gate-jobs", |v: &usize| Some(v.to_string()));
     take!(no_resolve, "--no-resolve", |v: &bool| v.then(String::new));
     take!(notify, "--notify", |v: &Vec<String>| Some(v.join(" ")));
-    if let Some(v) = &stored.prd {
-        let given = explicit("prd");
-        let shown = (v != "prd.json").then(|| format!("--prd {v}"));
-        note(given, shown);
-        if !given {
-            a.prd = PathBuf::from(v);
-        }
-    }
+
     // Stored as their flag spellings; one this cascade does not know is left out.
     if let Some(v) = stored
         .schedule
@@ -408,6 +443,8 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         impl_agent: a.impl_agent.clone(),
         retry_agent: a.retry_agent.clone(),
         no_fallback: a.no_fallback,
+        review_agent: a.review_agent.clone(),
+        review: a.review.map(ReviewArg::mode),
         retry: RetryPolicy {
             max_retries: a.max_retries,
             base_delay: base,
@@ -444,12 +481,53 @@ fn confirm_on_terminal(next: usize, total: usize, stories: &[String]) -> bool {
     ))
 }
 
-fn engine_config(g: &Global, a: &RunArgs) -> Result<EngineConfig, Failure> {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
-    let mut config = EngineConfig::new(cwd, a.prd.clone());
+fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
+    let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
-    Ok(config)
+    config
+}
+
+/// The PRD a run works on: `--prd`; for `resume`, the file the run was
+/// started on (`recorded`); else the file discovery picks (`./prd.json`,
+/// then the project's Plan Cascade data directory). Outside a repository
+/// nothing is looked up: the engine says what is wrong.
+fn choose_prd(
+    project: &Project,
+    a: &RunArgs,
+    recorded: Option<PathBuf>,
+) -> Result<PathBuf, Failure> {
+    if let (None, Some(path)) = (&a.prd, recorded) {
+        return Ok(path);
+    }
+    match project.find(PlanKind::Prd, a.prd.as_deref()) {
+        Ok(plan) => Ok(plan.path),
+        Err(_) if project.repo.is_none() => Ok(PathBuf::from(cascade_plan::paths::PRD_FILE)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The PRD a stored run was started on, when it is still there: as
+/// recorded when that is relative to the directory resumed from, else
+/// absolute (a file in Plan Cascade's data directory is recorded absolute).
+fn recorded_prd(state: &RunState, cwd: &Path) -> Option<PathBuf> {
+    let recorded = PathBuf::from(&state.prd);
+    if state.prd.is_empty() {
+        return None;
+    }
+    let started_in = Path::new(&state.project_root);
+    let full = if recorded.is_absolute() {
+        recorded.clone()
+    } else {
+        started_in.join(&recorded)
+    };
+    if !full.is_file() {
+        return None;
+    }
+    Some(if recorded.is_relative() && started_in == cwd {
+        recorded
+    } else {
+        full
+    })
 }
 
 fn engine_failure(e: cascade_engine::error::EngineError) -> Failure {
@@ -468,12 +546,12 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
+    let project = Project::current()?;
     let mut restored = None;
+    let mut recorded = None;
     if resume {
-        // The state file does not depend on the PRD; the engine is built
-        // again below with the restored `--prd`.
-        let engine = Engine::new(engine_config(g, &a)?);
-        if let Ok(state_path) = engine.state_path() {
+        if let Some(repo) = &project.repo {
+            let state_path = repo.cascade_dir().join("state.json");
             // Say there is nothing to resume before any other check (a dirty
             // tree, a missing agent): those would send the user fixing things
             // only to learn that there never was a run.
@@ -488,15 +566,30 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                 if let Some(stored) = &state.options {
                     restored = restore(&mut a, stored, matches).message();
                 }
+                recorded = recorded_prd(&state, &project.cwd);
             }
         }
     }
-    let engine = Engine::new(engine_config(g, &a)?);
+    let prd = choose_prd(&project, &a, recorded)?;
+    let engine = Engine::new(engine_config(g, &project.cwd, prd));
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
+    // The agents this run will use must accept their argv and be logged in.
+    super::agents_check::before_prd_run(
+        g,
+        &engine.config().prd_path,
+        cascade_agents::Overrides {
+            agent: a.agent.clone(),
+            impl_agent: a.impl_agent.clone(),
+            retry_agent: a.retry_agent.clone(),
+            no_fallback: a.no_fallback,
+            ..Default::default()
+        },
+        a.max_retries > 0,
+    )?;
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
-        print_dry_run(&plan, a.json);
+        print_dry_run(&plan, &engine.config().prd_path, a.json);
         return Ok(EXIT_OK);
     }
     let rt = runtime()?;
@@ -540,9 +633,10 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
     })
 }
 
-fn print_dry_run(plan: &DryRun, json: bool) {
+fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
     if json {
         let v = serde_json::json!({
+            "prd": prd.display().to_string(),
             "target_branch": plan.target_branch,
             "schedule": plan.schedule,
             "parallel": plan.parallel,
@@ -553,7 +647,8 @@ fn print_dry_run(plan: &DryRun, json: bool) {
         return;
     }
     println!(
-        "Dry run: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
+        "Dry run of {}: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
+        prd.display(),
         plan.batches.len(),
         plan.target_branch,
         plan.schedule,
@@ -580,10 +675,22 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let state_path = paths.cascade_dir().join("state.json");
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
     let Some(state) = state else {
+        // Say which plan `approve` would run (quietly: no plan is no error here).
+        let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         if a.json {
-            println!("{}", serde_json::json!({"status": "none", "stories": {}}));
+            let prd = next.as_ref().map(|p| p.display().to_string());
+            println!(
+                "{}",
+                serde_json::json!({"status": "none", "stories": {}, "prd": prd})
+            );
         } else {
-            println!("No run yet: start one with `cascade approve`.");
+            match &next {
+                Some(p) => println!(
+                    "No run yet: start one with `cascade approve` (it would run {}).",
+                    p.display()
+                ),
+                None => println!("No run yet: start one with `cascade approve`."),
+            }
         }
         return Ok(EXIT_OK);
     };
@@ -730,4 +837,43 @@ fn active_cooldowns(state: &RunState) -> Vec<&cascade_engine::state::CooldownRec
                 .is_ok_and(|t| t.with_timezone(&chrono::Utc) > now)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(prd: &str, root: &Path) -> RunState {
+        RunState::new(
+            "r".into(),
+            prd.into(),
+            "main".into(),
+            root.display().to_string(),
+            Vec::<String>::new(),
+        )
+    }
+
+    #[test]
+    fn recorded_prd_is_the_file_the_run_started_on() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        let data = tmp.path().join("data");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::create_dir_all(&data).unwrap();
+        std::fs::write(root.join("prd.json"), "{}").unwrap();
+        std::fs::write(data.join("prd.json"), "{}").unwrap();
+        // Relative, resumed where it started: as recorded.
+        let st = state("prd.json", &root);
+        assert_eq!(recorded_prd(&st, &root), Some(PathBuf::from("prd.json")));
+        // Resumed from elsewhere: the full path of the same file.
+        assert_eq!(recorded_prd(&st, &data), Some(root.join("prd.json")));
+        // Absolute (a Plan Cascade data directory): as recorded.
+        let abs = data.join("prd.json");
+        let st = state(&abs.display().to_string(), &root);
+        assert_eq!(recorded_prd(&st, &root), Some(abs.clone()));
+        // Gone, or never recorded: discovery decides.
+        std::fs::remove_file(&abs).unwrap();
+        assert_eq!(recorded_prd(&st, &root), None);
+        assert_eq!(recorded_prd(&state("", &root), &root), None);
+    }
 }

@@ -245,7 +245,7 @@ fn resolve_unknown_agent_exits_2_naming_known_agents() {
 }
 
 #[test]
-fn resolve_with_nothing_installed_exits_1_listing_candidates() {
+fn resolve_with_nothing_installed_exits_2_listing_candidates() {
     let dir = tempfile::tempdir().unwrap();
     prd(dir.path());
     let bin = fake_path(dir.path(), &[]);
@@ -254,7 +254,7 @@ fn resolve_with_nothing_installed_exits_1_listing_candidates() {
         .args(["agents", "resolve", "--json"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2), "no agent available is exit 2");
     let v = stdout_json(&out);
     assert_eq!(v["assignments"][0]["agent"], Value::Null);
     let err = String::from_utf8_lossy(&out.stderr);

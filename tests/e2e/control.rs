@@ -192,12 +192,7 @@ fn resume_restores_prd_and_every_approve_option() {
         .find(|m| m.starts_with("resuming with"))
         .unwrap_or_default()
         .to_string();
-    for flag in [
-        "--prd plans/next.json",
-        "--retry-delay 0",
-        "--gate-jobs 1",
-        "--max-cost 5",
-    ] {
+    for flag in ["--retry-delay 0", "--gate-jobs 1", "--max-cost 5"] {
         assert!(notice.contains(flag), "{flag} not restored: {notice}");
     }
     let prd: Value =

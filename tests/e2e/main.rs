@@ -5,9 +5,11 @@
 mod common;
 
 mod agents;
+mod agents_check;
 mod control;
 mod demo;
 mod engine;
 mod gates;
 mod mega;
+mod paths;
 mod plan;

@@ -56,7 +56,8 @@ fn batches_json_shape_and_order() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(
         stdout_json(&out),
-        json!({"batches": [["story-004", "story-001"], ["story-002", "story-003"], ["story-005"]]})
+        json!({"batches": [["story-004", "story-001"], ["story-002", "story-003"], ["story-005"]],
+            "plan_file": "prd.json", "plan_source": "project"})
     );
 }
 
@@ -99,7 +100,7 @@ fn batches_with_prd_flag_and_dash_c() {
         .args(["batches", "--json", "--prd", "plans/my.json"])
         .output()
         .unwrap();
-    assert_eq!(stdout_json(&out), json!({"batches": [["a"], ["b"]]}));
+    assert_eq!(stdout_json(&out)["batches"], json!([["a"], ["b"]]));
     let out = cascade(Path::new("/"))
         .arg("-C")
         .arg(&sub)
@@ -107,7 +108,7 @@ fn batches_with_prd_flag_and_dash_c() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout_json(&out), json!({"batches": [["a"], ["b"]]}));
+    assert_eq!(stdout_json(&out)["batches"], json!([["a"], ["b"]]));
 }
 
 #[test]
@@ -125,7 +126,7 @@ fn batches_skip_complete_stories() {
         .args(["batches", "--json"])
         .output()
         .unwrap();
-    assert_eq!(stdout_json(&out), json!({"batches": [["b"], ["c"]]}));
+    assert_eq!(stdout_json(&out)["batches"], json!([["b"], ["c"]]));
     let out = cascade(dir.path()).arg("batches").output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("already complete (1): a"), "{text}");
@@ -139,7 +140,7 @@ fn batches_empty_plan() {
         .args(["batches", "--json"])
         .assert()
         .code(0)
-        .stdout("{\"batches\":[]}\n");
+        .stdout("{\"batches\":[],\"plan_file\":\"prd.json\",\"plan_source\":\"project\"}\n");
     cascade(dir.path())
         .arg("batches")
         .assert()
@@ -619,7 +620,7 @@ fn unknown_fields_do_not_disturb_commands() {
         .args(["batches", "--json"])
         .output()
         .unwrap();
-    assert_eq!(stdout_json(&out), json!({"batches": [["a"], ["b"]]}));
+    assert_eq!(stdout_json(&out)["batches"], json!([["a"], ["b"]]));
 }
 
 #[test]
@@ -664,7 +665,7 @@ fn unreadable_empty_and_bom_prd_files() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout_json(&out), json!({"batches": [["s1"]]}));
+    assert_eq!(stdout_json(&out)["batches"], json!([["s1"]]));
 }
 
 #[test]

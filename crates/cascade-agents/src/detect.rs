@@ -61,6 +61,8 @@ pub struct Detector {
     cache_file: Option<PathBuf>,
     ttl: Duration,
     entries: Mutex<BTreeMap<String, Detection>>,
+    /// Results of `cascade agents check` next to the cache (see [`Detector::check_failure`]).
+    checks: Option<crate::check::CheckCache>,
 }
 
 impl Detector {
@@ -79,6 +81,7 @@ impl Detector {
             cache_file: None,
             ttl: DEFAULT_TTL,
             entries: Mutex::new(BTreeMap::new()),
+            checks: None,
         }
     }
 
@@ -89,7 +92,17 @@ impl Detector {
         let loaded = load_cache(&file, &self.path_env_string(), self.ttl);
         self.entries = Mutex::new(loaded);
         self.cache_file = Some(file);
+        self.checks = Some(crate::check::CheckCache::new(dir.as_ref()));
         self
+    }
+
+    /// Why `agent` is unusable although installed: its last `cascade agents
+    /// check` (in the same cache directory) failed, and neither the binary
+    /// nor the agent's definition changed since. Resolvers fall back from it.
+    pub fn check_failure(&self, agent: &AgentDef) -> Option<String> {
+        let checks = self.checks.as_ref()?;
+        let path = self.detect(&agent.command).path?;
+        checks.failure(agent, &path)
     }
 
     /// How long cached results are trusted (default one hour).

@@ -8,7 +8,10 @@
 //! stdout and stderr appended to `<cascade_dir>/logs/` as they arrive and
 //! only a bounded tail kept in memory. stdout is parsed line by line
 //! ([`crate::stream`]) for the final text, session id, usage and review
-//! verdict.
+//! verdict, and both streams are read by the [`crate::watch::Watcher`],
+//! which stops the agent's process group early (`Outcome::stopped`) when
+//! its provider refused the key or keeps rate limiting; the classified
+//! signal is on [`AgentRun::signal`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -21,6 +24,7 @@ use crate::config::AgentDef;
 use crate::phase::Phase;
 use crate::placeholders::{self, Values};
 use crate::stream::{ReviewVerdict, StreamParser, Usage};
+use crate::watch::Watcher;
 
 /// Linux refuses a single argv element longer than this (MAX_ARG_STRLEN).
 const MAX_ARG_BYTES: usize = 128 * 1024;
@@ -224,6 +228,9 @@ pub struct AgentRun {
     /// Provider trouble read from the agent's live output (the strongest
     /// one seen: auth over rate limit over provider error).
     pub signal: Option<crate::signal::FailureSignal>,
+    /// A known refusal of the CLI to start and the setting that fixes it
+    /// (e.g. claude as root: set IS_SANDBOX=1 in the agent's env).
+    pub hint: Option<String>,
 }
 
 impl AgentRun {
@@ -321,11 +328,33 @@ pub async fn execute(
     })?;
 
     let parser = Arc::new(Mutex::new(StreamParser::new()));
+    // The watcher reads both streams as they arrive and fires `stop` when the
+    // agent cannot succeed (a refused key, a provider that keeps limiting).
+    let watcher = Arc::new(Mutex::new(Watcher::new(&agent.command)));
+    let stop = CancelToken::new();
     let feed = {
         let parser = Arc::clone(&parser);
+        let watcher = Arc::clone(&watcher);
+        let stop = stop.clone();
         Arc::new(move |line: &[u8]| {
             if let Ok(mut p) = parser.lock() {
                 p.feed_line(line);
+            }
+            if let Ok(mut w) = watcher.lock() {
+                if w.stdout_line(line) {
+                    stop.cancel();
+                }
+            }
+        })
+    };
+    let feed_err = {
+        let watcher = Arc::clone(&watcher);
+        let stop = stop.clone();
+        Arc::new(move |line: &[u8]| {
+            if let Ok(mut w) = watcher.lock() {
+                if w.stderr_line(line) {
+                    stop.cancel();
+                }
             }
         })
     };
@@ -334,7 +363,9 @@ pub async fn execute(
         .cwd(&inv.cwd)
         .timeout(inv.timeout)
         .log(&log_path)
-        .on_stdout_line(feed);
+        .on_stdout_line(feed)
+        .on_stderr_line(feed_err)
+        .stop_token(stop);
     for (k, v) in &inv.env {
         spec = spec.env(k, v);
     }
@@ -362,6 +393,13 @@ pub async fn execute(
         Ok(p) => p.summary(),
         Err(poisoned) => poisoned.into_inner().summary(),
     };
+    let (signal, hint) = {
+        let w = match watcher.lock() {
+            Ok(w) => w,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        (w.signal().cloned(), w.hint().map(str::to_string))
+    };
     Ok(AgentRun {
         agent: agent.name.clone(),
         outcome,
@@ -372,7 +410,8 @@ pub async fn execute(
         session_id: summary.session_id,
         review: summary.review,
         reported_error: summary.reported_error,
-        signal: None,
+        signal,
+        hint,
     })
 }
 

@@ -47,6 +47,15 @@
 //!   (skills + `design_doc.json`), then set `.phase` / `.retry =
 //!   Some(`[`RetryContext`]`{attempt, max_attempts, previous_agent, error,
 //!   gate_summary, output_excerpt})`; [`build_prompt`]`(&Prd, &Story, &ctx) -> String`.
+//! - Live failures: [`Watcher`] (used by the executor) classifies provider
+//!   trouble from both output streams into [`FailureSignal`]s on
+//!   [`AgentRun::signal`] and stops the agent on auth or repeated retries;
+//!   [`telling_lines`] picks the lines of output that say what went wrong.
+//! - Checks: [`check_agents`]`(&[(AgentDef, Option<PathBuf>)], Option<&`[`CheckCache`]`>,
+//!   refresh, &CancelToken).await -> Vec<`[`AgentCheck`]`>` (version, flags of
+//!   `args`/`resume_args` against the CLI's `--help`, login, root), cached in
+//!   `.cascade/agent-checks.json`; a [`Detector`] with a cache dir reports
+//!   failed checks through `check_failure`, and the resolver falls back.
 //! - Streams: [`StreamParser`] (`feed_line`, `summary`) for callers that run
 //!   agents themselves.
 //!
@@ -69,6 +78,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod check;
 pub mod config;
 pub mod design;
 pub mod detect;
@@ -83,7 +93,11 @@ pub mod signal_text;
 pub mod skills;
 pub mod story_type;
 pub mod stream;
+pub mod watch;
 
+pub use check::{
+    check_agent, check_agents, AgentCheck, CheckCache, CheckProblem, CheckStatus, ProblemKind,
+};
 pub use config::{
     AgentDef, AgentKind, AgentsConfig, ConfigError, ConfigProblem, ConfigSource, LoadedConfig,
     PhaseConfig, BUILTIN_AGENTS_JSON,
@@ -102,3 +116,4 @@ pub use signal_text::classify_text;
 pub use skills::{select_skills, Skill, SkillSource, SkillsError};
 pub use story_type::{infer_story_type, StoryType};
 pub use stream::{ReviewScanner, ReviewVerdict, StreamParser, StreamSummary, Usage};
+pub use watch::{telling_lines, CliFamily, Watcher, MAX_PROVIDER_RETRIES};

@@ -33,6 +33,9 @@ pub struct RetryContext {
     pub gate_summary: String,
     /// The end of the previous attempt's output.
     pub output_excerpt: String,
+    /// What verification or the review found in the previous attempt
+    /// (`file:line: [rule] message` lines, or the reviewer's words).
+    pub findings: String,
 }
 
 /// Everything besides the plan that goes into a prompt.
@@ -205,6 +208,14 @@ pub fn build_prompt(prd: &Prd, story: &Story, ctx: &PromptContext) -> String {
         if !r.gate_summary.trim().is_empty() {
             out.push_str("\n### Failing quality gates\n\n");
             let _ = writeln!(out, "{}", r.gate_summary.trim_end());
+        }
+        if !r.findings.trim().is_empty() {
+            out.push_str("\n### Findings to fix\n\n");
+            out.push_str(
+                "Do the real work: do not leave stubs or placeholders, and do not skip, \
+                 delete or weaken tests or edit the gate/CI configuration to get green.\n\n",
+            );
+            let _ = writeln!(out, "{}", r.findings.trim_end());
         }
         if !r.output_excerpt.trim().is_empty() {
             out.push_str("\n### End of the previous output\n\n");

@@ -285,7 +285,8 @@ impl<'a> Resolver<'a> {
                 Some(def) => {
                     let d = self.detector.detect(&def.command);
                     if d.found() {
-                        None
+                        // Installed, but its argv or login failed the check.
+                        self.detector.check_failure(def)
                     } else {
                         Some(missing_reason(&def.command))
                     }

@@ -60,6 +60,8 @@ pub struct StreamParser {
     /// The last assistant message (Claude/Codex) when no final result came.
     last_message: Option<String>,
     review: ReviewScanner,
+    /// A gemini assistant message is being streamed in deltas.
+    gemini_open: bool,
 }
 
 impl StreamParser {
@@ -97,6 +99,9 @@ impl StreamParser {
             self.summary.session_id = Some(id.to_string());
         }
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "message" {
+            self.gemini_open = false;
+        }
         match kind {
             // Claude / amp / cursor-agent stream-json.
             "assistant" => {
@@ -105,7 +110,20 @@ impl StreamParser {
                     self.assistant_text(&text);
                 }
             }
+            "result" if event.get("stats").is_some() => self.gemini_result(event),
             "result" => self.claude_result(event),
+            // Gemini stream-json: assistant text arrives in deltas.
+            "message" => {
+                if event.get("role").and_then(Value::as_str) == Some("assistant") {
+                    if let Some(text) = event.get("content").and_then(Value::as_str) {
+                        if event.get("delta").and_then(Value::as_bool) == Some(true) {
+                            self.gemini_delta(text);
+                        } else {
+                            self.assistant_text(text);
+                        }
+                    }
+                }
+            }
             // Codex exec --json (current).
             "thread.started" => {
                 if let Some(id) = event.get("thread_id").and_then(Value::as_str) {
@@ -153,6 +171,45 @@ impl StreamParser {
         self.review.feed(text);
         self.review.feed("\n");
         self.last_message = Some(bounded(text));
+    }
+
+    /// Gemini streams its answer in pieces; they make one message until a
+    /// non-assistant event (a tool call) ends it.
+    fn gemini_delta(&mut self, text: &str) {
+        self.review.feed(text);
+        let mut message = self.last_message.take().unwrap_or_default();
+        if !self.gemini_open {
+            message.clear();
+        }
+        message.push_str(text);
+        self.last_message = Some(bounded(&message));
+        self.gemini_open = true;
+    }
+
+    /// Gemini's final `result`: `status`, `error`, and `stats` with token
+    /// counts (`input_tokens` counts the prompt including its cached part;
+    /// `input` is the uncached part). Gemini reports no cost.
+    fn gemini_result(&mut self, event: &Value) {
+        if event.get("status").and_then(Value::as_str) == Some("error") {
+            let message = event
+                .get("error")
+                .and_then(|e| e.get("message"))
+                .map(value_text)
+                .unwrap_or_else(|| "error".to_string());
+            self.summary.reported_error = Some(message);
+        }
+        if let Some(stats) = event.get("stats") {
+            let n = |k: &str| stats.get(k).and_then(Value::as_u64);
+            let cached = n("cached").unwrap_or(0);
+            let input =
+                n("input").unwrap_or_else(|| n("input_tokens").unwrap_or(0).saturating_sub(cached));
+            self.summary.usage = Some(Usage {
+                input_tokens: input,
+                output_tokens: n("output_tokens").unwrap_or(0),
+                cached_input_tokens: cached,
+                cost_usd: None,
+            });
+        }
     }
 
     fn claude_result(&mut self, event: &Value) {
@@ -242,7 +299,7 @@ fn usage_from(u: &Value) -> Usage {
 
 /// The text blocks of a Claude assistant event, joined by newlines
 /// (tool calls and thinking are not the agent's answer).
-fn assistant_text(event: &Value) -> String {
+pub(crate) fn assistant_text(event: &Value) -> String {
     let content = event
         .get("message")
         .and_then(|m| m.get("content"))

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::retry::RetryPolicy;
 use crate::scheduler::Discipline;
@@ -129,6 +129,10 @@ pub struct RunOptions {
     pub retry_agent: Option<String>,
     /// `--no-fallback`.
     pub no_fallback: bool,
+    /// `--review-agent`: the agent that reviews each story.
+    pub review_agent: Option<String>,
+    /// `--review[=strict]`; `None`: as prd.json says (`verification_gate`, `review`).
+    pub review: Option<ReviewMode>,
     pub retry: RetryPolicy,
     pub parallel: usize,
     pub schedule: Discipline,
@@ -185,6 +189,17 @@ impl RunOptions {
     }
 }
 
+/// Whether a second agent reviews each story after its gates pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewMode {
+    Off,
+    /// A review without a `<review>` marker is a warning and passes.
+    On,
+    /// A review without a marker fails the attempt.
+    Strict,
+}
+
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
@@ -192,6 +207,8 @@ impl Default for RunOptions {
             impl_agent: None,
             retry_agent: None,
             no_fallback: false,
+            review_agent: None,
+            review: None,
             retry: RetryPolicy::default(),
             parallel: 4,
             schedule: Discipline::Batch,

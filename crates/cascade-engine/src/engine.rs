@@ -97,6 +97,8 @@ pub(crate) struct Ctx {
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
     pub prompt: cascade_agents::prompt::PromptContext,
+    /// What the verify and review steps of every attempt use.
+    pub checks: crate::checks::Checks,
     pub sink: EventSink,
     /// The work's cancellation: fired by the caller's token (Ctrl-C). Agents
     /// run under `control.agents_cancel`, which a hard budget fires too.
@@ -272,7 +274,7 @@ fn overrides(o: &RunOptions) -> Overrides {
         impl_agent: o.impl_agent.clone(),
         retry_agent: o.retry_agent.clone(),
         prd_agent: None,
-        review_agent: None,
+        review_agent: o.review_agent.clone(),
         no_fallback: o.no_fallback,
     }
 }
@@ -509,9 +511,14 @@ impl Engine {
             &self.config.project_root,
         )?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
+        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, &options)?;
+        // design_doc.json beside the PRD, else in the project: Plan
+        // Cascade's default mode keeps prd.json in its user data directory
+        // but the design document in the project.
         let design_dir = p
             .prd_path
             .parent()
+            .filter(|d| d.join("design_doc.json").is_file())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| self.config.project_root.clone());
         let prompt = cascade_agents::prompt::PromptContext::load(
@@ -703,6 +710,7 @@ impl Engine {
             merge_lock: tokio::sync::Mutex::new(()),
             pool,
             prompt,
+            checks,
             sink,
             cancel: work_cancel,
             control,
@@ -1098,6 +1106,8 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 output_tokens: sum_u64(|a| a.output_tokens),
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 error: s.error.clone(),
+                verification: s.verification.clone(),
+                review: s.review.clone(),
             }
         })
         .collect()

@@ -53,6 +53,12 @@ pub enum EngineError {
     /// `.cascade/config.json` could not be used.
     #[error(transparent)]
     ProjectConfig(#[from] ProjectConfigError),
+    /// An acceptance criterion's `check` is not a usable command.
+    #[error("{origin}: {message}")]
+    Criterion { origin: String, message: String },
+    /// `.cascade/verify.json` could not be used.
+    #[error(transparent)]
+    Verify(#[from] cascade_verify::VerifyError),
     /// The run state could not be read or written.
     #[error(transparent)]
     State(#[from] StateError),

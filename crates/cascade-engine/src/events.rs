@@ -99,6 +99,46 @@ pub enum Event {
         attempt: u32,
         commit: String,
     },
+    /// Local verification checked the lines the attempt added (stubs,
+    /// skipped or removed tests, gate/CI edits); `findings` empty: clean.
+    VerificationFinished {
+        story: String,
+        attempt: u32,
+        passed: bool,
+        findings: Vec<VerifyFinding>,
+        /// Rule ids the story allows (`verify_allow`).
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        allowed: Vec<String>,
+        duration_ms: u64,
+    },
+    /// A review agent starts on the story's change.
+    ReviewStarted {
+        story: String,
+        attempt: u32,
+        agent: String,
+        /// The agent that wrote the code.
+        author: String,
+        /// Why the reviewer is the author, when it is (no other agent available).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        note: Option<String>,
+    },
+    /// The review's answer: `pass`, `needs_revision`, or `missing` (no
+    /// `<review>` marker: a pass with a warning, or a failure with
+    /// `--review=strict`).
+    ReviewFinished {
+        story: String,
+        attempt: u32,
+        agent: String,
+        verdict: String,
+        passed: bool,
+        strict: bool,
+        #[serde(skip_serializing_if = "String::is_empty", default)]
+        findings: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        cost_usd: Option<f64>,
+        duration_ms: u64,
+        log: String,
+    },
     /// A quality gate started in the story's worktree.
     GateStarted { story: String, gate: String },
     /// A quality gate finished.
@@ -300,6 +340,37 @@ pub struct StorySummary {
     pub cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What local verification found in the last attempt it checked.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub verification: Vec<String>,
+    /// The last review: `pass`, `needs_revision` or `missing`, and by whom.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub review: Option<crate::state::ReviewRecord>,
+}
+
+/// One finding of local verification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyFinding {
+    pub rule: String,
+    pub file: String,
+    pub line: u32,
+    pub message: String,
+    #[serde(skip_serializing_if = "String::is_empty", default)]
+    pub text: String,
+}
+
+impl std::fmt::Display for VerifyFinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: [{}] {}",
+            self.file, self.line, self.rule, self.message
+        )?;
+        if !self.text.is_empty() {
+            write!(f, ": `{}`", self.text)?;
+        }
+        Ok(())
+    }
 }
 
 /// A gate's result in the final summary.
@@ -320,6 +391,9 @@ impl Event {
             | Event::StoryStarted { story, .. }
             | Event::AgentFinished { story, .. }
             | Event::StoryCommitted { story, .. }
+            | Event::VerificationFinished { story, .. }
+            | Event::ReviewStarted { story, .. }
+            | Event::ReviewFinished { story, .. }
             | Event::GateStarted { story, .. }
             | Event::GateFinished { story, .. }
             | Event::AttemptFailed { story, .. }

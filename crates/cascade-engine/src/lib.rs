@@ -43,6 +43,7 @@
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
 
+mod checks;
 pub mod config;
 pub mod control;
 pub mod engine;

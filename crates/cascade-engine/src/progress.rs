@@ -63,6 +63,49 @@ impl ProgressLog {
                 max_attempts,
                 ..
             } => format!("{story}: [RETRY] -> {agent} (attempt {attempt}/{max_attempts})"),
+            Event::VerificationFinished {
+                story, findings, ..
+            } => {
+                if findings.is_empty() {
+                    format!("{story}: [VERIFY] PASS")
+                } else {
+                    let shown: Vec<String> = findings
+                        .iter()
+                        .take(5)
+                        .map(|f| format!("{}:{} [{}]", f.file, f.line, f.rule))
+                        .collect();
+                    let more = findings.len().saturating_sub(shown.len());
+                    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+                    format!(
+                        "{story}: [VERIFY] FAILED: {} finding(s): {}{more}",
+                        findings.len(),
+                        one_line(&shown.join(", "))
+                    )
+                }
+            }
+            Event::ReviewFinished {
+                story,
+                agent,
+                verdict,
+                passed,
+                findings,
+                ..
+            } => match (verdict.as_str(), passed) {
+                ("pass", _) => format!("{story}: [REVIEW] PASS via {agent}"),
+                ("missing", true) => {
+                    format!("{story}: [REVIEW] PASS via {agent} (no <review> marker)")
+                }
+                ("missing", false) => format!(
+                    "{story}: [REVIEW] NEEDS_REVISION via {agent}: no <review> marker (--review=strict)"
+                ),
+                _ => {
+                    let first = findings.lines().map(str::trim).find(|l| !l.is_empty());
+                    match first {
+                        Some(f) => format!("{story}: [REVIEW] NEEDS_REVISION via {agent}: {}", one_line(f)),
+                        None => format!("{story}: [REVIEW] NEEDS_REVISION via {agent}"),
+                    }
+                }
+            },
             Event::StoryBlocked { story, blocked_by } => {
                 format!("{story}: [BLOCKED] by {}", blocked_by.join(", "))
             }

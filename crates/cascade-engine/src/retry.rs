@@ -109,6 +109,50 @@ pub fn classify_agent_exit(
     }
 }
 
+/// Classifies an agent run that did not succeed and says why, in one
+/// line: a provider signal read from the live stream (auth, rate limit,
+/// provider error) wins over how the process ended (a watcher-stopped or
+/// timed-out run says nothing about the work); then the agent's own words
+/// are added: the error it reported in its stream, else the output lines
+/// that say what went wrong (not a generic last line such as "For more
+/// information, try '--help'."), and a known fix (claude as root).
+pub fn classify_agent_run(agent: &str, run: &cascade_agents::AgentRun) -> (FailureKind, String) {
+    let outcome = &run.outcome;
+    let mut error = format!("agent '{agent}' {}", outcome.describe());
+    let kind = match &run.signal {
+        Some(signal) => {
+            error.push_str(&format!(": {}: {}", signal.kind, signal.message));
+            if let Some(advice) = &signal.advice {
+                error.push_str(&format!(" (to fix: {advice})"));
+            }
+            match signal.kind {
+                cascade_agents::SignalKind::Auth => FailureKind::Auth,
+                cascade_agents::SignalKind::RateLimited => FailureKind::RateLimited,
+                cascade_agents::SignalKind::ProviderError => FailureKind::ProviderError,
+            }
+        }
+        None => {
+            let said = run.reported_error.clone().or_else(|| {
+                let lines = cascade_agents::telling_lines(&outcome.stderr.text_lossy(), 2);
+                let lines = if lines.is_empty() {
+                    cascade_agents::telling_lines(&outcome.stdout.text_lossy(), 2)
+                } else {
+                    lines
+                };
+                (!lines.is_empty()).then(|| lines.join(" / "))
+            });
+            if let Some(said) = said {
+                error.push_str(&format!(": {said}"));
+            }
+            classify_agent_exit(outcome.timed_out, outcome.exit_code, outcome.signal)
+        }
+    };
+    if let Some(hint) = &run.hint {
+        error.push_str(&format!(" ({hint})"));
+    }
+    (kind, error)
+}
+
 /// Retry limits and backoff.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
@@ -237,6 +281,85 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&FailureKind::NoChanges).unwrap(),
             "\"no_changes\""
+        );
+    }
+}
+
+#[cfg(test)]
+mod agent_run_tests {
+    use super::*;
+    use cascade_agents::{AgentRun, FailureSignal, SignalKind};
+    use cascade_process::{Captured, Outcome};
+
+    fn run(exit: Option<i32>, stderr: &str, signal: Option<FailureSignal>) -> AgentRun {
+        AgentRun {
+            agent: "a".into(),
+            outcome: Outcome {
+                pid: 1,
+                exit_code: exit,
+                signal: None,
+                timed_out: false,
+                cancelled: false,
+                stopped: signal.is_some(),
+                leaked: false,
+                duration: Duration::from_millis(200),
+                stdout: Captured::default(),
+                stderr: Captured {
+                    tail: stderr.as_bytes().to_vec(),
+                    total_bytes: stderr.len() as u64,
+                },
+            },
+            log_path: "l".into(),
+            prompt_path: "p".into(),
+            usage: None,
+            final_text: None,
+            session_id: None,
+            review: None,
+            reported_error: None,
+            signal,
+            hint: None,
+        }
+    }
+
+    #[test]
+    fn the_signal_decides_the_kind_and_names_the_fix() {
+        let signal = FailureSignal {
+            kind: SignalKind::Auth,
+            http_status: Some(401),
+            retry_after: None,
+            message: "API request failed (HTTP 401 authentication_failed)".into(),
+            advice: Some("check ANTHROPIC_API_KEY".into()),
+        };
+        let (kind, error) = classify_agent_run("claude-code", &run(None, "", Some(signal)));
+        assert_eq!(kind, FailureKind::Auth);
+        assert!(!kind.retryable());
+        assert!(
+            error.contains("HTTP 401") && error.contains("ANTHROPIC_API_KEY"),
+            "{error}"
+        );
+        for (k, want) in [
+            (SignalKind::RateLimited, FailureKind::RateLimited),
+            (SignalKind::ProviderError, FailureKind::ProviderError),
+        ] {
+            let s = FailureSignal {
+                kind: k,
+                http_status: None,
+                retry_after: None,
+                message: "m".into(),
+                advice: None,
+            };
+            assert_eq!(classify_agent_run("x", &run(None, "", Some(s))).0, want);
+        }
+    }
+
+    #[test]
+    fn without_a_signal_the_telling_line_beats_the_last_one() {
+        let stderr = "error: unexpected argument '--full-auto' found\n\nUsage: codex exec [OPTIONS] [PROMPT]\n\nFor more information, try '--help'.\n";
+        let (kind, error) = classify_agent_run("codex", &run(Some(2), stderr, None));
+        assert_eq!(kind, FailureKind::ExitCode);
+        assert_eq!(
+            error,
+            "agent 'codex' exit code 2: error: unexpected argument '--full-auto' found"
         );
     }
 }

@@ -123,9 +123,6 @@ pub struct RunFlags {
     pub auto_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes: Option<bool>,
-    /// `--prd`, as given (relative to the directory the run started in).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub prd: Option<String>,
     /// `--max-cost` (USD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
@@ -144,6 +141,11 @@ pub struct RunFlags {
     /// `--notify` argv.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Vec<String>>,
+    /// `off` | `on` | `strict` (`--review[=strict]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_agent: Option<String>,
 }
 
 /// A run's overall status as stored.
@@ -211,6 +213,23 @@ pub struct StoryState {
     /// Gate results of the last attempt that ran gates.
     #[serde(default)]
     pub gates: Vec<GateSummary>,
+    /// What local verification found in the last attempt it checked
+    /// (`file:line: [rule] message`; empty: nothing).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification: Vec<String>,
+    /// The last review of the story.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewRecord>,
+}
+
+/// A review's outcome, as kept in the state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReviewRecord {
+    pub agent: String,
+    /// `pass` | `needs_revision` | `missing` (no marker)
+    pub verdict: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub findings: String,
 }
 
 impl StoryState {
@@ -415,6 +434,8 @@ impl StoryState {
             error_type: None,
             error: None,
             gates: Vec::new(),
+            verification: Vec::new(),
+            review: None,
         }
     }
 }

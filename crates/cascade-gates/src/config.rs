@@ -132,6 +132,51 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// A required test gate running `argv` (no shell) from the repository
+    /// root, e.g. a story's acceptance-criterion check. `origin` names where
+    /// it was written, for errors.
+    pub fn from_argv(
+        name: &str,
+        argv: &[String],
+        timeout: Option<Duration>,
+        origin: &str,
+    ) -> Result<Gate, GateConfigError> {
+        let (command, args) = match argv.split_first() {
+            Some((c, a)) => (c.clone(), a.to_vec()),
+            None => (String::new(), Vec::new()),
+        };
+        if command.trim().is_empty() {
+            return Err(GateConfigError::Gate {
+                origin: origin.to_string(),
+                gate: name.to_string(),
+                message: "the command is empty".into(),
+            });
+        }
+        let mut gate = build_gate(
+            RawGate {
+                name: name.to_string(),
+                kind: Some("test".into()),
+                required: true,
+                command: command.clone(),
+                args: args.clone(),
+                timeout_seconds: timeout.map(|t| t.as_secs()),
+                env: BTreeMap::new(),
+                incremental: false,
+                inputs: Vec::new(),
+                cache_failures: false,
+                working_dir: None,
+                fail_on_output: false,
+                parser: None,
+                extensions: None,
+            },
+            origin,
+        )?;
+        // The argv as given: a one-word command is not split at spaces.
+        gate.program = command;
+        gate.args = args;
+        Ok(gate)
+    }
+
     /// The command line for display.
     pub fn command_line(&self) -> String {
         let mut parts = vec![self.program.clone()];

@@ -6,6 +6,8 @@
 //! - [`status`] and [`fingerprint`]: the content fingerprint of a working tree
 //!   that keys the gate cache (git blob ids from the index where stat data is
 //!   unchanged, hashed in parallel where not).
+//! - [`diff`]: the lines a change added and removed, numbered, with the
+//!   file texts on both sides (for stub detection and reviews).
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
 //!   committing everything an agent changed, and merging a story branch into
 //!   its feature branch with conflict detection.
@@ -14,6 +16,7 @@
 //! operation that failed.
 
 pub mod commit;
+pub mod diff;
 pub mod error;
 pub mod fingerprint;
 pub mod merge;

@@ -73,6 +73,16 @@
 //!   `has_cycle()`; Display is `invalid PRD (N problems):` then one
 //!   `  - ...` line per problem.
 //!
+//! Paths (`paths.rs`): where plan files live, the project or Plan Cascade's
+//! per-user data directory (`~/.plan-cascade/<project-id>/`):
+//! [`paths::project_id`]`(root)` / `project_id_from(name, path_text)`,
+//! `sanitize_name`, `data_home()` (from `HOME` / `APPDATA`),
+//! [`paths::ProjectPaths`]`::locate(root, data_home)` (id, data dir, manifest
+//! check) with `find_plan(kind, cwd, flag)`, `find_either(cwd, prd, mega)`
+//! (discovery: flag, `./<file>`, data directory; warnings as values),
+//! `mode(cwd)` (new | legacy | none) and `plan_output(out)` (where `cascade
+//! plan` writes plan files).
+//!
 //! Everything is linear in stories + dependencies: ids are hashed once into
 //! a compact index (`names.rs`), adjacency is stored as flat arrays, and
 //! cycles are named with petgraph's strongly connected components only when
@@ -94,6 +104,7 @@ mod hash;
 mod id;
 mod model;
 mod names;
+pub mod paths;
 mod plan;
 mod skeleton;
 mod validate;

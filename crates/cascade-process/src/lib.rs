@@ -71,6 +71,8 @@ pub struct Spec {
     log: Option<PathBuf>,
     tail_bytes: usize,
     on_stdout_line: Option<LineCallback>,
+    on_stderr_line: Option<LineCallback>,
+    stop: Option<CancelToken>,
 }
 
 impl std::fmt::Debug for Spec {
@@ -100,6 +102,8 @@ impl Spec {
             log: None,
             tail_bytes: DEFAULT_TAIL_BYTES,
             on_stdout_line: None,
+            on_stderr_line: None,
+            stop: None,
         }
     }
 
@@ -179,6 +183,22 @@ impl Spec {
         self
     }
 
+    /// Feeds every stderr line to `callback` while the child runs.
+    pub fn on_stderr_line(mut self, callback: LineCallback) -> Self {
+        self.on_stderr_line = Some(callback);
+        self
+    }
+
+    /// A second, private cancellation: when `token` fires the group is
+    /// stopped like on cancellation, but the outcome says
+    /// [`Outcome::stopped`] instead of `cancelled`. Used by a watcher of the
+    /// output (a line callback) that decided the child cannot succeed, so
+    /// that its decision is not mistaken for the user's Ctrl-C.
+    pub fn stop_token(mut self, token: CancelToken) -> Self {
+        self.stop = Some(token);
+        self
+    }
+
     /// The program, as given.
     pub fn program(&self) -> &OsStr {
         &self.program
@@ -244,10 +264,14 @@ impl Spec {
                 self.on_stdout_line.clone(),
             ))
         });
-        let stderr = child
-            .stderr
-            .take()
-            .map(|pipe| tokio::spawn(output::pump(pipe, self.tail_bytes, log.clone(), None)));
+        let stderr = child.stderr.take().map(|pipe| {
+            tokio::spawn(output::pump(
+                pipe,
+                self.tail_bytes,
+                log.clone(),
+                self.on_stderr_line.clone(),
+            ))
+        });
         Ok(Running {
             child,
             pid,
@@ -256,6 +280,7 @@ impl Spec {
             grace: self.grace,
             stdout,
             stderr,
+            stop: self.stop.clone(),
             finished: false,
         })
     }
@@ -329,6 +354,7 @@ pub struct Running {
     grace: Duration,
     stdout: Option<tokio::task::JoinHandle<Captured>>,
     stderr: Option<tokio::task::JoinHandle<Captured>>,
+    stop: Option<CancelToken>,
     finished: bool,
 }
 
@@ -337,6 +363,7 @@ enum Ending {
     Exited(std::process::ExitStatus),
     TimedOut,
     Cancelled,
+    Stopped,
 }
 
 impl Running {
@@ -360,17 +387,19 @@ impl Running {
             },
             _ = sleep_until(deadline) => Ending::TimedOut,
             _ = cancel.cancelled() => Ending::Cancelled,
+            _ = stop_requested(self.stop.clone()) => Ending::Stopped,
         };
-        let (status, timed_out, cancelled) = match ending {
-            Ending::Exited(status) => (Some(status), false, false),
-            Ending::TimedOut => (self.stop_group().await, true, false),
-            Ending::Cancelled => (self.stop_group().await, false, true),
+        let (status, timed_out, cancelled, stopped) = match ending {
+            Ending::Exited(status) => (Some(status), false, false, false),
+            Ending::TimedOut => (self.stop_group().await, true, false, false),
+            Ending::Cancelled => (self.stop_group().await, false, true, false),
+            Ending::Stopped => (self.stop_group().await, false, false, true),
         };
         // The leader is gone. Members of its group may still hold the pipes
         // open (a leaked grandchild); give them a moment, then kill the group
         // so that nothing outlives the run. After a timeout or cancellation
         // the group was already killed, so only a natural exit can leak.
-        let exited_by_itself = !timed_out && !cancelled;
+        let exited_by_itself = !timed_out && !cancelled && !stopped;
         let mut leaked = false;
         let stdout = self.stdout.take();
         let stderr = self.stderr.take();
@@ -413,6 +442,7 @@ impl Running {
             signal,
             timed_out,
             cancelled,
+            stopped,
             leaked,
             duration: self.started.elapsed(),
             stdout,
@@ -442,6 +472,13 @@ impl Drop for Running {
         if !self.finished {
             kill_group(self.pid, libc::SIGKILL);
         }
+    }
+}
+
+async fn stop_requested(token: Option<CancelToken>) {
+    match token {
+        Some(t) => t.cancelled().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -524,6 +561,8 @@ pub struct Outcome {
     pub timed_out: bool,
     /// The cancel token fired and the group was killed.
     pub cancelled: bool,
+    /// The stop token ([`Spec::stop_token`]) fired and the group was killed.
+    pub stopped: bool,
     /// Some process of the group outlived the leader and was killed.
     pub leaked: bool,
     /// Wall time from spawn to the end of the wait.
@@ -537,7 +576,7 @@ pub struct Outcome {
 impl Outcome {
     /// Exited by itself with code 0.
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && !self.cancelled
+        self.exit_code == Some(0) && !self.timed_out && !self.cancelled && !self.stopped
     }
 
     /// A short human description: "exit code 3", "killed by signal 9", "timed out after 5s".
@@ -546,6 +585,8 @@ impl Outcome {
             format!("timed out after {:.1}s", self.duration.as_secs_f64())
         } else if self.cancelled {
             "cancelled".to_string()
+        } else if self.stopped {
+            format!("stopped after {:.1}s", self.duration.as_secs_f64())
         } else if let Some(code) = self.exit_code {
             format!("exit code {code}")
         } else if let Some(sig) = self.signal {

@@ -284,3 +284,40 @@ async fn an_enormous_timeout_means_no_deadline() {
     assert!(out.success());
     assert!(!out.timed_out);
 }
+
+#[tokio::test]
+async fn a_stderr_watcher_can_stop_the_group_without_it_reading_as_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    // The child forks a sleeper (same group), then reports a fatal problem
+    // on stderr and keeps running, as a CLI that retries forever does.
+    let s = script(
+        dir.path(),
+        "retrying",
+        "sleep 300 & echo 'fatal: bad key' >&2; sleep 300",
+    );
+    let stop = CancelToken::new();
+    let trigger = stop.clone();
+    let out = Spec::new(&s)
+        .on_stderr_line(Arc::new(move |l: &[u8]| {
+            if l.starts_with(b"fatal") {
+                trigger.cancel();
+            }
+        }))
+        .stop_token(stop)
+        .timeout(Duration::from_secs(120))
+        .run(&CancelToken::new())
+        .await
+        .unwrap();
+    assert!(out.stopped);
+    assert!(!out.cancelled && !out.timed_out && !out.success());
+    assert!(
+        out.describe().starts_with("stopped after"),
+        "{}",
+        out.describe()
+    );
+    assert_eq!(out.stderr.text_lossy(), "fatal: bad key\n");
+    assert!(
+        wait_group_gone(out.pid).await,
+        "the forked sleeper is gone too"
+    );
+}

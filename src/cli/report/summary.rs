@@ -181,6 +181,8 @@ mod tests {
             output_tokens: None,
             cost_usd: None,
             error: None,
+            verification: vec![],
+            review: None,
         }
     }
 

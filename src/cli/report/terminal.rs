@@ -307,6 +307,53 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             format!("{story}: committed {}", short_oid(commit))
         }
         Event::GateStarted { .. } => return None,
+        Event::VerificationFinished {
+            story, findings, ..
+        } => {
+            if findings.is_empty() {
+                format!("{story}: verification {}", ok("passed"))
+            } else {
+                let mut s = format!(
+                    "{story}: verification {}: {} finding{}",
+                    bad("FAILED"),
+                    findings.len(),
+                    if findings.len() == 1 { "" } else { "s" }
+                );
+                for f in findings.iter().take(10) {
+                    s.push_str(&format!("\n    {f}"));
+                }
+                if findings.len() > 10 {
+                    s.push_str(&format!("\n    ... and {} more", findings.len() - 10));
+                }
+                s
+            }
+        }
+        Event::ReviewStarted {
+            story, agent, note, ..
+        } => match note {
+            Some(note) => format!("{story}: review by {agent} ({})", warn(note)),
+            None => format!("{story}: review by {agent}"),
+        },
+        Event::ReviewFinished {
+            story,
+            agent,
+            verdict,
+            passed,
+            findings,
+            ..
+        } => {
+            let v = match (verdict.as_str(), passed) {
+                ("pass", _) => ok("PASS"),
+                ("missing", true) => warn("PASS (no <review> marker)"),
+                ("missing", false) => bad("NEEDS_REVISION (no <review> marker, --review=strict)"),
+                _ => bad("NEEDS_REVISION"),
+            };
+            let mut s = format!("{story}: review {v} via {agent}");
+            for l in findings.lines().filter(|l| !l.trim().is_empty()).take(10) {
+                s.push_str(&format!("\n    {}", l.trim()));
+            }
+            s
+        }
         Event::GateFinished {
             story,
             gate,
@@ -574,6 +621,8 @@ mod tests {
                     output_tokens: None,
                     cost_usd: None,
                     error: None,
+                    verification: vec![],
+                    review: None,
                 }],
             },
         ];

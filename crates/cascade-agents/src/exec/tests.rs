@@ -421,3 +421,61 @@ fn resume_uses_resume_args_with_the_session() {
         vec!["-p", "go on"]
     );
 }
+
+#[tokio::test]
+async fn an_auth_retry_in_the_stream_stops_the_agent_at_once() {
+    let f = fixture();
+    let pidfile = f.root.join("retry.pid");
+    // Like `claude -p --output-format stream-json` with a rejected key: it
+    // announces the retry and keeps going (here: forever, with a child).
+    let cmd = script(
+        &f.root.join("claude"),
+        &format!(
+            "sleep 1000 &\necho $! > '{}'\n\
+             echo '{{\"type\":\"system\",\"subtype\":\"init\",\"session_id\":\"s-1\"}}'\n\
+             echo '{{\"type\":\"system\",\"subtype\":\"api_retry\",\"attempt\":1,\"max_retries\":10,\"retry_delay_ms\":600,\"error_status\":401,\"error\":\"authentication_failed\"}}'\n\
+             wait",
+            pidfile.display()
+        ),
+    );
+    let run = execute(
+        &agent(cmd, &[]),
+        request(&f, "p"),
+        |_| {},
+        &CancelToken::new(),
+    )
+    .await
+    .unwrap();
+    assert!(run.outcome.stopped, "{:?}", run.outcome.describe());
+    assert!(!run.outcome.cancelled && !run.outcome.timed_out);
+    let signal = run.signal.expect("classified");
+    assert_eq!(signal.kind, crate::signal::SignalKind::Auth);
+    assert!(signal.advice.unwrap().contains("ANTHROPIC_API_KEY"));
+    assert_eq!(run.session_id.as_deref(), Some("s-1"));
+    let grandchild: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(gone(grandchild).await, "the agent's whole group is stopped");
+}
+
+#[tokio::test]
+async fn a_root_refusal_on_stderr_comes_back_as_a_hint() {
+    let f = fixture();
+    let cmd = script(
+        &f.root.join("claude"),
+        "echo '--dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons' >&2\nexit 1",
+    );
+    let run = execute(
+        &agent(cmd, &[]),
+        request(&f, "p"),
+        |_| {},
+        &CancelToken::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(run.outcome.exit_code, Some(1));
+    assert!(run.signal.is_none());
+    assert!(run.hint.unwrap().contains("IS_SANDBOX"));
+}

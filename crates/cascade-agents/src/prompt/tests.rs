@@ -98,6 +98,7 @@ fn design_retry_and_skills_sections() {
             error: "quality gate 'tests' failed".into(),
             gate_summary: "tests: src/store.rs:10:5: E0308 mismatched types".into(),
             output_excerpt: "error[E0308]: ```weird``` output\n".into(),
+            ..RetryContext::default()
         }),
     };
     let text = build_prompt(&prd, story, &ctx);

@@ -219,3 +219,42 @@ mod props {
         }
     }
 }
+
+/// Shaped like gemini 0.61's `--output-format stream-json` (init, user
+/// message, assistant deltas, tool use/result, result with stats).
+const GEMINI: &str = r#"{"type":"init","timestamp":"2026-11-24T10:00:00.000Z","session_id":"6a0b1f7e-1111-4c2b-9d7e-0123456789ab","model":"gemini-2.5-pro"}
+{"type":"message","timestamp":"2026-11-24T10:00:00.100Z","role":"user","content":"Implement story-001"}
+{"type":"message","timestamp":"2026-11-24T10:00:01.000Z","role":"assistant","content":"I will write ","delta":true}
+{"type":"message","timestamp":"2026-11-24T10:00:01.100Z","role":"assistant","content":"the file.","delta":true}
+{"type":"tool_use","timestamp":"2026-11-24T10:00:02.000Z","tool_name":"write_file","tool_id":"t1","parameters":{"file_path":"a.txt","content":"x"}}
+{"type":"tool_result","timestamp":"2026-11-24T10:00:02.500Z","tool_id":"t1","status":"success"}
+{"type":"message","timestamp":"2026-11-24T10:00:03.000Z","role":"assistant","content":"Done: <review>","delta":true}
+{"type":"message","timestamp":"2026-11-24T10:00:03.100Z","role":"assistant","content":"PASS</review>","delta":true}
+{"type":"result","timestamp":"2026-11-24T10:00:04.000Z","status":"success","stats":{"total_tokens":1700,"input_tokens":1500,"output_tokens":200,"cached":1000,"input":500,"duration_ms":4000,"tool_calls":1}}"#;
+
+#[test]
+fn gemini_stream_json_session_text_usage_and_review() {
+    let s = parse(GEMINI);
+    assert_eq!(
+        s.session_id.as_deref(),
+        Some("6a0b1f7e-1111-4c2b-9d7e-0123456789ab")
+    );
+    // Deltas after the tool call form the final message; earlier ones do not leak in.
+    assert_eq!(s.final_text.as_deref(), Some("Done: <review>PASS</review>"));
+    assert_eq!(s.review, Some(ReviewVerdict::Pass));
+    let u = s.usage.unwrap();
+    assert_eq!(
+        (u.input_tokens, u.cached_input_tokens, u.output_tokens),
+        (500, 1000, 200)
+    );
+    assert_eq!(u.cost_usd, None);
+    assert_eq!(s.reported_error, None);
+}
+
+#[test]
+fn gemini_error_result_is_reported() {
+    let s = parse(
+        r#"{"type":"result","status":"error","error":{"type":"FatalAuthenticationError","message":"API key not valid"},"stats":{"total_tokens":0,"input_tokens":0,"output_tokens":0,"cached":0,"input":0}}"#,
+    );
+    assert_eq!(s.reported_error.as_deref(), Some("API key not valid"));
+}

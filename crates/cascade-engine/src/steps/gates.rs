@@ -1,5 +1,6 @@
 //! Step: run the quality gates in the worktree (the cache is shared by all
-//! worktrees), forwarding their events; a failing required gate fails the
+//! worktrees), with the story's acceptance-criteria checks (`criterion-<n>`),
+//! forwarding their events; a failing required gate fails the
 //! attempt as `quality_gate` with the gates' errors for the retry prompt.
 
 use std::sync::Arc;
@@ -63,6 +64,18 @@ fn failed_message(failed: &[&str]) -> String {
 /// Runs the gates in the worktree, forwarding their events.
 async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
     let ctx = a.ctx;
+    // The story's acceptance-criteria checks run with the project's gates.
+    let story_gates;
+    let gates = match ctx.checks.criteria.get(a.id()) {
+        Some(extra) => {
+            let mut set = ctx.gates.clone();
+            set.enabled = true;
+            set.gates.extend(extra.iter().cloned());
+            story_gates = set;
+            &story_gates
+        }
+        None => &ctx.gates,
+    };
     let opts = cascade_gates::RunOptions {
         workdir: wt.path.clone(),
         repo_root: Some(wt.path.clone()),
@@ -120,13 +133,5 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
         admission: ctx.control.gates.noting(notice),
         extra_env,
     };
-    cascade_gates::run_gates_in(
-        &ctx.gates,
-        &opts,
-        &env,
-        &ctx.gate_cache,
-        on_event,
-        &ctx.cancel,
-    )
-    .await
+    cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, &ctx.cancel).await
 }

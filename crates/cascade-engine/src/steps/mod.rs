@@ -1,8 +1,9 @@
 //! A story's attempt as a sequence of named steps.
 //!
 //! [`run_attempt`] reads as the attempt's life: take a slot, resolve the
-//! agent, prepare a worktree, run the agent, commit, run the gates, queue for
-//! merge. Each step is a small unit in its own file with a typed outcome: it
+//! agent, prepare a worktree, run the agent, commit, verify (local stub and
+//! cheating detection), run the gates (with the story's acceptance-criteria
+//! checks), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
 //! returns what the next steps need, or stops the attempt ([`Stop`]: a
 //! classified [`Failure`] carried into the next prompt, or an interruption).
 //! Adding a step is a new file here and one line in [`sequence`].
@@ -17,7 +18,9 @@ mod merge;
 mod prepare_worktree;
 mod resolve_agent;
 mod resolve_conflict;
+mod review;
 mod run_agent;
+mod verify;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -35,6 +38,8 @@ pub(crate) struct Failure {
     pub error: String,
     pub gate_summary: String,
     pub output_excerpt: String,
+    /// What verification or the review found, for the next prompt.
+    pub findings: String,
 }
 
 impl Failure {
@@ -44,6 +49,7 @@ impl Failure {
             error: error.into(),
             gate_summary: String::new(),
             output_excerpt: String::new(),
+            findings: String::new(),
         }
     }
 
@@ -142,7 +148,9 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     let worktree = prepare_worktree::run(a, held).await?;
     let output = run_agent::run(a, &agent, &worktree).await?;
     let commit = commit::run(a, &worktree, &output).await?;
-    gates::run(a, &worktree, &output).await?;
+    verify::run(a, &worktree, &commit).await?;
+    let gates = gates::run(a, &worktree, &output).await?;
+    review::run(a, &worktree, &commit, &gates).await?;
     drop(slot);
     merge::run(a, &worktree, &commit).await
 }

@@ -12,7 +12,7 @@ use super::prepare_worktree::Worktree;
 use super::resolve_agent::Assigned;
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
-use crate::retry::{classify_agent_exit, FailureKind};
+use crate::retry::{classify_agent_run, FailureKind};
 
 /// What the agent left for the later steps.
 pub(super) struct AgentOutput {
@@ -132,25 +132,30 @@ async fn admit(
     Ok((permit, running))
 }
 
-/// A run that failed on its provider's rate limit: the agent's own signal
-/// (read live from its event stream), else its words (`classify_text`).
-/// Starts the agent's shared cooldown and says so.
+/// A run that failed on its provider's rate limit: the live watcher's
+/// signal, else the agent's words on stderr (`classify_text`; stdout is
+/// the agent's work, which may well talk about rate limits). The whole of
+/// stderr also supplies a Retry-After the watcher, reading line by line,
+/// did not see next to the status. Starts the agent's shared cooldown and
+/// says so.
 fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
     if run.success() || run.outcome.timed_out {
         return None;
     }
-    let signal = run
+    let from_text = cascade_agents::classify_text(&run.outcome.stderr.text_lossy());
+    let signal = match run
         .signal
         .clone()
         .filter(|s| s.kind == cascade_agents::SignalKind::RateLimited)
-        .or_else(|| {
-            let text = format!(
-                "{}\n{}",
-                run.outcome.stdout.text_lossy(),
-                run.outcome.stderr.text_lossy()
-            );
-            cascade_agents::classify_text(&text)
-        })?;
+    {
+        Some(mut live) => {
+            if live.retry_after.is_none() {
+                live.retry_after = from_text.and_then(|t| t.retry_after);
+            }
+            live
+        }
+        None => from_text?,
+    };
     let ctx = a.ctx;
     let cooldown = ctx
         .control
@@ -187,26 +192,14 @@ fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
 }
 
 /// How an agent run that did not succeed failed, or `None` when it
-/// succeeded. The one place that reads an agent's result as a failure.
+/// succeeded. The one place that reads an agent's result as a failure
+/// (the classification itself is `retry::classify_agent_run`).
 fn classify(agent: &str, run: &AgentRun) -> Option<Failure> {
     if run.success() {
         return None;
     }
-    let kind = classify_agent_exit(
-        run.outcome.timed_out,
-        run.outcome.exit_code,
-        run.outcome.signal,
-    );
-    let mut f = Failure::new(kind, format!("agent '{agent}' {}", run.outcome.describe()));
-    // The agent's own last word says more than an exit code.
-    let said = run.reported_error.clone().or_else(|| {
-        last_line(&run.outcome.stderr.text_lossy())
-            .or_else(|| last_line(&run.outcome.stdout.text_lossy()))
-    });
-    if let Some(said) = said {
-        f.error.push_str(&format!(": {said}"));
-    }
-    Some(f)
+    let (kind, error) = classify_agent_run(agent, run);
+    Some(Failure::new(kind, error))
 }
 
 /// The failure kind of an agent that could not be run at all.
@@ -231,6 +224,7 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree) -> String {
         error: f.error.clone(),
         gate_summary: f.gate_summary.clone(),
         output_excerpt: f.output_excerpt.clone(),
+        findings: f.findings.clone(),
     });
     let pctx = PromptContext {
         project_root: wt.path.clone(),
@@ -309,14 +303,4 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
         cost_usd: cost,
         log: run.log_path.display().to_string(),
     });
-}
-
-/// The last non-empty line of some output, shortened.
-fn last_line(text: &str) -> Option<String> {
-    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
-    let mut out: String = line.chars().take(200).collect();
-    if line.chars().count() > 200 {
-        out.push_str("...");
-    }
-    Some(out)
 }

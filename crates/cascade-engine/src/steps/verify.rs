@@ -1,0 +1,88 @@
+//! Step: local verification of what the attempt added (cascade-verify: stub
+//! macros and bodies, placeholder returns, skipped, removed or emptied tests,
+//! assertions that cannot fail, gate/CI edits the story did not ask for).
+//! Instant and agent-free, so it runs before the gates: findings fail the
+//! attempt as `verification`, with the findings in the retry prompt.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::commit::Committed;
+use super::prepare_worktree::Worktree;
+use super::{Attempt, Failure, Stop};
+use crate::checks::intent_of;
+use crate::events::{Event, VerifyFinding};
+use crate::retry::FailureKind;
+
+pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -> Result<(), Stop> {
+    let ctx = a.ctx;
+    if !ctx.checks.rules.enabled {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let intent = intent_of(a.story);
+    let allowed = intent.allow.clone();
+    let scanned = {
+        let c = Arc::clone(ctx);
+        let (path, base, head) = (wt.path.clone(), wt.base.clone(), committed.commit.clone());
+        tokio::task::spawn_blocking(move || {
+            cascade_verify::verify_repo(&path, &base, Some(&head), &c.checks.rules, &intent)
+        })
+        .await
+    };
+    let found = match scanned {
+        Ok(Ok(found)) => found,
+        // cascade's own trouble reading the change is not the agent's fault.
+        Ok(Err(e)) => {
+            ctx.emit(Event::Notice {
+                message: format!("{}: verification could not read the change: {e}", a.id()),
+            });
+            return Ok(());
+        }
+        Err(e) => {
+            ctx.emit(Event::Notice {
+                message: format!("{}: verification did not run: {e}", a.id()),
+            });
+            return Ok(());
+        }
+    };
+    let findings: Vec<VerifyFinding> = found
+        .into_iter()
+        .map(|f| VerifyFinding {
+            rule: f.rule,
+            file: f.file,
+            line: f.line,
+            message: f.message,
+            text: f.text,
+        })
+        .collect();
+    let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    let kept = lines.clone();
+    ctx.amend_story(a.id(), |s| s.verification = kept);
+    ctx.emit(Event::VerificationFinished {
+        story: a.id().to_string(),
+        attempt: a.number,
+        passed: findings.is_empty(),
+        findings: findings.clone(),
+        allowed,
+        duration_ms: started.elapsed().as_millis() as u64,
+    });
+    if findings.is_empty() {
+        return Ok(());
+    }
+    let first = &findings[0];
+    let error = match findings.len() {
+        1 => format!("verification: {first}"),
+        n => format!("verification found {n} problems, first: {first}"),
+    };
+    let mut f = Failure::new(FailureKind::Verification, error);
+    f.findings = format!(
+        "{}\n\n(A rule the story really wants broken can be allowed in prd.json with \"verify_allow\": [\"rule-id\"].)",
+        lines
+            .iter()
+            .map(|l| format!("- {l}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    Err(f.into())
+}

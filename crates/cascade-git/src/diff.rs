@@ -1,0 +1,288 @@
+//! The lines a change added and removed, with their line numbers and the
+//! file's text on both sides: what a reviewer (or a stub detector) reads.
+//!
+//! [`diff_lines`] compares a revision with another revision, or with the
+//! working tree (staged, unstaged and untracked files, not ignored ones).
+//! cascade's own directory is left out, binary files carry no text, and a
+//! file larger than [`MAX_TEXT_BYTES`] carries no text either (nothing a
+//! person wrote by hand is that large).
+
+use std::path::Path;
+
+use git2::{Delta, DiffOptions, Patch, Repository};
+
+use crate::status::is_cascade_path;
+use crate::GitError;
+
+/// Files larger than this carry no text.
+pub const MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
+
+/// How a file changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileStatus {
+    Added,
+    Modified,
+    Deleted,
+    Renamed,
+}
+
+/// One changed file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    /// Repository-relative path after the change (before it, for a deleted file).
+    pub path: String,
+    /// The path before a rename.
+    pub old_path: Option<String>,
+    pub status: FileStatus,
+    /// 1-based line numbers of added lines, in the new text.
+    pub added: Vec<u32>,
+    /// 1-based line numbers of removed lines, in the old text.
+    pub removed: Vec<u32>,
+    /// The text before the change (`None`: added, binary or too large).
+    pub old_text: Option<String>,
+    /// The text after the change (`None`: deleted, binary or too large).
+    pub new_text: Option<String>,
+}
+
+/// The lines that differ between revision `from` and revision `to`, or the
+/// working tree when `to` is `None`. `workdir` is any directory of the
+/// repository (a linked worktree diffs its own working tree).
+pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<FileDiff>, GitError> {
+    let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let tree_of = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_tree())
+            .map_err(GitError::git(format!("resolve revision '{rev}'")))
+    };
+    let old_tree = tree_of(from)?;
+    let mut opts = DiffOptions::new();
+    opts.context_lines(0).include_typechange(true);
+    let mut diff = match to {
+        Some(rev) => {
+            let new_tree = tree_of(rev)?;
+            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut opts))
+        }
+        None => {
+            opts.include_untracked(true)
+                .recurse_untracked_dirs(true)
+                .show_untracked_content(true);
+            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(&mut opts))
+        }
+    }
+    .map_err(GitError::git("diff"))?;
+    diff.find_similar(None)
+        .map_err(GitError::git("find renames"))?;
+    let root = repo.workdir().map(Path::to_path_buf);
+    let mut out = Vec::new();
+    for idx in 0..diff.deltas().len() {
+        let Some(delta) = diff.get_delta(idx) else {
+            continue;
+        };
+        let status = match delta.status() {
+            Delta::Added | Delta::Untracked | Delta::Copied => FileStatus::Added,
+            Delta::Deleted => FileStatus::Deleted,
+            Delta::Renamed => FileStatus::Renamed,
+            Delta::Modified | Delta::Typechange => FileStatus::Modified,
+            _ => continue,
+        };
+        let new_path = delta
+            .new_file()
+            .path()
+            .map(|p| p.to_string_lossy().into_owned());
+        let old_path = delta
+            .old_file()
+            .path()
+            .map(|p| p.to_string_lossy().into_owned());
+        let Some(path) = new_path.clone().or_else(|| old_path.clone()) else {
+            continue;
+        };
+        if is_cascade_path(path.as_bytes()) {
+            continue;
+        }
+        let blob_text = |id: git2::Oid| -> Option<String> {
+            if id.is_zero() {
+                return None;
+            }
+            let blob = repo.find_blob(id).ok()?;
+            text_of(blob.content())
+        };
+        let old_text = match status {
+            FileStatus::Added => None,
+            _ => blob_text(delta.old_file().id()),
+        };
+        let new_text = match status {
+            FileStatus::Deleted => None,
+            _ if to.is_none() => root
+                .as_ref()
+                .and_then(|r| std::fs::read(r.join(&path)).ok())
+                .and_then(|b| text_of(&b)),
+            _ => blob_text(delta.new_file().id()),
+        };
+        let mut file = FileDiff {
+            path,
+            old_path: (status == FileStatus::Renamed)
+                .then_some(old_path)
+                .flatten(),
+            status,
+            added: Vec::new(),
+            removed: Vec::new(),
+            old_text,
+            new_text,
+        };
+        if let Ok(Some(patch)) = Patch::from_diff(&diff, idx) {
+            for h in 0..patch.num_hunks() {
+                let lines = patch.num_lines_in_hunk(h).unwrap_or(0);
+                for l in 0..lines {
+                    let Ok(line) = patch.line_in_hunk(h, l) else {
+                        continue;
+                    };
+                    match line.origin() {
+                        '+' => file.added.extend(line.new_lineno()),
+                        '-' => file.removed.extend(line.old_lineno()),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        out.push(file);
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+/// The change `from..to` (or `from` against the working tree) as a unified
+/// diff with three lines of context, at most `max_bytes` long (cut at a line
+/// end, with a note saying how much was left out).
+pub fn diff_patch(
+    workdir: &Path,
+    from: &str,
+    to: Option<&str>,
+    max_bytes: usize,
+) -> Result<String, GitError> {
+    let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let tree_of = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_tree())
+            .map_err(GitError::git(format!("resolve revision '{rev}'")))
+    };
+    let old_tree = tree_of(from)?;
+    let mut opts = DiffOptions::new();
+    let diff = match to {
+        Some(rev) => {
+            let new_tree = tree_of(rev)?;
+            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut opts))
+        }
+        None => {
+            opts.include_untracked(true)
+                .recurse_untracked_dirs(true)
+                .show_untracked_content(true);
+            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(&mut opts))
+        }
+    }
+    .map_err(GitError::git("diff"))?;
+    let mut out = String::new();
+    let mut left_out = 0usize;
+    diff.print(git2::DiffFormat::Patch, |delta, _, line| {
+        let path = delta
+            .new_file()
+            .path()
+            .or_else(|| delta.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if is_cascade_path(path.as_bytes()) {
+            return true;
+        }
+        let text = String::from_utf8_lossy(line.content());
+        let piece = match line.origin() {
+            '+' | '-' | ' ' => format!("{}{text}", line.origin()),
+            _ => text.into_owned(),
+        };
+        if left_out > 0 || out.len() + piece.len() > max_bytes {
+            left_out += piece.len();
+        } else {
+            out.push_str(&piece);
+        }
+        true
+    })
+    .map_err(GitError::git("print diff"))?;
+    if left_out > 0 {
+        out.push_str(&format!(
+            "\n[... {left_out} more bytes of the diff left out ...]\n"
+        ));
+    }
+    Ok(out)
+}
+
+/// The bytes as text, unless binary or too large.
+fn text_of(bytes: &[u8]) -> Option<String> {
+    if bytes.len() > MAX_TEXT_BYTES || bytes.contains(&0) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    #[test]
+    fn added_and_removed_lines_are_numbered_on_both_sides() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        std::fs::write(d.join("a.txt"), "one\ntwo\nthree\n").unwrap();
+        std::fs::write(d.join("gone.txt"), "x\n").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "base"]);
+        std::fs::write(d.join("a.txt"), "one\nTWO\nthree\nfour\n").unwrap();
+        std::fs::remove_file(d.join("gone.txt")).unwrap();
+        std::fs::write(d.join("new.txt"), "fresh\n").unwrap();
+        std::fs::write(d.join("bin.dat"), b"\0\x01").unwrap();
+
+        let work = diff_lines(d, "HEAD", None).unwrap();
+        let paths: Vec<&str> = work.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["a.txt", "bin.dat", "gone.txt", "new.txt"]);
+        let a = &work[0];
+        assert_eq!(a.status, FileStatus::Modified);
+        assert_eq!(a.added, [2, 4]);
+        assert_eq!(a.removed, [2]);
+        assert_eq!(a.old_text.as_deref(), Some("one\ntwo\nthree\n"));
+        assert_eq!(a.new_text.as_deref(), Some("one\nTWO\nthree\nfour\n"));
+        assert_eq!(work[1].new_text, None, "binary files carry no text");
+        assert_eq!(work[2].status, FileStatus::Deleted);
+        assert_eq!(work[2].removed, [1]);
+        assert_eq!(work[3].status, FileStatus::Added);
+        assert_eq!(work[3].added, [1]);
+
+        // The same change, committed, as a range.
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "change"]);
+        let range = diff_lines(d, "HEAD~1", Some("HEAD")).unwrap();
+        assert_eq!(range, work);
+        assert!(diff_lines(d, "nope", None).is_err());
+        let patch = diff_patch(d, "HEAD~1", Some("HEAD"), 1 << 20).unwrap();
+        assert!(patch.contains("-two\n+TWO\n"), "{patch}");
+        assert!(patch.contains("+++ b/new.txt"), "{patch}");
+        let cut = diff_patch(d, "HEAD~1", Some("HEAD"), 40).unwrap();
+        assert!(cut.contains("more bytes of the diff left out"), "{cut}");
+    }
+}

@@ -1,0 +1,61 @@
+//! cascade-verify: local, instant detection of work that passes its gates
+//! without being done: stub macros and bodies, placeholder returns, tests
+//! skipped, removed or emptied, assertions that cannot fail, and edits to the
+//! gate or CI configuration a story did not ask for. No agent, no network:
+//! regexes over the lines a change added, read with a small per-language
+//! lexer so a `todo!()` in a comment or a string is not code.
+//!
+//! Knows nothing of agents, gates or the engine: it reads a change (from
+//! cascade-git) and returns findings.
+//!
+//! # API summary
+//! - [`RuleSet`]: `builtin()` (the tables in `rules/*.json`: rust, python,
+//!   typescript (also javascript), go, common), `load(root)` (plus
+//!   `.cascade/verify.json`: `enabled`, `disable`, `rules`, `protected_paths`),
+//!   `ids()`.
+//! - [`scan`]`(&[FileDiff], &RuleSet, &`[`Intent`]`) -> Vec<`[`Finding`]`>`:
+//!   `Finding { rule, file, line, message, text }` (Display:
+//!   `file:line: [rule] message: \`text\``); `Intent { allow, files, text }`
+//!   carries a story's `verify_allow`, `files` and words.
+//! - [`verify_repo`]`(workdir, from, to, &RuleSet, &Intent)`: the diff of
+//!   `from..to` (or `from` against the working tree) scanned.
+//! - [`VerifyError`]: a `verify.json` that cannot be used (file:line:column,
+//!   or the rule id and what is wrong with it), or a git failure.
+//!
+//! ```
+//! use cascade_git::diff::{FileDiff, FileStatus};
+//! use cascade_verify::{scan, Intent, RuleSet};
+//! let file = FileDiff {
+//!     path: "src/lib.rs".into(), old_path: None, status: FileStatus::Added,
+//!     added: vec![1], removed: vec![], old_text: None,
+//!     new_text: Some("pub fn f() -> u32 { todo!() }\n".into()),
+//! };
+//! let found = scan(&[file], &RuleSet::builtin(), &Intent::default());
+//! assert_eq!(found[0].rule, "rust-stub-macro");
+//! ```
+
+pub mod error;
+pub mod lex;
+pub mod rules;
+pub mod scan;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use error::VerifyError;
+pub use rules::{Language, RuleSet, UserConfig};
+pub use scan::{scan, Finding, Intent, EMPTIED_TEST, GATE_CONFIG_EDIT, REMOVED_TEST};
+
+/// Scans the change `from..to` of the repository at `workdir` (`to: None`:
+/// `from` against the working tree, untracked files included).
+pub fn verify_repo(
+    workdir: &Path,
+    from: &str,
+    to: Option<&str>,
+    rules: &RuleSet,
+    intent: &Intent,
+) -> Result<Vec<Finding>, VerifyError> {
+    let files = cascade_git::diff::diff_lines(workdir, from, to)?;
+    Ok(scan(&files, rules, intent))
+}

@@ -1,0 +1,478 @@
+//! Applies a [`RuleSet`] to a change: the line rules to every added line,
+//! and the structural checks (removed tests, emptied tests, edits to gate and
+//! CI files the story did not ask for) to the files around them.
+
+use std::collections::HashSet;
+
+use cascade_git::diff::{FileDiff, FileStatus};
+use serde::Serialize;
+
+use crate::lex::{self, Line};
+use crate::rules::{Language, Rule, RuleSet, Scope, TestSyntax, View};
+
+/// Rule id: a test function of the old text is gone from the new one.
+pub const REMOVED_TEST: &str = "removed-test";
+/// Rule id: a test function this change touched has an empty body.
+pub const EMPTIED_TEST: &str = "emptied-test";
+/// Rule id: a gate or CI file changed although the story did not ask for it.
+pub const GATE_CONFIG_EDIT: &str = "gate-config-edit";
+
+/// One thing found, at `file:line`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub rule: String,
+    pub file: String,
+    /// 1-based; in the old text for a removed test.
+    pub line: u32,
+    pub message: String,
+    /// The line, trimmed and shortened.
+    pub text: String,
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: [{}] {}",
+            self.file, self.line, self.rule, self.message
+        )?;
+        if !self.text.is_empty() {
+            write!(f, ": `{}`", self.text)?;
+        }
+        Ok(())
+    }
+}
+
+/// What the change was asked to do, so wanted findings can go.
+#[derive(Debug, Clone, Default)]
+pub struct Intent {
+    /// Rule ids allowed (a story's `verify_allow`).
+    pub allow: Vec<String>,
+    /// Files the story names (its `files`).
+    pub files: Vec<String>,
+    /// The story's words (title, description, acceptance criteria): a gate
+    /// or CI file they name may be edited.
+    pub text: String,
+}
+
+impl Intent {
+    fn asks_for(&self, path: &str) -> bool {
+        let norm = |p: &str| p.trim_start_matches("./").trim_end_matches('/').to_string();
+        let path = norm(path);
+        if self
+            .files
+            .iter()
+            .map(|f| norm(f))
+            .any(|f| f == path || (!f.is_empty() && path.starts_with(&format!("{f}/"))))
+        {
+            return true;
+        }
+        let text = self.text.to_lowercase();
+        let base = path.rsplit('/').next().unwrap_or(&path).to_lowercase();
+        text.contains(&path.to_lowercase()) || (!base.is_empty() && text.contains(&base))
+    }
+}
+
+/// A file, ready for the rules.
+struct Prepared<'a> {
+    diff: &'a FileDiff,
+    lang: Option<Language>,
+    raw: Vec<&'a str>,
+    lines: Vec<Line>,
+}
+
+/// Every finding of `rules` in `files`, minus those `intent` allows, sorted
+/// by file and line.
+pub fn scan(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if !rules.enabled {
+        return out;
+    }
+    let prepared: Vec<Prepared> = files
+        .iter()
+        .map(|diff| {
+            let lang = rules.language_of(&diff.path);
+            let text = diff.new_text.as_deref().unwrap_or("");
+            let syntax = lang.map_or(&lex::PLAIN, |l| l.syntax());
+            Prepared {
+                diff,
+                lang,
+                raw: text.lines().collect(),
+                lines: lex::lex(text, syntax),
+            }
+        })
+        .collect();
+    // Test names of the whole new tree of changed files: a test moved to
+    // another file is not removed.
+    let mut new_tests: HashSet<String> = HashSet::new();
+    for p in &prepared {
+        if let Some(ts) = p.lang.and_then(|l| rules.tests_of(l)) {
+            new_tests.extend(test_functions(&p.lines, ts).into_iter().map(|(n, _)| n));
+        }
+    }
+    for p in &prepared {
+        line_rules(p, rules, &mut out);
+        if let (Some(lang), Some(ts)) = (p.lang, p.lang.and_then(|l| rules.tests_of(l))) {
+            removed_tests(p.diff, lang, ts, &new_tests, &mut out);
+            emptied_tests(p, lang, ts, &mut out);
+        }
+        gate_config(p, rules, intent, &mut out);
+    }
+    out.retain(|f| !intent.allow.iter().any(|a| a == &f.rule));
+    out.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
+    out.dedup();
+    out
+}
+
+fn applies(rule: &Rule, p: &Prepared) -> bool {
+    match &rule.scope {
+        Scope::Any => true,
+        Scope::Languages(ls) => p.lang.is_some_and(|l| ls.contains(&l)),
+        Scope::Extensions(exts) => std::path::Path::new(&p.diff.path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| exts.iter().any(|x| x.eq_ignore_ascii_case(e))),
+    }
+}
+
+fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
+    let active: Vec<&Rule> = rules.rules.iter().filter(|r| applies(r, p)).collect();
+    if active.is_empty() || p.diff.new_text.is_none() {
+        return;
+    }
+    let added: HashSet<u32> = p.diff.added.iter().copied().collect();
+    for &n in &p.diff.added {
+        let idx = n as usize - 1;
+        let (Some(line), Some(raw)) = (p.lines.get(idx), p.raw.get(idx)) else {
+            continue;
+        };
+        for rule in &active {
+            let hay = match rule.view {
+                View::Code => line.code.as_str(),
+                View::CodeStrings => line.code_strings.as_str(),
+                View::Comment => line.comment.as_str(),
+                View::Line => raw,
+            };
+            if hay.trim().is_empty() || !rule.pattern.is_match(hay) {
+                continue;
+            }
+            let near = match &rule.header {
+                Some(header) => {
+                    let Some(h) = sole_statement(p, idx, header, rule.not_header.as_ref()) else {
+                        continue;
+                    };
+                    if rule.new_function && !added.contains(&(h as u32 + 1)) {
+                        continue;
+                    }
+                    h
+                }
+                None => idx,
+            };
+            if let Some(unless) = &rule.unless_near {
+                if is_near(p, near, unless) {
+                    continue;
+                }
+            }
+            out.push(finding(&rule.id, &p.diff.path, n, &rule.message, raw));
+        }
+    }
+}
+
+fn finding(rule: &str, file: &str, line: u32, message: &str, raw: &str) -> Finding {
+    let t = raw.trim();
+    let mut text: String = t.chars().take(120).collect();
+    if t.chars().count() > 120 {
+        text.push_str("...");
+    }
+    Finding {
+        rule: rule.to_string(),
+        file: file.to_string(),
+        line,
+        message: message.to_string(),
+        text,
+    }
+}
+
+/// A line with no code for the structure: blank, a comment, or a bare
+/// string (a docstring).
+fn blank(line: &Line) -> bool {
+    line.code
+        .trim()
+        .chars()
+        .all(|c| c == '"' || c == '\'' || c == '`')
+}
+
+fn indent(raw: &str) -> usize {
+    raw.len() - raw.trim_start().len()
+}
+
+/// When line `idx` is the whole body of a block whose header matches
+/// `header` (and not `not_header`), the header's index.
+fn sole_statement(
+    p: &Prepared,
+    idx: usize,
+    header: &regex::Regex,
+    not_header: Option<&regex::Regex>,
+) -> Option<usize> {
+    let lines = &p.lines;
+    let prev = (0..idx).rev().find(|&j| !blank(&lines[j]))?;
+    let next = (idx + 1..lines.len()).find(|&k| !blank(&lines[k]));
+    let is_header = |j: usize| {
+        header.is_match(&lines[j].code_strings)
+            && !not_header.is_some_and(|n| n.is_match(&lines[j].code_strings))
+    };
+    if p.lang.is_some_and(Language::indented) {
+        if !lines[prev].code.trim_end().ends_with(':') {
+            return None;
+        }
+        // The signature may span lines: the header is the nearest line above
+        // that matches, with no other block opened in between.
+        let h = (prev.saturating_sub(8)..=prev)
+            .rev()
+            .take_while(|&j| j == prev || !lines[j].code.trim_end().ends_with(':'))
+            .find(|&j| is_header(j))?;
+        let own = indent(p.raw.get(idx)?);
+        if let Some(k) = next {
+            if indent(p.raw.get(k)?) >= own {
+                return None;
+            }
+        }
+        Some(h)
+    } else {
+        let code = lines[idx].code.as_str();
+        if code.contains('{') || code.contains('}') {
+            return None;
+        }
+        if !lines[prev].code.trim_end().ends_with('{') || !is_header(prev) {
+            return None;
+        }
+        let k = next?;
+        lines[k].code.trim_start().starts_with('}').then_some(prev)
+    }
+}
+
+/// Whether `re` matches the header `h`, one of the three lines above it, or
+/// (Python) the class it belongs to.
+fn is_near(p: &Prepared, h: usize, re: &regex::Regex) -> bool {
+    let from = h.saturating_sub(3);
+    if (from..=h).any(|j| p.raw.get(j).is_some_and(|l| re.is_match(l))) {
+        return true;
+    }
+    if p.lang.is_some_and(Language::indented) {
+        let own = p.raw.get(h).map_or(0, |l| indent(l));
+        if let Some(c) = (0..h)
+            .rev()
+            .find(|&j| !blank(&p.lines[j]) && p.raw.get(j).is_some_and(|l| indent(l) < own))
+        {
+            return p.raw.get(c).is_some_and(|l| re.is_match(l));
+        }
+    }
+    false
+}
+
+/// The test functions of a text: (name, 0-based line of the name).
+fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        match &ts.attribute {
+            Some(attr) => {
+                if attr.is_match(&l.code) {
+                    let found = (i + 1..lines.len().min(i + 8)).find_map(|j| {
+                        ts.name
+                            .captures(&lines[j].code_strings)
+                            .and_then(|c| c.get(1))
+                            .map(|m| (m.as_str().to_string(), j))
+                    });
+                    out.extend(found);
+                }
+            }
+            None => {
+                if let Some(m) = ts.name.captures(&l.code_strings).and_then(|c| c.get(1)) {
+                    out.push((m.as_str().to_string(), i));
+                }
+            }
+        }
+    }
+    out.dedup();
+    out
+}
+
+fn removed_tests(
+    diff: &FileDiff,
+    lang: Language,
+    ts: &TestSyntax,
+    new_tests: &HashSet<String>,
+    out: &mut Vec<Finding>,
+) {
+    if diff.status == FileStatus::Added || diff.removed.is_empty() {
+        return;
+    }
+    let Some(old) = diff.old_text.as_deref() else {
+        return;
+    };
+    let removed: HashSet<u32> = diff.removed.iter().copied().collect();
+    let old_raw: Vec<&str> = old.lines().collect();
+    let old_lines = lex::lex(old, lang.syntax());
+    for (name, i) in test_functions(&old_lines, ts) {
+        let n = i as u32 + 1;
+        if removed.contains(&n) && !new_tests.contains(&name) {
+            out.push(finding(
+                REMOVED_TEST,
+                &diff.path,
+                n,
+                &format!("test '{name}' was removed (line {n} of the old text)"),
+                old_raw.get(i).copied().unwrap_or(""),
+            ));
+        }
+    }
+}
+
+fn emptied_tests(p: &Prepared, lang: Language, ts: &TestSyntax, out: &mut Vec<Finding>) {
+    if p.diff.new_text.is_none() {
+        return;
+    }
+    let touched = |from: usize, to: usize| {
+        p.diff
+            .added
+            .iter()
+            .any(|&n| (from..=to).contains(&(n as usize - 1)))
+    };
+    for (name, i) in test_functions(&p.lines, ts) {
+        let Some((empty, end)) = body(p, i, lang) else {
+            continue;
+        };
+        // A test whose body this change touched (or that it removed lines
+        // from, within the body) and left without a statement.
+        if empty && (touched(i, end) || lines_removed_within(p, i, end)) {
+            out.push(finding(
+                EMPTIED_TEST,
+                &p.diff.path,
+                i as u32 + 1,
+                &format!("test '{name}' has an empty body"),
+                p.raw.get(i).copied().unwrap_or(""),
+            ));
+        }
+    }
+}
+
+/// Whether the change removed lines right inside `from..=to` of the new
+/// text (a deletion shows in the new text as nothing; git reports it
+/// against the old line numbers, which match the new ones where nothing was
+/// added above: close enough to tell a body emptied in place).
+fn lines_removed_within(p: &Prepared, from: usize, to: usize) -> bool {
+    if p.diff.removed.is_empty() {
+        return false;
+    }
+    let shift = p
+        .diff
+        .added
+        .iter()
+        .filter(|&&n| (n as usize) <= from)
+        .count() as i64
+        - p.diff
+            .removed
+            .iter()
+            .filter(|&&n| (n as usize) <= from)
+            .count() as i64;
+    p.diff.removed.iter().any(|&n| {
+        let at = n as i64 - 1 + shift;
+        at > from as i64 && at <= to as i64 + 1
+    })
+}
+
+/// The body of the block opened at line `i` (or within two lines after):
+/// whether it has no statement, and its last line.
+fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
+    let lines = &p.lines;
+    if lang.indented() {
+        let h = (i..lines.len().min(i + 6)).find(|&j| lines[j].code.trim_end().ends_with(':'))?;
+        let own = indent(p.raw.get(i)?);
+        let mut end = h;
+        let mut empty = true;
+        for j in h + 1..lines.len() {
+            if blank(&lines[j]) {
+                continue;
+            }
+            if indent(p.raw.get(j)?) <= own {
+                break;
+            }
+            end = j;
+            let c = lines[j].code.trim();
+            if c != "pass" && c != "..." {
+                empty = false;
+            }
+        }
+        if end == h {
+            // `def test_x(): pass` on one line.
+            let after = lines[h].code.rsplit_once(':').map_or("", |(_, a)| a).trim();
+            return Some((after.is_empty() || after == "pass" || after == "...", h));
+        }
+        Some((empty, end))
+    } else {
+        let start = (i..lines.len().min(i + 3)).find(|&j| lines[j].code.contains('{'))?;
+        let mut depth = 0i32;
+        let mut inner = String::new();
+        for (j, l) in lines.iter().enumerate().skip(start) {
+            let mut chars = l.code.chars();
+            if j == start {
+                let pos = l.code.find('{')?;
+                chars = l.code[pos..].chars();
+            }
+            for c in chars {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        if depth > 1 {
+                            inner.push(c);
+                        }
+                    }
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            let empty = inner.trim().trim_matches(';').trim().is_empty();
+                            return Some((empty, j));
+                        }
+                        inner.push(c);
+                    }
+                    _ if depth >= 1 => inner.push(c),
+                    _ => {}
+                }
+            }
+            inner.push(' ');
+        }
+        None
+    }
+}
+
+fn gate_config(p: &Prepared, rules: &RuleSet, intent: &Intent, out: &mut Vec<Finding>) {
+    let d = p.diff;
+    let hit = rules.protected.is_match(&d.path)
+        || d.old_path
+            .as_deref()
+            .is_some_and(|o| rules.protected.is_match(o));
+    if !hit || intent.asks_for(&d.path) {
+        return;
+    }
+    let what = match d.status {
+        FileStatus::Added => "added",
+        FileStatus::Deleted => "deleted",
+        FileStatus::Renamed => "renamed",
+        FileStatus::Modified => "changed",
+    };
+    let line = d.added.first().or(d.removed.first()).copied().unwrap_or(1);
+    let raw = d
+        .added
+        .first()
+        .and_then(|&n| p.raw.get(n as usize - 1))
+        .copied()
+        .unwrap_or("");
+    out.push(finding(
+        GATE_CONFIG_EDIT,
+        &d.path,
+        line,
+        &format!(
+            "gate/CI configuration {what}, which the story does not ask for (name the file in the story's `files` or allow '{GATE_CONFIG_EDIT}')"
+        ),
+        raw,
+    ));
+}

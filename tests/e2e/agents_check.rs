@@ -1,0 +1,221 @@
+//! End-to-end tests of `cascade agents check` and of the same check before
+//! a run, with stub CLIs on a fake PATH shaped like the real ones (a codex
+//! that rejects `--full-auto` the way codex-cli 0.169 does).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::common::{cascade, git, init_repo, script, write_json};
+
+/// A codex stub: today's `exec --help`, clap's rejection of `--full-auto`,
+/// logged in; as an agent it writes a file (so a story can complete).
+const CODEX: &str = r#"case "$*" in
+  --version) echo "codex-cli 0.169.0";;
+  "exec --help") printf 'Usage: codex exec [OPTIONS] [PROMPT]\n  -s, --sandbox <SANDBOX_MODE>\n      --skip-git-repo-check\n      --json\n';;
+  "exec resume --help") printf 'Usage: codex exec resume [OPTIONS]\n  -c, --config <key=value>\n      --json\n      --skip-git-repo-check\n';;
+  "login status") echo "Logged in using an API key";;
+  *--full-auto*) echo "error: unexpected argument '--full-auto' found" >&2; echo "For more information, try '--help'." >&2; exit 2;;
+  exec*) echo "codex was here" > codex.txt; echo '{"type":"thread.started","thread_id":"t-1"}';;
+  *) exit 2;;
+esac"#;
+
+fn fake_bin(root: &Path) -> PathBuf {
+    let bin = root.join("fakebin");
+    script(&bin.join("codex"), CODEX);
+    // git and sh for cascade itself; nothing else.
+    for tool in ["git", "sh", "env"] {
+        if let Some(real) = which(tool) {
+            std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();
+        }
+    }
+    bin
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+fn agents(dir: &Path, codex_args: &[&str]) {
+    write_json(
+        &dir.join("agents.json"),
+        &json!({
+            "default_agent": "codex",
+            "agents": {
+                "codex": {"type": "cli", "command": "codex", "args": codex_args, "timeout": 60,
+                          "resume_args": ["exec", "resume", "--json", "-c", "k=v", "{session_id}", "{prompt}"]},
+                "backup": {"type": "cli", "command": dir.join("backup.sh").display().to_string(), "args": [], "timeout": 60}
+            },
+            "phase_defaults": {"implementation": {"default_agent": "codex", "fallback_chain": ["backup"]}}
+        }),
+    );
+    script(&dir.join("backup.sh"), "echo backup was here > backup.txt");
+}
+
+fn prd(dir: &Path) {
+    write_json(
+        &dir.join("prd.json"),
+        &json!({"metadata": {"version": "1.0.0"}, "goal": "g", "objectives": [],
+            "stories": [{"id": "story-001", "title": "Write a file", "description": "d",
+                "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": []}],
+            "quality_gates": {"enabled": false, "gates": []}}),
+    );
+}
+
+fn json_of(out: &std::process::Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn check_reports_a_removed_flag_with_the_fix_and_caches_the_result() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = fake_bin(dir);
+    agents(dir, &["exec", "--json", "--full-auto", "{prompt}"]);
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["passed"], false);
+    let codex = &v["agents"][0];
+    assert_eq!(codex["agent"], "codex");
+    assert_eq!(codex["status"], "failed");
+    assert_eq!(codex["version"], "codex-cli 0.169.0");
+    let p = &codex["problems"][0];
+    assert_eq!(p["kind"], "missing_flag");
+    assert!(
+        p["message"].as_str().unwrap().contains("--full-auto"),
+        "{p}"
+    );
+    assert!(
+        p["fix"].as_str().unwrap().contains("codex exec --help"),
+        "{p}"
+    );
+    // The backup script is not a CLI cascade knows: checked, never fatal.
+    assert_ne!(v["agents"][1]["status"], "failed");
+
+    // Second time: from the cache, same answer.
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check", "--json"])
+        .output()
+        .unwrap();
+    let v = json_of(&out);
+    assert_eq!(v["agents"][0]["cached"], true);
+    assert_eq!(v["agents"][0]["status"], "failed");
+
+    // Today's argv passes.
+    agents(
+        dir,
+        &[
+            "exec",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "--skip-git-repo-check",
+            "{prompt}",
+        ],
+    );
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("codex") && text.contains("ok"), "{text}");
+}
+
+#[test]
+fn a_chosen_agent_failing_its_check_falls_back_or_stops_the_run_with_exit_2() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = fake_bin(dir);
+    agents(dir, &["exec", "--json", "--full-auto", "{prompt}"]);
+    prd(dir);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "plan"]);
+
+    // --no-fallback: stops before any story, exit 2, with the report.
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["approve", "--auto-run", "--no-fallback", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--full-auto") && err.contains("agent check"),
+        "{err}"
+    );
+    assert!(!dir.join("codex.txt").exists() && !dir.join("backup.txt").exists());
+
+    // Otherwise: falls back along the chain, saying so.
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["approve", "--auto-run", "--json", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{err}\n{stdout}");
+    assert!(
+        err.contains("agent 'codex' failed `cascade agents check`")
+            && err.contains("falling back to 'backup'"),
+        "{err}"
+    );
+    assert!(stdout.contains("\"backup\""), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("backup.txt")).unwrap(),
+        "backup was here\n"
+    );
+}
+
+#[test]
+fn nothing_installed_is_exit_2_for_check_and_approve() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = dir.join("emptybin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in ["git", "sh"] {
+        if let Some(real) = which(tool) {
+            std::os::unix::fs::symlink(real, bin.join(tool)).unwrap();
+        }
+    }
+    prd(dir);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "plan"]);
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("none of the configured agents is installed")
+    );
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["approve", "--auto-run"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no agent available") && err.contains("tried"),
+        "{err}"
+    );
+}
