@@ -47,7 +47,19 @@ pub enum ModeArg {
     BatchComplete,
 }
 
+/// Shown after `approve --help` / `resume --help`.
+const RUN_AFTER_HELP: &str = "\
+Failure kinds (events, status, progress.txt): timeout, exit_code, no_changes, quality_gate,
+verification, review, merge_conflict, process_crash, agent_unavailable, auth, rate_limited
+(never counted as an attempt; the agent cools down for every story), provider_error,
+budget (a story over its budget; not retried).
+
+Run status budget_exhausted (exit 1): the run budget ran out with work left; resume with a
+higher --max-cost / --max-duration. Exit codes: 0 done, 1 something failed, 2 bad input,
+3 paused for a person, 130 interrupted. Details: docs/control.md.";
+
 #[derive(Debug, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct RunArgs {
     /// The PRD to run (default: ./prd.json, else the project's Plan Cascade
     /// data directory; `resume`: the run's own PRD)

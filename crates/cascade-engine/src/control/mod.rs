@@ -10,7 +10,7 @@
 //! (`cascade_process::resources::MemoryGuard`): no new one starts while
 //! available memory is below the threshold and something of this run is
 //! still running (which is what can give memory back).
-//! [`Controls`] holds all of it for one run; the attempt's steps consult it.
+//! `Controls` holds all of it for one run; the attempt's steps consult it.
 
 pub mod budget;
 pub mod ratelimit;
