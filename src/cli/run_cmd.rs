@@ -835,6 +835,11 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     if status == "interrupted" || status == "paused" {
         println!("Continue with `cascade resume`.");
     }
+    if status == "budget_exhausted" {
+        println!(
+            "The run's budget ran out: continue with `cascade resume --max-cost <higher>` (or `--max-duration <more>`)."
+        );
+    }
     Ok(EXIT_OK)
 }
 
