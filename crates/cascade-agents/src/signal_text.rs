@@ -158,8 +158,7 @@ fn parse_duration(s: &str) -> Option<Duration> {
             break;
         }
     }
-    (any && total.is_finite() && total >= 0.0 && total <= 86_400.0)
-        .then(|| Duration::from_secs_f64(total))
+    (any && (0.0..=86_400.0).contains(&total)).then(|| Duration::from_secs_f64(total))
 }
 
 #[cfg(test)]
