@@ -923,3 +923,74 @@ fn low_memory_holds_back_a_new_agent_until_the_running_one_is_done() {
         "{tl:?}"
     );
 }
+
+#[test]
+fn resume_stops_an_agent_whose_pid_never_reached_the_state_file() {
+    let f = Fixture::new(json!([story("o1", &[])]), json!([]));
+    // The first agent waits (up to 30 s) for a marker that never comes.
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            r#"if [ ! -f "$T/first" ]; then
+  touch "$T/first"; echo $$ > "$T/pid"
+  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+  touch "$T/outlived"
+fi
+{WRITE_OWN_FILE}"#
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = std::time::Instant::now();
+    while !f.t("pid").exists() && guard.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: i32 = f.read("pid").trim().parse().expect("agent pid");
+    // Wait until the run state holds the attempt, then kill -9 cascade and
+    // take the pid out of the state: the kill landed before it was written.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let state_path = f.repo().join(".cascade/state.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    for s in state["stories"].as_array_mut().unwrap() {
+        for a in s["attempts"].as_array_mut().unwrap() {
+            a.as_object_mut().unwrap().remove("pid");
+        }
+    }
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    // SAFETY: signal 0 only checks that the process exists.
+    assert_eq!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "the agent should outlive cascade"
+    );
+
+    let out = f.run(&["resume", "--auto-run", "--retry-delay", "0", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let stopped = of_kind(&events(&out), "notice").into_iter().any(|e| {
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("pid {pid}")))
+    });
+    assert!(stopped, "{}", explain(&out));
+    assert!(!f.t("outlived").exists());
+    assert!(f.repo().join("o1.txt").exists());
+}
