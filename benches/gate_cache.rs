@@ -22,6 +22,7 @@ fn result(name: &str) -> GateResult {
         passed: true,
         required: true,
         cached: false,
+        cache: Default::default(),
         skipped: false,
         skip_reason: None,
         flaky: false,
@@ -106,6 +107,7 @@ fn bench(c: &mut Criterion) {
             working_dir: ".".into(),
             env: Default::default(),
             inputs: vec![],
+            toolchain: String::new(),
         };
         big.store(&parts, &result("tests"));
         keys.push(parts.key());

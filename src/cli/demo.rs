@@ -23,6 +23,8 @@ use anyhow::Context;
 use clap::Args;
 
 use super::run_cmd::{ModeArg, RunArgs, ScheduleArg};
+
+mod plan_agent;
 use super::{CliResult, Failure, Global};
 
 #[derive(Debug, Args)]
@@ -34,6 +36,9 @@ pub struct DemoArgs {
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    /// Start from the goal: plan with `cascade plan --auto --run` (offline planner and challenger), then build
+    #[arg(long)]
+    pub plan: bool,
 }
 
 /// Arguments of the hidden offline demo agent (filled in from agents.json placeholders).
@@ -198,7 +203,23 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult {
         dir: None,
     };
     let _ = g;
-    let result = super::run_cmd::approve(&global, run_args(a.json));
+    let result = if a.plan {
+        // The planner writes prd.json: start without the prepared one.
+        let _ = std::fs::remove_file(dir.join("prd.json"));
+        say("planning first: `cascade plan --auto --run` with the offline planner (demo) and challenger (demo-reviewer)\n".to_string());
+        let goal = serde_json::from_str::<serde_json::Value>(PRD)
+            .ok()
+            .and_then(|p| p["goal"].as_str().map(str::to_string))
+            .unwrap_or_else(|| "Build textkit".to_string());
+        let mut argv = vec!["plan", goal.as_str(), "--auto", "--run"];
+        if a.json {
+            argv.push("--json");
+        }
+        let args = super::planning_cmd::parse_args::<super::planning_cmd::PlanArgs>("plan", &argv)?;
+        super::planning_cmd::run(&global, args)
+    } else {
+        super::run_cmd::approve(&global, run_args(a.json))
+    };
     say(format!(
         "\nthe demo repository is kept at {dir}\n  git -C {dir} log --oneline --graph --all   # the merged stories\n  cascade -C {dir} status                     # the run state\n  cascade -C {dir} worktree list              # worktrees left for inspection\n  ls {dir}/.cascade/logs                       # each attempt's agent output (story-004's retry was given the failing test)",
         dir = dir.display()
@@ -238,6 +259,13 @@ fn run_args(json: bool) -> RunArgs {
         dry_run: false,
         yes: true,
         json,
+        review: None,
+        review_agent: None,
+        // The demo is a scratch repository: never share its results.
+        remote: crate::cli::remote_args::RemoteCacheArgs {
+            remote_cache: Some("off".into()),
+            remote_cache_mode: None,
+        },
         max_cost: None,
         max_story_cost: None,
         max_duration: None,
@@ -245,8 +273,6 @@ fn run_args(json: bool) -> RunArgs {
         gate_jobs: None,
         no_resolve: false,
         notify: None,
-        review: None,
-        review_agent: None,
     }
 }
 
@@ -331,9 +357,19 @@ pub fn agents_json(exe: &Path) -> anyhow::Result<String> {
                 "args": ["__demo-agent", "{story_id}", "{attempt}", "{working_dir}"],
                 "timeout": 300,
                 "env": {}
+            },
+            "demo-reviewer": {
+                "type": "cli",
+                "description": "the offline demo agent as the plan's challenger (`cascade demo --plan`)",
+                "command": exe,
+                "args": ["__demo-agent", "{story_id}", "{attempt}", "{working_dir}"],
+                "timeout": 300,
+                "env": {}
             }
         },
         "phase_defaults": {
+            "planning": {"default_agent": "demo", "fallback_chain": []},
+            "review": {"default_agent": "demo-reviewer", "fallback_chain": []},
             "implementation": {"default_agent": "demo", "fallback_chain": []},
             "retry": {"default_agent": "demo", "fallback_chain": []}
         }
@@ -409,6 +445,17 @@ fn agent_job(env: impl Fn(&str) -> Option<String>, args: &[String]) -> anyhow::R
 
 /// `cascade __demo-agent`: writes the prepared files of one story.
 pub fn agent(_g: &Global, a: DemoAgentArgs) -> CliResult {
+    if let Some(step) = std::env::var("CASCADE_PLAN_STEP")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        let workdir = std::env::var_os("CASCADE_WORKDIR")
+            .map(PathBuf::from)
+            .or_else(|| std::env::current_dir().ok())
+            .unwrap_or_default();
+        plan_agent::run(&step, &workdir).map_err(Failure::failed)?;
+        return Ok(super::EXIT_OK);
+    }
     let job = agent_job(|k| std::env::var(k).ok(), &a.rest).map_err(Failure::usage)?;
     let Some(files) = story_files(&job.story, job.attempt) else {
         return Err(Failure::usage(anyhow::anyhow!(

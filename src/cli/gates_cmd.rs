@@ -5,6 +5,11 @@
 //! the PRD (`./prd.json`, else the project's Plan Cascade data directory),
 //! else the detected project types. Exit 0 when every required
 //! gate passed, 1 otherwise, 2 for a bad config, 130 on Ctrl-C.
+//!
+//! With a remote cache (`--remote-cache`, `CASCADE_REMOTE_CACHE`, or
+//! `remote_cache` in gates.json) lookups read through it and passes are
+//! published; its problems are warnings on stderr, and the uploads still
+//! running at the end are waited for only up to the flush bound.
 
 use std::path::{Path, PathBuf};
 
@@ -13,6 +18,7 @@ use cascade_gates::{run_gates, GateCache, GateEvent, GateReport, GateResult, Gat
 use cascade_process::CancelToken;
 use clap::{Args, Subcommand};
 
+use super::remote_args::{self, RemoteCacheArgs};
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
@@ -45,6 +51,8 @@ pub struct GatesRunArgs {
     /// project's Plan Cascade data directory, if present)
     #[arg(long, value_name = "PATH")]
     pub prd: Option<PathBuf>,
+    #[command(flatten)]
+    pub remote: RemoteCacheArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -130,7 +138,11 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
     let cascade_dir = cascade_dir(cwd);
     let qg = prd_quality_gates(cwd, a.prd.as_deref())?;
     let set = GateSet::resolve(qg.as_ref(), &cascade_dir, cwd).map_err(Failure::usage)?;
-    let cache = GateCache::open(&cascade_dir);
+    let cache = if a.no_cache {
+        GateCache::open(&cascade_dir)
+    } else {
+        remote_args::attach(GateCache::open(&cascade_dir), &a.remote.request(), &set)?
+    };
     let opts = RunOptions {
         workdir: cwd.to_path_buf(),
         repo_root: None,
@@ -146,7 +158,7 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
         .map_err(Failure::failed)?;
     let json = a.json;
     let cancel = CancelToken::new();
-    let (report, interrupted) = rt.block_on(async {
+    let report = rt.block_on(async {
         let c = cancel.clone();
         let watcher = tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
@@ -155,13 +167,49 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
         });
         let report = run_gates(&set, &opts, &cache, |e| print_event(&e, json), &cancel).await;
         watcher.abort();
-        (report, cancel.is_cancelled())
+        // Uploads run beside the gates; wait for the rest a bounded while.
+        let flushed = cache.flush_remote(None).await;
+        for message in cache.take_remote_warnings() {
+            print_event(&GateEvent::RemoteWarning { message }, json);
+        }
+        (report, cancel.is_cancelled(), flushed)
     });
+    let (report, interrupted, flushed) = (report.0, report.1, report.2);
+    // A backend thread stuck on an unanswering store must not hold the exit.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
     if json {
-        let v = serde_json::json!({ "passed": report.passed, "gates": report.gates });
+        let mut v = serde_json::json!({ "passed": report.passed, "gates": report.gates });
+        if let Some(remote) = cache.remote() {
+            v["remote_cache"] = serde_json::json!({
+                "url": remote.url(),
+                "mode": remote.settings().mode.as_str(),
+                "verified": remote.settings().verifies(),
+                "uploads": flushed,
+            });
+        }
         println!("{v}");
     } else {
         print_summary(&set, &report);
+        if let (Some(remote), Some(f)) = (cache.remote(), flushed) {
+            let hits = report
+                .gates
+                .iter()
+                .filter(|g| g.cache == cascade_gates::CacheSource::Remote)
+                .count();
+            println!(
+                "remote cache {} ({}): {hits} hit{}, {} published, {} already there{}",
+                remote.url(),
+                remote.settings().mode.as_str(),
+                if hits == 1 { "" } else { "s" },
+                f.uploaded,
+                f.already_present,
+                if f.failed + f.abandoned > 0 {
+                    format!(", {} failed", f.failed + f.abandoned)
+                } else {
+                    String::new()
+                }
+            );
+        }
     }
     if interrupted {
         return Ok(EXIT_INTERRUPTED);
@@ -170,6 +218,11 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
 }
 
 fn print_event(e: &GateEvent, json: bool) {
+    if let GateEvent::RemoteWarning { message } = e {
+        // On stderr in both modes: stdout stays valid JSON.
+        eprintln!("warning: remote gate cache: {message}");
+        return;
+    }
     if json {
         return;
     }
@@ -179,6 +232,7 @@ fn print_event(e: &GateEvent, json: bool) {
         GateEvent::CacheUnavailable { reason } => {
             eprintln!("warning: gate cache disabled for this run: {reason}")
         }
+        GateEvent::RemoteWarning { .. } => {}
     }
 }
 
@@ -199,7 +253,10 @@ fn gate_line(r: &GateResult) -> String {
         s.push_str(" (optional)");
     }
     if r.cached {
-        s.push_str(" (cached)");
+        s.push_str(match r.cache {
+            cascade_gates::CacheSource::Remote => " (cached: remote)",
+            _ => " (cached)",
+        });
     }
     if r.flaky {
         s.push_str(" (flaky)");
@@ -245,11 +302,31 @@ fn print_summary(set: &GateSet, report: &GateReport) {
     );
 }
 
+/// The remote configured by the environment or gates.json (for display;
+/// `None` when none or when it does not resolve).
+fn configured_remote(cwd: &Path) -> Option<cascade_gates::RemoteSettings> {
+    let set = GateSet::resolve(None, &cascade_dir(cwd), cwd).ok();
+    cascade_gates::RemoteSettings::resolve(
+        &Default::default(),
+        set.as_ref().and_then(|s| s.remote.as_ref()),
+    )
+    .ok()
+    .flatten()
+}
+
 fn cache_stats(cwd: &Path, json: bool) -> CliResult {
     let cache = GateCache::open(&cascade_dir(cwd));
     let s = cache.stats();
+    let remote = configured_remote(cwd);
     if json {
-        println!("{}", serde_json::to_string(&s).map_err(Failure::failed)?);
+        let mut v = serde_json::to_value(&s).map_err(Failure::failed)?;
+        v["remote"] = match &remote {
+            Some(r) => {
+                serde_json::json!({"url": r.url, "mode": r.mode.as_str(), "verified": r.verifies()})
+            }
+            None => serde_json::Value::Null,
+        };
+        println!("{v}");
     } else {
         let lookups = s.hits + s.misses;
         let rate = if lookups > 0 {
@@ -258,10 +335,40 @@ fn cache_stats(cwd: &Path, json: bool) -> CliResult {
             0.0
         };
         println!("entries:    {} ({} KiB)", s.entries, s.bytes / 1024);
-        println!("hits:       {}", s.hits);
+        println!(
+            "hits:       {} ({} local, {} remote)",
+            s.hits, s.local_hits, s.remote_hits
+        );
         println!("misses:     {}", s.misses);
         println!("hit rate:   {rate:.0}%");
-        println!("time saved: {:.1}s", s.time_saved_ms as f64 / 1000.0);
+        println!(
+            "time saved: {:.1}s ({:.1}s by remote hits)",
+            s.time_saved_ms as f64 / 1000.0,
+            s.remote_time_saved_ms as f64 / 1000.0
+        );
+        println!(
+            "remote:     {}",
+            match &remote {
+                Some(r) => format!(
+                    "{} ({}{})",
+                    r.url,
+                    r.mode.as_str(),
+                    if r.verifies() {
+                        ", signed"
+                    } else {
+                        ", unverified: CASCADE_CACHE_SECRET not set"
+                    }
+                ),
+                None => "not configured".into(),
+            }
+        );
+        println!(
+            "moved:      {} KiB down ({} remote hits), {} KiB up ({} entries published)",
+            s.bytes_downloaded / 1024,
+            s.remote_hits,
+            s.bytes_uploaded / 1024,
+            s.uploads
+        );
     }
     Ok(EXIT_OK)
 }
@@ -305,6 +412,17 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
         );
         for r in &m.reasons {
             println!("  {r}");
+        }
+        if let Some(n) = &m.remote {
+            println!(
+                "  remote: {} ({})",
+                if n.consulted {
+                    "consulted"
+                } else {
+                    "not consulted"
+                },
+                n.outcome
+            );
         }
         for (label, list) in [
             ("added", &m.files_added),

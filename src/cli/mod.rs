@@ -19,6 +19,8 @@ pub mod notify;
 pub mod paths_cmd;
 pub mod plan_cmds;
 pub mod plan_file;
+pub mod planning_cmd;
+pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
@@ -130,6 +132,8 @@ pub enum Command {
     Worktree(worktree_cmd::WorktreeCommand),
     /// Project id, Plan Cascade data directory, path mode and every file cascade reads or writes
     Paths(paths_cmd::PathsArgs),
+    /// Turn a goal into an approved, challenged plan (and run it with --run)
+    Plan(planning_cmd::PlanArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
@@ -207,6 +211,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Verify(a) => verify_cmd::run(g, a),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Paths(a) => paths_cmd::run(g, a),
+        Command::Plan(a) => planning_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
         Command::Completions(a) => completions::run(a),
         Command::DemoAgent(a) => demo::agent(g, a),

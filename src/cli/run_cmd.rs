@@ -118,6 +118,15 @@ pub struct RunArgs {
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    /// A second agent reviews each story after its gates (strict: a review
+    /// without a <review> marker fails; off: not even when prd.json asks)
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "on")]
+    pub review: Option<ReviewArg>,
+    /// Agent for reviews (default: the review phase's, another than the author's)
+    #[arg(long, value_name = "A")]
+    pub review_agent: Option<String>,
+    #[command(flatten)]
+    pub remote: super::remote_args::RemoteCacheArgs,
     /// Spend limit of the run in USD: no attempt starts once it is spent; the
     /// run ends as budget_exhausted (exit 1) and `cascade resume
     /// --max-cost <higher>` continues it
@@ -143,13 +152,6 @@ pub struct RunArgs {
     /// pauses; the values up to the next flag form the command
     #[arg(long, value_name = "CMD", num_args = 1.., value_terminator = ";")]
     pub notify: Option<Vec<String>>,
-    /// A second agent reviews each story after its gates (strict: a review
-    /// without a <review> marker fails; off: not even when prd.json asks)
-    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1, require_equals = true, default_missing_value = "on")]
-    pub review: Option<ReviewArg>,
-    /// Agent for reviews (default: the review phase's, another than the author's)
-    #[arg(long, value_name = "A")]
-    pub review_agent: Option<String>,
 }
 
 /// `--review[=strict]`.
@@ -208,6 +210,8 @@ fn remembered(a: &RunArgs) -> RunFlags {
         max_iterations: a.max_iterations,
         auto_run: Some(a.auto_run),
         yes: Some(a.yes),
+        review: a.review.map(flag_name),
+        review_agent: a.review_agent.clone(),
         max_cost: a.max_cost,
         max_story_cost: a.max_story_cost,
         max_duration: a.max_duration,
@@ -215,8 +219,6 @@ fn remembered(a: &RunArgs) -> RunFlags {
         gate_jobs: a.gate_jobs,
         no_resolve: Some(a.no_resolve),
         notify: a.notify.clone(),
-        review: a.review.map(flag_name),
-        review_agent: a.review_agent.clone(),
     }
 }
 
@@ -330,7 +332,6 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
     take!(gate_jobs, "--gate-jobs", |v: &usize| Some(v.to_string()));
     take!(no_resolve, "--no-resolve", |v: &bool| v.then(String::new));
     take!(notify, "--notify", |v: &Vec<String>| Some(v.join(" ")));
-
     // Stored as their flag spellings; one this cascade does not know is left out.
     if let Some(v) = stored
         .schedule
@@ -473,6 +474,7 @@ pub fn run_options(a: &RunArgs, resume: bool) -> Result<RunOptions, Failure> {
         mode,
         pause,
         resume,
+        remote_cache: a.remote.request(),
         gate_jobs: a.gate_jobs,
         budget: cascade_engine::control::budget::Budget {
             max_cost: a.max_cost,
@@ -575,10 +577,23 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
             // Continue the way the run was started. A state that cannot be
             // read is reported by the engine itself, with what to do.
             if let Ok(Some(state)) = RunState::load(&state_path) {
-                if let Some(stored) = &state.options {
-                    restored = restore(&mut a, stored, matches).message();
-                }
+                let mut r = match &state.options {
+                    Some(stored) => restore(&mut a, stored, matches),
+                    None => Restored::default(),
+                };
                 recorded = recorded_prd(&state, &project.cwd);
+                // The run's own PRD (kept in the state, wherever discovery
+                // found it) is one of the options it continues with.
+                match (&a.prd, &recorded) {
+                    (None, Some(p)) if p != Path::new(cascade_plan::paths::PRD_FILE) => {
+                        r.restored.insert(0, format!("--prd {}", p.display()));
+                    }
+                    (Some(given), Some(p)) if given != p => {
+                        r.overridden.insert(0, format!("--prd {}", p.display()));
+                    }
+                    _ => {}
+                }
+                restored = r.message();
             }
         }
     }

@@ -3,22 +3,31 @@
 
 use crate::common::*;
 
-#[test]
-fn demo_runs_the_whole_pipeline() {
-    let tmp = tempfile::tempdir().expect("temp dir");
+/// Runs `cascade demo <args> --dir <tmp>/demo`; asserts success and
+/// returns the directory (kept alive by the temp dir) and stdout.
+fn run_demo(tmp: &tempfile::TempDir, args: &[&str]) -> (std::path::PathBuf, String) {
     let dir = tmp.path().join("demo");
     let out = cascade(tmp.path())
-        .args(["demo", "--json", "--dir"])
+        .arg("demo")
+        .args(args)
+        .arg("--dir")
         .arg(&dir)
         .timeout(std::time::Duration::from_secs(600))
         .output()
         .expect("cascade demo runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "demo failed: {}\n{stdout}",
+        "demo {args:?} failed: {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (dir, stdout)
+}
+
+#[test]
+fn demo_runs_the_whole_pipeline() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (dir, stdout) = run_demo(&tmp, &["--json"]);
     let events: Vec<serde_json::Value> = stdout
         .lines()
         .filter(|l| l.starts_with('{'))
@@ -55,4 +64,34 @@ fn demo_runs_the_whole_pipeline() {
     assert_eq!(git(&dir, &["worktree", "list"]).lines().count(), 1);
     let progress = std::fs::read_to_string(dir.join("progress.txt")).expect("progress.txt");
     assert!(progress.contains("story-004: [RETRY]"), "{progress}");
+}
+
+#[test]
+fn demo_plan_goes_from_the_goal_to_merged_code() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (dir, stdout) = run_demo(&tmp, &["--plan"]);
+    // The planner and a different challenger ran, with one revision.
+    assert!(
+        stdout.contains("planner: demo, challenger: demo-reviewer"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("challenge 1 by demo-reviewer: NEEDS_REVISION"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("challenge 2 by demo-reviewer: APPROVED"),
+        "{stdout}"
+    );
+    // The revision is in the plan that ran, and every story landed on main.
+    let prd = std::fs::read_to_string(dir.join("prd.json")).expect("prd.json");
+    assert!(
+        prd.contains("report(\\\"\\\") is a valid markdown document"),
+        "{prd}"
+    );
+    let log = git(&dir, &["log", "--format=%s", "main"]);
+    for id in 1..=6 {
+        assert!(log.contains(&format!("story-00{id}")), "{log}");
+    }
+    assert_eq!(git(&dir, &["status", "--porcelain"]), "");
 }

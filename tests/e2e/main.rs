@@ -13,3 +13,5 @@ mod gates;
 mod mega;
 mod paths;
 mod plan;
+mod planning;
+mod remote_cache;

@@ -2,9 +2,14 @@
 //!
 //! The document maps stories to components and architectural decisions
 //! (`story_mappings.<story>.components / decisions / interfaces`); the prompt
-//! carries only what the story's mapping names, looked up in
-//! `architecture.components[]` and `decisions[]`. Unknown fields are ignored
-//! and missing ones are simply left out, so any version of the file works.
+//! carries only what the story's mapping names (Plan Cascade's context
+//! filter), looked up in `architecture.components[]`, `decisions[]` and
+//! `architecture.patterns[]`. A feature document of a mega-plan names its
+//! project document in `metadata.parent_design_doc`: what the feature does
+//! not define is looked up there, and the patterns and decisions listed in
+//! its `inherited_context` apply to every mapped story. Unknown fields are
+//! ignored and missing ones are simply left out, so any version of the file
+//! works.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +19,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq)]
 pub struct DesignDoc {
     value: Value,
+    /// The project document named by `metadata.parent_design_doc`.
+    parent: Option<Box<DesignDoc>>,
 }
+
+/// How many `parent_design_doc` links are followed (a cycle stops here).
+const MAX_PARENTS: usize = 3;
 
 /// A problem reading `design_doc.json`.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +62,14 @@ pub struct Decision {
     pub rationale: String,
 }
 
+/// A pattern named by a story's mapping (or inherited by its feature).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pattern {
+    pub name: String,
+    pub description: String,
+    pub rationale: String,
+}
+
 /// What the design document says about one story.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoryDesign {
@@ -59,22 +77,40 @@ pub struct StoryDesign {
     pub decisions: Vec<Decision>,
     /// Interface ids or names, as written.
     pub interfaces: Vec<String>,
+    pub patterns: Vec<Pattern>,
 }
 
 impl StoryDesign {
     pub fn is_empty(&self) -> bool {
-        self.components.is_empty() && self.decisions.is_empty() && self.interfaces.is_empty()
+        self.components.is_empty()
+            && self.decisions.is_empty()
+            && self.interfaces.is_empty()
+            && self.patterns.is_empty()
     }
 }
 
 impl DesignDoc {
     /// Wraps an already parsed document.
     pub fn from_value(value: Value) -> DesignDoc {
-        DesignDoc { value }
+        DesignDoc {
+            value,
+            parent: None,
+        }
     }
 
-    /// Reads `path`; a missing file is `Ok(None)`.
+    /// Sets the project document things not found here are looked up in.
+    pub fn with_parent(mut self, parent: DesignDoc) -> DesignDoc {
+        self.parent = Some(Box::new(parent));
+        self
+    }
+
+    /// Reads `path` and the parent documents it names; a missing file is
+    /// `Ok(None)` (a missing or broken parent is left out).
     pub fn load(path: &Path) -> Result<Option<DesignDoc>, DesignDocError> {
+        Self::load_at(path, 0)
+    }
+
+    fn load_at(path: &Path, depth: usize) -> Result<Option<DesignDoc>, DesignDocError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -91,10 +127,33 @@ impl DesignDoc {
             column: e.column(),
             message: e.to_string(),
         })?;
-        Ok(Some(DesignDoc { value }))
+        let mut doc = DesignDoc::from_value(value);
+        let parent = doc
+            .value
+            .pointer("/metadata/parent_design_doc")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .map(|p| path.parent().unwrap_or(Path::new(".")).join(p));
+        if let Some(parent) = parent.filter(|_| depth < MAX_PARENTS) {
+            if let Ok(Some(p)) = Self::load_at(&parent, depth + 1) {
+                doc.parent = Some(Box::new(p));
+            }
+        }
+        Ok(Some(doc))
     }
 
-    /// The components, decisions and interfaces mapped to `story_id`.
+    /// The entry of `list` (a section of this document, else of a parent)
+    /// whose `key` is `name`.
+    fn find(&self, list: Section, key: &str, name: &str) -> Option<&Value> {
+        list(&self.value)
+            .and_then(|l| {
+                l.iter()
+                    .find(|c| c.get(key).and_then(Value::as_str) == Some(name))
+            })
+            .or_else(|| self.parent.as_ref().and_then(|p| p.find(list, key, name)))
+    }
+
+    /// The components, decisions, patterns and interfaces mapped to `story_id`.
     pub fn for_story(&self, story_id: &str) -> StoryDesign {
         let Some(mapping) = self
             .value
@@ -103,26 +162,29 @@ impl DesignDoc {
         else {
             return StoryDesign::default();
         };
-        let names = |key: &str| -> Vec<String> {
-            mapping
-                .get(key)
-                .and_then(Value::as_array)
+        let names = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(as_text).collect())
                 .unwrap_or_default()
         };
-        let all_components = self
-            .value
-            .get("architecture")
-            .and_then(|a| a.get("components"))
-            .or_else(|| self.value.get("components"))
-            .and_then(Value::as_array);
-        let components = names("components")
+        // What the feature inherits from the project applies to each story.
+        let inherited = self.value.get("inherited_context");
+        let mut decision_ids = names(mapping.get("decisions"));
+        let mut pattern_names = names(mapping.get("patterns"));
+        for (into, key) in [
+            (&mut decision_ids, "decisions"),
+            (&mut pattern_names, "patterns"),
+        ] {
+            for n in names(inherited.and_then(|i| i.get(key))) {
+                if !into.contains(&n) {
+                    into.push(n);
+                }
+            }
+        }
+        let components = names(mapping.get("components"))
             .into_iter()
             .map(|name| {
-                let found = all_components.and_then(|list| {
-                    list.iter()
-                        .find(|c| c.get("name").and_then(Value::as_str) == Some(name.as_str()))
-                });
+                let found = self.find(components_of, "name", &name);
                 Component {
                     description: field(found, "description"),
                     responsibilities: list(found, "responsibilities"),
@@ -131,18 +193,10 @@ impl DesignDoc {
                 }
             })
             .collect();
-        let all_decisions = self
-            .value
-            .get("decisions")
-            .or_else(|| self.value.get("architectural_decisions"))
-            .and_then(Value::as_array);
-        let decisions = names("decisions")
+        let decisions = decision_ids
             .into_iter()
             .map(|id| {
-                let found = all_decisions.and_then(|list| {
-                    list.iter()
-                        .find(|d| d.get("id").and_then(Value::as_str) == Some(id.as_str()))
-                });
+                let found = self.find(decisions_of, "id", &id);
                 Decision {
                     title: field(found, "title"),
                     decision: field(found, "decision"),
@@ -151,12 +205,47 @@ impl DesignDoc {
                 }
             })
             .collect();
+        let patterns = pattern_names
+            .into_iter()
+            .map(|name| {
+                let found = self.find(patterns_of, "name", &name);
+                Pattern {
+                    description: field(found, "description"),
+                    rationale: field(found, "rationale"),
+                    name,
+                }
+            })
+            .collect();
         StoryDesign {
             components,
             decisions,
-            interfaces: names("interfaces"),
+            interfaces: names(mapping.get("interfaces")),
+            patterns,
         }
     }
+}
+
+/// Where a document keeps one kind of entry.
+type Section = fn(&Value) -> Option<&Vec<Value>>;
+
+fn components_of(v: &Value) -> Option<&Vec<Value>> {
+    v.get("architecture")
+        .and_then(|a| a.get("components"))
+        .or_else(|| v.get("components"))
+        .and_then(Value::as_array)
+}
+
+fn decisions_of(v: &Value) -> Option<&Vec<Value>> {
+    v.get("decisions")
+        .or_else(|| v.get("architectural_decisions"))
+        .and_then(Value::as_array)
+}
+
+fn patterns_of(v: &Value) -> Option<&Vec<Value>> {
+    v.get("architecture")
+        .and_then(|a| a.get("patterns"))
+        .or_else(|| v.get("patterns"))
+        .and_then(Value::as_array)
 }
 
 fn as_text(v: &Value) -> Option<String> {
@@ -201,6 +290,40 @@ mod tests {
         assert_eq!(d.decisions[0].decision, "temp+rename");
         assert_eq!(d.interfaces, ["API-1"]);
         assert!(doc.for_story("story-002").is_empty());
+    }
+
+    #[test]
+    fn patterns_and_the_parent_documents_context_are_inherited() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("design_doc.json"),
+            r#"{"architecture": {"patterns": [{"name": "Layers", "description": "ui over core", "rationale": "testable"}]},
+                "decisions": [{"id": "ADR-001", "title": "JWT", "decision": "stateless tokens"}],
+                "feature_mappings": {}}"#,
+        )
+        .unwrap();
+        std::fs::create_dir_all(dir.path().join("auth")).unwrap();
+        std::fs::write(
+            dir.path().join("auth/design_doc.json"),
+            r#"{"metadata": {"parent_design_doc": "../design_doc.json"},
+                "inherited_context": {"patterns": ["Layers"], "decisions": ["ADR-001"]},
+                "architecture": {"components": [{"name": "Login"}], "patterns": [{"name": "Retry"}]},
+                "story_mappings": {"story-001": {"components": ["Login"], "patterns": ["Retry"]},
+                                   "story-002": {"components": []}}}"#,
+        )
+        .unwrap();
+        let doc = DesignDoc::load(&dir.path().join("auth/design_doc.json"))
+            .unwrap()
+            .unwrap();
+        let d = doc.for_story("story-001");
+        let names: Vec<_> = d.patterns.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["Retry", "Layers"]);
+        assert_eq!(d.patterns[1].rationale, "testable");
+        assert_eq!(d.decisions[0].decision, "stateless tokens");
+        // A story that maps nothing itself still gets what its feature inherits.
+        assert_eq!(doc.for_story("story-002").decisions.len(), 1);
+        // Unmapped stories get nothing.
+        assert!(doc.for_story("story-404").is_empty());
     }
 
     #[test]

@@ -221,6 +221,8 @@ pub struct AgentRun {
     /// The agent's final answer, when its output format has one.
     pub final_text: Option<String>,
     pub session_id: Option<String>,
+    /// The model the agent reported, if it did.
+    pub model: Option<String>,
     pub review: Option<ReviewVerdict>,
     /// An error the agent reported in its event stream (e.g. Claude's
     /// `is_error`), even when it exited 0.
@@ -408,6 +410,7 @@ pub async fn execute(
         usage: summary.usage,
         final_text: summary.final_text,
         session_id: summary.session_id,
+        model: summary.model,
         review: summary.review,
         reported_error: summary.reported_error,
         signal,

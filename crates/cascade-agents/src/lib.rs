@@ -106,7 +106,7 @@ pub use config::{
     AgentDef, AgentKind, AgentsConfig, ConfigError, ConfigProblem, ConfigSource, LoadedConfig,
     PhaseConfig, BUILTIN_AGENTS_JSON,
 };
-pub use design::{DesignDoc, DesignDocError, StoryDesign};
+pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};
 pub use exec::{execute, invocation, AgentRequest, AgentRun, ExecError, Invocation, ResumeSession};
 pub use phase::{Phase, UnknownPhase};

@@ -179,6 +179,19 @@ pub fn build_prompt(prd: &Prd, story: &Story, ctx: &PromptContext) -> String {
                     out.push('\n');
                 }
             }
+            if !design.patterns.is_empty() {
+                out.push_str("\n### Patterns to use\n\n");
+                for p in &design.patterns {
+                    let _ = write!(out, "- **{}**", p.name);
+                    if !p.description.is_empty() {
+                        let _ = write!(out, ": {}", one_line(&p.description));
+                    }
+                    if !p.rationale.is_empty() {
+                        let _ = write!(out, " (why: {})", one_line(&p.rationale));
+                    }
+                    out.push('\n');
+                }
+            }
             if !design.interfaces.is_empty() {
                 out.push_str("\n### Interfaces\n\n");
                 for i in &design.interfaces {

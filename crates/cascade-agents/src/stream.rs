@@ -44,6 +44,8 @@ pub struct StreamSummary {
     pub final_text: Option<String>,
     /// Claude's `session_id` or Codex's thread/session id.
     pub session_id: Option<String>,
+    /// The model the agent reported (`model` of an event or its message).
+    pub model: Option<String>,
     pub usage: Option<Usage>,
     /// The last review marker seen.
     pub review: Option<ReviewVerdict>,
@@ -97,6 +99,14 @@ impl StreamParser {
     fn event(&mut self, event: &Value) {
         if let Some(id) = event.get("session_id").and_then(Value::as_str) {
             self.summary.session_id = Some(id.to_string());
+        }
+        if let Some(model) = event
+            .get("model")
+            .or_else(|| event.get("message").and_then(|m| m.get("model")))
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
+        {
+            self.summary.model = Some(model.to_string());
         }
         let kind = event.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "message" {

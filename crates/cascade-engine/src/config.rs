@@ -147,6 +147,9 @@ pub struct RunOptions {
     pub remember: Option<crate::state::RunFlags>,
     /// Use the gate cache.
     pub use_gate_cache: bool,
+    /// `--remote-cache` / `--remote-cache-mode` (the environment and
+    /// gates.json fill in what they leave out).
+    pub remote_cache: cascade_gates::RemoteRequest,
     /// Overrides every agent's own timeout.
     pub agent_timeout: Option<Duration>,
     /// Bytes of agent output kept for the retry prompt.
@@ -223,6 +226,7 @@ impl Default for RunOptions {
             resume: false,
             remember: None,
             use_gate_cache: true,
+            remote_cache: Default::default(),
             agent_timeout: None,
             excerpt_bytes: 4000,
             slots: None,

@@ -510,6 +510,14 @@ impl Engine {
             &p.cascade_dir,
             &self.config.project_root,
         )?;
+        // The remote gate cache: a bad configuration stops here (exit 2); a
+        // store that is down later only costs warnings.
+        let remote_cache =
+            cascade_gates::RemoteSettings::resolve(&options.remote_cache, gates.remote.as_ref())
+                .map_err(cascade_gates::GateConfigError::from)?
+                .map(cascade_gates::RemoteCache::connect)
+                .transpose()
+                .map_err(cascade_gates::GateConfigError::from)?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
         let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, &options)?;
         // design_doc.json beside the PRD, else in the project: Plan
@@ -687,7 +695,7 @@ impl Engine {
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
             paths: p.paths,
-            gate_cache: GateCache::open(&p.cascade_dir),
+            gate_cache: GateCache::open(&p.cascade_dir).with_remote(remote_cache),
             artifacts_dir: self
                 .config
                 .artifacts_dir
@@ -970,6 +978,22 @@ impl Engine {
             if let Ok(Err(e)) = deleted {
                 ctx.emit(Event::Notice {
                     message: format!("could not delete merged branches: {e}"),
+                });
+            }
+        }
+        // Remote uploads still running get a short, bounded wait.
+        if let Some(f) = ctx.gate_cache.flush_remote(None).await {
+            for message in ctx.gate_cache.take_remote_warnings() {
+                ctx.emit(Event::Notice {
+                    message: format!("remote gate cache: {message}"),
+                });
+            }
+            if f.uploaded + f.failed + f.abandoned > 0 {
+                ctx.emit(Event::Notice {
+                    message: format!(
+                        "remote gate cache: {} published, {} already there, {} failed, {} abandoned",
+                        f.uploaded, f.already_present, f.failed, f.abandoned
+                    ),
                 });
             }
         }

@@ -148,6 +148,9 @@ pub enum Event {
         passed: bool,
         required: bool,
         cached: bool,
+        /// `local`, `remote`, `miss` or `off` (cache not consulted).
+        #[serde(default)]
+        cache: String,
         flaky: bool,
         skipped: bool,
         duration_ms: u64,

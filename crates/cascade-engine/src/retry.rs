@@ -317,6 +317,7 @@ mod agent_run_tests {
             review: None,
             reported_error: None,
             signal,
+            model: None,
             hint: None,
         }
     }

@@ -123,6 +123,11 @@ pub struct RunFlags {
     pub auto_run: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub yes: Option<bool>,
+    /// `off` | `on` | `strict` (`--review[=strict]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_agent: Option<String>,
     /// `--max-cost` (USD).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost: Option<f64>,
@@ -141,11 +146,6 @@ pub struct RunFlags {
     /// `--notify` argv.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Vec<String>>,
-    /// `off` | `on` | `strict` (`--review[=strict]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_agent: Option<String>,
 }
 
 /// A run's overall status as stored.

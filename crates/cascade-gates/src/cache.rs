@@ -27,6 +27,12 @@
 //! **Stats.** Hits (with the time each saved) and misses are appended to
 //! `stats.log`, one short line per lookup (appends are atomic).
 //!
+//! **Remote tier.** With a [`RemoteCache`] attached ([`GateCache::with_remote`]),
+//! [`GateCache::lookup_through`] reads local first, then remote (a remote hit
+//! is copied into the local cache), and [`GateCache::store`] also publishes
+//! in the background (see [`remote`]). Stats then count local and remote
+//! hits and the bytes moved; explanations say whether the remote was asked.
+//!
 //! Nothing here fails a gate run: every write error is swallowed (and counted
 //! in [`GateCache::write_errors`]).
 
@@ -41,7 +47,13 @@ use cascade_git::fingerprint::{diff_files, FileId};
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::report::GateResult;
+use crate::report::{CacheSource, GateResult};
+use crate::toolchain::Toolchains;
+
+pub mod remote;
+pub(crate) mod sign;
+
+pub use remote::{RemoteCache, RemoteNote};
 
 /// Format version of the entry files; other versions are misses.
 const ENTRY_VERSION: u32 = 1;
@@ -66,6 +78,10 @@ pub struct KeyParts {
     pub working_dir: String,
     pub env: BTreeMap<String, String>,
     pub inputs: Vec<String>,
+    /// Output of the gate's toolchain command (`rustc -vV`...); empty when
+    /// the gate has none.
+    #[serde(default)]
+    pub toolchain: String,
 }
 
 impl KeyParts {
@@ -94,6 +110,7 @@ impl KeyParts {
         for i in &self.inputs {
             field(&mut h, i);
         }
+        field(&mut h, &self.toolchain);
         h.finalize().to_hex().to_string()
     }
 }
@@ -114,10 +131,21 @@ pub struct CacheEntry {
 pub struct CacheStats {
     pub entries: usize,
     pub bytes: u64,
+    /// All hits: `local_hits + remote_hits`.
     pub hits: u64,
     pub misses: u64,
     /// Sum of the original durations of all hits.
     pub time_saved_ms: u64,
+    pub local_hits: u64,
+    /// Hits found in the remote cache (then copied locally).
+    pub remote_hits: u64,
+    /// Part of `time_saved_ms` that remote hits saved.
+    pub remote_time_saved_ms: u64,
+    /// Bytes of remote entries downloaded (hits).
+    pub bytes_downloaded: u64,
+    /// Entries published to the remote cache, and their bytes.
+    pub uploads: u64,
+    pub bytes_uploaded: u64,
 }
 
 /// Why a gate's last lookup missed.
@@ -137,6 +165,9 @@ pub struct MissExplanation {
     pub files_modified: Vec<String>,
     /// Totals (the lists above are capped).
     pub files_changed_total: usize,
+    /// Whether the remote cache was consulted and why it missed too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<RemoteNote>,
 }
 
 /// The per-gate record of the last lookup.
@@ -163,6 +194,8 @@ struct Inner {
     pruned: AtomicBool,
     write_errors: AtomicU64,
     tmp_counter: AtomicU64,
+    remote: Option<RemoteCache>,
+    toolchains: Toolchains,
 }
 
 impl GateCache {
@@ -189,6 +222,8 @@ impl GateCache {
                 pruned: AtomicBool::new(false),
                 write_errors: AtomicU64::new(0),
                 tmp_counter: AtomicU64::new(0),
+                remote: None,
+                toolchains: Toolchains::default(),
             }),
         }
     }
@@ -209,10 +244,63 @@ impl GateCache {
             pruned: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
             tmp_counter: AtomicU64::new(0),
+            remote: self.inner.remote.clone(),
+            toolchains: self.inner.toolchains.clone(),
         };
         GateCache {
             inner: Arc::new(inner),
         }
+    }
+
+    /// Attaches (or, with `None`, detaches) the remote tier (before sharing
+    /// the cache).
+    pub fn with_remote(self, remote: Option<RemoteCache>) -> GateCache {
+        if let (Some(r), Some(dir)) = (&remote, &self.inner.dir) {
+            r.set_stats_log(dir.join("stats.log"));
+        }
+        let inner = Inner {
+            dir: self.inner.dir.clone(),
+            mem: DashMap::new(),
+            max_entries: self.inner.max_entries,
+            max_age: self.inner.max_age,
+            ttl: self.inner.ttl,
+            pruned: AtomicBool::new(false),
+            write_errors: AtomicU64::new(0),
+            tmp_counter: AtomicU64::new(0),
+            remote,
+            toolchains: self.inner.toolchains.clone(),
+        };
+        GateCache {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The remote tier, if one is attached.
+    pub fn remote(&self) -> Option<&RemoteCache> {
+        self.inner.remote.as_ref()
+    }
+
+    /// The toolchain identities of this cache's run (memoised).
+    pub fn toolchains(&self) -> &Toolchains {
+        &self.inner.toolchains
+    }
+
+    /// Waits (bounded) for the remote uploads still running; `None` without
+    /// a remote. Call once at the end of a run.
+    pub async fn flush_remote(&self, bound: Option<Duration>) -> Option<remote::FlushReport> {
+        match &self.inner.remote {
+            Some(r) => Some(r.flush(bound).await),
+            None => None,
+        }
+    }
+
+    /// Warnings of the remote tier since the last call.
+    pub fn take_remote_warnings(&self) -> Vec<String> {
+        self.inner
+            .remote
+            .as_ref()
+            .map(RemoteCache::take_warnings)
+            .unwrap_or_default()
     }
 
     /// The on-disk directory, if any.
@@ -261,28 +349,111 @@ impl GateCache {
     /// is the fingerprint's file list (for explaining a later miss).
     pub fn lookup(&self, parts: &KeyParts, files: &[FileId]) -> Option<GateResult> {
         let key = parts.key();
-        let hit = self.get(&key);
-        match &hit {
-            Some(entry) => {
-                let saved = entry.result.duration_ms;
-                self.append_stat(&format!("h {saved}\n"));
-                if let Some(p) = self.entry_path(&key) {
-                    // LRU clock; failure only makes the entry look older.
-                    let _ = std::fs::File::options()
-                        .append(true)
-                        .open(&p)
-                        .and_then(|f| f.set_modified(SystemTime::now()));
-                }
-            }
-            None => self.append_stat("m\n"),
+        let hit = self.lookup_local(&key);
+        if hit.is_none() {
+            let note = self.inner.remote.as_ref().map(|_| RemoteNote {
+                consulted: false,
+                outcome: "skipped".into(),
+                url: self.inner.remote.as_ref().map(|r| r.url().to_string()),
+                detail: "a synchronous lookup does not consult the remote".into(),
+            });
+            self.record_miss(parts, &key, files, note);
+        } else {
+            self.record_lookup(parts, &key, files, false, None);
         }
-        self.record_lookup(parts, &key, files, hit.is_none());
-        hit.map(|entry| {
-            let mut r = entry.result;
-            r.cached = true;
-            r.original_duration_ms = Some(r.original_duration_ms.unwrap_or(r.duration_ms));
-            r
+        hit
+    }
+
+    /// Local lookup with the hit's bookkeeping (stats line, LRU clock).
+    fn lookup_local(&self, key: &str) -> Option<GateResult> {
+        let entry = self.get(key)?;
+        self.append_stat(&format!("h {}\n", entry.result.duration_ms));
+        if let Some(p) = self.entry_path(key) {
+            // LRU clock; failure only makes the entry look older.
+            let _ = std::fs::File::options()
+                .append(true)
+                .open(&p)
+                .and_then(|f| f.set_modified(SystemTime::now()));
+        }
+        Some(as_hit(entry, CacheSource::Local))
+    }
+
+    fn record_miss(&self, parts: &KeyParts, key: &str, files: &[FileId], note: Option<RemoteNote>) {
+        self.append_stat("m\n");
+        self.record_lookup(parts, key, files, true, note);
+    }
+
+    /// The lookup of a gate run: local, then (when attached and readable)
+    /// remote; a remote hit is verified, copied into the local cache and
+    /// returned marked [`CacheSource::Remote`]. Records the outcome (stats,
+    /// explain). Waits on the remote at most its request timeout.
+    pub async fn lookup_through(
+        &self,
+        parts: &KeyParts,
+        files: Arc<cascade_git::fingerprint::Fingerprint>,
+    ) -> Option<GateResult> {
+        let key = parts.key();
+        let local = {
+            let (me, key) = (self.clone(), key.clone());
+            tokio::task::spawn_blocking(move || me.lookup_local(&key))
+                .await
+                .ok()
+                .flatten()
+        };
+        let (hit, note) = match (local, &self.inner.remote) {
+            (Some(hit), _) => (Some(hit), None),
+            (None, None) => (None, Some(RemoteNote::not_configured())),
+            (None, Some(remote)) => match remote.fetch(&key).await {
+                remote::Fetched::Hit(bytes, size) => match self.accept_remote(&key, &bytes) {
+                    Ok(entry) => {
+                        let saved = entry.result.duration_ms;
+                        self.append_stat(&format!("r {saved} {size}\n"));
+                        (Some(as_hit(entry, CacheSource::Remote)), None)
+                    }
+                    Err(why) => (
+                        None,
+                        Some(RemoteNote {
+                            consulted: true,
+                            outcome: "rejected".into(),
+                            url: Some(remote.url().to_string()),
+                            detail: why,
+                        }),
+                    ),
+                },
+                remote::Fetched::Miss(note) => (None, Some(note)),
+            },
+        };
+        let (me, p, k, miss) = (self.clone(), parts.clone(), key, hit.is_none());
+        let _ = tokio::task::spawn_blocking(move || {
+            if miss {
+                me.record_miss(&p, &k, files.files(), note);
+            } else {
+                me.record_lookup(&p, &k, files.files(), false, None);
+            }
         })
+        .await;
+        hit
+    }
+
+    /// Checks a verified remote entry and copies it into the local cache
+    /// (as the bytes that were signed).
+    fn accept_remote(&self, key: &str, bytes: &[u8]) -> Result<CacheEntry, String> {
+        let entry: CacheEntry = serde_json::from_slice(bytes)
+            .map_err(|e| format!("the remote entry is not a cache entry: {e}"))?;
+        if entry.version != ENTRY_VERSION || entry.key != key {
+            return Err(format!(
+                "the remote entry has version {} / key {} (expected {ENTRY_VERSION} / {key})",
+                entry.version, entry.key
+            ));
+        }
+        if !self.fresh(&entry) {
+            return Err("the remote entry is older than the cache's TTL".into());
+        }
+        if let Some(path) = self.entry_path(key) {
+            self.write_atomic(&path, bytes);
+        }
+        self.inner.mem.insert(key.to_string(), entry.clone());
+        Ok(entry)
     }
 
     /// Stores a result under the key of `parts`. Never fails.
@@ -297,14 +468,18 @@ impl GateCache {
             created: now_secs(),
             result,
         };
+        let bytes = serde_json::to_vec(&entry);
         if let Some(path) = self.entry_path(&key) {
-            match serde_json::to_vec(&entry) {
-                Ok(bytes) => self.write_atomic(&path, &bytes),
+            match &bytes {
+                Ok(bytes) => self.write_atomic(&path, bytes),
                 Err(_) => self.note_write_error(),
             }
             if !self.inner.pruned.swap(true, Ordering::Relaxed) {
                 self.prune();
             }
+        }
+        if let (Some(remote), Ok(bytes)) = (&self.inner.remote, &bytes) {
+            remote.publish(&key, bytes);
         }
         self.inner.mem.insert(key, entry);
     }
@@ -335,14 +510,7 @@ impl GateCache {
 
     fn append_stat(&self, line: &str) {
         let Some(dir) = &self.inner.dir else { return };
-        let res = std::fs::create_dir_all(dir).and_then(|_| {
-            std::fs::File::options()
-                .create(true)
-                .append(true)
-                .open(dir.join("stats.log"))
-                .and_then(|mut f| f.write_all(line.as_bytes()))
-        });
-        if res.is_err() {
+        if !append_line(&dir.join("stats.log"), line) {
             self.note_write_error();
         }
     }
@@ -397,6 +565,8 @@ impl GateCache {
                 ..CacheStats::default()
             };
         };
+        // The first word of a line is its kind; `it` then yields the numbers.
+        let num_kind = |l: &str| l.chars().next();
         let entries = list_entries(&dir.join("entries"));
         let mut stats = CacheStats {
             entries: entries.len(),
@@ -405,18 +575,31 @@ impl GateCache {
         };
         if let Ok(text) = std::fs::read_to_string(dir.join("stats.log")) {
             for line in text.lines() {
-                let mut it = line.split_whitespace();
-                match it.next() {
-                    Some("h") => {
-                        stats.hits += 1;
-                        stats.time_saved_ms +=
-                            it.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+                let mut it = line.split_whitespace().skip(1);
+                let mut num = || it.next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+                match num_kind(line) {
+                    Some('h') => {
+                        let saved = num();
+                        stats.local_hits += 1;
+                        stats.time_saved_ms += saved;
                     }
-                    Some("m") => stats.misses += 1,
+                    Some('r') => {
+                        let (saved, size) = (num(), num());
+                        stats.remote_hits += 1;
+                        stats.time_saved_ms += saved;
+                        stats.remote_time_saved_ms += saved;
+                        stats.bytes_downloaded += size;
+                    }
+                    Some('u') => {
+                        stats.uploads += 1;
+                        stats.bytes_uploaded += num();
+                    }
+                    Some('m') => stats.misses += 1,
                     _ => {}
                 }
             }
         }
+        stats.hits = stats.local_hits + stats.remote_hits;
         stats
     }
 
@@ -456,7 +639,14 @@ impl GateCache {
 
     /// Keeps the per-gate record of the last lookup and, on a miss, the
     /// explanation against the previous one.
-    fn record_lookup(&self, parts: &KeyParts, key: &str, files: &[FileId], miss: bool) {
+    fn record_lookup(
+        &self,
+        parts: &KeyParts,
+        key: &str,
+        files: &[FileId],
+        miss: bool,
+        remote: Option<RemoteNote>,
+    ) {
         let Some(dir) = &self.inner.dir else { return };
         let gates = dir.join("gates");
         let stem = gate_file_stem(&parts.gate);
@@ -469,8 +659,16 @@ impl GateCache {
             let old_list = previous
                 .as_ref()
                 .map(|p| lists.join(format!("{}.files", safe_hex(&p.parts.fingerprint))));
-            let explanation =
+            let mut explanation =
                 explain_miss(parts, key, previous.as_ref(), old_list.as_deref(), files);
+            if let Some(note) = remote {
+                explanation.reasons.push(if note.consulted {
+                    format!("remote {}: {}", note.outcome.replace('_', " "), note.detail)
+                } else {
+                    format!("remote not consulted: {}", note.detail)
+                });
+                explanation.remote = Some(note);
+            }
             match serde_json::to_vec_pretty(&explanation) {
                 Ok(b) => self.write_atomic(&gates.join(format!("{stem}.miss.json")), &b),
                 Err(_) => self.note_write_error(),
@@ -607,6 +805,15 @@ fn explain_miss(
             p.inputs, parts.inputs
         ));
     }
+    if p.toolchain != parts.toolchain {
+        ex.changed.push("toolchain".into());
+        let first = |s: &str| s.lines().next().unwrap_or("").to_string();
+        ex.reasons.push(format!(
+            "toolchain changed: `{}` -> `{}`",
+            first(&p.toolchain),
+            first(&parts.toolchain)
+        ));
+    }
     if ex.changed.is_empty() {
         ex.reasons.push(
             "nothing changed since the previous lookup: its result was not stored \
@@ -711,6 +918,30 @@ fn list_entries(dir: &Path) -> Vec<(PathBuf, SystemTime, u64)> {
             Some((e.path(), m.modified().unwrap_or(UNIX_EPOCH), m.len()))
         })
         .collect()
+}
+
+/// A stored entry as a hit's result.
+fn as_hit(entry: CacheEntry, source: CacheSource) -> GateResult {
+    let mut r = entry.result;
+    r.cached = true;
+    r.cache = source;
+    r.original_duration_ms = Some(r.original_duration_ms.unwrap_or(r.duration_ms));
+    r
+}
+
+/// Appends one line (appends are atomic); false when it could not.
+pub(crate) fn append_line(path: &Path, line: &str) -> bool {
+    let res = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| {
+            std::fs::File::options()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()))
+        });
+    res.is_ok()
 }
 
 fn now_secs() -> u64 {

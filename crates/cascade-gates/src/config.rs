@@ -13,6 +13,11 @@
 //!             "working_dir": "."}]}
 //! ```
 //!
+//! Also `toolchain` per gate (an argv whose output joins the cache key, e.g.
+//! `["rustc", "-vV"]`; inferred from the program when absent, `[]` for
+//! none) and, at the top level, `remote_cache`: a URL or `{"url", "mode",
+//! "timeout_ms", "flush_ms"}` (see [`crate::cache::remote`]).
+//!
 //! `command` may also be a whole command line (`"npm test"`) with no `args`;
 //! it is split into words (quotes respected) — never given to a shell.
 
@@ -45,6 +50,9 @@ pub enum GateConfigError {
         gate: String,
         message: String,
     },
+    /// The remote cache settings cannot work (bad URL, mode, missing secret).
+    #[error(transparent)]
+    Remote(#[from] crate::cache::remote::RemoteError),
 }
 
 /// What to do about an invalid config, for where it came from: a PRD's
@@ -129,6 +137,9 @@ pub struct Gate {
     pub fail_on_output: bool,
     /// Error parser name (`cargo`, `pytest`, ...); `None`: chosen from the program.
     pub parser: Option<String>,
+    /// Toolchain command whose output joins the cache key; `None`: inferred
+    /// from the program ([`crate::toolchain::infer`]), `Some([])`: none.
+    pub toolchain: Option<Vec<String>>,
 }
 
 impl Gate {
@@ -168,6 +179,7 @@ impl Gate {
                 fail_on_output: false,
                 parser: None,
                 extensions: None,
+                toolchain: None,
             },
             origin,
         )?;
@@ -183,6 +195,15 @@ impl Gate {
         parts.extend(self.args.iter().cloned());
         parts.join(" ")
     }
+
+    /// The toolchain command that applies to this gate, if any.
+    pub fn toolchain_argv(&self) -> Option<Vec<String>> {
+        match &self.toolchain {
+            Some(argv) if argv.is_empty() => None,
+            Some(argv) => Some(argv.clone()),
+            None => crate::toolchain::infer(&self.program),
+        }
+    }
 }
 
 /// The resolved gate configuration.
@@ -195,6 +216,16 @@ pub struct GateSet {
     pub rerun_failures: bool,
     pub gates: Vec<Gate>,
     pub source: ConfigSource,
+    /// `remote_cache` of the config, if set.
+    pub remote: Option<crate::cache::remote::RemoteConfig>,
+}
+
+/// `remote_cache`: a URL string or the object form.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawRemote {
+    Url(String),
+    Full(crate::cache::remote::RemoteConfig),
 }
 
 #[derive(Debug, Deserialize)]
@@ -209,6 +240,8 @@ struct RawGates {
     rerun_failures: bool,
     #[serde(default)]
     gates: Vec<RawGate>,
+    #[serde(default)]
+    remote_cache: Option<RawRemote>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -239,6 +272,8 @@ struct RawGate {
     parser: Option<String>,
     #[serde(default)]
     extensions: Option<Vec<String>>,
+    #[serde(default)]
+    toolchain: Option<Vec<String>>,
 }
 
 fn yes() -> bool {
@@ -298,7 +333,16 @@ impl GateSet {
                 rerun_failures: false,
                 gates: detect::default_gates(project_root),
                 source,
+                remote: None,
             });
+        };
+        let remote = match raw.remote_cache {
+            None => None,
+            Some(RawRemote::Url(url)) => Some(crate::cache::remote::RemoteConfig {
+                url: Some(url),
+                ..Default::default()
+            }),
+            Some(RawRemote::Full(c)) => Some(c),
         };
         let gates = if raw.gates.is_empty() {
             detect::default_gates(project_root)
@@ -326,6 +370,7 @@ impl GateSet {
             rerun_failures: raw.rerun_failures,
             gates: if raw.enabled { gates } else { Vec::new() },
             source,
+            remote,
         })
     }
 }
@@ -399,6 +444,7 @@ fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
         working_dir,
         fail_on_output: g.fail_on_output,
         parser: g.parser.clone(),
+        toolchain: g.toolchain.clone(),
     })
 }
 

@@ -148,6 +148,7 @@ pub fn default_gates(root: &Path) -> Vec<Gate> {
                 working_dir: p.dir.clone(),
                 fail_on_output,
                 parser: Some(parser.to_string()),
+                toolchain: None,
             });
         }
     }

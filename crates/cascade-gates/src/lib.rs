@@ -55,8 +55,10 @@ pub mod incremental;
 pub mod parse;
 pub mod report;
 pub mod runner;
+pub mod toolchain;
 
-pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation};
+pub use cache::remote::{RemoteConfig, RemoteError, RemoteMode, RemoteRequest, RemoteSettings};
+pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation, RemoteCache, RemoteNote};
 pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
-pub use report::{GateError, GateReport, GateResult, Severity};
+pub use report::{CacheSource, GateError, GateReport, GateResult, Severity};
 pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, RunOptions};

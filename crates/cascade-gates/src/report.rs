@@ -64,6 +64,32 @@ impl GateError {
     }
 }
 
+/// Where a gate's result came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheSource {
+    /// This repository's cache.
+    Local,
+    /// The remote cache (and then copied into the local one).
+    Remote,
+    /// Looked up, not found: the gate ran.
+    Miss,
+    /// The cache was not consulted (`--no-cache`, skipped gate, no fingerprint).
+    #[default]
+    Off,
+}
+
+impl CacheSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheSource::Local => "local",
+            CacheSource::Remote => "remote",
+            CacheSource::Miss => "miss",
+            CacheSource::Off => "off",
+        }
+    }
+}
+
 /// The result of one gate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateResult {
@@ -72,6 +98,9 @@ pub struct GateResult {
     pub required: bool,
     /// Taken from the cache: nothing ran.
     pub cached: bool,
+    /// `local`, `remote`, `miss` or `off`.
+    #[serde(default)]
+    pub cache: CacheSource,
     /// Not run (incremental with nothing relevant, fail-fast, cancelled, disabled).
     pub skipped: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -207,6 +236,7 @@ mod tests {
             passed,
             required: true,
             cached: false,
+            cache: Default::default(),
             skipped: false,
             skip_reason: None,
             flaky: false,

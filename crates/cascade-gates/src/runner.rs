@@ -1,7 +1,9 @@
 //! The gate runner: groups in order (format, then typecheck/lint/test/custom
 //! in parallel, then verification), cache lookups, per-gate timeouts,
 //! fail-fast that kills the running gates' process groups, flaky re-runs,
-//! incremental gates, and events for reporters.
+//! incremental gates, and events for reporters. With a remote cache
+//! attached, lookups read through it and its warnings become
+//! [`GateEvent::RemoteWarning`] events (never failures).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,9 @@ pub enum GateEvent {
     Finished(GateResult),
     /// The tree fingerprint could not be computed: the cache is off for this run.
     CacheUnavailable { reason: String },
+    /// The remote cache is slow, down, or returned an entry that failed
+    /// verification: the run goes on with the local cache.
+    RemoteWarning { message: String },
 }
 
 /// Shared by the tasks of one run.
@@ -210,6 +215,9 @@ pub async fn run_gates_in(
                     t.cancel();
                 }
             }
+            for message in cache.take_remote_warnings() {
+                on_event(GateEvent::RemoteWarning { message });
+            }
             on_event(GateEvent::Finished(r.clone()));
             results[i] = Some(r);
         }
@@ -227,6 +235,9 @@ pub async fn run_gates_in(
                 results[i] = Some(r);
             }
         }
+    }
+    for message in cache.take_remote_warnings() {
+        on_event(GateEvent::RemoteWarning { message });
     }
     let gates: Vec<GateResult> = results.into_iter().flatten().collect();
     let passed = gates.iter().all(|g| g.passed || !g.required);
@@ -257,6 +268,7 @@ fn base_result(gate: &Gate, ctx: &Ctx) -> GateResult {
         passed: false,
         required: gate.required,
         cached: false,
+        cache: Default::default(),
         skipped: false,
         skip_reason: None,
         flaky: false,
@@ -324,7 +336,17 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
     }
 
     let parts = match (&ctx.cache, &ctx.fingerprint) {
-        (Some(_), Some(fp)) => {
+        (Some(cache), Some(fp)) => {
+            // The compiler/interpreter the verdict depends on (once per run).
+            let toolchain = match gate.toolchain_argv() {
+                Some(argv) => {
+                    cache
+                        .toolchains()
+                        .identity(&argv, &ctx.workdir.join(&gate.working_dir))
+                        .await
+                }
+                None => String::new(),
+            };
             let fp = match &gate.inputs_set {
                 Some(set) => Arc::new(fp.restrict(set)),
                 None => fp.clone(),
@@ -338,6 +360,7 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
                     working_dir: dir_in_repo.clone(),
                     env: gate.env.clone(),
                     inputs: gate.inputs.clone(),
+                    toolchain,
                 },
                 fp,
             ))
@@ -345,12 +368,7 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
         _ => None,
     };
     if let (Some(cache), Some((parts, fp))) = (&ctx.cache, &parts) {
-        let (cache, p, fp) = (cache.clone(), parts.clone(), fp.clone());
-        let hit = tokio::task::spawn_blocking(move || cache.lookup(&p, fp.files()))
-            .await
-            .ok()
-            .flatten();
-        if let Some(mut r) = hit {
+        if let Some(mut r) = cache.lookup_through(parts, fp.clone()).await {
             r.duration_ms = started.elapsed().as_millis() as u64;
             r.required = gate.required;
             return r;
@@ -380,6 +398,9 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
         }
     }
     result.duration_ms = started.elapsed().as_millis() as u64;
+    if parts.is_some() {
+        result.cache = crate::report::CacheSource::Miss;
+    }
 
     if let (Some(cache), Some((parts, _))) = (&ctx.cache, &parts) {
         let storable = !result.skipped

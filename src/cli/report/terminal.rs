@@ -360,6 +360,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             passed,
             required,
             cached,
+            cache,
             flaky,
             skipped,
             duration_ms,
@@ -376,7 +377,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             };
             let mut s = format!("{story}: gate {gate} {verdict}");
             if *cached {
-                s.push_str(" (cached)");
+                s.push_str(if cache == "remote" { " (cached: remote)" } else { " (cached)" });
             } else if !*skipped {
                 s.push_str(&format!(" in {}", human_duration(*duration_ms)));
             }
@@ -564,6 +565,7 @@ mod tests {
                 passed: false,
                 required: true,
                 cached: false,
+                cache: "miss".into(),
                 flaky: false,
                 skipped: false,
                 duration_ms: 2000,

@@ -314,6 +314,7 @@ async fn ensure_prd<P: MegaPorts>(
             dependencies: spec.dependencies.clone(),
         },
         design_doc: prd_gen::find_design_doc(&ctx.plan_dir, &ctx.paths.main_root),
+        parent_design_doc: prd_gen::project_design_doc_json(&ctx.plan_dir, &ctx.paths.main_root),
         prd_path: prd_path.clone(),
     };
     let author = PortAuthor {

@@ -81,15 +81,7 @@ impl LivePorts {
 
 impl MegaPorts for LivePorts {
     fn check_prd(&self, path: &Path) -> PrdCheck {
-        let prd = cascade_plan::load_prd(path).map_err(|e| vec![e.to_string()])?;
-        if prd.stories.is_empty() {
-            return Err(vec![format!(
-                "'{}' has no stories; a PRD needs at least one story in `stories`",
-                path.display()
-            )]);
-        }
-        cascade_plan::validate_prd(&prd).map_err(|e| e.messages())?;
-        Ok(prd.stories.len())
+        cascade_planning::check::check_prd(path)
     }
 
     async fn write_prd(
@@ -123,6 +115,14 @@ impl MegaPorts for LivePorts {
         );
         req.extra_env
             .push(("CASCADE_PRD_PATH".into(), prd_path.display().to_string()));
+        // The feature's design doc goes next to its PRD (see prd_gen).
+        req.extra_env.push((
+            "CASCADE_DESIGN_DOC_PATH".into(),
+            prd_path
+                .with_file_name("design_doc.json")
+                .display()
+                .to_string(),
+        ));
         match execute(agent, req, |_| {}, cancel).await {
             Ok(run) if run.outcome.cancelled => Err(AuthorError::Cancelled),
             Ok(run) if run.success() => Ok(()),

@@ -1,23 +1,32 @@
 //! Writing a missing feature PRD with the PRD agent (planning phase).
 //!
 //! The prompt carries the mega-plan's goal, the feature, the features it builds
-//! on and the project's design doc, plus the PRD schema and the one path the
-//! agent must write to (also given as `CASCADE_PRD_PATH`). What the agent wrote
+//! on and the project's design doc, plus the PRD schema and the path the agent
+//! must write to (also given as `CASCADE_PRD_PATH`). The agent may also write
+//! the feature's design doc next to the PRD (`CASCADE_DESIGN_DOC_PATH`): it
+//! names the project's `design_doc.json` as `metadata.parent_design_doc`, so
+//! story prompts inherit the project's context, and its `story_mappings` are
+//! checked like those of `cascade plan`. What the agent wrote
 //! is validated with cascade-plan; on problems the agent is asked again with the
 //! exact validation errors and what it wrote, up to [`MAX_FIX_ROUNDS`] times,
 //! then the feature fails with every remaining problem listed.
 //!
-//! The agent call is behind [`PrdAuthor`] so the loop is tested without
+//! The loop itself is cascade-planning's [`make_valid`], the one
+//! implementation of "ask an agent for a plan file and make it valid" that
+//! `cascade plan` uses too; this module supplies the feature prompt. The
+//! agent call is behind [`PrdAuthor`] so the loop is tested without
 //! processes; the runner plugs in the cascade-agents executor.
 
 use std::path::{Path, PathBuf};
+
+use cascade_planning::generator::{self as shared, make_valid, Job, PlanAuthor, Start};
+
+pub use cascade_planning::generator::{AuthorError, GenProgress};
 
 /// How many times the agent is asked to fix an invalid PRD (after the first try).
 pub const MAX_FIX_ROUNDS: u32 = 2;
 /// Largest design doc (bytes) copied into the prompt.
 const MAX_DESIGN_DOC: usize = 24 * 1024;
-/// Largest previous PRD text (bytes) quoted back to the agent.
-const MAX_PREVIOUS: usize = 12 * 1024;
 
 /// What the prompt says about the feature (taken from the mega-plan).
 #[derive(Debug, Clone, Default)]
@@ -40,8 +49,18 @@ pub struct PrdRequest {
     pub dependency_titles: Vec<(String, String)>,
     /// The project's design doc, if one was found: (path shown, text).
     pub design_doc: Option<(PathBuf, String)>,
-    /// Where the agent must write the PRD.
+    /// The project's `design_doc.json` (absolute), which a feature design doc
+    /// names as its parent.
+    pub parent_design_doc: Option<PathBuf>,
+    /// Where the agent must write the PRD (the feature design doc goes beside it).
     pub prd_path: PathBuf,
+}
+
+impl PrdRequest {
+    /// `design_doc.json` next to the PRD.
+    pub fn design_doc_path(&self) -> PathBuf {
+        self.prd_path.with_file_name("design_doc.json")
+    }
 }
 
 /// A failed attempt's details, for the fix prompt.
@@ -69,19 +88,8 @@ pub trait PrdAuthor {
     ) -> impl std::future::Future<Output = Result<(), AuthorError>> + Send;
 }
 
-/// Why one agent call did not produce a PRD.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AuthorError {
-    /// No agent can be run (not installed, not configured): retrying is pointless.
-    Unavailable(String),
-    /// The run was cancelled (Ctrl-C).
-    Cancelled,
-    /// The agent ran but failed (exit code, timeout, crash).
-    Failed(String),
-}
-
 /// The outcome of checking what the agent wrote: number of stories, or problems.
-pub type PrdCheck = Result<usize, Vec<String>>;
+pub type PrdCheck = shared::PlanCheck;
 
 /// A valid PRD was written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,92 +109,122 @@ pub struct GenerationFailed {
     pub message: String,
 }
 
-/// Progress notes of the loop (turned into events by the runner).
-#[derive(Debug, Clone)]
-pub enum GenProgress {
-    /// The agent is called for the `attempt`-th time.
-    Attempt { attempt: u32, max_attempts: u32 },
-    /// What it wrote was rejected.
-    Invalid { attempt: u32, problems: Vec<String> },
+/// The feature's PRD author as the shared loop's author: the prompt is
+/// built here (with the fix section on later attempts).
+struct FeatureAuthor<'a, A> {
+    author: &'a A,
+    request: &'a PrdRequest,
+}
+
+impl<A: PrdAuthor + Sync> PlanAuthor for FeatureAuthor<'_, A> {
+    async fn write(
+        &self,
+        attempt: u32,
+        fix: Option<&shared::FixContext>,
+    ) -> Result<(), AuthorError> {
+        let fix = fix.map(|f| FixContext {
+            attempt: f.attempt,
+            max_attempts: f.max_attempts,
+            problems: f.problems.clone(),
+            previous: f.previous.first().map(|(_, text)| text.clone()),
+        });
+        let prompt = build_prompt(self.request, fix.as_ref());
+        self.author
+            .write_prd(attempt, &prompt, &self.request.prd_path)
+            .await
+    }
 }
 
 /// Asks the author for a PRD, validates it with `check`, and asks for fixes
 /// with the exact problems up to [`MAX_FIX_ROUNDS`] times.
-pub async fn generate<A: PrdAuthor>(
+pub async fn generate<A: PrdAuthor + Sync>(
     author: &A,
     request: &PrdRequest,
     check: impl Fn(&Path) -> PrdCheck,
-    mut progress: impl FnMut(GenProgress),
+    progress: impl FnMut(GenProgress),
 ) -> Result<Generated, GenerationFailed> {
-    let max_attempts = 1 + MAX_FIX_ROUNDS;
-    let mut fix: Option<FixContext> = None;
-    let mut last_problems: Vec<String> = Vec::new();
-    for attempt in 1..=max_attempts {
-        progress(GenProgress::Attempt {
-            attempt,
-            max_attempts,
-        });
-        // A stale file from an earlier attempt must not pass for a new one.
-        if attempt == 1 {
-            let _ = std::fs::remove_file(&request.prd_path);
-        }
-        let prompt = build_prompt(request, fix.as_ref());
-        match author.write_prd(attempt, &prompt, &request.prd_path).await {
-            Err(AuthorError::Unavailable(why)) => {
-                return Err(GenerationFailed {
-                    attempts: attempt,
-                    cancelled: false,
-                    message: format!("no PRD agent could run: {why}"),
-                })
-            }
-            Err(AuthorError::Cancelled) => {
-                return Err(GenerationFailed {
-                    attempts: attempt,
-                    cancelled: true,
-                    message: "PRD generation was interrupted".to_string(),
-                })
-            }
-            Err(AuthorError::Failed(why)) => {
-                last_problems = vec![format!("the PRD agent failed: {why}")];
-            }
-            Ok(()) => match check(&request.prd_path) {
-                Ok(stories) => {
-                    return Ok(Generated {
-                        path: request.prd_path.clone(),
-                        stories,
-                        attempts: attempt,
-                    })
-                }
-                Err(problems) => last_problems = problems,
+    let what = format!("a valid PRD to '{}'", request.prd_path.display());
+    let design = request.design_doc_path();
+    let job = Job {
+        files: vec![request.prd_path.clone(), design.clone()],
+        check: || {
+            let stories = check(&request.prd_path)?;
+            check_feature_design(request, &design)?;
+            Ok(stories)
+        },
+        max_fix_rounds: MAX_FIX_ROUNDS,
+        what: &what,
+    };
+    let adapter = FeatureAuthor { author, request };
+    match make_valid(&adapter, &job, Start::Fresh, progress).await {
+        Ok(g) => Ok(Generated {
+            path: request.prd_path.clone(),
+            stories: g.items,
+            attempts: g.attempts,
+        }),
+        Err(f) => Err(GenerationFailed {
+            attempts: f.attempts,
+            cancelled: f.cancelled,
+            message: if f.cancelled {
+                "PRD generation was interrupted".to_string()
+            } else {
+                f.message
             },
-        }
-        progress(GenProgress::Invalid {
-            attempt,
-            problems: last_problems.clone(),
-        });
-        let previous = std::fs::read_to_string(&request.prd_path)
-            .ok()
-            .map(|t| truncate(&t, MAX_PREVIOUS));
-        fix = Some(FixContext {
-            attempt: attempt + 1,
-            max_attempts,
-            problems: last_problems.clone(),
-            previous,
-        });
+        }),
     }
-    Err(GenerationFailed {
-        attempts: max_attempts,
-        cancelled: false,
-        message: format!(
-            "the PRD agent did not write a valid PRD to '{}' in {max_attempts} attempts; last problems:\n{}",
-            request.prd_path.display(),
-            last_problems
-                .iter()
-                .map(|p| format!("  - {p}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        ),
-    })
+}
+
+/// Checks the feature design doc when the agent wrote one: it names the
+/// project doc as its parent (set here when missing) and maps every story to
+/// things it defines.
+fn check_feature_design(request: &PrdRequest, path: &Path) -> Result<(), Vec<String>> {
+    if !path.is_file() {
+        return Ok(());
+    }
+    let text =
+        std::fs::read_to_string(path).map_err(|e| vec![format!("{}: {e}", path.display())])?;
+    let mut doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        vec![format!(
+            "{}:{}:{}: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )]
+    })?;
+    if let (Some(parent), Some(obj)) = (&request.parent_design_doc, doc.as_object_mut()) {
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(m) = meta.as_object_mut() {
+            if !m.contains_key("parent_design_doc") {
+                m.insert(
+                    "parent_design_doc".into(),
+                    parent.display().to_string().into(),
+                );
+                if let Ok(text) = serde_json::to_string_pretty(&doc) {
+                    let _ = std::fs::write(path, text);
+                }
+            }
+        }
+    }
+    let ids: Vec<Vec<String>> = cascade_plan::load_prd(&request.prd_path)
+        .map(|prd| prd.stories.iter().map(|s| vec![s.id.clone()]).collect())
+        .unwrap_or_default();
+    let problems = cascade_planning::design_doc::check(&doc, "story_mappings", &ids);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// The project's design doc as JSON (absolute path), if there is one: the
+/// parent of feature design docs.
+pub fn project_design_doc_json(plan_dir: &Path, root: &Path) -> Option<PathBuf> {
+    [plan_dir, root]
+        .iter()
+        .map(|d| d.join("design_doc.json"))
+        .find(|p| p.is_file())
 }
 
 /// The prompt for the PRD agent (markdown), with the fix section on retries.
@@ -260,6 +298,27 @@ pub fn build_prompt(req: &PrdRequest, fix: Option<&FixContext>) -> String {
         req.prd_path.display()
     ));
     p.push_str(SCHEMA_HELP);
+    p.push_str(&format!(
+        "\n## The feature's design document\n\nAlso write the feature's design document as JSON \
+         to `{}` (also `CASCADE_DESIGN_DOC_PATH`), so each story's agent gets the components, \
+         decisions and patterns its story maps to. Use Plan Cascade's feature-level schema: \
+         `metadata` (`level`: `feature`",
+        req.design_doc_path().display()
+    ));
+    if let Some(parent) = &req.parent_design_doc {
+        p.push_str(&format!(
+            ", `parent_design_doc`: `{}`), `inherited_context` (`patterns` and `decisions` of the \
+             project document this feature relies on)",
+            parent.display()
+        ));
+    } else {
+        p.push(')');
+    }
+    p.push_str(
+        ", `overview`, `architecture` (`components`, `patterns`), `decisions` (ADR-F001, ...), \
+         and `story_mappings` naming, for every story, only components, decisions and patterns \
+         the document defines.\n",
+    );
     p
 }
 
@@ -315,14 +374,7 @@ pub fn find_design_doc(plan_dir: &Path, root: &Path) -> Option<(PathBuf, String)
 }
 
 fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}\n... (truncated)", &text[..end])
+    shared::truncate(text, max)
 }
 
 #[cfg(test)]
@@ -342,6 +394,7 @@ mod tests {
             },
             dependency_titles: vec![("core".into(), "Core".into())],
             design_doc: Some((PathBuf::from("design_doc.md"), "Use JWT.".into())),
+            parent_design_doc: None,
             prd_path: dir.join("prd.json"),
         }
     }
@@ -409,7 +462,7 @@ mod tests {
         let prompts = author.prompts.lock().unwrap();
         assert!(prompts[1].contains("depends on unknown story 'y' (bad1)"));
         assert!(prompts[1].contains("attempt 2 of 3"));
-        assert!(prompts[2].contains("the PRD agent failed: exit code 3"));
+        assert!(prompts[2].contains("the agent failed: exit code 3"));
         assert_eq!(notes.len(), 5);
     }
 
@@ -426,6 +479,52 @@ mod tests {
         assert_eq!(err.attempts, 3);
         assert!(err.message.contains("in 3 attempts"), "{}", err.message);
         assert!(err.message.contains("(bad3)"), "{}", err.message);
+    }
+
+    #[tokio::test]
+    async fn a_feature_design_doc_gets_its_parent_and_its_mappings_checked() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut req = request(tmp.path());
+        req.parent_design_doc = Some(tmp.path().join("project/design_doc.json"));
+        let design = req.design_doc_path();
+        struct WithDesign(PathBuf, Mutex<u32>);
+        impl PrdAuthor for WithDesign {
+            async fn write_prd(&self, _: u32, _: &str, prd: &Path) -> Result<(), AuthorError> {
+                let n = {
+                    let mut n = self.1.lock().unwrap();
+                    *n += 1;
+                    *n
+                };
+                std::fs::write(prd, r#"{"stories": [{"id": "s1", "title": "S"}]}"#).unwrap();
+                let comp = if n == 1 { "Ghost" } else { "Real" };
+                std::fs::write(
+                    &self.0,
+                    format!(
+                        r#"{{"architecture": {{"components": [{{"name": "Real"}}]}},
+                            "story_mappings": {{"s1": {{"components": ["{comp}"]}}}}}}"#
+                    ),
+                )
+                .unwrap();
+                Ok(())
+            }
+        }
+        let author = WithDesign(design.clone(), Mutex::new(0));
+        let prompt = build_prompt(&req, None);
+        assert!(prompt.contains(&design.display().to_string()), "{prompt}");
+        assert!(prompt.contains("parent_design_doc"), "{prompt}");
+        let got = generate(&author, &req, cascade_planning::check::check_prd, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(got.attempts, 2);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&design).unwrap()).unwrap();
+        assert_eq!(
+            doc["metadata"]["parent_design_doc"],
+            tmp.path()
+                .join("project/design_doc.json")
+                .display()
+                .to_string()
+        );
     }
 
     #[test]

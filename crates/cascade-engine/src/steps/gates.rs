@@ -97,6 +97,7 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
             passed: r.passed,
             required: r.required,
             cached: r.cached,
+            cache: r.cache.as_str().to_string(),
             flaky: r.flaky,
             skipped: r.skipped,
             duration_ms: r.duration_ms,
@@ -104,6 +105,9 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
         }),
         GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
             message: format!("{story}: gate cache unavailable: {reason}"),
+        }),
+        GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
+            message: format!("remote gate cache: {message}"),
         }),
     };
     // `--gate-jobs` and the memory guard; the story's ports; a Cargo target

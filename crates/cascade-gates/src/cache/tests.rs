@@ -13,6 +13,7 @@ fn parts(fp: &str) -> KeyParts {
         working_dir: ".".into(),
         env: BTreeMap::from([("A".to_string(), "1".to_string())]),
         inputs: vec![],
+        toolchain: String::new(),
     }
 }
 
@@ -22,6 +23,7 @@ fn result() -> GateResult {
         passed: true,
         required: true,
         cached: false,
+        cache: Default::default(),
         skipped: false,
         skip_reason: None,
         flaky: false,

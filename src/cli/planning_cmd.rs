@@ -1,0 +1,703 @@
+//! `cascade plan`: from a goal to an approved plan, asking a person what
+//! only a person can answer.
+//!
+//! The workflow itself is cascade-planning's [`Planner`]; this module turns
+//! flags into session options, picks who answers (the terminal, or nobody:
+//! then answers files and `plan answer|approve|reject|cancel`), renders the
+//! planner's events (text, or NDJSON with `--json`), installs an approved
+//! plan where it is built (the repository, or a new worktree for
+//! HYBRID_WORKTREE) and, with `--run`, runs it with the same code as
+//! `cascade approve --auto-run` / `cascade mega approve --auto-run`.
+//! Exit codes: 0 approved (or cancelled on request), 1 failed / rejected /
+//! cancelled by the third rejection, 2 bad input, 3 paused for a person,
+//! 130 interrupted.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use cascade_agents::{AgentsConfig, Detector};
+use cascade_planning::{
+    Answers, Nobody, Outcome, Person, PlanEvent, PlanStatus, Planner, PlanningError, ReviewAnswer,
+    Session, SessionOptions, SessionStore, Strategy,
+};
+use cascade_process::CancelToken;
+use clap::{Args, FromArgMatches, Subcommand, ValueEnum};
+
+use super::signals::StopSignals;
+use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+
+mod render;
+mod term;
+
+/// Exit code: paused for a person (answers, decisions or approval).
+pub const EXIT_PAUSED: u8 = 3;
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum StrategyArg {
+    /// The planning agent assesses the task and picks one
+    Auto,
+    /// One story
+    Direct,
+    /// prd.json + design_doc.json in the repository
+    Hybrid,
+    /// The same on a new branch in its own worktree, merged when done
+    Worktree,
+    /// mega-plan.json + a project design_doc.json
+    Mega,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct PlanArgs {
+    #[command(subcommand)]
+    pub command: Option<PlanCommand>,
+    #[command(flatten)]
+    pub start: StartArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StartArgs {
+    /// What the plan should achieve, in a sentence
+    #[arg(value_name = "GOAL", required = true)]
+    pub goal: Option<String>,
+    /// Import a design document (.json as is; .md or .html converted by the agent)
+    #[arg(long, value_name = "PATH")]
+    pub design_doc: Option<PathBuf>,
+    /// How big the plan is and where it lives
+    #[arg(long, value_enum, default_value_t = StrategyArg::Auto)]
+    pub strategy: StrategyArg,
+    /// The planning agent (writes the plan)
+    #[arg(long, value_name = "A")]
+    pub agent: Option<String>,
+    /// The agent that challenges the plan (default: another agent than the planner)
+    #[arg(long, value_name = "A")]
+    pub review_agent: Option<String>,
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Ask nobody: assumptions answer questions, recommendations decide, an APPROVED challenge approves
+    #[arg(long)]
+    pub auto: bool,
+    /// Most discovery questions to ask
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub max_questions: u32,
+    /// Fix rounds after a failed local validation
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub format_iterations: u32,
+    /// Revise + re-challenge rounds on NEEDS_REVISION
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub planning_iterations: u32,
+}
+
+/// Flags every command that continues a session takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct CommonArgs {
+    /// Answers without a terminal: {"q-1": "...", "d-1": {"option": "opt-a", "rationale": "..."}, "review": "approve"}
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<PathBuf>,
+    /// Approve the plan at review without asking
+    #[arg(long)]
+    pub yes: bool,
+    /// After approval, run the plan at once (approve --auto-run)
+    #[arg(long)]
+    pub run: bool,
+    /// Print NDJSON events instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PlanCommand {
+    /// Continue a session (no ID: list the sessions, newest first)
+    Resume {
+        #[arg(value_name = "ID")]
+        id: Option<String>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// The planning sessions of this repository, newest first
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// One session: status, questions, decisions, verdict, usage and cost
+    Show {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Answer a question (q-N), make a decision (d-N: "OPTION" or "OPTION: rationale") or review ("approve", "reject: REASON"), then continue
+    Answer {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[arg(value_name = "KEY")]
+        key: String,
+        #[arg(value_name = "VALUE")]
+        value: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Approve the plan under review
+    Approve {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Reject the plan under review: back to design (the third rejection cancels)
+    Reject {
+        #[arg(value_name = "ID")]
+        id: String,
+        /// Why: it goes into the next design and generation prompts
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Cancel a session
+    Cancel {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The repository, its `.cascade/`, and the agents configuration.
+struct Context {
+    root: PathBuf,
+    paths: cascade_git::RepoPaths,
+    store: SessionStore,
+    config: AgentsConfig,
+}
+
+fn context(g: &Global) -> Result<Context, Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
+    let paths = cascade_git::RepoPaths::discover(&cwd).map_err(|e| {
+        Failure::usage(anyhow::anyhow!(
+            "{e} (cascade plan works inside a git repository: run `git init` first)"
+        ))
+    })?;
+    let root = paths.main_root.clone();
+    let loaded = AgentsConfig::load(g.agents.as_deref(), &cwd).map_err(Failure::usage)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    Ok(Context {
+        store: SessionStore::new(&paths.cascade_dir()),
+        root,
+        paths,
+        config: loaded.config,
+    })
+}
+
+fn planning_failure(e: PlanningError) -> Failure {
+    if e.is_usage() {
+        Failure::usage(e)
+    } else {
+        Failure::failed(e)
+    }
+}
+
+pub fn run(g: &Global, a: PlanArgs) -> CliResult {
+    match a.command {
+        None => start(g, a.start),
+        Some(PlanCommand::Resume { id, common }) => resume(g, id, common),
+        Some(PlanCommand::List { json }) => list(g, json),
+        Some(PlanCommand::Show { id, json }) => show(g, &id, json),
+        Some(PlanCommand::Answer {
+            id,
+            key,
+            value,
+            common,
+        }) => answer(g, &id, &key, &value, common),
+        Some(PlanCommand::Approve { id, common }) => {
+            continue_with(g, &id, common, Some(ReviewAnswer::Approve))
+        }
+        Some(PlanCommand::Reject { id, reason, common }) => {
+            continue_with(g, &id, common, Some(ReviewAnswer::Reject(reason)))
+        }
+        Some(PlanCommand::Cancel { id, json }) => cancel(g, &id, json),
+    }
+}
+
+fn start(g: &Global, a: StartArgs) -> CliResult {
+    let goal = a.goal.clone().unwrap_or_default();
+    if goal.trim().is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "the goal is empty: say what the plan should achieve, e.g. cascade plan \"Add OAuth login\""
+        )));
+    }
+    let ctx = context(g)?;
+    for (flag, name) in [("--agent", &a.agent), ("--review-agent", &a.review_agent)] {
+        if let Some(n) = name {
+            if ctx.config.agent(n).is_none() {
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "unknown agent '{n}' given to {flag} (known agents: {})",
+                    ctx.config.names().join(", ")
+                )));
+            }
+        }
+    }
+    let design_doc = match &a.design_doc {
+        Some(p) => {
+            // Checked now (exit 2 before any agent runs), kept absolute for resumes.
+            cascade_planning::design_doc::import(p).map_err(planning_failure)?;
+            Some(std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+        }
+        None => None,
+    };
+    let options = SessionOptions {
+        agent: a.agent.clone(),
+        review_agent: a.review_agent.clone(),
+        forced_strategy: match a.strategy {
+            StrategyArg::Auto => None,
+            StrategyArg::Direct => Some(Strategy::Direct),
+            StrategyArg::Hybrid => Some(Strategy::HybridAuto),
+            StrategyArg::Worktree => Some(Strategy::HybridWorktree),
+            StrategyArg::Mega => Some(Strategy::MegaPlan),
+        },
+        design_doc,
+        max_questions: a.max_questions,
+        format_iterations: a.format_iterations,
+        planning_iterations: a.planning_iterations,
+        auto: a.auto,
+    };
+    let answers = load_answers(a.common.answers.as_deref())?;
+    let mut session = Session::new(&goal, options).map_err(planning_failure)?;
+    ctx.store.save(&mut session).map_err(planning_failure)?;
+    let _ = ctx.paths.ensure_excluded(&["/.cascade/"]);
+    drive(g, &ctx, session, &a.common, answers, None)
+}
+
+fn load_answers(path: Option<&Path>) -> Result<Answers, Failure> {
+    match path {
+        None => Ok(Answers::default()),
+        Some(p) if !p.is_file() => Err(Failure::usage(anyhow::anyhow!(
+            "--answers '{}': no such file",
+            p.display()
+        ))),
+        Some(p) => Answers::load(p).map_err(planning_failure),
+    }
+}
+
+fn resume(g: &Global, id: Option<String>, common: CommonArgs) -> CliResult {
+    let ctx = context(g)?;
+    let id = match id {
+        Some(id) => id,
+        None => match pick_session(&ctx, common.json)? {
+            Some(id) => id,
+            None => return Ok(super::EXIT_USAGE),
+        },
+    };
+    continue_with(g, &id, common, None)
+}
+
+/// `plan resume` without an id: on a terminal, choose from the list; else
+/// print the list and exit 2.
+fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
+    let (sessions, _) = ctx.store.list();
+    let open: Vec<&Session> = sessions.iter().filter(|s| !s.status.is_final()).collect();
+    let interactive = !json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if interactive && !open.is_empty() {
+        eprintln!("planning sessions (newest first):");
+        for (i, s) in open.iter().enumerate() {
+            eprintln!("  {}. {}", i + 1, render::list_line(s));
+        }
+        eprint!("continue which one? [1-{}] ", open.len());
+        if let Some(line) = super::signals::read_line_unless_stopped() {
+            if let Ok(n) = line.trim().parse::<usize>() {
+                if (1..=open.len()).contains(&n) {
+                    return Ok(Some(open[n - 1].session_id.clone()));
+                }
+            }
+        }
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no session chosen; continue one with `cascade plan resume ID`"
+        )));
+    }
+    print_list(&sessions, json);
+    eprintln!(
+        "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
+    );
+    Ok(None)
+}
+
+fn print_list(sessions: &[Session], json: bool) {
+    if json {
+        let list: Vec<_> = sessions.iter().map(render::list_json).collect();
+        println!("{}", serde_json::json!({ "sessions": list }));
+    } else if sessions.is_empty() {
+        println!("no planning sessions here; start one with `cascade plan \"GOAL\"`");
+    } else {
+        for s in sessions {
+            println!("{}", render::list_line(s));
+        }
+    }
+}
+
+fn list(g: &Global, json: bool) -> CliResult {
+    let ctx = context(g)?;
+    let (sessions, bad) = ctx.store.list();
+    for (id, e) in bad {
+        eprintln!("warning: session {id} cannot be read: {e}");
+    }
+    print_list(&sessions, json);
+    Ok(EXIT_OK)
+}
+
+fn show(g: &Global, id: &str, json: bool) -> CliResult {
+    let ctx = context(g)?;
+    let s = ctx.store.load(id).map_err(planning_failure)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&s).unwrap_or_else(|_| "{}".into())
+        );
+    } else {
+        print!("{}", render::show(&s, &ctx.store));
+    }
+    Ok(EXIT_OK)
+}
+
+fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> CliResult {
+    let ctx = context(g)?;
+    let session = ctx.store.load(id).map_err(planning_failure)?;
+    let known = key == "review"
+        || session.questions.iter().any(|q| q.id == key)
+        || session.decisions.iter().any(|d| d.id == key);
+    if !known {
+        let mut keys: Vec<String> = session.questions.iter().map(|q| q.id.clone()).collect();
+        keys.extend(session.decisions.iter().map(|d| d.id.clone()));
+        keys.push("review".into());
+        return Err(Failure::usage(anyhow::anyhow!(
+            "session {id} has no question or decision '{key}' (known: {})",
+            keys.join(", ")
+        )));
+    }
+    if key == "review" {
+        let review = ReviewAnswer::parse(value).ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "'{value}' is not a review answer: use approve, \"reject: REASON\" or cancel"
+            ))
+        })?;
+        return continue_with(g, id, common, Some(review));
+    }
+    let path = ctx.store.answers_path(id);
+    let mut answers = Answers::load(&path).map_err(planning_failure)?;
+    answers.set_text(key, value).map_err(planning_failure)?;
+    answers.save(&path).map_err(planning_failure)?;
+    continue_with(g, id, common, None)
+}
+
+fn continue_with(
+    g: &Global,
+    id: &str,
+    common: CommonArgs,
+    review: Option<ReviewAnswer>,
+) -> CliResult {
+    let ctx = context(g)?;
+    let session = ctx.store.load(id).map_err(planning_failure)?;
+    if review.is_some() && session.status != PlanStatus::Review {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "session {id} is in {}, not waiting for a review; continue it with `cascade plan resume {id}`",
+            session.status
+        )));
+    }
+    if session.status == PlanStatus::Approved && !common.run {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "session {id} is approved already; its plan is in {}",
+            session
+                .outputs
+                .get("prd")
+                .or(session.outputs.get("mega_plan"))
+                .cloned()
+                .unwrap_or_default()
+        )));
+    }
+    let answers = load_answers(common.answers.as_deref())?;
+    drive(g, &ctx, session, &common, answers, review)
+}
+
+fn cancel(g: &Global, id: &str, json: bool) -> CliResult {
+    let ctx = context(g)?;
+    let s = cascade_planning::cancel(&ctx.store, id).map_err(planning_failure)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "plan_finished", "session_id": s.session_id,
+                "status": "cancelled", "outputs": s.outputs, "total_cost": s.total_cost})
+        );
+    } else {
+        println!("planning session {} cancelled", s.session_id);
+    }
+    Ok(EXIT_OK)
+}
+
+/// Runs the planner on `session` and acts on where it stopped.
+fn drive(
+    g: &Global,
+    ctx: &Context,
+    mut session: Session,
+    common: &CommonArgs,
+    answers: Answers,
+    review: Option<ReviewAnswer>,
+) -> CliResult {
+    let interactive =
+        !common.json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    // Answers given once stay with the session (a rejection or a resume
+    // later finds them in its answers.json); the new ones win.
+    if !answers.is_empty() {
+        let path = ctx.store.answers_path(&session.session_id);
+        let mut kept = Answers::load(&path).map_err(planning_failure)?;
+        kept.merge(answers.clone());
+        kept.save(&path).map_err(planning_failure)?;
+    }
+    let detector = Detector::from_env().cache_dir(ctx.paths.cascade_dir());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))?;
+    let cancel = CancelToken::new();
+    let json = common.json;
+    let mut terminal = term::Terminal;
+    let mut nobody = Nobody;
+    let person: &mut dyn Person = if interactive {
+        &mut terminal
+    } else {
+        &mut nobody
+    };
+    let root = ctx.root.clone();
+    let (result, stop) = rt.block_on(async {
+        let stop = StopSignals::watch(cancel.clone());
+        let mut planner = Planner::new(
+            &ctx.config,
+            &detector,
+            &root,
+            &ctx.paths.cascade_dir(),
+            person,
+            move |e: PlanEvent| render::event(&e, json),
+        )
+        .with_answers(answers)
+        .with_review(review)
+        .with_yes(common.yes)
+        .with_cancel(cancel.clone());
+        (planner.run(&mut session).await, stop)
+    });
+    drop(rt);
+    match result {
+        Err(PlanningError::Interrupted { id }) => {
+            eprintln!(
+                "interrupted; the session is saved: continue it with `cascade plan resume {id}`"
+            );
+            Ok(stop.exit_code())
+        }
+        Err(e) => {
+            if !e.is_usage() {
+                eprintln!(
+                    "the session is saved as failed; `cascade plan resume {}` retries the failed step",
+                    session.session_id
+                );
+            }
+            Err(planning_failure(e))
+        }
+        // Ctrl-C at a prompt: saved, and said so like any interruption.
+        Ok(Outcome::Paused { .. }) if super::signals::stop_requested() => {
+            eprintln!(
+                "interrupted; the session is saved: continue it with `cascade plan resume {}`",
+                session.session_id
+            );
+            Ok(stop.exit_code())
+        }
+        Ok(Outcome::Paused { waiting_for }) => {
+            render::paused(&session, &ctx.store, &waiting_for, json);
+            Ok(EXIT_PAUSED)
+        }
+        Ok(Outcome::Cancelled { by_rejections }) => {
+            if by_rejections {
+                eprintln!(
+                    "error: the plan was rejected {} times; the session {} is cancelled (start again with a clearer goal)",
+                    session.reject_count, session.session_id
+                );
+                Ok(EXIT_FAILED)
+            } else {
+                if !json {
+                    println!("planning session {} cancelled", session.session_id);
+                }
+                Ok(EXIT_OK)
+            }
+        }
+        Ok(Outcome::Approved) => approved(g, ctx, session, common, interactive),
+    }
+}
+
+/// Installs the approved plan and runs it when asked to.
+fn approved(
+    g: &Global,
+    ctx: &Context,
+    mut session: Session,
+    common: &CommonArgs,
+    interactive: bool,
+) -> CliResult {
+    let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
+    let already = session
+        .outputs
+        .get(if strategy.is_mega() {
+            "mega_plan"
+        } else {
+            "prd"
+        })
+        .is_some_and(|p| Path::new(p).is_absolute() && Path::new(p).is_file());
+    let (dir, branch) = if strategy == Strategy::HybridWorktree {
+        let branch = format!("cascade/plan-{}", short_id(&session.session_id));
+        let path = cascade_git::worktree::path_for(&ctx.paths, &branch);
+        if !already || !path.is_dir() {
+            cascade_git::worktree::create(&ctx.paths, &path, &branch, "HEAD").map_err(|e| {
+                Failure::failed(anyhow::anyhow!("cannot create the plan's worktree: {e}"))
+            })?;
+        }
+        (path, Some(branch))
+    } else {
+        (ctx.root.clone(), None)
+    };
+    let written =
+        cascade_planning::install(&ctx.store, &mut session, &dir).map_err(planning_failure)?;
+    // The plan files stay out of git like everything cascade writes.
+    let mut own: Vec<&str> = cascade_engine::config::OWN_FILES.to_vec();
+    own.push("/design_doc.json");
+    let _ = ctx.paths.ensure_excluded(&own);
+    if !common.json {
+        println!(
+            "plan approved: {}",
+            written
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        if let Some(b) = &branch {
+            println!("it is built on branch {b} in {}", dir.display());
+        }
+    }
+    let run_now = common.run || (interactive && super::signals::ask_yes_no("run the plan now?"));
+    if !run_now {
+        if !common.json {
+            let how = if strategy.is_mega() {
+                "cascade mega approve --auto-run".to_string()
+            } else if let Some(b) = &branch {
+                format!(
+                    "cascade -C {} approve --auto-run`, then merge branch `{b}",
+                    dir.display()
+                )
+            } else {
+                "cascade approve --auto-run".to_string()
+            };
+            println!("run it with `{how}`");
+        }
+        return Ok(EXIT_OK);
+    }
+    run_plan(
+        g,
+        ctx,
+        strategy,
+        &dir,
+        branch.as_deref(),
+        &written[0],
+        common.json,
+    )
+}
+
+/// `approve --auto-run` (or `mega approve --auto-run`) on the approved plan,
+/// then, for a worktree plan, the merge of its branch.
+fn run_plan(
+    g: &Global,
+    ctx: &Context,
+    strategy: Strategy,
+    dir: &Path,
+    branch: Option<&str>,
+    plan: &Path,
+    json: bool,
+) -> CliResult {
+    let back = std::env::current_dir().ok();
+    std::env::set_current_dir(dir).map_err(|e| {
+        Failure::failed(anyhow::anyhow!("cannot change to '{}': {e}", dir.display()))
+    })?;
+    let plan_arg = plan.display().to_string();
+    let code = if strategy.is_mega() {
+        let mut argv = vec!["approve", "--auto-run", "--mega", &plan_arg];
+        if json {
+            argv.push("--json");
+        }
+        let args = parse_args::<super::mega_cmd::MegaApproveArgs>("approve", &argv)?;
+        super::mega_cmd::run(g, super::mega_cmd::MegaCommand::Approve(args))
+    } else {
+        let mut argv = vec!["approve", "--auto-run", "--prd", &plan_arg];
+        if json {
+            argv.push("--json");
+        }
+        let args = parse_args::<super::run_cmd::RunArgs>("approve", &argv)?;
+        super::run_cmd::approve(g, args)
+    };
+    if let Some(b) = back {
+        let _ = std::env::set_current_dir(b);
+    }
+    let code = code?;
+    let Some(branch) = branch else {
+        return Ok(code);
+    };
+    if code != EXIT_OK {
+        eprintln!(
+            "the plan's branch {branch} is kept unmerged in {}",
+            dir.display()
+        );
+        return Ok(code);
+    }
+    merge_plan_branch(ctx, branch, dir)
+}
+
+/// Merges a HYBRID_WORKTREE plan's branch into the branch checked out at
+/// the repository root, then removes its worktree.
+fn merge_plan_branch(ctx: &Context, branch: &str, dir: &Path) -> CliResult {
+    let target = cascade_engine::gitops::current_branch(&ctx.root)
+        .map_err(|e| Failure::failed(anyhow::anyhow!("{e}")))?
+        .ok_or_else(|| {
+            Failure::failed(anyhow::anyhow!(
+                "the repository root is on a detached HEAD: merge {branch} yourself"
+            ))
+        })?;
+    let outcome = cascade_git::merge::merge_into(
+        &ctx.paths,
+        &target,
+        branch,
+        &format!("Merge plan branch {branch}"),
+        &cascade_git::merge::MergeOptions::default(),
+    )
+    .map_err(|e| Failure::failed(anyhow::anyhow!("merging {branch} into {target}: {e}")))?;
+    if let cascade_git::merge::MergeOutcome::Conflict { files } = outcome {
+        return Err(Failure::failed(anyhow::anyhow!(
+            "merging {branch} into {target} conflicts in {}; the branch is kept in {}",
+            files.join(", "),
+            dir.display()
+        )));
+    }
+    let _ = cascade_git::worktree::remove(&ctx.paths, dir, true);
+    println!("merged {branch} into {target}");
+    Ok(EXIT_OK)
+}
+
+/// Parses `argv` as the arguments of a subcommand (so defaults stay clap's).
+pub(super) fn parse_args<T: Args + FromArgMatches>(
+    name: &'static str,
+    argv: &[&str],
+) -> Result<T, Failure> {
+    let cmd = T::augment_args(clap::Command::new(name));
+    let m = cmd
+        .try_get_matches_from(argv)
+        .map_err(|e| Failure::failed(anyhow::anyhow!("internal: {e}")))?;
+    T::from_arg_matches(&m).map_err(|e| Failure::failed(anyhow::anyhow!("internal: {e}")))
+}
+
+fn short_id(id: &str) -> String {
+    id.trim_start_matches("planning-").chars().take(8).collect()
+}
