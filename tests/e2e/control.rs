@@ -871,3 +871,34 @@ fi
     assert!(!f.t("outlived").exists());
     assert!(f.repo().join("o1.txt").exists());
 }
+
+#[test]
+fn rust_gates_share_a_cargo_target_directory_under_cascade() {
+    let f = Fixture::new(json!([]), json!([]));
+    std::fs::write(
+        f.repo().join("Cargo.toml"),
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    git(f.repo(), &["add", "-A"]);
+    git(f.repo(), &["commit", "-q", "-m", "a Rust project"]);
+    let gate = f.agent_script("gate.sh", r#"echo "$CARGO_TARGET_DIR" >> "$T/targets""#);
+    f.write_prd(
+        "prd.json",
+        json!([story("t1", &[]), story("t2", &["t1"])]),
+        json!([{"name": "build", "type": "test", "command": gate, "required": true}]),
+        json!({}),
+    );
+    let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let targets = f.lines("targets");
+    assert_eq!(targets.len(), 2, "{targets:?}");
+    // One after the other: the second story finds the first one's directory.
+    assert_eq!(targets[0], targets[1]);
+    assert!(
+        targets[0].ends_with("/.cascade/cache/cargo-target/job-0"),
+        "{targets:?}"
+    );
+}
