@@ -130,10 +130,10 @@ pub struct RunArgs {
     /// Spend limit of the run in USD: no attempt starts once it is spent; the
     /// run ends as budget_exhausted (exit 1) and `cascade resume
     /// --max-cost <higher>` continues it
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_cost: Option<f64>,
     /// Spend limit per story in USD: a story over it fails as `budget` (not retried)
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_story_cost: Option<f64>,
     /// Time limit of the run in seconds (wall clock, this invocation); like --max-cost
     #[arg(long, value_name = "SECS")]

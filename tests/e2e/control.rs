@@ -902,3 +902,30 @@ fn rust_gates_share_a_cargo_target_directory_under_cascade() {
         "{targets:?}"
     );
 }
+
+#[test]
+fn bad_control_flags_are_usage_errors_saying_what_is_wrong() {
+    let f = Fixture::new(json!([story("b1", &[])]), json!([]));
+    let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    for (args, says) in [
+        (
+            vec!["--max-cost", "-1"],
+            "--max-cost must be a number of USD >= 0",
+        ),
+        (
+            vec!["--max-story-cost", "NaN"],
+            "--max-story-cost must be a number of USD >= 0",
+        ),
+        (vec!["--gate-jobs", "0"], "--gate-jobs must be at least 1"),
+        (
+            vec!["--max-duration", "0"],
+            "--max-duration must be at least 1 second",
+        ),
+    ] {
+        let out = f.approve(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", explain(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
