@@ -17,6 +17,7 @@ use cascade_engine::mega::live::LivePorts;
 use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSink};
 use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
 use cascade_engine::RetryPolicy;
+use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value};
@@ -131,8 +132,8 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         )));
     }
     let cwd = current_dir()?;
-    let found = super::plan_file::Project::of(cwd.clone())
-        .find(cascade_plan::paths::PlanKind::Mega, a.mega.as_deref())?;
+    let found =
+        super::plan_file::Project::of(cwd.clone()).find(PlanKind::Mega, a.mega.as_deref())?;
     let plan_path = if found.path.is_absolute() {
         found.path.clone()
     } else {
@@ -554,9 +555,19 @@ fn status(_g: &Global, a: MegaStatusArgs) -> CliResult {
             if a.json {
                 println!("{}", status_json_none());
             } else {
-                println!(
-                    "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`."
-                );
+                // Name the plan `mega approve` would run, wherever it is kept.
+                let next = current_dir()
+                    .ok()
+                    .and_then(|cwd| super::plan_file::Project::of(cwd).peek(PlanKind::Mega));
+                match next {
+                    Some(p) => println!(
+                        "No mega-plan run here yet: start one with `cascade mega approve` (it would run {}).",
+                        p.display()
+                    ),
+                    None => println!(
+                        "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`."
+                    ),
+                }
             }
             return Ok(EXIT_OK);
         }

@@ -10,7 +10,8 @@
 use std::path::{Path, PathBuf};
 
 use cascade_plan::paths::{
-    DataDirState, OutputPlace, PlanKind, PlanSource, DESIGN_DOC_FILE, MANIFEST_FILE,
+    DataDirState, OutputPlace, PathMode, PathWarning, PlanKind, PlanOutput, PlanSource,
+    DESIGN_DOC_FILE, MANIFEST_FILE,
 };
 use clap::Args;
 use serde::Serialize;
@@ -45,35 +46,79 @@ struct FileRow {
 
 pub fn run(g: &Global, a: PathsArgs) -> CliResult {
     let project = Project::current()?;
-    let p = &project.paths;
-    let cwd = &project.cwd;
-    let cascade_dir = project
-        .repo
-        .as_ref()
-        .map(|r| r.cascade_dir())
-        .unwrap_or_else(|| cwd.join(".cascade"));
-    let root = project
-        .repo
-        .as_ref()
-        .map(|r| r.main_root.clone())
-        .unwrap_or_else(|| cwd.clone());
-    let output = project.plan_output(None);
-    let mut files = Vec::new();
+    let places = Places::of(&project);
+    let mut files = plan_rows(&project, &places);
+    files.extend(project_rows(&project, &places));
+    files.push(agents_row(g, &project.cwd));
+    files.push(gates_row(&places.cascade_dir));
+    files.extend(cascade_rows(&places.cascade_dir));
+    if a.json {
+        println!("{}", to_json(&project, &places, &files));
+    } else {
+        for w in &project.paths.warnings {
+            eprintln!("warning: {w}");
+        }
+        let text = to_text(&project, &places, &files);
+        use std::io::Write;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
+    Ok(EXIT_OK)
+}
 
-    // Plan files: the one discovery picks, else where `cascade plan` would put it.
+/// The directories everything else is relative to.
+struct Places {
+    /// cascade's own state directory (`.cascade/` at the main worktree root).
+    cascade_dir: PathBuf,
+    /// The repository's main worktree root (the current directory outside git).
+    root: PathBuf,
+    /// Where `cascade plan` would write new plan files.
+    output: PlanOutput,
+}
+
+impl Places {
+    fn of(project: &Project) -> Places {
+        let cwd = &project.cwd;
+        Places {
+            cascade_dir: project
+                .repo
+                .as_ref()
+                .map(|r| r.cascade_dir())
+                .unwrap_or_else(|| cwd.join(".cascade")),
+            root: project
+                .repo
+                .as_ref()
+                .map(|r| r.main_root.clone())
+                .unwrap_or_else(|| cwd.clone()),
+            output: project.plan_output(None),
+        }
+    }
+}
+
+/// prd.json and mega-plan.json: the ones discovery picks, else where
+/// `cascade plan` would put them; then design_doc.json (beside the PRD,
+/// else in the project, as the engine reads it).
+fn plan_rows(project: &Project, places: &Places) -> Vec<FileRow> {
+    let (p, cwd) = (&project.paths, &project.cwd);
+    let mut rows = Vec::new();
     let mut prd_dir = None;
     for kind in [PlanKind::Prd, PlanKind::Mega] {
         let name = kind.file_name();
         let row = match p.find_plan(kind, cwd, None) {
             Some(found) => {
                 let (location, note) = match found.source {
-                    PlanSource::DataDir => ("data_dir", "found in the Plan Cascade data directory"),
-                    _ => ("project", "found in the current directory (legacy mode)"),
+                    PlanSource::DataDir => (
+                        "data_dir",
+                        "found in the Plan Cascade data directory: new mode",
+                    ),
+                    _ => ("project", "found in the current directory: legacy mode"),
                 };
                 let note = match found
                     .warnings
                     .iter()
-                    .find(|w| matches!(w, cascade_plan::paths::PathWarning::BothDiffer { .. }))
+                    .find(|w| matches!(w, PathWarning::BothDiffer { .. }))
                 {
                     Some(w) => format!("{note}; {w}"),
                     None => note.to_string(),
@@ -85,43 +130,51 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
             }
             None => file(
                 name,
-                &output.plan_dir.join(name),
+                &places.output.plan_dir.join(name),
                 "read-write",
-                place_location(output.place),
+                place_location(places.output.place),
                 Some("not found; `cascade plan` would write it here".to_string()),
             ),
         };
-        files.push(row);
+        rows.push(row);
     }
-    // design_doc.json: beside the PRD, else in the project.
     let beside = prd_dir
         .map(|d| d.join(DESIGN_DOC_FILE))
         .filter(|d| d.is_file());
     let design = beside.unwrap_or_else(|| cwd.join(DESIGN_DOC_FILE));
-    files.push(file("design_doc.json", &design, "read", "project", None));
-    files.push(file(
-        "progress.txt",
-        &cwd.join("progress.txt"),
-        "write",
-        "project",
-        None,
-    ));
-    files.push(file(
-        "findings.md",
-        &cwd.join("findings.md"),
-        "read-write",
-        "project",
-        None,
-    ));
-    files.push(file(
-        "mega-findings.md",
-        &root.join("mega-findings.md"),
-        "read-write",
-        "project",
-        None,
-    ));
-    if let Some(dir) = &p.data_dir {
-        files.push(file(
+    rows.push(file("design_doc.json", &design, "read", "project", None));
+    rows
+}
+
+/// The files that stay in the project in both modes, and the data
+/// directory's manifest.
+fn project_rows(project: &Project, places: &Places) -> Vec<FileRow> {
+    let cwd = &project.cwd;
+    let mut rows = vec![
+        file(
+            "progress.txt",
+            &cwd.join("progress.txt"),
+            "write",
+            "project",
+            None,
+        ),
+        file(
+            "findings.md",
+            &cwd.join("findings.md"),
+            "read-write",
+            "project",
+            None,
+        ),
+        file(
+            "mega-findings.md",
+            &places.root.join("mega-findings.md"),
+            "read-write",
+            "project",
+            None,
+        ),
+    ];
+    if let Some(dir) = &project.paths.data_dir {
+        rows.push(file(
             "manifest.json",
             &dir.join(MANIFEST_FILE),
             "read",
@@ -129,9 +182,12 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
             Some("read to confirm the project root, never written".into()),
         ));
     }
-    files.push(agents_row(g, cwd));
-    files.push(gates_row(&cascade_dir));
-    for (name, file_name, access) in [
+    rows
+}
+
+/// cascade's own files under `.cascade/`.
+fn cascade_rows(cascade_dir: &Path) -> Vec<FileRow> {
+    [
         ("run state", "state.json", "read-write"),
         ("mega run state", "mega-state.json", "read-write"),
         ("run lock", "lock", "write"),
@@ -139,50 +195,54 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
         ("skills config", "skills.json", "read"),
         ("gate cache", "gate-cache", "read-write"),
         ("planning sessions", "plans", "read-write"),
-    ] {
-        files.push(file(
-            name,
-            &cascade_dir.join(file_name),
-            access,
-            "cascade",
-            None,
-        ));
-    }
+    ]
+    .into_iter()
+    .map(|(name, file_name, access)| {
+        file(name, &cascade_dir.join(file_name), access, "cascade", None)
+    })
+    .collect()
+}
 
-    let warnings: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
-    let mode = p.mode(cwd);
-    let state = match &p.state {
+fn state_name(state: &DataDirState) -> &'static str {
+    match state {
         DataDirState::NoHome => "no_home",
         DataDirState::Missing => "missing",
         DataDirState::Ours { .. } => "ours",
         DataDirState::Foreign { .. } => "foreign",
-    };
+    }
+}
+
+/// `cascade paths --json`: one object (fields in docs/paths.md).
+fn to_json(project: &Project, places: &Places, files: &[FileRow]) -> serde_json::Value {
+    let p = &project.paths;
     let manifest = match &p.state {
         DataDirState::Ours { manifest } => manifest.clone(),
         _ => None,
     };
-    if a.json {
-        let v = json!({
-            "project_root": p.project_root.display().to_string(),
-            "project_id": p.project_id,
-            "data_dir": p.data_dir.as_ref().map(|d| d.display().to_string()),
-            "data_dir_state": state,
-            "manifest": manifest,
-            "mode": mode.as_str(),
-            "cascade_dir": cascade_dir.display().to_string(),
-            "plan_output": {
-                "plan_dir": output.plan_dir.display().to_string(),
-                "design_doc_dir": output.design_doc_dir.display().to_string(),
-                "place": place_location(output.place),
-            },
-            "files": files,
-            "warnings": warnings,
-        });
-        println!("{v}");
-        return Ok(EXIT_OK);
-    }
+    let warnings: Vec<String> = p.warnings.iter().map(ToString::to_string).collect();
+    json!({
+        "project_root": p.project_root.display().to_string(),
+        "project_id": p.project_id,
+        "data_dir": p.data_dir.as_ref().map(|d| d.display().to_string()),
+        "data_dir_state": state_name(&p.state),
+        "manifest": manifest,
+        "mode": p.mode(&project.cwd).as_str(),
+        "cascade_dir": places.cascade_dir.display().to_string(),
+        "plan_output": {
+            "plan_dir": places.output.plan_dir.display().to_string(),
+            "design_doc_dir": places.output.design_doc_dir.display().to_string(),
+            "place": place_location(places.output.place),
+        },
+        "files": files,
+        "warnings": warnings,
+    })
+}
 
+/// `cascade paths`: a header, then one line per file.
+fn to_text(project: &Project, places: &Places, files: &[FileRow]) -> String {
+    let p = &project.paths;
     let data_dir = match (&p.data_dir, &p.state) {
+        (None, _) if cfg!(windows) => "none (APPDATA and USERPROFILE are not set)".to_string(),
         (None, _) => "none (HOME is not set)".to_string(),
         (Some(d), DataDirState::Missing) => format!("{} (does not exist)", d.display()),
         (Some(d), DataDirState::Foreign { manifest_root }) => format!(
@@ -194,47 +254,39 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
         }
         (Some(d), _) => format!("{} (exists, no readable manifest.json)", d.display()),
     };
-    let mode_text = match mode {
-        cascade_plan::paths::PathMode::New => {
-            "new (Plan Cascade's default: plan files in the data directory)"
-        }
-        cascade_plan::paths::PathMode::Legacy => "legacy (plan files in the project)",
-        cascade_plan::paths::PathMode::None => "none (no plan files and no data directory yet)",
+    let mode = match p.mode(&project.cwd) {
+        PathMode::New => "new (Plan Cascade's default: plan files in the data directory)",
+        PathMode::Legacy => "legacy (plan files in the project)",
+        PathMode::None => "none (no plan files and no data directory yet)",
     };
     let mut out = String::new();
     out.push_str(&format!("project root:   {}\n", p.project_root.display()));
     out.push_str(&format!("project id:     {}\n", p.project_id));
     out.push_str(&format!("data directory: {data_dir}\n"));
-    out.push_str(&format!("mode:           {mode_text}\n"));
-    out.push_str(&format!("cascade state:  {}\n", cascade_dir.display()));
-    out.push_str(&format!("new plans:      {}\n", output.describe()));
+    out.push_str(&format!("mode:           {mode}\n"));
+    out.push_str(&format!(
+        "cascade state:  {}\n",
+        places.cascade_dir.display()
+    ));
+    out.push_str(&format!("new plans:      {}\n", places.output.describe()));
     out.push_str("\nfiles:\n");
     let name_w = files.iter().map(|f| f.name.len()).max().unwrap_or(0);
-    for f in &files {
+    for f in files {
         let mark = if f.exists { " " } else { "-" };
+        let note = f
+            .note
+            .as_ref()
+            .map(|n| format!("  ({n})"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "  {mark} {:<name_w$}  {:<10}  {}{}\n",
-            f.name,
-            f.access,
-            f.path,
-            f.note
-                .as_ref()
-                .map(|n| format!("  ({n})"))
-                .unwrap_or_default()
+            "  {mark} {:<name_w$}  {:<10}  {}{note}\n",
+            f.name, f.access, f.path
         ));
     }
     out.push_str(
         "\n  - : does not exist yet\n\nPlan Cascade's own .state/, .locks/ and .worktree/ in the data directory are not used: cascade keeps its state in the .cascade/ directory above.\n",
     );
-    for w in &warnings {
-        eprintln!("warning: {w}");
-    }
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    let _ = stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush());
-    Ok(EXIT_OK)
+    out
 }
 
 fn file(

@@ -219,7 +219,17 @@ fn remembered(a: &RunArgs) -> RunFlags {
         gate_jobs: a.gate_jobs,
         no_resolve: Some(a.no_resolve),
         notify: a.notify.clone(),
+        // A URL with user info would store a credential: not remembered.
+        remote_cache: a.remote.remote_cache.clone().filter(|u| !has_user_info(u)),
+        remote_cache_mode: a.remote.remote_cache_mode.map(flag_name),
     }
+}
+
+/// `scheme://user:pass@host/...`.
+fn has_user_info(url: &str) -> bool {
+    url.split_once("://")
+        .map(|(_, rest)| rest.split('/').next().unwrap_or("").contains('@'))
+        .unwrap_or(false)
 }
 
 /// What [`restore`] did, as flags for the user to read.
@@ -364,6 +374,24 @@ fn restore(a: &mut RunArgs, stored: &RunFlags, matches: Option<&ArgMatches>) -> 
         if !given {
             a.mode = stored_mode.unwrap_or(ModeArg::UntilComplete);
             a.max_iterations = stored.max_iterations;
+        }
+    }
+    if let Some(url) = stored.remote_cache.clone() {
+        let given = explicit("remote_cache");
+        note(given, Some(format!("--remote-cache {url}")));
+        if !given {
+            a.remote.remote_cache = Some(url);
+        }
+    }
+    if let Some(m) = stored
+        .remote_cache_mode
+        .as_deref()
+        .and_then(|v| super::remote_args::RemoteModeArg::from_str(v, false).ok())
+    {
+        let given = explicit("remote_cache_mode");
+        note(given, Some(format!("--remote-cache-mode {}", flag_name(m))));
+        if !given {
+            a.remote.remote_cache_mode = Some(m);
         }
     }
     out
@@ -631,6 +659,9 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         (engine.run(options, sink, &cancel).await, stop)
     });
     notifier.finish();
+    // A thread stuck on an unanswering store (a hung network mount under a
+    // file:// remote cache) must not keep the process from exiting.
+    rt.shutdown_timeout(Duration::from_secs(5));
     reporter.finish();
     let summary = result.map_err(engine_failure)?;
     Ok(match summary.status {
@@ -762,6 +793,15 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             }
             if !s.blocked_by.is_empty() {
                 o.insert("blocked_by".into(), s.blocked_by.clone().into());
+            }
+            if !s.verification.is_empty() {
+                o.insert("verification".into(), s.verification.clone().into());
+            }
+            if let Some(r) = &s.review {
+                o.insert(
+                    "review".into(),
+                    serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+                );
             }
             stories.insert(s.id.clone(), o.into());
         }

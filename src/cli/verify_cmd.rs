@@ -1,8 +1,10 @@
 //! `cascade verify [--json] [--range A..B]`: the local stub, skipped-test and
 //! gate-tampering detection an attempt runs, for a person: on the working
 //! tree against HEAD (untracked files included), or on a range of commits.
-//! Exit 0 when clean, 1 with findings, 2 for bad input (a bad range or
-//! revision, a `.cascade/verify.json` that cannot be used).
+//! With `--story ID` the change is judged as that story's attempt would be
+//! (its `verify_allow` and `files`). Exit 0 when clean, 1 with findings, 2
+//! for bad input (a bad range or revision, an unknown story, a
+//! `.cascade/verify.json` that cannot be used).
 
 use cascade_verify::{Finding, Intent, RuleSet};
 use clap::Args;
@@ -18,6 +20,17 @@ pub struct VerifyArgs {
     /// Check the commits A..B (`A..` means A..HEAD) instead of the working tree
     #[arg(long, value_name = "A..B")]
     pub range: Option<String>,
+    /// Judge the change as this story's attempt would be (its verify_allow and files)
+    #[arg(long, value_name = "ID")]
+    pub story: Option<String>,
+    /// The PRD holding --story
+    #[arg(
+        long,
+        value_name = "PATH",
+        default_value = "prd.json",
+        requires = "story"
+    )]
+    pub prd: std::path::PathBuf,
 }
 
 #[derive(Serialize)]
@@ -75,7 +88,20 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             "cannot read the change {shown}: {e} (check the revisions; a repository needs a first commit)"
         ))
     })?;
-    let findings = cascade_verify::scan(&files, &rules, &Intent::default());
+    let intent = match &a.story {
+        None => Intent::default(),
+        Some(id) => {
+            let prd = cascade_plan::load_prd(&a.prd).map_err(Failure::usage)?;
+            let story = prd.story(id).ok_or_else(|| {
+                Failure::usage(anyhow::anyhow!(
+                    "unknown story '{id}' in '{}' (see `cascade batches` for the ids)",
+                    a.prd.display()
+                ))
+            })?;
+            cascade_engine::checks::intent_of(story)
+        }
+    };
+    let findings = cascade_verify::scan(&files, &rules, &intent);
     let added: usize = files.iter().map(|f| f.added.len()).sum();
     if a.json {
         let report = Report {

@@ -15,3 +15,4 @@ mod paths;
 mod plan;
 mod planning;
 mod remote_cache;
+mod verify;

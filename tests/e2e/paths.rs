@@ -232,6 +232,17 @@ fn legacy_mode_uses_the_project_file() {
     assert_eq!(v["mode"], "legacy");
     assert_eq!(v["data_dir_state"], "missing");
     assert_eq!(v["plan_output"]["place"], "project");
+    // Without a home there is no data directory: legacy mode still works.
+    let v = json_of(
+        &env.cascade()
+            .env_remove("HOME")
+            .args(["paths", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["data_dir"], Value::Null);
+    assert_eq!(v["data_dir_state"], "no_home");
+    assert_eq!(v["mode"], "legacy");
     // --prd wins over everything.
     write_json(&repo.join("other.json"), &prd("other"));
     let v = json_of(
@@ -344,6 +355,14 @@ fn mega_plan_in_the_data_directory_is_found() {
         json!(data.join("mega-plan.json").display().to_string())
     );
     assert_eq!(v["critical_path"], json!(["f1", "f2"]));
+    // Before any run, mega status says which plan `mega approve` would run.
+    let out = env.cascade().args(["mega", "status"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&data.join("mega-plan.json").display().to_string()),
+        "{text}"
+    );
 }
 
 #[test]
@@ -455,4 +474,59 @@ fn resume_keeps_working_on_the_file_the_run_started_with() {
     let untouched: Value =
         serde_json::from_slice(&std::fs::read(repo.join("prd.json")).unwrap()).unwrap();
     assert_eq!(untouched, other);
+}
+
+#[test]
+fn mega_approve_runs_a_mega_plan_kept_in_the_data_directory() {
+    let env = Env::new();
+    let repo = env.repo();
+    let data = env.data_dir(&repo);
+    let plan = data.join("mega-plan.json");
+    write_json(
+        &plan,
+        &json!({"goal": "g", "execution_mode": "auto", "target_branch": "main", "features": [
+            {"id": "f1", "name": "one", "title": "One", "description": "Build one.",
+             "priority": "high", "dependencies": [], "status": "pending"}]}),
+    );
+    let t = env.tools.path();
+    // The PRD agent writes one story; the story agent writes `<story>.txt`.
+    script(
+        &t.join("prd.sh"),
+        r#"cat > "$CASCADE_PRD_PATH" <<JSON
+{"goal": "one", "stories": [{"id": "one-1", "title": "build one", "description": "d", "priority": "high", "dependencies": [], "status": "pending"}]}
+JSON"#,
+    );
+    let agent = |cmd: &Path| json!({"type": "cli", "command": cmd.display().to_string(), "args": [], "timeout": 60});
+    write_json(
+        &t.join("mega-agents.json"),
+        &json!({"default_agent": "scripted", "agents": {
+            "scripted": agent(&t.join("agent.sh")), "prd": agent(&t.join("prd.sh"))},
+            "phase_defaults": {"planning": {"default_agent": "prd", "fallback_chain": []}}}),
+    );
+    let out = env
+        .cascade()
+        .arg("--agents")
+        .arg(t.join("mega-agents.json"))
+        .args(["mega", "approve", "--auto-run", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let first = stdout(&out).lines().next().unwrap_or_default().to_string();
+    assert!(first.contains(&plan.display().to_string()), "{first}");
+    assert!(repo.join("one-1.txt").is_file(), "the feature landed");
+    assert!(!repo.join("mega-plan.json").exists());
+    let v = json_of(
+        &env.cascade()
+            .args(["mega", "status", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["plan"], json!(plan.display().to_string()));
 }

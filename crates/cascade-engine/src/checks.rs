@@ -60,7 +60,7 @@ impl Checks {
 /// (`["cargo", "test", "login"]`) or a command line split into words without
 /// a shell (`"pytest -k login"`), optionally with `check_timeout_seconds`.
 /// Named `criterion-<n>` (1-based position among the criteria).
-pub(crate) fn criteria_gates(story: &Story) -> Result<Vec<Gate>, EngineError> {
+pub fn criteria_gates(story: &Story) -> Result<Vec<Gate>, EngineError> {
     let mut out = Vec::new();
     for (i, c) in story.acceptance_criteria.iter().enumerate() {
         let Criterion::Object(m) = c else {
@@ -105,7 +105,7 @@ pub(crate) fn criteria_gates(story: &Story) -> Result<Vec<Gate>, EngineError> {
 }
 
 /// The review mode prd.json asks for, if it says anything.
-pub(crate) fn review_in_prd(prd: &Prd) -> Option<ReviewMode> {
+pub fn review_in_prd(prd: &Prd) -> Option<ReviewMode> {
     let from = |v: &Value| -> Option<ReviewMode> {
         match v {
             Value::Bool(true) => Some(ReviewMode::On),
@@ -134,7 +134,7 @@ pub(crate) fn review_in_prd(prd: &Prd) -> Option<ReviewMode> {
 
 /// What a story asks for, for verification: its allowed rules
 /// (`verify_allow`), its files and its words.
-pub(crate) fn intent_of(story: &Story) -> Intent {
+pub fn intent_of(story: &Story) -> Intent {
     let allow = story
         .extra
         .get("verify_allow")

@@ -351,30 +351,8 @@ pub struct StorySummary {
     pub review: Option<crate::state::ReviewRecord>,
 }
 
-/// One finding of local verification.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerifyFinding {
-    pub rule: String,
-    pub file: String,
-    pub line: u32,
-    pub message: String,
-    #[serde(skip_serializing_if = "String::is_empty", default)]
-    pub text: String,
-}
-
-impl std::fmt::Display for VerifyFinding {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}:{}: [{}] {}",
-            self.file, self.line, self.rule, self.message
-        )?;
-        if !self.text.is_empty() {
-            write!(f, ": `{}`", self.text)?;
-        }
-        Ok(())
-    }
-}
+/// One finding of local verification (`{rule, file, line, message, text}`).
+pub use cascade_verify::Finding as VerifyFinding;
 
 /// A gate's result in the final summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

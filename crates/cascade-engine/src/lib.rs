@@ -11,7 +11,10 @@
 //!     lock, PRD validation, agents incl. unknown `--agent` names, gates,
 //!     `.cascade/config.json`, dirty tree), then runs stories in worktrees
 //!     (`cascade/<id>`, or `cascade/<feature>.<id>` with `config.feature`)
-//!     with agent -> commit -> gates -> serial merge, retries and resume.
+//!     as a sequence of named steps (the `steps` module: resolve agent ->
+//!     prepare worktree -> run agent -> commit -> verify (cascade-verify) ->
+//!     gates (+ the story's acceptance-criteria `check`s) -> review (a second
+//!     agent, [`config::ReviewMode`]) -> serial merge), retries and resume.
 //!     Story worktrees are pooled per run (`.cascade/worktrees/slot-<n>`,
 //!     reset to each new story's base with only the difference written;
 //!     a failed story's is kept as `.cascade/worktrees/<id>`), and state
@@ -31,11 +34,13 @@
 //!   `[`RetryPolicy`]`, parallel, schedule: `[`scheduler::Discipline`]`, fail_fast,
 //!   allow_dirty, mode: `[`config::Mode`]`, pause: `[`config::Pause`]` (Never |
 //!   AfterBatch | Confirm(callback)), resume, use_gate_cache, agent_timeout,
-//!   excerpt_bytes, gate_jobs, min_available_memory_mb, budget:
-//!   `[`control::budget::Budget`]`, no_resolve, ... }` (`Default` = CLI defaults).
+//!   excerpt_bytes, review: Option<ReviewMode>, review_agent, gate_jobs,
+//!   min_available_memory_mb, budget: `[`control::budget::Budget`]`, no_resolve,
+//!   ... }` (`Default` = CLI defaults).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
 //!   conflicts go to an agent (phase `merge`) before they fail an attempt.
+//! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
 //!   per story status/agent/attempts/branch/worktree/commits), atomic writes.
@@ -47,7 +52,7 @@
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
 
-mod checks;
+pub mod checks;
 pub mod config;
 pub mod control;
 pub mod engine;

@@ -146,6 +146,12 @@ pub struct RunFlags {
     /// `--notify` argv.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notify: Option<Vec<String>>,
+    /// `--remote-cache` (never a URL carrying credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache: Option<String>,
+    /// `read` | `write` | `read-write`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache_mode: Option<String>,
 }
 
 /// A run's overall status as stored.

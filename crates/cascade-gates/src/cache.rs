@@ -110,7 +110,12 @@ impl KeyParts {
         for i in &self.inputs {
             field(&mut h, i);
         }
-        field(&mut h, &self.toolchain);
+        // Last and only when set: keys of gates without a toolchain stay
+        // what they were before toolchains joined the key (a trailing field
+        // cannot make two different part lists hash the same bytes).
+        if !self.toolchain.is_empty() {
+            field(&mut h, &self.toolchain);
+        }
         h.finalize().to_hex().to_string()
     }
 }
@@ -404,22 +409,20 @@ impl GateCache {
             (Some(hit), _) => (Some(hit), None),
             (None, None) => (None, Some(RemoteNote::not_configured())),
             (None, Some(remote)) => match remote.fetch(&key).await {
-                remote::Fetched::Hit(bytes, size) => match self.accept_remote(&key, &bytes) {
-                    Ok(entry) => {
-                        let saved = entry.result.duration_ms;
-                        self.append_stat(&format!("r {saved} {size}\n"));
-                        (Some(as_hit(entry, CacheSource::Remote)), None)
+                remote::Fetched::Hit(bytes, size) => {
+                    match self.accept_remote_blocking(&key, bytes, size).await {
+                        Ok(entry) => (Some(as_hit(entry, CacheSource::Remote)), None),
+                        Err(why) => (
+                            None,
+                            Some(RemoteNote {
+                                consulted: true,
+                                outcome: "rejected".into(),
+                                url: Some(remote.url().to_string()),
+                                detail: why,
+                            }),
+                        ),
                     }
-                    Err(why) => (
-                        None,
-                        Some(RemoteNote {
-                            consulted: true,
-                            outcome: "rejected".into(),
-                            url: Some(remote.url().to_string()),
-                            detail: why,
-                        }),
-                    ),
-                },
+                }
                 remote::Fetched::Miss(note) => (None, Some(note)),
             },
         };
@@ -433,6 +436,23 @@ impl GateCache {
         })
         .await;
         hit
+    }
+
+    /// [`GateCache::accept_remote`] off the async threads, with its stats line.
+    async fn accept_remote_blocking(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        size: u64,
+    ) -> Result<CacheEntry, String> {
+        let (me, key) = (self.clone(), key.to_string());
+        tokio::task::spawn_blocking(move || {
+            let entry = me.accept_remote(&key, &bytes)?;
+            me.append_stat(&format!("r {} {size}\n", entry.result.duration_ms));
+            Ok(entry)
+        })
+        .await
+        .map_err(|e| format!("internal error: {e}"))?
     }
 
     /// Checks a verified remote entry and copies it into the local cache
@@ -478,7 +498,9 @@ impl GateCache {
                 self.prune();
             }
         }
-        if let (Some(remote), Ok(bytes)) = (&self.inner.remote, &bytes) {
+        // Only passes are shared: a failure kept with `cache_failures` may
+        // be this machine's own (a missing service, a full disk).
+        if let (Some(remote), Ok(bytes), true) = (&self.inner.remote, &bytes, entry.result.passed) {
             remote.publish(&key, bytes);
         }
         self.inner.mem.insert(key, entry);

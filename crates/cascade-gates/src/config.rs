@@ -220,14 +220,6 @@ pub struct GateSet {
     pub remote: Option<crate::cache::remote::RemoteConfig>,
 }
 
-/// `remote_cache`: a URL string or the object form.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum RawRemote {
-    Url(String),
-    Full(crate::cache::remote::RemoteConfig),
-}
-
 #[derive(Debug, Deserialize)]
 struct RawGates {
     #[serde(default = "yes")]
@@ -240,8 +232,9 @@ struct RawGates {
     rerun_failures: bool,
     #[serde(default)]
     gates: Vec<RawGate>,
+    /// A URL string or a [`crate::cache::remote::RemoteConfig`] object.
     #[serde(default)]
-    remote_cache: Option<RawRemote>,
+    remote_cache: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -337,12 +330,17 @@ impl GateSet {
             });
         };
         let remote = match raw.remote_cache {
-            None => None,
-            Some(RawRemote::Url(url)) => Some(crate::cache::remote::RemoteConfig {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(url)) => Some(crate::cache::remote::RemoteConfig {
                 url: Some(url),
                 ..Default::default()
             }),
-            Some(RawRemote::Full(c)) => Some(c),
+            Some(v) => Some(serde_json::from_value(v).map_err(|e| GateConfigError::Invalid {
+                origin: origin.clone(),
+                message: format!(
+                    "remote_cache: {e} (a URL, or {{\"url\", \"mode\", \"timeout_ms\", \"flush_ms\"}})"
+                ),
+            })?),
         };
         let gates = if raw.gates.is_empty() {
             detect::default_gates(project_root)
@@ -614,6 +612,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("gates.json"), "{e}");
+    }
+
+    #[test]
+    fn remote_cache_and_toolchain_settings() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v = json!({"remote_cache": "s3://b/p", "gates": [
+            {"name": "x", "command": "cargo test", "toolchain": ["rustc", "--version"]},
+            {"name": "y", "command": "cargo fmt", "toolchain": []},
+            {"name": "z", "command": "npm test"}]});
+        let set = GateSet::resolve(Some(&v), tmp.path(), tmp.path()).unwrap();
+        assert_eq!(set.remote.unwrap().url.as_deref(), Some("s3://b/p"));
+        assert_eq!(
+            set.gates[0].toolchain_argv().unwrap(),
+            vec!["rustc", "--version"]
+        );
+        assert_eq!(set.gates[1].toolchain_argv(), None);
+        assert_eq!(
+            set.gates[2].toolchain_argv().unwrap(),
+            vec!["node", "--version"]
+        );
+        let v = json!({"remote_cache": {"url": "file:///x", "mode": "read", "timeout_ms": 10}});
+        let r = GateSet::resolve(Some(&v), tmp.path(), tmp.path())
+            .unwrap()
+            .remote
+            .unwrap();
+        assert_eq!((r.mode.as_deref(), r.timeout_ms), (Some("read"), Some(10)));
+        let typo = json!({"remote_cache": {"url": "file:///x", "timout_ms": 10}});
+        let e = GateSet::resolve(Some(&typo), tmp.path(), tmp.path())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("remote_cache") && e.contains("timout_ms"), "{e}");
     }
 
     #[test]

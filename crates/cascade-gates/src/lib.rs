@@ -9,23 +9,37 @@
 //!                  project_root: &Path) -> Result<GateSet, GateConfigError>
 //!     // <cascade_dir>/gates.json overrides prd.json's quality_gates; nothing
 //!     // configured => default gates of the detected project types.
-//!     GateSet { enabled, fail_fast, use_cache, rerun_failures, gates: Vec<Gate>, source }
+//!     GateSet { enabled, fail_fast, use_cache, rerun_failures, gates: Vec<Gate>, source,
+//!               remote: Option<RemoteConfig> }   // Gate { .., toolchain: Option<Vec<String>> }
 //! GateCache::open(cascade_dir) -> GateCache          // Clone = shared; never fails a run
-//!     .stats() -> CacheStats{entries, bytes, hits, misses, time_saved_ms}
-//!     .clear() -> io::Result<usize>, .explain() -> Vec<MissExplanation>, .prune(), .load_all()
+//!     .with_remote(Option<RemoteCache>)               // read-through / write-through tier
+//!     .stats() -> CacheStats{entries, bytes, hits, misses, time_saved_ms, local_hits,
+//!                            remote_hits, remote_time_saved_ms, bytes_downloaded, uploads,
+//!                            bytes_uploaded}
+//!     .clear() -> io::Result<usize>, .explain() -> Vec<MissExplanation{.., remote}>,
+//!     .prune(), .load_all(), .flush_remote(bound).await, .take_remote_warnings()
+//! RemoteSettings::resolve(&RemoteRequest{url, mode}, Option<&RemoteConfig>)
+//!     -> Result<Option<RemoteSettings>, RemoteError>   // flag > CASCADE_REMOTE_CACHE > gates.json
+//! RemoteCache::connect(settings) -> Result<RemoteCache, RemoteError>
+//!     // object_store (feature `remote`: file://; `remote-cloud`: s3/gs/az/http);
+//!     // entries HMAC-SHA256-signed with CASCADE_CACHE_SECRET; create-only puts
 //! run_gates(&GateSet, &RunOptions{ workdir, repo_root: Option<PathBuf>,
 //!           base_commit: Option<String>, use_cache, rerun_failures, fail_fast },
 //!           &GateCache, on_event: impl Fn(GateEvent), &CancelToken).await -> GateReport
-//!     GateEvent::{Started{name, command}, Finished(GateResult), CacheUnavailable{reason}}
+//!     GateEvent::{Started{name, command}, Finished(GateResult), CacheUnavailable{reason},
+//!                 RemoteWarning{message}}
 //! GateReport { passed, gates: Vec<GateResult> }
 //!     .summary_for_prompt(max_errors) -> String   // errors before warnings, "... and K more"
 //!     .summary_line(), .failed(), .skipped(), .cached()
-//! GateResult { name, passed, required, cached, skipped, skip_reason, flaky, tool_missing,
+//! GateResult { name, passed, required, cached, cache: CacheSource::{Local,Remote,Miss,Off}, skipped, skip_reason, flaky, tool_missing,
 //!              timed_out, duration_ms, original_duration_ms, command, working_dir,
 //!              outcome, errors: Vec<GateError>, output_excerpt }
 //! GateError { file, line, column, code, message, severity: Severity::{Error,Warning,Note} }
 //! parse::{parse(Parser, stdout, stderr, base), Parser::for_command(program, args)}
 //! ```
+//!
+//! Every gate's key includes its toolchain identity ([`toolchain`]: `rustc -vV`,
+//! `node --version`... or the gate's `toolchain` argv), computed once per cache.
 //!
 //! `RunOptions::fail_fast`/`rerun_failures` are OR-ed with the set's flags and
 //! `use_cache` is AND-ed. Fail-fast cancels the running gates' tokens, so

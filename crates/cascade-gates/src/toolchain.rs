@@ -38,10 +38,13 @@ pub fn infer(program: &str) -> Option<Vec<String>> {
     Some(argv.iter().map(|s| s.to_string()).collect())
 }
 
+/// (argv, folder) -> its identity, computed at most once.
+type Memo = DashMap<(Vec<String>, PathBuf), Arc<OnceCell<String>>>;
+
 /// Memo of toolchain identities; cheap to clone.
 #[derive(Debug, Clone, Default)]
 pub struct Toolchains {
-    seen: Arc<DashMap<(Vec<String>, PathBuf), Arc<OnceCell<String>>>>,
+    seen: Arc<Memo>,
 }
 
 impl Toolchains {

@@ -3,6 +3,8 @@
 //! tampered entry is ignored; read-only never writes; another toolchain
 //! misses; a remote that never answers costs the request timeout.
 
+#![cfg(feature = "remote")]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -296,4 +298,21 @@ fn a_remote_that_never_answers_costs_the_timeout_and_the_gate_still_runs() {
             libc::close(fd);
         }
     }
+}
+
+#[test]
+fn failures_kept_locally_are_never_published() {
+    let w = World::new();
+    let fail = w.tmp.path().join("bin/fail");
+    std::fs::write(&fail, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fail, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = json!({"gates": [{"name": "lint", "type": "lint", "command": fail,
+        "cache_failures": true, "toolchain": []}]});
+    let set = GateSet::resolve(Some(&cfg), &w.tmp.path().join("none"), &w.repo("a")).unwrap();
+    let a = w.cache("a", RemoteMode::ReadWrite, Some(SECRET), 5000);
+    let (r, _) = run(&w, "a", &set, &a);
+    assert!(!r.passed);
+    let (r, _) = run(&w, "a", &set, &a);
+    assert_eq!(r.gates[0].cache, CacheSource::Local, "kept locally");
+    assert!(w.objects().is_empty(), "{:?}", w.objects());
 }

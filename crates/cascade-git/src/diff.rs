@@ -48,30 +48,10 @@ pub struct FileDiff {
 /// working tree when `to` is `None`. `workdir` is any directory of the
 /// repository (a linked worktree diffs its own working tree).
 pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<FileDiff>, GitError> {
-    let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
-        path: workdir.to_path_buf(),
-    })?;
-    let tree_of = |rev: &str| {
-        repo.revparse_single(rev)
-            .and_then(|o| o.peel_to_tree())
-            .map_err(GitError::git(format!("resolve revision '{rev}'")))
-    };
-    let old_tree = tree_of(from)?;
+    let repo = open(workdir)?;
     let mut opts = DiffOptions::new();
     opts.context_lines(0).include_typechange(true);
-    let mut diff = match to {
-        Some(rev) => {
-            let new_tree = tree_of(rev)?;
-            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut opts))
-        }
-        None => {
-            opts.include_untracked(true)
-                .recurse_untracked_dirs(true)
-                .show_untracked_content(true);
-            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(&mut opts))
-        }
-    }
-    .map_err(GitError::git("diff"))?;
+    let mut diff = diff_of(&repo, from, to, &mut opts)?;
     diff.find_similar(None)
         .map_err(GitError::git("find renames"))?;
     let root = repo.workdir().map(Path::to_path_buf);
@@ -161,29 +141,8 @@ pub fn diff_patch(
     to: Option<&str>,
     max_bytes: usize,
 ) -> Result<String, GitError> {
-    let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
-        path: workdir.to_path_buf(),
-    })?;
-    let tree_of = |rev: &str| {
-        repo.revparse_single(rev)
-            .and_then(|o| o.peel_to_tree())
-            .map_err(GitError::git(format!("resolve revision '{rev}'")))
-    };
-    let old_tree = tree_of(from)?;
-    let mut opts = DiffOptions::new();
-    let diff = match to {
-        Some(rev) => {
-            let new_tree = tree_of(rev)?;
-            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(&mut opts))
-        }
-        None => {
-            opts.include_untracked(true)
-                .recurse_untracked_dirs(true)
-                .show_untracked_content(true);
-            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(&mut opts))
-        }
-    }
-    .map_err(GitError::git("diff"))?;
+    let repo = open(workdir)?;
+    let diff = diff_of(&repo, from, to, &mut DiffOptions::new())?;
     let mut out = String::new();
     let mut left_out = 0usize;
     diff.print(git2::DiffFormat::Patch, |delta, _, line| {
@@ -215,6 +174,41 @@ pub fn diff_patch(
         ));
     }
     Ok(out)
+}
+
+fn open(workdir: &Path) -> Result<Repository, GitError> {
+    Repository::open(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })
+}
+
+/// The diff of revision `from` against revision `to`, or against the
+/// working tree (untracked files included) when `to` is `None`.
+fn diff_of<'r>(
+    repo: &'r Repository,
+    from: &str,
+    to: Option<&str>,
+    opts: &mut DiffOptions,
+) -> Result<git2::Diff<'r>, GitError> {
+    let tree_of = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_tree())
+            .map_err(GitError::git(format!("resolve revision '{rev}'")))
+    };
+    let old_tree = tree_of(from)?;
+    match to {
+        Some(rev) => {
+            let new_tree = tree_of(rev)?;
+            repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(opts))
+        }
+        None => {
+            opts.include_untracked(true)
+                .recurse_untracked_dirs(true)
+                .show_untracked_content(true);
+            repo.diff_tree_to_workdir_with_index(Some(&old_tree), Some(opts))
+        }
+    }
+    .map_err(GitError::git("diff"))
 }
 
 /// The bytes as text, unless binary or too large.

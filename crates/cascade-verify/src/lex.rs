@@ -112,12 +112,32 @@ enum State {
 
 /// Splits `text` into lines (1-based index = position + 1).
 pub fn lex(text: &str, syntax: &Syntax) -> Vec<Line> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(text.len() / 32 + 1);
     let mut line = Line::default();
     let mut state = State::Code;
     let mut i = 0;
     let bytes = text.as_bytes();
+    let special = special_bytes(syntax);
     while i < text.len() {
+        // The run of bytes up to the next one any token can start with is
+        // copied at once (every token is ASCII, so this never splits a char).
+        let end = bytes[i..]
+            .iter()
+            .position(|b| special[*b as usize])
+            .map_or(text.len(), |p| i + p);
+        if end > i {
+            let run = &text[i..end];
+            match state {
+                State::Code => {
+                    line.code.push_str(run);
+                    line.code_strings.push_str(run);
+                }
+                State::LineComment | State::Block(_) => line.comment.push_str(run),
+                State::Str(_) => line.code_strings.push_str(run),
+            }
+            i = end;
+            continue;
+        }
         let rest = &text[i..];
         let c = rest.chars().next().unwrap_or('\n');
         if c == '\n' {
@@ -231,6 +251,33 @@ pub fn lex(text: &str, syntax: &Syntax) -> Vec<Line> {
         out.push(line);
     }
     out
+}
+
+/// The bytes a token of `syntax` (or a line end, or an escape) starts with.
+fn special_bytes(syntax: &Syntax) -> [bool; 256] {
+    let mut set = [false; 256];
+    let mut add = |s: &str| {
+        if let Some(b) = s.bytes().next() {
+            set[b as usize] = true;
+        }
+    };
+    add("\n");
+    add("\\");
+    for t in syntax.line_comment {
+        add(t);
+    }
+    if let Some((open, close)) = syntax.block_comment {
+        add(open);
+        add(close);
+    }
+    for q in syntax.quotes {
+        add(q.open);
+        add(q.close);
+    }
+    if syntax.rust_chars {
+        add("'");
+    }
+    set
 }
 
 #[cfg(test)]

@@ -194,10 +194,22 @@ pub(crate) struct TestSyntax {
     pub name: Regex,
 }
 
+/// The rules of one view for files of one language (`None`: a file of no
+/// known language), matched in one pass per line.
+#[derive(Debug, Clone)]
+pub(crate) struct ViewSet {
+    pub lang: Option<Language>,
+    pub view: View,
+    pub set: regex::RegexSet,
+    /// Indices into `RuleSet::rules`, in the set's order.
+    pub rules: Vec<usize>,
+}
+
 /// Every rule in effect.
 #[derive(Debug, Clone)]
 pub struct RuleSet {
     pub(crate) rules: Vec<Rule>,
+    pub(crate) sets: Vec<ViewSet>,
     pub(crate) tests: Vec<(Language, TestSyntax)>,
     pub(crate) extensions: Vec<(String, Language)>,
     pub(crate) protected: globset::GlobSet,
@@ -311,8 +323,10 @@ impl RuleSet {
             glob: globs.join(", "),
             message: e.to_string(),
         })?;
+        let sets = view_sets(&rules)?;
         Ok(RuleSet {
             rules,
+            sets,
             tests,
             extensions,
             protected,
@@ -349,6 +363,44 @@ impl RuleSet {
     pub(crate) fn tests_of(&self, lang: Language) -> Option<&TestSyntax> {
         self.tests.iter().find(|(l, _)| *l == lang).map(|(_, t)| t)
     }
+}
+
+/// The rules grouped per (language, view) into regex sets. Rules scoped
+/// by extension stay out (they are matched one by one).
+fn view_sets(rules: &[Rule]) -> Result<Vec<ViewSet>, VerifyError> {
+    let mut out = Vec::new();
+    let langs = Language::ALL.iter().copied().map(Some).chain([None]);
+    for lang in langs {
+        for view in [View::Code, View::CodeStrings, View::Comment, View::Line] {
+            let picked: Vec<usize> = rules
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.view == view)
+                .filter(|(_, r)| match (&r.scope, lang) {
+                    (Scope::Any, _) => true,
+                    (Scope::Languages(ls), Some(l)) => ls.contains(&l),
+                    _ => false,
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if picked.is_empty() {
+                continue;
+            }
+            let set = regex::RegexSet::new(picked.iter().map(|&i| rules[i].pattern.as_str()))
+                .map_err(|e| VerifyError::Rule {
+                    path: Path::new("<rules>").to_path_buf(),
+                    id: "(set)".into(),
+                    message: e.to_string(),
+                })?;
+            out.push(ViewSet {
+                lang,
+                view,
+                set,
+                rules: picked,
+            });
+        }
+    }
+    Ok(out)
 }
 
 fn scope_of(path: &Path, spec: &RuleSpec) -> Result<Scope, VerifyError> {

@@ -5,10 +5,10 @@
 use std::collections::HashSet;
 
 use cascade_git::diff::{FileDiff, FileStatus};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::lex::{self, Line};
-use crate::rules::{Language, Rule, RuleSet, Scope, TestSyntax, View};
+use crate::rules::{Language, Rule, RuleSet, Scope, TestSyntax, View, ViewSet};
 
 /// Rule id: a test function of the old text is gone from the new one.
 pub const REMOVED_TEST: &str = "removed-test";
@@ -18,7 +18,7 @@ pub const EMPTIED_TEST: &str = "emptied-test";
 pub const GATE_CONFIG_EDIT: &str = "gate-config-edit";
 
 /// One thing found, at `file:line`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     pub rule: String,
     pub file: String,
@@ -26,6 +26,7 @@ pub struct Finding {
     pub line: u32,
     pub message: String,
     /// The line, trimmed and shortened.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub text: String,
 }
 
@@ -136,8 +137,17 @@ fn applies(rule: &Rule, p: &Prepared) -> bool {
 }
 
 fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
-    let active: Vec<&Rule> = rules.rules.iter().filter(|r| applies(r, p)).collect();
-    if active.is_empty() || p.diff.new_text.is_none() {
+    if p.diff.new_text.is_none() {
+        return;
+    }
+    // Per view, one regex-set pass per line finds the candidate rules.
+    let sets: Vec<&ViewSet> = rules.sets.iter().filter(|s| s.lang == p.lang).collect();
+    let by_extension: Vec<&Rule> = rules
+        .rules
+        .iter()
+        .filter(|r| matches!(r.scope, Scope::Extensions(_)) && applies(r, p))
+        .collect();
+    if sets.is_empty() && by_extension.is_empty() {
         return;
     }
     let added: HashSet<u32> = p.diff.added.iter().copied().collect();
@@ -146,36 +156,56 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
         let (Some(line), Some(raw)) = (p.lines.get(idx), p.raw.get(idx)) else {
             continue;
         };
-        for rule in &active {
-            let hay = match rule.view {
-                View::Code => line.code.as_str(),
-                View::CodeStrings => line.code_strings.as_str(),
-                View::Comment => line.comment.as_str(),
-                View::Line => raw,
-            };
-            if hay.trim().is_empty() || !rule.pattern.is_match(hay) {
+        let hay = |view: View| match view {
+            View::Code => line.code.as_str(),
+            View::CodeStrings => line.code_strings.as_str(),
+            View::Comment => line.comment.as_str(),
+            View::Line => raw,
+        };
+        let mut report = |rule: &Rule| {
+            if confirmed(rule, p, idx, &added) {
+                out.push(finding(&rule.id, &p.diff.path, n, &rule.message, raw));
+            }
+        };
+        for vs in &sets {
+            let h = hay(vs.view);
+            // Most lines match nothing: one quick yes/no before asking which.
+            if h.trim().is_empty() || !vs.set.is_match(h) {
                 continue;
             }
-            let near = match &rule.header {
-                Some(header) => {
-                    let Some(h) = sole_statement(p, idx, header, rule.not_header.as_ref()) else {
-                        continue;
-                    };
-                    if rule.new_function && !added.contains(&(h as u32 + 1)) {
-                        continue;
-                    }
-                    h
-                }
-                None => idx,
-            };
-            if let Some(unless) = &rule.unless_near {
-                if is_near(p, near, unless) {
-                    continue;
-                }
+            for m in vs.set.matches(h).iter() {
+                report(&rules.rules[vs.rules[m]]);
             }
-            out.push(finding(&rule.id, &p.diff.path, n, &rule.message, raw));
+        }
+        for rule in &by_extension {
+            let h = hay(rule.view);
+            if !h.trim().is_empty() && rule.pattern.is_match(h) {
+                report(rule);
+            }
         }
     }
+}
+
+/// Whether a rule whose pattern matched line `idx` really applies there:
+/// the whole body of a matching block when it says so, not near an
+/// `unless_near` line.
+fn confirmed(rule: &Rule, p: &Prepared, idx: usize, added: &HashSet<u32>) -> bool {
+    let near = match &rule.header {
+        Some(header) => {
+            let Some(h) = sole_statement(p, idx, header, rule.not_header.as_ref()) else {
+                return false;
+            };
+            if rule.new_function && !added.contains(&(h as u32 + 1)) {
+                return false;
+            }
+            h
+        }
+        None => idx,
+    };
+    !rule
+        .unless_near
+        .as_ref()
+        .is_some_and(|u| is_near(p, near, u))
 }
 
 fn finding(rule: &str, file: &str, line: u32, message: &str, raw: &str) -> Finding {
@@ -389,15 +419,15 @@ fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
         let own = indent(p.raw.get(i)?);
         let mut end = h;
         let mut empty = true;
-        for j in h + 1..lines.len() {
-            if blank(&lines[j]) {
+        for (j, line) in lines.iter().enumerate().skip(h + 1) {
+            if blank(line) {
                 continue;
             }
             if indent(p.raw.get(j)?) <= own {
                 break;
             }
             end = j;
-            let c = lines[j].code.trim();
+            let c = line.code.trim();
             if c != "pass" && c != "..." {
                 empty = false;
             }

@@ -424,7 +424,7 @@ fn gate_and_ci_edits_unless_asked_for() {
 #[test]
 fn allowed_rules_go_and_findings_name_file_line_rule() {
     let f = added("src/lib.rs", "fn f() {\n    todo!()\n}\n");
-    let got = run(&[f.clone()]);
+    let got = run(std::slice::from_ref(&f));
     assert_eq!(
         got[0].to_string(),
         "src/lib.rs:2: [rust-stub-macro] stub macro left in the code: `todo!()`"

@@ -102,6 +102,41 @@ pub fn render(
             ));
         }
     }
+    // What verification and the reviews found (their last word per story).
+    let checked: Vec<&StorySummary> = rows
+        .iter()
+        .filter(|r| !r.verification.is_empty() || r.review.is_some())
+        .collect();
+    if !checked.is_empty() {
+        out.push_str("\nverification and review:\n");
+        for r in checked {
+            if let Some(first) = r.verification.first() {
+                out.push_str(&format!(
+                    "  {}: verification: {} finding{}, first: {}\n",
+                    r.story,
+                    r.verification.len(),
+                    if r.verification.len() == 1 { "" } else { "s" },
+                    super::printable(first)
+                ));
+            }
+            if let Some(rv) = &r.review {
+                let verdict = match rv.verdict.as_str() {
+                    "pass" => "PASS".to_string(),
+                    "needs_revision" => "NEEDS_REVISION".to_string(),
+                    other => format!("no marker ({other})"),
+                };
+                let first = rv.findings.lines().map(str::trim).find(|l| !l.is_empty());
+                out.push_str(&format!(
+                    "  {}: review {verdict} via {}{}\n",
+                    r.story,
+                    rv.agent,
+                    first
+                        .map(|f| format!(": {}", super::printable(f)))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+    }
     let mut totals = format!(
         "\nrun {}: {} complete, {} failed, {} blocked, {} pending in {}",
         status,
@@ -184,6 +219,41 @@ mod tests {
             verification: vec![],
             review: None,
         }
+    }
+
+    #[test]
+    fn verification_and_review_findings_are_listed() {
+        let mut a = row("s1", "failed");
+        a.verification = vec!["calc.py:2: [py-stub-body] function body is only `pass`".into()];
+        let mut b = row("s2", "complete");
+        b.review = Some(cascade_engine::state::ReviewRecord {
+            agent: "codex".into(),
+            verdict: "pass".into(),
+            findings: String::new(),
+        });
+        let mut c = row("s3", "failed");
+        c.review = Some(cascade_engine::state::ReviewRecord {
+            agent: "codex".into(),
+            verdict: "needs_revision".into(),
+            findings: "\ncalc.py:2: sum, do not count\nmore".into(),
+        });
+        let text = render(
+            &[a, b, c],
+            RunStatus::Failed,
+            &StoryCounts::default(),
+            10,
+            false,
+        );
+        assert!(text.contains("verification and review:\n"), "{text}");
+        assert!(
+            text.contains("  s1: verification: 1 finding, first: calc.py:2: [py-stub-body]"),
+            "{text}"
+        );
+        assert!(text.contains("  s2: review PASS via codex\n"), "{text}");
+        assert!(
+            text.contains("  s3: review NEEDS_REVISION via codex: calc.py:2: sum, do not count\n"),
+            "{text}"
+        );
     }
 
     #[test]

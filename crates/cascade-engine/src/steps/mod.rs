@@ -137,7 +137,8 @@ pub(crate) async fn run_attempt(
 /// The steps of an attempt, in order.
 async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<merge::Merged, Stop> {
     // A slot of the limit shared with other engines (mega runs), held through
-    // worktree, agent and gates, given back before the merge queue.
+    // worktree, agent, verification, gates and review, given back before the
+    // merge queue.
     let slot = a
         .ctx
         .options

@@ -34,21 +34,44 @@ pub(super) async fn run(
     committed: &Committed,
     gates: &GateReport,
 ) -> Result<(), Stop> {
-    let ctx = a.ctx;
-    let mode = ctx.checks.review;
+    let mode = a.ctx.checks.review;
     if mode == ReviewMode::Off {
         return Ok(());
     }
-    let id = a.id();
     let (agent, def, note) = reviewer(a)?;
-    ctx.emit(Event::ReviewStarted {
-        story: id.to_string(),
+    a.ctx.emit(Event::ReviewStarted {
+        story: a.id().to_string(),
         attempt: a.number,
         agent: agent.clone(),
         author: a.agent.clone(),
         note,
     });
     let started = Instant::now();
+    let answer = ask(a, &agent, &def, wt, committed, gates).await?;
+    judge(a, &agent, mode, answer, started)
+}
+
+/// What the reviewer said.
+struct Answer {
+    verdict: Option<ReviewVerdict>,
+    findings: String,
+    cost_usd: Option<f64>,
+    log: String,
+}
+
+/// Runs the reviewer in the worktree and reads its answer (charging its
+/// usage to the attempt). A reviewer that could not run or failed without
+/// a verdict is a notice and an answer without a marker.
+async fn ask(
+    a: &Attempt<'_>,
+    agent: &str,
+    def: &AgentDef,
+    wt: &Worktree,
+    committed: &Committed,
+    gates: &GateReport,
+) -> Result<Answer, Stop> {
+    let ctx = a.ctx;
+    let id = a.id();
     let mut req = AgentRequest::new(
         id,
         a.number,
@@ -60,11 +83,27 @@ pub(super) async fn run(
     req.timeout_override = ctx.options.agent_timeout;
     req.extra_env
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
-    let ran = execute(&def, req, |_| {}, &ctx.cancel).await;
+    let ran = execute(def, req, |_| {}, &ctx.cancel).await;
+    if let Ok(run) = &ran {
+        charge(a, run);
+    }
     a.check_cancel()?;
-    let (verdict, findings, cost, log) = match &ran {
+    // What was reviewed is what merges: a reviewer that committed on the
+    // story branch changed the work it was asked to judge.
+    if let Ok(Some(tip)) = cascade_git::merge::branch_tip(&ctx.paths, a.branch) {
+        if tip.to_string() != committed.commit {
+            return Err(Failure::new(
+                FailureKind::Review,
+                format!(
+                    "review agent '{agent}' committed on branch '{}' (reviewers must not change the code); the reviewed commit was {}",
+                    a.branch, committed.commit
+                ),
+            )
+            .into());
+        }
+    }
+    match ran {
         Ok(run) => {
-            charge(a, run);
             if run.outcome.cancelled {
                 return Err(Stop::Interrupted);
             }
@@ -76,20 +115,44 @@ pub(super) async fn run(
                     ),
                 });
             }
-            (
-                run.review,
-                findings_of(run),
-                run.usage.as_ref().and_then(|u| u.cost_usd),
-                run.log_path.display().to_string(),
-            )
+            Ok(Answer {
+                verdict: run.review,
+                findings: findings_of(&run),
+                cost_usd: run.usage.as_ref().and_then(|u| u.cost_usd),
+                log: run.log_path.display().to_string(),
+            })
         }
         Err(e) => {
             ctx.emit(Event::Notice {
                 message: format!("{id}: the review could not run: {e}"),
             });
-            (None, String::new(), None, String::new())
+            Ok(Answer {
+                verdict: None,
+                findings: String::new(),
+                cost_usd: None,
+                log: String::new(),
+            })
         }
-    };
+    }
+}
+
+/// Records and announces the answer, and fails the attempt on
+/// NEEDS_REVISION (or on a missing marker when strict).
+fn judge(
+    a: &Attempt<'_>,
+    agent: &str,
+    mode: ReviewMode,
+    answer: Answer,
+    started: Instant,
+) -> Result<(), Stop> {
+    let ctx = a.ctx;
+    let id = a.id();
+    let Answer {
+        verdict,
+        findings,
+        cost_usd,
+        log,
+    } = answer;
     let (name, passed) = match verdict {
         Some(ReviewVerdict::Pass) => ("pass", true),
         Some(ReviewVerdict::NeedsRevision) => ("needs_revision", false),
@@ -103,7 +166,7 @@ pub(super) async fn run(
         });
     }
     let record = ReviewRecord {
-        agent: agent.clone(),
+        agent: agent.to_string(),
         verdict: name.to_string(),
         findings: findings.clone(),
     };
@@ -111,12 +174,12 @@ pub(super) async fn run(
     ctx.emit(Event::ReviewFinished {
         story: id.to_string(),
         attempt: a.number,
-        agent: agent.clone(),
+        agent: agent.to_string(),
         verdict: name.to_string(),
         passed,
         strict: mode == ReviewMode::Strict,
         findings: findings.clone(),
-        cost_usd: cost,
+        cost_usd,
         duration_ms: started.elapsed().as_millis() as u64,
         log,
     });
@@ -275,9 +338,11 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateRep
             if g.cached { " (cached)" } else { "" }
         );
     }
-    out.push_str(
-        "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
-    );
+    if a.ctx.checks.rules.enabled {
+        out.push_str(
+            "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
+        );
+    }
     out.push_str("\n## The change\n\n");
     let diff =
         cascade_git::diff::diff_patch(&wt.path, &wt.base, Some(&committed.commit), MAX_DIFF_BYTES)

@@ -46,16 +46,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
             return Ok(());
         }
     };
-    let findings: Vec<VerifyFinding> = found
-        .into_iter()
-        .map(|f| VerifyFinding {
-            rule: f.rule,
-            file: f.file,
-            line: f.line,
-            message: f.message,
-            text: f.text,
-        })
-        .collect();
+    let findings: Vec<VerifyFinding> = found;
     let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let kept = lines.clone();
     ctx.amend_story(a.id(), |s| s.verification = kept);

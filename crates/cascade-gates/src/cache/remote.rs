@@ -7,7 +7,7 @@
 //! `http(s)://` need the `remote-cloud` feature. Credentials come only from
 //! each backend's usual environment (`AWS_*`, `GOOGLE_*`, `AZURE_*`).
 //!
-//! **Trust.** Objects are sealed by [`super::sign`]: HMAC-SHA256 with
+//! **Trust.** Objects are sealed (see `cache/sign.rs`): HMAC-SHA256 with
 //! `CASCADE_CACHE_SECRET` over the key and the entry. With a secret, entries
 //! without a valid signature are ignored (a warning, and a miss). Writing
 //! needs the secret, so every published entry is signed; the mode defaults
@@ -230,6 +230,7 @@ pub(crate) type BoxFut<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// What a create-only put did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 pub(crate) enum PutOutcome {
     Created,
     /// Another writer was first: a no-op.
@@ -370,6 +371,7 @@ impl RemoteCache {
         }
     }
 
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub(crate) fn with_backend(
         settings: RemoteSettings,
         backend: Arc<dyn Backend>,
@@ -627,6 +629,7 @@ impl RemoteCache {
 }
 
 /// `scheme://user:pass@host/p` -> `scheme://host/p`.
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
 fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();

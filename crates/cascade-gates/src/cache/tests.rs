@@ -70,6 +70,12 @@ fn key_depends_on_every_part() {
     let mut p = base.clone();
     p.inputs.push("src/**".into());
     assert!(seen.insert(p.key()));
+    let mut p = base.clone();
+    p.toolchain = "rustc 1.80.0".into();
+    assert!(seen.insert(p.key()));
+    let mut q = base.clone();
+    q.toolchain = "rustc 1.81.0".into();
+    assert!(seen.insert(q.key()));
     // Field boundaries are unambiguous.
     let mut a = base.clone();
     a.args = vec!["ab".into()];

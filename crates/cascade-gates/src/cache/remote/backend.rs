@@ -174,11 +174,18 @@ mod cloud {
         settings: &RemoteSettings,
     ) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
         // Set through config keys: replacing the client options would drop
-        // what the environment set (allow_http, proxies...).
-        let timeout = format!("{}ms", settings.timeout.as_millis());
+        // what the environment set (allow_http, proxies...). The cache's own
+        // deadline (`settings.timeout`) is the one that decides; the client's
+        // sits a little beyond it, only so no socket outlives the cache.
+        let timeout = format!(
+            "{}ms",
+            (settings.timeout + Duration::from_secs(1)).as_millis()
+        );
         let connect = format!(
             "{}ms",
-            settings.timeout.min(Duration::from_secs(3)).as_millis()
+            (settings.timeout + Duration::from_secs(1))
+                .min(Duration::from_secs(5))
+                .as_millis()
         );
         let client = [
             (ClientConfigKey::Timeout, timeout),
