@@ -1,6 +1,6 @@
 //! End-to-end tests of `cascade agents check` and of the same check before
 //! a run, with stub CLIs on a fake PATH shaped like the real ones (a codex
-//! that rejects `--full-auto` the way codex-cli 0.169 does).
+//! that rejects `--full-auto` the way codex-cli 0.169 does), and `cascade completions`.
 
 use std::path::{Path, PathBuf};
 
@@ -218,4 +218,28 @@ fn nothing_installed_is_exit_2_for_check_and_approve() {
         err.contains("no agent available") && err.contains("tried"),
         "{err}"
     );
+}
+
+#[test]
+fn completions_are_printed_for_every_shell_and_an_unknown_shell_is_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = cascade(dir.path())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("cascade"), "{shell}");
+        // Subcommands and their flags are in the script.
+        assert!(
+            text.contains("approve") && text.contains("no-fallback"),
+            "{shell}"
+        );
+    }
+    let out = cascade(dir.path())
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
 }

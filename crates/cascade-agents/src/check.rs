@@ -236,6 +236,11 @@ pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelTok
         ),
     }
     check.version = version_line;
+    if version.as_ref().map_or(true, |o| o.timed_out) {
+        // A command that cannot answer --version in time will not answer
+        // --help either: do not spend a timeout per probe on it.
+        return check.finish();
+    }
 
     // Flags of args and resume_args, against the help of their subcommand.
     let mut argvs = vec![("args", &def.args)];
@@ -751,7 +756,7 @@ impl CheckCache {
     pub fn get(&self, def: &AgentDef, path: &Path) -> Option<AgentCheck> {
         let key = CheckKey::of(def, path)?;
         let cached = self.load().agents.remove(&def.name)?;
-        (cached.key == key).then(|| AgentCheck {
+        (cached.key == key).then_some(AgentCheck {
             cached: true,
             ..cached.check
         })

@@ -144,6 +144,8 @@ impl Watcher {
         // Plain stdout: only the unmistakable lines (see the module doc).
         if let Some(found) = strong_text(trimmed) {
             self.record(found, Retrying::No);
+        } else {
+            self.late_retry_after(trimmed);
         }
         self.stop
     }
@@ -158,8 +160,22 @@ impl Watcher {
         if let Some(found) = strong_text(trimmed).or_else(|| classify_text(trimmed)) {
             // Text on stderr is most often a CLI announcing a retry.
             self.record(found, Retrying::Yes);
+        } else {
+            self.late_retry_after(trimmed);
         }
         self.stop
+    }
+
+    /// CLIs that print the response's headers put `Retry-After: N` on its
+    /// own line after the status: it belongs to the rate limit just seen.
+    fn late_retry_after(&mut self, line: &str) {
+        if let Some(signal) = self
+            .signal
+            .as_mut()
+            .filter(|s| s.kind == SignalKind::RateLimited && s.retry_after.is_none())
+        {
+            signal.retry_after = retry_after_in(&line.to_ascii_lowercase());
+        }
     }
 
     fn event(&mut self, event: &Value) {
@@ -436,6 +452,8 @@ pub fn classify_text(text: &str) -> Option<FailureSignal> {
         "gateway timeout",
         "server_error",
         "api_error",
+        // codex's words for an HTTP 500 from the Responses API.
+        "experiencing high demand",
     ];
     let kind = if AUTH.iter().any(|p| lower.contains(p)) {
         SignalKind::Auth
@@ -599,7 +617,7 @@ pub fn telling_lines(text: &str, max: usize) -> Vec<String> {
         let skip = telling.len().saturating_sub(max);
         telling[skip..].to_vec()
     };
-    chosen.into_iter().map(|l| one_line(l)).collect()
+    chosen.into_iter().map(one_line).collect()
 }
 
 #[cfg(test)]

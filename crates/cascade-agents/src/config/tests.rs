@@ -35,9 +35,12 @@ fn builtin_config_is_valid_and_complete() {
         .unwrap()
         .args
         .starts_with(&["exec".to_string()]));
-    for phase in Phase::ALL {
+    // No shipped `merge` default on purpose: without one, the story's own
+    // agent resolves its merge conflicts.
+    for phase in Phase::ALL.into_iter().filter(|p| *p != Phase::Merge) {
         assert!(c.phase(phase).is_some(), "missing phase {phase}");
     }
+    assert!(c.phase(Phase::Merge).is_none());
     let imp = c.phase(Phase::Implementation).unwrap();
     assert_eq!(imp.default_agent.as_deref(), Some("claude-code"));
     assert_eq!(imp.fallback_chain, ["codex", "aider"]);

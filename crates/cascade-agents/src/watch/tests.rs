@@ -194,3 +194,31 @@ fn telling_lines_prefer_what_went_wrong_over_the_last_line() {
     assert_eq!(telling_lines("all good\nlast words\n", 2), ["last words"]);
     assert!(telling_lines("", 2).is_empty());
 }
+
+#[test]
+fn codex_high_demand_reconnects_are_provider_errors() {
+    let mut w = Watcher::new("codex");
+    let line = r#"{"type":"error","message":"Reconnecting... 1/5 (We’re currently experiencing high demand, which may cause temporary errors.)"}"#;
+    let stops: Vec<bool> = (0..MAX_PROVIDER_RETRIES)
+        .map(|_| w.stdout_line(line.as_bytes()))
+        .collect();
+    assert_eq!(stops.last(), Some(&true));
+    assert_eq!(w.signal().unwrap().kind, SignalKind::ProviderError);
+}
+
+#[test]
+fn a_retry_after_header_on_the_next_line_belongs_to_the_rate_limit() {
+    let mut w = Watcher::new("my-agent");
+    w.stderr_line(b"Error: 429 Too Many Requests");
+    assert_eq!(w.signal().unwrap().retry_after, None);
+    w.stderr_line(b"Retry-After: 2");
+    let s = w.signal().unwrap();
+    assert_eq!(s.kind, SignalKind::RateLimited);
+    assert_eq!(s.retry_after, Some(Duration::from_secs(2)));
+    // A later one does not replace the first.
+    w.stderr_line(b"retry-after: 600");
+    assert_eq!(
+        w.signal().unwrap().retry_after,
+        Some(Duration::from_secs(2))
+    );
+}
