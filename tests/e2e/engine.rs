@@ -948,6 +948,20 @@ fn a_tracked_prd_being_updated_never_makes_the_tree_dirty() {
     assert_eq!(f.prd_status("p2"), "complete");
 }
 
+/// `kill -9` between writing a PRD's temp file and renaming it leaves
+/// `.prd.json.<pid>.<n>.tmp`; the next run must not call that the user's
+/// uncommitted work (it refused to resume before).
+#[test]
+fn a_prd_temp_file_a_killed_run_left_does_not_make_the_tree_dirty() {
+    let f = Fixture::new(json!([story("t1", &[])]), json!([]));
+    let leftover = f.repo().join(".prd.json.4242.3.tmp");
+    std::fs::write(&leftover, "{").unwrap();
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("t1"), "complete");
+    assert!(!leftover.exists(), "the stale temp file is removed");
+}
+
 #[test]
 fn an_invalid_plan_is_reported_once_without_repeating_its_causes() {
     let f = Fixture::new(

@@ -534,6 +534,12 @@ impl Engine {
             &p.cascade_dir,
             &design_dir,
         )?;
+        // A PRD write a killed run left half done: under the lock no other
+        // write of the file can be under way, so its temp files are stale
+        // (they would otherwise make the tree look dirty).
+        for tmp in cascade_plan::leftover_write_temps(&p.prd_path) {
+            let _ = std::fs::remove_file(tmp);
+        }
         if !options.allow_dirty {
             let own = [
                 p.prd_path.clone(),

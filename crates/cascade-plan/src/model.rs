@@ -582,9 +582,72 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
     result.map_err(err)
 }
 
+/// Temporary files an atomic write of `path` leaves behind when the writing
+/// process is killed between creating and renaming them
+/// (`.<name>.<pid>.<n>.tmp` beside it). A caller that holds the run lock
+/// knows no write of this file is under way and may remove them.
+pub fn leftover_write_temps(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Vec::new();
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| {
+            let file = e.file_name();
+            let file = file.to_string_lossy();
+            file.strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(".tmp"))
+                .and_then(|rest| rest.split_once('.'))
+                .is_some_and(|(pid, n)| {
+                    !pid.is_empty()
+                        && pid.bytes().all(|b| b.is_ascii_digit())
+                        && !n.is_empty()
+                        && n.bytes().all(|b| b.is_ascii_digit())
+                })
+        })
+        .map(|e| e.path())
+        .collect()
+}
+
 fn temp_path(dir: &Path, name: &str) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
+}
+
+#[cfg(test)]
+mod leftover_tests {
+    use super::*;
+
+    #[test]
+    fn leftover_write_temps_finds_only_this_files_temps() {
+        let dir = tempfile::tempdir().unwrap();
+        let prd = dir.path().join("prd.json");
+        for name in [
+            ".prd.json.123.0.tmp",
+            ".prd.json.45.7.tmp",
+            ".prd.json.x.0.tmp",
+            ".prd.json.12.tmp",
+            ".other.json.1.0.tmp",
+            "prd.json",
+        ] {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        let mut found: Vec<String> = leftover_write_temps(&prd)
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        found.sort();
+        assert_eq!(found, [".prd.json.123.0.tmp", ".prd.json.45.7.tmp"]);
+    }
 }
