@@ -47,7 +47,19 @@ pub enum ModeArg {
     BatchComplete,
 }
 
+/// Shown after `approve --help` / `resume --help`.
+const RUN_AFTER_HELP: &str = "\
+Failure kinds (events, status, progress.txt): timeout, exit_code, no_changes, quality_gate,
+verification, review, merge_conflict, process_crash, agent_unavailable, auth, rate_limited
+(never counted as an attempt; the agent cools down for every story), provider_error,
+budget (a story over its budget; not retried).
+
+Run status budget_exhausted (exit 1): the run budget ran out with work left; resume with a
+higher --max-cost / --max-duration. Exit codes: 0 done, 1 something failed, 2 bad input,
+3 paused for a person, 130 interrupted. Details: docs/control.md.";
+
 #[derive(Debug, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct RunArgs {
     /// The PRD to run (default: ./prd.json, else the project's Plan Cascade
     /// data directory; `resume`: the run's own PRD)
@@ -118,10 +130,10 @@ pub struct RunArgs {
     /// Spend limit of the run in USD: no attempt starts once it is spent; the
     /// run ends as budget_exhausted (exit 1) and `cascade resume
     /// --max-cost <higher>` continues it
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_cost: Option<f64>,
     /// Spend limit per story in USD: a story over it fails as `budget` (not retried)
-    #[arg(long, value_name = "USD")]
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
     pub max_story_cost: Option<f64>,
     /// Time limit of the run in seconds (wall clock, this invocation); like --max-cost
     #[arg(long, value_name = "SECS")]
@@ -877,6 +889,11 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     }
     if status == "interrupted" || status == "paused" {
         println!("Continue with `cascade resume`.");
+    }
+    if status == "budget_exhausted" {
+        println!(
+            "The run's budget ran out: continue with `cascade resume --max-cost <higher>` (or `--max-duration <more>`)."
+        );
     }
     Ok(EXIT_OK)
 }

@@ -98,6 +98,13 @@ impl Fixture {
         self.cascade(args).output().expect("cascade runs")
     }
 
+    /// `approve --auto-run --retry-delay 0 --json` plus `extra`.
+    fn approve(&self, extra: &[&str]) -> std::process::Output {
+        let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
+        args.extend_from_slice(extra);
+        self.run(&args)
+    }
+
     fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.t(name)).unwrap_or_default()
     }
@@ -192,12 +199,7 @@ fn resume_restores_prd_and_every_approve_option() {
         .find(|m| m.starts_with("resuming with"))
         .unwrap_or_default()
         .to_string();
-    for flag in [
-        "--prd plans/next.json",
-        "--retry-delay 0",
-        "--gate-jobs 1",
-        "--max-cost 5",
-    ] {
+    for flag in ["--retry-delay 0", "--gate-jobs 1", "--max-cost 5"] {
         assert!(notice.contains(flag), "{flag} not restored: {notice}");
     }
     let prd: Value =
@@ -212,15 +214,7 @@ fn worktree_prune_keeps_a_failed_storys_worktree_with_uncommitted_edits() {
     let f = Fixture::new(json!([story("w1", &[])]), json!([]));
     let agent = f.agent_script("agent.sh", "echo half > half.txt\nexit 3");
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--max-retries",
-        "0",
-        "--retry-delay",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-retries", "0"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let failed = of_kind(&events(&out), "story_failed")[0].clone();
     let wt = PathBuf::from(failed["worktree"].as_str().unwrap());
@@ -252,17 +246,7 @@ echo "$id" > "$id.txt""#,
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
     let notify = f.agent_script("notify.sh", r#"cat > "$T/notified-$CASCADE_EVENT-$$.json""#);
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--max-retries",
-        "0",
-        "--retry-delay",
-        "0",
-        "--json",
-        "--notify",
-        &notify,
-    ]);
+    let out = f.approve(&["--max-retries", "0", "--notify", &notify]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let mut got: Vec<Value> = std::fs::read_dir(f.t(""))
         .unwrap()
@@ -327,17 +311,7 @@ exit 0"#,
         ),
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "3",
-        "--gate-jobs",
-        "1",
-        "--retry-delay",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "3", "--gate-jobs", "1"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     assert_eq!(f.read("overlaps"), "", "two gates ran at once");
     let gates = f.lines("gates");
@@ -388,15 +362,7 @@ fn run_budget_stops_new_attempts_then_resume_with_a_higher_budget_finishes() {
     );
     let agent = costly_agent(&f, "0.6", WRITE_OWN_FILE);
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--max-cost",
-        "1",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-cost", "1"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     let last = ev.last().unwrap();
@@ -438,17 +404,7 @@ fn story_budget_fails_the_story_as_budget_without_retrying() {
 echo "$id" > "$id.txt""#,
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "3",
-        "--max-story-cost",
-        "0.5",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-retries", "3", "--max-story-cost", "0.5"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     let failed = of_kind(&ev, "story_failed");
@@ -479,7 +435,7 @@ fn per_story_and_prd_budgets_and_unknown_spend_are_said() {
     // Reports nothing about its spend: unknown, never $0.
     let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&["approve", "--auto-run", "--retry-delay", "0", "--json"]);
+    let out = f.approve(&[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let notice = of_kind(&events(&out), "notice")
         .into_iter()
@@ -497,7 +453,7 @@ fn per_story_and_prd_budgets_and_unknown_spend_are_said() {
         json!({"budget": "a lot"}),
     );
     git(f.repo(), &["status", "--short"]);
-    let out = f.run(&["approve", "--auto-run", "--json"]);
+    let out = f.approve(&[]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("metadata.budget"), "{err}");
@@ -544,17 +500,7 @@ fi
 echo "$id" > "$id.txt""#,
     );
     f.set_agents("limited", &[("limited", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "1",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2", "--max-retries", "1"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let ev = events(&out);
     let cooldowns = of_kind(&ev, "agent_cooldown");
@@ -588,15 +534,7 @@ fn rate_limit_without_retry_after_backs_off_and_costs_no_attempt() {
     );
     f.set_agents("limited", &[("limited", &agent)], json!({}));
     // No retries at all: the rate-limited attempt must not use up the only one.
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-retries", "0"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let ev = events(&out);
     let c = of_kind(&ev, "agent_cooldown");
@@ -629,15 +567,7 @@ fn a_long_cooldown_moves_the_story_to_a_fallback_agent() {
             "retry": {"default_agent": "limited", "fallback_chain": ["spare"]}
         }}),
     );
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-retries", "0"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let ev = events(&out);
     let fb = of_kind(&ev, "agent_fallback");
@@ -705,17 +635,7 @@ const RESOLVE_BOTH: &str = r#"  echo "$CASCADE_CONFLICTS" | while read -r file; 
 #[test]
 fn a_merge_conflict_is_resolved_by_an_agent_regated_and_merged() {
     let f = conflicting_fixture(RESOLVE_BOTH);
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2", "--max-retries", "0"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let ev = events(&out);
     assert_eq!(of_kind(&ev, "merge_conflict").len(), 1, "{}", explain(&out));
@@ -756,17 +676,7 @@ fn a_merge_conflict_is_resolved_by_an_agent_regated_and_merged() {
 fn an_unresolved_conflict_fails_as_merge_conflict_with_the_branch_kept() {
     // The agent "resolves" by leaving the markers in place.
     let f = conflicting_fixture("  exit 0");
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2", "--max-retries", "0"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     assert_eq!(of_kind(&ev, "merge_resolving").len(), 1);
@@ -787,18 +697,7 @@ fn an_unresolved_conflict_fails_as_merge_conflict_with_the_branch_kept() {
 #[test]
 fn no_resolve_fails_the_conflict_without_asking_an_agent() {
     let f = conflicting_fixture(RESOLVE_BOTH);
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--max-retries",
-        "0",
-        "--no-resolve",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2", "--max-retries", "0", "--no-resolve"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     assert!(of_kind(&ev, "merge_resolving").is_empty());
@@ -827,18 +726,7 @@ fi
 echo "$id" > "$id.txt""#,
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--max-cost",
-        "1",
-        "--hard-budget",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2", "--max-cost", "1", "--hard-budget"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     assert_eq!(ev.last().unwrap()["status"], "budget_exhausted");
@@ -865,15 +753,7 @@ fn max_duration_lets_the_running_story_finish_and_starts_nothing_new() {
         ),
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--max-duration",
-        "1",
-        "--json",
-    ]);
+    let out = f.approve(&["--max-duration", "1"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
     assert_eq!(ev.last().unwrap()["status"], "budget_exhausted");
@@ -901,15 +781,7 @@ fn low_memory_holds_back_a_new_agent_until_the_running_one_is_done() {
         &format!("echo \"start $id\" >> \"$T/timeline\"\nsleep 0.3\necho \"end $id\" >> \"$T/timeline\"\n{WRITE_OWN_FILE}"),
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let out = f.run(&[
-        "approve",
-        "--auto-run",
-        "--parallel",
-        "2",
-        "--retry-delay",
-        "0",
-        "--json",
-    ]);
+    let out = f.approve(&["--parallel", "2"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let ev = events(&out);
     let waits = of_kind(&ev, "waiting_for_memory");
@@ -927,4 +799,133 @@ fn low_memory_holds_back_a_new_agent_until_the_running_one_is_done() {
         tl[2].starts_with("start ") && tl[3].starts_with("end "),
         "{tl:?}"
     );
+}
+
+#[test]
+fn resume_stops_an_agent_whose_pid_never_reached_the_state_file() {
+    let f = Fixture::new(json!([story("o1", &[])]), json!([]));
+    // The first agent waits (up to 30 s) for a marker that never comes.
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            r#"if [ ! -f "$T/first" ]; then
+  touch "$T/first"; echo $$ > "$T/pid"
+  i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+  touch "$T/outlived"
+fi
+{WRITE_OWN_FILE}"#
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .current_dir(f.repo())
+        .env("NO_COLOR", "1")
+        .env("HOME", f.repo())
+        .args([
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--agents",
+        ])
+        .arg(f.t("agents.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let guard = std::time::Instant::now();
+    while !f.t("pid").exists() && guard.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid: i32 = f.read("pid").trim().parse().expect("agent pid");
+    // Wait until the run state holds the attempt, then kill -9 cascade and
+    // take the pid out of the state: the kill landed before it was written.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let state_path = f.repo().join(".cascade/state.json");
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    for s in state["stories"].as_array_mut().unwrap() {
+        for a in s["attempts"].as_array_mut().unwrap() {
+            a.as_object_mut().unwrap().remove("pid");
+        }
+    }
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    // SAFETY: signal 0 only checks that the process exists.
+    assert_eq!(
+        unsafe { libc::kill(pid, 0) },
+        0,
+        "the agent should outlive cascade"
+    );
+
+    let out = f.run(&["resume", "--auto-run", "--retry-delay", "0", "--json"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let stopped = of_kind(&events(&out), "notice").into_iter().any(|e| {
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("pid {pid}")))
+    });
+    assert!(stopped, "{}", explain(&out));
+    assert!(!f.t("outlived").exists());
+    assert!(f.repo().join("o1.txt").exists());
+}
+
+#[test]
+fn rust_gates_share_a_cargo_target_directory_under_cascade() {
+    let f = Fixture::new(json!([]), json!([]));
+    std::fs::write(
+        f.repo().join("Cargo.toml"),
+        "[package]\nname = \"x\"\nversion = \"0.1.0\"\n",
+    )
+    .unwrap();
+    git(f.repo(), &["add", "-A"]);
+    git(f.repo(), &["commit", "-q", "-m", "a Rust project"]);
+    let gate = f.agent_script("gate.sh", r#"echo "$CARGO_TARGET_DIR" >> "$T/targets""#);
+    f.write_prd(
+        "prd.json",
+        json!([story("t1", &[]), story("t2", &["t1"])]),
+        json!([{"name": "build", "type": "test", "command": gate, "required": true}]),
+        json!({}),
+    );
+    let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.approve(&[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let targets = f.lines("targets");
+    assert_eq!(targets.len(), 2, "{targets:?}");
+    // One after the other: the second story finds the first one's directory.
+    assert_eq!(targets[0], targets[1]);
+    assert!(
+        targets[0].ends_with("/.cascade/cache/cargo-target/job-0"),
+        "{targets:?}"
+    );
+}
+
+#[test]
+fn bad_control_flags_are_usage_errors_saying_what_is_wrong() {
+    let f = Fixture::new(json!([story("b1", &[])]), json!([]));
+    let agent = f.agent_script("agent.sh", WRITE_OWN_FILE);
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    for (args, says) in [
+        (
+            vec!["--max-cost", "-1"],
+            "--max-cost must be a number of USD >= 0",
+        ),
+        (
+            vec!["--max-story-cost", "NaN"],
+            "--max-story-cost must be a number of USD >= 0",
+        ),
+        (vec!["--gate-jobs", "0"], "--gate-jobs must be at least 1"),
+        (
+            vec!["--max-duration", "0"],
+            "--max-duration must be at least 1 second",
+        ),
+    ] {
+        let out = f.approve(&args);
+        assert_eq!(code(&out), 2, "{args:?}: {}", explain(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
 }

@@ -428,12 +428,34 @@ fn merge_conflict_fails_the_feature_and_keeps_its_branch() {
 }
 
 #[test]
+fn execution_mode_auto_runs_every_batch_without_auto_run() {
+    let m = setup(
+        &[("f1", "auth", &[], true), ("f2", "api", &["f1"], true)],
+        |name| vec![format!("{name}-1")],
+    );
+    // The fixture's plan says `"execution_mode": "auto"`.
+    let out = m.cmd(&["approve", "--retry-delay", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let st = m.status_json();
+    assert_eq!(st["status"], "completed", "{st}");
+    assert_eq!(st["features"]["api"]["status"], "complete");
+}
+
+#[test]
 fn without_auto_run_it_stops_after_one_batch_and_continues_later() {
     let m = setup(
         &[("f1", "auth", &[], true), ("f2", "api", &["f1"], true)],
         |name| vec![format!("{name}-1")],
     );
-    // No terminal and no --auto-run: one batch, then a pause (exit 0).
+    // A plan that asks to be confirmed between batches (`execution_mode`
+    // other than "auto"), no terminal and no --auto-run: one batch, then a
+    // pause (exit 0).
+    let plan_path = m.root().join("mega-plan.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    plan["execution_mode"] = json!("manual");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    git(m.root(), &["commit", "-qam", "confirm between batches"]);
     let out = m.cmd(&["approve", "--retry-delay", "0"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let st = m.status_json();

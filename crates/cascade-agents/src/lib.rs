@@ -50,7 +50,11 @@
 //! - Live failures: [`Watcher`] (used by the executor) classifies provider
 //!   trouble from both output streams into [`FailureSignal`]s on
 //!   [`AgentRun::signal`] and stops the agent on auth or repeated retries;
-//!   [`telling_lines`] picks the lines of output that say what went wrong.
+//!   [`telling_lines`] picks the lines of output that say what went wrong;
+//!   [`classify_text`] reads a rate limit (and its Retry-After) from plain text.
+//! - Spend: [`PriceTable`] (`AgentsConfig::prices`: shipped list prices per
+//!   model, `prices` in agents.json over them) turns reported tokens into USD
+//!   when an agent reports no cost.
 //! - Checks: [`check_agents`]`(&[(AgentDef, Option<PathBuf>)], Option<&`[`CheckCache`]`>,
 //!   refresh, &CancelToken).await -> Vec<`[`AgentCheck`]`>` (version, flags of
 //!   `args`/`resume_args` against the CLI's `--help`, login, root), cached in

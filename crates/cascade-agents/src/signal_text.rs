@@ -5,12 +5,11 @@
 //! asked for when the text says it (`Retry-After: 30`, `retry after 30s`,
 //! `try again in 1m20s`, `resets in 45 seconds`).
 //!
-//! What counts: HTTP 429 or 529 named as a status, "rate limit" (also
-//! `rate_limit_error`, "rate-limited"), "too many requests", "overloaded",
-//! "quota" (exceeded/exhausted, `RESOURCE_EXHAUSTED`), "usage limit". A bare
-//! number 429 in some other sense (a line count) is not enough: it must
-//! appear as a status (`429 Too Many Requests`, `status 429`, `HTTP 429`,
-//! `code: 429`, `error 429`).
+//! What counts is what the live watcher counts (one classifier for both):
+//! HTTP 429 or 529 named as a status, "rate limit", "too many requests",
+//! "overloaded", quota exceeded / `RESOURCE_EXHAUSTED`, "usage limit". A bare
+//! number 429 in some other sense (a line count) is not enough. This adds
+//! what a line-by-line reading misses: the Retry-After on another line.
 
 use std::time::Duration;
 
@@ -19,51 +18,39 @@ use crate::signal::{FailureSignal, SignalKind};
 /// At most this many characters of the matching line are kept.
 const MESSAGE_CHARS: usize = 200;
 
-/// The rate-limit signal in `text`, if it holds one (the last matching line
-/// is the message; a Retry-After anywhere in the text is used).
+/// The rate-limit signal in `text`, if it holds one: the last line the
+/// live watcher's message classifier (`watch::classify_text`) reads as a
+/// rate limit is the message; a Retry-After anywhere in the text (often on
+/// a line of its own, after the status line) is the wait.
 pub fn classify_text(text: &str) -> Option<FailureSignal> {
-    let line = text
+    let mut found = text
         .lines()
         .rev()
         .map(str::trim)
-        .find(|l| is_rate_limit_line(l))?;
-    let lower = text.to_ascii_lowercase();
-    let http_status = if has_status(&lower, "529") {
-        Some(529)
-    } else if has_status(&lower, "429") {
-        Some(429)
-    } else {
-        None
-    };
-    Some(FailureSignal {
-        kind: SignalKind::RateLimited,
-        http_status,
-        retry_after: retry_after(&lower),
-        message: line.chars().take(MESSAGE_CHARS).collect(),
-        advice: Some(
+        .filter(|l| !l.is_empty())
+        .find_map(|l| {
+            crate::watch::classify_text(l).filter(|s| s.kind == SignalKind::RateLimited)
+        })?;
+    found.message = found.message.chars().take(MESSAGE_CHARS).collect();
+    if found.advice.is_none() {
+        found.advice = Some(
             "the provider is rate limiting this agent; cascade waits and retries without charging an attempt".into(),
-        ),
-    })
-}
-
-fn is_rate_limit_line(line: &str) -> bool {
-    let l = line.to_ascii_lowercase();
-    const WORDS: [&str; 10] = [
-        "rate limit",
-        "rate-limit",
-        "rate_limit",
-        "ratelimit",
-        "too many requests",
-        "overloaded",
-        "quota exceeded",
-        "exceeded your current quota",
-        "resource_exhausted",
-        "usage limit",
-    ];
-    WORDS.iter().any(|w| l.contains(w))
-        || (l.contains("quota") && (l.contains("exceed") || l.contains("exhaust")))
-        || has_status(&l, "429")
-        || has_status(&l, "529")
+        );
+    }
+    let lower = text.to_ascii_lowercase();
+    if let Some(wait) = retry_after(&lower) {
+        found.retry_after = Some(wait);
+    }
+    if found.http_status.is_none() {
+        found.http_status = if has_status(&lower, "529") {
+            Some(529)
+        } else if has_status(&lower, "429") {
+            Some(429)
+        } else {
+            None
+        };
+    }
+    Some(found)
 }
 
 /// Whether `code` appears as an HTTP status in `lower` (lowercase text).
@@ -158,8 +145,7 @@ fn parse_duration(s: &str) -> Option<Duration> {
             break;
         }
     }
-    (any && total.is_finite() && total >= 0.0 && total <= 86_400.0)
-        .then(|| Duration::from_secs_f64(total))
+    (any && (0.0..=86_400.0).contains(&total)).then(|| Duration::from_secs_f64(total))
 }
 
 #[cfg(test)]

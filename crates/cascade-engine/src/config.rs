@@ -173,6 +173,10 @@ pub struct RunOptions {
     /// `--no-resolve`: a merge conflict fails the attempt without asking an
     /// agent to resolve it.
     pub no_resolve: bool,
+    /// Gate slots and memory guard shared with other engines (a mega run
+    /// gives every feature engine the same, so gates x features never
+    /// exceed `--gate-jobs`). `None`: the run makes its own.
+    pub gate_admission: Option<cascade_process::resources::Admission>,
 }
 
 impl RunOptions {
@@ -230,6 +234,7 @@ impl Default for RunOptions {
             min_available_memory_mb: None,
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
+            gate_admission: None,
         }
     }
 }

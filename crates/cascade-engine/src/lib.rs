@@ -19,7 +19,7 @@
 //!     reset to each new story's base with only the difference written;
 //!     a failed story's is kept as `.cascade/worktrees/<id>`), and state
 //!     and prd.json writes of parallel stories are grouped.
-//!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused),
+//!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused|budget_exhausted),
 //!     counts, stories: Vec<`[`StorySummary`]`>, duration_ms }`. `Err` only
 //!     when the run could not start; `EngineError::is_usage()` => exit 2.
 //!   - `.dry_run(&RunOptions) -> Result<`[`engine::DryRun`]`>`: batches with agents and fallbacks.
@@ -34,7 +34,12 @@
 //!   `[`RetryPolicy`]`, parallel, schedule: `[`scheduler::Discipline`]`, fail_fast,
 //!   allow_dirty, mode: `[`config::Mode`]`, pause: `[`config::Pause`]` (Never |
 //!   AfterBatch | Confirm(callback)), resume, use_gate_cache, agent_timeout,
-//!   excerpt_bytes, review: Option<ReviewMode>, review_agent }` (`Default` = CLI defaults).
+//!   excerpt_bytes, review: Option<ReviewMode>, review_agent, gate_jobs,
+//!   min_available_memory_mb, budget: `[`control::budget::Budget`]`, no_resolve,
+//!   ... }` (`Default` = CLI defaults).
+//! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
+//!   and the memory guard, per-story ports and shared build caches; merge
+//!   conflicts go to an agent (phase `merge`) before they fail an attempt.
 //! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,

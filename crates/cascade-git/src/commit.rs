@@ -32,14 +32,7 @@ pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError
         path: workdir.to_path_buf(),
     })?;
     let mut index = repo.index().map_err(GitError::git("read index"))?;
-    // Deletions and modifications of tracked files, then new files (add_all
-    // skips ignored paths unless they are already tracked).
-    index
-        .update_all(["*"].iter(), None)
-        .map_err(GitError::git("stage changes"))?;
-    index
-        .add_all(["*"].iter(), IndexAddOption::DEFAULT, None)
-        .map_err(GitError::git("stage new files"))?;
+    stage_all(&mut index)?;
     let tree_id = index.write_tree().map_err(GitError::git("write tree"))?;
     let parent = match repo.head() {
         Ok(head) => Some(
@@ -64,6 +57,20 @@ pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError
         .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
         .map_err(GitError::git("commit"))?;
     Ok(Some(oid))
+}
+
+/// Stages every change of the worktree in `index`: deletions and
+/// modifications of tracked files, then new files (`add_all` skips ignored
+/// paths unless they are already tracked). Staging a conflicted path
+/// resolves its conflict, as `git add` does.
+pub(crate) fn stage_all(index: &mut git2::Index) -> Result<(), GitError> {
+    index
+        .update_all(["*"].iter(), None)
+        .map_err(GitError::git("stage changes"))?;
+    index
+        .add_all(["*"].iter(), IndexAddOption::DEFAULT, None)
+        .map_err(GitError::git("stage new files"))?;
+    Ok(())
 }
 
 /// Creates a git repository in `dir` (created if missing) whose first commit

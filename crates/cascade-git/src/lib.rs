@@ -11,6 +11,8 @@
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
 //!   committing everything an agent changed, and merging a story branch into
 //!   its feature branch with conflict detection.
+//! - [`resolve`]: a merge left for an agent to resolve (the target merged into
+//!   a story's worktree with conflict markers), concluded or aborted.
 //!
 //! Errors are [`GitError`] (or a module's own type), always naming the path or
 //! operation that failed.

@@ -18,7 +18,7 @@
 
 use std::path::Path;
 
-use git2::{build::CheckoutBuilder, IndexAddOption, Oid, Repository, ResetType};
+use git2::{build::CheckoutBuilder, Oid, Repository, ResetType};
 
 use crate::GitError;
 
@@ -116,12 +116,7 @@ pub fn conclude(workdir: &Path, files: &[String], message: &str) -> Result<Concl
         return Ok(Concluded::Unresolved(left));
     }
     let mut index = repo.index().map_err(GitError::git("read index"))?;
-    index
-        .update_all(["*"].iter(), None)
-        .map_err(GitError::git("stage changes"))?;
-    index
-        .add_all(["*"].iter(), IndexAddOption::DEFAULT, None)
-        .map_err(GitError::git("stage new files"))?;
+    crate::commit::stage_all(&mut index)?;
     if index.has_conflicts() {
         let mut still = Vec::new();
         for c in index.conflicts().map_err(GitError::git("read conflicts"))? {

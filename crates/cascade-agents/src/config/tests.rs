@@ -331,3 +331,26 @@ fn resume_and_list_sessions_args_are_read_and_checked() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn prices_are_read_and_bad_ones_named() {
+    let c = AgentsConfig::parse(
+        r#"{"agents": {"a": {"type": "cli", "command": "a"}},
+            "prices": {"gpt-5": {"input": 1.25, "output": 10, "cached_input": 0.125}}}"#,
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(c.prices.overrides.len(), 1);
+    assert_eq!(c.prices.overrides[0].0, "gpt-5");
+    assert_eq!(c.prices.overrides[0].1.cached_input, Some(0.125));
+    let err = AgentsConfig::parse(
+        r#"{"agents": {"a": {"type": "cli", "command": "a"}},
+            "prices": {"m": {"input": -1, "output": "x"}, "n": 3}}"#,
+        "agents.json",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("prices.m.input"), "{err}");
+    assert!(err.contains("prices.m.output"), "{err}");
+    assert!(err.contains("prices.n"), "{err}");
+}

@@ -135,7 +135,7 @@ pub fn spend(state: &RunState, story: Option<&str>) -> Spend {
     for s in state
         .stories
         .iter()
-        .filter(|s| story.is_none_or(|id| s.id == id))
+        .filter(|s| story.map_or(true, |id| s.id == id))
     {
         for a in &s.attempts {
             match a.cost_usd {
@@ -198,37 +198,37 @@ impl Tracker {
             return None;
         }
         let spend = spend(state, None);
-        let found = if let Some(max) = self
+        let what_now = if self.budget.hard {
+            "running agents are stopped (--hard-budget)"
+        } else {
+            "running work finishes, nothing new starts"
+        };
+        let over_time = self
             .budget
             .max_duration
-            .filter(|d| self.started.elapsed() >= *d)
-        {
-            Some(Exhausted {
+            .filter(|d| self.started.elapsed() >= *d);
+        let found = match over_time {
+            Some(max) => Some(Exhausted {
                 limit: "duration",
                 message: format!(
-                    "the run reached its time budget of {}s (--max-duration); spent so far: {}; running work finishes{}, nothing new starts; `cascade resume --max-duration <more>` continues",
+                    "the run reached its time budget of {}s (--max-duration) having spent {}; {what_now}; `cascade resume --max-duration <more>` continues",
                     max.as_secs(),
                     spend.describe(),
-                    if self.budget.hard { " is stopped (--hard-budget)" } else { "" },
                 ),
                 spend,
-            })
-        } else if let Some(max) = self.budget.max_cost.filter(|m| spend.known_usd >= *m) {
-            Some(Exhausted {
-                limit: "cost",
-                message: format!(
-                    "the run spent {} of its ${max:.2} budget (--max-cost); {}; `cascade resume --max-cost <higher>` continues",
-                    spend.describe(),
-                    if self.budget.hard {
-                        "running agents are stopped (--hard-budget)"
-                    } else {
-                        "running work finishes, nothing new starts"
-                    }
-                ),
-                spend,
-            })
-        } else {
-            None
+            }),
+            None => self
+                .budget
+                .max_cost
+                .filter(|m| spend.known_usd >= *m)
+                .map(|max| Exhausted {
+                    limit: "cost",
+                    message: format!(
+                        "the run spent {} of its ${max:.2} budget (--max-cost); {what_now}; `cascade resume --max-cost <higher>` continues",
+                        spend.describe(),
+                    ),
+                    spend,
+                }),
         };
         if let Some(e) = &found {
             *slot = Some(e.clone());

@@ -10,7 +10,7 @@
 //! (`cascade_process::resources::MemoryGuard`): no new one starts while
 //! available memory is below the threshold and something of this run is
 //! still running (which is what can give memory back).
-//! [`Controls`] holds all of it for one run; the attempt's steps consult it.
+//! `Controls` holds all of it for one run; the attempt's steps consult it.
 
 pub mod budget;
 pub mod ratelimit;
@@ -52,22 +52,17 @@ impl Controls {
         cascade_dir: &Path,
         prd: &cascade_plan::Prd,
     ) -> Result<Controls, String> {
-        let threshold_mb = options
-            .min_available_memory_mb
-            .or(project.resources.min_available_memory_mb)
-            .unwrap_or(DEFAULT_MIN_AVAILABLE_MB);
-        let memory = (threshold_mb > 0)
-            .then(|| Arc::new(MemoryGuard::new(threshold_mb.saturating_mul(1024 * 1024))));
-        let gate_jobs = options
-            .gate_jobs
-            .unwrap_or_else(resources::default_gate_jobs)
-            .max(1);
+        let gates = match &options.gate_admission {
+            Some(shared) => shared.clone(),
+            None => admission(options, project),
+        };
+        let memory = gates.memory.clone();
         let share = project.resources.shared_build_cache.unwrap_or(true)
             && std::env::var_os("CARGO_TARGET_DIR").is_none();
         let budget = options.budget.clone().with_prd(prd.metadata.as_ref())?;
         let story_limits = budget::story_limits(prd)?;
         Ok(Controls {
-            gates: Admission::new(gate_jobs, memory.clone()),
+            gates,
             memory,
             cargo_targets: share.then(|| resources::CargoTargets::new(cascade_dir)),
             budget: budget::Tracker::new(budget, story_limits),
@@ -75,6 +70,23 @@ impl Controls {
             agents_cancel: cascade_process::CancelToken::new(),
         })
     }
+}
+
+/// The gate slots (`--gate-jobs`, default half the cores) and the memory
+/// guard (threshold from the options, else `.cascade/config.json`, else
+/// [`DEFAULT_MIN_AVAILABLE_MB`]) of a run, or of every engine of a mega run.
+pub fn admission(options: &RunOptions, project: &ProjectConfig) -> Admission {
+    let threshold_mb = options
+        .min_available_memory_mb
+        .or(project.resources.min_available_memory_mb)
+        .unwrap_or(DEFAULT_MIN_AVAILABLE_MB);
+    let memory = (threshold_mb > 0)
+        .then(|| Arc::new(MemoryGuard::new(threshold_mb.saturating_mul(1024 * 1024))));
+    let gate_jobs = options
+        .gate_jobs
+        .unwrap_or_else(resources::default_gate_jobs)
+        .max(1);
+    Admission::new(gate_jobs, memory)
 }
 
 /// Checks the run's budget; the first time it is exhausted, says so (and

@@ -59,6 +59,8 @@ pub struct Limits {
     changed: Notify,
     /// The most stories an agent may run at once (`--parallel`).
     max: usize,
+    /// Time without a limit after which an agent's concurrency grows by one.
+    quiet: Duration,
 }
 
 /// Held while a story runs the agent.
@@ -85,7 +87,23 @@ impl Limits {
             agents: Mutex::new(HashMap::new()),
             changed: Notify::new(),
             max: max.max(1),
+            quiet: QUIET_PERIOD,
         }
+    }
+
+    /// The same with another quiet period (tests).
+    pub fn with_quiet_period(mut self, quiet: Duration) -> Limits {
+        self.quiet = quiet;
+        self
+    }
+
+    /// How many stories may run `agent` at once now.
+    pub fn concurrency(&self, agent: &str) -> usize {
+        self.agents
+            .lock()
+            .ok()
+            .and_then(|m| m.get(agent).map(|l| l.concurrency))
+            .unwrap_or(self.max)
     }
 
     fn entry<'a>(&self, m: &'a mut HashMap<String, AgentLimit>, agent: &str) -> &'a mut AgentLimit {
@@ -122,9 +140,9 @@ impl Limits {
             let changed = self.changed.notified();
             let wait = {
                 let mut m = self.agents.lock().map_err(|_| ())?;
-                let max = self.max;
+                let (max, quiet) = (self.max, self.quiet);
                 let l = self.entry(&mut m, agent);
-                if l.concurrency < max && l.last_change.elapsed() >= QUIET_PERIOD {
+                if l.concurrency < max && l.last_change.elapsed() >= quiet {
                     l.concurrency += 1;
                     l.last_change = Instant::now();
                 }
@@ -151,7 +169,7 @@ impl Limits {
                     on_wait(left);
                 }
             }
-            let sleep = wait.unwrap_or(QUIET_PERIOD);
+            let sleep = wait.unwrap_or(self.quiet);
             tokio::select! {
                 _ = tokio::time::sleep(sleep) => {}
                 _ = changed => {}
@@ -290,5 +308,20 @@ mod tests {
         let c = limits.rate_limited("gemini", Some(Duration::from_secs(1)));
         assert!(c.duration > Duration::from_secs(90));
         assert_eq!(limits.cooling()[0].0, "gemini");
+    }
+
+    #[tokio::test]
+    async fn concurrency_grows_by_one_per_quiet_period_up_to_the_limit() {
+        let limits = Arc::new(Limits::new(4).with_quiet_period(Duration::from_millis(50)));
+        let cancel = CancelToken::new();
+        limits.rate_limited("a", Some(Duration::ZERO));
+        limits.rate_limited("a", Some(Duration::ZERO));
+        assert_eq!(limits.concurrency("a"), 1);
+        // Each acquisition after a quiet period adds one, never past --parallel.
+        for want in [2, 3, 4, 4] {
+            tokio::time::sleep(Duration::from_millis(60)).await;
+            drop(limits.acquire("a", &cancel, |_| {}).await.unwrap());
+            assert_eq!(limits.concurrency("a"), want);
+        }
     }
 }

@@ -10,8 +10,8 @@
 //! **Build caches.** Rust: each worktree would otherwise build into its own
 //! `target/`, from scratch. Gates get `CARGO_TARGET_DIR` pointing at one of
 //! a small set of target directories under `.cascade/cache/cargo-target/`,
-//! one per gate job: a gate run leases a directory nobody else is building
-//! in (so parallel gates never wait on cargo's build lock, and never share
+//! one per gate job: a gate run leases a directory nobody else in this
+//! process (any engine of a mega run included) is building in (so parallel gates never wait on cargo's build lock, and never share
 //! a half-written tree), and the next story's gates find the dependencies
 //! built. npm/pnpm and pip keep using the user's caches, which are already
 //! shared by every worktree and safe for concurrent use. A user who set
@@ -79,18 +79,20 @@ impl Drop for PortLease {
     }
 }
 
-/// The shared Cargo target directories of a run.
+/// Target directories being built in, by any engine of this process (the
+/// feature engines of a mega run share the repository's directories).
+static BUSY_TARGETS: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+/// The shared Cargo target directories of a repository.
 #[derive(Debug)]
 pub struct CargoTargets {
     root: PathBuf,
-    busy: Mutex<BTreeSet<usize>>,
 }
 
 /// A leased target directory; free again on drop.
 #[derive(Debug)]
-pub struct TargetLease<'a> {
-    owner: &'a CargoTargets,
-    slot: usize,
+pub struct TargetLease {
+    path: PathBuf,
 }
 
 impl CargoTargets {
@@ -98,32 +100,34 @@ impl CargoTargets {
     pub fn new(cascade_dir: &Path) -> CargoTargets {
         CargoTargets {
             root: cascade_dir.join("cache").join("cargo-target"),
-            busy: Mutex::new(BTreeSet::new()),
         }
     }
 
     /// The lowest directory nobody builds in now.
-    pub fn lease(&self) -> TargetLease<'_> {
-        let mut busy = match self.busy.lock() {
+    pub fn lease(&self) -> TargetLease {
+        let mut busy = match BUSY_TARGETS.lock() {
             Ok(b) => b,
             Err(e) => e.into_inner(),
         };
-        let slot = (0..).find(|s| !busy.contains(s)).unwrap_or(0);
-        busy.insert(slot);
-        TargetLease { owner: self, slot }
+        let path = (0usize..)
+            .map(|n| self.root.join(format!("job-{n}")))
+            .find(|p| !busy.contains(p))
+            .unwrap_or_else(|| self.root.join("job-0"));
+        busy.insert(path.clone());
+        TargetLease { path }
     }
 }
 
-impl TargetLease<'_> {
+impl TargetLease {
     pub fn path(&self) -> PathBuf {
-        self.owner.root.join(format!("job-{}", self.slot))
+        self.path.clone()
     }
 }
 
-impl Drop for TargetLease<'_> {
+impl Drop for TargetLease {
     fn drop(&mut self) {
-        if let Ok(mut busy) = self.owner.busy.lock() {
-            busy.remove(&self.slot);
+        if let Ok(mut busy) = BUSY_TARGETS.lock() {
+            busy.remove(&self.path);
         }
     }
 }
@@ -162,7 +166,8 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let t = CargoTargets::new(tmp.path());
         let a = t.lease();
-        let b = t.lease();
+        // Another engine of the same repository (a mega feature) too.
+        let b = CargoTargets::new(tmp.path()).lease();
         assert_ne!(a.path(), b.path());
         let pa = a.path();
         drop(a);

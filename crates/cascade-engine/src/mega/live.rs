@@ -37,11 +37,18 @@ impl LivePorts {
         start_dir: &Path,
         agents_path: Option<PathBuf>,
         overrides: Overrides,
-        template: RunOptions,
+        mut template: RunOptions,
     ) -> Result<LivePorts, MegaError> {
         let paths = cascade_git::RepoPaths::discover(start_dir)
             .map_err(|e| MegaError::Git(e.to_string()))?;
         let cascade_dir = paths.cascade_dir();
+        // One set of gate slots and one memory guard for every feature's
+        // engine: gates of parallel features together stay within them.
+        if template.gate_admission.is_none() {
+            let project = crate::config::ProjectConfig::load(&cascade_dir)
+                .map_err(|e| MegaError::Plan(e.to_string()))?;
+            template.gate_admission = Some(crate::control::admission(&template, &project));
+        }
         let loaded = AgentsConfig::load(agents_path.as_deref(), start_dir)
             .map_err(|e| MegaError::Agents(e.to_string()))?;
         let detector = Detector::from_env().cache_dir(&cascade_dir);

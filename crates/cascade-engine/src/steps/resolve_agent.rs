@@ -105,7 +105,7 @@ fn away_from_cooldown(a: &Attempt<'_>, resolver: &Resolver<'_>) -> Option<Fallba
                 .is_some_and(|d| ctx.detector.detect(&d.command).found())
             && limits
                 .cooldown_left(&c.agent)
-                .is_none_or(|d| d <= LONG_COOLDOWN)
+                .map_or(true, |d| d <= LONG_COOLDOWN)
     })?;
     Some(FallbackNote {
         from: a.agent.clone(),

@@ -2,8 +2,9 @@
 //!
 //! When the story branch conflicts with the target branch, the target is
 //! merged *into* the story's worktree, leaving git's conflict markers; an
-//! agent (phase `merge`: `phase_defaults.merge` in agents.json, else the
-//! agent that did the story) gets both sides in the files and the story in
+//! agent (phase `merge`: the agent that did the story, unless
+//! `phase_defaults.merge.default_agent` names another; its `fallback_chain`
+//! when the story's agent is gone) gets both sides in the files and the story in
 //! its prompt, and resolves them. The merge is concluded as a commit on the
 //! story branch (`<id>: merge '<target>' ...`), re-gated, and only then
 //! merged into the target branch (now a fast-forward). Any failure (the
@@ -75,16 +76,28 @@ pub(super) async fn run(
     }
 }
 
-/// `phase_defaults.merge` when configured, else the story's agent.
+/// The story's own agent, unless `phase_defaults.merge.default_agent` (or
+/// `--agent`) names one; the merge phase's `fallback_chain` is used when the
+/// story's agent is not installed any more.
 fn merge_agent(a: &Attempt<'_>) -> String {
     let ctx = a.ctx;
-    if ctx.agents.phase(Phase::Merge).is_some() {
-        let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
-        if let Ok(found) = resolver.resolve(a.story, Phase::Merge) {
-            return found.agent;
-        }
+    let named = ctx
+        .agents
+        .phase(Phase::Merge)
+        .is_some_and(|p| p.default_agent.is_some())
+        || ctx.options.agent.is_some();
+    let installed = ctx
+        .agents
+        .agent(&a.agent)
+        .is_some_and(|d| ctx.options.no_fallback || ctx.detector.detect(&d.command).found());
+    if !named && installed {
+        return a.agent.clone();
     }
-    a.agent.clone()
+    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+    resolver
+        .resolve(a.story, Phase::Merge)
+        .map(|found| found.agent)
+        .unwrap_or_else(|_| a.agent.clone())
 }
 
 /// Runs the agent on the conflicted worktree and concludes the merge.

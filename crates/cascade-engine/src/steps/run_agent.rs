@@ -132,25 +132,30 @@ async fn admit(
     Ok((permit, running))
 }
 
-/// A run that failed on its provider's rate limit: the agent's own signal
-/// (read live from its event stream), else its words (`classify_text`).
-/// Starts the agent's shared cooldown and says so.
+/// A run that failed on its provider's rate limit: the live watcher's
+/// signal, else the agent's words on stderr (`classify_text`; stdout is
+/// the agent's work, which may well talk about rate limits). The whole of
+/// stderr also supplies a Retry-After the watcher, reading line by line,
+/// did not see next to the status. Starts the agent's shared cooldown and
+/// says so.
 fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
     if run.success() || run.outcome.timed_out {
         return None;
     }
-    let signal = run
+    let from_text = cascade_agents::classify_text(&run.outcome.stderr.text_lossy());
+    let signal = match run
         .signal
         .clone()
         .filter(|s| s.kind == cascade_agents::SignalKind::RateLimited)
-        .or_else(|| {
-            let text = format!(
-                "{}\n{}",
-                run.outcome.stdout.text_lossy(),
-                run.outcome.stderr.text_lossy()
-            );
-            cascade_agents::classify_text(&text)
-        })?;
+    {
+        Some(mut live) => {
+            if live.retry_after.is_none() {
+                live.retry_after = from_text.and_then(|t| t.retry_after);
+            }
+            live
+        }
+        None => from_text?,
+    };
     let ctx = a.ctx;
     let cooldown = ctx
         .control
