@@ -299,10 +299,18 @@ fn no_plan_anywhere_names_both_places() {
     assert!(id.starts_with(&format!("{}-", name.to_lowercase())), "{id}");
     // The hash, computed by coreutils where it is installed.
     let lowered = repo.display().to_string().to_lowercase();
-    if let Ok(sum) = std::process::Command::new("sh")
-        .args(["-c", "printf '%s' \"$1\" | sha256sum", "sh", &lowered])
-        .output()
-    {
+    let sum = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            if let Some(mut stdin) = child.stdin.take() {
+                stdin.write_all(lowered.as_bytes())?;
+            }
+            child.wait_with_output()
+        });
+    if let Ok(sum) = sum {
         let text = String::from_utf8_lossy(&sum.stdout);
         if sum.status.success() && text.len() >= 8 {
             assert!(id.ends_with(&format!("-{}", &text[..8])), "{id} vs {text}");
