@@ -65,3 +65,31 @@ pub fn write_json(path: &Path, value: &serde_json::Value) {
     }
     std::fs::write(path, serde_json::to_string_pretty(value).expect("json")).expect("write");
 }
+
+/// The NDJSON events of a run's stdout (`--json`).
+pub fn events(out: &std::process::Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
+        .collect()
+}
+
+/// The events named `kind` (`"event": kind`).
+pub fn of_kind<'a>(events: &'a [serde_json::Value], kind: &str) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+/// The exit code, -1 for a signal.
+pub fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// Exit code, stdout and stderr, for assertion messages.
+pub fn explain(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, git, init_repo, script, write_json};
+use crate::common::{cascade, code, events, explain, git, init_repo, of_kind, script, write_json};
 
 /// A repository with a PRD, and a tools dir with agents.json and scripts.
 struct Fixture {
@@ -126,30 +126,6 @@ fn story(id: &str, deps: &[&str]) -> Value {
         "priority": "medium", "dependencies": deps, "status": "pending",
         "acceptance_criteria": ["it works"]
     })
-}
-
-fn events(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn explain(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
 }
 
 /// An agent that writes `<id>.txt`.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, git, init_repo, script, write_json};
+use crate::common::{cascade, code, events, explain, git, init_repo, script, write_json};
 
 /// A repository with a PRD and a tools dir with agents.json and scripts.
 struct Fixture {
@@ -224,27 +224,6 @@ fn story(id: &str, deps: &[&str]) -> Value {
         "priority": "medium", "dependencies": deps, "status": "pending",
         "acceptance_criteria": ["it works"], "story_extra": id
     })
-}
-
-/// The NDJSON events of a run's stdout.
-fn events(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
-fn code(out: &std::process::Output) -> i32 {
-    out.status.code().unwrap_or(-1)
-}
-
-fn explain(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn wait_for(path: &Path, guard: Duration) -> bool {

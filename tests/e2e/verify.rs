@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, git, init_repo, script, write_json};
+use crate::common::{cascade, events, explain, git, init_repo, of_kind as of, script, write_json};
 
 /// A repository with committed files, a tools dir (agents.json, scripts,
 /// copies of the prompts) and a PRD of one story.
@@ -140,26 +140,6 @@ impl Fx {
     fn merged_calc(&self) -> String {
         git(self.repo(), &["show", "main:calc.py"])
     }
-}
-
-fn events(out: &std::process::Output) -> Vec<Value> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON: {l}: {e}")))
-        .collect()
-}
-
-fn of<'a>(events: &'a [Value], name: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == name).collect()
-}
-
-fn explain(out: &std::process::Output) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 const COMPILE_GATE: &str = r#"[{"name": "compile", "type": "typecheck", "command": "python3", "args": ["-m", "py_compile", "calc.py"]}]"#;
