@@ -116,6 +116,8 @@ pub enum Command {
     /// Quality gates and their result cache
     #[command(subcommand)]
     Gates(gates_cmd::GatesCommand),
+    /// Turn a goal into an approved, challenged plan (and run it with --run)
+    Plan(planning_cmd::PlanArgs),
     /// Approve a PRD and run its stories
     Approve(run_cmd::RunArgs),
     /// Show the state of the current run
@@ -132,8 +134,6 @@ pub enum Command {
     Worktree(worktree_cmd::WorktreeCommand),
     /// Project id, Plan Cascade data directory, path mode and every file cascade reads or writes
     Paths(paths_cmd::PathsArgs),
-    /// Turn a goal into an approved, challenged plan (and run it with --run)
-    Plan(planning_cmd::PlanArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
