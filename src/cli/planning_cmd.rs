@@ -584,7 +584,7 @@ fn drive(
             Ok(stop.exit_code())
         }
         Err(e) => {
-            if !e.is_usage() {
+            if e.session_failed() {
                 eprintln!(
                     "the session is saved as failed; `cascade plan resume {}` retries the failed step",
                     session.session_id

@@ -632,6 +632,32 @@ fn an_agent_failure_marks_the_session_failed_and_resume_retries_the_step() {
     assert_eq!(p.count("discovery"), 1);
 }
 
+/// No planning agent installed is a usage problem (exit 2, what was tried),
+/// and the session is kept as failed so `plan resume` goes on once one is.
+#[test]
+fn no_planning_agent_installed_exits_2_and_resume_goes_on_after_install() {
+    let p = Plan::new();
+    let agents_path = p.t("agents.json");
+    let installed = std::fs::read_to_string(&agents_path).unwrap();
+    let mut missing: Value = serde_json::from_str(&installed).unwrap();
+    missing["agents"]["planner"]["command"] = json!(p.t("not-installed").display().to_string());
+    write_json(&agents_path, &missing);
+    let (code, _, err) = p.plan(&["--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("error: no agent available"), "{err}");
+    assert!(err.contains("planner"), "{err}");
+    assert!(err.contains("cascade plan resume"), "{err}");
+    let s = p.session();
+    assert_eq!(s["status"], "failed", "{s}");
+    // Installed now: resume runs the plan to approval.
+    std::fs::write(&agents_path, installed).unwrap();
+    let id = p.session_id();
+    let answers = p.t("answers.json").display().to_string();
+    let (code, _, err) = p.run(&["plan", "resume", &id, "--answers", &answers, "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(p.session()["status"], "approved");
+}
+
 #[test]
 fn kill_9_during_discovery_resumes_at_discovery() {
     let p = Plan::new();

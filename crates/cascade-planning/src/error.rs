@@ -94,8 +94,19 @@ impl PlanningError {
                 | PlanningError::Usage(_)
                 | PlanningError::Json { .. }
                 | PlanningError::Shape { .. }
-                | PlanningError::Resolve(cascade_agents::ResolveError::UnknownAgent { .. })
+                | PlanningError::Resolve(_)
         )
+    }
+
+    /// The session was saved as failed and `plan resume` retries the step
+    /// (an agent that failed, or none installed yet), as opposed to input
+    /// that was refused before anything ran.
+    pub fn session_failed(&self) -> bool {
+        !self.is_usage()
+            || matches!(
+                self,
+                PlanningError::Resolve(cascade_agents::ResolveError::NoneAvailable { .. })
+            )
     }
 }
 

@@ -341,7 +341,7 @@ impl<'a> Planner<'a> {
             }
             Ok(_) => self.emit_finished(None),
             Err(PlanningError::Interrupted { .. }) => {}
-            Err(e) if e.is_usage() => {}
+            Err(e) if !e.session_failed() => {}
             Err(e) => {
                 let msg = e.to_string();
                 let _ = self.update(|s| {
