@@ -13,6 +13,7 @@ mod gates;
 mod live_failures;
 mod mega;
 mod mock_anthropic;
+mod mock_http;
 mod mock_openai;
 mod paths;
 mod plan;

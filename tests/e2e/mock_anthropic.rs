@@ -5,16 +5,17 @@
 //! once the request carries the tool result. Modes answer every Messages
 //! request with 401, 429 (with Retry-After), 500, or never (hang).
 //!
-//! Plain std networking: one thread per connection, `Connection: close`
-//! after each response, so no HTTP library is needed in the tests.
+//! HTTP through `mock_http` (plain std networking, no HTTP library).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::BufReader;
+use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use crate::mock_http::{read_request, respond, Listener};
 
 /// How the mock answers `POST /v1/messages`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,94 +40,18 @@ pub struct MockApi {
     pub url: String,
     /// Messages requests received.
     pub messages: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for MockApi {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(self.url.trim_start_matches("http://"));
-    }
+    _server: Listener,
 }
 
 pub fn start(mode: Mode) -> MockApi {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let addr = listener.local_addr().expect("local addr");
-    let stop = Arc::new(AtomicBool::new(false));
-    let messages = Arc::new(AtomicUsize::new(0));
-    {
-        let stop = Arc::clone(&stop);
-        let messages = Arc::clone(&messages);
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(conn) = conn else { continue };
-                let stop = Arc::clone(&stop);
-                let messages = Arc::clone(&messages);
-                std::thread::spawn(move || {
-                    let _ = serve(conn, mode, &stop, &messages);
-                });
-            }
-        });
-    }
+    let server = Listener::start(move |conn, stop, messages| {
+        let _ = serve(conn, mode, stop, messages);
+    });
     MockApi {
-        url: format!("http://{addr}"),
-        messages,
-        stop,
+        url: format!("http://{}", server.addr),
+        messages: Arc::clone(&server.requests),
+        _server: server,
     }
-}
-
-pub struct Request {
-    pub method: String,
-    pub path: String,
-    pub body: Vec<u8>,
-}
-
-pub fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
-    let mut line = String::new();
-    if conn.read_line(&mut line)? == 0 {
-        return Ok(None);
-    }
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let path = parts.next().unwrap_or("").to_string();
-    let mut length = 0usize;
-    let mut chunked = false;
-    loop {
-        let mut h = String::new();
-        if conn.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
-            break;
-        }
-        let lower = h.to_ascii_lowercase();
-        if let Some(v) = lower.strip_prefix("content-length:") {
-            length = v.trim().parse().unwrap_or(0);
-        }
-        if lower.starts_with("transfer-encoding:") && lower.contains("chunked") {
-            chunked = true;
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            let mut size = String::new();
-            conn.read_line(&mut size)?;
-            let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
-                .unwrap_or(0);
-            let mut chunk = vec![0u8; n + 2];
-            conn.read_exact(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            body.extend_from_slice(&chunk[..n]);
-        }
-    } else {
-        body.resize(length, 0);
-        conn.read_exact(&mut body)?;
-    }
-    Ok(Some(Request { method, path, body }))
 }
 
 fn serve(
@@ -306,30 +231,4 @@ fn sse(message: &Value) -> String {
         .into_iter()
         .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
         .collect()
-}
-
-pub fn respond(
-    out: &mut TcpStream,
-    status: u16,
-    content_type: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<()> {
-    let reason = match status {
-        200 => "OK",
-        401 => "Unauthorized",
-        429 => "Too Many Requests",
-        _ => "Internal Server Error",
-    };
-    let mut head = format!(
-        "HTTP/1.1 {status} {reason}\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\nconnection: close\r\nrequest-id: req_mock\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    out.write_all(head.as_bytes())?;
-    out.write_all(body.as_bytes())?;
-    out.flush()
 }

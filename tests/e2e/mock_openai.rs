@@ -7,13 +7,13 @@
 //! request with 401 or 500 instead.
 
 use std::io::BufReader;
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::json;
 
-use crate::mock_anthropic::{read_request, respond};
+use crate::mock_http::{read_request, respond, Listener};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -30,43 +30,17 @@ pub struct MockApi {
     /// The base URL codex's provider config gets (`.../v1`).
     pub base_url: String,
     pub requests: Arc<AtomicUsize>,
-    stop: Arc<AtomicBool>,
-    addr: String,
-}
-
-impl Drop for MockApi {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(&self.addr);
-    }
+    _server: Listener,
 }
 
 pub fn start(mode: Mode) -> MockApi {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1");
-    let addr = listener.local_addr().expect("addr").to_string();
-    let stop = Arc::new(AtomicBool::new(false));
-    let requests = Arc::new(AtomicUsize::new(0));
-    {
-        let stop = Arc::clone(&stop);
-        let requests = Arc::clone(&requests);
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                let Ok(conn) = conn else { continue };
-                let requests = Arc::clone(&requests);
-                std::thread::spawn(move || {
-                    let _ = serve(conn, mode, &requests);
-                });
-            }
-        });
-    }
+    let server = Listener::start(move |conn, _stop, requests| {
+        let _ = serve(conn, mode, requests);
+    });
     MockApi {
-        base_url: format!("http://{addr}/v1"),
-        requests,
-        stop,
-        addr,
+        base_url: format!("http://{}/v1", server.addr),
+        requests: Arc::clone(&server.requests),
+        _server: server,
     }
 }
 
