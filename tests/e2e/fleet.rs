@@ -233,6 +233,11 @@ printf '%s\n' "$id" > "$id.txt""#
 
         /// Waits until `cascade fleet status` lists `n` workers.
         pub fn wait_for_workers(&self, n: usize) -> Value {
+            self.wait_for_status(|v| v["workers"].as_array().is_some_and(|w| w.len() >= n))
+        }
+
+        /// Waits until `cascade fleet status --json` satisfies `ok`.
+        pub fn wait_for_status(&self, ok: impl Fn(&Value) -> bool) -> Value {
             let deadline = Instant::now() + Duration::from_secs(30);
             loop {
                 let out = self
@@ -241,7 +246,7 @@ printf '%s\n' "$id" > "$id.txt""#
                     .expect("status runs");
                 if code(&out) == 0 {
                     let v: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
-                    if v["workers"].as_array().is_some_and(|w| w.len() >= n) {
+                    if ok(&v) {
                         return v;
                     }
                 }
@@ -506,7 +511,7 @@ printf '%s\n' "$id" > "$id.txt""#
             .expect("coordinator");
         f.wait_for_file("started-s01");
         // In flight while the agent holds.
-        let busy = f.wait_for_workers(1);
+        let busy = f.wait_for_status(|v| v["workers"][0]["jobs"][0]["story"] == "s01");
         assert_eq!(busy["workers"][0]["jobs"][0]["story"], "s01", "{busy}");
         assert_eq!(busy["queue"]["in_flight"], 1, "{busy}");
         let text = f

@@ -100,6 +100,7 @@ struct Shared {
     cfg: WorkerConfig,
     fleet: Fleet,
     consumer: PullConsumer,
+    store: kv::Store,
     agents: Vec<String>,
     running: Mutex<Vec<RunningJob>>,
     done: AtomicU64,
@@ -135,6 +136,7 @@ pub async fn run(
         kill: kill.clone(),
         fleet,
         consumer,
+        store: store.clone(),
         cfg: cfg.clone(),
     });
     sink(WorkerEvent::Ready {
@@ -282,6 +284,8 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
             since: now(),
         });
     }
+    // Seen by `fleet status` at once, not at the next beat.
+    beat(s, &s.store).await;
     let msg = Arc::new(msg);
     let progress = {
         let msg = Arc::clone(&msg);
@@ -301,6 +305,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
     if let Ok(mut r) = s.running.lock() {
         r.retain(|j| j.job_id != m.id);
     }
+    beat(s, &s.store).await;
     if matches!(report.outcome, JobOutcome::Interrupted) {
         // Stopped by a second signal: another worker takes it at once.
         let _ = msg.ack_with(AckKind::Nak(None)).await;
