@@ -601,3 +601,135 @@ printf '%s\n' "$id" > "$id.txt""#
         );
     }
 }
+
+/// Measurements (ignored: run by hand, see docs/fleet.md; they print, they
+/// assert only that the work was done).
+#[cfg(feature = "fleet")]
+mod measure {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    use serde_json::{json, Value};
+
+    use super::real::Fleet;
+    use crate::common::git;
+
+    fn story(id: &str, deps: &[String]) -> Value {
+        json!({"id": id, "title": format!("story {id}"), "description": "measure",
+               "priority": "medium", "dependencies": deps, "status": "pending",
+               "acceptance_criteria": []})
+    }
+
+    /// Runs the coordinator; returns its wall time and, per event line, the
+    /// moment it was read.
+    fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Instant, Value)>) {
+        let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json", "--fleet", &f.nats.url];
+        args.extend_from_slice(extra);
+        let started = Instant::now();
+        let mut child = f.command(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.unwrap();
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                lines.push((Instant::now(), v));
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(status.success(), "coordinator failed");
+        (started.elapsed(), lines)
+    }
+
+    /// 30 stories of 2 s each (five layers of six, each story needing two
+    /// of the layer before: critical path 5 stories = 10 s) with 1, 3 and 6
+    /// worker slots.
+    #[test]
+    #[ignore]
+    fn makespan_of_thirty_two_second_stories() {
+        for (workers, slots) in [(1usize, 1usize), (3, 1), (3, 2)] {
+            let ids: Vec<String> = (1..=30).map(|i| format!("s{i:02}")).collect();
+            let stories: Vec<Value> = ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| {
+                    let deps = if i < 6 {
+                        vec![]
+                    } else {
+                        let l = i / 6 - 1;
+                        vec![ids[l * 6 + i % 6].clone(), ids[l * 6 + (i + 1) % 6].clone()]
+                    };
+                    story(id, &deps)
+                })
+                .collect();
+            let Some(mut f) = Fleet::new("makespan", Value::Array(stories)) else { return };
+            for id in &ids {
+                std::fs::write(f.t(&format!("sleep-{id}")), "2").unwrap();
+            }
+            for w in 0..workers {
+                f.worker(&format!("w{w}"), slots, &[]);
+            }
+            f.wait_for_workers(workers);
+            let (took, _) = run(&f, &["--schedule", "eager", "--parallel", "6"]);
+            let total = workers * slots;
+            let bound = (30.0 * 2.0 / total as f64).max(10.0);
+            println!(
+                "MEASURE makespan slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2})",
+                took.as_secs_f64(),
+                took.as_secs_f64() / bound
+            );
+            assert_eq!(git(f.repo(), &["show", "main:s30.txt"]).trim(), "s30");
+        }
+    }
+
+    /// The coordinator's cost per story at `CASCADE_MEASURE_STORIES` (default
+    /// 1000) independent stories with instant agents and 3 workers x 2 slots.
+    #[test]
+    #[ignore]
+    fn merge_queue_cost_per_story() {
+        let n: usize = std::env::var("CASCADE_MEASURE_STORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+        let ids: Vec<String> = (1..=n).map(|i| format!("s{i:04}")).collect();
+        let stories: Vec<Value> = ids.iter().map(|id| story(id, &[])).collect();
+        let Some(mut f) = Fleet::new("merge_cost", Value::Array(stories)) else { return };
+        for w in 0..3 {
+            f.worker(&format!("w{w}"), 2, &[]);
+        }
+        f.wait_for_workers(3);
+        let (took, lines) = run(&f, &["--schedule", "eager", "--parallel", "8"]);
+        // Per story: from the worker's result read to the merge done (fetch,
+        // ancestry check, the serial merge queue, the state).
+        let mut finished = std::collections::HashMap::new();
+        let mut latencies = Vec::new();
+        let mut merges = Vec::new();
+        for (t, e) in &lines {
+            let story = e["story"].as_str().unwrap_or("").to_string();
+            match e["event"].as_str() {
+                Some("job_finished") => {
+                    finished.insert(story, *t);
+                }
+                Some("story_merged") => {
+                    if let Some(s) = finished.get(&story) {
+                        latencies.push(t.duration_since(*s));
+                    }
+                    merges.push(*t);
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(merges.len(), n);
+        latencies.sort();
+        let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len() as f64;
+        let p50 = latencies[latencies.len() / 2].as_secs_f64();
+        let p99 = latencies[latencies.len() * 99 / 100].as_secs_f64();
+        let span = merges.last().unwrap().duration_since(merges[0]).as_secs_f64();
+        println!(
+            "MEASURE merge queue, {n} stories: run {:.1}s; result-to-merged mean {:.0} ms, p50 {:.0} ms, p99 {:.0} ms; merges every {:.0} ms on average ({:.1} merges/s)",
+            took.as_secs_f64(),
+            mean * 1000.0,
+            p50 * 1000.0,
+            p99 * 1000.0,
+            span / (n - 1) as f64 * 1000.0,
+            (n - 1) as f64 / span
+        );
+    }
+}

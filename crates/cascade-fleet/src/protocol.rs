@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn subjects_are_single_tokens() {
-        assert_eq!(token("story.1 x>*"), "story_1_x___");
+        assert_eq!(token("story.1 x>*"), "story_1_x__");
         let id = job_id("20260101T000000Z-12", "api.v2", 3);
         assert!(!id.contains('.'));
         assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
