@@ -50,7 +50,8 @@ mod real {
     pub struct Nats {
         child: Child,
         pub url: String,
-        _store: tempfile::TempDir,
+        port: u16,
+        store: tempfile::TempDir,
     }
 
     impl Nats {
@@ -73,9 +74,19 @@ mod real {
                 .expect("free port")
                 .port();
             let store = tempfile::tempdir().expect("js store");
+            let child = Self::spawn(port, store.path());
+            Some(Nats {
+                child,
+                url: format!("nats://127.0.0.1:{port}"),
+                port,
+                store,
+            })
+        }
+
+        fn spawn(port: u16, store: &Path) -> Child {
             let child = StdCommand::new("nats-server")
                 .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(store.path())
+                .arg(store)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -88,11 +99,18 @@ mod real {
                 );
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Some(Nats {
-                child,
-                url: format!("nats://127.0.0.1:{port}"),
-                _store: store,
-            })
+            child
+        }
+
+        /// Stops the server (its JetStream store is kept).
+        pub fn stop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+
+        /// Starts it again on the same port and store.
+        pub fn restart(&mut self) {
+            self.child = Self::spawn(self.port, self.store.path());
         }
     }
 
@@ -461,6 +479,46 @@ printf '%s\n' "$id" > "$id.txt""#
     }
 
     #[test]
+    fn nats_down_stops_the_coordinator_resumably_and_resume_completes() {
+        let Some(mut f) = Fleet::new("fleet_nats_down", json!([story("s01", &[])])) else {
+            return;
+        };
+        std::fs::write(f.t("hold-s01"), "").unwrap();
+        f.worker("w1", 1, &[]);
+        f.wait_for_workers(1);
+        let coordinator = f
+            .command(&["approve", "--auto-run", "--json", "--fleet", &f.nats.url])
+            .env("CASCADE_FLEET_DOWN_AFTER_SECS", "2")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("coordinator");
+        f.wait_for_file("started-s01");
+        f.nats.stop();
+        let out = coordinator.wait_with_output().expect("coordinator ends");
+        assert_eq!(code(&out), 130, "{}", explain(&out));
+        let evs = events(&out);
+        assert!(
+            of_kind(&evs, "fleet_waiting")
+                .iter()
+                .any(|e| e["reason"].as_str().unwrap_or("").contains("unreachable")),
+            "{}",
+            explain(&out)
+        );
+        assert_eq!(evs.last().unwrap()["status"], "interrupted");
+        // Back up: the worker finishes and publishes; resume adopts the job.
+        f.nats.restart();
+        std::fs::remove_file(f.t("hold-s01")).unwrap();
+        let out = f
+            .command(&["resume", "--auto-run", "--json", "--fleet", &f.nats.url])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        f.assert_all_merged_once(&events(&out), &ids(1));
+        assert_eq!(f.runs("s01"), 1, "the job was not lost nor run twice");
+    }
+
+    #[test]
     fn a_job_needing_an_agent_no_worker_has_is_reported() {
         let mut s = story("s01", &[]);
         s["agent"] = json!("ghost");
@@ -624,10 +682,23 @@ mod measure {
     /// Runs the coordinator; returns its wall time and, per event line, the
     /// moment it was read.
     fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Instant, Value)>) {
-        let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json", "--fleet", &f.nats.url];
+        let mut args = vec![
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+            "--fleet",
+            &f.nats.url,
+        ];
         args.extend_from_slice(extra);
         let started = Instant::now();
-        let mut child = f.command(&args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = f
+            .command(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let out = child.stdout.take().unwrap();
         let mut lines = Vec::new();
         for line in std::io::BufReader::new(out).lines() {
@@ -662,7 +733,9 @@ mod measure {
                     story(id, &deps)
                 })
                 .collect();
-            let Some(mut f) = Fleet::new("makespan", Value::Array(stories)) else { return };
+            let Some(mut f) = Fleet::new("makespan", Value::Array(stories)) else {
+                return;
+            };
             for id in &ids {
                 std::fs::write(f.t(&format!("sleep-{id}")), "2").unwrap();
             }
@@ -687,10 +760,15 @@ mod measure {
     #[test]
     #[ignore]
     fn merge_queue_cost_per_story() {
-        let n: usize = std::env::var("CASCADE_MEASURE_STORIES").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
+        let n: usize = std::env::var("CASCADE_MEASURE_STORIES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000);
         let ids: Vec<String> = (1..=n).map(|i| format!("s{i:04}")).collect();
         let stories: Vec<Value> = ids.iter().map(|id| story(id, &[])).collect();
-        let Some(mut f) = Fleet::new("merge_cost", Value::Array(stories)) else { return };
+        let Some(mut f) = Fleet::new("merge_cost", Value::Array(stories)) else {
+            return;
+        };
         for w in 0..3 {
             f.worker(&format!("w{w}"), 2, &[]);
         }
@@ -718,10 +796,15 @@ mod measure {
         }
         assert_eq!(merges.len(), n);
         latencies.sort();
-        let mean = latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len() as f64;
+        let mean =
+            latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len() as f64;
         let p50 = latencies[latencies.len() / 2].as_secs_f64();
         let p99 = latencies[latencies.len() * 99 / 100].as_secs_f64();
-        let span = merges.last().unwrap().duration_since(merges[0]).as_secs_f64();
+        let span = merges
+            .last()
+            .unwrap()
+            .duration_since(merges[0])
+            .as_secs_f64();
         println!(
             "MEASURE merge queue, {n} stories: run {:.1}s; result-to-merged mean {:.0} ms, p50 {:.0} ms, p99 {:.0} ms; merges every {:.0} ms on average ({:.1} merges/s)",
             took.as_secs_f64(),
