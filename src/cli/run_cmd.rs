@@ -590,6 +590,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
+    // `--fleet` in a build without the fleet: say so before anything else.
+    super::fleet_cmd::check(&a.fleet)?;
     let project = Project::current()?;
     let mut restored = None;
     let mut recorded = None;
@@ -631,7 +633,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let engine = Engine::new(engine_config(g, &project.cwd, prd));
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
-    super::fleet_cmd::check(&a.fleet)?;
     // The agents this run will use must accept their argv and be logged in
     // (here; with --fleet they run on the workers).
     if a.fleet.fleet.is_none() {
