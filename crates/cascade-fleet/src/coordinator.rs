@@ -258,7 +258,7 @@ impl Coordinator {
                             if let Err(e) = self.ledger.done(&job.story, &job_id) {
                                 sink(&Event::Notice { message: format!("fleet: {e}") });
                             }
-                            return self.finished(&job, attempt, r.worker, branch, report, &cx).await;
+                            return self.finished(&job, attempt, r.worker, branch, *report, &cx).await;
                         }
                     }
                 }

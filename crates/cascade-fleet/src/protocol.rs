@@ -123,7 +123,10 @@ pub enum ResultKind {
     /// The worker took the job; its agent is starting.
     Started { agent: String },
     /// The job ended; on `passed`, `branch` holds `report`'s commit.
-    Finished { branch: String, report: JobReport },
+    Finished {
+        branch: String,
+        report: Box<JobReport>,
+    },
 }
 
 /// A worker's heartbeat (the value of its key in the workers bucket).

@@ -328,7 +328,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         worker: s.cfg.id.clone(),
         kind: ResultKind::Finished {
             branch: attempt_branch(&job.story, job.attempt),
-            report: report.clone(),
+            report: Box::new(report.clone()),
         },
     };
     // The result first, then the ack: a worker killed in between runs the
