@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::error::FleetError;
 use crate::nats::Fleet;
-use crate::protocol::{Heartbeat, WORKERS_CONSUMER};
+use crate::protocol::Heartbeat;
 use crate::registry;
 
 /// What `fleet status` shows.
@@ -48,7 +48,6 @@ pub async fn status(url: &str) -> Result<FleetStatus, FleetError> {
         .messages;
     let mut consumer = consumer;
     let info = consumer.info().await.map_err(|e| fleet.js_error(e))?;
-    let _ = WORKERS_CONSUMER;
     Ok(FleetStatus {
         url: url.to_string(),
         queue: Queue {
