@@ -407,6 +407,12 @@ printf '%s\n' "$id" > "$id.txt""#
         let status = f.command(&["status", "--json"]).output().unwrap();
         let st: Value = serde_json::from_slice(&status.stdout).unwrap();
         assert_eq!(st["stories"]["s04"]["status"], "complete", "{st}");
+        let progress = std::fs::read_to_string(f.repo().join("progress.txt")).unwrap();
+        assert!(
+            progress.contains("s04: [START] via scripted (worker:w")
+                && progress.contains("s04: [COMPLETE] via scripted"),
+            "{progress}"
+        );
     }
 
     #[test]
