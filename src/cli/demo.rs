@@ -266,6 +266,7 @@ fn run_args(json: bool) -> RunArgs {
             remote_cache: Some("off".into()),
             remote_cache_mode: None,
         },
+        fleet: Default::default(),
         max_cost: None,
         max_story_cost: None,
         max_duration: None,

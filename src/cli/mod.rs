@@ -13,6 +13,7 @@ pub mod agents_check;
 pub mod agents_cmd;
 pub mod completions;
 pub mod demo;
+pub mod fleet_cmd;
 pub mod gates_cmd;
 pub mod mega_cmd;
 pub mod notify;
@@ -136,6 +137,11 @@ pub enum Command {
     Paths(paths_cmd::PathsArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// Run fleet jobs from NATS JetStream (needs the `fleet` feature)
+    Worker(fleet_cmd::WorkerArgs),
+    /// The fleet's workers and job queue (needs the `fleet` feature)
+    #[command(subcommand)]
+    Fleet(fleet_cmd::FleetCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
@@ -194,6 +200,8 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
             | Command::Demo(_)
             | Command::DemoAgent(_)
             | Command::Completions(_)
+            | Command::Worker(_)
+            | Command::Fleet(_)
     );
     if uses_state_dir {
         check_cascade_dir()?;
@@ -214,6 +222,8 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Plan(a) => planning_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
         Command::Completions(a) => completions::run(a),
+        Command::Worker(a) => fleet_cmd::worker(g, a),
+        Command::Fleet(c) => fleet_cmd::run(g, c),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }

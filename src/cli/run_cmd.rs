@@ -127,6 +127,8 @@ pub struct RunArgs {
     pub review_agent: Option<String>,
     #[command(flatten)]
     pub remote: super::remote_args::RemoteCacheArgs,
+    #[command(flatten)]
+    pub fleet: super::fleet_cmd::FleetArgs,
     /// Spend limit of the run in USD: no attempt starts once it is spent; the
     /// run ends as budget_exhausted (exit 1) and `cascade resume
     /// --max-cost <higher>` continues it
@@ -588,6 +590,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
+    // `--fleet` in a build without the fleet: say so before anything else.
+    super::fleet_cmd::check(&a.fleet)?;
     let project = Project::current()?;
     let mut restored = None;
     let mut recorded = None;
@@ -629,19 +633,22 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let engine = Engine::new(engine_config(g, &project.cwd, prd));
     let mut options = run_options(&a, resume)?;
     options.remember = Some(remembered(&a));
-    // The agents this run will use must accept their argv and be logged in.
-    super::agents_check::before_prd_run(
-        g,
-        &engine.config().prd_path,
-        cascade_agents::Overrides {
-            agent: a.agent.clone(),
-            impl_agent: a.impl_agent.clone(),
-            retry_agent: a.retry_agent.clone(),
-            no_fallback: a.no_fallback,
-            ..Default::default()
-        },
-        a.max_retries > 0,
-    )?;
+    // The agents this run will use must accept their argv and be logged in
+    // (here; with --fleet they run on the workers).
+    if a.fleet.fleet.is_none() {
+        super::agents_check::before_prd_run(
+            g,
+            &engine.config().prd_path,
+            cascade_agents::Overrides {
+                agent: a.agent.clone(),
+                impl_agent: a.impl_agent.clone(),
+                retry_agent: a.retry_agent.clone(),
+                no_fallback: a.no_fallback,
+                ..Default::default()
+            },
+            a.max_retries > 0,
+        )?;
+    }
     if a.dry_run {
         let plan = engine.dry_run(&options).map_err(engine_failure)?;
         print_dry_run(&plan, &engine.config().prd_path, a.json);
@@ -656,14 +663,27 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         // gates, save state (a second signal leaves at once).
         let stop = StopSignals::watch(cancel.clone());
         let sink = notifier.wrap(note_after_start(reporter.sink(), restored));
-        (engine.run(options, sink, &cancel).await, stop)
+        #[cfg(feature = "fleet")]
+        if let Some(repo) = &project.repo {
+            match super::fleet_cmd::coordinator(&a.fleet, repo, cancel.clone()).await {
+                Ok(executor) => options.executor = executor,
+                Err(f) => return (Err(f), stop),
+            }
+        }
+        (
+            engine
+                .run(options, sink, &cancel)
+                .await
+                .map_err(engine_failure),
+            stop,
+        )
     });
     notifier.finish();
     // A thread stuck on an unanswering store (a hung network mount under a
     // file:// remote cache) must not keep the process from exiting.
     rt.shutdown_timeout(Duration::from_secs(5));
     reporter.finish();
-    let summary = result.map_err(engine_failure)?;
+    let summary = result?;
     Ok(match summary.status {
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),

@@ -9,6 +9,7 @@ mod agents_check;
 mod control;
 mod demo;
 mod engine;
+mod fleet;
 mod gates;
 mod live_failures;
 mod mega;

@@ -177,6 +177,9 @@ pub struct RunOptions {
     /// gives every feature engine the same, so gates x features never
     /// exceed `--gate-jobs`). `None`: the run makes its own.
     pub gate_admission: Option<cascade_process::resources::Admission>,
+    /// Where attempts run (`None`: here, in local worktrees; the fleet's
+    /// coordinator sets one, see the `executor` module).
+    pub executor: Option<crate::executor::ExecutorHandle>,
 }
 
 impl RunOptions {
@@ -235,6 +238,7 @@ impl Default for RunOptions {
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
             gate_admission: None,
+            executor: None,
         }
     }
 }

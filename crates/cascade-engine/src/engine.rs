@@ -280,16 +280,26 @@ fn overrides(o: &RunOptions) -> Overrides {
 }
 
 /// What preparation produced.
-struct Prepared {
-    paths: RepoPaths,
-    cascade_dir: PathBuf,
-    prd_path: PathBuf,
-    prd: Prd,
-    plan: ValidPlan,
-    agents: AgentsConfig,
-    detector: Detector,
-    target_branch: String,
-    notices: Vec<String>,
+pub(crate) struct Prepared {
+    pub paths: RepoPaths,
+    pub cascade_dir: PathBuf,
+    pub prd_path: PathBuf,
+    pub prd: Prd,
+    pub plan: ValidPlan,
+    pub agents: AgentsConfig,
+    pub detector: Detector,
+    pub target_branch: String,
+    pub notices: Vec<String>,
+}
+
+/// What every attempt of a run reads: gates, the remote gate cache, the
+/// project settings, verification/review checks, the prompt context.
+pub(crate) struct Inputs {
+    pub gates: GateSet,
+    pub remote_cache: Option<cascade_gates::RemoteCache>,
+    pub project: ProjectConfig,
+    pub checks: crate::checks::Checks,
+    pub prompt: cascade_agents::prompt::PromptContext,
 }
 
 impl Engine {
@@ -311,7 +321,7 @@ impl Engine {
     }
 
     /// Loads and checks everything a run (or a dry run) needs.
-    fn prepare(&self) -> Result<Prepared, EngineError> {
+    pub(crate) fn prepare(&self) -> Result<Prepared, EngineError> {
         let paths = RepoPaths::discover(&self.config.project_root)?;
         let prd_path = self.config.prd_file();
         // Besides the usual names at the root, the exact files this run
@@ -370,6 +380,46 @@ impl Engine {
             detector,
             target_branch,
             notices,
+        })
+    }
+
+    /// Loads what every attempt reads (see [`Inputs`]).
+    pub(crate) fn inputs(&self, p: &Prepared, options: &RunOptions) -> Result<Inputs, EngineError> {
+        let gates = GateSet::resolve(
+            p.prd.quality_gates.as_ref(),
+            &p.cascade_dir,
+            &self.config.project_root,
+        )?;
+        // The remote gate cache: a bad configuration stops here (exit 2); a
+        // store that is down later only costs warnings.
+        let remote_cache =
+            cascade_gates::RemoteSettings::resolve(&options.remote_cache, gates.remote.as_ref())
+                .map_err(cascade_gates::GateConfigError::from)?
+                .map(cascade_gates::RemoteCache::connect)
+                .transpose()
+                .map_err(cascade_gates::GateConfigError::from)?;
+        let project = ProjectConfig::load(&p.cascade_dir)?;
+        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, options)?;
+        // design_doc.json beside the PRD, else in the project: Plan
+        // Cascade's default mode keeps prd.json in its user data directory
+        // but the design document in the project.
+        let design_dir = p
+            .prd_path
+            .parent()
+            .filter(|d| d.join("design_doc.json").is_file())
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.config.project_root.clone());
+        let prompt = cascade_agents::prompt::PromptContext::load(
+            &self.config.project_root,
+            &p.cascade_dir,
+            &design_dir,
+        )?;
+        Ok(Inputs {
+            gates,
+            remote_cache,
+            project,
+            checks,
+            prompt,
         })
     }
 
@@ -490,8 +540,9 @@ impl Engine {
             });
         }
 
-        // Every pending story must have an agent before anything runs.
-        {
+        // Every pending story must have an agent before anything runs
+        // (here; with an executor, the workers resolve against their own PATH).
+        if options.executor.is_none() {
             let resolver = Resolver::new(&p.agents, &p.detector, overrides(&options));
             resolver
                 .check_overrides()
@@ -505,35 +556,13 @@ impl Engine {
                     })?;
             }
         }
-        let gates = GateSet::resolve(
-            p.prd.quality_gates.as_ref(),
-            &p.cascade_dir,
-            &self.config.project_root,
-        )?;
-        // The remote gate cache: a bad configuration stops here (exit 2); a
-        // store that is down later only costs warnings.
-        let remote_cache =
-            cascade_gates::RemoteSettings::resolve(&options.remote_cache, gates.remote.as_ref())
-                .map_err(cascade_gates::GateConfigError::from)?
-                .map(cascade_gates::RemoteCache::connect)
-                .transpose()
-                .map_err(cascade_gates::GateConfigError::from)?;
-        let project = ProjectConfig::load(&p.cascade_dir)?;
-        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, &options)?;
-        // design_doc.json beside the PRD, else in the project: Plan
-        // Cascade's default mode keeps prd.json in its user data directory
-        // but the design document in the project.
-        let design_dir = p
-            .prd_path
-            .parent()
-            .filter(|d| d.join("design_doc.json").is_file())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| self.config.project_root.clone());
-        let prompt = cascade_agents::prompt::PromptContext::load(
-            &self.config.project_root,
-            &p.cascade_dir,
-            &design_dir,
-        )?;
+        let Inputs {
+            gates,
+            remote_cache,
+            project,
+            checks,
+            prompt,
+        } = self.inputs(&p, &options)?;
         // A PRD write a killed run left half done: under the lock no other
         // write of the file can be under way, so its temp files are stale
         // (they would otherwise make the tree look dirty).

@@ -183,6 +183,9 @@ pub enum Event {
         fast_forward: bool,
         target_branch: String,
         duration_ms: u64,
+        /// The fleet worker that ran the story's last attempt.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<String>,
     },
     /// Merging the story branch conflicted; the branch is kept.
     MergeConflict {
@@ -199,7 +202,39 @@ pub enum Event {
         error: String,
         branch: String,
         worktree: String,
+        /// The fleet worker that ran the story's last attempt.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worker: Option<String>,
     },
+    /// Fleet: an attempt was published as a job (`subject`) for workers,
+    /// starting from the target branch's commit `base`.
+    JobPublished {
+        story: String,
+        attempt: u32,
+        base: String,
+        subject: String,
+    },
+    /// Fleet: a worker took the job and its agent started.
+    JobStarted {
+        story: String,
+        attempt: u32,
+        worker: String,
+        agent: String,
+    },
+    /// Fleet: a worker finished the job (`status`: passed | failed | interrupted).
+    JobFinished {
+        story: String,
+        attempt: u32,
+        worker: String,
+        agent: String,
+        status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    /// Fleet: the coordinator waits (no live worker yet, the job queue or
+    /// NATS unreachable); `reason` says what for.
+    FleetWaiting { reason: String },
     /// The story cannot run because a dependency failed.
     StoryBlocked {
         story: String,
@@ -382,7 +417,10 @@ impl Event {
             | Event::StoryMerged { story, .. }
             | Event::MergeConflict { story, .. }
             | Event::StoryFailed { story, .. }
-            | Event::StoryBlocked { story, .. } => Some(story),
+            | Event::StoryBlocked { story, .. }
+            | Event::JobPublished { story, .. }
+            | Event::JobStarted { story, .. }
+            | Event::JobFinished { story, .. } => Some(story),
             _ => None,
         }
     }

@@ -37,6 +37,11 @@
 //!   excerpt_bytes, review: Option<ReviewMode>, review_agent, gate_jobs,
 //!   min_available_memory_mb, budget: `[`control::budget::Budget`]`, no_resolve,
 //!   ... }` (`Default` = CLI defaults).
+//! - [`executor`]: where an attempt's work runs. `RunOptions::executor`
+//!   (an [`executor::Executor`], e.g. the fleet's coordinator) replaces the
+//!   agent..review steps with a [`executor::Job`] run elsewhere, whose
+//!   commit goes through the same merge queue; `Engine::run_job(&Job, sink,
+//!   &cancel) -> JobReport` is the worker side (the same steps, no merge).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
 //!   conflicts go to an agent (phase `merge`) before they fail an attempt.
@@ -58,8 +63,10 @@ pub mod control;
 pub mod engine;
 pub mod error;
 pub mod events;
+pub mod executor;
 pub mod findings;
 pub mod gitops;
+mod job;
 mod leftover;
 pub mod lock;
 mod persist;
@@ -68,7 +75,7 @@ pub mod progress;
 pub mod retry;
 pub mod scheduler;
 pub mod state;
-mod steps;
+pub(crate) mod steps;
 mod story;
 
 pub mod mega;

@@ -47,6 +47,14 @@ impl ProgressLog {
             Event::StoryStarted {
                 story, agent, pid, ..
             } => format!("{story}: [START] via {agent} (pid:{pid})"),
+            // A fleet run: the agent started on a worker (Plan Cascade's
+            // line, with the worker instead of a local pid).
+            Event::JobStarted {
+                story,
+                agent,
+                worker,
+                ..
+            } => format!("{story}: [START] via {agent} (worker:{worker})"),
             Event::StoryMerged { story, agent, .. } => {
                 format!("{story}: [COMPLETE] via {agent}")
             }

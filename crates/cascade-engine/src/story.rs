@@ -101,7 +101,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     s.error = Some(failure.error.clone());
                     s.error_type = Some(failure.kind);
                 });
-                return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure).await;
+                return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, None).await;
             }
         }
         // The first attempt of this run implements; later ones retry with
@@ -124,8 +124,9 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 .as_ref()
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
+            worker: None,
         };
-        let (agent, outcome) = run_attempt(this, &mut held).await;
+        let (agent, worker, outcome) = run_attempt(this, &mut held).await;
         let duration_ms = attempt_started.elapsed().as_millis() as u64;
         match outcome {
             AttemptEnd::Merged {
@@ -173,6 +174,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     fast_forward,
                     target_branch: ctx.target_branch.clone(),
                     duration_ms: story_started.elapsed().as_millis() as u64,
+                    worker,
                 });
                 return StoryEnd::Merged;
             }
@@ -229,7 +231,8 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 let retry = failure.kind != FailureKind::RateLimited
                     && ctx.options.retry.should_retry(charged, failure.kind);
                 if !retry {
-                    return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure).await;
+                    let (f, w) = (failure, worker);
+                    return fail_for_good(&ctx, &id, &branch, &mut held, agent, f, w).await;
                 }
                 let next_agent = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides())
                     .resolve(&story, Phase::Retry)
@@ -271,6 +274,7 @@ async fn fail_for_good(
     held: &mut Option<PathBuf>,
     agent: String,
     failure: Failure,
+    worker: Option<String>,
 ) -> StoryEnd {
     let attempts = ctx
         .state
@@ -306,6 +310,7 @@ async fn fail_for_good(
         error: failure.error,
         branch: branch.to_string(),
         worktree: kept,
+        worker,
     });
     StoryEnd::Failed
 }

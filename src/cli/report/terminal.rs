@@ -454,6 +454,19 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
         Event::StoryBlocked { story, blocked_by } => {
             format!("{story}: {} by {}", warn("blocked"), blocked_by.join(", "))
         }
+        Event::JobPublished { story, attempt, base, .. } => {
+            format!("{story}: attempt {attempt} published to the fleet (base {})", short_oid(base))
+        }
+        Event::JobStarted { story, attempt, worker, agent } => {
+            format!("{story}: attempt {attempt} started on worker {worker} via {agent}")
+        }
+        Event::JobFinished { story, attempt, worker, status, error, duration_ms, .. } => format!(
+            "{story}: attempt {attempt} {} on worker {worker} in {}{}",
+            if status == "passed" { ok(status) } else { bad(status) },
+            human_duration(*duration_ms),
+            error.as_ref().map(|e| format!(": {}", super::printable(e))).unwrap_or_default()
+        ),
+        Event::FleetWaiting { reason } => format!("{}: {reason}", warn("fleet")),
         Event::RunPaused { reason } => format!("paused: {reason}"),
         Event::BudgetExhausted { message, .. } => {
             format!("{}: {}", bad("budget exhausted"), super::printable(message))
@@ -594,6 +607,7 @@ mod tests {
                 fast_forward: true,
                 target_branch: "main".into(),
                 duration_ms: 5000,
+                worker: None,
             },
             Event::StoryBlocked {
                 story: "b".into(),
@@ -676,6 +690,7 @@ mod tests {
             error: "conflict in a.txt".into(),
             branch: "cascade/s".into(),
             worktree: "/w/s".into(),
+            worker: None,
         };
         assert_eq!(
             describe(&failed, false).unwrap(),

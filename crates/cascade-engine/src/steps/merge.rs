@@ -53,6 +53,17 @@ pub(super) async fn run(
     }
 }
 
+/// One merge without conflict resolution (the fleet: there is no local
+/// worktree to resolve in; a conflict fails the attempt and the retry runs
+/// from the new tip with the conflict in its prompt).
+pub(super) async fn run_unresolved(a: &Attempt<'_>, committed: &Committed) -> Result<Merged, Stop> {
+    let _turn = a.ctx.merge_lock.lock().await;
+    match merge_once(a, committed).await {
+        Ok(done) => done,
+        Err(Conflict(_, failure)) => Err(failure.into()),
+    }
+}
+
 /// A merge that conflicted: the files, and the failure it is without resolution.
 struct Conflict(Vec<String>, Failure);
 

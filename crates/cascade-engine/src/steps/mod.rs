@@ -16,6 +16,7 @@ mod commit;
 mod gates;
 mod merge;
 mod prepare_worktree;
+mod remote;
 mod resolve_agent;
 mod resolve_conflict;
 mod review;
@@ -100,6 +101,8 @@ pub(crate) struct Attempt<'a> {
     pub agent: String,
     /// Environment the story's agent and gates get (its port range).
     pub env: &'a [(String, String)],
+    /// The fleet worker that ran the attempt (set by the remote step).
+    pub worker: Option<String>,
 }
 
 impl Attempt<'_> {
@@ -117,12 +120,13 @@ impl Attempt<'_> {
     }
 }
 
-/// Runs one attempt; returns the agent that ran it (or was meant to) and
-/// what it came to. `held` is the worktree the story holds across attempts.
+/// Runs one attempt; returns the agent that ran it (or was meant to), the
+/// fleet worker that ran it (if any) and what it came to. `held` is the
+/// worktree the story holds across attempts.
 pub(crate) async fn run_attempt(
     mut attempt: Attempt<'_>,
     held: &mut Option<PathBuf>,
-) -> (String, AttemptEnd) {
+) -> (String, Option<String>, AttemptEnd) {
     let end = match sequence(&mut attempt, held).await {
         Ok(merged) => AttemptEnd::Merged {
             commit: merged.commit,
@@ -131,11 +135,15 @@ pub(crate) async fn run_attempt(
         Err(Stop::Failed(f)) => AttemptEnd::Failed(f),
         Err(Stop::Interrupted) => AttemptEnd::Interrupted,
     };
-    (attempt.agent, end)
+    (attempt.agent, attempt.worker, end)
 }
 
 /// The steps of an attempt, in order.
 async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<merge::Merged, Stop> {
+    // Another machine does the work up to the merge (the fleet).
+    if let Some(executor) = a.ctx.options.executor.clone() {
+        return remote::run(a, &executor).await;
+    }
     // A slot of the limit shared with other engines (mega runs), held through
     // worktree, agent, verification, gates and review, given back before the
     // merge queue.
@@ -154,4 +162,20 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     review::run(a, &worktree, &commit, &gates).await?;
     drop(slot);
     merge::run(a, &worktree, &commit).await
+}
+
+/// The steps of an attempt up to the merge: what a fleet worker runs for a
+/// job (see `Engine::run_job`). Returns the story branch's tip.
+pub(crate) async fn job_sequence(
+    a: &mut Attempt<'_>,
+    held: &mut Option<PathBuf>,
+) -> Result<String, Stop> {
+    let agent = resolve_agent::run(a)?;
+    let worktree = prepare_worktree::run(a, held).await?;
+    let output = run_agent::run(a, &agent, &worktree).await?;
+    let commit = commit::run(a, &worktree, &output).await?;
+    verify::run(a, &worktree, &commit).await?;
+    let gates = gates::run(a, &worktree, &output).await?;
+    review::run(a, &worktree, &commit, &gates).await?;
+    Ok(commit.commit)
 }

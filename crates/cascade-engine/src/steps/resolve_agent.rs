@@ -60,7 +60,7 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
 
 /// Adds the attempt's record (running) to the state; it is written with the
 /// agent's pid once the agent started (or with the attempt's failure).
-fn record_attempt(a: &Attempt<'_>) {
+pub(super) fn record_attempt(a: &Attempt<'_>) {
     let agent = a.agent.clone();
     a.ctx.amend_story(a.id(), |s| {
         s.agent = Some(agent.clone());

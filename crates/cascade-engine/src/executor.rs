@@ -1,0 +1,203 @@
+//! Where the work of an attempt runs: here (the default: the `steps`
+//! module, in a local worktree) or on another machine (an [`Executor`] set
+//! in [`RunOptions::executor`](crate::config::RunOptions::executor), such as
+//! the fleet's NATS coordinator).
+//!
+//! With an executor, an attempt is: the target branch's tip is the job's
+//! base; the executor gets a [`Job`] (story, attempt, base, agent choices,
+//! the retry context, a one-story PRD) and returns what a worker made of it
+//! ([`Executed`]); a passed job's commit has been fetched onto the story
+//! branch by the executor (a child of the base), and the engine's own merge
+//! queue merges it. The scheduler, state, retries and merge queue are the
+//! same as for a local attempt.
+//!
+//! The worker side runs the same steps a local attempt runs, minus the merge:
+//! [`Engine::run_job`](crate::engine::Engine::run_job) (the `job` module).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::events::{EventSink, GateSummary};
+use crate::retry::FailureKind;
+
+/// One attempt of one story, as another machine needs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The coordinator's run id.
+    pub run_id: String,
+    pub story: String,
+    pub title: String,
+    /// The attempt's number in the story's history (the pushed branch is
+    /// `cascade/<story>/a<attempt>`).
+    pub attempt: u32,
+    /// The number of the last attempt the run allows (for the prompt).
+    pub max_attempts: u32,
+    /// `implementation` or `retry`.
+    pub phase: String,
+    /// The target branch's commit the work starts from.
+    pub base: String,
+    pub target_branch: String,
+    /// prd.json with only this story (dependencies dropped: they are
+    /// merged in `base`), every other field as the coordinator has it; its
+    /// `quality_gates` are the coordinator's effective gate configuration.
+    pub prd: serde_json::Value,
+    /// design_doc.json of the coordinator's project, when it has one.
+    #[serde(default)]
+    pub design_doc: Option<serde_json::Value>,
+    pub agents: JobAgents,
+    /// The previous attempt's failure, on a retry.
+    #[serde(default)]
+    pub previous: Option<JobFailure>,
+    /// `--agent-timeout` style override of every agent's timeout, seconds.
+    #[serde(default)]
+    pub agent_timeout_secs: Option<u64>,
+    pub use_gate_cache: bool,
+    #[serde(default)]
+    pub review: Option<crate::config::ReviewMode>,
+    pub excerpt_bytes: usize,
+    /// Labels a worker must have to take the job (the story's `labels`).
+    #[serde(default)]
+    pub labels: Vec<String>,
+}
+
+/// The agent choices of a job: the run's overrides (the worker resolves
+/// them against its own PATH) and the candidates in resolution order (what
+/// the coordinator checks live workers against).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobAgents {
+    pub agent: Option<String>,
+    pub impl_agent: Option<String>,
+    pub retry_agent: Option<String>,
+    pub review_agent: Option<String>,
+    pub no_fallback: bool,
+    pub candidates: Vec<String>,
+}
+
+/// A failed attempt, carried both ways: a worker's failure, and the
+/// previous failure for a retry's prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobFailure {
+    pub agent: String,
+    pub kind: FailureKind,
+    pub error: String,
+    #[serde(default)]
+    pub gate_summary: String,
+    #[serde(default)]
+    pub output_excerpt: String,
+    #[serde(default)]
+    pub findings: String,
+}
+
+/// How a job ended on the worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// The work passed its checks; `commit` is the story branch's tip (a
+    /// descendant of the job's base).
+    Passed {
+        commit: String,
+    },
+    Failed {
+        failure: JobFailure,
+    },
+    /// The worker stopped (drain, Ctrl-C) before the job finished.
+    Interrupted,
+}
+
+/// What a worker reports about a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobReport {
+    /// The agent that ran (or was meant to run) the attempt.
+    pub agent: String,
+    #[serde(flatten)]
+    pub outcome: JobOutcome,
+    #[serde(default)]
+    pub gates: Vec<GateSummary>,
+    #[serde(default)]
+    pub input_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens: Option<u64>,
+    #[serde(default)]
+    pub cost_usd: Option<f64>,
+    pub duration_ms: u64,
+}
+
+/// What an executor made of a job.
+#[derive(Debug, Clone)]
+pub enum Executed {
+    /// A worker ran it. A `Passed` outcome's commit is on the story branch
+    /// of the coordinator's repository (fetched and checked by the
+    /// executor: a child of the job's base).
+    Ran { worker: String, report: JobReport },
+    /// The job did not run on any worker (no worker has its agent or
+    /// labels, the transport failed for good): the attempt fails with this.
+    NotRun(JobFailure),
+    /// The run is being stopped (Ctrl-C, the transport is down): the story
+    /// goes back to pending and `resume` picks the job up again.
+    Interrupted,
+}
+
+/// What the engine gives an executor besides the job.
+#[derive(Clone)]
+pub struct ExecContext {
+    /// The coordinator's repository (where the story branch goes).
+    pub repo: std::path::PathBuf,
+    /// The local story branch a passed job's commit is fetched onto.
+    pub story_branch: String,
+    pub sink: EventSink,
+    pub cancel: cascade_process::CancelToken,
+}
+
+/// The boxed future an executor returns.
+pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Executed> + Send + 'a>>;
+
+/// Runs attempts elsewhere.
+pub trait Executor: Send + Sync {
+    /// Runs `job` and returns what came of it.
+    fn execute(&self, job: Job, cx: ExecContext) -> ExecFuture<'_>;
+}
+
+/// An executor in [`RunOptions`](crate::config::RunOptions) (cloneable, printable).
+#[derive(Clone)]
+pub struct ExecutorHandle(pub Arc<dyn Executor>);
+
+impl std::fmt::Debug for ExecutorHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Executor(..)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_round_trips_with_a_flat_status() {
+        let r = JobReport {
+            agent: "codex".into(),
+            outcome: JobOutcome::Failed {
+                failure: JobFailure {
+                    agent: "codex".into(),
+                    kind: FailureKind::QualityGate,
+                    error: "quality gate 'test' failed".into(),
+                    gate_summary: String::new(),
+                    output_excerpt: String::new(),
+                    findings: String::new(),
+                },
+            },
+            gates: vec![],
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            duration_ms: 5,
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["status"], "failed");
+        assert_eq!(v["failure"]["kind"], "quality_gate");
+        let back: JobReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,204 @@
+//! The worker side of an executor: [`Engine::run_job`] runs one [`Job`]
+//! with the same steps a local attempt runs (resolve the agent against this
+//! machine's PATH, prepare a worktree from the job's base, run the agent,
+//! commit, verify, gates, review), without the merge: the story branch's
+//! tip is the result, for the caller to push.
+//!
+//! The engine is configured for the job by the caller: `project_root` a
+//! clone holding the base commit, `prd_path` the job's one-story PRD,
+//! `target_branch` a branch at the job's base, `feature` the worker slot's
+//! namespace (its worktrees and branches, reused from job to job), own
+//! state/progress/artifacts paths, `take_lock: false`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cascade_agents::Phase;
+use cascade_gates::GateCache;
+use cascade_process::CancelToken;
+
+use crate::config::RunOptions;
+use crate::engine::{Ctx, Engine, Inputs};
+use crate::error::EngineError;
+use crate::events::EventSink;
+use crate::executor::{Job, JobFailure, JobOutcome, JobReport};
+use crate::retry::RetryPolicy;
+use crate::state::RunState;
+use crate::steps::{job_sequence, Attempt, Failure, Stop};
+
+impl Engine {
+    /// Runs `job` here and reports how it ended. `Err` only when the job
+    /// could not be set up (a PRD or gate configuration this machine cannot
+    /// use): the caller reports that as the job's failure.
+    pub async fn run_job(
+        &self,
+        job: &Job,
+        sink: EventSink,
+        cancel: &CancelToken,
+    ) -> Result<JobReport, EngineError> {
+        let started = Instant::now();
+        let p = self.prepare()?;
+        let options = job_options(job);
+        let Inputs {
+            gates,
+            remote_cache,
+            project,
+            checks,
+            prompt,
+        } = self.inputs(&p, &options)?;
+        let Some(story) = p.prd.story(&job.story).cloned() else {
+            return Err(EngineError::Internal(format!(
+                "the job's PRD has no story '{}'",
+                job.story
+            )));
+        };
+        let state_path = self
+            .config()
+            .state_path
+            .clone()
+            .unwrap_or_else(|| p.cascade_dir.join("job-state.json"));
+        let state = RunState::new(
+            job.run_id.clone(),
+            p.prd_path.display().to_string(),
+            p.target_branch.clone(),
+            self.config().project_root.display().to_string(),
+            [job.story.clone()],
+        );
+        let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &p.prd)
+            .map_err(|message| EngineError::Budget {
+                path: p.prd_path.clone(),
+                message,
+            })?;
+        let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config().feature.clone());
+        let ctx = Arc::new(Ctx {
+            gate_cache: GateCache::open(&p.cascade_dir).with_remote(remote_cache),
+            artifacts_dir: self
+                .config()
+                .artifacts_dir
+                .clone()
+                .unwrap_or_else(|| p.cascade_dir.clone()),
+            project_root: self.config().project_root.clone(),
+            target_branch: p.target_branch.clone(),
+            feature: self.config().feature.clone(),
+            agents: p.agents,
+            detector: p.detector,
+            gates,
+            project,
+            options,
+            prd_path: p.prd_path,
+            prd: Mutex::new(p.prd),
+            state_path,
+            state: Mutex::new(state),
+            state_writer: crate::persist::GroupWriter::default(),
+            prd_writer: crate::persist::GroupWriter::default(),
+            merge_lock: tokio::sync::Mutex::new(()),
+            pool,
+            prompt,
+            checks,
+            sink,
+            cancel: cancel.clone(),
+            control,
+            paths: p.paths,
+        });
+        // The slot's worktrees of earlier jobs are reused.
+        {
+            let c = Arc::clone(&ctx);
+            let _ = tokio::task::spawn_blocking(move || c.pool.adopt_leftovers()).await;
+        }
+
+        let branch = crate::engine::story_branch(self.config(), &job.story);
+        let phase: Phase = job.phase.parse().unwrap_or(Phase::Implementation);
+        let previous = job.previous.as_ref().map(|f| {
+            (
+                f.agent.clone(),
+                Failure {
+                    kind: f.kind,
+                    error: f.error.clone(),
+                    gate_summary: f.gate_summary.clone(),
+                    output_excerpt: f.output_excerpt.clone(),
+                    findings: f.findings.clone(),
+                },
+            )
+        });
+        let ports = crate::control::resources::PortLease::take();
+        let env = ports.env();
+        let mut held = None;
+        let mut attempt = Attempt {
+            ctx: &ctx,
+            story: &story,
+            branch: &branch,
+            number: job.attempt,
+            max: job.max_attempts,
+            phase,
+            previous: previous.as_ref(),
+            agent: previous
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |p| p.0.clone()),
+            env: &env,
+            worker: None,
+        };
+        let ended = job_sequence(&mut attempt, &mut held).await;
+        let agent = attempt.agent.clone();
+        let outcome = match ended {
+            Ok(commit) => JobOutcome::Passed { commit },
+            Err(Stop::Interrupted) => JobOutcome::Interrupted,
+            Err(Stop::Failed(f)) => JobOutcome::Failed {
+                failure: JobFailure {
+                    agent: agent.clone(),
+                    kind: f.kind,
+                    error: f.error,
+                    gate_summary: f.gate_summary,
+                    output_excerpt: f.output_excerpt,
+                    findings: f.findings,
+                },
+            },
+        };
+        // The worktree goes back to the slot's pool (the branch keeps the work
+        // until the caller pushed it).
+        if let Some(path) = held.take() {
+            let c = Arc::clone(&ctx);
+            let _ = tokio::task::spawn_blocking(move || c.pool.give_back(&path)).await;
+        }
+        let (gates, last) = match ctx.state.lock() {
+            Ok(st) => {
+                let s = st.story(&job.story);
+                (
+                    s.map(|s| s.gates.clone()).unwrap_or_default(),
+                    s.and_then(|s| s.attempts.last().cloned()),
+                )
+            }
+            Err(_) => (Vec::new(), None),
+        };
+        Ok(JobReport {
+            agent,
+            outcome,
+            gates,
+            input_tokens: last.as_ref().and_then(|a| a.input_tokens),
+            output_tokens: last.as_ref().and_then(|a| a.output_tokens),
+            cost_usd: last.as_ref().and_then(|a| a.cost_usd),
+            duration_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// The run options of one job: the coordinator's agent choices and checks,
+/// one attempt (the coordinator's retry manager decides about the next).
+fn job_options(job: &Job) -> RunOptions {
+    RunOptions {
+        agent: job.agents.agent.clone(),
+        impl_agent: job.agents.impl_agent.clone(),
+        retry_agent: job.agents.retry_agent.clone(),
+        review_agent: job.agents.review_agent.clone(),
+        no_fallback: job.agents.no_fallback,
+        review: job.review,
+        retry: RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        },
+        parallel: 1,
+        use_gate_cache: job.use_gate_cache,
+        agent_timeout: job.agent_timeout_secs.map(std::time::Duration::from_secs),
+        excerpt_bytes: job.excerpt_bytes,
+        ..RunOptions::default()
+    }
+}

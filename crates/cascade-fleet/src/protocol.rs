@@ -1,0 +1,175 @@
+//! The wire protocol: stream, subject, consumer and bucket names, and the
+//! messages (JSON) that travel on them.
+//!
+//! - Jobs: stream `CASCADE_JOBS` (work-queue retention: a job is removed
+//!   when a worker acks it), subject `cascade.jobs.<repo>.<run>` (one per
+//!   repository and run), consumed by every worker through one durable pull
+//!   consumer `cascade-workers` (explicit ack, `ack_wait` [`ACK_WAIT`],
+//!   kept alive by in-progress acks every [`PROGRESS_EVERY`] while the job
+//!   runs, so a job is redelivered only when its worker died).
+//! - Results: stream `CASCADE_RESULTS` (limits retention, kept
+//!   [`RESULTS_MAX_AGE`]), subject `cascade.results.<repo>.<job>`: a
+//!   `started` and a `finished` message per run of a job. The coordinator
+//!   reads new ones live and, for a job it adopts after a restart, the last
+//!   one stored for the job's subject.
+//! - Workers: key-value bucket `cascade_workers` (entries expire after
+//!   [`WORKER_TTL`]), key = worker id, value = its latest [`Heartbeat`].
+
+use std::time::Duration;
+
+use cascade_engine::executor::{Job, JobReport};
+use serde::{Deserialize, Serialize};
+
+pub const JOBS_STREAM: &str = "CASCADE_JOBS";
+pub const RESULTS_STREAM: &str = "CASCADE_RESULTS";
+pub const WORKERS_CONSUMER: &str = "cascade-workers";
+pub const WORKERS_BUCKET: &str = "cascade_workers";
+
+/// A job not acked (nor progressed) for this long goes to another worker.
+pub const ACK_WAIT: Duration = Duration::from_secs(30);
+/// How often a worker tells JetStream that a job is still being worked on.
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+/// How often a worker publishes its heartbeat.
+pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
+/// A worker whose heartbeat is older than this is gone.
+pub const WORKER_TTL: Duration = Duration::from_secs(10);
+/// How long results stay in the stream (for a coordinator to come back).
+pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The jobs subject of a run of a repository.
+pub fn jobs_subject(repo: &str, run: &str) -> String {
+    format!("cascade.jobs.{}.{}", token(repo), token(run))
+}
+
+/// The results subject of one job.
+pub fn results_subject(repo: &str, job_id: &str) -> String {
+    format!("cascade.results.{}.{}", token(repo), token(job_id))
+}
+
+/// Every result subject of a repository.
+pub fn results_filter(repo: &str) -> String {
+    format!("cascade.results.{}.>", token(repo))
+}
+
+/// A job's id: run, story and attempt (unique; also the publish
+/// de-duplication id, so a retried publish is stored once).
+pub fn job_id(run: &str, story: &str, attempt: u32) -> String {
+    token(&format!("{run}-{story}-a{attempt}"))
+}
+
+/// A repository's key in subjects: a short stable hash of the shared
+/// remote's URL (the same on every machine using that URL).
+pub fn repo_key(remote: &str) -> String {
+    // FNV-1a, 64 bit: stable across versions and platforms.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in remote.trim_end_matches('/').bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("r{h:016x}")
+}
+
+/// One subject token: what NATS separates on (`.`), matches on (`*`, `>`)
+/// or cannot carry (whitespace) becomes `_`.
+pub fn token(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The branch a worker pushes an attempt's work to.
+pub fn attempt_branch(story: &str, attempt: u32) -> String {
+    format!("cascade/{story}/a{attempt}")
+}
+
+/// The ref a coordinator pushes a job's base commit to (not a branch: it
+/// shows in no branch list and never moves a user's branch).
+pub fn base_ref(base: &str) -> String {
+    format!("refs/cascade/base/{base}")
+}
+
+/// A job as published.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobMsg {
+    pub id: String,
+    /// The shared git remote's URL as the coordinator knows it (a worker's
+    /// `--remote` wins).
+    pub remote: String,
+    /// Where the worker publishes what happens (see [`ResultMsg`]).
+    pub results: String,
+    pub job: Job,
+}
+
+/// A worker's word about a job, on the job's results subject.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultMsg {
+    pub job_id: String,
+    pub story: String,
+    pub attempt: u32,
+    pub worker: String,
+    #[serde(flatten)]
+    pub kind: ResultKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ResultKind {
+    /// The worker took the job; its agent is starting.
+    Started { agent: String },
+    /// The job ended; on `passed`, `branch` holds `report`'s commit.
+    Finished {
+        branch: String,
+        report: Box<JobReport>,
+    },
+}
+
+/// A worker's heartbeat (the value of its key in the workers bucket).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Heartbeat {
+    pub id: String,
+    pub host: String,
+    pub pid: u32,
+    pub labels: Vec<String>,
+    pub slots: usize,
+    /// Configured agents whose command is on this worker's PATH.
+    pub agents: Vec<String>,
+    pub jobs: Vec<RunningJob>,
+    /// Stopping: takes no new job.
+    pub draining: bool,
+    /// RFC 3339, UTC.
+    pub at: String,
+    pub started_at: String,
+    /// Jobs finished since the worker started.
+    pub done: u64,
+}
+
+/// A job a worker is running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunningJob {
+    pub job_id: String,
+    pub story: String,
+    pub attempt: u32,
+    pub run: String,
+    pub since: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subjects_are_single_tokens() {
+        assert_eq!(token("story.1 x>*"), "story_1_x__");
+        let id = job_id("20260101T000000Z-12", "api.v2", 3);
+        assert!(!id.contains('.'));
+        assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
+        assert_eq!(repo_key("git@h:x.git"), repo_key("git@h:x.git/"));
+        assert_ne!(repo_key("a"), repo_key("b"));
+    }
+}

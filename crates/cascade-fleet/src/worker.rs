@@ -1,0 +1,551 @@
+//! The worker: `cascade worker` pulls jobs from the shared consumer and runs
+//! each with cascade-engine's own attempt steps (`Engine::run_job`) in a
+//! clone of the shared remote, then pushes the work to
+//! `cascade/<story>/a<attempt>` and publishes the result.
+//!
+//! Each of the `slots` runs one job at a time in its own clone
+//! (`<workdir>/<repo>/slot-<n>`, created once, fetched per job; its story
+//! worktrees are reused from job to job). While a job runs its message is
+//! kept alive with in-progress acks; it is acked once the result is
+//! published (a worker killed before that: JetStream redelivers the job
+//! after the ack wait and another worker runs it again; the same branch
+//! name is force-pushed). A job whose labels this worker lacks goes back
+//! at once (nak) for another worker.
+//!
+//! Stopping: `drain` (SIGTERM, first Ctrl-C) takes no new job and lets the
+//! running ones finish; `kill` (a second signal) stops them and naks their
+//! jobs so another worker takes them at once. The heartbeat (every
+//! [`HEARTBEAT_EVERY`]) carries id, labels, slots, agents found on PATH and
+//! the running jobs; it is removed when the worker exits.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::kv;
+use async_nats::jetstream::AckKind;
+use cascade_engine::config::EngineConfig;
+use cascade_engine::engine::Engine;
+use cascade_engine::events::Event;
+use cascade_engine::executor::{JobFailure, JobOutcome, JobReport};
+use cascade_engine::FailureKind;
+use cascade_process::CancelToken;
+use futures_util::StreamExt;
+
+use crate::error::FleetError;
+use crate::git;
+use crate::nats::{progress_every, Fleet};
+use crate::protocol::*;
+
+/// How a worker is set up.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub url: String,
+    /// `--remote`: the shared remote's URL as this machine reaches it
+    /// (default: the one each job names).
+    pub remote: Option<String>,
+    /// `--agents` (absolute), else the built-in lookup.
+    pub agents_path: Option<PathBuf>,
+    pub slots: usize,
+    pub labels: Vec<String>,
+    pub id: String,
+    /// Clones and job files.
+    pub workdir: PathBuf,
+}
+
+/// What a worker tells its caller (the binary prints it).
+#[derive(Debug, Clone)]
+pub enum WorkerEvent {
+    Ready {
+        id: String,
+        slots: usize,
+        labels: Vec<String>,
+        agents: Vec<String>,
+    },
+    JobTaken {
+        story: String,
+        attempt: u32,
+        job_id: String,
+        delivery: u64,
+    },
+    /// An engine event of a running job.
+    Engine(Event),
+    JobDone {
+        story: String,
+        attempt: u32,
+        status: String,
+        error: Option<String>,
+        duration_ms: u64,
+    },
+    /// A job handed back (labels missing, or stopped by a second signal).
+    JobReturned {
+        story: String,
+        attempt: u32,
+        why: String,
+    },
+    Draining {
+        running: usize,
+    },
+    Problem {
+        message: String,
+    },
+}
+
+pub type WorkerSink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
+
+/// Shared by the slots and the heartbeat.
+struct Shared {
+    cfg: WorkerConfig,
+    fleet: Fleet,
+    consumer: PullConsumer,
+    store: kv::Store,
+    agents: Vec<String>,
+    running: Mutex<Vec<RunningJob>>,
+    done: AtomicU64,
+    draining: AtomicBool,
+    started_at: String,
+    sink: WorkerSink,
+    drain: CancelToken,
+    kill: CancelToken,
+}
+
+/// Runs the worker until `drain` (and the running jobs finished) or `kill`.
+/// Returns the number of jobs it finished.
+pub async fn run(
+    cfg: WorkerConfig,
+    sink: WorkerSink,
+    drain: CancelToken,
+    kill: CancelToken,
+) -> Result<u64, FleetError> {
+    let agents = available_agents(cfg.agents_path.as_deref())?;
+    let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{}", cfg.id)).await?;
+    let jobs = fleet.jobs_stream().await?;
+    fleet.results_stream().await?;
+    let consumer = fleet.workers_consumer(&jobs).await?;
+    let store = fleet.workers_kv().await?;
+    let shared = Arc::new(Shared {
+        agents: agents.clone(),
+        running: Mutex::new(Vec::new()),
+        done: AtomicU64::new(0),
+        draining: AtomicBool::new(false),
+        started_at: now(),
+        sink: Arc::clone(&sink),
+        drain: drain.clone(),
+        kill: kill.clone(),
+        fleet,
+        consumer,
+        store: store.clone(),
+        cfg: cfg.clone(),
+    });
+    sink(WorkerEvent::Ready {
+        id: cfg.id.clone(),
+        slots: cfg.slots,
+        labels: cfg.labels.clone(),
+        agents,
+    });
+    beat(&shared, &store).await;
+    let heartbeat = {
+        let (s, store) = (Arc::clone(&shared), store.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(HEARTBEAT_EVERY);
+            loop {
+                tick.tick().await;
+                beat(&s, &store).await;
+            }
+        })
+    };
+    let announce = {
+        let s = Arc::clone(&shared);
+        let store = store.clone();
+        tokio::spawn(async move {
+            s.drain.cancelled().await;
+            s.draining.store(true, Ordering::SeqCst);
+            let running = s.running.lock().map(|r| r.len()).unwrap_or(0);
+            (s.sink)(WorkerEvent::Draining { running });
+            beat(&s, &store).await;
+        })
+    };
+    let mut slots = tokio::task::JoinSet::new();
+    for n in 1..=cfg.slots.max(1) {
+        let s = Arc::clone(&shared);
+        slots.spawn(async move { slot(n, s).await });
+    }
+    while slots.join_next().await.is_some() {}
+    heartbeat.abort();
+    announce.abort();
+    // Gone: not listed by `fleet status`, not counted by coordinators.
+    let _ = store.purge(&cfg.id).await;
+    Ok(shared.done.load(Ordering::SeqCst))
+}
+
+/// The configured agents whose command this machine has.
+fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetError> {
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let loaded =
+        cascade_agents::AgentsConfig::load(agents_path, &cwd).map_err(|e| FleetError::Agents {
+            message: e.to_string(),
+        })?;
+    let detector = cascade_agents::Detector::from_env();
+    Ok(loaded
+        .config
+        .agents
+        .iter()
+        .filter(|a| detector.detect(&a.command).found())
+        .map(|a| a.name.clone())
+        .collect())
+}
+
+async fn beat(s: &Shared, store: &kv::Store) {
+    let hb = Heartbeat {
+        id: s.cfg.id.clone(),
+        host: hostname(),
+        pid: std::process::id(),
+        labels: s.cfg.labels.clone(),
+        slots: s.cfg.slots,
+        agents: s.agents.clone(),
+        jobs: s.running.lock().map(|r| r.clone()).unwrap_or_default(),
+        draining: s.draining.load(Ordering::SeqCst),
+        at: now(),
+        started_at: s.started_at.clone(),
+        done: s.done.load(Ordering::SeqCst),
+    };
+    if let Ok(bytes) = serde_json::to_vec(&hb) {
+        let _ = store.put(&s.cfg.id, bytes.into()).await;
+    }
+}
+
+/// One slot: pulls and runs jobs one at a time.
+async fn slot(n: usize, s: Arc<Shared>) {
+    loop {
+        if s.drain.is_cancelled() || s.kill.is_cancelled() {
+            return;
+        }
+        let batch = s
+            .consumer
+            .fetch()
+            .max_messages(1)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(b) => b,
+            Err(_) => {
+                // NATS unreachable: the client reconnects; try again.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            }
+        };
+        let Some(Ok(msg)) = batch.next().await else {
+            continue;
+        };
+        let job: JobMsg = match serde_json::from_slice(&msg.payload) {
+            Ok(j) => j,
+            Err(e) => {
+                (s.sink)(WorkerEvent::Problem {
+                    message: format!("dropped a job that cannot be read: {e}"),
+                });
+                let _ = msg.ack_with(AckKind::Term).await;
+                continue;
+            }
+        };
+        if let Some(missing) = job.job.labels.iter().find(|l| !s.cfg.labels.contains(l)) {
+            (s.sink)(WorkerEvent::JobReturned {
+                story: job.job.story.clone(),
+                attempt: job.job.attempt,
+                why: format!("this worker lacks label '{missing}'"),
+            });
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            continue;
+        }
+        run_one(n, &s, msg, job).await;
+    }
+}
+
+/// Runs one job: keeps its message alive, runs the engine, pushes, reports.
+async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message, m: JobMsg) {
+    let job = &m.job;
+    let delivery = msg.info().map(|i| i.delivered as u64).unwrap_or(1);
+    (s.sink)(WorkerEvent::JobTaken {
+        story: job.story.clone(),
+        attempt: job.attempt,
+        job_id: m.id.clone(),
+        delivery,
+    });
+    if let Ok(mut r) = s.running.lock() {
+        r.push(RunningJob {
+            job_id: m.id.clone(),
+            story: job.story.clone(),
+            attempt: job.attempt,
+            run: job.run_id.clone(),
+            since: now(),
+        });
+    }
+    // Seen by `fleet status` at once, not at the next beat.
+    beat(s, &s.store).await;
+    let msg = Arc::new(msg);
+    let progress = {
+        let msg = Arc::clone(&msg);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(progress_every());
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let _ = msg.ack_with(AckKind::Progress).await;
+            }
+        })
+    };
+    let remote = s.cfg.remote.clone().unwrap_or_else(|| m.remote.clone());
+    let started = std::time::Instant::now();
+    let report = execute(n, s, &m, &remote).await;
+    progress.abort();
+    if let Ok(mut r) = s.running.lock() {
+        r.retain(|j| j.job_id != m.id);
+    }
+    beat(s, &s.store).await;
+    if matches!(report.outcome, JobOutcome::Interrupted) {
+        // Stopped by a second signal: another worker takes it at once.
+        let _ = msg.ack_with(AckKind::Nak(None)).await;
+        (s.sink)(WorkerEvent::JobReturned {
+            story: job.story.clone(),
+            attempt: job.attempt,
+            why: "the worker is stopping".into(),
+        });
+        return;
+    }
+    let (status, error) = match &report.outcome {
+        JobOutcome::Passed { .. } => ("passed", None),
+        JobOutcome::Failed { failure } => ("failed", Some(failure.error.clone())),
+        JobOutcome::Interrupted => ("interrupted", None),
+    };
+    let result = ResultMsg {
+        job_id: m.id.clone(),
+        story: job.story.clone(),
+        attempt: job.attempt,
+        worker: s.cfg.id.clone(),
+        kind: ResultKind::Finished {
+            branch: attempt_branch(&job.story, job.attempt),
+            report: Box::new(report.clone()),
+        },
+    };
+    // The result first, then the ack: a worker killed in between runs the
+    // job twice, never zero times (the coordinator ignores the duplicate).
+    if publish_result(s, &m.results, &result).await {
+        let _ = msg.double_ack().await;
+    } else {
+        (s.sink)(WorkerEvent::Problem {
+            message: format!(
+                "{}: could not publish the result; the job will be redelivered",
+                job.story
+            ),
+        });
+    }
+    s.done.fetch_add(1, Ordering::SeqCst);
+    (s.sink)(WorkerEvent::JobDone {
+        story: job.story.clone(),
+        attempt: job.attempt,
+        status: status.into(),
+        error,
+        duration_ms: started.elapsed().as_millis() as u64,
+    });
+}
+
+/// Publishes into the results stream, retrying while NATS is away (until
+/// the worker is killed).
+async fn publish_result(s: &Shared, subject: &str, r: &ResultMsg) -> bool {
+    let Ok(payload) = serde_json::to_vec(r) else {
+        return false;
+    };
+    for _ in 0..120 {
+        let sent = async {
+            s.fleet
+                .js
+                .publish(subject.to_string(), payload.clone().into())
+                .await
+                .map_err(|e| e.to_string())?
+                .await
+                .map_err(|e| e.to_string())
+        };
+        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), sent).await {
+            return true;
+        }
+        if s.kill.is_cancelled() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    false
+}
+
+/// The job's work: clone at the base, the engine's attempt steps, the push.
+async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobReport {
+    let job = &m.job;
+    let repo_dir = s.cfg.workdir.join(repo_key(&m.remote));
+    let clone = repo_dir.join(format!("slot-{n}"));
+    let job_dir = repo_dir.join("jobs").join(&m.id);
+    let started = std::time::Instant::now();
+    let fail = |kind: FailureKind, error: String| JobReport {
+        agent: job
+            .agents
+            .candidates
+            .first()
+            .cloned()
+            .unwrap_or_else(|| "none".into()),
+        outcome: JobOutcome::Failed {
+            failure: JobFailure {
+                agent: job
+                    .agents
+                    .candidates
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| "none".into()),
+                kind,
+                error,
+                gate_summary: String::new(),
+                output_excerpt: String::new(),
+                findings: String::new(),
+            },
+        },
+        gates: Vec::new(),
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        duration_ms: started.elapsed().as_millis() as u64,
+    };
+    const TARGET: &str = "cascade-fleet/base";
+    match git::prepare_clone(&clone, remote, &job.base, TARGET, &s.kill).await {
+        Ok(()) => {}
+        Err(FleetError::Cancelled) => return interrupted(job),
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+    }
+    if let Err(e) = write_job_files(&job_dir, m) {
+        return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id));
+    }
+    let mut config = EngineConfig::new(&clone, job_dir.join("prd.json"));
+    config.agents_path = s.cfg.agents_path.clone();
+    config.target_branch = Some(TARGET.to_string());
+    config.state_path = Some(job_dir.join("state.json"));
+    config.progress_path = Some(job_dir.join("progress.txt"));
+    config.artifacts_dir = Some(job_dir.clone());
+    config.take_lock = false;
+    let engine = Engine::new(config);
+    // Engine events go to the caller; the agent's start is also published.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let sink: cascade_engine::EventSink = {
+        let out = Arc::clone(&s.sink);
+        Arc::new(move |e: &Event| {
+            out(WorkerEvent::Engine(e.clone()));
+            if matches!(e, Event::StoryStarted { .. }) {
+                let _ = tx.send(e.clone());
+            }
+        })
+    };
+    let forward = {
+        let (fleet, subject) = (s.fleet.clone(), m.results.clone());
+        let (id, story, attempt, worker) = (
+            m.id.clone(),
+            job.story.clone(),
+            job.attempt,
+            s.cfg.id.clone(),
+        );
+        tokio::spawn(async move {
+            while let Some(Event::StoryStarted { agent, .. }) = rx.recv().await {
+                let r = ResultMsg {
+                    job_id: id.clone(),
+                    story: story.clone(),
+                    attempt,
+                    worker: worker.clone(),
+                    kind: ResultKind::Started { agent },
+                };
+                if let Ok(p) = serde_json::to_vec(&r) {
+                    let _ = fleet.js.publish(subject.clone(), p.into()).await;
+                }
+            }
+        })
+    };
+    let ran = engine.run_job(job, sink, &s.kill).await;
+    drop(engine);
+    let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
+    let mut report = match ran {
+        Ok(r) => r,
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+    };
+    if let JobOutcome::Passed { .. } = &report.outcome {
+        let local = format!("cascade/{}", job.story);
+        let to = attempt_branch(&job.story, job.attempt);
+        match git::push_branch(&clone, remote, &local, &to, &s.kill).await {
+            Ok(()) => {}
+            Err(FleetError::Cancelled) => return interrupted(job),
+            Err(e) => {
+                let agent = report.agent.clone();
+                report.outcome = JobOutcome::Failed {
+                    failure: JobFailure {
+                        agent,
+                        kind: FailureKind::Setup,
+                        error: format!("worker '{}' could not push its work: {e}", s.cfg.id),
+                        gate_summary: String::new(),
+                        output_excerpt: String::new(),
+                        findings: String::new(),
+                    },
+                };
+            }
+        }
+    }
+    // The job's files are kept only while it runs.
+    let _ = std::fs::remove_dir_all(&job_dir);
+    report
+}
+
+fn interrupted(job: &cascade_engine::executor::Job) -> JobReport {
+    JobReport {
+        agent: job.agents.candidates.first().cloned().unwrap_or_default(),
+        outcome: JobOutcome::Interrupted,
+        gates: Vec::new(),
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        duration_ms: 0,
+    }
+}
+
+/// The job's one-story PRD (and design document) where the engine reads them.
+fn write_job_files(dir: &Path, m: &JobMsg) -> Result<(), FleetError> {
+    let io = |source| FleetError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let prd = serde_json::to_vec_pretty(&m.job.prd).unwrap_or_default();
+    std::fs::write(dir.join("prd.json"), prd).map_err(io)?;
+    if let Some(d) = &m.job.design_doc {
+        let doc = serde_json::to_vec_pretty(d).unwrap_or_default();
+        std::fs::write(dir.join("design_doc.json"), doc).map_err(io)?;
+    }
+    Ok(())
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// This machine's name (for `fleet status`).
+pub fn hostname() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A default worker id: host and pid.
+pub fn default_id() -> String {
+    token(&format!("{}-{}", hostname(), std::process::id()))
+}
