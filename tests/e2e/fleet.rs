@@ -189,6 +189,8 @@ mod real {
 id="$CASCADE_STORY_ID"
 echo x >> "$T/runs-$id"
 touch "$T/started-$id"
+# A job that kills whatever worker runs it (its agent's parent).
+if [ -f "$T/killer-$id" ]; then kill -9 "$PPID"; sleep 5; exit 9; fi
 i=0
 while [ -e "$T/hold-$id" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
 if [ -f "$T/sleep-$id" ]; then sleep "$(cat "$T/sleep-$id")"; fi
@@ -229,6 +231,17 @@ printf '%s\n' "$id" > "$id.txt""#
         /// Starts `cascade worker` (`id`, `slots`, extra args), its output
         /// in `worker-<id>.log`.
         pub fn worker(&mut self, id: &str, slots: usize, extra: &[&str]) -> u32 {
+            self.worker_with_env(id, slots, extra, &[])
+        }
+
+        /// [`Fleet::worker`] with extra environment variables.
+        pub fn worker_with_env(
+            &mut self,
+            id: &str,
+            slots: usize,
+            extra: &[&str],
+            env: &[(&str, &str)],
+        ) -> u32 {
             let log = std::fs::File::create(self.t(&format!("worker-{id}.log"))).expect("log");
             let workdir = self.t(&format!("work-{id}")).display().to_string();
             let mut cmd = self.command(&[
@@ -242,7 +255,10 @@ printf '%s\n' "$id" > "$id.txt""#
                 "--workdir",
                 &workdir,
             ]);
-            cmd.args(extra).stdout(Stdio::null()).stderr(log);
+            cmd.args(extra)
+                .envs(env.iter().copied())
+                .stdout(Stdio::null())
+                .stderr(log);
             let child = cmd.spawn().expect("worker starts");
             let pid = child.id();
             self.workers.push(child);
@@ -442,6 +458,39 @@ printf '%s\n' "$id" > "$id.txt""#
         assert_eq!(finished.len(), 1, "{}", explain(&out));
         assert_eq!(finished[0]["worker"], "w2");
         assert_eq!(f.runs("s01"), 2, "run by w1 (killed) and again by w2");
+    }
+
+    #[test]
+    fn a_job_that_kills_every_worker_is_reported_failed_not_redelivered_for_ever() {
+        let Some(mut f) = Fleet::new("fleet_poison", json!([story("s01", &[])])) else {
+            return;
+        };
+        std::fs::write(f.t("killer-s01"), "").unwrap();
+        // Each run kills its worker; the third delivery (over the limit of
+        // 2) is reported as a crash instead of being run.
+        for w in ["w1", "w2", "w3"] {
+            f.worker_with_env(w, 1, &[], &[("CASCADE_FLEET_MAX_DELIVERIES", "2")]);
+        }
+        f.wait_for_workers(3);
+        let out = f
+            .command(&["approve", "--auto-run", "--json", "--max-retries", "0"])
+            .args(["--fleet", &f.nats.url])
+            .output()
+            .expect("coordinator runs");
+        assert_eq!(code(&out), 1, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        let failed = of_kind(&evs, "story_failed");
+        assert_eq!(failed.len(), 1, "{}", explain(&out));
+        assert_eq!(failed[0]["error_type"], "process_crash", "{}", failed[0]);
+        assert!(
+            failed[0]["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("delivered 3 times"),
+            "{}",
+            failed[0]
+        );
+        assert_eq!(f.runs("s01"), 2, "run twice, then reported, not run again");
     }
 
     #[test]

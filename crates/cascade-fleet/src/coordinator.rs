@@ -211,13 +211,25 @@ impl Coordinator {
 
     async fn run(&self, job: Job, cx: ExecContext) -> Executed {
         let sink = Arc::clone(&cx.sink);
+        // The story's job still out from before a restart of the same run
+        // is adopted whatever the target tip and the attempt number are now
+        // (a stop by Ctrl-C or NATS counts the attempt again): the worker
+        // built on the base it was given (checked against that base), and
+        // the merge queue merges it onto today's tip as it does any story.
         let adopted = self
             .ledger
             .get(&job.story)
-            .filter(|o| o.run_id == job.run_id && o.base == job.base);
+            .filter(|o| o.run_id == job.run_id);
+        let mut job = job;
         let (job_id, attempt) = match &adopted {
-            Some(o) => (o.job_id.clone(), o.attempt),
-            None => (job_id(&job.run_id, &job.story, job.attempt), job.attempt),
+            Some(o) => {
+                job.base = o.base.clone();
+                (o.job_id.clone(), o.attempt)
+            }
+            None => (
+                job_id(&job.run_id, &job.story, job.attempt, &job.base),
+                job.attempt,
+            ),
         };
         let mut rx = self.router.register(&job_id);
         let subject = results_subject(&self.repo_key, &job_id);
@@ -228,17 +240,25 @@ impl Coordinator {
                     job.story
                 ),
             });
-            // A result stored while no coordinator listened.
-            if let Ok(m) = self.results.get_last_raw_message_by_subject(&subject).await {
-                if let Ok(r) = serde_json::from_slice::<ResultMsg>(&m.payload) {
-                    self.router.deliver(r);
+        }
+        // A result stored while no coordinator listened, or one a killed
+        // coordinator read but never merged (it had crossed the job off its
+        // ledger): the job ran, so it is not published again (the stream's
+        // de-duplication would drop the same id anyway, and nothing would
+        // ever answer).
+        let stored = match self.results.get_last_raw_message_by_subject(&subject).await {
+            Ok(m) => serde_json::from_slice::<ResultMsg>(&m.payload).ok(),
+            Err(_) => None,
+        };
+        match stored {
+            Some(r) => self.router.deliver(r),
+            None if adopted.is_none() => {
+                if let Err(end) = self.publish(&job, &job_id, &cx).await {
+                    self.router.forget(&job_id);
+                    return end;
                 }
             }
-        } else {
-            if let Err(end) = self.publish(&job, &job_id, &cx).await {
-                self.router.forget(&job_id);
-                return end;
-            }
+            None => {}
         }
         // The result.
         let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -310,8 +330,9 @@ impl Coordinator {
             Err(e) => return Err(Executed::NotRun(failure(FailureKind::Setup, e.to_string()))),
         };
         // The ledger records the job after the stream stored it; a kill in
-        // between publishes the same id again on resume, which the stream's
-        // de-duplication (Nats-Msg-Id) drops.
+        // between publishes the same id again on resume (same base), which
+        // the stream's de-duplication (Nats-Msg-Id) drops. From another base
+        // it is another job; the first one's result is then ignored.
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", job_id);
         loop {

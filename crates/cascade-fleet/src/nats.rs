@@ -128,6 +128,16 @@ pub fn ack_wait() -> Duration {
         .unwrap_or(ACK_WAIT)
 }
 
+/// Deliveries after which a worker reports a job failed instead of running
+/// it: [`MAX_DELIVERIES`], or `CASCADE_FLEET_MAX_DELIVERIES` (at least 1).
+pub fn max_deliveries() -> u64 {
+    std::env::var("CASCADE_FLEET_MAX_DELIVERIES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(MAX_DELIVERIES)
+}
+
 /// How often a running job is progressed: a third of the ack wait, at most
 /// [`PROGRESS_EVERY`].
 pub fn progress_every() -> Duration {

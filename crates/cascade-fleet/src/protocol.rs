@@ -35,6 +35,11 @@ pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(2);
 pub const WORKER_TTL: Duration = Duration::from_secs(10);
 /// How long results stay in the stream (for a coordinator to come back).
 pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Deliveries after which a job is reported failed instead of run again: a
+/// job whose every run kills its worker (out of memory, a crashing agent)
+/// must end as a story failure the coordinator can retry or report, not be
+/// redelivered for ever.
+pub const MAX_DELIVERIES: u64 = 5;
 
 /// The jobs subject of a run of a repository.
 pub fn jobs_subject(repo: &str, run: &str) -> String {
@@ -51,10 +56,13 @@ pub fn results_filter(repo: &str) -> String {
     format!("cascade.results.{}.>", token(repo))
 }
 
-/// A job's id: run, story and attempt (unique; also the publish
-/// de-duplication id, so a retried publish is stored once).
-pub fn job_id(run: &str, story: &str, attempt: u32) -> String {
-    token(&format!("{run}-{story}-a{attempt}"))
+/// A job's id: run, story, attempt and base (unique; also the publish
+/// de-duplication id, so a retried publish is stored once). The base is in
+/// it because a resumed coordinator may publish the same attempt from a
+/// newer target tip: that is a new job, which de-duplication must not drop.
+pub fn job_id(run: &str, story: &str, attempt: u32, base: &str) -> String {
+    let base = base.get(..12).unwrap_or(base);
+    token(&format!("{run}-{story}-a{attempt}-{base}"))
 }
 
 /// A repository's key in subjects: a short stable hash of the shared
@@ -166,8 +174,13 @@ mod tests {
     #[test]
     fn subjects_are_single_tokens() {
         assert_eq!(token("story.1 x>*"), "story_1_x__");
-        let id = job_id("20260101T000000Z-12", "api.v2", 3);
+        let id = job_id("20260101T000000Z-12", "api.v2", 3, "0123456789abcdef");
         assert!(!id.contains('.'));
+        assert!(id.ends_with("-a3-0123456789ab"), "{id}");
+        assert_ne!(
+            id,
+            job_id("20260101T000000Z-12", "api.v2", 3, "fedcba9876543210")
+        );
         assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
         assert_eq!(repo_key("git@h:x.git"), repo_key("git@h:x.git/"));
         assert_ne!(repo_key("a"), repo_key("b"));

@@ -36,7 +36,7 @@ use futures_util::StreamExt;
 
 use crate::error::FleetError;
 use crate::git;
-use crate::nats::{progress_every, Fleet};
+use crate::nats::{max_deliveries, progress_every, Fleet};
 use crate::protocol::*;
 
 /// How a worker is set up.
@@ -275,6 +275,10 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         job_id: m.id.clone(),
         delivery,
     });
+    if delivery > max_deliveries() {
+        report_poison(s, &msg, &m, delivery).await;
+        return;
+    }
     if let Ok(mut r) = s.running.lock() {
         r.push(RunningJob {
             job_id: m.id.clone(),
@@ -350,6 +354,66 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         status: status.into(),
         error,
         duration_ms: started.elapsed().as_millis() as u64,
+    });
+}
+
+/// Ends a job that was delivered more than [`max_deliveries`] times without
+/// a result (each worker that took it died): a `process_crash` failure, so
+/// the coordinator's retry policy decides, instead of another delivery.
+async fn report_poison(
+    s: &Arc<Shared>,
+    msg: &async_nats::jetstream::Message,
+    m: &JobMsg,
+    delivery: u64,
+) {
+    let job = &m.job;
+    let agent = job
+        .agents
+        .candidates
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "none".into());
+    let error = format!(
+        "job delivered {delivery} times: every worker that took it stopped without a result \
+         (killed, out of memory, or a crash); not run again"
+    );
+    let report = JobReport {
+        agent: agent.clone(),
+        outcome: JobOutcome::Failed {
+            failure: JobFailure {
+                agent,
+                kind: FailureKind::ProcessCrash,
+                error: error.clone(),
+                gate_summary: String::new(),
+                output_excerpt: String::new(),
+                findings: String::new(),
+            },
+        },
+        gates: Vec::new(),
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        duration_ms: 0,
+    };
+    let result = ResultMsg {
+        job_id: m.id.clone(),
+        story: job.story.clone(),
+        attempt: job.attempt,
+        worker: s.cfg.id.clone(),
+        kind: ResultKind::Finished {
+            branch: attempt_branch(&job.story, job.attempt),
+            report: Box::new(report),
+        },
+    };
+    if publish_result(s, &m.results, &result).await {
+        let _ = msg.double_ack().await;
+    }
+    (s.sink)(WorkerEvent::JobDone {
+        story: job.story.clone(),
+        attempt: job.attempt,
+        status: "failed".into(),
+        error: Some(error),
+        duration_ms: 0,
     });
 }
 
