@@ -24,6 +24,8 @@ pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
+#[cfg(feature = "ui")]
+pub mod ui_cmd;
 pub mod verify_cmd;
 pub mod worktree_cmd;
 
@@ -136,6 +138,9 @@ pub enum Command {
     Paths(paths_cmd::PathsArgs),
     /// Run the whole pipeline on a scratch repository with the bundled offline agent
     Demo(demo::DemoArgs),
+    /// Local web dashboard of runs and plans (the URL carries an access token)
+    #[cfg(feature = "ui")]
+    Ui(ui_cmd::UiArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
@@ -214,6 +219,8 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Plan(a) => planning_cmd::run(g, a),
         Command::Demo(a) => demo::run(g, a),
         Command::Completions(a) => completions::run(a),
+        #[cfg(feature = "ui")]
+        Command::Ui(a) => ui_cmd::run(g, a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }
