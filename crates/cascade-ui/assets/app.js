@@ -364,9 +364,13 @@
       } catch (_) {
         return;
       }
-      const id = Number(msg.lastEventId);
+      const id = Number(msg.lastEventId) || 0;
+      // A reconnection may replay what this page has seen; a new run starts
+      // its own sequence.
+      if (ev.event === "run_started") model.lastEventId = 0;
+      if (id && model.lastEventId && id <= model.lastEventId) return;
       const seen = model.run && typeof model.run.last_event_id === "number" && id && id <= model.run.last_event_id;
-      model.lastEventId = id || model.lastEventId;
+      if (id) model.lastEventId = id;
       logEvent(ev);
       if (!seen && applyEvent(ev)) renderRunIfShown();
       if (model.openStory && ev.story === model.openStory) storyChanged();
@@ -430,6 +434,10 @@
   function renderRun() {
     const root = $("#view-run");
     const run = model.run;
+    // Redrawing must not take the keyboard focus or the graph's scroll away.
+    const focused = document.activeElement && root.contains(document.activeElement) ? document.activeElement.id : null;
+    const wrap = $("#graph-wrap");
+    const scroll = wrap ? [wrap.scrollLeft, wrap.scrollTop] : null;
     root.replaceChildren();
     if (!run) {
       root.appendChild(h("p", { class: "muted" }, "Loading…"));
@@ -443,6 +451,8 @@
     );
     const ul = $("#event-log");
     ul.scrollTop = ul.scrollHeight;
+    if (scroll) [$("#graph-wrap").scrollLeft, $("#graph-wrap").scrollTop] = scroll;
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({ preventScroll: true });
   }
 
   function renderSummary(run) {
