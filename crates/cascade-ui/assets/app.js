@@ -281,7 +281,7 @@
         return true;
       case "story_failed":
         if (st) {
-          st.state = "failed";
+          st.state = ev.error_type === "cancelled" ? "cancelled" : "failed";
           st.error = ev.error;
           st.failure_kind = ev.error_type;
           st.step = null;
@@ -308,6 +308,11 @@
         run.elapsed_ms = ev.duration_ms;
         refreshSoon();
         return true;
+      case "control":
+        // Taken or refused, a steering request is said in the events.
+        if (ev.ok) applyControl(ev);
+        else toast(ev.action + (ev.story ? " " + ev.story : "") + " refused: " + ev.message, true);
+        return true;
       case "batch_started":
         run.current_batch = ev.batch;
         return true;
@@ -316,13 +321,22 @@
     }
   }
 
+  // A steering action that was taken (from this page, another one, or the
+  // terminal): the run's paused flag, or a story back to waiting.
   function applyControl(c) {
     if (!model.run) return;
     if (c.action === "pause") model.run.paused = true;
     if (c.action === "resume") model.run.paused = false;
+    if (c.action === "retry" && c.story) {
+      const st = model.byId.get(c.story);
+      if (st) {
+        st.state = "pending";
+        st.error = null;
+        st.step = "retry requested";
+      }
+    }
     if (c.action === "cancel" || c.action === "retry") refreshSoon();
-    logEvent({ event: "control", action: c.action, story: c.story, by: c.by });
-    toast((c.by === "cli" ? "From the terminal: " : "") + c.action + (c.story ? " " + c.story : ""));
+    if (c.by && c.by !== "ui") toast("From " + c.by + ": " + c.action + (c.story ? " " + c.story : ""));
   }
 
   function logEvent(ev) {
@@ -393,7 +407,9 @@
     });
     source.addEventListener("control", (msg) => {
       try {
-        applyControl(JSON.parse(msg.data));
+        const c = JSON.parse(msg.data);
+        logEvent(Object.assign({ event: "control" }, c));
+        applyControl(c);
       } catch (_) {
         /* a malformed control message changes nothing */
       }
@@ -703,7 +719,7 @@
         h("h2", {}, d.id + " · " + (d.title || "")),
         h("span", { class: "badge", "data-state": state, id: "story-state" }, state),
         st.agent ? h("span", { class: "muted" }, st.agent + (st.attempt ? ", attempt " + st.attempt + (st.max_attempts ? "/" + st.max_attempts : "") : "")) : null,
-        h("button", { id: "action-retry", disabled: state !== "failed", title: "Run the failed story again", onclick: () => act("/api/stories/" + encodeURIComponent(d.id) + "/retry", "retry " + d.id) }, "Retry"),
+        h("button", { id: "action-retry", disabled: !(state === "failed" || state === "cancelled"), title: "Run the failed story again", onclick: () => act("/api/stories/" + encodeURIComponent(d.id) + "/retry", "retry " + d.id) }, "Retry"),
         h("button", { id: "action-cancel", class: "danger", disabled: !(state === "running" || state === "merging" || state === "pending"), title: "Stop this story (its agent is killed)", onclick: () => act("/api/stories/" + encodeURIComponent(d.id) + "/cancel", "cancel " + d.id) }, "Cancel")),
       h("p", { id: "action-error", class: "muted", role: "status" }),
       st.error ? h("p", { id: "story-error-text" }, h("strong", {}, (st.failure_kind || "error") + ": "), st.error) : null);
