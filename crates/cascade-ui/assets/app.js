@@ -159,13 +159,18 @@
     refreshTimer = setTimeout(async () => {
       refreshTimer = null;
       try {
-        const states = new Map(model.run ? model.run.stories.map((x) => [x.id, x.state]) : []);
+        const before = model.run;
+        const states = new Map(before ? before.stories.map((x) => [x.id, [x.state, x.attempt]]) : []);
         await loadRun();
         // A snapshot written a moment before the event it races with must not
-        // move a story backwards.
-        for (const st of model.run.stories) {
-          const before = states.get(st.id);
-          if (before && rank(before) > rank(st.state)) st.state = before;
+        // move a story backwards within the same run and attempt (a retry or
+        // a new run does move it back, through its own events).
+        if (before && before.run_id === model.run.run_id) {
+          for (const st of model.run.stories) {
+            const [state, attempt] = states.get(st.id) || [];
+            const retried = st.state === "pending" && rank(state) === 3;
+            if (state && attempt === st.attempt && rank(state) > rank(st.state) && !retried) st.state = state;
+          }
         }
         renderRunIfShown();
         if (model.openStory) loadStory(model.openStory);
