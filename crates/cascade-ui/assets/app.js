@@ -734,6 +734,11 @@
     const d = model.storyDetail;
     const root = $("#view-story");
     const attempts = d.attempts || [];
+    // What the reader opened or closed stays so when the story is redrawn.
+    const detailsKey = (el) => (el.closest(".attempt") || {}).id + "/" + (el.querySelector("summary") || {}).textContent;
+    const opened = new Map([...root.querySelectorAll("details")].map((el) => [detailsKey(el), el.open]));
+    const same = root.dataset.story === d.id;
+    root.dataset.story = d.id;
     root.replaceChildren(
       backLink(),
       storyHead(d),
@@ -745,6 +750,17 @@
         h("h2", {}, attempts.length ? "Attempts" : "No attempt yet"),
         attempts.map((a, i) => renderAttempt(d.id, a, i === attempts.length - 1)))
     );
+    const st = model.byId.get(d.id);
+    if (st && (st.state === "running" || st.state === "merging")) {
+      const outs = root.querySelectorAll("pre.output");
+      if (outs.length) outs[outs.length - 1].scrollTop = outs[outs.length - 1].scrollHeight;
+    }
+    if (same) {
+      for (const el of root.querySelectorAll("details")) {
+        const was = opened.get(detailsKey(el));
+        if (was !== undefined) el.open = was;
+      }
+    }
   }
 
   function mergeBlock(m) {
