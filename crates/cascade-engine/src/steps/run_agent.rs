@@ -44,7 +44,11 @@ pub(super) async fn run(
     // Held while the agent runs: its share of the agent's concurrency (after
     // any cooldown) and its place under the memory guard.
     let _permit = admit(a).await?;
-    let run = execute(&assigned.def, req, on_spawn, &ctx.control.agents_cancel)
+    // Steered runs: a cancel request for this story stops its agent too,
+    // and whoever watches gets the agent's lines.
+    let (cancel, _link) = crate::control::steer::agent_cancel(ctx, id);
+    req.on_output = crate::control::steer::output_lines(ctx, id, a.number);
+    let run = execute(&assigned.def, req, on_spawn, &cancel)
         .await
         .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
     // What the agent appended to findings.md outlives its worktree.
