@@ -18,6 +18,7 @@
 
 pub mod assets;
 pub mod auth;
+pub mod live;
 mod routes;
 
 use std::future::Future;
