@@ -14,6 +14,7 @@ pub mod agents_cmd;
 pub mod completions;
 pub mod demo;
 pub mod gates_cmd;
+pub mod live;
 pub mod mega_cmd;
 pub mod notify;
 pub mod paths_cmd;

@@ -656,7 +656,13 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         // gates, save state (a second signal leaves at once).
         let stop = StopSignals::watch(cancel.clone());
         let sink = notifier.wrap(note_after_start(reporter.sink(), restored));
-        (engine.run(options, sink, &cancel).await, stop)
+        // Events and requests for `cascade ui` (.cascade/live.sock, runs/).
+        let cascade_dir = project.repo.as_ref().map(|r| r.cascade_dir());
+        let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut options));
+        let sink = live.wrap(sink);
+        let result = engine.run(options, sink, &cancel).await;
+        drop(live);
+        (result, stop)
     });
     notifier.finish();
     // A thread stuck on an unanswering store (a hung network mount under a

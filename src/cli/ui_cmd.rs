@@ -26,7 +26,7 @@ pub struct UiArgs {
     pub open: bool,
 }
 
-pub fn run(_g: &Global, args: UiArgs) -> CliResult {
+pub fn run(g: &Global, args: UiArgs) -> CliResult {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(|e| {
@@ -37,6 +37,18 @@ pub fn run(_g: &Global, args: UiArgs) -> CliResult {
     let mut config = cascade_ui::UiConfig::new(paths.main_root.clone());
     config.bind = args.bind;
     config.port = args.port;
+    config.workdir = cwd.clone();
+    // The actions that are commands (`plan answer`, `plan approve`,
+    // `resume`) run this very executable, with this --agents.
+    config.cli = std::env::current_exe().ok().map(|exe| cascade_ui::Cli {
+        exe,
+        global: g
+            .agents
+            .iter()
+            .flat_map(|p| ["--agents".to_string(), p.display().to_string()])
+            .collect(),
+        cwd: cwd.clone(),
+    });
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -51,8 +63,12 @@ pub fn run(_g: &Global, args: UiArgs) -> CliResult {
             );
         }
         let url = ui.url();
-        println!("cascade ui: {url}");
-        println!("(Ctrl-C stops the dashboard; runs are not affected)");
+        // The URL alone on its line (scripts and tests read it).
+        println!("{url}");
+        eprintln!(
+            "cascade ui: dashboard of {} (Ctrl-C stops it; runs are not affected)",
+            paths.main_root.display()
+        );
         if args.open {
             open_browser(&url);
         }

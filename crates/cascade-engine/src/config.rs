@@ -177,6 +177,9 @@ pub struct RunOptions {
     /// gives every feature engine the same, so gates x features never
     /// exceed `--gate-jobs`). `None`: the run makes its own.
     pub gate_admission: Option<cascade_process::resources::Admission>,
+    /// Requests from outside the run (pause, resume, cancel, retry), see
+    /// `control::steer`. `None`: nobody steers it.
+    pub steering: Option<crate::control::steer::Steering>,
 }
 
 impl RunOptions {
@@ -235,6 +238,7 @@ impl Default for RunOptions {
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
             gate_admission: None,
+            steering: None,
         }
     }
 }

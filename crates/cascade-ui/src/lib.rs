@@ -16,9 +16,18 @@
 //! - [`auth::Token`]: 128 random bits from the OS, compared in constant time.
 //! - The HTTP API itself is documented in `docs/dashboard.md` ("API").
 
+mod api;
 pub mod assets;
 pub mod auth;
+mod detail;
+mod hub;
+pub mod live;
+mod plans;
 mod routes;
+mod snapshot;
+mod sse;
+
+pub use plans::Cli;
 
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -30,6 +39,12 @@ use std::sync::Arc;
 pub struct UiConfig {
     /// The repository whose `.cascade/` is shown (its main worktree).
     pub repo_root: PathBuf,
+    /// Where `cascade ui` was started: its `prd.json` is shown before any
+    /// run, and the actions run cascade there.
+    pub workdir: PathBuf,
+    /// How to run cascade for the actions that are commands (`plan
+    /// answer`, `plan approve`, `resume`); `None`: those actions answer 409.
+    pub cli: Option<Cli>,
     /// Address to listen on; 127.0.0.1 unless `--bind` says otherwise.
     pub bind: IpAddr,
     /// Port; 0 picks a free one.
@@ -39,8 +54,11 @@ pub struct UiConfig {
 impl UiConfig {
     /// Loopback, any free port.
     pub fn new(repo_root: impl Into<PathBuf>) -> UiConfig {
+        let repo_root = repo_root.into();
         UiConfig {
-            repo_root: repo_root.into(),
+            workdir: repo_root.clone(),
+            cli: None,
+            repo_root,
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: 0,
         }
@@ -63,12 +81,12 @@ pub enum UiError {
 }
 
 /// Shared by every request handler.
-#[derive(Debug)]
 pub(crate) struct AppState {
     pub config: UiConfig,
     pub token: auth::Token,
     /// `host:port` the server is reached at (for the same-origin check).
     pub local: SocketAddr,
+    pub hub: Arc<hub::Hub>,
 }
 
 /// A listening dashboard.
@@ -91,6 +109,7 @@ impl Ui {
         Ok(Ui {
             listener,
             state: Arc::new(AppState {
+                hub: hub::Hub::new(config.repo_root.join(".cascade")),
                 config,
                 token,
                 local,
@@ -126,9 +145,20 @@ impl Ui {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), UiError> {
         let app = routes::router(Arc::clone(&self.state));
+        // Follows the repository's live runs while serving.
+        let _watch = AbortOnDrop(self.state.hub.spawn_watch());
         axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
             .await
             .map_err(UiError::Serve)
+    }
+}
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

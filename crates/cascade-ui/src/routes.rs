@@ -6,11 +6,11 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use crate::auth::{self, COOKIE, HEADER};
-use crate::{assets, AppState};
+use crate::{api, assets, AppState};
 
 pub(crate) type Shared = Arc<AppState>;
 
@@ -19,9 +19,25 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/", get(index))
         .route("/assets/app.js", get(app_js))
         .route("/assets/app.css", get(app_css))
-        .route("/api/run", get(run_placeholder))
+        .route("/api/run", get(api::run))
+        .route("/api/stories/{id}", get(api::story))
+        .route("/api/events", get(crate::sse::events))
+        .route("/api/mega", get(api::mega))
+        .route("/api/plans", get(api::plans))
+        .route("/api/plans/{id}", get(api::plan))
+        .route("/api/actions/pause", post(api::pause))
+        .route("/api/actions/resume", post(api::resume))
+        .route("/api/stories/{id}/retry", post(api::retry))
+        .route("/api/stories/{id}/cancel", post(api::cancel))
+        .route("/api/plans/{id}/answer", post(api::answer))
+        .route("/api/plans/{id}/approve", post(api::approve))
+        .fallback(not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&state), guard))
         .with_state(state)
+}
+
+async fn not_found() -> Response {
+    api::error(StatusCode::NOT_FOUND, "no such page or endpoint")
 }
 
 /// 401 without the token; 403 for a state-changing request without the
@@ -129,8 +145,4 @@ async fn app_css() -> Response {
         assets::APP_CSS,
     )
         .into_response()
-}
-
-async fn run_placeholder() -> Response {
-    Json(serde_json::json!({ "run_id": null, "status": null, "stories": [] })).into_response()
 }
