@@ -20,4 +20,6 @@ mod plan;
 mod planning;
 mod real_agents;
 mod remote_cache;
+mod ui_browser;
 mod verify;
+mod webdriver;

@@ -172,6 +172,7 @@
             if (state && attempt === st.attempt && rank(state) > rank(st.state) && !retried) st.state = state;
           }
         }
+        if (model.streamState !== "lost") setConn(model.run.live ? "live" : "finished");
         renderRunIfShown();
         if (model.openStory) loadStory(model.openStory);
       } catch (e) {
@@ -188,10 +189,10 @@
     return model.run.attempts.find((a) => a.story === story && a.attempt === attempt);
   }
 
-  function endAttempt(story, attempt, outcome, kind) {
+  function endAttempt(story, attempt, outcome, kind, at) {
     const a = attempt ? attemptOf(story, attempt) : [...model.run.attempts].reverse().find((x) => x.story === story);
     if (a && (a.end_ms === null || a.end_ms === undefined)) {
-      a.end_ms = nowMs();
+      a.end_ms = typeof at === "number" ? at : nowMs();
       a.outcome = outcome;
       if (kind) a.failure_kind = kind;
     }
@@ -210,6 +211,8 @@
     const run = model.run;
     if (!run) return false;
     const st = ev.story ? model.byId.get(ev.story) : null;
+    // When the engine said it (ms since the run started), else now.
+    const t = typeof ev.t_ms === "number" ? ev.t_ms : nowMs();
     switch (ev.event) {
       case "run_started":
         run.status = "running";
@@ -220,7 +223,7 @@
       case "story_started":
         if (!st) return false;
         if (!(st.state === "running" && st.attempt === ev.attempt)) {
-          st.started_at_ms = nowMs();
+          st.started_at_ms = t;
         }
         st.state = "running";
         st.agent = ev.agent;
@@ -231,7 +234,7 @@
         if (!attemptOf(ev.story, ev.attempt)) {
           run.attempts.push({
             story: ev.story, attempt: ev.attempt, slot: freeSlot(), agent: ev.agent,
-            start_ms: nowMs(), end_ms: null, outcome: "running",
+            start_ms: t, end_ms: null, outcome: "running",
           });
         }
         return true;
@@ -257,7 +260,7 @@
           st.error = ev.error;
           st.failure_kind = ev.error_type;
         }
-        endAttempt(ev.story, ev.attempt, "failed", ev.error_type);
+        endAttempt(ev.story, ev.attempt, "failed", ev.error_type, t);
         refreshSoon();
         return true;
       case "retry_scheduled":
@@ -276,9 +279,9 @@
         if (st) {
           st.state = "complete";
           st.step = "merged";
-          st.elapsed_ms = typeof st.started_at_ms === "number" ? nowMs() - st.started_at_ms : st.elapsed_ms;
+          st.elapsed_ms = typeof st.started_at_ms === "number" ? t - st.started_at_ms : st.elapsed_ms;
         }
-        endAttempt(ev.story, ev.attempts, "ok");
+        endAttempt(ev.story, ev.attempts, "ok", null, t);
         refreshSoon();
         return true;
       case "merge_conflict":
@@ -290,9 +293,9 @@
           st.error = ev.error;
           st.failure_kind = ev.error_type;
           st.step = null;
-          st.elapsed_ms = typeof st.started_at_ms === "number" ? nowMs() - st.started_at_ms : st.elapsed_ms;
+          st.elapsed_ms = typeof st.started_at_ms === "number" ? t - st.started_at_ms : st.elapsed_ms;
         }
-        endAttempt(ev.story, ev.attempts, "failed", ev.error_type);
+        endAttempt(ev.story, ev.attempts, ev.error_type === "cancelled" ? "cancelled" : "failed", ev.error_type, t);
         refreshSoon();
         return true;
       case "story_blocked":
@@ -370,7 +373,7 @@
     if (source) source.close();
     const url = "/api/events?token=" + encodeURIComponent(TOKEN);
     source = new EventSource(url);
-    source.onopen = () => setConn("live");
+    source.onopen = () => setConn(model.run && !model.run.live ? "finished" : "live");
     source.onerror = () => {
       // EventSource reconnects on its own (with Last-Event-ID); a finished
       // run simply has nothing more to say.
@@ -410,15 +413,18 @@
         if (stick) pre.scrollTop = pre.scrollHeight;
       }
     });
-    source.addEventListener("control", (msg) => {
+    // The run on show changed (a new run went live, the live one ended, or
+    // this reader fell behind): reload the snapshot. A new run numbers its
+    // events from the start again.
+    source.addEventListener("run", (msg) => {
+      let st = {};
       try {
-        const c = JSON.parse(msg.data);
-        logEvent(Object.assign({ event: "control" }, c));
-        applyControl(c);
+        st = JSON.parse(msg.data) || {};
       } catch (_) {
-        /* a malformed control message changes nothing */
+        /* an unreadable status still means: reload */
       }
-      renderRunIfShown();
+      if (model.run && st.run_id && st.run_id !== model.run.run_id) model.lastEventId = 0;
+      refreshSoon();
     });
   }
 
@@ -426,7 +432,7 @@
     model.streamState = state;
     const el = $("#conn");
     el.dataset.conn = state;
-    el.textContent = { live: "live", lost: "reconnecting…", finished: "run finished", connecting: "connecting…" }[state] || state;
+    el.textContent = { live: "live", lost: "reconnecting…", finished: "connected · no live run", connecting: "connecting…" }[state] || state;
   }
 
   function cssEsc(v) {
@@ -746,6 +752,7 @@
         d.description ? h("p", {}, d.description) : null,
         (d.acceptance_criteria || []).length ? h("div", {}, h("strong", {}, "Acceptance criteria"), h("ul", {}, d.acceptance_criteria.map((c) => h("li", {}, c)))) : null,
         mergeBlock(d.merge)),
+      d.diff ? h("div", { class: "panel", id: "story-diff" }, h("details", { open: true }, h("summary", {}, "Diff of the story's last commit"), renderDiff(d.diff, "diff-story"))) : null,
       h("div", { class: "panel", id: "attempts" },
         h("h2", {}, attempts.length ? "Attempts" : "No attempt yet"),
         attempts.map((a, i) => renderAttempt(d.id, a, i === attempts.length - 1)))
@@ -775,11 +782,19 @@
     const key = story + "#" + a.attempt;
     const streamed = model.output.get(key);
     const output = a.output && (!streamed || a.output.length >= streamed.length) ? a.output : streamed || a.output || "";
-    const diffId = "diff-" + a.attempt;
+    // Links go to the attempt's own diff when it has one, else the story's.
+    const diffId = a.diff ? "diff-" + a.attempt : "diff-story";
     const gates = a.gates || [];
     const findings = a.findings || [];
     return h("div", { class: "attempt", id: "attempt-" + a.attempt, "data-attempt": a.attempt },
       h("h3", {}, "Attempt " + a.attempt + (a.agent ? " · " + a.agent : "") + (a.phase ? " · " + a.phase : "") + (a.failure_kind ? " · " + a.failure_kind : "")),
+      h("p", { class: "muted attempt-meta" }, [
+        a.outcome ? "outcome: " + a.outcome : null,
+        a.duration_ms ? fmtMs(a.duration_ms) : null,
+        a.tokens_in != null ? fmtNum(a.tokens_in) + " tokens in / " + fmtNum(a.tokens_out) + " out" : null,
+        a.cost_usd != null ? fmtCost(a.cost_usd) + (a.cost_estimated ? " (estimated)" : "") : null,
+      ].filter(Boolean).join(" · ")),
+      a.error ? h("p", { class: "attempt-error" }, h("strong", {}, "Error: "), a.error) : null,
       a.retry_reason ? h("p", { class: "retry-reason" }, h("strong", {}, "Retry because: "), a.retry_reason) : null,
       h("details", {}, h("summary", {}, "Prompt"), h("pre", { class: "prompt" }, a.prompt || "(not recorded)")),
       h("details", { open: last }, h("summary", {}, "Agent output"),
@@ -790,7 +805,7 @@
         h("ul", { class: "findings" }, findings.map((f) => h("li", { "data-kind": f.kind, "data-severity": f.severity || "" },
           "[" + f.kind + (f.severity ? " " + f.severity : "") + "] ",
           f.file ? fileLink(f.file, f.line, a.attempt, diffId) : null, f.file ? " " : null, f.message)))) : null,
-      h("details", { open: last && !!a.diff }, h("summary", {}, "Diff"), a.diff ? renderDiff(a.diff, diffId) : h("p", { class: "muted" }, "No change recorded."))
+      a.diff ? h("details", { open: last }, h("summary", {}, "Diff"), renderDiff(a.diff, diffId)) : null
     );
   }
 
@@ -848,7 +863,7 @@
   function renderDiff(text, id) {
     const pre = h("pre", { class: "diff", id });
     let file = null, newLine = 0;
-    for (const line of text.split("\n")) {
+    for (const line of text.replace(/\n$/, "").split("\n")) {
       let cls = "ctx", num = null;
       if (line.startsWith("diff --git")) {
         cls = "file";
@@ -981,6 +996,13 @@
     }
   }
 
+  // An answer kept in the session's answers.json, not used by the planner yet.
+  function queued(p, key) {
+    const v = p.answers && p.answers[key];
+    if (v === undefined || v === null) return null;
+    return typeof v === "string" ? v : v.option || JSON.stringify(v);
+  }
+
   function renderQuestion(p, q, final) {
     const inputId = "answer-" + q.id;
     const input = q.options && q.options.length
@@ -1000,6 +1022,7 @@
       h("strong", {}, q.id + ". " + q.question),
       q.why || q.context ? h("div", { class: "muted" }, q.why || q.context) : null,
       q.answer != null ? h("div", {}, "Answered: ", h("em", { class: "answer-text" }, q.answer)) : null,
+      q.answer == null && queued(p, q.id) ? h("div", { class: "queued" }, "Answer saved: ", h("em", { class: "answer-text" }, queued(p, q.id)), h("span", { class: "muted" }, " (the planner uses it when it goes on)")) : null,
       form);
   }
 
