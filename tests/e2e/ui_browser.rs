@@ -54,9 +54,11 @@ fn spawn_cascade(dir: &Path, args: &[&str], stdout: Stdio) -> Group {
     Group(child)
 }
 
-/// `cascade ui --port 0` in `dir`: the server and the URL it printed.
-fn start_ui(dir: &Path) -> (Group, String) {
-    let mut ui = spawn_cascade(dir, &["ui", "--port", "0"], Stdio::piped());
+/// `cascade ui --port 0 <extra>` in `dir`: the server and the URL it printed.
+fn start_ui(dir: &Path, extra: &[&str]) -> (Group, String) {
+    let mut args = vec!["ui", "--port", "0"];
+    args.extend_from_slice(extra);
+    let mut ui = spawn_cascade(dir, &args, Stdio::piped());
     let (tx, rx) = mpsc::channel();
     for pipe in [
         ui.0.stdout
@@ -196,7 +198,7 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     };
     let tools = tempfile::tempdir().expect("tools dir");
     let repo = live_run_repo(tools.path());
-    let (_ui, url) = start_ui(repo.path());
+    let (_ui, url) = start_ui(repo.path(), &[]);
     let base = origin(&url);
     assert!(
         base.starts_with("http://127.0.0.1:"),
@@ -295,15 +297,18 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     b.screenshot(&screenshot_path("run-finished"));
 
     // Phase 4: the failed story's gate errors, linked to its diff.
-    b.click(&b.wait_find(".node[data-story=\"story-002\"]", 5));
-    let err = b.wait_find(".gate[data-passed=false] .gate-error", 15);
-    let text = b.text(&err);
+    b.click_css(".node[data-story=\"story-002\"]", 5);
+    let text = b.wait_js(
+        "the failed gate's errors",
+        15,
+        "var e = document.querySelector('.gate[data-passed=false] .gate-error'); return e && e.innerText;",
+    );
+    let text = text.as_str().unwrap_or_default();
     assert!(
         text.contains("words.txt:2") && text.contains("broken"),
         "gate error: {text}"
     );
-    let link = b.wait_find(".gate[data-passed=false] .gate-error a.file-link", 5);
-    b.click(&link);
+    b.click_css(".gate[data-passed=false] .gate-error a.file-link", 5);
     let landed = b.wait_js(
         "the link to land on the diff line",
         5,
@@ -344,15 +349,28 @@ fn dashboard_answers_a_planning_question() {
     let (store, id) = waiting_session(repo.path());
     let session_file = store.dir(&id).join("session.json");
     let before = std::fs::read_to_string(&session_file).expect("session.json");
-    let (_ui, url) = start_ui(repo.path());
+    // The planner the answer wakes up is a script that gives up at once: the
+    // test needs no agent, and never reaches a real one.
+    let tools = tempfile::tempdir().expect("tools dir");
+    let planner = script(
+        &tools.path().join("planner.sh"),
+        "echo 'no plan today' >&2\nexit 1",
+    );
+    let agents = tools.path().join("agents.json");
+    write_json(
+        &agents,
+        &json!({"default_agent": "scripted", "agents": {
+            "scripted": {"type": "cli", "command": planner.display().to_string(), "args": [], "timeout": 30}
+        }}),
+    );
+    let (_ui, url) = start_ui(repo.path(), &["--agents", &agents.display().to_string()]);
 
     b.goto(&format!("{url}#/plan"));
-    let entry = b.wait_find(&format!("#plan-list [data-plan=\"{id}\"] a"), 15);
-    b.click(&entry);
+    b.click_css(&format!("#plan-list [data-plan=\"{id}\"] a"), 15);
     let input = b.wait_find("#answer-q-1", 10);
     b.type_into(&input, "GitHub");
     b.screenshot(&screenshot_path("plan-question"));
-    b.click(&b.wait_find("#submit-q-1", 5));
+    b.click_css("#submit-q-1", 5);
 
     // The answer reaches the session's files, as `cascade plan answer` would.
     let answers = store.answers_path(&id);
@@ -372,5 +390,12 @@ fn dashboard_answers_a_planning_question() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The page shows the answer as kept (used by the planner when it goes
+    // on), whatever the planner made of it.
+    b.wait_js(
+        "the page to show the saved answer",
+        15,
+        "var a = document.querySelector('.question[data-question=\"q-1\"] .answer-text'); return a && a.textContent === 'GitHub';",
+    );
     b.screenshot(&screenshot_path("plan-answered"));
 }

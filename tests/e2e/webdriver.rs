@@ -293,9 +293,20 @@ impl Browser {
         }
     }
 
-    pub fn click(&self, el: &Element) {
-        self.cmd("POST", &format!("/element/{}/click", el.0), Some(json!({})))
-            .unwrap_or_else(|e| panic!("click: {e}"));
+    /// Clicks the element `css` selects, finding it again when the page
+    /// redrew it between the find and the click (a live page does).
+    pub fn click_css(&self, css: &str, secs: u64) {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            let el = self.wait_find(css, secs);
+            let err = match self.cmd("POST", &format!("/element/{}/click", el.0), Some(json!({}))) {
+                Ok(_) => return,
+                Err(e) => e,
+            };
+            if !err.contains("stale element") || Instant::now() > deadline {
+                panic!("click {css}: {err}");
+            }
+        }
     }
 
     /// Replaces the text of an input with `text`.
@@ -308,15 +319,6 @@ impl Browser {
             Some(json!({ "text": text })),
         )
         .unwrap_or_else(|e| panic!("type: {e}"));
-    }
-
-    /// The rendered text of an element.
-    pub fn text(&self, el: &Element) -> String {
-        self.cmd("GET", &format!("/element/{}/text", el.0), None)
-            .unwrap_or_else(|e| panic!("text: {e}"))
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
     }
 
     /// Saves a PNG of the viewport to `path` (directories created).

@@ -80,6 +80,13 @@
 
   const $ = (sel, root) => (root || document).querySelector(sel);
 
+  // Replaces an element's children; null and false children are left out
+  // (replaceChildren itself would write them as text).
+  function fill(el, ...children) {
+    el.replaceChildren();
+    appendAll(el, children);
+  }
+
   function toast(message, isError) {
     const t = h("div", { class: "toast" + (isError ? " error" : ""), role: isError ? "alert" : "status" }, message);
     $("#toasts").appendChild(t);
@@ -465,7 +472,7 @@
     const focused = document.activeElement && root.contains(document.activeElement) ? document.activeElement.id : null;
     const wrap = $("#graph-wrap");
     const scroll = wrap ? [wrap.scrollLeft, wrap.scrollTop] : null;
-    root.replaceChildren();
+    fill(root, );
     if (!run) {
       root.appendChild(h("p", { class: "muted" }, "Loading…"));
       return;
@@ -707,7 +714,7 @@
       renderStory();
     } catch (e) {
       const root = $("#view-story");
-      root.replaceChildren(backLink(), h("p", { class: "panel", id: "story-error" }, e.status === 404 ? "No story " + id + ": " + e.message : "Error: " + e.message));
+      fill(root, backLink(), h("p", { class: "panel", id: "story-error" }, e.status === 404 ? "No story " + id + ": " + e.message : "Error: " + e.message));
     }
   }
 
@@ -745,7 +752,7 @@
     const opened = new Map([...root.querySelectorAll("details")].map((el) => [detailsKey(el), el.open]));
     const same = root.dataset.story === d.id;
     root.dataset.story = d.id;
-    root.replaceChildren(
+    fill(root, 
       backLink(),
       storyHead(d),
       h("div", { class: "panel" },
@@ -900,19 +907,19 @@
   // ---------------------------------------------------------------- mega view
   async function renderMega() {
     const root = $("#view-mega");
-    root.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    fill(root, h("p", { class: "muted" }, "Loading…"));
     try {
       model.mega = await api("/api/mega");
     } catch (e) {
-      root.replaceChildren(h("p", { class: "panel" }, "Error: " + e.message));
+      fill(root, h("p", { class: "panel" }, "Error: " + e.message));
       return;
     }
     const features = model.mega.features || [];
     if (!features.length) {
-      root.replaceChildren(h("div", { class: "panel", id: "mega-empty" }, "No mega-plan in this project (mega-plan.json)."));
+      fill(root, h("div", { class: "panel", id: "mega-empty" }, "No mega-plan in this project (mega-plan.json)."));
       return;
     }
-    root.replaceChildren(h("div", { class: "panel" }, h("h2", {}, "Features"),
+    fill(root, h("div", { class: "panel" }, h("h2", {}, "Features"),
       h("table", { id: "mega-table", style: "width:100%;border-collapse:collapse" },
         h("thead", {}, h("tr", {}, ["Feature", "Status", "Depends on", "Progress"].map((c) => h("th", { style: "text-align:left" }, c)))),
         h("tbody", {}, features.map((f) => {
@@ -934,15 +941,15 @@
   // (title, pros/cons, recommended, chosen): both are read.
   async function renderPlans() {
     const root = $("#view-plan");
-    root.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    fill(root, h("p", { class: "muted" }, "Loading…"));
     try {
       model.plans = await api("/api/plans");
     } catch (e) {
-      root.replaceChildren(h("p", { class: "panel" }, "Error: " + e.message));
+      fill(root, h("p", { class: "panel" }, "Error: " + e.message));
       return;
     }
     const list = Array.isArray(model.plans) ? model.plans : model.plans.sessions || model.plans.plans || [];
-    root.replaceChildren(h("div", { class: "panel" }, h("h2", {}, "Planning sessions"),
+    fill(root, h("div", { class: "panel" }, h("h2", {}, "Planning sessions"),
       list.length ? h("ul", { class: "plan-list", id: "plan-list" }, list.map((p) => {
         const id = p.id || p.session_id;
         return h("li", { "data-plan": id, "data-status": p.status },
@@ -958,13 +965,13 @@
     try {
       p = await api("/api/plans/" + encodeURIComponent(id));
     } catch (e) {
-      root.replaceChildren(h("p", {}, h("a", { href: "#/plan" }, "← sessions")), h("p", { class: "panel", id: "plan-error" }, "Error: " + e.message));
+      fill(root, h("p", {}, h("a", { href: "#/plan" }, "← sessions")), h("p", { class: "panel", id: "plan-error" }, "Error: " + e.message));
       return;
     }
     if (model.openPlan !== id) return;
     const waiting = new Set(p.waiting_for || []);
     const final = p.status === "approved" || p.status === "cancelled";
-    root.replaceChildren(
+    fill(root, 
       h("p", {}, h("a", { href: "#/plan", id: "back-to-plans" }, "← sessions")),
       h("div", { class: "panel", id: "plan-head", "data-plan": p.id || p.session_id, "data-status": p.status },
         h("div", { class: "story-head" }, h("h2", {}, p.instruction || p.goal || id), h("span", { class: "badge", "data-status": p.status, id: "plan-status" }, p.status)),
@@ -991,6 +998,9 @@
       renderPlan(id);
     } catch (e) {
       toast(what + " refused: " + e.message, true);
+      // Part of it may have been kept (an answer saved before the planner
+      // could go on): show the session as it is now, then why.
+      await renderPlan(id);
       const out = $("#plan-action-error");
       if (out) out.textContent = what + " refused (" + e.status + "): " + e.message;
     }
@@ -1100,7 +1110,7 @@
       model.openStory = id;
       model.storyDetail = null;
       $("#view-story").hidden = false;
-      $("#view-story").replaceChildren(backLink(), h("p", { class: "muted" }, "Loading " + id + "…"));
+      fill($("#view-story"), backLink(), h("p", { class: "muted" }, "Loading " + id + "…"));
       document.title = id + " · cascade";
       loadStory(id);
     } else if (view === "mega") {
