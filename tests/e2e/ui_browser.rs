@@ -126,12 +126,20 @@ fn live_run_repo(tools: &Path) -> tempfile::TempDir {
     let repo = init_repo();
     let agent = script(
         &tools.join("agent.sh"),
-        r#"id="$CASCADE_STORY_ID"
+        &format!(
+            r#"id="$CASCADE_STORY_ID"
 echo "starting $id"
 sleep 2
+# story-003 holds until the test has looked at the page mid-run.
+if [ "$id" = story-003 ]; then
+  n=0
+  while [ ! -f '{go}' ] && [ $n -lt 600 ]; do sleep 0.1; n=$((n+1)); done
+fi
 echo "$id" > "$id.txt"
 if [ "$id" = story-002 ]; then printf 'fine\nbroken\n' > words.txt; fi
 echo "done $id""#,
+            go = tools.join("go").display()
+        ),
     );
     let gate = script(
         &tools.join("words-gate.sh"),
@@ -256,7 +264,6 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         Stdio::null(),
     );
     wait_state(&b, "story-001", "running", 30);
-    b.screenshot(&screenshot_path("run-live"));
     // A running node shows its agent and attempt; its elapsed time ticks.
     let meta = b.js(
         "return document.querySelector('.node[data-story=\"story-001\"]').innerText",
@@ -268,6 +275,31 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     );
     wait_state(&b, "story-001", "complete", 60);
     wait_state(&b, "story-002", "failed", 60);
+    // story-003 now runs and waits for us: the page saw all this mid-run.
+    wait_state(&b, "story-003", "running", 60);
+    assert_eq!(
+        b.js(
+            "return document.querySelector('#run-summary').dataset.live",
+            json!([])
+        ),
+        "true"
+    );
+    b.wait_js(
+        "the engine's events in the page's log",
+        10,
+        "return document.querySelector('#event-log li[data-event=story_merged]')",
+    );
+    b.screenshot(&screenshot_path("run-live"));
+    // Its agent's output streams into the story view while it runs.
+    b.click_css(".node[data-story=\"story-003\"]", 5);
+    b.wait_js(
+        "story-003's output so far",
+        15,
+        "var o = document.querySelector('pre.output[data-story=\"story-003\"]'); return o && o.textContent.includes('starting story-003');",
+    );
+    b.screenshot(&screenshot_path("story-running"));
+    std::fs::write(tools.path().join("go"), "").expect("release story-003");
+    b.click_css("#back-to-run", 5);
     wait_state(&b, "story-003", "complete", 60);
     wait_state(&b, "story-004", "blocked", 60);
     b.wait_js(

@@ -412,11 +412,17 @@
         return;
       }
       const key = o.story + "#" + o.attempt;
-      model.output.set(key, (model.output.get(key) || "") + o.text);
+      // One message per line the agent printed.
+      const text = String(o.text ?? "").endsWith("\n") ? String(o.text) : o.text + "\n";
+      model.output.set(key, (model.output.get(key) || "") + text);
       const pre = document.querySelector(`pre.output[data-story="${cssEsc(o.story)}"][data-attempt="${Number(o.attempt)}"]`);
       if (pre) {
         const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-        pre.textContent += o.text;
+        if (pre.dataset.empty === "true") {
+          pre.textContent = "";
+          pre.dataset.empty = "false";
+        }
+        pre.textContent += text;
         if (stick) pre.scrollTop = pre.scrollHeight;
       }
     });
@@ -805,7 +811,7 @@
       a.retry_reason ? h("p", { class: "retry-reason" }, h("strong", {}, "Retry because: "), a.retry_reason) : null,
       h("details", {}, h("summary", {}, "Prompt"), h("pre", { class: "prompt" }, a.prompt || "(not recorded)")),
       h("details", { open: last }, h("summary", {}, "Agent output"),
-        h("pre", { class: "output", "data-story": story, "data-attempt": a.attempt }, output || "(no output yet)")),
+        h("pre", { class: "output", "data-story": story, "data-attempt": a.attempt, "data-empty": String(!output) }, output || "(no output yet)")),
       h("details", { open: last && gates.some((g) => !g.passed) }, h("summary", {}, "Gates (" + gates.length + ")"),
         gates.length ? gates.map((g) => renderGate(g, a.attempt, diffId)) : h("p", { class: "muted" }, "No gate ran.")),
       findings.length ? h("details", { open: last }, h("summary", {}, "Verification and review findings (" + findings.length + ")"),
@@ -1017,7 +1023,7 @@
     const inputId = "answer-" + q.id;
     const input = q.options && q.options.length
       ? h("select", { id: inputId, name: q.id }, q.options.map((o) => h("option", { value: o, selected: q.answer === o }, o)))
-      : h("input", { type: "text", id: inputId, name: q.id, value: q.answer || "", placeholder: q.assumption || q.default || "" });
+      : h("input", { type: "text", id: inputId, name: q.id, value: q.answer || queued(p, q.id) || "", placeholder: q.assumption || q.default || "" });
     const form = h("form", {
       class: "row", "data-question": q.id,
       onsubmit: (ev) => {
