@@ -298,9 +298,39 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         "var o = document.querySelector('pre.output[data-story=\"story-003\"]'); return o && o.textContent.includes('starting story-003');",
     );
     b.screenshot(&screenshot_path("story-running"));
-    std::fs::write(tools.path().join("go"), "").expect("release story-003");
+
+    // Actions, while story-003 holds: pause and resume scheduling from the
+    // run view, then cancel story-003 from its story view. Each goes through
+    // the live run and comes back as a `control` event.
     b.click_css("#back-to-run", 5);
-    wait_state(&b, "story-003", "complete", 60);
+    b.click_css("#action-pause", 5);
+    b.wait_js(
+        "the PAUSED badge",
+        15,
+        "return document.querySelector('#paused-indicator') && document.querySelector('#run-summary').dataset.paused === 'true';",
+    );
+    b.screenshot(&screenshot_path("run-paused"));
+    b.click_css("#action-resume", 5);
+    b.wait_js(
+        "scheduling to go on",
+        15,
+        "return !document.querySelector('#paused-indicator') && document.querySelector('#run-summary').dataset.paused === 'false';",
+    );
+    b.click_css(".node[data-story=\"story-003\"]", 5);
+    b.click_css("#action-cancel", 5);
+    b.click_css("#back-to-run", 5);
+    wait_state(&b, "story-003", "cancelled", 30);
+    let controls = b.wait_js(
+        "the control events",
+        10,
+        "var l = [...document.querySelectorAll('#event-log li[data-event=control]')].map(e => e.textContent); return l.length >= 3 && l;",
+    );
+    let controls = controls.to_string();
+    for action in ["action=pause", "action=resume", "action=cancel"] {
+        assert!(controls.contains(action), "{action} not in {controls}");
+    }
+    // The agent was killed; releasing it changes nothing.
+    std::fs::write(tools.path().join("go"), "").expect("release story-003");
     wait_state(&b, "story-004", "blocked", 60);
     b.wait_js(
         "the run to finish",
@@ -318,6 +348,11 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         json!([]),
     );
     assert!(bars.as_u64().unwrap_or(0) >= 3, "Gantt bars: {bars}");
+    assert_eq!(
+        node_state(&b, "story-003"),
+        "cancelled",
+        "a late event undid the cancel"
+    );
     let critical = b.js(
         "return [...document.querySelectorAll('.node[data-critical=true]')].map(n => n.dataset.story)",
         json!([]),
