@@ -20,4 +20,6 @@ mod plan;
 mod planning;
 mod real_agents;
 mod remote_cache;
+#[cfg(feature = "ui")]
+mod ui;
 mod verify;
