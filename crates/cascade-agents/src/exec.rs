@@ -54,9 +54,12 @@ pub struct AgentRequest {
     pub on_output: Option<OutputLines>,
 }
 
+/// The function behind [`OutputLines`].
+pub type LineFn = dyn Fn(&[u8]) + Send + Sync;
+
 /// A callback for an agent's output lines (see [`AgentRequest::on_output`]).
 #[derive(Clone)]
-pub struct OutputLines(pub std::sync::Arc<dyn Fn(&[u8]) + Send + Sync>);
+pub struct OutputLines(pub std::sync::Arc<LineFn>);
 
 impl std::fmt::Debug for OutputLines {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

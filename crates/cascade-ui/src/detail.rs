@@ -169,8 +169,7 @@ pub(crate) fn build(
         .iter()
         .filter(|r| r.kind == "event")
         .filter(|r| r.data.get("event").and_then(Value::as_str) == Some("merge_conflict"))
-        .filter(|r| r.data.get("story").and_then(Value::as_str) == Some(id))
-        .last()
+        .rfind(|r| r.data.get("story").and_then(Value::as_str) == Some(id))
         .and_then(|r| r.data.get("files").and_then(Value::as_array).cloned());
     let mut attempts = Vec::new();
     let mut previous: Option<(Option<&'static str>, Option<String>)> = None;

@@ -158,7 +158,6 @@ pub(crate) fn mega(cascade_dir: &Path) -> Value {
     let plan = cascade_plan::load_mega(&state.plan).ok();
     let features: Vec<Value> = state
         .ordered_features()
-        .into_iter()
         .map(|(name, f)| {
             let p = plan.as_ref().and_then(|p| p.features.iter().find(|x| x.name == *name));
             json!({

@@ -153,7 +153,7 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
     let mut slot = vec![0; spans.len()];
     for i in order {
         let (start, end) = spans[i];
-        let end = end.unwrap_or(i64::MAX.min(now.max(start) + 1));
+        let end = end.unwrap_or(now.max(start) + 1);
         let free = busy_until.iter().position(|&u| u <= start);
         let s = match free {
             Some(s) => s,
@@ -195,11 +195,7 @@ fn seen(records: &[Arc<Record>]) -> (HashMap<String, Seen>, u64) {
             }
             Some("story_skipped") => e.skipped = true,
             Some("review_finished") | Some("verification_finished") => {}
-            Some("gate_finished") => {
-                if d.get("cached") == Some(&Value::Bool(true)) {
-                    cache_hits += 1;
-                }
-            }
+            Some("gate_finished") if d.get("cached") == Some(&Value::Bool(true)) => cache_hits += 1,
             Some("merge_resolving") => e.merging = true,
             Some("attempt_failed") | Some("retry_scheduled") => e.merging = false,
             _ => {}

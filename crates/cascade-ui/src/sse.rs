@@ -68,25 +68,16 @@ pub(crate) async fn events(
             if let Some(text) = first {
                 return Some((Ok::<Bytes, Infallible>(Bytes::from(text)), (None, rx, hub)));
             }
-            let text = loop {
-                match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
-                    Err(_) => break ": keep-alive\n\n".to_string(),
-                    Ok(Ok(Feed::Record(r))) => break message(&r),
-                    Ok(Ok(Feed::Source)) => {
-                        break format!(
-                            "event: run\ndata: {}\n\n",
-                            serde_json::to_string(&hub.status()).unwrap_or_default()
-                        )
-                    }
-                    // Too slow a reader loses records: tell it to reload.
-                    Ok(Err(RecvError::Lagged(_))) => {
-                        break format!(
-                            "event: run\ndata: {}\n\n",
-                            serde_json::to_string(&hub.status()).unwrap_or_default()
-                        )
-                    }
-                    Ok(Err(RecvError::Closed)) => return None,
-                }
+            let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
+                Err(_) => ": keep-alive\n\n".to_string(),
+                Ok(Ok(Feed::Record(r))) => message(&r),
+                // The run on show changed, or too slow a reader lost
+                // records: either way the page reloads its snapshot.
+                Ok(Ok(Feed::Source)) | Ok(Err(RecvError::Lagged(_))) => format!(
+                    "event: run\ndata: {}\n\n",
+                    serde_json::to_string(&hub.status()).unwrap_or_default()
+                ),
+                Ok(Err(RecvError::Closed)) => return None,
             };
             Some((Ok(Bytes::from(text)), (None, rx, hub)))
         });

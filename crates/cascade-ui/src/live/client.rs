@@ -70,8 +70,10 @@ impl LiveClient {
             tokio::spawn(async move {
                 while let Ok(Some(line)) = lines.next_line().await {
                     match serde_json::from_str::<Line>(&line) {
+                        // The dashboard went away: stop reading.
                         Ok(Line::Record(r)) => {
-                            if tx.send(r).is_err() {
+                            let gone = tx.send(r).is_err();
+                            if gone {
                                 break;
                             }
                         }
