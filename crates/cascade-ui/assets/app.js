@@ -688,8 +688,8 @@
 
   async function act(path, what) {
     try {
-      await post(path);
-      toast(what + ": done");
+      const res = (await post(path)) || {};
+      toast(what + ": " + (res.message || (res.pid ? "started (log: " + res.log + ")" : "done")));
       if (what === "pause") model.run.paused = true;
       if (what === "resume") model.run.paused = false;
       renderRunIfShown();
@@ -925,11 +925,12 @@
       fill(root, h("div", { class: "panel", id: "mega-empty" }, "No mega-plan in this project (mega-plan.json)."));
       return;
     }
-    fill(root, h("div", { class: "panel" }, h("h2", {}, "Features"),
+    fill(root, h("div", { class: "panel" }, h("h2", {}, "Features" + (model.mega.goal ? ": " + model.mega.goal : "")),
+      model.mega.status ? h("p", {}, "Mega run: ", h("span", { class: "badge", "data-status": model.mega.status, id: "mega-status" }, model.mega.status)) : null,
       h("table", { id: "mega-table", style: "width:100%;border-collapse:collapse" },
         h("thead", {}, h("tr", {}, ["Feature", "Status", "Depends on", "Progress"].map((c) => h("th", { style: "text-align:left" }, c)))),
         h("tbody", {}, features.map((f) => {
-          const total = f.stories_total || 0, done = f.stories_done || 0, failed = f.failed || 0;
+          const total = f.stories_total || 0, done = f.stories_done || 0, failed = f.failed || 0, blocked = f.blocked || 0;
           const pct = (n) => (total ? (100 * n) / total : 0) + "%";
           return h("tr", { "data-feature": f.name, "data-status": f.status },
             h("td", {}, h("strong", {}, f.name), h("div", { class: "muted" }, f.title || "")),
@@ -937,7 +938,8 @@
             h("td", { class: "mono" }, (f.depends_on || []).join(", ") || "–"),
             h("td", {}, h("div", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done },
               h("span", { class: "p-done", style: "width:" + pct(done) }), h("span", { class: "p-failed", style: "width:" + pct(failed) })),
-              h("span", { class: "muted" }, done + "/" + total + (failed ? ", " + failed + " failed" : ""))));
+              h("span", { class: "muted" }, done + "/" + total + " merged" + (failed ? ", " + failed + " failed" : "") + (blocked ? ", " + blocked + " blocked" : "")),
+              f.failure && f.failure.message ? h("div", { class: "feature-failure" }, (f.failure.kind ? f.failure.kind + ": " : "") + f.failure.message) : null));
         })))));
   }
 
@@ -962,7 +964,9 @@
           h("a", { href: "#/plan/" + encodeURIComponent(id) }, p.goal || p.instruction || id), " ",
           h("span", { class: "badge", "data-status": p.status }, p.status), " ",
           h("span", { class: "muted mono" }, id + (p.updated_at ? " · " + p.updated_at : "")));
-      })) : h("p", { class: "muted", id: "plan-empty" }, "No planning session. Start one with `cascade plan \"goal\"`.")));
+      })) : h("p", { class: "muted", id: "plan-empty" }, "No planning session. Start one with `cascade plan \"goal\"`."),
+      (model.plans.unreadable || []).length ? h("div", { id: "plan-unreadable" }, h("h3", {}, "Sessions that could not be read"),
+        h("ul", {}, model.plans.unreadable.map((u) => h("li", { class: "mono" }, u.id + ": " + u.error)))) : null));
   }
 
   async function renderPlan(id) {
@@ -978,7 +982,8 @@
     const waiting = new Set(p.waiting_for || []);
     const final = p.status === "approved" || p.status === "cancelled";
     fill(root, 
-      h("p", {}, h("a", { href: "#/plan", id: "back-to-plans" }, "← sessions")),
+      h("p", { class: "row" }, h("a", { href: "#/plan", id: "back-to-plans" }, "← sessions"),
+        h("button", { id: "plan-reload", onclick: () => renderPlan(id) }, "Reload")),
       h("div", { class: "panel", id: "plan-head", "data-plan": p.id || p.session_id, "data-status": p.status },
         h("div", { class: "story-head" }, h("h2", {}, p.instruction || p.goal || id), h("span", { class: "badge", "data-status": p.status, id: "plan-status" }, p.status)),
         h("dl", { class: "kv" },
@@ -999,9 +1004,13 @@
   async function planPost(p, path, body, what) {
     const id = p.id || p.session_id;
     try {
-      await post("/api/plans/" + encodeURIComponent(id) + path, body);
-      toast(what + ": saved");
-      renderPlan(id);
+      const res = (await post("/api/plans/" + encodeURIComponent(id) + path, body)) || {};
+      // 202: the planner goes on in the background (agents at work); the
+      // session shows its progress when reloaded.
+      toast(what + ": " + (res.running ? "saved; the planner is working (log: " + res.log + ")" : "saved"));
+      await renderPlan(id);
+      const out = $("#plan-action-error");
+      if (out && res.running) out.textContent = "The planner is working on it; press Reload to see where it stands.";
     } catch (e) {
       toast(what + " refused: " + e.message, true);
       // Part of it may have been kept (an answer saved before the planner
