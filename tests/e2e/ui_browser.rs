@@ -206,7 +206,7 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     };
     let tools = tempfile::tempdir().expect("tools dir");
     let repo = live_run_repo(tools.path());
-    let (_ui, url) = start_ui(repo.path(), &[]);
+    let (ui, url) = start_ui(repo.path(), &[]);
     let base = origin(&url);
     assert!(
         base.starts_with("http://127.0.0.1:"),
@@ -383,6 +383,43 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     );
     assert_eq!(landed, "words.txt:2");
     b.screenshot(&screenshot_path("story-failed"));
+
+    // Phase 5: the next morning. A new `cascade ui` (a new token) shows the
+    // finished run from its state and journal, with nothing live.
+    drop(ui);
+    let (_ui, url) = start_ui(repo.path(), &[]);
+    b.goto(&url);
+    b.wait_js(
+        "the page to start",
+        15,
+        "return document.body.dataset.ready === 'true'",
+    );
+    for (id, state) in [
+        ("story-001", "complete"),
+        ("story-002", "failed"),
+        ("story-003", "cancelled"),
+        ("story-004", "blocked"),
+    ] {
+        wait_state(&b, id, state, 10);
+    }
+    let summary = b.js(
+        "var s = document.querySelector('#run-summary'); return [s.dataset.status, s.dataset.live, document.querySelector('#action-pause').disabled];",
+        json!([]),
+    );
+    assert_eq!(
+        summary,
+        json!(["failed", "false", true]),
+        "finished run summary"
+    );
+    b.wait_js(
+        "the journal's events",
+        10,
+        "return document.querySelectorAll('#event-log li[data-event=story_merged]').length === 1",
+    );
+    b.screenshot(&screenshot_path("run-reopened"));
+    // No mega-plan here: the mega view says so.
+    b.click_css("#tab-mega", 5);
+    b.wait_find("#mega-empty", 10);
 }
 
 /// A planning session waiting for its first question, written with the

@@ -653,7 +653,7 @@
       const g = s("g", { "data-story": a.story, "data-attempt": a.attempt });
       const rect = s("rect", {
         class: "bar", x: x0, y: (a.slot || 0) * ROW + 3, width: w, height: ROW - 6,
-        "data-outcome": a.outcome || (a.end_ms == null ? "running" : "ok"), "data-story": a.story,
+        "data-outcome": a.failure_kind === "cancelled" ? "cancelled" : a.outcome || (a.end_ms == null ? "running" : "ok"), "data-story": a.story,
       }, s("title", {}, `${a.story} attempt ${a.attempt} (${a.agent || "?"}): ${a.outcome || ""}${a.failure_kind ? " " + a.failure_kind : ""}, ${fmtMs(end - (a.start_ms || 0))}`));
       rect.addEventListener("click", () => (location.hash = "#/story/" + encodeURIComponent(a.story)));
       g.appendChild(rect);
