@@ -37,19 +37,31 @@ pub struct Element(String);
 
 /// Where the browser and its driver are, or why they are not usable.
 pub fn locate() -> Result<(PathBuf, PathBuf), String> {
-    let find = |var: &str, defaults: &[&str]| -> Option<PathBuf> {
+    let find = |var: &str, defaults: &[&str]| -> Result<PathBuf, String> {
         if let Some(p) = std::env::var_os(var) {
-            return Some(PathBuf::from(p)).filter(|p| p.exists());
+            let p = PathBuf::from(p);
+            return if p.exists() {
+                Ok(p)
+            } else {
+                Err(format!("{var}={} does not exist", p.display()))
+            };
         }
-        defaults.iter().map(PathBuf::from).find(|p| p.exists())
+        defaults
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.exists())
+            .ok_or_else(|| {
+                format!(
+                    "none of {} is installed (or set {var})",
+                    defaults.join(", ")
+                )
+            })
     };
     let chromium = find(
         "CASCADE_TEST_CHROMIUM",
         &["/usr/bin/chromium", "/usr/bin/chromium-browser"],
-    )
-    .ok_or("no chromium (/usr/bin/chromium; set CASCADE_TEST_CHROMIUM)")?;
-    let driver = find("CASCADE_TEST_CHROMEDRIVER", &["/usr/bin/chromedriver"])
-        .ok_or("no chromedriver (/usr/bin/chromedriver; set CASCADE_TEST_CHROMEDRIVER)")?;
+    )?;
+    let driver = find("CASCADE_TEST_CHROMEDRIVER", &["/usr/bin/chromedriver"])?;
     Ok((chromium, driver))
 }
 
