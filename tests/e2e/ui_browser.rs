@@ -425,7 +425,10 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
 /// A planning session waiting for its first question, written with the
 /// planning crate itself (what `cascade plan` leaves after discovery).
 fn waiting_session(repo: &Path) -> (cascade_planning::SessionStore, String) {
-    use cascade_planning::{Question, QuestionType, Session, SessionOptions, SessionStore};
+    use cascade_planning::session::{DecisionOption, Tradeoffs};
+    use cascade_planning::{
+        Decision, Question, QuestionType, Session, SessionOptions, SessionStore,
+    };
     let paths = cascade_git::RepoPaths::discover(repo).expect("repo paths");
     let store = SessionStore::new(&paths.cascade_dir());
     let mut s = Session::new("Add OAuth login", SessionOptions::defaults()).expect("session");
@@ -438,6 +441,28 @@ fn waiting_session(repo: &Path) -> (cascade_planning::SessionStore, String) {
         assumption: Some("Google".into()),
         answer: None,
         answered_at: None,
+    });
+    let option = |id: &str, name: &str, pro: &str, con: &str| DecisionOption {
+        id: id.into(),
+        name: name.into(),
+        description: String::new(),
+        tradeoffs: Tradeoffs {
+            pros: vec![pro.into()],
+            cons: vec![con.into()],
+        },
+    };
+    s.decisions.push(Decision {
+        id: "d-1".into(),
+        topic: "Where sessions live".into(),
+        context: String::new(),
+        options: vec![
+            option("opt-a", "Signed cookie", "no server state", "size limit"),
+            option("opt-b", "Redis", "scales out", "one more service"),
+        ],
+        recommendation: Some("opt-a".into()),
+        selected_option_id: None,
+        rationale: None,
+        decided_at: None,
     });
     store.save(&mut s).expect("save session");
     let id = s.session_id.clone();
@@ -472,6 +497,20 @@ fn dashboard_answers_a_planning_question() {
     b.goto(&format!("{url}#/plan"));
     b.click_css(&format!("#plan-list [data-plan=\"{id}\"] a"), 15);
     let input = b.wait_find("#answer-q-1", 10);
+    // The decision's options with their pros and cons, the recommended one
+    // marked.
+    let options = b.js(
+        "return [...document.querySelectorAll('.decision[data-decision=\"d-1\"] .option')].map(o => [o.dataset.option, o.dataset.recommended, o.querySelector('.pros').innerText, o.querySelector('.cons').innerText])",
+        json!([]),
+    );
+    assert_eq!(
+        options,
+        json!([
+            ["opt-a", "true", "no server state", "size limit"],
+            ["opt-b", "false", "scales out", "one more service"]
+        ]),
+        "decision options"
+    );
     b.type_into(&input, "GitHub");
     b.screenshot(&screenshot_path("plan-question"));
     b.click_css("#submit-q-1", 5);
