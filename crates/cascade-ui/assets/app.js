@@ -139,11 +139,7 @@
     model.run.attempts = snapshot.attempts || [];
     model.run.totals = snapshot.totals || {};
     model.byId = new Map(model.run.stories.map((st) => [st.id, st]));
-    if (snapshot.live && typeof snapshot.elapsed_ms === "number") {
-      model.runClock = Date.now() - snapshot.elapsed_ms;
-    } else if (typeof snapshot.elapsed_ms === "number") {
-      model.runClock = Date.now() - snapshot.elapsed_ms;
-    }
+    if (typeof snapshot.elapsed_ms === "number") model.runClock = Date.now() - snapshot.elapsed_ms;
     for (const st of model.run.stories) {
       if (st.state === "running" && typeof st.started_at_ms !== "number" && typeof st.elapsed_ms === "number") {
         st.started_at_ms = nowMs() - st.elapsed_ms;
