@@ -300,7 +300,8 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     b.screenshot(&screenshot_path("story-running"));
 
     // Actions, while story-003 holds: pause and resume scheduling from the
-    // run view, then cancel story-003 from its story view. Each goes through
+    // run view, retry the failed story-002, then cancel story-003 from its
+    // story view. Each goes through
     // the live run and comes back as a `control` event.
     b.click_css("#back-to-run", 5);
     b.click_css("#action-pause", 5);
@@ -316,6 +317,16 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         15,
         "return !document.querySelector('#paused-indicator') && document.querySelector('#run-summary').dataset.paused === 'false';",
     );
+    // Retry the failed story-002 in the live run: a second attempt runs,
+    // and fails at the same gate.
+    b.click_css(".node[data-story=\"story-002\"]", 5);
+    b.click_css("#action-retry", 5);
+    b.click_css("#back-to-run", 5);
+    b.wait_js(
+        "story-002's second attempt to fail",
+        60,
+        "var n = document.querySelector('.node[data-story=\"story-002\"]'); return n && n.dataset.state === 'failed' && n.innerText.includes('attempt 2');",
+    );
     b.click_css(".node[data-story=\"story-003\"]", 5);
     b.click_css("#action-cancel", 5);
     b.click_css("#back-to-run", 5);
@@ -323,10 +334,15 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     let controls = b.wait_js(
         "the control events",
         10,
-        "var l = [...document.querySelectorAll('#event-log li[data-event=control]')].map(e => e.textContent); return l.length >= 3 && l;",
+        "var l = [...document.querySelectorAll('#event-log li[data-event=control]')].map(e => e.textContent); return l.length >= 4 && l;",
     );
     let controls = controls.to_string();
-    for action in ["action=pause", "action=resume", "action=cancel"] {
+    for action in [
+        "action=pause",
+        "action=resume",
+        "action=retry",
+        "action=cancel",
+    ] {
         assert!(controls.contains(action), "{action} not in {controls}");
     }
     // The agent was killed; releasing it changes nothing.
@@ -363,19 +379,23 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     );
     b.screenshot(&screenshot_path("run-finished"));
 
-    // Phase 4: the failed story's gate errors, linked to its diff.
+    // Phase 4: the failed story's gate errors (of its last attempt, open),
+    // linked to its diff.
     b.click_css(".node[data-story=\"story-002\"]", 5);
     let text = b.wait_js(
         "the failed gate's errors",
         15,
-        "var e = document.querySelector('.gate[data-passed=false] .gate-error'); return e && e.innerText;",
+        "var e = document.querySelector('.attempt:last-child .gate[data-passed=false] .gate-error'); return e && e.innerText;",
     );
     let text = text.as_str().unwrap_or_default();
     assert!(
         text.contains("words.txt:2") && text.contains("broken"),
         "gate error: {text}"
     );
-    b.click_css(".gate[data-passed=false] .gate-error a.file-link", 5);
+    b.click_css(
+        ".attempt:last-child .gate[data-passed=false] .gate-error a.file-link",
+        5,
+    );
     let landed = b.wait_js(
         "the link to land on the diff line",
         5,

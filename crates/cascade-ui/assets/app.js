@@ -89,7 +89,10 @@
 
   function toast(message, isError) {
     const t = h("div", { class: "toast" + (isError ? " error" : ""), role: isError ? "alert" : "status" }, message);
-    $("#toasts").appendChild(t);
+    const box = $("#toasts");
+    box.appendChild(t);
+    // A burst of actions must not cover the page: the newest three stay.
+    while (box.children.length > 3) box.firstChild.remove();
     setTimeout(() => t.remove(), isError ? 9000 : 4000);
   }
 
