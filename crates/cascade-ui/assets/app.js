@@ -600,7 +600,8 @@
 
   function renderNode(st, p, critical) {
     const elapsed = nodeElapsed(st);
-    const third = st.state === "failed" ? st.failure_kind || "failed" : st.step || st.state;
+    const blockedBy = st.state === "blocked" && (st.blocked_by || []).length ? "blocked by " + st.blocked_by.join(", ") : null;
+    const third = st.state === "failed" ? st.failure_kind || "failed" : blockedBy || st.step || st.state;
     return h(
       "button",
       {
@@ -763,7 +764,13 @@
       h("div", { class: "panel" },
         d.description ? h("p", {}, d.description) : null,
         (d.acceptance_criteria || []).length ? h("div", {}, h("strong", {}, "Acceptance criteria"), h("ul", {}, d.acceptance_criteria.map((c) => h("li", {}, c)))) : null,
-        mergeBlock(d.merge)),
+        mergeBlock(d.merge),
+        h("dl", { class: "kv", id: "story-facts" },
+          (d.depends_on || []).length ? [h("dt", {}, "Depends on"), h("dd", { class: "mono" }, d.depends_on.map((x, i) => [i ? ", " : "", h("a", { href: "#/story/" + encodeURIComponent(x) }, x)]))] : null,
+          (d.blocked_by || []).length ? [h("dt", {}, "Blocked by"), h("dd", { class: "mono" }, d.blocked_by.join(", "))] : null,
+          d.branch ? [h("dt", {}, "Branch"), h("dd", { class: "mono" }, d.branch)] : null,
+          d.worktree ? [h("dt", {}, "Worktree"), h("dd", { class: "mono" }, d.worktree)] : null,
+          d.review && d.review.verdict ? [h("dt", {}, "Review"), h("dd", {}, d.review.verdict + (d.review.agent ? " by " + d.review.agent : ""))] : null)),
       d.diff ? h("div", { class: "panel", id: "story-diff" }, h("details", { open: true }, h("summary", {}, "Diff of the story's last commit"), renderDiff(d.diff, "diff-story"))) : null,
       h("div", { class: "panel", id: "attempts" },
         h("h2", {}, attempts.length ? "Attempts" : "No attempt yet"),
