@@ -101,3 +101,112 @@ pub(crate) fn unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_engine::control::steer::Steering;
+    use cascade_engine::{Event, EventSink};
+    use std::sync::{Arc, Mutex};
+
+    fn started(run_id: &str) -> Event {
+        Event::RunStarted {
+            run_id: run_id.into(),
+            prd: "prd.json".into(),
+            target_branch: "main".into(),
+            total: 1,
+            already_complete: 0,
+            schedule: "batch".into(),
+            parallel: 1,
+            batches: 1,
+            resumed: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn replays_journals_and_answers_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let cascade = dir.path().join(".cascade");
+        // A resumed run: its journal already holds two records.
+        let path = journal::path(&cascade, "run-1").unwrap();
+        let mut w = journal::Writer::open(&path).unwrap();
+        for seq in 1..=2 {
+            w.append(&Record {
+                seq,
+                t_ms: 0,
+                ts: 0,
+                kind: "event".into(),
+                data: serde_json::json!({"event": "notice", "message": "earlier"}),
+            })
+            .unwrap();
+        }
+        drop(w);
+        let publisher = Publisher::start(&cascade, Steering::new()).unwrap();
+        let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+        let inner: EventSink = {
+            let seen = Arc::clone(&seen);
+            Arc::new(move |e: &Event| seen.lock().unwrap().push(e.clone()))
+        };
+        let sink = publisher.wrap(inner);
+        sink(&Event::Notice {
+            message: "before the start".into(),
+        });
+        sink(&started("run-1"));
+        // The reporter behind still gets every event.
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        // Numbering goes on after the journal, the early notice included.
+        let seqs: Vec<u64> = journal::read(&path)
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+
+        let (client, hello, mut rx) = LiveClient::connect(&cascade).await.unwrap();
+        assert_eq!(hello.run_id.as_deref(), Some("run-1"));
+        assert!(!hello.paused);
+        let first = rx.recv().await.unwrap();
+        assert_eq!(
+            (first.seq, first.data["message"].as_str()),
+            (3, Some("before the start"))
+        );
+        assert_eq!(rx.recv().await.unwrap().data["event"], "run_started");
+        // Live from here on.
+        sink(&Event::Notice {
+            message: "live".into(),
+        });
+        let live = rx.recv().await.unwrap();
+        assert_eq!((live.seq, live.data["message"].as_str()), (5, Some("live")));
+        // No engine takes requests: refused, with the reason.
+        let reply = client.request("pause", None, "ui").await.unwrap();
+        assert!(!reply.ok);
+        assert!(reply.message.contains("no run"), "{}", reply.message);
+        let reply = client.request("cancel", None, "ui").await.unwrap();
+        assert_eq!(reply.message, "'cancel' needs a story");
+        let reply = client.request("explode", None, "ui").await.unwrap();
+        assert!(reply.message.starts_with("unknown action 'explode'"));
+        // Private to the user; gone with the publisher.
+        use std::os::unix::fs::PermissionsExt;
+        let socket = client::socket_of(&cascade);
+        let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(publisher);
+        assert!(!socket.exists());
+        assert!(LiveClient::connect(&cascade).await.is_err());
+    }
+
+    #[test]
+    fn a_busy_socket_is_not_taken_over() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let first = Publisher::start(dir.path(), Steering::new()).unwrap();
+            let second = Publisher::start(dir.path(), Steering::new());
+            assert_eq!(second.err().unwrap().kind(), std::io::ErrorKind::AddrInUse);
+            drop(first);
+        });
+    }
+}
