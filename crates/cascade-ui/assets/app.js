@@ -402,6 +402,7 @@
       logEvent(ev);
       if (!seen && applyEvent(ev)) renderRunIfShown();
       if (model.openStory && ev.story === model.openStory) storyChanged();
+      if (currentView() === "mega" && (ev.feature || /^(story_merged|story_failed|story_blocked|run_finished)$/.test(ev.event))) megaChanged();
     };
     source.addEventListener("agent_output", (msg) => {
       let o;
@@ -655,7 +656,18 @@
         class: "bar", x: x0, y: (a.slot || 0) * ROW + 3, width: w, height: ROW - 6,
         "data-outcome": a.failure_kind === "cancelled" ? "cancelled" : a.outcome || (a.end_ms == null ? "running" : "ok"), "data-story": a.story,
       }, s("title", {}, `${a.story} attempt ${a.attempt} (${a.agent || "?"}): ${a.outcome || ""}${a.failure_kind ? " " + a.failure_kind : ""}, ${fmtMs(end - (a.start_ms || 0))}`));
-      rect.addEventListener("click", () => (location.hash = "#/story/" + encodeURIComponent(a.story)));
+      // Bars are links to their story, for the keyboard too.
+      rect.setAttribute("tabindex", "0");
+      rect.setAttribute("role", "link");
+      rect.setAttribute("aria-label", `${a.story} attempt ${a.attempt}: ${a.outcome || ""}`);
+      const open = () => (location.hash = "#/story/" + encodeURIComponent(a.story));
+      rect.addEventListener("click", open);
+      rect.addEventListener("keydown", (e) => {
+        if (e.key === "Enter" || e.key === " ") {
+          e.preventDefault();
+          open();
+        }
+      });
       g.appendChild(rect);
       if (w > 60) g.appendChild(s("text", { class: "bar-label", x: x0 + 4, y: (a.slot || 0) * ROW + 17 }, a.story + " #" + a.attempt));
       svg.appendChild(g);
@@ -917,9 +929,19 @@
   }
 
   // ---------------------------------------------------------------- mega view
-  async function renderMega() {
+  // Redrawn (from /api/mega) when an event may have moved a feature.
+  let megaTimer = null;
+  function megaChanged() {
+    if (megaTimer) return;
+    megaTimer = setTimeout(() => {
+      megaTimer = null;
+      if (currentView() === "mega") renderMega(true);
+    }, 500);
+  }
+
+  async function renderMega(quiet) {
     const root = $("#view-mega");
-    fill(root, h("p", { class: "muted" }, "Loading…"));
+    if (!quiet) fill(root, h("p", { class: "muted" }, "Loading…"));
     try {
       model.mega = await api("/api/mega");
     } catch (e) {
