@@ -98,6 +98,8 @@
 
   function fmtMs(ms) {
     if (ms === null || ms === undefined || !isFinite(ms)) return "";
+    if (ms === 0) return "0s";
+    if (ms < 1000) return Math.round(ms) + " ms";
     const sec = Math.max(0, Math.floor(ms / 1000));
     if (sec < 60) return sec + "s";
     const m = Math.floor(sec / 60);
