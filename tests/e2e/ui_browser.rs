@@ -407,7 +407,8 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     // Phase 5: the next morning. A new `cascade ui` (a new token) shows the
     // finished run from its state and journal, with nothing live.
     drop(ui);
-    let (_ui, url) = start_ui(repo.path(), &[]);
+    let agents = tools.path().join("agents.json").display().to_string();
+    let (_ui, url) = start_ui(repo.path(), &["--agents", &agents]);
     b.goto(&url);
     b.wait_js(
         "the page to start",
@@ -440,6 +441,26 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     // No mega-plan here: the mega view says so.
     b.click_css("#tab-mega", 5);
     b.wait_find("#mega-empty", 10);
+
+    // Phase 6: retry the failed story of the finished run. The dashboard
+    // starts `cascade resume --yes` (with the --agents it was given), which
+    // shows up live in the same page and ends as it must: story-002's third
+    // attempt fails at its gate.
+    b.goto(&format!("{url}#/story/story-002"));
+    b.click_css("#action-retry", 10);
+    b.click_css("#back-to-run", 5);
+    b.wait_js(
+        "story-002's third attempt to fail, the resumed run to end",
+        90,
+        "var n = document.querySelector('.node[data-story=\"story-002\"]'); var s = document.querySelector('#run-summary'); return n && n.dataset.state === 'failed' && n.innerText.includes('attempt 3') && s.dataset.live === 'false';",
+    );
+    // The snapshot that follows the end agrees: story-003 merged this time.
+    b.wait_js(
+        "the final totals",
+        15,
+        "return document.querySelector('#progress-text').textContent.startsWith('2/4 merged')",
+    );
+    b.screenshot(&screenshot_path("run-resumed"));
 }
 
 /// A planning session waiting for its first question, written with the

@@ -219,8 +219,11 @@
     const run = model.run;
     if (!run) return false;
     const st = ev.story ? model.byId.get(ev.story) : null;
-    // When the engine said it (ms since the run started), else now.
-    const t = typeof ev.t_ms === "number" ? ev.t_ms : nowMs();
+    // When the engine said it, in ms since the run started: from its wall
+    // clock (t_ms counts from the start of the process, which a resumed run
+    // does not share), else now.
+    const start = Date.parse(run.started_at || "");
+    const t = typeof ev.ts === "number" && isFinite(start) ? Math.max(0, ev.ts - start) : nowMs();
     switch (ev.event) {
       case "run_started":
         run.status = "running";
