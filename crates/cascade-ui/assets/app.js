@@ -384,11 +384,18 @@
     if (source) source.close();
     const url = "/api/events?token=" + encodeURIComponent(TOKEN);
     source = new EventSource(url);
-    source.onopen = () => setConn(model.run && !model.run.live ? "finished" : "live");
+    source.onopen = () => {
+      setConn(model.run && !model.run.live ? "finished" : "live");
+      showBanner(null);
+    };
     source.onerror = () => {
-      // EventSource reconnects on its own (with Last-Event-ID); a finished
-      // run simply has nothing more to say.
-      setConn(model.run && !model.run.live ? "finished" : "lost");
+      // EventSource reconnects on its own (with Last-Event-ID) while the
+      // server is away; it gives up when refused (a restarted `cascade ui`
+      // has a new token).
+      setConn("lost");
+      if (source.readyState === EventSource.CLOSED) {
+        showBanner(new Error("the event stream was refused: if `cascade ui` was restarted, open the new address it printed"));
+      }
     };
     source.onmessage = (msg) => {
       let ev;
