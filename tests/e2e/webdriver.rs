@@ -167,7 +167,7 @@ impl Browser {
         let mut raw = Vec::new();
         let mut buf = [0u8; 16 * 1024];
         let (head, body_start) = loop {
-            let n = conn.read(&mut buf).map_err(|e| e.to_string())?;
+            let n = read_some(&mut conn, &mut buf)?;
             if n == 0 {
                 return Err(format!(
                     "connection closed: {}",
@@ -189,7 +189,7 @@ impl Browser {
         let payload = match length {
             Some(len) => {
                 while raw.len() < body_start + len {
-                    let n = conn.read(&mut buf).map_err(|e| e.to_string())?;
+                    let n = read_some(&mut conn, &mut buf)?;
                     if n == 0 {
                         break;
                     }
@@ -361,6 +361,17 @@ impl Drop for Browser {
             libc::killpg(pgid, libc::SIGKILL);
         }
         let _ = self.driver.wait();
+    }
+}
+
+/// One `read`, again when a signal interrupted it (other tests of this
+/// binary start and stop processes: SIGCHLD arrives at any time).
+fn read_some(conn: &mut TcpStream, buf: &mut [u8]) -> Result<usize, String> {
+    loop {
+        match conn.read(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other.map_err(|e| e.to_string()),
+        }
     }
 }
 
