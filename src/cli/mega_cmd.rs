@@ -239,7 +239,9 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
             })
         };
         let result = run_mega(Arc::new(ports), plan, opts, sink, confirm, cancel.clone()).await;
-        drop(live);
+        if let Ok(live) = Arc::try_unwrap(live) {
+            live.finish().await;
+        }
         (result, stop)
     });
     let summary = result.map_err(mega_failure)?;

@@ -661,7 +661,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut options));
         let sink = live.wrap(sink);
         let result = engine.run(options, sink, &cancel).await;
-        drop(live);
+        live.finish().await;
         (result, stop)
     });
     notifier.finish();

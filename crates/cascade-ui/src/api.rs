@@ -151,10 +151,18 @@ async fn steer(app: &AppState, action: &str, story: Option<&str>) -> Response {
             "no run is live in this repository (start one with `cascade approve` or `cascade resume`)",
         );
     };
-    match client.request(action, story, "ui").await {
-        Ok(r) if r.ok => ok(StatusCode::OK, json!({ "ok": true, "message": r.message })),
-        Ok(r) => error(StatusCode::CONFLICT, r.message),
-        Err(e) => error(StatusCode::CONFLICT, format!("the run went away: {e}")),
+    // The engine takes requests between two scheduling decisions; one
+    // stuck elsewhere (a confirmation prompt on its terminal) must not
+    // hold the page forever.
+    let asked = tokio::time::timeout(Duration::from_secs(30), client.request(action, story, "ui"));
+    match asked.await {
+        Ok(Ok(r)) if r.ok => ok(StatusCode::OK, json!({ "ok": true, "message": r.message })),
+        Ok(Ok(r)) => error(StatusCode::CONFLICT, r.message),
+        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("the run went away: {e}")),
+        Err(_) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the run did not take the request within 30 s (is it waiting at a prompt?); it may still apply it",
+        ),
     }
 }
 

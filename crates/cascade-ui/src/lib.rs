@@ -9,11 +9,22 @@
 //! ([`auth`]). It never prints: the binary says where it listens.
 //!
 //! # API summary
-//! - [`UiConfig`]`{ repo_root, bind, port }` -> [`Ui::bind`]`(config).await
-//!   -> Result<Ui, UiError>`: listens (port 0: a free one) and makes a
-//!   fresh token; [`Ui::url`] is the address to open (with `?token=`),
-//!   [`Ui::serve`]`(shutdown)` answers requests until `shutdown` completes.
+//! - [`UiConfig`]`{ repo_root, workdir, cli: Option<`[`Cli`]`>, bind, port }` ->
+//!   [`Ui::bind`]`(config).await -> Result<Ui, UiError>`: listens (port 0:
+//!   a free one) and makes a fresh token; [`Ui::url`] is the address to
+//!   open (with `?token=`), [`Ui::serve`]`(shutdown)` answers requests
+//!   (and follows the repository's live runs) until `shutdown` completes.
 //! - [`auth::Token`]: 128 random bits from the OS, compared in constant time.
+//! - [`live`]: the live channel a running `cascade` process serves on
+//!   `.cascade/live.sock` ([`live::Publisher`]: wraps the engine's event
+//!   sink, takes requests for its `Steering`) and the dashboard reads
+//!   ([`live::LiveClient`]), and the per-run event journal
+//!   ([`live::journal`], `.cascade/runs/<run_id>/events.jsonl`).
+//! - Inside: `routes` (router and the token/CSRF guard), `api` (JSON
+//!   endpoints and actions), `sse` (the event stream), `hub` (the run on
+//!   show: live or from its journal), `snapshot` (run view), `detail`
+//!   (story view), `plans` (planning sessions, mega run, running cascade
+//!   commands).
 //! - The HTTP API itself is documented in `docs/dashboard.md` ("API").
 
 mod api;

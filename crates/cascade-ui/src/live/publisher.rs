@@ -37,8 +37,18 @@ struct Shared {
     cascade_dir: PathBuf,
     started: Instant,
     state: Mutex<State>,
-    live: broadcast::Sender<Arc<str>>,
+    /// Lines with their `seq`.
+    live: broadcast::Sender<(u64, Arc<str>)>,
     steering: Steering,
+    /// How far each connected client got (see [`Publisher::drain`]).
+    clients: Mutex<Vec<Arc<Progress>>>,
+}
+
+/// A client's progress: the last `seq` written to it, and whether it left.
+#[derive(Default)]
+struct Progress {
+    written: std::sync::atomic::AtomicU64,
+    gone: std::sync::atomic::AtomicBool,
 }
 
 /// Serves a run's events on `.cascade/live.sock` while it lives.
@@ -100,6 +110,7 @@ impl Publisher {
             }),
             live,
             steering: steering.clone(),
+            clients: Mutex::new(Vec::new()),
         });
         {
             let s = Arc::clone(&shared);
@@ -121,6 +132,24 @@ impl Publisher {
             pointer,
             accept,
         })
+    }
+
+    /// Waits (at most `max`) until every connected client has been sent
+    /// everything published so far: the end of a run must reach the
+    /// dashboard before the process exits.
+    pub async fn drain(&self, max: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        let last = lock(&self.shared.state).next_seq.saturating_sub(1);
+        let end = Instant::now() + max;
+        while Instant::now() < end {
+            let behind = lock(&self.shared.clients)
+                .iter()
+                .any(|c| !c.gone.load(Ordering::SeqCst) && c.written.load(Ordering::SeqCst) < last);
+            if !behind {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// The socket's path.
@@ -232,7 +261,7 @@ impl Shared {
         }
         let line: Arc<str> = serde_json::to_string(&r).unwrap_or_default().into();
         st.events.push(Arc::clone(&line));
-        let _ = self.live.send(line);
+        let _ = self.live.send((r.seq, line));
         note
     }
 
@@ -292,12 +321,19 @@ impl Shared {
         while st.output.len() > OUTPUT_KEPT {
             st.output.pop_front();
         }
-        let _ = self.live.send(line);
+        let _ = self.live.send((r.seq, line));
     }
 
     /// The replay for a new client, in `seq` order, and its live feed
     /// (subscribed under the same lock: nothing is missed or sent twice).
-    fn replay(&self) -> (Hello, Vec<Arc<str>>, broadcast::Receiver<Arc<str>>) {
+    #[allow(clippy::type_complexity)]
+    fn replay(
+        &self,
+    ) -> (
+        Hello,
+        Vec<(u64, Arc<str>)>,
+        broadcast::Receiver<(u64, Arc<str>)>,
+    ) {
         let st = lock(&self.state);
         let rx = self.live.subscribe();
         let mut lines: Vec<(u64, Arc<str>)> = st
@@ -313,7 +349,7 @@ impl Shared {
             run_id: st.run_id.clone(),
             paused: self.steering.is_paused(),
         };
-        (hello, lines.into_iter().map(|(_, l)| l).collect(), rx)
+        (hello, lines, rx)
     }
 }
 
@@ -324,11 +360,22 @@ fn seq_of(line: &str) -> u64 {
 /// One client: hello, replay, then live records and replies; its requests
 /// go to the engine.
 async fn serve(shared: Arc<Shared>, stream: UnixStream) {
+    let progress = Arc::new(Progress::default());
+    lock(&shared.clients).push(Arc::clone(&progress));
+    serve_client(&shared, stream, &progress).await;
+    progress
+        .gone
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    lock(&shared.clients).retain(|c| !Arc::ptr_eq(c, &progress));
+}
+
+async fn serve_client(shared: &Arc<Shared>, stream: UnixStream, progress: &Progress) {
+    use std::sync::atomic::Ordering;
     let (read, mut write) = stream.into_split();
     let (hello, replay, mut rx) = shared.replay();
     let (reply_tx, mut reply_rx) = tokio::sync::mpsc::unbounded_channel::<Reply>();
     let reader = {
-        let shared = Arc::clone(&shared);
+        let shared = Arc::clone(shared);
         tokio::spawn(async move {
             let mut lines = BufReader::new(read).lines();
             while let Ok(Some(line)) = lines.next_line().await {
@@ -351,28 +398,30 @@ async fn serve(shared: Arc<Shared>, stream: UnixStream) {
         reader.abort();
         return;
     }
-    for line in replay {
+    for (seq, line) in replay {
         if send_line(&mut write, line.to_string()).await.is_err() {
             reader.abort();
             return;
         }
+        progress.written.fetch_max(seq, Ordering::SeqCst);
     }
     loop {
-        let text = tokio::select! {
+        let (seq, text) = tokio::select! {
             r = rx.recv() => match r {
-                Ok(line) => line.to_string(),
+                Ok((seq, line)) => (seq, line.to_string()),
                 // A client too slow to keep up loses lines, not the run.
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => break,
             },
             r = reply_rx.recv() => match r {
-                Some(reply) => serde_json::to_string(&reply).unwrap_or_default(),
+                Some(reply) => (0, serde_json::to_string(&reply).unwrap_or_default()),
                 None => break,
             },
         };
         if send_line(&mut write, text).await.is_err() {
             break;
         }
+        progress.written.fetch_max(seq, Ordering::SeqCst);
     }
     reader.abort();
 }
