@@ -582,4 +582,7 @@ fn dashboard_answers_a_planning_question() {
         "var a = document.querySelector('.question[data-question=\"q-1\"] .answer-text'); return a && a.textContent === 'GitHub';",
     );
     b.screenshot(&screenshot_path("plan-answered"));
+    // This repository has no plan to run: the run view says so.
+    b.click_css("#tab-run", 5);
+    b.wait_find("#no-stories", 10);
 }

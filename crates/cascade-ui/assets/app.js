@@ -497,7 +497,10 @@
     }
     root.append(
       h("div", { class: "panel", id: "run-panel" }, renderSummary(run)),
-      h("div", { class: "panel" }, h("h2", {}, "Stories by batch"), renderGraph(run), renderLegend()),
+      h("div", { class: "panel" }, h("h2", {}, "Stories by batch"),
+        run.stories.length
+          ? [renderGraph(run), renderLegend()]
+          : h("p", { class: "muted", id: "no-stories" }, run.run_id ? "This run has no stories." : "No run yet, and no prd.json here to draw. Start one with `cascade approve` (or `cascade plan \"goal\"` to make a plan).")),
       h("div", { class: "panel", id: "gantt" }, h("h2", {}, "Timeline of attempts per worker slot"), renderGantt(run)),
       h("div", { class: "panel" }, h("h2", {}, "Events"), h("ul", { id: "event-log" }, model.events.map(eventLine)))
     );
