@@ -6,8 +6,11 @@
 //!
 //! The WebDriver client is a few JSON calls over plain std networking, like
 //! `mock_http`: chromedriver is the only peer, on loopback, and answers every
-//! command with one small JSON body. A client crate (fantoccini, thirtyfour)
-//! would bring an async HTTP stack with TLS into the test build for that.
+//! command with one small JSON body. A client crate would cost more than it
+//! saves here: fantoccini or thirtyfour bring an async HTTP client with TLS
+//! (tens of crates into a cold test build), and even hyper's client, already
+//! in Cargo.lock for the server, would turn on features that make `cargo
+//! test` rebuild the server stack and the binary apart from `cargo build`.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
