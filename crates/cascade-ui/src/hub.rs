@@ -31,6 +31,10 @@ struct View {
     client: Option<Arc<LiveClient>>,
     /// The state's run id whose journal `records` came from (no live run).
     loaded: Option<String>,
+    /// Live: the last `seq` of the run's journal when we connected; live
+    /// engine events up to it are already in `records` (a resumed run's
+    /// earlier events come from the journal, this process's from it too).
+    journaled: u64,
 }
 
 pub(crate) struct Hub {
@@ -70,18 +74,28 @@ impl Hub {
             loop {
                 match LiveClient::connect(&hub.cascade_dir).await {
                     Ok((client, hello, mut rx)) => {
+                        // The run's history so far, from its journal.
+                        let past = hub.journal_of(hello.run_id.as_deref());
+                        let replay = past.clone();
                         {
                             let mut v = lock(&hub.view);
                             *v = View {
                                 run_id: hello.run_id,
                                 live: true,
                                 paused: hello.paused,
-                                records: Vec::new(),
+                                journaled: past.last().map_or(0, |r| r.seq),
+                                records: past,
                                 client: Some(Arc::new(client)),
                                 loaded: None,
                             };
+                            // Streams already open get the history too
+                            // (under the lock: a stream opening now gets
+                            // it from `records` instead, not twice).
+                            let _ = hub.tx.send(Feed::Source);
+                            for r in replay {
+                                let _ = hub.tx.send(Feed::Record(r));
+                            }
                         }
-                        let _ = hub.tx.send(Feed::Source);
                         while let Some(r) = rx.recv().await {
                             hub.push(r);
                         }
@@ -102,10 +116,24 @@ impl Hub {
         })
     }
 
+    /// The journal of `run_id` (empty when there is none).
+    fn journal_of(&self, run_id: Option<&str>) -> Vec<Arc<Record>> {
+        run_id
+            .and_then(|id| journal::path(&self.cascade_dir, id))
+            .and_then(|p| journal::read(&p).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(Arc::new)
+            .collect()
+    }
+
     fn push(&self, r: Record) {
         let r = Arc::new(r);
         {
             let mut v = lock(&self.view);
+            if r.kind == "event" && r.seq <= v.journaled {
+                return; // read from the journal already
+            }
             if r.kind == "event" {
                 let event = r.data.get("event").and_then(|e| e.as_str());
                 if event == Some("run_started") && v.run_id.is_none() {
@@ -143,14 +171,7 @@ impl Hub {
         if !changed {
             return;
         }
-        let records: Vec<Arc<Record>> = run_id
-            .as_deref()
-            .and_then(|id| journal::path(&self.cascade_dir, id))
-            .and_then(|p| journal::read(&p).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(Arc::new)
-            .collect();
+        let records = self.journal_of(run_id.as_deref());
         {
             let mut v = lock(&self.view);
             if v.live {
@@ -158,9 +179,13 @@ impl Hub {
             }
             v.run_id = run_id.clone();
             v.loaded = run_id;
-            v.records = records;
+            v.records = records.clone();
+            v.journaled = 0;
+            let _ = self.tx.send(Feed::Source);
+            for r in records {
+                let _ = self.tx.send(Feed::Record(r));
+            }
         }
-        let _ = self.tx.send(Feed::Source);
     }
 
     pub fn status(&self) -> Status {
