@@ -161,32 +161,49 @@
   // The snapshot is the truth for aggregates (totals, attempts of the past);
   // events refine it at once and a snapshot refresh follows, coalesced, so a
   // replayed event can never be counted twice.
+  // One refresh at a time: a request during a fetch runs another one after
+  // it, so an older answer can never land after a newer one.
   let refreshTimer = null;
+  let refreshing = false;
+  let refreshAgain = false;
   function refreshSoon() {
+    if (refreshing) {
+      refreshAgain = true;
+      return;
+    }
     if (refreshTimer) return;
-    refreshTimer = setTimeout(async () => {
-      refreshTimer = null;
-      try {
-        const before = model.run;
-        const states = new Map(before ? before.stories.map((x) => [x.id, [x.state, x.attempt]]) : []);
-        await loadRun();
-        // A snapshot written a moment before the event it races with must not
-        // move a story backwards within the same run and attempt (a retry or
-        // a new run does move it back, through its own events).
-        if (before && before.run_id === model.run.run_id) {
-          for (const st of model.run.stories) {
-            const [state, attempt] = states.get(st.id) || [];
-            const retried = st.state === "pending" && rank(state) === 3;
-            if (state && attempt === st.attempt && rank(state) > rank(st.state) && !retried) st.state = state;
-          }
+    refreshTimer = setTimeout(refreshNow, 300);
+  }
+
+  async function refreshNow() {
+    refreshTimer = null;
+    refreshing = true;
+    try {
+      const before = model.run;
+      const states = new Map(before ? before.stories.map((x) => [x.id, [x.state, x.attempt]]) : []);
+      await loadRun();
+      // A snapshot written a moment before the event it races with must not
+      // move a story backwards within the same run and attempt (a retry or
+      // a new run does move it back, through its own events).
+      if (before && before.run_id === model.run.run_id) {
+        for (const st of model.run.stories) {
+          const [state, attempt] = states.get(st.id) || [];
+          const retried = st.state === "pending" && rank(state) === 3;
+          if (state && attempt === st.attempt && rank(state) > rank(st.state) && !retried) st.state = state;
         }
-        if (model.streamState !== "lost") setConn(model.run.live ? "live" : "finished");
-        renderRunIfShown();
-        if (model.openStory) loadStory(model.openStory);
-      } catch (e) {
-        showBanner(e);
       }
-    }, 300);
+      if (model.streamState !== "lost") setConn(model.run.live ? "live" : "finished");
+      renderRunIfShown();
+      if (model.openStory) loadStory(model.openStory);
+    } catch (e) {
+      showBanner(e);
+    } finally {
+      refreshing = false;
+      if (refreshAgain) {
+        refreshAgain = false;
+        refreshSoon();
+      }
+    }
   }
 
   function rank(state) {
