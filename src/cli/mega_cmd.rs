@@ -224,7 +224,24 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
         let stop = super::signals::StopSignals::watch(cancel.clone());
+        // Events for `cascade ui` (.cascade/live.sock, runs/).
+        let cascade_dir = cascade_git::RepoPaths::discover(&opts.start_dir)
+            .ok()
+            .map(|r| r.cascade_dir());
+        let live = Arc::new(super::live::Live::start(cascade_dir.as_deref(), None));
+        let sink: MegaSink = {
+            let live = Arc::clone(&live);
+            Arc::new(move |e: &MegaEvent| {
+                if let Some(note) = live.publish(e) {
+                    eprintln!("warning: {note}");
+                }
+                sink(e)
+            })
+        };
         let result = run_mega(Arc::new(ports), plan, opts, sink, confirm, cancel.clone()).await;
+        if let Ok(live) = Arc::try_unwrap(live) {
+            live.finish().await;
+        }
         (result, stop)
     });
     let summary = result.map_err(mega_failure)?;

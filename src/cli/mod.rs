@@ -15,6 +15,7 @@ pub mod completions;
 pub mod demo;
 pub mod fleet_cmd;
 pub mod gates_cmd;
+pub mod live;
 pub mod mega_cmd;
 pub mod notify;
 pub mod paths_cmd;
@@ -25,6 +26,8 @@ pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod signals;
+#[cfg(feature = "ui")]
+pub mod ui_cmd;
 pub mod verify_cmd;
 pub mod worktree_cmd;
 
@@ -142,6 +145,9 @@ pub enum Command {
     /// The fleet's workers and job queue (needs the `fleet` feature)
     #[command(subcommand)]
     Fleet(fleet_cmd::FleetCommand),
+    /// Local web dashboard of runs and plans (the URL carries an access token)
+    #[cfg(feature = "ui")]
+    Ui(ui_cmd::UiArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
@@ -224,6 +230,8 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Completions(a) => completions::run(a),
         Command::Worker(a) => fleet_cmd::worker(g, a),
         Command::Fleet(c) => fleet_cmd::run(g, c),
+        #[cfg(feature = "ui")]
+        Command::Ui(a) => ui_cmd::run(g, a),
         Command::DemoAgent(a) => demo::agent(g, a),
     }
 }

@@ -670,13 +670,13 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                 Err(f) => return (Err(f), stop),
             }
         }
-        (
-            engine
-                .run(options, sink, &cancel)
-                .await
-                .map_err(engine_failure),
-            stop,
-        )
+        // Events and requests for `cascade ui` (.cascade/live.sock, runs/).
+        let cascade_dir = project.repo.as_ref().map(|r| r.cascade_dir());
+        let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut options));
+        let sink = live.wrap(sink);
+        let result = engine.run(options, sink, &cancel).await;
+        live.finish().await;
+        (result.map_err(engine_failure), stop)
     });
     notifier.finish();
     // A thread stuck on an unanswering store (a hung network mount under a

@@ -21,4 +21,10 @@ mod plan;
 mod planning;
 mod real_agents;
 mod remote_cache;
+#[cfg(feature = "ui")]
+mod ui;
+#[cfg(feature = "ui")]
+mod ui_browser;
 mod verify;
+#[cfg(feature = "ui")]
+mod webdriver;

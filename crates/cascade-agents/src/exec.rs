@@ -49,6 +49,22 @@ pub struct AgentRequest {
     /// Continue this earlier session of the agent: its `resume_args` are
     /// used instead of `args` (an agent without `resume_args` starts anew).
     pub resume: Option<ResumeSession>,
+    /// Gets every line of the agent's stdout and stderr as it arrives (a
+    /// live view of the run); `None`: nobody watches.
+    pub on_output: Option<OutputLines>,
+}
+
+/// The function behind [`OutputLines`].
+pub type LineFn = dyn Fn(&[u8]) + Send + Sync;
+
+/// A callback for an agent's output lines (see [`AgentRequest::on_output`]).
+#[derive(Clone)]
+pub struct OutputLines(pub std::sync::Arc<LineFn>);
+
+impl std::fmt::Debug for OutputLines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OutputLines(..)")
+    }
 }
 
 /// An earlier session of an agent to continue (`{session_id}`,
@@ -82,6 +98,7 @@ impl AgentRequest {
             extra_env: Vec::new(),
             timeout_override: None,
             resume: None,
+            on_output: None,
         }
     }
 
@@ -338,7 +355,11 @@ pub async fn execute(
         let parser = Arc::clone(&parser);
         let watcher = Arc::clone(&watcher);
         let stop = stop.clone();
+        let watch = req.on_output.clone();
         Arc::new(move |line: &[u8]| {
+            if let Some(w) = &watch {
+                (w.0)(line);
+            }
             if let Ok(mut p) = parser.lock() {
                 p.feed_line(line);
             }
@@ -352,7 +373,11 @@ pub async fn execute(
     let feed_err = {
         let watcher = Arc::clone(&watcher);
         let stop = stop.clone();
+        let watch = req.on_output.clone();
         Arc::new(move |line: &[u8]| {
+            if let Some(w) = &watch {
+                (w.0)(line);
+            }
             if let Ok(mut w) = watcher.lock() {
                 if w.stderr_line(line) {
                     stop.cancel();

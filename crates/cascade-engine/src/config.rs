@@ -180,6 +180,9 @@ pub struct RunOptions {
     /// Where attempts run (`None`: here, in local worktrees; the fleet's
     /// coordinator sets one, see the `executor` module).
     pub executor: Option<crate::executor::ExecutorHandle>,
+    /// Requests from outside the run (pause, resume, cancel, retry), see
+    /// `control::steer`. `None`: nobody steers it.
+    pub steering: Option<crate::control::steer::Steering>,
 }
 
 impl RunOptions {
@@ -239,6 +242,7 @@ impl Default for RunOptions {
             no_resolve: false,
             gate_admission: None,
             executor: None,
+            steering: None,
         }
     }
 }

@@ -840,11 +840,17 @@ impl Engine {
             }))
         });
         crate::control::check_run_budget(&ctx);
+        // Requests from outside (dashboard): pause, resume, cancel, retry.
+        let steer = ctx.options.steering.clone();
+        let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
+        let _attached = steer.as_ref().map(Attached::new);
         loop {
+            crate::control::steer::apply(&ctx, &mut sched, &ids);
+            let held = steer.as_ref().is_some_and(|s| s.is_paused());
             if cancel.is_cancelled() || ctx.control.budget.exhausted().is_some() {
                 sched.stop();
             }
-            while let Some(i) = sched.next_ready() {
+            while let Some(i) = (!held).then(|| sched.next_ready()).flatten() {
                 let layer = sched.layer_of(i);
                 if started_layers.insert(layer) {
                     ctx.emit(Event::BatchStarted {
@@ -862,6 +868,16 @@ impl Engine {
                 tasks.spawn(async move { (i, story::run_story(c, story).await) });
             }
             if tasks.is_empty() {
+                // Paused with work left: wait for the next request.
+                if let (true, Some(s)) =
+                    (held && !sched.is_stopped() && sched.waiting() > 0, &steer)
+                {
+                    tokio::select! {
+                        _ = s.woken() => {}
+                        _ = cancel.cancelled() => {}
+                    }
+                    continue;
+                }
                 if cancel.is_cancelled() || sched.is_stopped() || sched.held_back() == 0 {
                     break;
                 }
@@ -900,7 +916,14 @@ impl Engine {
                 sched.set_layer_limit(limit);
                 continue;
             }
-            let Some(joined) = tasks.join_next().await else {
+            let joined = match &steer {
+                Some(s) => tokio::select! {
+                    j = tasks.join_next() => j,
+                    _ = s.woken() => continue,
+                },
+                None => tasks.join_next().await,
+            };
+            let Some(joined) = joined else {
                 continue;
             };
             let (i, end) = joined.map_err(|e| EngineError::Internal(format!("story task: {e}")))?;
@@ -1046,6 +1069,23 @@ impl Engine {
             stories: summary,
             duration_ms,
         })
+    }
+}
+
+/// Marks a [`Steering`](crate::control::steer::Steering) as taken care
+/// of while the main loop runs (requests made after it ends are refused).
+struct Attached(crate::control::steer::Steering);
+
+impl Attached {
+    fn new(s: &crate::control::steer::Steering) -> Attached {
+        s.attach(true);
+        Attached(s.clone())
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.attach(false);
     }
 }
 

@@ -298,6 +298,16 @@ pub enum Event {
         commit: String,
     },
     /// The run ended.
+    /// A request to steer the live run (`control::steer`): pause, resume,
+    /// cancel or retry, who asked (`ui`, `cli`), and whether it was taken.
+    Control {
+        action: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        story: Option<String>,
+        by: String,
+        ok: bool,
+        message: String,
+    },
     RunFinished {
         status: RunStatus,
         stories: StoryCounts,

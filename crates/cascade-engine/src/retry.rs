@@ -49,6 +49,9 @@ pub enum FailureKind {
     ProviderError,
     /// The story or the run reached its cost or time budget.
     Budget,
+    /// A person cancelled the story (the dashboard's or the live channel's
+    /// cancel): it is not retried unless asked for.
+    Cancelled,
 }
 
 impl FailureKind {
@@ -69,6 +72,7 @@ impl FailureKind {
             FailureKind::RateLimited => "rate_limited",
             FailureKind::ProviderError => "provider_error",
             FailureKind::Budget => "budget",
+            FailureKind::Cancelled => "cancelled",
         }
     }
 
@@ -83,6 +87,7 @@ impl FailureKind {
                 | FailureKind::TargetDirty
                 | FailureKind::Auth
                 | FailureKind::Budget
+                | FailureKind::Cancelled
         )
     }
 }

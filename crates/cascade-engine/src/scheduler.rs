@@ -247,6 +247,41 @@ impl Scheduler {
         }
     }
 
+    /// A failed node waits again (a retry asked for from outside), and the
+    /// nodes it alone blocked wait again too. Returns those, in index order.
+    pub fn requeue(&mut self, i: usize) -> Vec<usize> {
+        if self.state[i] != NodeState::Failed {
+            return Vec::new();
+        }
+        self.state[i] = NodeState::Waiting;
+        let mut unblocked = Vec::new();
+        loop {
+            let free: Vec<usize> = (0..self.nodes.len())
+                .filter(|&n| {
+                    self.state[n] == NodeState::Blocked
+                        && self.nodes[n].deps.iter().all(|&d| {
+                            d >= self.nodes.len()
+                                || !matches!(self.state[d], NodeState::Failed | NodeState::Blocked)
+                        })
+                })
+                .collect();
+            if free.is_empty() {
+                break;
+            }
+            for n in free {
+                self.state[n] = NodeState::Waiting;
+                unblocked.push(n);
+            }
+        }
+        unblocked.sort_unstable();
+        unblocked
+    }
+
+    /// The nodes `i` waits for.
+    pub fn deps(&self, i: usize) -> &[usize] {
+        &self.nodes[i].deps
+    }
+
     pub fn running(&self) -> usize {
         self.running
     }
@@ -359,6 +394,35 @@ mod tests {
             n.file_index = i;
         }
         nodes
+    }
+
+    #[test]
+    fn requeue_unblocks_only_what_the_node_alone_blocked() {
+        // 0 -> 1 -> 2; 3 -> 4; 5 depends on 1 and 4.
+        let nodes = with_index(vec![
+            node(&[], 1, 3),
+            node(&[0], 1, 2),
+            node(&[1], 1, 1),
+            node(&[], 1, 2),
+            node(&[3], 1, 1),
+            node(&[1, 4], 1, 1),
+        ]);
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 4, false);
+        let a = s.next_ready().unwrap();
+        let b = s.next_ready().unwrap();
+        assert_eq!((a, b), (0, 3));
+        assert_eq!(s.fail(0), vec![1, 2, 5]);
+        assert_eq!(s.fail(3), vec![4]);
+        // Only a failed node can be requeued.
+        assert!(s.requeue(1).is_empty());
+        assert_eq!(s.state(1), NodeState::Blocked);
+        // 5 still waits on 4 (blocked by 3).
+        assert_eq!(s.requeue(0), vec![1, 2]);
+        assert_eq!(s.state(0), NodeState::Waiting);
+        assert_eq!(s.state(5), NodeState::Blocked);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.requeue(3), vec![4, 5]);
+        assert_eq!(s.deps(5), &[1, 4]);
     }
 
     #[test]

@@ -278,6 +278,10 @@ pub struct AttemptRecord {
     pub output_tokens: Option<u64>,
     #[serde(default)]
     pub cost_usd: Option<f64>,
+    /// Whether `cost_usd` was estimated from the tokens at the price table
+    /// (the agent reported none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_estimated: Option<bool>,
 }
 
 /// Reading or writing the state file failed.
@@ -509,6 +513,7 @@ mod tests {
             input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            cost_estimated: None,
         });
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();

@@ -49,6 +49,8 @@ pub(crate) enum StoryEnd {
 /// Runs `story` until it is merged, fails for good, or the run is cancelled.
 pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
     let id = story.id.clone();
+    // Its own cancel token, for a cancel request from outside (control::steer).
+    let steered = crate::control::steer::Running::new(&ctx, &id);
     let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
     // The worktree this story holds (leased from the pool by its first attempt).
     let mut held: Option<PathBuf> = None;
@@ -84,6 +86,13 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
     // the retry budget (bounded by MAX_RATE_LIMITED).
     let mut rate_limited = 0u32;
     loop {
+        if steered.cancelled() {
+            let agent = previous
+                .as_ref()
+                .map_or_else(|| "none".to_string(), |p| p.0.clone());
+            let failure = steered.failure();
+            return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, None).await;
+        }
         // Before each attempt: the run's budget (exhausted: the story waits
         // for a resume with a higher one) and the story's own.
         match crate::control::before_attempt(&ctx, &id) {
@@ -128,6 +137,13 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
         };
         let (agent, worker, outcome) = run_attempt(this, &mut held).await;
         let duration_ms = attempt_started.elapsed().as_millis() as u64;
+        // Cancelled from outside: whatever the attempt came to short of a
+        // merge, the story fails as cancelled (no retry).
+        let outcome = match outcome {
+            AttemptEnd::Merged { .. } => outcome,
+            _ if steered.cancelled() => AttemptEnd::Failed(steered.failure()),
+            other => other,
+        };
         match outcome {
             AttemptEnd::Merged {
                 commit,
@@ -250,6 +266,10 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 if !delay.is_zero() {
                     tokio::select! {
                         _ = tokio::time::sleep(delay) => {}
+                        _ = steered.token().cancelled() => {
+                            let failure = steered.failure();
+                            return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, worker).await;
+                        }
                         _ = ctx.cancel.cancelled() => {
                             ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
                             ctx.set_prd_status(&id, Status::Pending);

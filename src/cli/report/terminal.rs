@@ -511,6 +511,20 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ok("resolved"),
             short_oid(commit)
         ),
+        Event::Control {
+            action,
+            story,
+            by,
+            ok: taken,
+            message,
+        } => {
+            let what = story.as_ref().map_or_else(|| action.clone(), |s| format!("{action} {s}"));
+            if *taken {
+                format!("{what} (by {by}): {}", super::printable(message))
+            } else {
+                format!("{what} (by {by}) refused: {}", super::printable(message))
+            }
+        }
         Event::RunFinished { .. } => return None,
     };
     Some(line)

@@ -301,6 +301,7 @@ mod tests {
             input_tokens: None,
             output_tokens: None,
             cost_usd: cost,
+            cost_estimated: None,
         }
     }
 

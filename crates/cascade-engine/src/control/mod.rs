@@ -4,6 +4,7 @@
 //! - [`budget`]: cost and time budgets of the run and of each story.
 //! - [`ratelimit`]: per-agent cooldowns and AIMD concurrency.
 //! - [`resources`]: per-story port ranges and shared build caches.
+//! - [`steer`]: pause/resume scheduling, cancel and retry stories of a live run.
 //!
 //! Gate processes are bounded by `--gate-jobs` separately from the agents
 //! (`--parallel`), and both agents and gates pass the memory guard
@@ -15,6 +16,7 @@
 pub mod budget;
 pub mod ratelimit;
 pub mod resources;
+pub mod steer;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -20,6 +20,7 @@ pub(super) async fn run(
 ) -> Result<GateReport, Stop> {
     let ctx = a.ctx;
     let report = run_gates(a, wt).await;
+    keep_report(a, &report);
     a.check_cancel()?;
     let gates: Vec<GateSummary> = report
         .gates
@@ -44,6 +45,41 @@ pub(super) async fn run(
         return Err(f.into());
     }
     Ok(report)
+}
+
+/// `<artifacts>/gate-results/<story>-<attempt>.json`: the attempt's gate results
+/// with their parsed errors, for whoever looks back at the run (the
+/// dashboard). Best effort: a write that fails is a notice.
+fn keep_report(a: &Attempt<'_>, report: &GateReport) {
+    let path = gate_report_path(&a.ctx.artifacts_dir, a.id(), a.number);
+    let written = serde_json::to_vec(report)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            crate::state::write_atomic(&path, &bytes)
+        });
+    if let Err(e) = written {
+        a.ctx.emit(Event::Notice {
+            message: format!(
+                "{}: could not keep the gate results in '{}': {e}",
+                a.id(),
+                path.display()
+            ),
+        });
+    }
+}
+
+/// Where [`keep_report`] keeps an attempt's gate results.
+pub fn gate_report_path(
+    artifacts_dir: &std::path::Path,
+    story: &str,
+    attempt: u32,
+) -> std::path::PathBuf {
+    artifacts_dir
+        .join("gate-results")
+        .join(format!("{story}-{attempt}.json"))
 }
 
 /// "quality gate 'x' failed", naming every failed required gate.

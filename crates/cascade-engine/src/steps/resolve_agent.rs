@@ -79,6 +79,7 @@ pub(super) fn record_attempt(a: &Attempt<'_>) {
             input_tokens: None,
             output_tokens: None,
             cost_usd: None,
+            cost_estimated: None,
         });
     });
 }

@@ -44,7 +44,11 @@ pub(super) async fn run(
     // Held while the agent runs: its share of the agent's concurrency (after
     // any cooldown) and its place under the memory guard.
     let _permit = admit(a).await?;
-    let run = execute(&assigned.def, req, on_spawn, &ctx.control.agents_cancel)
+    // Steered runs: a cancel request for this story stops its agent too,
+    // and whoever watches gets the agent's lines.
+    let (cancel, _link) = crate::control::steer::agent_cancel(ctx, id);
+    req.on_output = crate::control::steer::output_lines(ctx, id, a.number);
+    let run = execute(&assigned.def, req, on_spawn, &cancel)
         .await
         .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
     // What the agent appended to findings.md outlives its worktree.
@@ -277,8 +281,7 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
     // The agent's reported cost, else its tokens at the model's price.
     let cost = usage
         .as_ref()
-        .and_then(|u| a.ctx.agents.prices.cost(def, u))
-        .map(|(usd, _estimated)| usd);
+        .and_then(|u| a.ctx.agents.prices.cost(def, u));
     a.ctx.amend_story(a.id(), |s| {
         if let Some(r) = s.attempts.last_mut() {
             r.log = Some(run.log_path.display().to_string());
@@ -286,7 +289,8 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
                 r.input_tokens = Some(u.input_tokens);
                 r.output_tokens = Some(u.output_tokens);
             }
-            r.cost_usd = cost;
+            r.cost_usd = cost.map(|(usd, _)| usd);
+            r.cost_estimated = cost.map(|(_, estimated)| estimated);
         }
     });
     a.ctx.emit(Event::AgentFinished {
@@ -300,7 +304,7 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
         duration_ms: run.outcome.duration.as_millis() as u64,
         input_tokens: usage.as_ref().map(|u| u.input_tokens),
         output_tokens: usage.as_ref().map(|u| u.output_tokens),
-        cost_usd: cost,
+        cost_usd: cost.map(|(usd, _)| usd),
         log: run.log_path.display().to_string(),
     });
 }

@@ -1,0 +1,320 @@
+//! The JSON endpoints: reads of the run, a story, the mega run and the
+//! planning sessions, and the actions (see the API section of
+//! docs/dashboard.md).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use cascade_engine::state::{RunState, StoryStatus};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::plans::{self, Ran};
+use crate::routes::Shared;
+use crate::AppState;
+
+/// `{"error": message}` with `status`.
+pub(crate) fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": message.into() }))).into_response()
+}
+
+fn ok(status: StatusCode, body: Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+impl AppState {
+    fn cascade_dir(&self) -> PathBuf {
+        self.config.repo_root.join(".cascade")
+    }
+
+    /// The run state, when there is one that can be read.
+    fn run_state(&self) -> Result<Option<RunState>, String> {
+        RunState::load(&self.cascade_dir().join("state.json")).map_err(|e| e.to_string())
+    }
+
+    fn prd(&self, state: Option<&RunState>) -> (PathBuf, Option<cascade_plan::Prd>) {
+        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
+        let prd = cascade_plan::load_prd(&path).ok();
+        (path, prd)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Response> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("internal error: {e}"),
+        )
+    })
+}
+
+pub(crate) async fn run(State(app): State<Shared>) -> Response {
+    let r = blocking(move || {
+        if !app.hub.status().live {
+            app.hub.load_from_disk();
+        }
+        let state = app.run_state()?;
+        let (path, prd) = app.prd(state.as_ref());
+        let records = app.hub.records();
+        let status = app.hub.status();
+        let dir = app.cascade_dir();
+        let art = crate::detail::Artifacts {
+            dir: &dir,
+            repo: &app.config.repo_root,
+        };
+        let gates = |story: &str, n: u32| art.gates(story, n);
+        let input = crate::snapshot::Input {
+            state: state.as_ref(),
+            prd: prd.as_ref(),
+            prd_path: Some(&path),
+            records: &records,
+            status: &status,
+            now_ms: chrono::Utc::now().timestamp_millis(),
+            gates: &gates,
+        };
+        Ok::<Value, String>(crate::snapshot::build(&input))
+    })
+    .await;
+    match r {
+        Ok(Ok(v)) => ok(StatusCode::OK, v),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(resp) => resp,
+    }
+}
+
+pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    let r = blocking(move || {
+        let state = app.run_state()?;
+        let (_, prd) = app.prd(state.as_ref());
+        let records = app.hub.records();
+        let dir = app.cascade_dir();
+        let art = crate::detail::Artifacts {
+            dir: &dir,
+            repo: &app.config.repo_root,
+        };
+        Ok::<Option<Value>, String>(crate::detail::build(
+            &id,
+            state.as_ref(),
+            prd.as_ref(),
+            &records,
+            &art,
+        ))
+    })
+    .await;
+    match r {
+        Ok(Ok(Some(v))) => ok(StatusCode::OK, v),
+        Ok(Ok(None)) => error(
+            StatusCode::NOT_FOUND,
+            "no story with that id in the plan or the run",
+        ),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        Err(resp) => resp,
+    }
+}
+
+pub(crate) async fn mega(State(app): State<Shared>) -> Response {
+    match blocking(move || plans::mega(&app.cascade_dir())).await {
+        Ok(v) => ok(StatusCode::OK, v),
+        Err(r) => r,
+    }
+}
+
+pub(crate) async fn plans(State(app): State<Shared>) -> Response {
+    match blocking(move || plans::list(&app.cascade_dir())).await {
+        Ok(v) => ok(StatusCode::OK, v),
+        Err(r) => r,
+    }
+}
+
+pub(crate) async fn plan(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    match blocking(move || plans::show(&app.cascade_dir(), &id)).await {
+        Ok(Ok(v)) => ok(StatusCode::OK, v),
+        Ok(Err((code, m))) => error(
+            StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            m,
+        ),
+        Err(r) => r,
+    }
+}
+
+/// Sends `action` to the live run; 409 when none is live or it refuses.
+async fn steer(app: &AppState, action: &str, story: Option<&str>) -> Response {
+    let Some(client) = app.hub.client() else {
+        return error(
+            StatusCode::CONFLICT,
+            "no run is live in this repository (start one with `cascade approve` or `cascade resume`)",
+        );
+    };
+    // The engine takes requests between two scheduling decisions; one
+    // stuck elsewhere (a confirmation prompt on its terminal) must not
+    // hold the page forever.
+    let asked = tokio::time::timeout(Duration::from_secs(30), client.request(action, story, "ui"));
+    match asked.await {
+        Ok(Ok(r)) if r.ok => ok(StatusCode::OK, json!({ "ok": true, "message": r.message })),
+        Ok(Ok(r)) => error(StatusCode::CONFLICT, r.message),
+        Ok(Err(e)) => error(StatusCode::CONFLICT, format!("the run went away: {e}")),
+        Err(_) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the run did not take the request within 30 s (is it waiting at a prompt?); it may still apply it",
+        ),
+    }
+}
+
+pub(crate) async fn pause(State(app): State<Shared>) -> Response {
+    steer(&app, "pause", None).await
+}
+
+pub(crate) async fn resume(State(app): State<Shared>) -> Response {
+    steer(&app, "resume", None).await
+}
+
+pub(crate) async fn cancel(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    steer(&app, "cancel", Some(&id)).await
+}
+
+/// A live run requeues the story; a finished one is continued by
+/// `cascade resume --yes` (which retries every failed and blocked story),
+/// started as a child of the dashboard.
+pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    if app.hub.client().is_some() {
+        return steer(&app, "retry", Some(&id)).await;
+    }
+    let state = match app.run_state() {
+        Ok(Some(s)) => s,
+        Ok(None) => return error(StatusCode::CONFLICT, "there is no run to retry a story of"),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    match state.story(&id).map(|s| s.status) {
+        None => {
+            return error(
+                StatusCode::NOT_FOUND,
+                format!("no story '{id}' in the last run"),
+            )
+        }
+        Some(StoryStatus::Failed | StoryStatus::Blocked) => {}
+        Some(other) => {
+            return error(
+                StatusCode::CONFLICT,
+                format!(
+                    "{id} is {}: only a failed story can be retried",
+                    other.as_str()
+                ),
+            )
+        }
+    }
+    let Some(cli) = &app.config.cli else {
+        return error(
+            StatusCode::CONFLICT,
+            "this dashboard cannot start cascade (no executable configured)",
+        );
+    };
+    let log = app
+        .cascade_dir()
+        .join("ui")
+        .join(format!("resume-{}.log", crate::live::unix_ms()));
+    let args = vec!["resume".to_string(), "--yes".to_string()];
+    match plans::run_cli(cli, &args, &log, Duration::from_secs(2)).await {
+        Ok(Ran::Running { pid, log }) => ok(
+            StatusCode::ACCEPTED,
+            json!({ "ok": true, "message": format!("started `cascade resume --yes` (pid {pid}): it retries {id} and every other failed or blocked story"), "pid": pid, "log": log }),
+        ),
+        Ok(Ran::Ended {
+            code: 0 | 1,
+            output,
+        }) => ok(
+            StatusCode::OK,
+            json!({ "ok": true, "message": "`cascade resume --yes` ran to its end", "output": output }),
+        ),
+        Ok(Ran::Ended { output, .. }) => error(StatusCode::CONFLICT, plans::error_line(&output)),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot start cascade: {e}"),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct AnswerBody {
+    key: String,
+    value: String,
+}
+
+/// `cascade plan answer ID KEY VALUE`, as a person would type it.
+pub(crate) async fn answer(
+    State(app): State<Shared>,
+    UrlPath(id): UrlPath<String>,
+    body: Result<Json<AnswerBody>, axum::extract::rejection::JsonRejection>,
+) -> Response {
+    let Ok(Json(body)) = body else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "the body must be JSON: {\"key\": \"q-1\", \"value\": \"...\"}",
+        );
+    };
+    plan_command(
+        &app,
+        &id,
+        vec!["answer".into(), id.clone(), body.key, body.value],
+    )
+    .await
+}
+
+/// `cascade plan approve ID`.
+pub(crate) async fn approve(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
+    plan_command(&app, &id, vec!["approve".into(), id.clone()]).await
+}
+
+async fn plan_command(app: &AppState, id: &str, args: Vec<String>) -> Response {
+    if !cascade_planning::session::valid_id(id)
+        || !app
+            .cascade_dir()
+            .join("plans")
+            .join(id)
+            .join("session.json")
+            .is_file()
+    {
+        return error(StatusCode::NOT_FOUND, format!("no planning session '{id}'"));
+    }
+    let Some(cli) = &app.config.cli else {
+        return error(
+            StatusCode::CONFLICT,
+            "this dashboard cannot start cascade (no executable configured)",
+        );
+    };
+    let mut argv = vec!["plan".to_string()];
+    argv.extend(args);
+    let log = app.cascade_dir().join("ui").join(format!(
+        "plan-{}-{}.log",
+        argv[1],
+        crate::live::unix_ms()
+    ));
+    // The planner may go on to ask agents (minutes): the answer is kept
+    // at once; what follows is seen in the session.
+    match plans::run_cli(cli, &argv, &log, Duration::from_secs(3)).await {
+        Ok(Ran::Ended { code, output }) if code == 0 || code == 3 => ok(
+            StatusCode::OK,
+            json!({ "ok": true, "exit_code": code, "output": output }),
+        ),
+        Ok(Ran::Ended { code: 2, output }) => {
+            error(StatusCode::CONFLICT, plans::error_line(&output))
+        }
+        Ok(Ran::Ended { code, output }) => ok(
+            StatusCode::OK,
+            json!({ "ok": false, "exit_code": code, "error": plans::error_line(&output), "output": output }),
+        ),
+        Ok(Ran::Running { pid, log }) => ok(
+            StatusCode::ACCEPTED,
+            json!({ "ok": true, "running": true, "pid": pid, "log": log, "message": "the planning session goes on (agents are working); it shows here as it changes" }),
+        ),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot start cascade: {e}"),
+        ),
+    }
+}

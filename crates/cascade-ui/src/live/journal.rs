@@ -1,0 +1,143 @@
+//! The event journal of a run: `.cascade/runs/<run_id>/events.jsonl`, one
+//! [`Record`] per line, appended as the run goes (a resumed run goes on in
+//! the same file, its numbering too). What `cascade ui` shows of a run that
+//! is no longer live.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use super::Record;
+
+/// `.cascade/runs`.
+pub fn runs_dir(cascade_dir: &Path) -> PathBuf {
+    cascade_dir.join("runs")
+}
+
+/// `.cascade/runs/<run_id>/events.jsonl`, or `None` for an id that is not
+/// a plain file name (ids come from the state file, which a user may edit).
+pub fn path(cascade_dir: &Path, run_id: &str) -> Option<PathBuf> {
+    let plain = !run_id.is_empty()
+        && run_id != "."
+        && run_id != ".."
+        && run_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    plain.then(|| runs_dir(cascade_dir).join(run_id).join("events.jsonl"))
+}
+
+/// The records of a journal, in order. A line that does not parse (the
+/// torn last line of a killed run) is skipped; a missing file is empty.
+pub fn read(path: &Path) -> std::io::Result<Vec<Record>> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut out = Vec::new();
+    for line in BufReader::new(file).lines() {
+        let line = line?;
+        if let Ok(r) = serde_json::from_str::<Record>(&line) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Appends records to one run's journal.
+#[derive(Debug)]
+pub struct Writer {
+    file: File,
+    /// The `seq` the next record gets.
+    pub next_seq: u64,
+}
+
+impl Writer {
+    /// Opens (creating) the journal at `path`; numbering goes on after
+    /// what it holds.
+    pub fn open(path: &Path) -> std::io::Result<Writer> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let last = read(path)?.last().map_or(0, |r| r.seq);
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        // A torn last line must not swallow the next record.
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            let mut r = File::open(path)?;
+            std::io::Seek::seek(&mut r, std::io::SeekFrom::Start(len - 1))?;
+            std::io::Read::read_exact(&mut r, &mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(Writer {
+            file,
+            next_seq: last + 1,
+        })
+    }
+
+    /// Appends one record (a whole line in one write).
+    pub fn append(&mut self, record: &Record) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64) -> Record {
+        Record {
+            seq,
+            t_ms: seq * 10,
+            ts: 1,
+            kind: "event".into(),
+            data: serde_json::json!({"event": "notice", "message": "m"}),
+        }
+    }
+
+    #[test]
+    fn appends_and_goes_on_numbering_after_a_torn_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = path(dir.path(), "run-1").unwrap();
+        let mut w = Writer::open(&p).unwrap();
+        assert_eq!(w.next_seq, 1);
+        w.append(&rec(1)).unwrap();
+        w.append(&rec(2)).unwrap();
+        drop(w);
+        // A killed run's half-written line.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\": 3, \"t_").unwrap();
+        drop(f);
+        let got = read(&p).unwrap();
+        assert_eq!(got, vec![rec(1), rec(2)]);
+        let mut w = Writer::open(&p).unwrap();
+        assert_eq!(w.next_seq, 3);
+        w.append(&rec(3)).unwrap();
+        assert_eq!(read(&p).unwrap(), vec![rec(1), rec(2), rec(3)]);
+    }
+
+    #[test]
+    fn refuses_run_ids_that_are_not_file_names() {
+        let d = Path::new("/x/.cascade");
+        assert!(path(d, "../../etc").is_none());
+        assert!(path(d, "a/b").is_none());
+        assert!(path(d, "..").is_none());
+        assert!(path(d, "").is_none());
+        assert_eq!(
+            path(d, "20260101-abc").unwrap(),
+            Path::new("/x/.cascade/runs/20260101-abc/events.jsonl")
+        );
+    }
+
+    #[test]
+    fn missing_journal_is_empty() {
+        assert!(read(Path::new("/nonexistent/events.jsonl"))
+            .unwrap()
+            .is_empty());
+    }
+}

@@ -1,0 +1,212 @@
+//! The live channel: how a running `cascade approve|resume|demo` process
+//! shares its events with a `cascade ui` process, and takes its requests.
+//!
+//! The run ([`Publisher`], in the running process) listens on a Unix domain
+//! socket, `.cascade/live.sock` (mode 0600: only the user; a path too long
+//! for a socket address goes to the temp directory, named in
+//! `.cascade/live.json`). A client that connects gets one [`Hello`] line,
+//! then every [`Record`] of the run so far (replay), then the live ones, one
+//! JSON object per line; it may send [`Request`] lines at any time and gets
+//! a [`Reply`] line with the same `id`. The run also appends its records
+//! (engine events only, not agent output, which the agents' logs keep) to
+//! `.cascade/runs/<run_id>/events.jsonl` ([`journal`]), so a finished run
+//! can be shown from disk.
+//!
+//! A socket left by a killed run is found stale (nobody answers) and
+//! replaced by the next run; a clean exit removes it.
+
+pub mod client;
+pub mod journal;
+mod publisher;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use client::LiveClient;
+pub use publisher::Publisher;
+
+/// File name of the socket under `.cascade/`.
+pub const SOCKET: &str = "live.sock";
+/// Where the socket is when its path is too long to be bound.
+pub const POINTER: &str = "live.json";
+
+/// One thing that happened in a run, as stored and sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Position in the run (the SSE `id`), from 1; goes on across resumes.
+    pub seq: u64,
+    /// Milliseconds since this process started the run.
+    pub t_ms: u64,
+    /// Wall clock, Unix milliseconds.
+    pub ts: u64,
+    /// `event` (an engine event, as `approve --json` prints it) or
+    /// `agent_output` (`{story, attempt, text}`).
+    pub kind: String,
+    pub data: serde_json::Value,
+}
+
+/// The first line a client gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    pub hello: String,
+    pub pid: u32,
+    pub run_id: Option<String>,
+    pub paused: bool,
+}
+
+/// A request from a client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub id: u64,
+    /// `pause`, `resume`, `cancel`, `retry`.
+    pub action: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story: Option<String>,
+    /// Who asks (`ui`, `cli`).
+    pub by: String,
+}
+
+/// The answer to a [`Request`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub reply: u64,
+    pub ok: bool,
+    pub message: String,
+}
+
+/// A line from the run: a record or a reply (a [`Hello`] comes first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Line {
+    Reply(Reply),
+    Record(Record),
+    Hello(Hello),
+}
+
+/// The path a socket under `cascade_dir` would have, if short enough to
+/// bind (Unix socket addresses hold about 100 bytes).
+pub fn socket_path(cascade_dir: &Path) -> PathBuf {
+    cascade_dir.join(SOCKET)
+}
+
+fn fits(path: &Path) -> bool {
+    path.as_os_str().len() < 100
+}
+
+/// Unix milliseconds now.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_engine::control::steer::Steering;
+    use cascade_engine::{Event, EventSink};
+    use std::sync::{Arc, Mutex};
+
+    fn started(run_id: &str) -> Event {
+        Event::RunStarted {
+            run_id: run_id.into(),
+            prd: "prd.json".into(),
+            target_branch: "main".into(),
+            total: 1,
+            already_complete: 0,
+            schedule: "batch".into(),
+            parallel: 1,
+            batches: 1,
+            resumed: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn replays_journals_and_answers_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let cascade = dir.path().join(".cascade");
+        // A resumed run: its journal already holds two records.
+        let path = journal::path(&cascade, "run-1").unwrap();
+        let mut w = journal::Writer::open(&path).unwrap();
+        for seq in 1..=2 {
+            w.append(&Record {
+                seq,
+                t_ms: 0,
+                ts: 0,
+                kind: "event".into(),
+                data: serde_json::json!({"event": "notice", "message": "earlier"}),
+            })
+            .unwrap();
+        }
+        drop(w);
+        let publisher = Publisher::start(&cascade, Steering::new()).unwrap();
+        let seen: Arc<Mutex<Vec<Event>>> = Arc::default();
+        let inner: EventSink = {
+            let seen = Arc::clone(&seen);
+            Arc::new(move |e: &Event| seen.lock().unwrap().push(e.clone()))
+        };
+        let sink = publisher.wrap(inner);
+        sink(&Event::Notice {
+            message: "before the start".into(),
+        });
+        sink(&started("run-1"));
+        // The reporter behind still gets every event.
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        // Numbering goes on after the journal, the early notice included.
+        let seqs: Vec<u64> = journal::read(&path)
+            .unwrap()
+            .iter()
+            .map(|r| r.seq)
+            .collect();
+        assert_eq!(seqs, vec![1, 2, 3, 4]);
+
+        let (client, hello, mut rx) = LiveClient::connect(&cascade).await.unwrap();
+        assert_eq!(hello.run_id.as_deref(), Some("run-1"));
+        assert!(!hello.paused);
+        let first = rx.recv().await.unwrap();
+        assert_eq!(
+            (first.seq, first.data["message"].as_str()),
+            (3, Some("before the start"))
+        );
+        assert_eq!(rx.recv().await.unwrap().data["event"], "run_started");
+        // Live from here on.
+        sink(&Event::Notice {
+            message: "live".into(),
+        });
+        let live = rx.recv().await.unwrap();
+        assert_eq!((live.seq, live.data["message"].as_str()), (5, Some("live")));
+        // No engine takes requests: refused, with the reason.
+        let reply = client.request("pause", None, "ui").await.unwrap();
+        assert!(!reply.ok);
+        assert!(reply.message.contains("no run"), "{}", reply.message);
+        let reply = client.request("cancel", None, "ui").await.unwrap();
+        assert_eq!(reply.message, "'cancel' needs a story");
+        let reply = client.request("explode", None, "ui").await.unwrap();
+        assert!(reply.message.starts_with("unknown action 'explode'"));
+        // Private to the user; gone with the publisher.
+        use std::os::unix::fs::PermissionsExt;
+        let socket = client::socket_of(&cascade);
+        let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        drop(publisher);
+        assert!(!socket.exists());
+        assert!(LiveClient::connect(&cascade).await.is_err());
+    }
+
+    #[test]
+    fn a_busy_socket_is_not_taken_over() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let first = Publisher::start(dir.path(), Steering::new()).unwrap();
+            let second = Publisher::start(dir.path(), Steering::new());
+            assert_eq!(second.err().unwrap().kind(), std::io::ErrorKind::AddrInUse);
+            drop(first);
+        });
+    }
+}

@@ -1,0 +1,869 @@
+//! `cascade ui` and the live channel: the access token and the CSRF
+//! guard, loopback-only by default, the event stream of a running
+//! scripted-agent run (replay, then live), pause/resume/cancel/retry sent
+//! through the dashboard reaching the engine (as events and in the state),
+//! a finished run shown from disk, and a planning question answered
+//! through the API exactly as `cascade plan answer` does.
+//!
+//! The HTTP client is a few lines over `TcpStream` on 127.0.0.1: the tests
+//! must send requests a browser library would not (no token, a foreign
+//! Origin) and read the event stream as it arrives.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::common::{git, init_repo, script, write_json};
+
+fn bin() -> PathBuf {
+    assert_cmd::cargo::cargo_bin("cascade")
+}
+
+/// A `cascade` child killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `cascade ui`.
+struct Ui {
+    _proc: Proc,
+    port: u16,
+    token: String,
+    url: String,
+}
+
+impl Ui {
+    fn start(dir: &Path, agents: Option<&Path>) -> Ui {
+        let mut cmd = Command::new(bin());
+        cmd.current_dir(dir)
+            .env("NO_COLOR", "1")
+            .env("HOME", dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if let Some(a) = agents {
+            cmd.arg("--agents").arg(a);
+        }
+        cmd.args(["ui", "--port", "0"]);
+        let mut child = cmd.spawn().expect("cascade ui starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("reads the URL");
+        let url = line.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        let rest = &url["http://127.0.0.1:".len()..];
+        let port: u16 = rest.split('/').next().unwrap().parse().expect("port");
+        let token = url.split("token=").nth(1).expect("token").to_string();
+        Ui {
+            _proc: Proc(child),
+            port,
+            token,
+            url,
+        }
+    }
+
+    fn origin(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let (code, body) = http(
+            self.port,
+            "GET",
+            path,
+            &[("X-Cascade-Token", &self.token)],
+            None,
+        );
+        (
+            code,
+            serde_json::from_str(&body).unwrap_or(Value::String(body)),
+        )
+    }
+
+    fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let origin = self.origin();
+        let (code, text) = http(
+            self.port,
+            "POST",
+            path,
+            &[("X-Cascade-Token", &self.token), ("Origin", &origin)],
+            Some(&body.to_string()),
+        );
+        (
+            code,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+}
+
+/// One HTTP/1.1 request on 127.0.0.1; status and body.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let mut req =
+        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if method == "POST" {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        ));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).expect("sends");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("reads");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (
+        code,
+        if chunked {
+            dechunk(rest)
+        } else {
+            rest.to_string()
+        },
+    )
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// One server-sent event.
+#[derive(Debug, Clone)]
+struct Sse {
+    id: Option<u64>,
+    event: Option<String>,
+    data: Value,
+}
+
+/// An open `/api/events` stream: a thread reads the socket; the test
+/// takes the bytes apart (HTTP chunked framing, then SSE messages).
+struct Events {
+    rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    raw: Vec<u8>,
+    buf: String,
+    /// What came so far (for a failure's message).
+    seen: Vec<String>,
+}
+
+impl Events {
+    fn open(ui: &Ui, last_event_id: Option<u64>) -> Events {
+        let mut s = TcpStream::connect(("127.0.0.1", ui.port)).expect("connects");
+        let extra = last_event_id
+            .map(|i| format!("Last-Event-ID: {i}\r\n"))
+            .unwrap_or_default();
+        let req = format!(
+            "GET /api/events?token={} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{extra}\r\n",
+            ui.token, ui.port
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut b = [0u8; 16 * 1024];
+            while let Ok(n) = s.read(&mut b) {
+                if n == 0 || tx.send(b[..n].to_vec()).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut ev = Events {
+            rx,
+            raw: Vec::new(),
+            buf: String::new(),
+            seen: Vec::new(),
+        };
+        // Status line and headers.
+        let end = Instant::now() + Duration::from_secs(30);
+        let head = loop {
+            if let Some(i) = ev.raw.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head: Vec<u8> = ev.raw.drain(..i + 4).collect();
+                break String::from_utf8_lossy(&head).into_owned();
+            }
+            assert!(Instant::now() < end, "no response headers");
+            if let Ok(b) = ev.rx.recv_timeout(Duration::from_millis(200)) {
+                ev.raw.extend(b);
+            }
+        };
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        ev
+    }
+
+    /// Moves whole chunks from `raw` to the text buffer.
+    fn dechunk(&mut self) {
+        loop {
+            let Some(i) = self.raw.windows(2).position(|w| w == b"\r\n") else {
+                return;
+            };
+            let n = usize::from_str_radix(String::from_utf8_lossy(&self.raw[..i]).trim(), 16)
+                .unwrap_or(0);
+            if self.raw.len() < i + 2 + n + 2 {
+                return;
+            }
+            let chunk: Vec<u8> = self
+                .raw
+                .drain(..i + 2 + n + 2)
+                .skip(i + 2)
+                .take(n)
+                .collect();
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The next event, waiting at most `wait`.
+    fn next(&mut self, wait: Duration) -> Option<Sse> {
+        let end = Instant::now() + wait;
+        loop {
+            self.dechunk();
+            if let Some(i) = self.buf.find("\n\n") {
+                let msg: String = self.buf.drain(..i + 2).collect();
+                let mut e = Sse {
+                    id: None,
+                    event: None,
+                    data: Value::Null,
+                };
+                let mut has_data = false;
+                for l in msg.lines() {
+                    if let Some(v) = l.strip_prefix("id: ") {
+                        e.id = v.parse().ok();
+                    } else if let Some(v) = l.strip_prefix("event: ") {
+                        e.event = Some(v.to_string());
+                    } else if let Some(v) = l.strip_prefix("data: ") {
+                        e.data = serde_json::from_str(v).expect("data is JSON");
+                        has_data = true;
+                    }
+                }
+                if has_data {
+                    self.seen.push(format!(
+                        "{:?} {} {} {}",
+                        e.id,
+                        e.event.as_deref().unwrap_or(""),
+                        e.data["event"].as_str().unwrap_or(""),
+                        e.data["story"].as_str().unwrap_or("")
+                    ));
+                    return Some(e);
+                }
+                continue;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(b) => self.raw.extend(b),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return None,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// Reads until an event matches `want` (panics after `wait`).
+    fn until(&mut self, wait: Duration, what: &str, want: impl Fn(&Sse) -> bool) -> Sse {
+        let end = Instant::now() + wait;
+        while Instant::now() < end {
+            if let Some(e) = self.next(Duration::from_millis(500)) {
+                if want(&e) {
+                    return e;
+                }
+            }
+        }
+        panic!(
+            "no {what} on the event stream within {wait:?}; it sent:\n{}",
+            self.seen.join("\n")
+        );
+    }
+}
+
+fn is(e: &Sse, event: &str, story: &str) -> bool {
+    e.event.is_none() && e.data["event"] == event && (story.is_empty() || e.data["story"] == story)
+}
+
+/// Polls `f` until it holds (the state file is written asynchronously).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < end {
+        if f() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{what} did not happen within 60s");
+}
+
+#[test]
+fn every_request_needs_the_token_and_actions_need_the_header_and_same_origin() {
+    let repo = init_repo();
+    let ui = Ui::start(repo.path(), None);
+    let p = ui.port;
+    assert_eq!(http(p, "GET", "/api/run", &[], None).0, 401);
+    assert_eq!(http(p, "GET", "/", &[], None).0, 401);
+    assert_eq!(http(p, "GET", "/api/events", &[], None).0, 401);
+    assert_eq!(
+        http(
+            p,
+            "GET",
+            "/api/run?token=0123456789abcdef0123456789abcdef",
+            &[],
+            None
+        )
+        .0,
+        401
+    );
+    assert_eq!(
+        http(p, "GET", "/api/run", &[("X-Cascade-Token", "nope")], None).0,
+        401
+    );
+    assert_eq!(
+        http(
+            p,
+            "GET",
+            "/api/run",
+            &[("Cookie", "cascade_token=nope")],
+            None
+        )
+        .0,
+        401
+    );
+    // The printed URL works and sets the cookie the page then uses.
+    let path = &ui.url[ui.origin().len()..];
+    let mut s = TcpStream::connect(("127.0.0.1", p)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{p}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = String::new();
+    s.read_to_string(&mut head).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!(
+            "cascade_token={}; HttpOnly; SameSite=Strict",
+            ui.token
+        )),
+        "{head}"
+    );
+    let cookie = format!("cascade_token={}", ui.token);
+    assert_eq!(
+        http(p, "GET", "/api/run", &[("Cookie", &cookie)], None).0,
+        200
+    );
+    let (code, run) = ui.get("/api/run");
+    assert_eq!(code, 200);
+    assert_eq!(run["run_id"], Value::Null);
+    // Actions: the header is required (a cookie or query token is not
+    // enough), and a foreign Origin is refused.
+    let q = format!("/api/actions/pause?token={}", ui.token);
+    assert_eq!(http(p, "POST", &q, &[], Some("{}")).0, 403);
+    assert_eq!(
+        http(
+            p,
+            "POST",
+            "/api/actions/pause",
+            &[("Cookie", &cookie)],
+            Some("{}")
+        )
+        .0,
+        403
+    );
+    let (code, _) = http(
+        p,
+        "POST",
+        "/api/actions/pause",
+        &[
+            ("X-Cascade-Token", &ui.token),
+            ("Origin", "http://evil.example"),
+        ],
+        Some("{}"),
+    );
+    assert_eq!(code, 403);
+    // Past the guard: no live run to pause.
+    let (code, body) = ui.post("/api/actions/pause", json!({}));
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("no run is live"),
+        "{body}"
+    );
+    // Other methods are not accepted.
+    assert_eq!(
+        http(
+            p,
+            "DELETE",
+            "/api/run",
+            &[("X-Cascade-Token", &ui.token)],
+            None
+        )
+        .0,
+        405
+    );
+    let (code, body) = ui.get("/api/stories/nope");
+    assert_eq!(code, 404, "{body}");
+}
+
+/// The listening sockets of this machine on `port` (Linux /proc), as
+/// hexadecimal local addresses.
+fn listeners(port: u16) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(f).ok()?;
+        for l in text.lines().skip(1) {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            let (Some(local), Some(st)) = (cols.get(1), cols.get(3)) else {
+                continue;
+            };
+            let (addr, p) = local.split_once(':').unwrap_or(("", ""));
+            if *st == "0A" && u16::from_str_radix(p, 16).ok() == Some(port) {
+                out.push(addr.to_string());
+            }
+        }
+    }
+    Some(out)
+}
+
+#[test]
+fn listens_on_loopback_only_by_default() {
+    let repo = init_repo();
+    let ui = Ui::start(repo.path(), None);
+    let Some(found) = listeners(ui.port) else {
+        println!("skipped: no /proc/net/tcp on this system to list listening sockets");
+        return;
+    };
+    // 127.0.0.1 in /proc's little-endian hex, and nothing else.
+    assert_eq!(
+        found,
+        vec!["0100007F".to_string()],
+        "listening on {found:?}"
+    );
+}
+
+/// The agent: the first attempt of `story-a` hangs (until cancelled);
+/// everything else writes a file and succeeds.
+const AGENT: &str = r#"id="$CASCADE_STORY_ID"
+if [ "$id" = story-a ] && [ "$CASCADE_ATTEMPT" = 1 ]; then
+  echo "story-a is thinking"
+  echo $$ > "$T/hang.pid"
+  exec sleep 120
+fi
+echo "working on $id"
+printf '%s\n' "$id" > "$id.txt""#;
+
+fn story(id: &str, deps: &[&str]) -> Value {
+    json!({"id": id, "title": format!("Title {id}"), "description": format!("Implement {id}"),
+        "priority": "medium", "dependencies": deps, "status": "pending",
+        "acceptance_criteria": ["it works"]})
+}
+
+#[test]
+fn steers_a_live_run_and_shows_it_after_it_ended() {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let t = tools.path();
+    let agent = script(
+        &t.join("agent.sh"),
+        &format!("T='{}'\n{AGENT}", t.display()),
+    );
+    write_json(
+        &t.join("agents.json"),
+        &json!({"default_agent": "a", "agents": {"a": {"type": "cli", "command": agent, "args": [], "timeout": 300}}}),
+    );
+    write_json(
+        &repo.path().join("prd.json"),
+        &json!({"metadata": {"version": "1.0"}, "goal": "steer", "objectives": [],
+            "stories": [story("story-a", &[]), story("story-b", &["story-a"]), story("story-c", &[])],
+            "quality_gates": {"enabled": false, "gates": []}}),
+    );
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "plan"]);
+    let ui = Ui::start(repo.path(), Some(&t.join("agents.json")));
+    // story-a first (the longer chain), one at a time, no retries of its own.
+    let run = Proc(
+        Command::new(bin())
+            .current_dir(repo.path())
+            .env("HOME", repo.path())
+            .args([
+                "approve",
+                "--auto-run",
+                "--json",
+                "--parallel",
+                "1",
+                "--schedule",
+                "eager",
+            ])
+            .args(["--max-retries", "0", "--retry-delay", "0", "--agents"])
+            .arg(t.join("agents.json"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("approve starts"),
+    );
+    eventually("story-a's agent started", || t.join("hang.pid").exists());
+    let socket = repo.path().join(".cascade/live.sock");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&socket)
+        .expect("live socket")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+
+    // Replay: what happened before we connected, then live events.
+    let mut ev = Events::open(&ui, None);
+    // The agent's line may come before or after story_started (the
+    // engine announces the start once the agent runs).
+    let (mut started, mut output) = (None, false);
+    let end = Instant::now() + Duration::from_secs(30);
+    while (started.is_none() || !output) && Instant::now() < end {
+        let Some(e) = ev.next(Duration::from_millis(500)) else {
+            continue;
+        };
+        if is(&e, "story_started", "story-a") {
+            started = Some(e);
+        } else if e.event.as_deref() == Some("agent_output")
+            && e.data["text"] == "story-a is thinking"
+        {
+            output = true;
+        }
+    }
+    let started =
+        started.unwrap_or_else(|| panic!("no story_started; sent:\n{}", ev.seen.join("\n")));
+    assert!(
+        output,
+        "no agent output line; sent:\n{}",
+        ev.seen.join("\n")
+    );
+    assert!(
+        started.id.is_some() && started.data["t_ms"].is_u64(),
+        "{started:?}"
+    );
+    eventually("the dashboard follows the live run", || {
+        ui.get("/api/run").1["live"] == true
+    });
+
+    // Pause: no new story starts; cancel story-a: its agent is stopped.
+    let (code, body) = ui.post("/api/actions/pause", json!({}));
+    assert_eq!(code, 200, "{body}");
+    let c = ev.until(Duration::from_secs(30), "control pause", |e| {
+        is(e, "control", "")
+    });
+    assert_eq!(
+        (
+            c.data["action"].clone(),
+            c.data["by"].clone(),
+            c.data["ok"].clone()
+        ),
+        (json!("pause"), json!("ui"), json!(true))
+    );
+    assert_eq!(ui.post("/api/actions/pause", json!({})).0, 409);
+    let (code, body) = ui.post("/api/stories/story-a/cancel", json!({}));
+    assert_eq!(code, 200, "{body}");
+    let failed = ev.until(Duration::from_secs(30), "story-a failed", |e| {
+        is(e, "story_failed", "story-a")
+    });
+    assert_eq!(failed.data["error_type"], "cancelled", "{failed:?}");
+    ev.until(Duration::from_secs(30), "story-b blocked", |e| {
+        is(e, "story_blocked", "story-b")
+    });
+    let pid: i32 = std::fs::read_to_string(t.join("hang.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    eventually(
+        "the hanging agent is gone",
+        || unsafe { libc::kill(pid, 0) } != 0,
+    );
+    // Paused: story-c waits and the run stays alive.
+    let (_, snap) = ui.get("/api/run");
+    assert_eq!(snap["paused"], true, "{snap}");
+    let state_of = |snap: &Value, id: &str| {
+        snap["stories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == id)
+            .unwrap()["state"]
+            .clone()
+    };
+    assert_eq!(state_of(&snap, "story-a"), "cancelled", "{snap}");
+    assert_eq!(state_of(&snap, "story-b"), "blocked", "{snap}");
+    assert_eq!(state_of(&snap, "story-c"), "pending", "{snap}");
+    // Refused requests say why, and are events too.
+    let (code, body) = ui.post("/api/stories/story-c/retry", json!({}));
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("only a failed story"),
+        "{body}"
+    );
+
+    // Retry story-a, then resume: everything is merged.
+    let (code, body) = ui.post("/api/stories/story-a/retry", json!({}));
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("story-b"),
+        "{body}"
+    );
+    let (code, body) = ui.post("/api/actions/resume", json!({}));
+    assert_eq!(code, 200, "{body}");
+    let fin = ev.until(Duration::from_secs(120), "run_finished", |e| {
+        is(e, "run_finished", "")
+    });
+    assert_eq!(fin.data["status"], "completed", "{fin:?}");
+    let mut run = run;
+    eventually("approve exits", || matches!(run.0.try_wait(), Ok(Some(_))));
+    assert_eq!(run.0.try_wait().unwrap().unwrap().code(), Some(0));
+    let state: Value =
+        serde_json::from_slice(&std::fs::read(repo.path().join(".cascade/state.json")).unwrap())
+            .unwrap();
+    let a = state["stories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "story-a")
+        .unwrap()
+        .clone();
+    assert_eq!(a["status"], "complete", "{a}");
+    assert_eq!(a["attempts"].as_array().unwrap().len(), 2, "{a}");
+    assert_eq!(a["attempts"][0]["error_type"], "cancelled", "{a}");
+
+    // The run is over: the socket is gone, the journal keeps it all, and a
+    // new dashboard shows the finished run from disk.
+    eventually("the live socket is removed", || !socket.exists());
+    drop(ev);
+    drop(ui);
+    let ui = Ui::start(repo.path(), Some(&t.join("agents.json")));
+    let (code, snap) = ui.get("/api/run");
+    assert_eq!(code, 200);
+    assert_eq!(snap["live"], false, "{snap}");
+    assert_eq!(snap["status"], "completed", "{snap}");
+    assert_eq!(snap["totals"]["merged"], 3, "{snap}");
+    assert_eq!(
+        snap["batches"],
+        json!([["story-a", "story-c"], ["story-b"]]),
+        "{snap}"
+    );
+    assert_eq!(snap["critical_path"][1], "story-b", "{snap}");
+    assert_eq!(snap["attempts"].as_array().unwrap().len(), 4, "{snap}");
+    let (_, detail) = ui.get("/api/stories/story-a");
+    assert_eq!(detail["merge"]["outcome"], "merged", "{detail}");
+    assert!(
+        detail["attempts"][1]["retry_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("cancelled"),
+        "{detail}"
+    );
+    assert!(
+        detail["attempts"][0]["prompt"]
+            .as_str()
+            .unwrap()
+            .contains("story-a"),
+        "{detail}"
+    );
+    assert!(
+        detail["diff"].as_str().unwrap().contains("+story-a"),
+        "{detail}"
+    );
+    let mut ev = Events::open(&ui, None);
+    let mut actions = Vec::new();
+    while let Some(e) = ev.next(Duration::from_secs(2)) {
+        if is(&e, "control", "") {
+            actions.push(format!(
+                "{} {}",
+                e.data["action"].as_str().unwrap(),
+                e.data["ok"]
+            ));
+        }
+        if is(&e, "run_finished", "") {
+            break;
+        }
+    }
+    assert_eq!(
+        actions,
+        [
+            "pause true",
+            "pause false",
+            "cancel true",
+            "retry false",
+            "retry true",
+            "resume true"
+        ]
+    );
+    // Last-Event-ID: only what came after.
+    let last = snap["last_event_id"].as_u64().unwrap();
+    assert!(last > 10);
+    let mut ev = Events::open(&ui, Some(last - 1));
+    let e = ev.until(Duration::from_secs(5), "the last event", |e| e.id.is_some());
+    assert_eq!(e.id, Some(last));
+}
+
+#[test]
+fn a_stale_socket_does_not_stop_the_next_run() {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let t = tools.path();
+    let agent = script(
+        &t.join("agent.sh"),
+        "printf '%s\\n' \"$CASCADE_STORY_ID\" > \"$CASCADE_STORY_ID.txt\"",
+    );
+    write_json(
+        &t.join("agents.json"),
+        &json!({"default_agent": "a", "agents": {"a": {"type": "cli", "command": agent, "args": [], "timeout": 60}}}),
+    );
+    write_json(
+        &repo.path().join("prd.json"),
+        &json!({"metadata": {}, "goal": "g", "objectives": [], "stories": [story("story-a", &[])],
+            "quality_gates": {"enabled": false, "gates": []}}),
+    );
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "plan"]);
+    // What a kill -9 leaves: a socket file nobody listens on.
+    std::fs::create_dir_all(repo.path().join(".cascade")).unwrap();
+    let stale =
+        std::os::unix::net::UnixListener::bind(repo.path().join(".cascade/live.sock")).unwrap();
+    drop(stale);
+    let out = Command::new(bin())
+        .current_dir(repo.path())
+        .env("HOME", repo.path())
+        .args(["approve", "--auto-run", "--json", "--agents"])
+        .arg(t.join("agents.json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("no live view"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("no live view"));
+    assert!(!repo.path().join(".cascade/live.sock").exists());
+    let runs: Vec<_> = std::fs::read_dir(repo.path().join(".cascade/runs"))
+        .unwrap()
+        .collect();
+    assert_eq!(runs.len(), 1);
+}
+
+/// A planner that only gets as far as the questions (strategy, discovery).
+const PLANNER: &str = r#"case "$CASCADE_PLAN_STEP" in
+strategy)
+  printf '{"task_analysis": {}, "strategy_decision": {"strategy": "HYBRID_AUTO", "confidence": 0.9, "reasoning": "small"}}' > "$CASCADE_OUTPUT" ;;
+discovery)
+  printf '{"questions": [{"id": "q-1", "type": "scope", "question": "Which providers?", "context": "c", "options": ["Google", "GitHub"]}, {"id": "q-2", "type": "technical", "question": "Where do tokens live?", "context": "c", "options": ["cookie", "header"]}]}' > "$CASCADE_OUTPUT" ;;
+*) exit 9 ;;
+esac
+echo done"#;
+
+#[test]
+fn answers_a_planning_question_as_the_cli_does() {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let t = tools.path();
+    let planner = script(&t.join("planner.sh"), PLANNER);
+    let agents = t.join("agents.json");
+    write_json(
+        &agents,
+        &json!({"default_agent": "p", "agents": {"p": {"type": "cli", "command": planner, "args": [], "timeout": 60}},
+            "phase_defaults": {"planning": {"default_agent": "p"}, "review": {"default_agent": "p"}}}),
+    );
+    let out = Command::new(bin())
+        .current_dir(repo.path())
+        .env("HOME", repo.path())
+        .args(["plan", "Add OAuth login", "--agents"])
+        .arg(&agents)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ui = Ui::start(repo.path(), Some(&agents));
+    let (code, list) = ui.get("/api/plans");
+    assert_eq!(code, 200);
+    let id = list["plans"][0]["id"]
+        .as_str()
+        .expect("a session")
+        .to_string();
+    assert_eq!(
+        list["plans"][0]["waiting_for"],
+        json!(["q-1", "q-2"]),
+        "{list}"
+    );
+    let (code, s) = ui.get(&format!("/api/plans/{id}"));
+    assert_eq!(code, 200);
+    assert_eq!(s["questions"][0]["question"], "Which providers?", "{s}");
+    // Unknown keys are refused with the CLI's words.
+    let (code, body) = ui.post(
+        &format!("/api/plans/{id}/answer"),
+        json!({"key": "q-9", "value": "x"}),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("no question or decision 'q-9'"),
+        "{body}"
+    );
+    let (code, body) = ui.post(
+        &format!("/api/plans/{id}/answer"),
+        json!({"key": "q-1", "value": "GitHub"}),
+    );
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["exit_code"], 3, "{body}");
+    let session: Value = serde_json::from_slice(
+        &std::fs::read(
+            repo.path()
+                .join(".cascade/plans")
+                .join(&id)
+                .join("session.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(session["questions"][0]["answer"], "GitHub", "{session}");
+    assert_eq!(session["current_question_index"], 1, "{session}");
+    let (_, s) = ui.get(&format!("/api/plans/{id}"));
+    assert_eq!(s["waiting_for"], json!(["q-2"]), "{s}");
+    assert_eq!(ui.get("/api/plans/planning-nope").0, 404);
+}
