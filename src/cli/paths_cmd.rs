@@ -195,6 +195,10 @@ fn cascade_rows(cascade_dir: &Path) -> Vec<FileRow> {
         ("skills config", "skills.json", "read"),
         ("gate cache", "gate-cache", "read-write"),
         ("planning sessions", "plans", "read-write"),
+        ("gate results per attempt", "gate-results", "write"),
+        ("run event journals", "runs", "read-write"),
+        ("live channel of a running run", "live.sock", "read-write"),
+        ("fleet jobs out", "fleet-jobs.json", "read-write"),
     ]
     .into_iter()
     .map(|(name, file_name, access)| {
