@@ -29,7 +29,7 @@ use async_nats::jetstream::AckKind;
 use cascade_engine::config::EngineConfig;
 use cascade_engine::engine::Engine;
 use cascade_engine::events::Event;
-use cascade_engine::executor::{JobFailure, JobOutcome, JobReport};
+use cascade_engine::executor::{Job, JobFailure, JobOutcome, JobReport};
 use cascade_engine::FailureKind;
 use cascade_process::CancelToken;
 use futures_util::StreamExt;
@@ -367,34 +367,11 @@ async fn report_poison(
     delivery: u64,
 ) {
     let job = &m.job;
-    let agent = job
-        .agents
-        .candidates
-        .first()
-        .cloned()
-        .unwrap_or_else(|| "none".into());
     let error = format!(
         "job delivered {delivery} times: every worker that took it stopped without a result \
          (killed, out of memory, or a crash); not run again"
     );
-    let report = JobReport {
-        agent: agent.clone(),
-        outcome: JobOutcome::Failed {
-            failure: JobFailure {
-                agent,
-                kind: FailureKind::ProcessCrash,
-                error: error.clone(),
-                gate_summary: String::new(),
-                output_excerpt: String::new(),
-                findings: String::new(),
-            },
-        },
-        gates: Vec::new(),
-        input_tokens: None,
-        output_tokens: None,
-        cost_usd: None,
-        duration_ms: 0,
-    };
+    let report = failed_report(job, FailureKind::ProcessCrash, error.clone(), 0);
     let result = ResultMsg {
         job_id: m.id.clone(),
         story: job.story.clone(),
@@ -415,6 +392,35 @@ async fn report_poison(
         error: Some(error),
         duration_ms: 0,
     });
+}
+
+/// The report of a job that failed before or instead of its attempt
+/// (setup, too many deliveries): charged to the job's first candidate agent.
+fn failed_report(job: &Job, kind: FailureKind, error: String, duration_ms: u64) -> JobReport {
+    let agent = job
+        .agents
+        .candidates
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "none".into());
+    JobReport {
+        agent: agent.clone(),
+        outcome: JobOutcome::Failed {
+            failure: JobFailure {
+                agent,
+                kind,
+                error,
+                gate_summary: String::new(),
+                output_excerpt: String::new(),
+                findings: String::new(),
+            },
+        },
+        gates: Vec::new(),
+        input_tokens: None,
+        output_tokens: None,
+        cost_usd: None,
+        duration_ms,
+    }
 }
 
 /// Publishes into the results stream, retrying while NATS is away (until
@@ -451,33 +457,8 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     let clone = repo_dir.join(format!("slot-{n}"));
     let job_dir = repo_dir.join("jobs").join(&m.id);
     let started = std::time::Instant::now();
-    let fail = |kind: FailureKind, error: String| JobReport {
-        agent: job
-            .agents
-            .candidates
-            .first()
-            .cloned()
-            .unwrap_or_else(|| "none".into()),
-        outcome: JobOutcome::Failed {
-            failure: JobFailure {
-                agent: job
-                    .agents
-                    .candidates
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| "none".into()),
-                kind,
-                error,
-                gate_summary: String::new(),
-                output_excerpt: String::new(),
-                findings: String::new(),
-            },
-        },
-        gates: Vec::new(),
-        input_tokens: None,
-        output_tokens: None,
-        cost_usd: None,
-        duration_ms: started.elapsed().as_millis() as u64,
+    let fail = |kind: FailureKind, error: String| {
+        failed_report(job, kind, error, started.elapsed().as_millis() as u64)
     };
     const TARGET: &str = "cascade-fleet/base";
     match git::prepare_clone(&clone, remote, &job.base, TARGET, &s.kill).await {
