@@ -494,6 +494,38 @@ printf '%s\n' "$id" > "$id.txt""#
     }
 
     #[test]
+    fn workers_share_gate_results_through_the_coordinators_remote_cache() {
+        let Some(mut f) = Fleet::new("fleet_remote_cache", json!([story("s01", &[])])) else {
+            return;
+        };
+        let url = format!("file://{}", f.t("gate-cache").display());
+        // Workers have the signing secret but no cache URL of their own:
+        // the URL comes with the job, from the coordinator's flag.
+        f.worker_with_env("w1", 1, &[], &[("CASCADE_CACHE_SECRET", "fleet-secret")]);
+        f.wait_for_workers(1);
+        let out = f
+            .command(&["approve", "--auto-run", "--json", "--fleet", &f.nats.url])
+            .args(["--remote-cache", &url, "--remote-cache-mode", "read-write"])
+            .env("CASCADE_CACHE_SECRET", "fleet-secret")
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        f.assert_all_merged_once(&events(&out), &ids(1));
+        // The worker's gate result is in the shared cache: the coordinator's
+        // checkout of the merged tip (the same tree) hits it instead of
+        // running the gate.
+        let out = f
+            .command(&["gates", "run", "--json", "--remote-cache", &url])
+            .args(["--remote-cache-mode", "read"])
+            .env("CASCADE_CACHE_SECRET", "fleet-secret")
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}", explain(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("gates JSON");
+        assert_eq!(v["gates"][0]["cache"], "remote", "{v}");
+    }
+
+    #[test]
     fn a_killed_coordinator_is_resumed_with_the_jobs_still_out() {
         let stories = json!([story("s01", &[]), story("s02", &["s01"]), story("s03", &[])]);
         let Some(mut f) = Fleet::new("fleet_coordinator_kill", stories) else {

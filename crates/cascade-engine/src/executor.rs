@@ -61,6 +61,13 @@ pub struct Job {
     /// Labels a worker must have to take the job (the story's `labels`).
     #[serde(default)]
     pub labels: Vec<String>,
+    /// The coordinator's `--remote-cache URL` and mode, so workers and the
+    /// coordinator share gate results (`None`: the gate configuration in
+    /// `prd` or the worker's own `CASCADE_REMOTE_CACHE` decide).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_cache_mode: Option<cascade_gates::RemoteMode>,
 }
 
 /// The agent choices of a job: the run's overrides (the worker resolves

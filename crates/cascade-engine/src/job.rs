@@ -199,6 +199,21 @@ fn job_options(job: &Job) -> RunOptions {
         use_gate_cache: job.use_gate_cache,
         agent_timeout: job.agent_timeout_secs.map(std::time::Duration::from_secs),
         excerpt_bytes: job.excerpt_bytes,
+        remote_cache: job_remote_cache(job),
         ..RunOptions::default()
+    }
+}
+
+/// The remote gate cache a job's gates use: the coordinator's
+/// `--remote-cache`, unless this machine names its own store in
+/// `CASCADE_REMOTE_CACHE` (the same bucket can have another address here, a
+/// `file://` mount another path), which then decides with the gate config.
+fn job_remote_cache(job: &Job) -> cascade_gates::RemoteRequest {
+    if std::env::var_os("CASCADE_REMOTE_CACHE").is_some() {
+        return cascade_gates::RemoteRequest::default();
+    }
+    cascade_gates::RemoteRequest {
+        url: job.remote_cache_url.clone(),
+        mode: job.remote_cache_mode,
     }
 }

@@ -170,6 +170,8 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         review: o.review,
         excerpt_bytes: o.excerpt_bytes,
         labels,
+        remote_cache_url: o.remote_cache.url.clone(),
+        remote_cache_mode: o.remote_cache.mode,
     }
 }
 
