@@ -201,6 +201,21 @@ impl Live {
                     "{agent} · {phase} · attempt {attempt}/{max_attempts} · agent running"
                 ));
             }
+            // Fleet runs: the worker's own `story_started` stays on the
+            // worker; the coordinator hears of the job.
+            Event::JobPublished { story, attempt, .. } => {
+                let bar = self.story_bar(story, color);
+                bar.set_message(format!("attempt {attempt} · queued for the fleet"));
+            }
+            Event::JobStarted {
+                story,
+                attempt,
+                worker,
+                agent,
+            } => {
+                let bar = self.story_bar(story, color);
+                bar.set_message(format!("{agent} · attempt {attempt} · on {worker}"));
+            }
             Event::AgentFinished { story, agent, .. } => {
                 if let Some(bar) = self.stories.get(story) {
                     bar.set_message(format!("{agent} · agent finished"));
