@@ -105,7 +105,6 @@ pub use with_fleet::{coordinator, run, worker};
 
 #[cfg(feature = "fleet")]
 mod with_fleet {
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -113,7 +112,6 @@ mod with_fleet {
     use cascade_engine::Event;
     use cascade_fleet::{Coordinator, CoordinatorConfig, FleetError, WorkerConfig, WorkerEvent};
     use cascade_process::CancelToken;
-    use tokio::signal::unix::{signal, SignalKind};
 
     use super::*;
     use crate::cli::EXIT_OK;
@@ -214,27 +212,13 @@ mod with_fleet {
         Ok(EXIT_OK)
     }
 
+    /// First signal: drain; second: stop the running jobs; third: leave.
     fn watch_signals(drain: CancelToken, kill: CancelToken) {
-        let count = Arc::new(AtomicUsize::new(0));
-        for (kind, number) in [
-            (SignalKind::interrupt(), libc::SIGINT),
-            (SignalKind::terminate(), libc::SIGTERM),
-            (SignalKind::hangup(), libc::SIGHUP),
-        ] {
-            let Ok(mut stream) = signal(kind) else {
-                continue;
-            };
-            let (drain, kill, count) = (drain.clone(), kill.clone(), Arc::clone(&count));
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    match count.fetch_add(1, Ordering::SeqCst) {
-                        0 => drain.cancel(),
-                        1 => kill.cancel(),
-                        _ => std::process::exit(128 + number),
-                    }
-                }
-            });
-        }
+        crate::cli::signals::on_stop_signals(move |press, number| match press {
+            0 => drain.cancel(),
+            1 => kill.cancel(),
+            _ => std::process::exit(128 + number),
+        });
     }
 
     fn default_workdir() -> PathBuf {

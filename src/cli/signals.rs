@@ -77,32 +77,17 @@ impl StopSignals {
     /// on the first signal. Must be called from inside the runtime.
     pub fn watch(cancel: CancelToken) -> StopSignals {
         let stop = StopSignals::default();
-        let presses = Arc::new(AtomicUsize::new(0));
-        for (kind, number) in [
-            (SignalKind::interrupt(), libc::SIGINT),
-            (SignalKind::terminate(), libc::SIGTERM),
-            (SignalKind::hangup(), libc::SIGHUP),
-        ] {
-            // A signal that cannot be watched keeps its default action.
-            let Ok(mut stream) = signal(kind) else {
-                continue;
-            };
-            let cancel = cancel.clone();
-            let presses = Arc::clone(&presses);
-            let first = Arc::clone(&stop.first);
-            tokio::spawn(async move {
-                while stream.recv().await.is_some() {
-                    if presses.fetch_add(1, Ordering::SeqCst) == 0 {
-                        first.store(number, Ordering::SeqCst);
-                        STOP_REQUESTED.store(true, Ordering::SeqCst);
-                        cancel.cancel();
-                    } else {
-                        // A second signal: leave now (children were signalled already).
-                        std::process::exit(128 + number);
-                    }
-                }
-            });
-        }
+        let first = Arc::clone(&stop.first);
+        on_stop_signals(move |press, number| {
+            if press == 0 {
+                first.store(number, Ordering::SeqCst);
+                STOP_REQUESTED.store(true, Ordering::SeqCst);
+                cancel.cancel();
+            } else {
+                // A second signal: leave now (children were signalled already).
+                std::process::exit(128 + number);
+            }
+        });
         stop
     }
 
@@ -113,5 +98,29 @@ impl StopSignals {
             n if n > 0 && n < 128 => 128 + n as u8,
             _ => EXIT_INTERRUPTED,
         }
+    }
+}
+
+/// Calls `handler(press, signal)` for every SIGINT, SIGTERM or SIGHUP, with
+/// `press` counting the signals of any of the three from 0. Spawns on the
+/// current tokio runtime (must be called inside it). A signal that cannot
+/// be watched keeps its default action.
+pub fn on_stop_signals(handler: impl Fn(usize, i32) + Send + Sync + 'static) {
+    let handler = Arc::new(handler);
+    let presses = Arc::new(AtomicUsize::new(0));
+    for (kind, number) in [
+        (SignalKind::interrupt(), libc::SIGINT),
+        (SignalKind::terminate(), libc::SIGTERM),
+        (SignalKind::hangup(), libc::SIGHUP),
+    ] {
+        let Ok(mut stream) = signal(kind) else {
+            continue;
+        };
+        let (handler, presses) = (Arc::clone(&handler), Arc::clone(&presses));
+        tokio::spawn(async move {
+            while stream.recv().await.is_some() {
+                handler(presses.fetch_add(1, Ordering::SeqCst), number);
+            }
+        });
     }
 }

@@ -21,7 +21,7 @@ use cascade_agents::{AgentsConfig, Detector, Overrides, Phase, Resolver};
 use cascade_gates::{GateCache, GateSet};
 use cascade_git::RepoPaths;
 use cascade_plan::{Prd, Status, ValidPlan};
-use cascade_process::CancelToken;
+use cascade_process::{AbortOnDrop, CancelToken};
 use tokio::task::JoinSet;
 
 use crate::config::{EngineConfig, Mode, Pause, ProjectConfig, RunOptions};
@@ -400,19 +400,10 @@ impl Engine {
                 .map_err(cascade_gates::GateConfigError::from)?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
         let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, options)?;
-        // design_doc.json beside the PRD, else in the project: Plan
-        // Cascade's default mode keeps prd.json in its user data directory
-        // but the design document in the project.
-        let design_dir = p
-            .prd_path
-            .parent()
-            .filter(|d| d.join("design_doc.json").is_file())
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| self.config.project_root.clone());
         let prompt = cascade_agents::prompt::PromptContext::load(
             &self.config.project_root,
             &p.cascade_dir,
-            &design_dir,
+            &design_dir(&p.prd_path, &self.config.project_root),
         )?;
         Ok(Inputs {
             gates,
@@ -931,27 +922,8 @@ impl Engine {
             match end {
                 StoryEnd::Merged => sched.complete(i),
                 StoryEnd::Failed => {
-                    for b in sched.fail(i) {
-                        let bid = stories[b].id.clone();
-                        let by: Vec<String> = stories[b]
-                            .dependencies
-                            .iter()
-                            .filter(|d| {
-                                index_of_in(&stories, d).is_some_and(|k| {
-                                    matches!(sched.state(k), NodeState::Failed | NodeState::Blocked)
-                                })
-                            })
-                            .cloned()
-                            .collect();
-                        ctx.update_story(&bid, |s| {
-                            s.status = StoryStatus::Blocked;
-                            s.blocked_by = by.clone();
-                        });
-                        ctx.emit(Event::StoryBlocked {
-                            story: bid,
-                            blocked_by: by,
-                        });
-                    }
+                    let blocked = sched.fail(i);
+                    announce_blocked(&ctx, &sched, &ids, &blocked);
                 }
                 StoryEnd::Interrupted => {
                     sched.release(i);
@@ -1089,21 +1061,45 @@ impl Drop for Attached {
     }
 }
 
-/// Stops a background task when dropped (however `run` returns).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 fn poisoned() -> EngineError {
     EngineError::Internal("state lock poisoned".into())
 }
 
-fn index_of_in(stories: &[cascade_plan::Story], id: &str) -> Option<usize> {
-    stories.iter().position(|s| s.id == id)
+/// Where design_doc.json is read from: beside the PRD when it is there, else
+/// the project (Plan Cascade's default mode keeps prd.json in its user data
+/// directory but the design document in the project).
+pub(crate) fn design_dir(prd_path: &Path, project_root: &Path) -> PathBuf {
+    prd_path
+        .parent()
+        .filter(|d| d.join("design_doc.json").is_file())
+        .map_or_else(|| project_root.to_path_buf(), Path::to_path_buf)
+}
+
+/// Records and announces the stories a failure blocked (`blocked`, from
+/// [`Scheduler::fail`]; `stories` are the ids in scheduler order), each with
+/// the dependencies that block it.
+pub(crate) fn announce_blocked(
+    ctx: &Ctx,
+    sched: &Scheduler,
+    stories: &[String],
+    blocked: &[usize],
+) {
+    for &b in blocked {
+        let by: Vec<String> = sched
+            .deps(b)
+            .iter()
+            .filter(|&&d| matches!(sched.state(d), NodeState::Failed | NodeState::Blocked))
+            .map(|&d| stories[d].clone())
+            .collect();
+        ctx.update_story(&stories[b], |s| {
+            s.status = StoryStatus::Blocked;
+            s.blocked_by = by.clone();
+        });
+        ctx.emit(Event::StoryBlocked {
+            story: stories[b].clone(),
+            blocked_by: by,
+        });
+    }
 }
 
 fn complete_count(ctx: &Ctx) -> usize {

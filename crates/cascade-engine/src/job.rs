@@ -21,7 +21,7 @@ use crate::config::RunOptions;
 use crate::engine::{Ctx, Engine, Inputs};
 use crate::error::EngineError;
 use crate::events::EventSink;
-use crate::executor::{Job, JobFailure, JobOutcome, JobReport};
+use crate::executor::{Job, JobOutcome, JobReport};
 use crate::retry::RetryPolicy;
 use crate::state::RunState;
 use crate::steps::{job_sequence, Attempt, Failure, Stop};
@@ -108,18 +108,10 @@ impl Engine {
 
         let branch = crate::engine::story_branch(self.config(), &job.story);
         let phase: Phase = job.phase.parse().unwrap_or(Phase::Implementation);
-        let previous = job.previous.as_ref().map(|f| {
-            (
-                f.agent.clone(),
-                Failure {
-                    kind: f.kind,
-                    error: f.error.clone(),
-                    gate_summary: f.gate_summary.clone(),
-                    output_excerpt: f.output_excerpt.clone(),
-                    findings: f.findings.clone(),
-                },
-            )
-        });
+        let previous = job
+            .previous
+            .as_ref()
+            .map(|f| (f.agent.clone(), Failure::from_job(f)));
         let ports = crate::control::resources::PortLease::take();
         let env = ports.env();
         let mut held = None;
@@ -143,14 +135,7 @@ impl Engine {
             Ok(commit) => JobOutcome::Passed { commit },
             Err(Stop::Interrupted) => JobOutcome::Interrupted,
             Err(Stop::Failed(f)) => JobOutcome::Failed {
-                failure: JobFailure {
-                    agent: agent.clone(),
-                    kind: f.kind,
-                    error: f.error,
-                    gate_summary: f.gate_summary,
-                    output_excerpt: f.output_excerpt,
-                    findings: f.findings,
-                },
+                failure: f.to_job(&agent),
             },
         };
         // The worktree goes back to the slot's pool (the branch keeps the work

@@ -31,7 +31,7 @@ use cascade_engine::executor::{
     ExecContext, ExecFuture, Executed, Executor, Job, JobFailure, JobOutcome, JobReport,
 };
 use cascade_engine::FailureKind;
-use cascade_process::CancelToken;
+use cascade_process::{AbortOnDrop, CancelToken};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
@@ -580,14 +580,5 @@ impl Router {
         if let Ok(mut r) = self.inner.lock() {
             r.waiting.remove(job_id);
         }
-    }
-}
-
-/// Stops a background task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

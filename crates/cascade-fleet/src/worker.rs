@@ -200,7 +200,7 @@ fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetErro
 async fn beat(s: &Shared, store: &kv::Store) {
     let hb = Heartbeat {
         id: s.cfg.id.clone(),
-        host: hostname(),
+        host: cascade_engine::lock::hostname(),
         pid: std::process::id(),
         labels: s.cfg.labels.clone(),
         slots: s.cfg.slots,
@@ -576,21 +576,11 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// This machine's name (for `fleet status`).
-pub fn hostname() -> String {
-    std::env::var("HOSTNAME")
-        .ok()
-        .filter(|h| !h.is_empty())
-        .or_else(|| {
-            std::fs::read_to_string("/etc/hostname")
-                .ok()
-                .map(|h| h.trim().to_string())
-                .filter(|h| !h.is_empty())
-        })
-        .unwrap_or_else(|| "unknown".into())
-}
-
 /// A default worker id: host and pid.
 pub fn default_id() -> String {
-    token(&format!("{}-{}", hostname(), std::process::id()))
+    token(&format!(
+        "{}-{}",
+        cascade_engine::lock::hostname(),
+        std::process::id()
+    ))
 }

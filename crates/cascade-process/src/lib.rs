@@ -30,9 +30,11 @@
 mod cancel;
 mod output;
 pub mod resources;
+mod task;
 
 pub use cancel::CancelToken;
 pub use output::Captured;
+pub use task::AbortOnDrop;
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;

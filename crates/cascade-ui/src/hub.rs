@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::broadcast;
 
 use crate::live::{journal, LiveClient, Record};
+use crate::lock;
 
 /// What event streams get.
 #[derive(Debug, Clone)]
@@ -50,10 +51,6 @@ pub(crate) struct Status {
     pub live: bool,
     pub paused: bool,
     pub last_event_id: u64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Hub {

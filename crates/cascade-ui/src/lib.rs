@@ -45,6 +45,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cascade_process::AbortOnDrop;
+
 /// What `cascade ui` was asked for.
 #[derive(Debug, Clone)]
 pub struct UiConfig {
@@ -165,11 +167,8 @@ impl Ui {
     }
 }
 
-/// Stops a background task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+/// A mutex's guard, poisoned or not: the data behind the dashboard's locks
+/// (views, records) stays usable after a panicking holder.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

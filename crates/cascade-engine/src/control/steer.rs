@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cascade_process::CancelToken;
+use cascade_process::{AbortOnDrop, CancelToken};
 use tokio::sync::{oneshot, Notify};
 
 use crate::events::Event;
@@ -240,7 +240,10 @@ impl Drop for Running {
 
 /// What the agent of story `id` runs under: the run's agent token, or,
 /// in a steered run, that or the story's own.
-pub(crate) fn agent_cancel(ctx: &crate::engine::Ctx, id: &str) -> (CancelToken, Option<LinkGuard>) {
+pub(crate) fn agent_cancel(
+    ctx: &crate::engine::Ctx,
+    id: &str,
+) -> (CancelToken, Option<AbortOnDrop>) {
     let own = ctx.options.steering.as_ref().and_then(|s| s.token(id));
     match own {
         Some(t) => {
@@ -266,7 +269,7 @@ pub(crate) fn output_lines(
 
 /// A token fired by either `a` or `b`, and the task that links them
 /// (aborted on drop).
-pub(crate) fn either(a: &CancelToken, b: &CancelToken) -> (CancelToken, LinkGuard) {
+pub(crate) fn either(a: &CancelToken, b: &CancelToken) -> (CancelToken, AbortOnDrop) {
     let out = CancelToken::new();
     let (a, b, o) = (a.clone(), b.clone(), out.clone());
     let task = tokio::spawn(async move {
@@ -276,16 +279,7 @@ pub(crate) fn either(a: &CancelToken, b: &CancelToken) -> (CancelToken, LinkGuar
         }
         o.cancel();
     });
-    (out, LinkGuard(task))
-}
-
-/// Stops the linking task of [`either`] when dropped.
-pub(crate) struct LinkGuard(tokio::task::JoinHandle<()>);
-
-impl Drop for LinkGuard {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    (out, AbortOnDrop(task))
 }
 
 /// Takes the waiting requests: run by the engine's main loop between two
@@ -365,7 +359,7 @@ fn decide(
                         worker: None,
                     });
                     let blocked = sched.fail(i);
-                    block(ctx, sched, stories, &blocked);
+                    crate::engine::announce_blocked(ctx, sched, stories, &blocked);
                     Ok(format!("{id}: cancelled before it started"))
                 }
                 state => Err(format!("{id} is {} and cannot be cancelled", name(state))),
@@ -399,31 +393,6 @@ fn decide(
                 format!("{id}: queued again; waiting again: {}", again.join(", "))
             })
         }
-    }
-}
-
-/// Records and announces stories blocked by a failure.
-pub(crate) fn block(
-    ctx: &crate::engine::Ctx,
-    sched: &Scheduler,
-    stories: &[String],
-    blocked: &[usize],
-) {
-    for &b in blocked {
-        let by: Vec<String> = sched
-            .deps(b)
-            .iter()
-            .filter(|&&d| matches!(sched.state(d), NodeState::Failed | NodeState::Blocked))
-            .map(|&d| stories[d].clone())
-            .collect();
-        ctx.update_story(&stories[b], |s| {
-            s.status = StoryStatus::Blocked;
-            s.blocked_by = by.clone();
-        });
-        ctx.emit(Event::StoryBlocked {
-            story: stories[b].clone(),
-            blocked_by: by,
-        });
     }
 }
 

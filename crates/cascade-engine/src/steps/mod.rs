@@ -59,6 +59,42 @@ impl Failure {
         self.output_excerpt = excerpt.into();
         self
     }
+
+    /// The failure as a job carries it (fleet), with the agent it is charged to.
+    pub fn to_job(&self, agent: &str) -> crate::executor::JobFailure {
+        crate::executor::JobFailure {
+            agent: agent.to_string(),
+            kind: self.kind,
+            error: self.error.clone(),
+            gate_summary: self.gate_summary.clone(),
+            output_excerpt: self.output_excerpt.clone(),
+            findings: self.findings.clone(),
+        }
+    }
+
+    /// A failure a job carried (fleet).
+    pub fn from_job(f: &crate::executor::JobFailure) -> Failure {
+        Failure {
+            kind: f.kind,
+            error: f.error.clone(),
+            gate_summary: f.gate_summary.clone(),
+            output_excerpt: f.output_excerpt.clone(),
+            findings: f.findings.clone(),
+        }
+    }
+}
+
+/// The current tip of the run's target branch: where an attempt's work
+/// starts (a missing branch fails the attempt as `setup`).
+fn target_tip(ctx: &Ctx) -> Result<String, Failure> {
+    match cascade_git::merge::branch_tip(&ctx.paths, &ctx.target_branch) {
+        Ok(Some(oid)) => Ok(oid.to_string()),
+        Ok(None) => Err(Failure::new(
+            FailureKind::Setup,
+            format!("target branch '{}' does not exist", ctx.target_branch),
+        )),
+        Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string())),
+    }
 }
 
 /// Why a step stopped the attempt.
@@ -153,13 +189,7 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
         .acquire_slot(&a.ctx.cancel)
         .await
         .map_err(|()| Stop::Interrupted)?;
-    let agent = resolve_agent::run(a)?;
-    let worktree = prepare_worktree::run(a, held).await?;
-    let output = run_agent::run(a, &agent, &worktree).await?;
-    let commit = commit::run(a, &worktree, &output).await?;
-    verify::run(a, &worktree, &commit).await?;
-    let gates = gates::run(a, &worktree, &output).await?;
-    review::run(a, &worktree, &commit, &gates).await?;
+    let (worktree, commit) = checked_work(a, held).await?;
     drop(slot);
     merge::run(a, &worktree, &commit).await
 }
@@ -170,6 +200,16 @@ pub(crate) async fn job_sequence(
     a: &mut Attempt<'_>,
     held: &mut Option<PathBuf>,
 ) -> Result<String, Stop> {
+    let (_, commit) = checked_work(a, held).await?;
+    Ok(commit.commit)
+}
+
+/// The work of an attempt and its checks, up to the merge queue: agent,
+/// worktree, the agent's run, commit, verification, gates, review.
+async fn checked_work(
+    a: &mut Attempt<'_>,
+    held: &mut Option<PathBuf>,
+) -> Result<(prepare_worktree::Worktree, commit::Committed), Stop> {
     let agent = resolve_agent::run(a)?;
     let worktree = prepare_worktree::run(a, held).await?;
     let output = run_agent::run(a, &agent, &worktree).await?;
@@ -177,5 +217,5 @@ pub(crate) async fn job_sequence(
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
     review::run(a, &worktree, &commit, &gates).await?;
-    Ok(commit.commit)
+    Ok((worktree, commit))
 }

@@ -27,17 +27,7 @@ pub(super) struct Worktree {
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let base = match cascade_git::merge::branch_tip(&ctx.paths, &ctx.target_branch) {
-        Ok(Some(oid)) => oid.to_string(),
-        Ok(None) => {
-            return Err(Failure::new(
-                FailureKind::Setup,
-                format!("target branch '{}' does not exist", ctx.target_branch),
-            )
-            .into())
-        }
-        Err(e) => return Err(Failure::new(FailureKind::Setup, e.to_string()).into()),
-    };
+    let base = super::target_tip(ctx)?;
     let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
         Failure::new(
             FailureKind::Setup,

@@ -12,9 +12,7 @@ use super::commit::Committed;
 use super::merge::{self, Merged};
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
-use crate::executor::{
-    ExecContext, Executed, ExecutorHandle, Job, JobAgents, JobFailure, JobOutcome,
-};
+use crate::executor::{ExecContext, Executed, ExecutorHandle, Job, JobAgents, JobOutcome};
 use crate::retry::FailureKind;
 
 pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Result<Merged, Stop> {
@@ -26,17 +24,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
         .acquire_slot(&ctx.cancel)
         .await
         .map_err(|()| Stop::Interrupted)?;
-    let base = match cascade_git::merge::branch_tip(&ctx.paths, &ctx.target_branch) {
-        Ok(Some(oid)) => oid.to_string(),
-        Ok(None) => {
-            return Err(Failure::new(
-                FailureKind::Setup,
-                format!("target branch '{}' does not exist", ctx.target_branch),
-            )
-            .into())
-        }
-        Err(e) => return Err(Failure::new(FailureKind::Setup, e.to_string()).into()),
-    };
+    let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
     // The attempt is recorded under its first candidate until the worker
     // says which agent ran it.
@@ -56,7 +44,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
         Executed::Interrupted => return Err(Stop::Interrupted),
         Executed::NotRun(f) => {
             a.agent = f.agent.clone();
-            return Err(failure_of(f).into());
+            return Err(Failure::from_job(&f).into());
         }
         Executed::Ran { worker, report } => (worker, report),
     };
@@ -79,7 +67,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     crate::control::check_run_budget(ctx);
     let commit = match report.outcome {
         JobOutcome::Passed { commit } => commit,
-        JobOutcome::Failed { failure } => return Err(failure_of(failure).into()),
+        JobOutcome::Failed { failure } => return Err(Failure::from_job(&failure).into()),
         JobOutcome::Interrupted => {
             return Err(Failure::new(
                 FailureKind::ProcessCrash,
@@ -96,16 +84,6 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     });
     drop(slot);
     merge::run_unresolved(a, &Committed { commit }).await
-}
-
-fn failure_of(f: JobFailure) -> Failure {
-    Failure {
-        kind: f.kind,
-        error: f.error,
-        gate_summary: f.gate_summary,
-        output_excerpt: f.output_excerpt,
-        findings: f.findings,
-    }
 }
 
 /// The job of this attempt: everything a worker needs besides the code.
@@ -157,14 +135,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
             no_fallback: o.no_fallback,
             candidates,
         },
-        previous: a.previous.map(|(agent, f)| JobFailure {
-            agent: agent.clone(),
-            kind: f.kind,
-            error: f.error.clone(),
-            gate_summary: f.gate_summary.clone(),
-            output_excerpt: f.output_excerpt.clone(),
-            findings: f.findings.clone(),
-        }),
+        previous: a.previous.map(|(agent, f)| f.to_job(agent)),
         agent_timeout_secs: o.agent_timeout.map(|d| d.as_secs().max(1)),
         use_gate_cache: o.use_gate_cache,
         review: o.review,
@@ -201,15 +172,9 @@ fn one_story_prd(ctx: &crate::engine::Ctx, id: &str) -> serde_json::Value {
     prd
 }
 
-/// design_doc.json beside the PRD, else at the project root.
+/// The design document the coordinator's own prompts would use.
 fn design_doc(ctx: &crate::engine::Ctx) -> Option<serde_json::Value> {
-    let beside = ctx.prd_path.parent().map(|d| d.join("design_doc.json"));
-    [beside, Some(ctx.project_root.join("design_doc.json"))]
-        .into_iter()
-        .flatten()
-        .find_map(|p| {
-            std::fs::read(p)
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-        })
+    let dir = crate::engine::design_dir(&ctx.prd_path, &ctx.project_root);
+    let bytes = std::fs::read(dir.join("design_doc.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }

@@ -4,6 +4,8 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use crate::lock;
 use std::time::Instant;
 
 use cascade_engine::control::steer::{Action, Steering};
@@ -57,10 +59,6 @@ pub struct Publisher {
     socket: PathBuf,
     pointer: Option<PathBuf>,
     accept: tokio::task::JoinHandle<()>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Publisher {
