@@ -146,7 +146,7 @@ fn invalid(path: &Path, e: &ValidationErrors) -> Failure {
 
 /// Maps an output error to the command's result: a closed pipe
 /// (`cascade batches | head`) ends the command quietly with success.
-fn output_result(r: std::io::Result<()>) -> CliResult {
+pub(super) fn output_result(r: std::io::Result<()>) -> CliResult {
     match r {
         Ok(()) => Ok(EXIT_OK),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(EXIT_OK),

@@ -64,6 +64,7 @@ impl Engine {
             self.config().project_root.display().to_string(),
             [job.story.clone()],
         );
+        let store = crate::journal::Store::open(state, &state_path)?;
         let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &p.prd)
             .map_err(|message| EngineError::Budget {
                 path: p.prd_path.clone(),
@@ -87,9 +88,7 @@ impl Engine {
             options,
             prd_path: p.prd_path,
             prd: Mutex::new(p.prd),
-            state_path,
-            state: Mutex::new(state),
-            state_writer: crate::persist::GroupWriter::default(),
+            state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
             merge_lock: tokio::sync::Mutex::new(()),
             pool,

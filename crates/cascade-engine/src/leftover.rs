@@ -56,6 +56,8 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         return Vec::new();
     };
     let me = std::process::id();
+    let stories: std::collections::HashSet<&str> = stories.iter().map(String::as_str).collect();
+    let known: std::collections::HashSet<u32> = known.iter().map(|l| l.pid).collect();
     let mut found = Vec::new();
     for entry in dir.flatten() {
         let Some(pid) = entry
@@ -65,7 +67,7 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         else {
             continue;
         };
-        if pid == me || known.iter().any(|l| l.pid == pid) || !is_group_leader(pid) {
+        if pid == me || known.contains(&pid) || !is_group_leader(pid) {
             continue;
         }
         let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
@@ -81,7 +83,7 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         let (Some(story), Some(workdir)) = (var("CASCADE_STORY_ID"), var("CASCADE_WORKDIR")) else {
             continue;
         };
-        if stories.contains(&story) && Path::new(&workdir).starts_with(cascade_dir) {
+        if stories.contains(story.as_str()) && Path::new(&workdir).starts_with(cascade_dir) {
             found.push(Leftover { story, pid });
         }
     }

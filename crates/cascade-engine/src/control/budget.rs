@@ -129,14 +129,15 @@ impl Spend {
     }
 }
 
-/// The spend of the attempts of `state` (of one story when `story` is given).
+/// The spend of the attempts of `state` (of one story when `story` is
+/// given: found through the state's index, not by a scan).
 pub fn spend(state: &RunState, story: Option<&str>) -> Spend {
     let mut out = Spend::default();
-    for s in state
-        .stories
-        .iter()
-        .filter(|s| story.map_or(true, |id| s.id == id))
-    {
+    let stories: &[crate::state::StoryState] = match story {
+        None => &state.stories,
+        Some(id) => state.story(id).map(std::slice::from_ref).unwrap_or(&[]),
+    };
+    for s in stories {
         for a in &s.attempts {
             match a.cost_usd {
                 Some(c) => out.known_usd += c,
@@ -197,16 +198,21 @@ impl Tracker {
         if slot.is_some() {
             return None;
         }
+        let over_time = self
+            .budget
+            .max_duration
+            .filter(|d| self.started.elapsed() >= *d);
+        // Summing every attempt of the run is done only when a limit needs
+        // it (this runs before each attempt).
+        if over_time.is_none() && self.budget.max_cost.is_none() {
+            return None;
+        }
         let spend = spend(state, None);
         let what_now = if self.budget.hard {
             "running agents are stopped (--hard-budget)"
         } else {
             "running work finishes, nothing new starts"
         };
-        let over_time = self
-            .budget
-            .max_duration
-            .filter(|d| self.started.elapsed() >= *d);
         let found = match over_time {
             Some(max) => Some(Exhausted {
                 limit: "duration",
