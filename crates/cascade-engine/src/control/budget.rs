@@ -302,6 +302,7 @@ mod tests {
             output_tokens: None,
             cost_usd: cost,
             cost_estimated: None,
+            session_id: None,
         }
     }
 
