@@ -125,10 +125,9 @@ fn api(model: &Model, wire: Wire, extra: Value) -> Value {
 
 /// The story-level failure events (`story_failed`, else `attempt_failed`).
 fn failure(evs: &[Value]) -> Value {
-    of_kind(evs, "story_failed")
-        .first()
-        .or_else(|| of_kind(evs, "attempt_failed").first())
-        .map(|v| (*v).clone())
+    ["story_failed", "attempt_failed"]
+        .iter()
+        .find_map(|kind| of_kind(evs, kind).first().map(|v| (*v).clone()))
         .unwrap_or_else(|| panic!("no failure in {evs:#?}"))
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::mock_http::{read_request, respond, Listener, Request};
+use crate::mock_http::{read_request, respond, Listener};
 
 /// The key the mock accepts.
 pub const KEY: &str = "sk-test-key";
@@ -118,6 +118,17 @@ fn serve(
     let Some(req) = read_request(&mut reader)? else {
         return Ok(());
     };
+    let endpoint = match wire {
+        Wire::Anthropic => "/v1/messages",
+        Wire::OpenAi => "/v1/chat/completions",
+    };
+    let is_model_call = req.method == "POST" && req.path == endpoint;
+    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+    if is_model_call {
+        if let Ok(mut r) = recorded.lock() {
+            r.push(body.clone());
+        }
+    }
     let authorized = match wire {
         Wire::Anthropic => req.header("x-api-key") == Some(KEY),
         Wire::OpenAi => req.header("authorization") == Some(&format!("Bearer {KEY}")),
@@ -138,18 +149,10 @@ fn serve(
         let body = json!({"data": [{"id": "mock-model"}]}).to_string();
         return respond(&mut out, 200, "application/json", &[], &body);
     }
-    let endpoint = match wire {
-        Wire::Anthropic => "/v1/messages",
-        Wire::OpenAi => "/v1/chat/completions",
-    };
-    if !(req.method == "POST" && req.path == endpoint) {
+    if !is_model_call {
         return respond(&mut out, 404, "application/json", &[], "{}");
     }
     let n = count.fetch_add(1, Ordering::SeqCst);
-    let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-    if let Ok(mut r) = recorded.lock() {
-        r.push(body.clone());
-    }
     match mode {
         Mode::RateLimitedOnce if n == 0 => respond(
             &mut out,
@@ -197,7 +200,8 @@ fn serve(
 #[derive(Debug, Clone)]
 pub enum Item {
     Text(String),
-    Call { name: String, input: Value },
+    /// A tool call (the script only counts their results).
+    Call,
     Result { id: String, content: String, error: bool },
 }
 
@@ -241,23 +245,14 @@ pub fn conversation(body: &Value, wire: Wire) -> Conversation {
                 if let Some(t) = m["content"].as_str() {
                     items.push(Item::Text(t.to_string()));
                 }
-                for c in m["tool_calls"].as_array().into_iter().flatten() {
-                    items.push(Item::Call {
-                        name: c["function"]["name"].as_str().unwrap_or("").to_string(),
-                        input: serde_json::from_str(
-                            c["function"]["arguments"].as_str().unwrap_or("{}"),
-                        )
-                        .unwrap_or(Value::Null),
-                    });
+                for _ in m["tool_calls"].as_array().into_iter().flatten() {
+                    items.push(Item::Call);
                 }
             }
             (Wire::Anthropic, _) => {
                 for b in m["content"].as_array().into_iter().flatten() {
                     items.push(match b["type"].as_str() {
-                        Some("tool_use") => Item::Call {
-                            name: b["name"].as_str().unwrap_or("").to_string(),
-                            input: b["input"].clone(),
-                        },
+                        Some("tool_use") => Item::Call,
                         Some("tool_result") => Item::Result {
                             id: b["tool_use_id"].as_str().unwrap_or("").to_string(),
                             content: b["content"].as_str().unwrap_or("").to_string(),

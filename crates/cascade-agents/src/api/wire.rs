@@ -121,7 +121,7 @@ pub fn stream_error(kind: Option<&str>, message: String, raw: &str) -> CallError
 }
 
 /// A provider's reader of one streamed reply.
-pub trait StreamReader {
+pub trait StreamReader: Send {
     /// One server-sent event; the model's text goes to `t` as it arrives.
     fn event(&mut self, e: &super::sse::Event, t: &mut super::transcript::Transcript)
         -> Result<(), CallError>;

@@ -180,15 +180,15 @@ async fn run_gates(
         fail_fast: ctx.gates.fail_fast,
     };
     let sink = Arc::clone(ctx);
-    let story = story.to_string();
+    let id = story.to_string();
     let on_event = move |e: GateEvent| match e {
         _ if !report => {}
         GateEvent::Started { name, .. } => sink.emit(Event::GateStarted {
-            story: story.clone(),
+            story: id.clone(),
             gate: name,
         }),
         GateEvent::Finished(r) => sink.emit(Event::GateFinished {
-            story: story.clone(),
+            story: id.clone(),
             gate: r.name.clone(),
             passed: r.passed,
             required: r.required,
@@ -200,7 +200,7 @@ async fn run_gates(
             errors: r.errors.len(),
         }),
         GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
-            message: format!("{story}: gate cache unavailable: {reason}"),
+            message: format!("{id}: gate cache unavailable: {reason}"),
         }),
         GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
             message: format!("remote gate cache: {message}"),
@@ -209,7 +209,7 @@ async fn run_gates(
     // `--gate-jobs` and the memory guard; the story's ports; a Cargo target
     // directory nobody else builds in right now (see control::resources).
     let notice = {
-        let (c, story) = (Arc::clone(ctx), story.clone());
+        let (c, story) = (Arc::clone(ctx), story.to_string());
         Arc::new(move |available: u64, threshold: u64| {
             c.emit(Event::WaitingForMemory {
                 what: "gate".into(),

@@ -152,17 +152,17 @@ fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
         return None;
     }
     let from_text = cascade_agents::classify_text(&run.outcome.stderr.text_lossy());
-    let signal = match run
-        .signal
-        .clone()
-        .filter(|s| s.kind == cascade_agents::SignalKind::RateLimited)
-    {
-        Some(mut live) => {
+    let signal = match run.signal.clone() {
+        Some(mut live) if live.kind == cascade_agents::SignalKind::RateLimited => {
             if live.retry_after.is_none() {
                 live.retry_after = from_text.and_then(|t| t.retry_after);
             }
             live
         }
+        // A signal of another kind was classified from the agent's own
+        // report (an api agent's HTTP status): its words do not make it a
+        // rate limit ("overloaded" is a provider error there).
+        Some(_) => return None,
         None => from_text?,
     };
     let ctx = a.ctx;
