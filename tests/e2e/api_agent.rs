@@ -64,10 +64,7 @@ impl Setup {
     /// agents.json with these agents, every phase defaulting to `default`.
     fn agents(&self, agents: Value, default: &str) -> PathBuf {
         let path = self.tools().join("agents.json");
-        write_json(
-            &path,
-            &json!({"default_agent": default, "agents": agents}),
-        );
+        write_json(&path, &json!({"default_agent": default, "agents": agents}));
         path
     }
 
@@ -133,17 +130,7 @@ fn failure(evs: &[Value]) -> Value {
 
 /// The latest prompt (user text) of a recorded request.
 fn last_prompt(body: &Value, wire: Wire) -> String {
-    mock_model::conversation(body, wire)
-        .messages
-        .iter()
-        .filter(|m| m.role == "user")
-        .flat_map(|m| m.items.iter())
-        .filter_map(|i| match i {
-            mock_model::Item::Text(t) if !t.is_empty() => Some(t.clone()),
-            _ => None,
-        })
-        .last()
-        .unwrap_or_default()
+    prompts(body, wire).pop().unwrap_or_default()
 }
 
 /// All user prompts a request carries, in order.
@@ -190,14 +177,23 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
     }
     let results = planner.tool_results(Wire::Anthropic);
     assert!(
-        results.iter().any(|(r, _)| r.starts_with("- gate 'no-drafts' (required) failed")),
+        results
+            .iter()
+            .any(|(r, _)| r.starts_with("- gate 'no-drafts' (required) failed")),
         "{results:#?}"
     );
-    assert!(results.iter().any(|(r, _)| r == "All quality gates passed."));
+    assert!(results
+        .iter()
+        .any(|(r, _)| r == "All quality gates passed."));
 
     // Every planning step ran through the api agents, with usage and cost.
     let plans = s.repo().join(".cascade/plans");
-    let dir = std::fs::read_dir(&plans).unwrap().next().unwrap().unwrap().path();
+    let dir = std::fs::read_dir(&plans)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let session: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("session.json")).unwrap()).unwrap();
     assert_eq!(session["status"], "approved", "{session:#}");
@@ -209,7 +205,16 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
         .collect();
     assert_eq!(
         steps,
-        ["strategy", "discovery", "design", "generate", "self-review", "challenge", "revise", "challenge"]
+        [
+            "strategy",
+            "discovery",
+            "design",
+            "generate",
+            "self-review",
+            "challenge",
+            "revise",
+            "challenge"
+        ]
     );
     for call in session["llm_calls"].as_array().unwrap() {
         assert_eq!(call["model"], "mock-model", "{call}");
@@ -217,7 +222,12 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
         assert!(call["cost"].as_f64().unwrap() > 0.0, "{call}");
     }
     assert!(session["total_cost"].as_f64().unwrap() > 0.0);
-    assert_eq!(session["agent_sessions"]["planner"].as_str().map(|s| s.starts_with("api-")), Some(true));
+    assert_eq!(
+        session["agent_sessions"]["planner"]
+            .as_str()
+            .map(|s| s.starts_with("api-")),
+        Some(true)
+    );
 
     // Self-review and revise resent the generator's conversation; the
     // challenges went to the other provider, as new conversations.
@@ -225,11 +235,16 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
     for step in ["self-review", "revise"] {
         let body = bodies
             .iter()
-            .find(|b| last_prompt(b, Wire::Anthropic).starts_with(&format!("# cascade planning: {step} step")))
+            .find(|b| {
+                last_prompt(b, Wire::Anthropic)
+                    .starts_with(&format!("# cascade planning: {step} step"))
+            })
             .unwrap_or_else(|| panic!("no {step} request"));
         let earlier = prompts(body, Wire::Anthropic);
         assert!(
-            earlier.iter().any(|p| p.starts_with("# cascade planning: generate step")),
+            earlier
+                .iter()
+                .any(|p| p.starts_with("# cascade planning: generate step")),
             "{step} did not continue the generator's conversation: {earlier:#?}"
         );
     }
@@ -248,7 +263,10 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
         "{system}"
     );
     assert!(system.contains("write only these files"), "{system}");
-    assert!(!system.contains("RunGates"), "planning has no RunGates: {system}");
+    assert!(
+        !system.contains("RunGates"),
+        "planning has no RunGates: {system}"
+    );
 
     // The story runs kept their session, their log and their usage.
     let state: Value = serde_json::from_str(
@@ -261,10 +279,16 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
         .iter()
         .find(|st| st["id"] == "story-001")
         .unwrap()["attempts"][0];
-    assert!(attempt["session_id"].as_str().unwrap().starts_with("api-"), "{attempt}");
+    assert!(
+        attempt["session_id"].as_str().unwrap().starts_with("api-"),
+        "{attempt}"
+    );
     assert!(attempt["cost_usd"].as_f64().unwrap() > 0.0, "{attempt}");
     let log = std::fs::read_to_string(attempt["log"].as_str().unwrap()).unwrap();
-    assert!(log.contains("[tool] Write") && log.contains("[tool] RunGates"), "{log}");
+    assert!(
+        log.contains("[tool] Write") && log.contains("[tool] RunGates"),
+        "{log}"
+    );
     assert!(log.contains("story-001: done, the gates pass"), "{log}");
 }
 
@@ -272,7 +296,10 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
 fn the_openai_wire_implements_a_story_with_the_tools() {
     let s = Setup::new();
     let model = mock_model::start(Wire::OpenAi, Mode::Work);
-    s.agents(json!({"local": api(&model, Wire::OpenAi, json!({}))}), "local");
+    s.agents(
+        json!({"local": api(&model, Wire::OpenAi, json!({}))}),
+        "local",
+    );
     s.prd();
     let (out, evs) = s.approve(&[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
@@ -283,7 +310,11 @@ fn the_openai_wire_implements_a_story_with_the_tools() {
     let finished = of_kind(&evs, "agent_finished");
     assert_eq!(finished[0]["success"], true);
     // Usage from the API's own fields: 1000 uncached + 200 cached per turn.
-    assert!(finished[0]["input_tokens"].as_u64().unwrap() >= 1000, "{}", finished[0]);
+    assert!(
+        finished[0]["input_tokens"].as_u64().unwrap() >= 1000,
+        "{}",
+        finished[0]
+    );
     assert!(finished[0]["cost_usd"].as_f64().unwrap() > 0.0);
 }
 
@@ -298,7 +329,10 @@ fn a_refused_key_fails_as_auth_at_once() {
     assert_eq!(failed["error_type"], "auth", "{failed}");
     assert_eq!(failed["attempts"], 1, "auth is not retried");
     let error = failed["error"].as_str().unwrap();
-    assert!(error.contains("HTTP 401") && error.contains(KEY_ENV), "{error}");
+    assert!(
+        error.contains("HTTP 401") && error.contains(KEY_ENV),
+        "{error}"
+    );
     assert_eq!(model.bodies().len(), 1);
 }
 
@@ -313,13 +347,22 @@ fn a_rate_limit_cools_the_agent_down_and_costs_no_attempt() {
     let cooldown = of_kind(&evs, "agent_cooldown");
     assert_eq!(cooldown.len(), 1, "{evs:#?}");
     assert_eq!(cooldown[0]["retry_after"], true);
-    assert!(cooldown[0]["message"].as_str().unwrap().contains("rate limit"));
-    assert_eq!(of_kind(&evs, "attempt_failed")[0]["error_type"], "rate_limited");
+    assert!(cooldown[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("rate limit"));
+    assert_eq!(
+        of_kind(&evs, "attempt_failed")[0]["error_type"],
+        "rate_limited"
+    );
 }
 
 #[test]
 fn server_errors_and_overload_fail_as_provider_error() {
-    for (mode, said) in [(Mode::ServerError, "HTTP 500"), (Mode::Overloaded, "Overloaded")] {
+    for (mode, said) in [
+        (Mode::ServerError, "HTTP 500"),
+        (Mode::Overloaded, "Overloaded"),
+    ] {
         let s = Setup::new();
         let model = mock_model::start(Wire::Anthropic, mode.clone());
         s.agents(json!({"a": api(&model, Wire::Anthropic, json!({}))}), "a");
@@ -336,7 +379,10 @@ fn server_errors_and_overload_fail_as_provider_error() {
 fn a_server_that_never_answers_ends_at_the_agents_timeout() {
     let s = Setup::new();
     let model = mock_model::start(Wire::OpenAi, Mode::Hang);
-    s.agents(json!({"a": api(&model, Wire::OpenAi, json!({"timeout": 2}))}), "a");
+    s.agents(
+        json!({"a": api(&model, Wire::OpenAi, json!({"timeout": 2}))}),
+        "a",
+    );
     s.prd();
     let (out, evs) = s.approve(&["--max-retries", "0"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
@@ -381,14 +427,28 @@ fn path_escapes_are_refused_as_tool_errors_and_write_nothing() {
         assert!(*is_error && content.starts_with("refused"), "{content}");
     }
     assert!(refused[0].0.contains("'..'"), "{}", refused[0].0);
-    assert!(refused[1].0.contains("outside the working directory"), "{}", refused[1].0);
-    assert!(refused[2].0.contains("outside the working directory"), "{}", refused[2].0);
+    assert!(
+        refused[1].0.contains("outside the working directory"),
+        "{}",
+        refused[1].0
+    );
+    assert!(
+        refused[2].0.contains("outside the working directory"),
+        "{}",
+        refused[2].0
+    );
     assert!(!outside.path().join("pwned.txt").exists());
     for body in model.bodies() {
-        assert!(!body.to_string().contains("the outside secret"), "the secret leaked");
+        assert!(
+            !body.to_string().contains("the outside secret"),
+            "the secret leaked"
+        );
     }
     // The story itself was done.
-    assert_eq!(git(s.repo(), &["show", "main:story-001.txt"]), "story-001 fixed\n");
+    assert_eq!(
+        git(s.repo(), &["show", "main:story-001.txt"]),
+        "story-001 fixed\n"
+    );
 }
 
 #[test]
@@ -399,8 +459,14 @@ fn a_retry_continues_the_conversation() {
     s.prd();
     let (out, evs) = s.approve(&["--max-retries", "1"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
-    assert_eq!(of_kind(&evs, "attempt_failed")[0]["error_type"], "quality_gate");
-    assert_eq!(git(s.repo(), &["show", "main:story-001.txt"]), "story-001 fixed\n");
+    assert_eq!(
+        of_kind(&evs, "attempt_failed")[0]["error_type"],
+        "quality_gate"
+    );
+    assert_eq!(
+        git(s.repo(), &["show", "main:story-001.txt"]),
+        "story-001 fixed\n"
+    );
     // The retry's first request carries the first attempt's prompt, its
     // Write call and the result, then the retry prompt.
     let bodies = model.bodies();
@@ -425,7 +491,11 @@ fn a_retry_continues_the_conversation() {
 fn agents_list_and_check_show_api_agents() {
     let s = Setup::new();
     let model = mock_model::start(Wire::Anthropic, Mode::Work);
-    let mut wrong = api(&model, Wire::Anthropic, json!({"api_key_env": "MOCK_WRONG_KEY"}));
+    let mut wrong = api(
+        &model,
+        Wire::Anthropic,
+        json!({"api_key_env": "MOCK_WRONG_KEY"}),
+    );
     wrong["model"] = json!("mock-model");
     s.agents(
         json!({"good": api(&model, Wire::Anthropic, json!({})),
@@ -495,5 +565,8 @@ fn agents_list_and_check_show_api_agents() {
     let out = list(&["approve", "--auto-run"]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("API key variable MOCK_UNSET_KEY is not set"), "{err}");
+    assert!(
+        err.contains("API key variable MOCK_UNSET_KEY is not set"),
+        "{err}"
+    );
 }

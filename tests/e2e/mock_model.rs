@@ -159,7 +159,10 @@ fn serve(
             429,
             "application/json",
             &[("retry-after", "1")],
-            &error("rate_limit_error", "Number of requests has exceeded your rate limit"),
+            &error(
+                "rate_limit_error",
+                "Number of requests has exceeded your rate limit",
+            ),
         ),
         Mode::ServerError => respond(
             &mut out,
@@ -191,7 +194,13 @@ fn serve(
         _ => {
             let reply = next(&conversation(&body, wire), mode);
             let model = body["model"].as_str().unwrap_or("mock-model");
-            respond(&mut out, 200, "text/event-stream", &[], &render(&reply, wire, model))
+            respond(
+                &mut out,
+                200,
+                "text/event-stream",
+                &[],
+                &render(&reply, wire, model),
+            )
         }
     }
 }
@@ -202,7 +211,11 @@ pub enum Item {
     Text(String),
     /// A tool call (the script only counts their results).
     Call,
-    Result { id: String, content: String, error: bool },
+    Result {
+        id: String,
+        content: String,
+        error: bool,
+    },
 }
 
 pub struct Msg {
@@ -306,7 +319,11 @@ pub fn next(c: &Conversation, mode: &Mode) -> Reply {
         .strip_prefix("# Story ")
         .and_then(|r| r.split(':').next())
     {
-        let continued = prompts.iter().filter(|(_, p)| p.starts_with("# Story ")).count() > 1;
+        let continued = prompts
+            .iter()
+            .filter(|(_, p)| p.starts_with("# Story "))
+            .count()
+            > 1;
         return story(id, &workdir, &results, continued, mode);
     }
     let step = prompt
@@ -325,7 +342,10 @@ fn story(id: &str, workdir: &str, results: &[&str], continued: bool, mode: &Mode
                 "Write",
                 json!({"file_path": format!("{outside}/pwned.txt"), "content": "pwned"}),
             ),
-            ("Write", json!({"file_path": "escape/pwned.txt", "content": "pwned"})),
+            (
+                "Write",
+                json!({"file_path": "escape/pwned.txt", "content": "pwned"}),
+            ),
             ("Read", json!({"file_path": "escape/secret.txt"})),
         ]);
     }
@@ -354,7 +374,10 @@ fn story(id: &str, workdir: &str, results: &[&str], continued: bool, mode: &Mode
 }
 
 fn write(path: &str, content: &str) -> Reply {
-    Reply::Calls(vec![("Write", json!({"file_path": path, "content": content}))])
+    Reply::Calls(vec![(
+        "Write",
+        json!({"file_path": path, "content": content}),
+    )])
 }
 
 /// What RunGates answers (cascade-gates' summary for prompts).
@@ -388,15 +411,17 @@ fn planning(step: &str, prompt: &str, stage: usize) -> Reply {
         "discovery" => out(json!({"questions": [{"id": "q-1", "type": "scope",
             "question": "Which languages?", "context": "decides the stories",
             "options": ["English", "French"], "assumption": "English only"}]})),
-        "design" => out(json!({"decisions": [{"id": "d-1", "topic": "Where greetings live",
+        "design" => out(
+            json!({"decisions": [{"id": "d-1", "topic": "Where greetings live",
             "context": "one file per story", "options": [
                 {"id": "opt-a", "name": "Text files", "description": "plain files",
                  "tradeoffs": {"pros": ["simple"], "cons": ["none"]}}],
-            "recommendation": "opt-a"}], "summary": "plain text files"})),
+            "recommendation": "opt-a"}], "summary": "plain text files"}),
+        ),
         "generate" | "fix" | "revise" => {
             let prd = backticked_before(prompt, " (also `CASCADE_PRD_PATH`)").unwrap_or_default();
-            let doc = backticked_before(prompt, " (also `CASCADE_DESIGN_DOC_PATH`)")
-                .unwrap_or_default();
+            let doc =
+                backticked_before(prompt, " (also `CASCADE_DESIGN_DOC_PATH`)").unwrap_or_default();
             let plan = json!({"goal": "greet", "objectives": ["greet"], "stories": [
                 {"id": "story-001", "title": "Hello file", "description": "write the hello file",
                  "priority": "high", "dependencies": [], "status": "pending",
@@ -409,8 +434,14 @@ fn planning(step: &str, prompt: &str, stage: usize) -> Reply {
                 "decisions": [{"id": "ADR-001", "title": "Text files", "decision": "plain files"}],
                 "story_mappings": {"story-001": {"components": ["Files"]}, "story-002": {"components": ["Files"]}}});
             Reply::Calls(vec![
-                ("Write", json!({"file_path": prd, "content": plan.to_string()})),
-                ("Write", json!({"file_path": doc, "content": design.to_string()})),
+                (
+                    "Write",
+                    json!({"file_path": prd, "content": plan.to_string()}),
+                ),
+                (
+                    "Write",
+                    json!({"file_path": doc, "content": design.to_string()}),
+                ),
             ])
         }
         "self-review" => {
@@ -482,7 +513,10 @@ fn render(reply: &Reply, wire: Wire, model: &str) -> String {
             let finish = match reply {
                 Reply::Text(t) => {
                     // The text in two pieces, as a model streams it.
-                    let mid = t.char_indices().nth(t.chars().count() / 2).map_or(0, |(i, _)| i);
+                    let mid = t
+                        .char_indices()
+                        .nth(t.chars().count() / 2)
+                        .map_or(0, |(i, _)| i);
                     chunks.push(chunk(json!({"content": &t[..mid]}), Value::Null));
                     chunks.push(chunk(json!({"content": &t[mid..]}), Value::Null));
                     "stop"
@@ -491,19 +525,29 @@ fn render(reply: &Reply, wire: Wire, model: &str) -> String {
                     for (i, (name, input)) in calls.iter().enumerate() {
                         let args = input.to_string();
                         let mid = args.len() / 2;
-                        let mid = (mid..args.len()).find(|m| args.is_char_boundary(*m)).unwrap_or(0);
-                        chunks.push(chunk(json!({"tool_calls": [{"index": i,
+                        let mid = (mid..args.len())
+                            .find(|m| args.is_char_boundary(*m))
+                            .unwrap_or(0);
+                        chunks.push(chunk(
+                            json!({"tool_calls": [{"index": i,
                             "id": format!("call_{}_{i}", unique()), "type": "function",
-                            "function": {"name": name, "arguments": &args[..mid]}}]}), Value::Null));
-                        chunks.push(chunk(json!({"tool_calls": [{"index": i,
-                            "function": {"arguments": &args[mid..]}}]}), Value::Null));
+                            "function": {"name": name, "arguments": &args[..mid]}}]}),
+                            Value::Null,
+                        ));
+                        chunks.push(chunk(
+                            json!({"tool_calls": [{"index": i,
+                            "function": {"arguments": &args[mid..]}}]}),
+                            Value::Null,
+                        ));
                     }
                     "tool_calls"
                 }
             };
             chunks.push(chunk(json!({}), json!(finish)));
-            chunks.push(json!({"id": "chatcmpl-mock", "choices": [], "usage": {"prompt_tokens": 1200,
-                "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 200}}}));
+            chunks.push(
+                json!({"id": "chatcmpl-mock", "choices": [], "usage": {"prompt_tokens": 1200,
+                "completion_tokens": 50, "prompt_tokens_details": {"cached_tokens": 200}}}),
+            );
             let mut body: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
             body.push_str("data: [DONE]\n\n");
             body

@@ -110,10 +110,10 @@ pub mod story_type;
 pub mod stream;
 pub mod watch;
 
+pub use api::{GateFuture, GateHook, ToolAccess};
 pub use check::{
     check_agent, check_agents, AgentCheck, CheckCache, CheckProblem, CheckStatus, ProblemKind,
 };
-pub use api::{GateFuture, GateHook, ToolAccess};
 pub use config::{
     AgentDef, AgentKind, AgentsConfig, ApiSettings, ConfigError, ConfigProblem, ConfigSource,
     LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON,

@@ -55,7 +55,11 @@ pub fn headers(key: Option<&str>) -> Vec<(&'static str, String)> {
 #[derive(Debug)]
 enum Partial {
     Text(String),
-    Tool { id: String, name: String, json: String },
+    Tool {
+        id: String,
+        name: String,
+        json: String,
+    },
     /// Thinking and other blocks this agent does not use.
     Other,
 }
@@ -86,15 +90,16 @@ impl Stream {
 
 impl StreamReader for Stream {
     fn event(&mut self, e: &Event, t: &mut Transcript) -> Result<(), CallError> {
-        let v: Value = serde_json::from_str(&e.data)
-            .map_err(|err| CallError::malformed(format!("an event that is not JSON ({err})"), &e.data))?;
+        let v: Value = serde_json::from_str(&e.data).map_err(|err| {
+            CallError::malformed(format!("an event that is not JSON ({err})"), &e.data)
+        })?;
         let kind = v.get("type").and_then(Value::as_str).unwrap_or(&e.name);
         let index = v.get("index").and_then(Value::as_u64).unwrap_or(0);
         match kind {
             "message_start" => {
-                let m = v
-                    .get("message")
-                    .ok_or_else(|| CallError::malformed("message_start without a message", &e.data))?;
+                let m = v.get("message").ok_or_else(|| {
+                    CallError::malformed("message_start without a message", &e.data)
+                })?;
                 self.started = true;
                 self.model = m.get("model").and_then(Value::as_str).map(str::to_string);
                 if let Some(u) = m.get("usage") {
@@ -177,10 +182,7 @@ impl StreamReader for Stream {
 
     fn finish(&mut self) -> Result<Reply, CallError> {
         if !self.started {
-            return Err(CallError::malformed(
-                "the stream had no message_start",
-                "",
-            ));
+            return Err(CallError::malformed("the stream had no message_start", ""));
         }
         if !self.ended && self.stop.is_none() {
             return Err(CallError::provider(
@@ -201,10 +203,16 @@ impl StreamReader for Stream {
                         serde_json::from_str::<Value>(&json)
                     };
                     match input {
-                        Ok(input @ Value::Object(_)) => content.push(Block::ToolUse { id, name, input }),
+                        Ok(input @ Value::Object(_)) => {
+                            content.push(Block::ToolUse { id, name, input })
+                        }
                         _ => {
                             invalid.push((id.clone(), json));
-                            content.push(Block::ToolUse { id, name, input: json!({}) });
+                            content.push(Block::ToolUse {
+                                id,
+                                name,
+                                input: json!({}),
+                            });
                         }
                     }
                 }
@@ -332,10 +340,17 @@ mod tests {
         assert_eq!(reply.stop, "tool_use");
         assert_eq!(reply.model.as_deref(), Some("claude-x"));
         assert_eq!(
-            (reply.usage.input_tokens, reply.usage.cached_input_tokens, reply.usage.output_tokens),
+            (
+                reply.usage.input_tokens,
+                reply.usage.cached_input_tokens,
+                reply.usage.output_tokens
+            ),
             (100, 20, 42)
         );
-        assert_eq!(reply.message.text(), "I will write it.\n<review>PASS</review>");
+        assert_eq!(
+            reply.message.text(),
+            "I will write it.\n<review>PASS</review>"
+        );
         let calls: Vec<_> = reply.message.tool_uses().collect();
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].2, &json!({"file_path": "a.txt", "content": "hi"}));
@@ -368,7 +383,10 @@ mod tests {
             data: "<html>oops</html>".into(),
         }]);
         let e = r.unwrap_err().to_string();
-        assert!(e.contains("malformed") && e.contains("<html>oops</html>"), "{e}");
+        assert!(
+            e.contains("malformed") && e.contains("<html>oops</html>"),
+            "{e}"
+        );
         let (r, _) = read(&[]);
         assert!(r.unwrap_err().to_string().contains("no message_start"));
     }
@@ -383,7 +401,10 @@ mod tests {
             json!({"type": "message_stop"}),
         ]);
         let reply = read(&evs).0.unwrap();
-        assert_eq!(reply.invalid_inputs, vec![("t".to_string(), "{\"file_path\": \"a".to_string())]);
+        assert_eq!(
+            reply.invalid_inputs,
+            vec![("t".to_string(), "{\"file_path\": \"a".to_string())]
+        );
     }
 
     #[test]

@@ -161,10 +161,8 @@ impl Conversation {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        crate::detect::write_atomic(&path, &bytes).map_err(|source| SessionError::Write {
-            path,
-            source,
-        })
+        crate::detect::write_atomic(&path, &bytes)
+            .map_err(|source| SessionError::Write { path, source })
     }
 
     /// Adds the user's `text`: to the last message when that is the user's
@@ -287,7 +285,9 @@ mod tests {
     #[test]
     fn unknown_and_unsafe_ids_have_no_session() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(Conversation::load(dir.path(), "api-none").unwrap().is_none());
+        assert!(Conversation::load(dir.path(), "api-none")
+            .unwrap()
+            .is_none());
         assert!(Conversation::path(dir.path(), "../x").is_none());
         assert!(Conversation::path(dir.path(), "").is_none());
         std::fs::create_dir_all(dir.path().join("sessions")).unwrap();

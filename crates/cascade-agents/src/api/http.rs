@@ -72,7 +72,9 @@ pub async fn post(
     let status = resp.status().as_u16();
     if !resp.status().is_success() {
         let headers = resp.headers().clone();
-        let body = read_body(&mut resp, MAX_ERROR_BODY).await.unwrap_or_default();
+        let body = read_body(&mut resp, MAX_ERROR_BODY)
+            .await
+            .unwrap_or_default();
         return Err(status_error(status, &headers, &body));
     }
     let streamed = resp
@@ -92,7 +94,10 @@ pub async fn post(
             CallError::provider(
                 SignalKind::ProviderError,
                 None,
-                format!("the connection broke while the reply streamed: {}", chain(&e)),
+                format!(
+                    "the connection broke while the reply streamed: {}",
+                    chain(&e)
+                ),
             )
         })?;
         let Some(chunk) = chunk else { break };
@@ -117,7 +122,10 @@ pub async fn get(url: &str, headers: &[(&'static str, String)]) -> Result<(u16, 
     for (k, v) in headers {
         builder = builder.header(*k, v);
     }
-    let mut resp = builder.send().await.map_err(|e| unreachable_message(url, &e))?;
+    let mut resp = builder
+        .send()
+        .await
+        .map_err(|e| unreachable_message(url, &e))?;
     let status = resp.status().as_u16();
     let body = read_body(&mut resp, MAX_ERROR_BODY)
         .await
@@ -215,14 +223,33 @@ mod tests {
     fn statuses_are_classified_like_the_clis() {
         let none = HeaderMap::new();
         let body = r#"{"error": {"type": "x", "message": "m"}}"#;
-        assert_eq!(kind(&status_error(401, &none, body)), Some(SignalKind::Auth));
-        assert_eq!(kind(&status_error(403, &none, body)), Some(SignalKind::Auth));
-        assert_eq!(kind(&status_error(500, &none, body)), Some(SignalKind::ProviderError));
-        assert_eq!(kind(&status_error(529, &none, body)), Some(SignalKind::ProviderError));
-        let overloaded = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
-        assert_eq!(kind(&status_error(503, &none, overloaded)), Some(SignalKind::ProviderError));
+        assert_eq!(
+            kind(&status_error(401, &none, body)),
+            Some(SignalKind::Auth)
+        );
+        assert_eq!(
+            kind(&status_error(403, &none, body)),
+            Some(SignalKind::Auth)
+        );
+        assert_eq!(
+            kind(&status_error(500, &none, body)),
+            Some(SignalKind::ProviderError)
+        );
+        assert_eq!(
+            kind(&status_error(529, &none, body)),
+            Some(SignalKind::ProviderError)
+        );
+        let overloaded =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        assert_eq!(
+            kind(&status_error(503, &none, overloaded)),
+            Some(SignalKind::ProviderError)
+        );
         match status_error(404, &none, r#"{"error": {"message": "model not found"}}"#) {
-            CallError::Refused { status: 404, message } => assert_eq!(message, "model not found"),
+            CallError::Refused {
+                status: 404,
+                message,
+            } => assert_eq!(message, "model not found"),
             other => panic!("{other:?}"),
         }
     }

@@ -140,7 +140,17 @@ pub async fn execute(
         _ = cancel.cancelled() => End::Cancelled,
     };
     save(&conv, &req.cascade_dir, &mut t);
-    Ok(finish(agent, api, end, tally, t, started.elapsed(), timeout, conv.id, (log_path, prompt_path)))
+    Ok(finish(
+        agent,
+        api,
+        end,
+        tally,
+        t,
+        started.elapsed(),
+        timeout,
+        conv.id,
+        (log_path, prompt_path),
+    ))
 }
 
 /// The conversation to continue (`req.resume`) or a new one. A session that
@@ -262,7 +272,7 @@ async fn converse(
         }
         let mut results = Vec::with_capacity(calls.len());
         for (id, name, input) in calls {
-            t.line(&format!("[tool] {name} {}", shown_input(&input)).trim_end().to_string());
+            t.line(format!("[tool] {name} {}", shown_input(&input)).trim_end());
             let out = match invalid_inputs.iter().find(|(bad, _)| *bad == id) {
                 Some((_, raw)) => tools::ToolOutput {
                     content: format!(

@@ -136,8 +136,9 @@ impl StreamReader for Stream {
             self.done = true;
             return Ok(());
         }
-        let v: Value = serde_json::from_str(&e.data)
-            .map_err(|err| CallError::malformed(format!("a chunk that is not JSON ({err})"), &e.data))?;
+        let v: Value = serde_json::from_str(&e.data).map_err(|err| {
+            CallError::malformed(format!("a chunk that is not JSON ({err})"), &e.data)
+        })?;
         if let Some(err) = v.get("error") {
             let message = err
                 .get("message")
@@ -145,7 +146,10 @@ impl StreamReader for Stream {
                 .or_else(|| err.as_str())
                 .unwrap_or("")
                 .to_string();
-            let kind = err.get("type").or_else(|| err.get("code")).and_then(Value::as_str);
+            let kind = err
+                .get("type")
+                .or_else(|| err.get("code"))
+                .and_then(Value::as_str);
             return Err(stream_error(kind, message, &e.data));
         }
         self.chunks += 1;
@@ -240,7 +244,12 @@ pub fn whole(body: &str) -> Result<Reply, CallError> {
         .into_iter()
         .flatten()
         .map(|c| {
-            let s = |p: &str| c.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+            let s = |p: &str| {
+                c.pointer(p)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
             (s("/id"), s("/function/name"), s("/function/arguments"))
         })
         .collect();
@@ -364,10 +373,21 @@ mod tests {
         assert_eq!(r.model.as_deref(), Some("qwen"));
         assert_eq!(r.message.text(), "Writing");
         let calls: Vec<_> = r.message.tool_uses().collect();
-        assert_eq!(calls[0], ("call_a", "Write", &json!({"file_path": "a.txt", "content": "x"})));
+        assert_eq!(
+            calls[0],
+            (
+                "call_a",
+                "Write",
+                &json!({"file_path": "a.txt", "content": "x"})
+            )
+        );
         assert_eq!(calls[1], ("call_b", "RunGates", &json!({})));
         assert_eq!(
-            (r.usage.input_tokens, r.usage.cached_input_tokens, r.usage.output_tokens),
+            (
+                r.usage.input_tokens,
+                r.usage.cached_input_tokens,
+                r.usage.output_tokens
+            ),
             (100, 20, 30)
         );
     }
@@ -376,8 +396,9 @@ mod tests {
     fn errors_in_the_stream_and_cut_streams() {
         let evs = vec![Event {
             name: String::new(),
-            data: json!({"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}})
-                .to_string(),
+            data:
+                json!({"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}})
+                    .to_string(),
         }];
         match read(&evs) {
             Err(CallError::Provider(s)) => {
@@ -389,12 +410,18 @@ mod tests {
             name: String::new(),
             data: json!({"choices": [{"index": 0, "delta": {"content": "hal"}}]}).to_string(),
         }];
-        assert!(read(&cut).unwrap_err().to_string().contains("closed before"));
+        assert!(read(&cut)
+            .unwrap_err()
+            .to_string()
+            .contains("closed before"));
         let junk = vec![Event {
             name: String::new(),
             data: "not json".into(),
         }];
-        assert!(read(&junk).unwrap_err().to_string().contains("raw: \"not json\""));
+        assert!(read(&junk)
+            .unwrap_err()
+            .to_string()
+            .contains("raw: \"not json\""));
     }
 
     #[test]
@@ -420,7 +447,9 @@ mod tests {
                         content: "no such file".into(),
                         is_error: true,
                     },
-                    Block::Text { text: "retry".into() },
+                    Block::Text {
+                        text: "retry".into(),
+                    },
                 ],
             },
         ];
@@ -437,9 +466,15 @@ mod tests {
         let m = body["messages"].as_array().unwrap();
         assert_eq!(m[0], json!({"role": "system", "content": "sys"}));
         assert_eq!(m[1], json!({"role": "user", "content": "go"}));
-        assert_eq!(m[2]["tool_calls"][0]["function"]["arguments"], "{\"file_path\":\"a\"}");
+        assert_eq!(
+            m[2]["tool_calls"][0]["function"]["arguments"],
+            "{\"file_path\":\"a\"}"
+        );
         assert_eq!(m[2]["content"], Value::Null);
-        assert_eq!(m[3], json!({"role": "tool", "tool_call_id": "c1", "content": "Error: no such file"}));
+        assert_eq!(
+            m[3],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "Error: no such file"})
+        );
         assert_eq!(m[4], json!({"role": "user", "content": "retry"}));
         assert_eq!(body["max_tokens"], 10);
         assert!(headers(None).is_empty());

@@ -34,7 +34,7 @@ pub enum Writable {
 #[derive(Debug, Clone)]
 pub struct Sandbox {
     /// The working directory as given.
-    root: PathBuf,
+    given: PathBuf,
     /// The same, canonical: what every resolved path must lie under.
     real_root: PathBuf,
     writable: Writable,
@@ -51,7 +51,7 @@ impl Sandbox {
             Writable::Only(files) => files.iter().filter_map(|f| real_target(f)).collect(),
         };
         Ok(Sandbox {
-            root: root.to_path_buf(),
+            given: root.to_path_buf(),
             real_root,
             writable,
             only,
@@ -140,7 +140,7 @@ impl Sandbox {
             return Ok(self.real_root.join(p));
         }
         let allowed = p.starts_with(&self.real_root)
-            || p.starts_with(&self.root)
+            || p.starts_with(&self.given)
             || self.only.iter().any(|f| f == p)
             || match &self.writable {
                 Writable::Only(files) => files.iter().any(|f| f == p),
@@ -204,7 +204,10 @@ mod tests {
         let abs = work.path().join("src/lib.rs").display().to_string();
         assert_eq!(sb.readable(&abs).unwrap(), real.join("src/lib.rs"));
         // A new file in a new directory may be written.
-        assert_eq!(sb.writable("new/dir/x.rs").unwrap(), real.join("new/dir/x.rs"));
+        assert_eq!(
+            sb.writable("new/dir/x.rs").unwrap(),
+            real.join("new/dir/x.rs")
+        );
     }
 
     #[test]
@@ -238,7 +241,10 @@ mod tests {
         assert!(sb.writable("link").unwrap_err().contains("outside"));
         assert!(sb.writable("dir/new.txt").unwrap_err().contains("outside"));
         assert!(sb.readable("dir/secret").unwrap_err().contains("outside"));
-        assert!(sb.writable("dangling").unwrap_err().contains("missing target"));
+        assert!(sb
+            .writable("dangling")
+            .unwrap_err()
+            .contains("missing target"));
         // A symlink that stays inside is followed.
         std::os::unix::fs::symlink(work.path().join("src"), work.path().join("code")).unwrap();
         assert!(sb.readable("code/lib.rs").is_ok());
@@ -270,7 +276,9 @@ mod tests {
         // Once written, the file may be read back although it is outside.
         std::fs::write(&out, "{}").unwrap();
         assert!(sb.readable(&shown).is_ok());
-        assert!(sb.readable(&session.path().join("other").display().to_string()).is_err());
+        assert!(sb
+            .readable(&session.path().join("other").display().to_string())
+            .is_err());
     }
 
     #[test]

@@ -200,16 +200,16 @@ impl Tools {
     pub async fn call(&self, name: &str, input: &Value) -> ToolOutput {
         let arg = |field: &str| -> Result<&str, ToolOutput> {
             input.get(field).and_then(Value::as_str).ok_or_else(|| {
-                ToolOutput::error(format!("missing string field '{field}' in the input of {name}"))
+                ToolOutput::error(format!(
+                    "missing string field '{field}' in the input of {name}"
+                ))
             })
         };
         let result = match name {
             "Read" => arg("file_path").map(|p| self.read(p)),
-            "Write" => arg("file_path")
-                .and_then(|p| Ok(self.write(p, arg("content")?))),
-            "Edit" => arg("file_path").and_then(|p| {
-                Ok(self.edit(p, arg("old_string")?, arg("new_string")?))
-            }),
+            "Write" => arg("file_path").and_then(|p| Ok(self.write(p, arg("content")?))),
+            "Edit" => arg("file_path")
+                .and_then(|p| Ok(self.edit(p, arg("old_string")?, arg("new_string")?))),
             "Glob" => arg("pattern").map(|p| self.glob(p)),
             "Grep" => arg("pattern").map(|p| {
                 let path = input.get("path").and_then(Value::as_str).unwrap_or("");
@@ -233,9 +233,7 @@ impl Tools {
             Err(e) => return ToolOutput::error(e),
         };
         if real.is_dir() {
-            return ToolOutput::error(format!(
-                "'{path}' is a directory (use Glob to list files)"
-            ));
+            return ToolOutput::error(format!("'{path}' is a directory (use Glob to list files)"));
         }
         match std::fs::read(&real) {
             Ok(bytes) => match String::from_utf8(bytes) {
@@ -320,10 +318,7 @@ impl Tools {
             Err(e) => return ToolOutput::error(format!("invalid glob pattern: {e}")),
         };
         let mut found: Vec<String> = files(root)
-            .filter(|p| {
-                p.strip_prefix(root)
-                    .is_ok_and(|rel| matcher.is_match(rel))
-            })
+            .filter(|p| p.strip_prefix(root).is_ok_and(|rel| matcher.is_match(rel)))
             .map(|p| p.display().to_string())
             .collect();
         found.sort();
@@ -334,7 +329,9 @@ impl Tools {
         found.truncate(MAX_GLOB);
         let mut out = found.join("\n");
         if total > MAX_GLOB {
-            out.push_str(&format!("\n({total} files match; the first {MAX_GLOB} are listed)"));
+            out.push_str(&format!(
+                "\n({total} files match; the first {MAX_GLOB} are listed)"
+            ));
         }
         ToolOutput::ok(out)
     }
@@ -381,7 +378,9 @@ impl Tools {
             return ToolOutput::ok(format!("no matches for '{pattern}'"));
         }
         if more {
-            lines.push(format!("(more than {MAX_GREP} matching lines; narrow the search)"));
+            lines.push(format!(
+                "(more than {MAX_GREP} matching lines; narrow the search)"
+            ));
         }
         ToolOutput::ok(lines.join("\n"))
     }
@@ -434,21 +433,41 @@ mod tests {
     async fn write_read_edit_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let t = tools(dir.path(), None);
-        let w = call(&t, "Write", json!({"file_path": "src/a.rs", "content": "fn a() {}\nfn b() {}\n"})).await;
+        let w = call(
+            &t,
+            "Write",
+            json!({"file_path": "src/a.rs", "content": "fn a() {}\nfn b() {}\n"}),
+        )
+        .await;
         assert!(!w.is_error, "{w:?}");
         let abs = dir.path().join("src/a.rs").display().to_string();
         let r = call(&t, "Read", json!({"file_path": abs})).await;
         assert_eq!(r.content, "fn a() {}\nfn b() {}\n");
-        let e = call(&t, "Edit", json!({"file_path": "src/a.rs", "old_string": "fn b() {}", "new_string": "fn c() {}"})).await;
+        let e = call(
+            &t,
+            "Edit",
+            json!({"file_path": "src/a.rs", "old_string": "fn b() {}", "new_string": "fn c() {}"}),
+        )
+        .await;
         assert!(!e.is_error, "{e:?}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("src/a.rs")).unwrap(),
             "fn a() {}\nfn c() {}\n"
         );
         // Ambiguous, missing and no-op edits are errors the model reads.
-        let e = call(&t, "Edit", json!({"file_path": "src/a.rs", "old_string": "fn", "new_string": "pub fn"})).await;
+        let e = call(
+            &t,
+            "Edit",
+            json!({"file_path": "src/a.rs", "old_string": "fn", "new_string": "pub fn"}),
+        )
+        .await;
         assert!(e.is_error && e.content.contains("2 times"), "{e:?}");
-        let e = call(&t, "Edit", json!({"file_path": "src/a.rs", "old_string": "zzz", "new_string": "y"})).await;
+        let e = call(
+            &t,
+            "Edit",
+            json!({"file_path": "src/a.rs", "old_string": "zzz", "new_string": "y"}),
+        )
+        .await;
         assert!(e.is_error && e.content.contains("not found"), "{e:?}");
         let e = call(&t, "Read", json!({"file_path": "nope.txt"})).await;
         assert!(e.is_error, "{e:?}");
@@ -471,7 +490,10 @@ mod tests {
             json!({"file_path": "out/pwned", "content": "x"}),
         ] {
             let w = call(&t, "Write", input.clone()).await;
-            assert!(w.is_error && w.content.starts_with("refused"), "{input}: {w:?}");
+            assert!(
+                w.is_error && w.content.starts_with("refused"),
+                "{input}: {w:?}"
+            );
             let r = call(&t, "Read", input).await;
             assert!(r.is_error, "{r:?}");
         }
@@ -493,8 +515,11 @@ mod tests {
         std::fs::write(dir.path().join("src/a.rs"), "one\nneedle here\n").unwrap();
         std::fs::write(dir.path().join("src/deep/b.rs"), "needle deep\n").unwrap();
         std::fs::write(dir.path().join("target/c.rs"), "needle built\n").unwrap();
-        std::os::unix::fs::symlink(outside.path().join("secret.rs"), dir.path().join("src/l.rs"))
-            .unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.rs"),
+            dir.path().join("src/l.rs"),
+        )
+        .unwrap();
         let t = tools(dir.path(), None);
         let g = call(&t, "Glob", json!({"pattern": "src/*.rs"})).await;
         assert!(g.content.ends_with("src/a.rs"), "{g:?}");
@@ -503,7 +528,10 @@ mod tests {
         let found = call(&t, "Grep", json!({"pattern": "needle"})).await;
         assert!(found.content.contains("a.rs:2: needle here"), "{found:?}");
         assert!(found.content.contains("b.rs:1: needle deep"), "{found:?}");
-        assert!(!found.content.contains("built") && !found.content.contains("outside"), "{found:?}");
+        assert!(
+            !found.content.contains("built") && !found.content.contains("outside"),
+            "{found:?}"
+        );
         let one = call(&t, "Grep", json!({"pattern": "needle", "path": "src/deep"})).await;
         assert_eq!(one.content.lines().count(), 1, "{one:?}");
         let bad = call(&t, "Grep", json!({"pattern": "("})).await;
@@ -530,7 +558,10 @@ mod tests {
     fn schemas_have_claude_code_field_names() {
         let edit = TOOLS.iter().find(|t| t.name == "Edit").unwrap();
         let s = edit.input_schema();
-        assert_eq!(s["required"], json!(["file_path", "old_string", "new_string"]));
+        assert_eq!(
+            s["required"],
+            json!(["file_path", "old_string", "new_string"])
+        );
         let grep = TOOLS.iter().find(|t| t.name == "Grep").unwrap();
         assert_eq!(grep.input_schema()["required"], json!(["pattern"]));
         assert!(cap("é".repeat(MAX_RESULT)).contains("cut off"));

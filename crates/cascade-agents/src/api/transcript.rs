@@ -123,7 +123,9 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::<String>::new()));
         let s = Arc::clone(&seen);
         let watch = OutputLines(Arc::new(move |l: &[u8]| {
-            s.lock().unwrap().push(String::from_utf8_lossy(l).into_owned())
+            s.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(l).into_owned())
         }));
         let mut t = Transcript::new(&log, Some(watch));
         t.text("hel");

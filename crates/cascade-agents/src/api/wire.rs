@@ -62,7 +62,11 @@ impl CallError {
         }
     }
 
-    pub fn provider(kind: SignalKind, status: Option<u16>, message: impl Into<String>) -> CallError {
+    pub fn provider(
+        kind: SignalKind,
+        status: Option<u16>,
+        message: impl Into<String>,
+    ) -> CallError {
         CallError::Provider(FailureSignal {
             kind,
             http_status: status,
@@ -89,7 +93,11 @@ pub fn error_message(body: &str) -> (String, Option<String>) {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let message = error
-        .and_then(|e| e.get("message").and_then(Value::as_str).or_else(|| e.as_str()))
+        .and_then(|e| {
+            e.get("message")
+                .and_then(Value::as_str)
+                .or_else(|| e.as_str())
+        })
         .map(str::to_string)
         .unwrap_or_else(|| excerpt(body.trim()));
     let kind = error
@@ -103,9 +111,7 @@ pub fn error_message(body: &str) -> (String, Option<String>) {
 /// "overloaded_error"}` and friends, the same names as the HTTP errors').
 pub fn stream_error(kind: Option<&str>, message: String, raw: &str) -> CallError {
     let class = match kind.unwrap_or("") {
-        "authentication_error" | "permission_error" | "invalid_api_key" => {
-            Some(SignalKind::Auth)
-        }
+        "authentication_error" | "permission_error" | "invalid_api_key" => Some(SignalKind::Auth),
         "rate_limit_error" | "rate_limit_exceeded" | "insufficient_quota" => {
             Some(SignalKind::RateLimited)
         }
@@ -123,8 +129,11 @@ pub fn stream_error(kind: Option<&str>, message: String, raw: &str) -> CallError
 /// A provider's reader of one streamed reply.
 pub trait StreamReader: Send {
     /// One server-sent event; the model's text goes to `t` as it arrives.
-    fn event(&mut self, e: &super::sse::Event, t: &mut super::transcript::Transcript)
-        -> Result<(), CallError>;
+    fn event(
+        &mut self,
+        e: &super::sse::Event,
+        t: &mut super::transcript::Transcript,
+    ) -> Result<(), CallError>;
     /// The reply, once the stream ended.
     fn finish(&mut self) -> Result<Reply, CallError>;
 }
@@ -140,14 +149,18 @@ mod tests {
 
     #[test]
     fn error_bodies_of_both_apis_give_their_message() {
-        let anthropic = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+        let anthropic =
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
         assert_eq!(
             error_message(anthropic),
             ("Overloaded".into(), Some("overloaded_error".into()))
         );
         let openai = r#"{"error":{"message":"Incorrect API key","type":"invalid_request_error","code":"invalid_api_key"}}"#;
         assert_eq!(error_message(openai).0, "Incorrect API key");
-        assert_eq!(error_message("<html>bad gateway</html>").0, "<html>bad gateway</html>");
+        assert_eq!(
+            error_message("<html>bad gateway</html>").0,
+            "<html>bad gateway</html>"
+        );
     }
 
     #[test]

@@ -158,10 +158,7 @@ impl Walk {
                 let k = format!("{key}.base_url");
                 let url = self.string(v, &k)?;
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    self.problem(
-                        k,
-                        format!("'{url}' is not an http:// or https:// URL"),
-                    );
+                    self.problem(k, format!("'{url}' is not an http:// or https:// URL"));
                     return None;
                 }
                 Some(url.trim_end_matches('/').to_string())

@@ -371,9 +371,15 @@ fn api_agents_load_with_defaults_per_provider() {
     assert_eq!(a.command, "anthropic:claude-sonnet-4-5");
     assert!(a.can_resume());
     let api = a.api.as_ref().unwrap();
-    assert_eq!(api.endpoint("messages"), "https://api.anthropic.com/v1/messages");
+    assert_eq!(
+        api.endpoint("messages"),
+        "https://api.anthropic.com/v1/messages"
+    );
     assert_eq!(api.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
-    assert_eq!((api.max_tokens, api.max_turns), (DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS));
+    assert_eq!(
+        (api.max_tokens, api.max_turns),
+        (DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS)
+    );
     assert_eq!(api.price.unwrap().output, 15.0);
     let gpt = c.agent("gpt").unwrap();
     assert_eq!(gpt.timeout_secs, Some(90));
@@ -383,11 +389,17 @@ fn api_agents_load_with_defaults_per_provider() {
     // A server of one's own needs no key unless it says so; `/v1` is not doubled.
     let local = c.agent("local").unwrap().api.as_ref().unwrap();
     assert_eq!(local.api_key_env, None);
-    assert_eq!(local.endpoint("chat/completions"), "http://127.0.0.1:11434/v1/chat/completions");
+    assert_eq!(
+        local.endpoint("chat/completions"),
+        "http://127.0.0.1:11434/v1/chat/completions"
+    );
     assert_eq!(local.key(), Ok(None));
     let keyed = c.agent("keyed-local").unwrap().api.as_ref().unwrap();
     assert_eq!(keyed.api_key_env.as_deref(), Some("VLLM_KEY"));
-    assert_eq!(c.agent("no-key").unwrap().api.as_ref().unwrap().api_key_env, None);
+    assert_eq!(
+        c.agent("no-key").unwrap().api.as_ref().unwrap().api_key_env,
+        None
+    );
 }
 
 #[test]
@@ -426,6 +438,10 @@ fn cli_fields_on_an_api_agent_are_warned_about() {
     )
     .unwrap();
     assert_eq!(loaded.1.len(), 2, "{:?}", loaded.1);
-    assert!(loaded.1[0].contains("agents.a.command: ignored"), "{:?}", loaded.1);
+    assert!(
+        loaded.1[0].contains("agents.a.command: ignored"),
+        "{:?}",
+        loaded.1
+    );
     assert!(API_FIELDS.contains(&"max_turns"));
 }

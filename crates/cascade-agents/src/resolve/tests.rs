@@ -487,7 +487,10 @@ fn an_api_agent_is_available_when_its_key_is_set_not_by_path() {
     let a = r.resolve(&story("Thing"), Phase::Implementation).unwrap();
     // No key: the keyless local server is next, with the reason.
     assert_eq!(a.agent, "local");
-    assert_eq!(a.fallbacks[0].why, format!("API key variable {var} is not set"));
+    assert_eq!(
+        a.fallbacks[0].why,
+        format!("API key variable {var} is not set")
+    );
     assert!(!d.is_available(config.agent("model").unwrap()));
     std::env::set_var(var, "k");
     let a = r.resolve(&story("Thing"), Phase::Implementation).unwrap();

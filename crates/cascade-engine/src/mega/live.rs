@@ -137,9 +137,7 @@ impl MegaPorts for LivePorts {
                 e @ (ExecError::Unavailable { .. }
                 | ExecError::NotExecutable { .. }
                 | ExecError::MissingKey { .. }),
-            ) => {
-                Err(AuthorError::Unavailable(e.to_string()))
-            }
+            ) => Err(AuthorError::Unavailable(e.to_string())),
             Err(e) => Err(AuthorError::Failed(e.to_string())),
         }
     }

@@ -107,12 +107,8 @@ pub(super) fn hook(a: &Attempt<'_>, wt: &Worktree) -> GateHook {
     let env = a.env.to_vec();
     let place = WorkPlace::from(wt);
     GateHook(Arc::new(move || -> GateFuture {
-        let (ctx, story, env, place) = (
-            Arc::clone(&ctx),
-            story.clone(),
-            env.clone(),
-            place.clone(),
-        );
+        let (ctx, story, env, place) =
+            (Arc::clone(&ctx), story.clone(), env.clone(), place.clone());
         Box::pin(async move { for_model(&run_gates(&ctx, &story, &env, &place, false).await) })
     }))
 }
@@ -125,8 +121,14 @@ fn for_model(report: &GateReport) -> String {
         let tail = g.output_excerpt.trim();
         if !tail.is_empty() {
             let start = tail.len().saturating_sub(MODEL_OUTPUT_TAIL);
-            let start = (start..tail.len()).find(|i| tail.is_char_boundary(*i)).unwrap_or(0);
-            out.push_str(&format!("\nOutput of gate '{}':\n{}\n", g.name, &tail[start..]));
+            let start = (start..tail.len())
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(0);
+            out.push_str(&format!(
+                "\nOutput of gate '{}':\n{}\n",
+                g.name,
+                &tail[start..]
+            ));
         }
     }
     out
