@@ -18,6 +18,7 @@ mod mock_anthropic;
 mod mock_http;
 mod mock_model;
 mod mock_openai;
+mod modes;
 mod paths;
 mod plan;
 mod planning;
