@@ -50,7 +50,8 @@ pub async fn check(def: &AgentDef, api: &ApiSettings, cancel: &CancelToken) -> A
         _ = tokio::time::sleep(PROBE_TIMEOUT) => None,
         _ = cancel.cancelled() => None,
     };
-    check.version = Some(format!("{} at {}", api.model, api.base_url));
+    // Shown after the command (`openai:<model>`): where it is served.
+    check.version = Some(format!("at {}", api.base_url));
     match answer {
         None => check.problem(
             ProblemKind::Server,

@@ -103,22 +103,7 @@ pub async fn execute(
         dir: req.workdir.clone(),
     })?;
     let tools = Tools::new(sandbox, req.tools.run_gates.clone());
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExecError::Io { path, source }
-    };
-    crate::detect::write_atomic(&prompt_path, req.prompt.as_bytes()).map_err(io(&prompt_path))?;
-    let header = format!(
-        "== cascade: {} attempt {} ({}) via {}: {} at {}\n",
-        req.story_id,
-        req.attempt,
-        req.phase,
-        agent.name,
-        api.label(),
-        api.endpoint(""),
-    );
-    crate::detect::write_atomic(&log_path, header.as_bytes()).map_err(io(&log_path))?;
-    let mut t = Transcript::new(&log_path, req.on_output.clone());
+    let mut t = open_files(agent, api, &req, &prompt_path, &log_path)?;
     let mut conv = start(api, &req, &mut t);
     conv.push_user_text(req.prompt.clone());
     let system = system_prompt(&tools);
@@ -140,17 +125,41 @@ pub async fn execute(
         _ = cancel.cancelled() => End::Cancelled,
     };
     save(&conv, &req.cascade_dir, &mut t);
-    Ok(finish(
-        agent,
-        api,
-        end,
+    let record = Record {
         tally,
-        t,
-        started.elapsed(),
-        timeout,
-        conv.id,
-        (log_path, prompt_path),
-    ))
+        session: conv.id,
+        duration: started.elapsed(),
+        log_path,
+        prompt_path,
+    };
+    Ok(finish(agent, api, end, timeout, t, record))
+}
+
+/// Writes the prompt file and starts the log with a header saying what ran,
+/// as the CLI executor does; the transcript appends to that log.
+fn open_files(
+    agent: &AgentDef,
+    api: &ApiSettings,
+    req: &AgentRequest,
+    prompt_path: &Path,
+    log_path: &Path,
+) -> Result<Transcript, ExecError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ExecError::Io { path, source }
+    };
+    crate::detect::write_atomic(prompt_path, req.prompt.as_bytes()).map_err(io(prompt_path))?;
+    let header = format!(
+        "== cascade: {} attempt {} ({}) via {}: {} at {}\n",
+        req.story_id,
+        req.attempt,
+        req.phase,
+        agent.name,
+        api.label(),
+        api.base_url,
+    );
+    crate::detect::write_atomic(log_path, header.as_bytes()).map_err(io(log_path))?;
+    Ok(Transcript::new(log_path, req.on_output.clone()))
 }
 
 /// The conversation to continue (`req.resume`) or a new one. A session that
@@ -355,19 +364,32 @@ fn add(total: &mut Usage, turn: &Usage) {
     total.cached_input_tokens += turn.cached_input_tokens;
 }
 
+/// What a run leaves besides how it ended.
+struct Record {
+    tally: Tally,
+    /// The conversation's id (the session to continue).
+    session: String,
+    duration: Duration,
+    log_path: PathBuf,
+    prompt_path: PathBuf,
+}
+
 /// The run's record, as a CLI run's would be.
-#[allow(clippy::too_many_arguments)]
 fn finish(
     agent: &AgentDef,
     api: &ApiSettings,
     end: End,
-    tally: Tally,
-    mut t: Transcript,
-    duration: Duration,
     timeout: Duration,
-    session: String,
-    (log_path, prompt_path): (PathBuf, PathBuf),
+    mut t: Transcript,
+    record: Record,
 ) -> AgentRun {
+    let Record {
+        tally,
+        session,
+        duration,
+        log_path,
+        prompt_path,
+    } = record;
     let timed_out = matches!(end, End::TimedOut);
     let cancelled = matches!(end, End::Cancelled);
     let (exit_code, reported, signal) = match end {

@@ -99,7 +99,7 @@ pub fn error_message(body: &str) -> (String, Option<String>) {
                 .or_else(|| e.as_str())
         })
         .map(str::to_string)
-        .unwrap_or_else(|| excerpt(body.trim()));
+        .unwrap_or_else(|| excerpt(&body.split_whitespace().collect::<Vec<_>>().join(" ")));
     let kind = error
         .and_then(|e| e.get("type").or_else(|| e.get("code")))
         .and_then(Value::as_str)
