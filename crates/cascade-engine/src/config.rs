@@ -133,6 +133,10 @@ pub struct RunOptions {
     pub review_agent: Option<String>,
     /// `--review[=strict]`; `None`: as prd.json says (`verification_gate`, `review`).
     pub review: Option<ReviewMode>,
+    /// `--prove-tests`: run a story's new or changed tests against its base
+    /// commit with only the test changes applied; a test that passes there
+    /// is a finding. `None`: on with a strict review, else off.
+    pub prove_tests: Option<bool>,
     pub retry: RetryPolicy,
     pub parallel: usize,
     pub schedule: Discipline,
@@ -222,6 +226,7 @@ impl Default for RunOptions {
             no_fallback: false,
             review_agent: None,
             review: None,
+            prove_tests: None,
             retry: RetryPolicy::default(),
             parallel: 4,
             schedule: Discipline::Batch,

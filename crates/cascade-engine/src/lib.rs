@@ -67,6 +67,7 @@ pub mod executor;
 pub mod findings;
 pub mod gitops;
 mod job;
+pub mod judging;
 mod leftover;
 pub mod lock;
 mod persist;
