@@ -228,8 +228,17 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
             let Some((head, body)) = split_one_liner(hay(rule.view), p.lang) else {
                 continue;
             };
-            let is_header = rule.header.as_ref().is_some_and(|h| h.is_match(head))
-                && !rule.not_header.as_ref().is_some_and(|nh| nh.is_match(head));
+            // The header is read with its opener (`{`), and the line's code
+            // must be one too: a line of a string that reads like a header
+            // (a docstring's `def f(): pass`) is not.
+            let opener = if p.lang.is_some_and(Language::indented) { ":" } else { "{" };
+            let header = |text: &str| {
+                let text = format!("{text}{opener}");
+                rule.header.as_ref().is_some_and(|h| h.is_match(&text))
+                    && !rule.not_header.as_ref().is_some_and(|nh| nh.is_match(&text))
+            };
+            let code_head = split_one_liner(&line.code, p.lang).map(|(h, _)| h);
+            let is_header = header(head) && code_head.is_some_and(header);
             if is_header && rule.pattern.is_match(body) {
                 report(rule, Some(idx));
             }
@@ -444,7 +453,9 @@ pub(crate) fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, us
             }
             None => {
                 if let Some(m) = ts.name.captures(&l.code_strings).and_then(|c| c.get(1)) {
-                    out.push((m.as_str().to_string(), i));
+                    // A TypeScript test's name is its title, quotes off.
+                    let name = m.as_str().trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+                    out.push((name.to_string(), i));
                 }
             }
         }
