@@ -94,7 +94,7 @@ fn decorators_of<'a>(p: &Prepared<'a>, h: usize) -> Vec<&'a str> {
 
 /// The class that line `h` belongs to (the nearest less indented line
 /// above, when it is a class header): its name and bases.
-fn enclosing_class(p: &Prepared, h: usize) -> Option<(String, String)> {
+pub(crate) fn enclosing_class(p: &Prepared, h: usize) -> Option<(String, String)> {
     let own = indent(p.raw.get(h)?);
     let c = (0..h)
         .rev()

@@ -44,6 +44,7 @@ mod edits;
 pub mod error;
 mod excuse;
 pub mod lex;
+pub mod prove;
 pub mod rules;
 pub mod scan;
 #[cfg(test)]
