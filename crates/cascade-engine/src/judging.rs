@@ -108,16 +108,20 @@ impl Judging {
             self.prd_gates.as_ref(),
             &self.project_root,
         )?;
-        let verify_json = self.file(base, VERIFY_JSON)?;
-        let rules = match &verify_json {
-            Some((origin, text)) => RuleSet::from_text(origin, Some(text))?,
-            None => RuleSet::builtin(),
-        };
+        let rules = self.rules_at(base)?;
         let judges = Arc::new(Judges { gates, rules });
         if let Ok(mut seen) = self.seen.lock() {
             seen.insert(base.to_string(), Arc::clone(&judges));
         }
         Ok(judges)
+    }
+
+    /// The verification rules alone of commit `base` (`cascade verify`).
+    pub fn rules_at(&self, base: &str) -> Result<RuleSet, EngineError> {
+        Ok(match self.file(base, VERIFY_JSON)? {
+            Some((origin, text)) => RuleSet::from_text(&origin, Some(&text))?,
+            None => RuleSet::builtin(),
+        })
     }
 
     /// A judging file for `base`: where it came from (for messages) and its

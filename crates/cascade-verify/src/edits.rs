@@ -171,6 +171,27 @@ fn lines_changed(d: &FileDiff, removed: &[u32], added: &[u32]) -> Option<String>
     };
     let mut parts = pick(removed, d.old_text.as_deref(), '-');
     parts.extend(pick(added, d.new_text.as_deref(), '+'));
+    // One line changed in place (a one-line JSON file): quote both from a
+    // little before where they differ, so the message shows the difference.
+    if let ([r], [a]) = (removed, added) {
+        let line = |text: Option<&str>, n: u32| {
+            text.and_then(|t| t.lines().nth(n as usize - 1))
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        };
+        let (old, new) = (line(d.old_text.as_deref(), *r), line(d.new_text.as_deref(), *a));
+        let same = old
+            .chars()
+            .zip(new.chars())
+            .take_while(|(x, y)| x == y)
+            .count();
+        let from = same.saturating_sub(QUOTED_CHARS / 3);
+        if from > 0 {
+            let cut = |s: &str| format!("...{}", shorten(&s.chars().skip(from).collect::<String>()));
+            parts = vec![format!("- `{}`", cut(&old)), format!("+ `{}`", cut(&new))];
+        }
+    }
     if parts.is_empty() && removed.is_empty() && added.is_empty() {
         return None;
     }

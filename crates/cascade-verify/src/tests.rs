@@ -411,8 +411,10 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
     );
     // The message says what changed and how to allow it.
     let m = &got[0].message;
-    assert!(m.starts_with("cascade's configuration changed: - `{\"gates\""), "{m}");
-    assert!(m.contains("+ `{\"gates\": [{\"name\": \"t\", \"command\": \"true\"}]}`"), "{m}");
+    assert!(
+        m.starts_with("cascade's configuration changed: - `...\": \"t\", \"command\": \"pytest\"}]}` + `...\": \"t\", \"command\": \"true\"}]}`"),
+        "{m}"
+    );
     assert!(m.contains("\"verify_allow\": [\".cascade/gates.json\"]"), "{m}");
     assert!(got[1].message.starts_with("CI configuration added"), "{}", got[1].message);
     // A story allows a file (or a folder, or a glob); what it allows is
