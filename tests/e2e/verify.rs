@@ -599,7 +599,8 @@ fn verify_command_for_a_person() {
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        !text.lines().any(|l| l.starts_with("lib.rs:2:")) && text.contains("new.py:2: [py-stub-body]"),
+        !text.lines().any(|l| l.starts_with("lib.rs:2:"))
+            && text.contains("new.py:2: [py-stub-body]"),
         "{text}"
     );
     // What the story allows is listed apart.
@@ -625,8 +626,7 @@ fn verify_command_for_a_person() {
 }
 
 /// The project's committed gate: the unit tests.
-const GATES_JSON: &str =
-    r#"{"gates": [{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]}"#;
+const GATES_JSON: &str = r#"{"gates": [{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]}"#;
 /// What a cheating agent writes instead.
 const GATES_TRUE: &str = r#"{"gates": [{"name": "tests", "type": "test", "command": "true"}]}"#;
 
@@ -721,7 +721,9 @@ fn a_story_that_may_edit_the_gates_is_still_judged_by_the_base_gates() {
         GATES_TRUE
     );
     let st = fx.state();
-    let allowed = st["stories"][0]["verification_allowed"][0].as_str().unwrap();
+    let allowed = st["stories"][0]["verification_allowed"][0]
+        .as_str()
+        .unwrap();
     assert!(
         allowed.starts_with(".cascade/gates.json:1: [gate-config-edit]"),
         "{allowed}"
@@ -734,7 +736,11 @@ fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
         return;
     }
     let gates = json!([{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]);
-    let fx = Fx::new(&[("calc.py", "def total(xs):\n    return xs[0]\n")], gates, json!({}));
+    let fx = Fx::new(
+        &[("calc.py", "def total(xs):\n    return xs[0]\n")],
+        gates,
+        json!({}),
+    );
     let fix = "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py";
     // Attempt 1 tests what the base already does (one item); attempt 2 tests the sum.
     let test = |call: &str, want: u32| {
@@ -769,6 +775,8 @@ fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
     assert_eq!(of(&ev, "review_finished").len(), 1);
     let retry = fx.read(&fx.t("prompt-2.md"));
     assert!(retry.contains("[unproven-test]"), "{retry}");
-    assert!(fx.progress().contains("s1: [PROVE] FAILED: 1 of 1 new test(s) pass on the base: test_calc.py:6"));
+    assert!(fx
+        .progress()
+        .contains("s1: [PROVE] FAILED: 1 of 1 new test(s) pass on the base: test_calc.py:6"));
     assert!(git(fx.repo(), &["show", "main:test_calc.py"]).contains("[1, 2, 3]"));
 }

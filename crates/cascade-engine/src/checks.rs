@@ -39,9 +39,7 @@ impl Checks {
             .review
             .or_else(|| review_in_prd(prd))
             .unwrap_or(ReviewMode::Off);
-        let prove_tests = options
-            .prove_tests
-            .unwrap_or(review == ReviewMode::Strict);
+        let prove_tests = options.prove_tests.unwrap_or(review == ReviewMode::Strict);
         let mut criteria = HashMap::new();
         for story in prd.stories.iter().filter(|s| !s.is_complete()) {
             let gates = criteria_gates(story)?;
@@ -221,7 +219,11 @@ mod tests {
             prove_tests: Some(false),
             ..RunOptions::default()
         };
-        assert!(!Checks::load(&p(r#", "review": "strict""#), &opts).unwrap().prove_tests);
+        assert!(
+            !Checks::load(&p(r#", "review": "strict""#), &opts)
+                .unwrap()
+                .prove_tests
+        );
     }
 
     #[test]

@@ -165,7 +165,8 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    const TESTS: &str = r#"{"gates": [{"name": "tests", "command": "python3", "args": ["-m", "unittest"]}]}"#;
+    const TESTS: &str =
+        r#"{"gates": [{"name": "tests", "command": "python3", "args": ["-m", "unittest"]}]}"#;
     const TRUE: &str = r#"{"gates": [{"name": "tests", "command": "true"}]}"#;
 
     #[test]
@@ -180,8 +181,11 @@ mod tests {
         let base = git(d, &["rev-parse", "HEAD"]);
         // An untracked verify.json of the main worktree, and an edit of the
         // committed gates.json on a later commit.
-        std::fs::write(d.join(".cascade/verify.json"), r#"{"disable": ["rust-stub-macro"]}"#)
-            .unwrap();
+        std::fs::write(
+            d.join(".cascade/verify.json"),
+            r#"{"disable": ["rust-stub-macro"]}"#,
+        )
+        .unwrap();
         std::fs::write(d.join(".cascade/gates.json"), TRUE).unwrap();
         git(d, &["commit", "-q", "-am", "cheat"]);
         let cheat = git(d, &["rev-parse", "HEAD"]);

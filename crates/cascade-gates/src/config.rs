@@ -317,7 +317,11 @@ impl GateSet {
                         origin: origin.clone(),
                         message: e.to_string(),
                     })?;
-                (Some(raw), origin, ConfigSource::GatesJson(path.to_path_buf()))
+                (
+                    Some(raw),
+                    origin,
+                    ConfigSource::GatesJson(path.to_path_buf()),
+                )
             }
             None => match prd_quality_gates {
                 Some(v) if !v.is_null() => {

@@ -241,7 +241,10 @@ pub fn export_tree(workdir: &Path, rev: &str, dest: &Path) -> Result<(), GitErro
         .recreate_missing(true)
         .update_index(false);
     repo.checkout_tree(tree.as_object(), Some(&mut co))
-        .map_err(GitError::git(format!("write the tree of '{rev}' to '{}'", dest.display())))
+        .map_err(GitError::git(format!(
+            "write the tree of '{rev}' to '{}'",
+            dest.display()
+        )))
 }
 
 fn open(workdir: &Path) -> Result<Repository, GitError> {
@@ -373,7 +376,9 @@ mod tests {
             .contains("+{\"gates\": []}"));
 
         assert_eq!(
-            file_at(d, "HEAD~1", ".cascade/gates.json").unwrap().as_deref(),
+            file_at(d, "HEAD~1", ".cascade/gates.json")
+                .unwrap()
+                .as_deref(),
             Some(&b"{\"gates\": [1]}\n"[..])
         );
         assert_eq!(file_at(d, "HEAD", "missing.txt").unwrap(), None);

@@ -180,7 +180,10 @@ fn lines_changed(d: &FileDiff, removed: &[u32], added: &[u32]) -> Option<String>
                 .trim()
                 .to_string()
         };
-        let (old, new) = (line(d.old_text.as_deref(), *r), line(d.new_text.as_deref(), *a));
+        let (old, new) = (
+            line(d.old_text.as_deref(), *r),
+            line(d.new_text.as_deref(), *a),
+        );
         let same = old
             .chars()
             .zip(new.chars())
@@ -188,7 +191,8 @@ fn lines_changed(d: &FileDiff, removed: &[u32], added: &[u32]) -> Option<String>
             .count();
         let from = same.saturating_sub(QUOTED_CHARS / 3);
         if from > 0 {
-            let cut = |s: &str| format!("...{}", shorten(&s.chars().skip(from).collect::<String>()));
+            let cut =
+                |s: &str| format!("...{}", shorten(&s.chars().skip(from).collect::<String>()));
             parts = vec![format!("- `{}`", cut(&old)), format!("+ `{}`", cut(&new))];
         }
     }
@@ -202,7 +206,10 @@ fn lines_changed(d: &FileDiff, removed: &[u32], added: &[u32]) -> Option<String>
         parts.join(" ")
     };
     if more > 0 {
-        s.push_str(&format!(" (and {more} more line{})", if more == 1 { "" } else { "s" }));
+        s.push_str(&format!(
+            " (and {more} more line{})",
+            if more == 1 { "" } else { "s" }
+        ));
     }
     Some(s)
 }

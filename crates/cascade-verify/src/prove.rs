@@ -212,7 +212,11 @@ pub async fn prove(
         }
         let passed = run.execute(&root, opts, cancel, &mut proof.notes).await;
         proof.ran += run.tests.len();
-        for t in run.tests.iter().filter(|t| passed.iter().any(|p| p == &run.id_of(t))) {
+        for t in run
+            .tests
+            .iter()
+            .filter(|t| passed.iter().any(|p| p == &run.id_of(t)))
+        {
             let raw = files
                 .iter()
                 .find(|d| d.path == t.file)
@@ -618,11 +622,14 @@ async fn plan(
                     .map(|n| regex::escape(n))
                     .collect::<Vec<_>>()
                     .join("|");
-                let bin = root.join(&dir).join("node_modules/.bin").join(if runner == Runner::Vitest {
-                    "vitest"
-                } else {
-                    "jest"
-                });
+                let bin =
+                    root.join(&dir)
+                        .join("node_modules/.bin")
+                        .join(if runner == Runner::Vitest {
+                            "vitest"
+                        } else {
+                            "jest"
+                        });
                 let out = report.display().to_string();
                 let a = if runner == Runner::Vitest {
                     vec![
@@ -754,12 +761,18 @@ mod tests {
         let pytest = "..F\n=== short test summary info ===\nPASSED tests/test_a.py::test_one\nPASSED tests/test_a.py::TestX::test_two\nFAILED tests/test_a.py::test_three - assert 1 == 2\n";
         assert_eq!(
             passed(Runner::Pytest, pytest, None),
-            ["tests/test_a.py::test_one", "tests/test_a.py::TestX::test_two"]
+            [
+                "tests/test_a.py::test_one",
+                "tests/test_a.py::TestX::test_two"
+            ]
         );
         let unittest = "test_sums (test_calc.TotalTest.test_sums) ... ok\ntest_new (test_calc.TotalTest) ... ok\ntest_bad (test_calc.TotalTest.test_bad) ... FAIL\n";
         assert_eq!(
             passed(Runner::Unittest, unittest, None),
-            ["test_calc.TotalTest.test_sums", "test_calc.TotalTest.test_new"]
+            [
+                "test_calc.TotalTest.test_sums",
+                "test_calc.TotalTest.test_new"
+            ]
         );
         let cargo = "running 2 tests\ntest tests::adds ... ok\ntest tests::subs ... FAILED\ntest sums ... ok\n";
         assert_eq!(passed(Runner::Cargo, cargo, None), ["adds", "sums"]);

@@ -654,7 +654,9 @@ fn config_rule(path: &Path, spec: ConfigSpec) -> Result<ConfigRule, VerifyError>
         return Err(VerifyError::Rule {
             path: path.to_path_buf(),
             id,
-            message: "a config entry needs \"files\" and one of \"section\", \"lines\", \"json_keys\"".into(),
+            message:
+                "a config entry needs \"files\" and one of \"section\", \"lines\", \"json_keys\""
+                    .into(),
         });
     }
     Ok(ConfigRule {

@@ -231,11 +231,18 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
             // The header is read with its opener (`{`), and the line's code
             // must be one too: a line of a string that reads like a header
             // (a docstring's `def f(): pass`) is not.
-            let opener = if p.lang.is_some_and(Language::indented) { ":" } else { "{" };
+            let opener = if p.lang.is_some_and(Language::indented) {
+                ":"
+            } else {
+                "{"
+            };
             let header = |text: &str| {
                 let text = format!("{text}{opener}");
                 rule.header.as_ref().is_some_and(|h| h.is_match(&text))
-                    && !rule.not_header.as_ref().is_some_and(|nh| nh.is_match(&text))
+                    && !rule
+                        .not_header
+                        .as_ref()
+                        .is_some_and(|nh| nh.is_match(&text))
             };
             let code_head = split_one_liner(&line.code, p.lang).map(|(h, _)| h);
             let is_header = header(head) && code_head.is_some_and(header);

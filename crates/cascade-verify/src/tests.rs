@@ -402,7 +402,9 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
     let files = [ci.clone(), gates.clone(), ini.clone()];
     let got = run(&files);
     assert_eq!(
-        got.iter().map(|f| (f.rule.as_str(), f.file.as_str())).collect::<Vec<_>>(),
+        got.iter()
+            .map(|f| (f.rule.as_str(), f.file.as_str()))
+            .collect::<Vec<_>>(),
         [
             ("gate-config-edit", ".cascade/gates.json"),
             ("gate-config-edit", ".github/workflows/ci.yml"),
@@ -415,8 +417,15 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
         m.starts_with("cascade's configuration changed: - `...\": \"t\", \"command\": \"pytest\"}]}` + `...\": \"t\", \"command\": \"true\"}]}`"),
         "{m}"
     );
-    assert!(m.contains("\"verify_allow\": [\".cascade/gates.json\"]"), "{m}");
-    assert!(got[1].message.starts_with("CI configuration added"), "{}", got[1].message);
+    assert!(
+        m.contains("\"verify_allow\": [\".cascade/gates.json\"]"),
+        "{m}"
+    );
+    assert!(
+        got[1].message.starts_with("CI configuration added"),
+        "{}",
+        got[1].message
+    );
     // A story allows a file (or a folder, or a glob); what it allows is
     // reported apart.
     let intent = Intent {

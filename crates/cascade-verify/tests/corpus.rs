@@ -90,11 +90,15 @@ fn parse(area: &'static str, text: &str) -> Vec<Case> {
             }
             "file" => {
                 let (old, new) = rest.split_once(" -> ").unwrap_or((rest, rest));
-                cases.last_mut().expect("## file in a case").files.push(File {
-                    old_path: old.trim().to_string(),
-                    new_path: new.trim().to_string(),
-                    ..File::default()
-                });
+                cases
+                    .last_mut()
+                    .expect("## file in a case")
+                    .files
+                    .push(File {
+                        old_path: old.trim().to_string(),
+                        new_path: new.trim().to_string(),
+                        ..File::default()
+                    });
                 into = Into::Old;
             }
             "becomes" => {
@@ -197,7 +201,12 @@ fn the_corpus_is_caught_without_false_positives() {
         match &case.expect {
             Some(expect) => {
                 fake += 1;
-                assert!(!expect.is_empty(), "{}: {}: no ## expect", case.area, case.name);
+                assert!(
+                    !expect.is_empty(),
+                    "{}: {}: no ## expect",
+                    case.area,
+                    case.name
+                );
                 if &rules == expect {
                     caught += 1;
                 } else {
@@ -234,6 +243,9 @@ fn the_corpus_is_caught_without_false_positives() {
         };
         println!("  {area}: {} fake, {} legitimate", n(false), n(true));
     }
-    assert!(fake >= 40 && legit >= 20, "the corpus shrank: {fake} fake, {legit} legit");
+    assert!(
+        fake >= 40 && legit >= 20,
+        "the corpus shrank: {fake} fake, {legit} legit"
+    );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

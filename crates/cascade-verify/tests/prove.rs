@@ -96,7 +96,8 @@ fn python_tests_that_pass_on_the_base_are_unproven() {
     let old_tests = "import unittest\nfrom calc import total\n\n\nclass Old(unittest.TestCase):\n    def test_kept(self):\n        self.assertEqual(total([4]), 4)\n";
     let new_tests = "import unittest\nfrom calc import total\n\n\nclass TotalTest(unittest.TestCase):\n    def test_sums(self):\n        self.assertEqual(total([1, 2, 3]), 6)\n\n    def test_single(self):\n        self.assertEqual(total([5]), 5)\n";
     // A test moved from test_old.py to test_calc.py unchanged is not new.
-    let moved = format!("{new_tests}\n    def test_kept(self):\n        self.assertEqual(total([4]), 4)\n");
+    let moved =
+        format!("{new_tests}\n    def test_kept(self):\n        self.assertEqual(total([4]), 4)\n");
     let p = proof_of(
         &[("calc.py", CALC_BASE), ("test_old.py", old_tests)],
         &[
@@ -143,7 +144,8 @@ fn cargo_tests_in_a_test_module_run_against_the_base_code() {
     if !runs("cargo", &["--version"]) {
         return;
     }
-    let toml = "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
+    let toml =
+        "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[workspace]\n";
     let base = "pub fn total(xs: &[u32]) -> u32 {\n    xs[0]\n}\n";
     let done = "pub fn total(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn sums() {\n        assert_eq!(super::total(&[1, 2, 3]), 6);\n    }\n\n    #[test]\n    fn single() {\n        assert_eq!(super::total(&[5]), 5);\n    }\n}\n";
     let integration = "#[test]\nfn first_of_one() {\n    assert_eq!(calc::total(&[7]), 7);\n}\n";
@@ -176,7 +178,9 @@ fn missing_runners_are_notes_not_findings() {
     assert_eq!(p.tests.len(), 1);
     assert!(p.findings.is_empty());
     assert!(
-        p.notes.iter().any(|n| n.contains("neither vitest nor jest")),
+        p.notes
+            .iter()
+            .any(|n| n.contains("neither vitest nor jest")),
         "{:?}",
         p.notes
     );

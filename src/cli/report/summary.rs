@@ -235,8 +235,9 @@ mod tests {
     fn verification_and_review_findings_are_listed() {
         let mut a = row("s1", "failed");
         a.verification = vec!["calc.py:2: [py-stub-body] function body is only `pass`".into()];
-        a.verification_allowed =
-            vec![".cascade/gates.json:1: [gate-config-edit] cascade's configuration changed".into()];
+        a.verification_allowed = vec![
+            ".cascade/gates.json:1: [gate-config-edit] cascade's configuration changed".into(),
+        ];
         let mut b = row("s2", "complete");
         b.review = Some(cascade_engine::state::ReviewRecord {
             agent: "codex".into(),

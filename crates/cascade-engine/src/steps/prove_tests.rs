@@ -22,8 +22,10 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
     let started = Instant::now();
     let files = {
         let (path, base, head) = (wt.path.clone(), wt.base.clone(), committed.commit.clone());
-        tokio::task::spawn_blocking(move || cascade_git::diff::diff_lines(&path, &base, Some(&head)))
-            .await
+        tokio::task::spawn_blocking(move || {
+            cascade_git::diff::diff_lines(&path, &base, Some(&head))
+        })
+        .await
     };
     let files = match files {
         Ok(Ok(files)) => files,
