@@ -732,6 +732,8 @@ fn a_story_that_may_edit_the_gates_is_still_judged_by_the_base_gates() {
 
 #[test]
 fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
+    // (A strict review turns proving on too: see checks.rs's unit test, and
+    // the next test.)
     if !have_python() {
         return;
     }
@@ -754,8 +756,7 @@ fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
     );
     fx.reviewer("echo '<review>PASS</review>'");
     fx.agents();
-    // A strict review turns proving on.
-    let out = fx.approve(&["--review=strict"]);
+    let out = fx.approve(&["--prove-tests"]);
     assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
     let ev = events(&out);
     let proved = of(&ev, "tests_proved");
@@ -771,12 +772,50 @@ fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
         .contains("passes on the base commit"));
     assert_eq!(of(&ev, "attempt_failed")[0]["error_type"], "verification");
     assert_eq!(proved[1]["passed"], true);
-    // The rejected attempt never reached the review; the proven one did.
-    assert_eq!(of(&ev, "review_finished").len(), 1);
+    // Without a review asked for, nobody reviewed.
+    assert!(of(&ev, "review_finished").is_empty());
     let retry = fx.read(&fx.t("prompt-2.md"));
     assert!(retry.contains("[unproven-test]"), "{retry}");
     assert!(fx
         .progress()
         .contains("s1: [PROVE] FAILED: 1 of 1 new test(s) pass on the base: test_calc.py:6"));
     assert!(git(fx.repo(), &["show", "main:test_calc.py"]).contains("[1, 2, 3]"));
+}
+
+#[test]
+fn a_strict_review_proves_tests_unless_told_not_to() {
+    if !have_python() {
+        return;
+    }
+    let gates = json!([{"name": "compile", "type": "typecheck", "command": "python3", "args": ["-m", "py_compile", "calc.py"]}]);
+    let make = || {
+        let fx = Fx::new(
+            &[("calc.py", "def total(xs):\n    return xs[0]\n")],
+            gates.clone(),
+            json!({}),
+        );
+        // The new test only checks what the base already does.
+        fx.author(
+            "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py\nprintf 'import unittest\\nfrom calc import total\\n\\n\\nclass T(unittest.TestCase):\\n    def test_one(self):\\n        self.assertEqual(total([5]), 5)\\n' > test_calc.py",
+            "exit 1",
+        );
+        fx.reviewer("echo '<review>PASS</review>'");
+        fx.agents();
+        fx
+    };
+    let fx = make();
+    let out = fx.approve(&["--review=strict", "--max-retries", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(
+        of(&ev, "tests_proved")[0]["passed"],
+        false,
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(of(&ev, "story_failed")[0]["error_type"], "verification");
+    let fx = make();
+    let out = fx.approve(&["--review=strict", "--prove-tests=false"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    assert!(of(&events(&out), "tests_proved").is_empty());
 }
