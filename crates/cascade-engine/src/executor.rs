@@ -41,8 +41,9 @@ pub struct Job {
     pub base: String,
     pub target_branch: String,
     /// prd.json with only this story (dependencies dropped: they are
-    /// merged in `base`), every other field as the coordinator has it; its
-    /// `quality_gates` are the coordinator's effective gate configuration.
+    /// merged in `base`), every other field as the coordinator has it (its
+    /// `quality_gates` too; a `.cascade/gates.json` comes from `base`, or
+    /// from `judging` when the base commits none).
     pub prd: serde_json::Value,
     /// design_doc.json of the coordinator's project, when it has one.
     #[serde(default)]

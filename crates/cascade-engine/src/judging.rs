@@ -217,5 +217,16 @@ mod tests {
         std::fs::remove_file(d.join(".cascade/verify.json")).unwrap();
         let judging = Judging::new(&paths, d, Some(&prd)).unwrap();
         assert_eq!(judging.at(&none).unwrap().gates.gates[0].program, "python3");
+        // A fleet worker takes the coordinator's untracked copies (and only
+        // judging files).
+        let theirs = [
+            ("gates.json".to_string(), TRUE.to_string()),
+            ("state.json".to_string(), "{}".to_string()),
+        ];
+        let worker = Judging::new(&paths, d, None)
+            .unwrap()
+            .with_untracked(theirs.into_iter().collect());
+        assert_eq!(worker.untracked().len(), 1);
+        assert_eq!(worker.at(&none).unwrap().gates.gates[0].program, "true");
     }
 }
