@@ -30,11 +30,9 @@ pub fn client() -> Result<&'static reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
-            // One TLS stack: rustls with ring, installed unless the program
-            // chose a provider already.
-            if rustls::crypto::CryptoProvider::get_default().is_none() {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-            }
+            // reqwest is built without a TLS provider of its own: the process
+            // uses rustls' `ring` one (an error here only means one is set).
+            let _ = rustls::crypto::ring::default_provider().install_default();
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .user_agent(concat!("cascade/", env!("CARGO_PKG_VERSION")))
