@@ -139,11 +139,13 @@ fn for_model(report: &GateReport) -> String {
 /// Bytes of a failing gate's output [`for_model`] passes on.
 const MODEL_OUTPUT_TAIL: usize = 4000;
 
-/// Where gates run: a worktree and the commit it started from.
+/// Where gates run: a worktree, the commit it started from and the gates
+/// read from that commit.
 #[derive(Clone)]
 pub(super) struct WorkPlace {
     pub path: std::path::PathBuf,
     pub base: String,
+    pub judges: Arc<crate::judging::Judges>,
 }
 
 impl From<&Worktree> for WorkPlace {
@@ -151,6 +153,7 @@ impl From<&Worktree> for WorkPlace {
         WorkPlace {
             path: wt.path.clone(),
             base: wt.base.clone(),
+            judges: Arc::clone(&wt.judges),
         }
     }
 }
