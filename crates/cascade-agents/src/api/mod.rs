@@ -466,3 +466,107 @@ fn with_advice(mut s: FailureSignal, agent: &AgentDef, api: &ApiSettings) -> Fai
     s.advice = Some(crate::watch::advice(s.kind, &auth));
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::AgentsConfig;
+    use crate::phase::Phase;
+
+    /// An api agent of a server on `addr` that needs no key.
+    fn agent(addr: &str, timeout: u64) -> AgentDef {
+        let text = serde_json::json!({"agents": {"m": {"type": "api", "provider": "openai",
+            "model": "m", "base_url": format!("http://{addr}"), "timeout": timeout}}})
+        .to_string();
+        AgentsConfig::parse(&text, "agents.json")
+            .unwrap()
+            .agent("m")
+            .unwrap()
+            .clone()
+    }
+
+    /// A server that accepts connections and never answers.
+    fn silent_server() -> String {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for conn in listener.incoming() {
+                held.push(conn);
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_ends_the_run_at_its_timeout_or_on_cancel() {
+        let addr = silent_server();
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let req = || {
+            AgentRequest::new(
+                "story-1",
+                1,
+                Phase::Implementation,
+                "do it",
+                &work,
+                dir.path().join(".cascade"),
+            )
+        };
+        let def = agent(&addr, 1);
+        let run = execute(
+            &def,
+            def.api.as_ref().unwrap(),
+            req(),
+            |_| {},
+            &CancelToken::new(),
+        )
+        .await
+        .unwrap();
+        assert!(run.outcome.timed_out && !run.success(), "{:?}", run.outcome);
+        assert!(run
+            .outcome
+            .stderr
+            .text_lossy()
+            .contains("did not finish within the agent's timeout of 1s"));
+        // The prompt is kept as the start of a session to continue.
+        let id = run.session_id.unwrap();
+        let kept = Conversation::load(&dir.path().join(".cascade"), &id)
+            .unwrap()
+            .unwrap();
+        assert_eq!(kept.messages[0].text(), "do it");
+        assert!(run.prompt_path.is_file() && run.log_path.is_file());
+
+        let cancel = CancelToken::new();
+        let trigger = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            trigger.cancel();
+        });
+        let def = agent(&addr, 3600);
+        let run = execute(&def, def.api.as_ref().unwrap(), req(), |_| {}, &cancel)
+            .await
+            .unwrap();
+        assert!(
+            run.outcome.cancelled && !run.outcome.timed_out,
+            "{:?}",
+            run.outcome
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_key_is_an_exec_error_naming_the_variable() {
+        let text = r#"{"agents": {"m": {"type": "api", "provider": "anthropic", "model": "m",
+            "api_key_env": "CASCADE_API_TEST_NEVER_SET"}}}"#;
+        let config = AgentsConfig::parse(text, "agents.json").unwrap();
+        let def = config.agent("m").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let req = AgentRequest::new("s", 1, Phase::Planning, "p", dir.path(), dir.path());
+        let e = crate::exec::execute(def, req, |_| {}, &CancelToken::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ExecError::MissingKey { .. }));
+        assert!(e.to_string().contains("CASCADE_API_TEST_NEVER_SET"), "{e}");
+    }
+}
