@@ -270,6 +270,8 @@ struct StoryJson<'a> {
     blocked_by: &'a [String],
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     verification: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    verification_allowed: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     review: Option<&'a ReviewRecord>,
 }
@@ -287,6 +289,7 @@ impl<'a> StoryJson<'a> {
             error: s.error.as_deref(),
             blocked_by: &s.blocked_by,
             verification: &s.verification,
+            verification_allowed: &s.verification_allowed,
             review: s.review.as_ref(),
         }
     }

@@ -1,6 +1,7 @@
 //! Running one planning step with an agent: the generator and challenger
-//! choice, the step's environment, continuing the generator's own session
-//! (`resume_args`, with gemini's `--list-sessions` index lookup), and the
+//! choice, the step's environment and writable files, continuing the
+//! generator's own session (`resume_args`, with gemini's `--list-sessions`
+//! index lookup; an api agent resends its kept conversation), and the
 //! usage/cost record of every call.
 
 use std::path::{Path, PathBuf};
@@ -121,6 +122,8 @@ pub struct Call<'a> {
     pub prompt: String,
     /// The step's extra environment (CASCADE_PLAN_*, paths).
     pub env: Vec<(String, String)>,
+    /// The files the step may write (an api agent is held to them).
+    pub writes: Vec<PathBuf>,
 }
 
 /// What the call gave.
@@ -136,15 +139,17 @@ pub struct CallResult {
 /// `Ok(None)`: start a new session (no resume argv or no stored id).
 pub async fn resume_for(
     agent: &AgentDef,
+    role: crate::session::Role,
     session: &Session,
     ws: &Workspace,
 ) -> Result<Option<ResumeSession>, PlanningError> {
-    if agent.resume_args.is_none() {
+    if !agent.can_resume() {
         return Ok(None);
     }
-    let Some(id) = session.agent_sessions.get(&agent.name) else {
+    let Some(id) = session.session_to_continue(role, &agent.name) else {
         return Ok(None);
     };
+    let id = id.to_string();
     let mut resume = ResumeSession {
         session_id: id.clone(),
         session_index: None,
@@ -174,12 +179,12 @@ pub async fn resume_for(
             });
         }
         let listing = outcome.stdout.text_lossy();
-        match session_index(&listing, id) {
+        match session_index(&listing, &id) {
             Some(i) => resume.session_index = Some(i),
             None => {
                 return Err(PlanningError::SessionNotFound {
                     agent: agent.name.clone(),
-                    session_id: id.clone(),
+                    session_id: id,
                 })
             }
         }
@@ -223,6 +228,7 @@ pub async fn run_call(
         &ws.session_dir,
     );
     req.extra_env = call.env;
+    req.tools.write_only = Some(call.writes);
     let resumed = resume.as_ref().map(|r| r.session_id.clone());
     req.resume = resume;
     on_start(resumed.is_some());
