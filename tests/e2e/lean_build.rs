@@ -47,7 +47,12 @@ fn a_cloud_store_says_how_to_build_it() {
         "the message names the feature: {}",
         crate::common::explain(&out)
     );
-    assert_eq!(crate::common::code(&out), 2, "{}", crate::common::explain(&out));
+    assert_eq!(
+        crate::common::code(&out),
+        2,
+        "{}",
+        crate::common::explain(&out)
+    );
 }
 
 #[cfg(not(feature = "ui"))]
@@ -58,5 +63,10 @@ fn the_dashboard_command_is_not_there() {
         .args(["ui"])
         .output()
         .expect("runs");
-    assert_eq!(crate::common::code(&out), 2, "{}", crate::common::explain(&out));
+    assert_eq!(
+        crate::common::code(&out),
+        2,
+        "{}",
+        crate::common::explain(&out)
+    );
 }
