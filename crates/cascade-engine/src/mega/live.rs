@@ -28,6 +28,8 @@ pub struct LivePorts {
     cascade_dir: PathBuf,
     /// Options every feature's engine run starts from.
     template: RunOptions,
+    /// The limit of the PRD agents' logs (`.cascade/config.json`).
+    log_limit: cascade_process::LogLimit,
 }
 
 impl LivePorts {
@@ -44,9 +46,9 @@ impl LivePorts {
         let cascade_dir = paths.cascade_dir();
         // One set of gate slots and one memory guard for every feature's
         // engine: gates of parallel features together stay within them.
+        let project = crate::config::ProjectConfig::load(&cascade_dir)
+            .map_err(|e| MegaError::Plan(e.to_string()))?;
         if template.gate_admission.is_none() {
-            let project = crate::config::ProjectConfig::load(&cascade_dir)
-                .map_err(|e| MegaError::Plan(e.to_string()))?;
             template.gate_admission = Some(crate::control::admission(&template, &project));
         }
         let loaded = AgentsConfig::load(agents_path.as_deref(), start_dir)
@@ -71,6 +73,7 @@ impl LivePorts {
             overrides,
             cascade_dir,
             template,
+            log_limit: project.resources.log_limit(),
         };
         Resolver::new(&ports.agents, &ports.detector, ports.overrides.clone())
             .check_overrides()
@@ -113,6 +116,7 @@ impl MegaPorts for LivePorts {
             worktree,
             self.cascade_dir.join(super::run::MEGA_DIR),
         );
+        req.log_limit = self.log_limit;
         req.extra_env
             .push(("CASCADE_PRD_PATH".into(), prd_path.display().to_string()));
         // The feature's design doc goes next to its PRD (see prd_gen).
