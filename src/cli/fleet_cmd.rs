@@ -207,7 +207,7 @@ mod with_fleet {
         rt.shutdown_timeout(Duration::from_secs(2));
         let done = result.map_err(fleet_failure)?;
         if !json {
-            eprintln!("worker stopped after {done} job(s)");
+            errln!("worker stopped after {done} job(s)");
         }
         Ok(EXIT_OK)
     }
@@ -217,7 +217,7 @@ mod with_fleet {
         crate::cli::signals::on_stop_signals(move |press, number| match press {
             0 => drain.cancel(),
             1 => kill.cancel(),
-            _ => std::process::exit(128 + number),
+            _ => crate::cli::signals::leave(128 + number),
         });
     }
 
@@ -274,7 +274,7 @@ mod with_fleet {
                     serde_json::json!({"event": "notice", "message": message})
                 }
             };
-            println!("{v}");
+            outln!("{v}");
             return;
         }
         let line = match e {
@@ -304,7 +304,7 @@ mod with_fleet {
             ),
             WorkerEvent::Problem { message } => format!("warning: {message}"),
         };
-        eprintln!("{line}");
+        errln!("{line}");
     }
 
     /// `cascade fleet status`.
@@ -319,11 +319,11 @@ mod with_fleet {
             })?;
         rt.shutdown_timeout(Duration::from_secs(1));
         if a.json {
-            println!("{}", serde_json::to_string(&st).unwrap_or_default());
+            outln!("{}", serde_json::to_string(&st).unwrap_or_default());
             return Ok(EXIT_OK);
         }
         let q = st.queue;
-        println!(
+        outln!(
             "fleet {}: {} worker(s), {}/{} slot(s) busy; jobs: {} waiting, {} in flight{}",
             st.url,
             st.workers.len(),
@@ -343,7 +343,7 @@ mod with_fleet {
                 .iter()
                 .map(|j| format!("{} (attempt {})", j.story, j.attempt))
                 .collect();
-            println!(
+            outln!(
                 "  {}  host {}  slots {}  labels [{}]  agents [{}]{}  {}",
                 w.id,
                 w.host,

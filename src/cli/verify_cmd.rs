@@ -112,20 +112,20 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             findings: &findings,
         };
         let text = serde_json::to_string_pretty(&report).map_err(Failure::failed)?;
-        println!("{text}");
+        outln!("{text}");
     } else {
         for f in &findings {
-            println!("{f}");
+            outln!("{f}");
         }
         if findings.is_empty() {
-            println!(
+            outln!(
                 "verify: clean ({} file{}, {added} added line{} checked, {shown})",
                 files.len(),
                 if files.len() == 1 { "" } else { "s" },
                 if added == 1 { "" } else { "s" }
             );
         } else {
-            println!(
+            outln!(
                 "verify: {} finding{} in {shown}; fix them, or allow a rule for a story with \"verify_allow\": [\"rule-id\"] in prd.json",
                 findings.len(),
                 if findings.len() == 1 { "" } else { "s" }
