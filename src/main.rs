@@ -3,7 +3,9 @@
 //! Everything that does work lives in the library crates under `crates/`;
 //! this binary turns their typed results and events into text, JSON and the
 //! exit codes of `shared/CLI.md` (0 ok, 1 something failed, 2 bad input,
-//! 130 interrupted). Errors print as `error: ...` on stderr, never a panic.
+//! 130 interrupted; 141 when the reader of stdout went away). Errors print
+//! as `error: ...` on stderr, never a panic, and a failed write to stdout
+//! or stderr never aborts (see `cli::out`).
 
 #[macro_use]
 mod cli;
