@@ -12,7 +12,9 @@
 //! verdict, and both streams are read by the [`crate::watch::Watcher`],
 //! which stops the agent's process group early (`Outcome::stopped`) when
 //! its provider refused the key or keeps rate limiting; the classified
-//! signal is on [`AgentRun::signal`].
+//! signal is on [`AgentRun::signal`]. An api agent (`type: "api"`) starts
+//! no process: [`execute`] hands it to [`crate::api`], which gives the same
+//! [`AgentRun`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -55,6 +57,8 @@ pub struct AgentRequest {
     pub on_output: Option<OutputLines>,
     /// The size limit of the log (default 16 MiB; head and tail are kept).
     pub log_limit: LogLimit,
+    /// What an api agent's tools may do (writable files, RunGates).
+    pub tools: crate::api::ToolAccess,
 }
 
 /// The function behind [`OutputLines`].
@@ -103,6 +107,7 @@ impl AgentRequest {
             resume: None,
             on_output: None,
             log_limit: LogLimit::default(),
+            tools: crate::api::ToolAccess::default(),
         }
     }
 
@@ -269,6 +274,9 @@ pub enum ExecError {
     /// The agent's command is not installed (the engine's `agent_unavailable`).
     #[error("agent '{agent}' is not available: command '{command}' not found on PATH (install it or pick another agent with --agent)")]
     Unavailable { agent: String, command: String },
+    /// An api agent's key variable is not set.
+    #[error("agent '{agent}' needs an API key: set the environment variable {var} (its api_key_env in agents.json), or pick another agent with --agent")]
+    MissingKey { agent: String, var: String },
     /// The command exists but cannot be executed.
     #[error("agent '{agent}': command '{command}' is not executable (check its permissions)")]
     NotExecutable { agent: String, command: String },
@@ -309,6 +317,9 @@ pub async fn execute(
     on_spawn: impl FnOnce(u32),
     cancel: &CancelToken,
 ) -> Result<AgentRun, ExecError> {
+    if let Some(api) = &agent.api {
+        return crate::api::execute(agent, api, req, on_spawn, cancel).await;
+    }
     let prompt_path = req.prompt_path();
     let log_path = req.log_path();
     let inv = invocation(agent, &req, &prompt_path);
@@ -325,22 +336,9 @@ pub async fn execute(
             max: MAX_ARG_BYTES - 1,
         });
     }
-    cascade_fs::write_atomic(
-        &prompt_path,
-        req.prompt.as_bytes(),
-        cascade_fs::Durability::Renamed,
-    )
-    .map_err(|source| ExecError::Io {
-        path: prompt_path.clone(),
-        source,
-    })?;
     // A fresh log per attempt, opened with a header saying what ran.
-    let header = format!(
-        "== cascade: {} attempt {} ({}) via {}: {} {}\n",
-        req.story_id,
-        req.attempt,
-        req.phase,
-        agent.name,
+    let ran = format!(
+        "{} {}",
         inv.program,
         inv.args
             .iter()
@@ -348,15 +346,7 @@ pub async fn execute(
             .collect::<Vec<_>>()
             .join(" ")
     );
-    cascade_fs::write_atomic(
-        &log_path,
-        header.as_bytes(),
-        cascade_fs::Durability::Renamed,
-    )
-    .map_err(|source| ExecError::Io {
-        path: log_path.clone(),
-        source,
-    })?;
+    start_files(agent, &req, &ran)?;
 
     let parser = Arc::new(Mutex::new(StreamParser::new()));
     // The watcher reads both streams as they arrive and fires `stop` when the
@@ -454,6 +444,24 @@ pub async fn execute(
         signal,
         hint,
     })
+}
+
+/// Writes the prompt file and starts the attempt's log afresh with a header
+/// saying what ran (`ran`: the command, or the api agent's model), for both
+/// kinds of agent; the run then appends to the log within its limit.
+pub(crate) fn start_files(agent: &AgentDef, req: &AgentRequest, ran: &str) -> Result<(), ExecError> {
+    let header = format!(
+        "== cascade: {} attempt {} ({}) via {}: {ran}\n",
+        req.story_id, req.attempt, req.phase, agent.name,
+    );
+    for (path, bytes) in [
+        (req.prompt_path(), req.prompt.as_bytes()),
+        (req.log_path(), header.as_bytes()),
+    ] {
+        cascade_fs::write_atomic(&path, bytes, cascade_fs::Durability::Renamed)
+            .map_err(|source| ExecError::Io { path, source })?;
+    }
+    Ok(())
 }
 
 fn shorten(s: &str, max: usize) -> String {
