@@ -7,6 +7,9 @@
 //! as `error: ...` on stderr, never a panic, and a failed write to stdout
 //! or stderr never aborts (see `cli::out`).
 
+// Everything goes through `cli::out` (a failed write never panics there).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 #[macro_use]
 mod cli;
 

@@ -3,7 +3,9 @@
 //! a setup or a notify command is gone when its attempt ends, a failing
 //! stdout or stderr ends the command without an abort, agent logs stay
 //! within their limit with bounded memory, and a full disk stops a run
-//! cleanly and resumably.
+//! cleanly and resumably. The api agent (`type: "api"`, against
+//! `mock_model`) is held to the same: its log within the limit, and the
+//! gates its `RunGates` tool runs supervised like any other.
 
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::{cascade, cascade_command, code, explain, git, script, write_json};
+use crate::mock_model::{self, Mode, Model, Wire};
 
 /// A repository with a PRD, a scripted agent and a tools directory for the
 /// files the scripts leave (pids, markers).
@@ -89,6 +92,7 @@ impl Fixture {
         cmd.args(args)
             .arg("--agents")
             .arg(self.t("agents.json"))
+            .env(crate::api_agent::KEY_ENV, mock_model::KEY)
             .timeout(Duration::from_secs(300));
         cmd
     }
@@ -99,8 +103,29 @@ impl Fixture {
         cmd.args(args)
             .arg("--agents")
             .arg(self.t("agents.json"))
+            .env(crate::api_agent::KEY_ENV, mock_model::KEY)
             .stdin(Stdio::null());
         cmd
+    }
+
+    /// Makes the agent an api agent of `model` (Chat Completions) instead
+    /// of the script.
+    fn use_api_agent(&self, model: &Model) {
+        write_json(
+            &self.t("agents.json"),
+            &json!({"default_agent": "model", "agents": {
+                "model": crate::api_agent::api(model, Wire::OpenAi, json!({"timeout": 300}))
+            }}),
+        );
+    }
+
+    /// `.cascade/gates.json` with one gate running the script `name`.
+    fn gate(&self, name: &str, body: &str) {
+        let gate = self.script(name, body);
+        write_json(
+            &self.repo.join(".cascade/gates.json"),
+            &json!({"gates": [{"name": "scripted", "type": "test", "command": gate}]}),
+        );
     }
 
     fn prd_status(&self, id: &str) -> String {
@@ -195,26 +220,39 @@ echo "$$ $!" >> "$T/pids"
 touch "$T/started-$CASCADE_STORY_ID"
 while :; do sleep 0.1; done"#,
     );
-    let stderr = std::fs::File::create(f.t("stderr")).unwrap();
-    let mut child = f
-        .background(&["approve", "--auto-run", "--parallel", "3", "--json"])
-        .stdout(Stdio::null())
-        .stderr(stderr)
-        // Its own process group, as a shell gives a foreground job: the
-        // signals below go to the group, like Ctrl-C on a terminal.
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let group = child.id() as i32;
-    wait_for(
+    let (status, err) = interrupt_twice(
+        &f,
+        &["approve", "--auto-run", "--parallel", "3", "--json"],
         || {
             ["a", "b", "c"]
                 .iter()
                 .all(|s| f.t(&format!("started-{s}")).exists())
+                && pids(&f.t("pids")).len() == 6
         },
-        "the three agents to start",
     );
-    wait_for(|| pids(&f.t("pids")).len() == 6, "the agents' pids");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_nothing_left(&pids(&f.t("pids")), &err);
+}
+
+/// Starts `cascade <args>` in a process group of its own (as a shell starts
+/// a foreground job), waits until `ready`, sends SIGINT to the group twice,
+/// 0.2 s apart (Ctrl-C, Ctrl-C, on a terminal), and waits for cascade to
+/// exit: its exit status and stderr.
+fn interrupt_twice(
+    f: &Fixture,
+    args: &[&str],
+    ready: impl Fn() -> bool,
+) -> (std::process::ExitStatus, String) {
+    let stderr = std::fs::File::create(f.t("stderr")).unwrap();
+    let mut child = f
+        .background(args)
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let group = child.id() as i32;
+    wait_for(ready, "the processes to interrupt to start");
     // SAFETY: signals the process group this test created.
     unsafe { libc::kill(-group, libc::SIGINT) };
     std::thread::sleep(Duration::from_millis(200));
@@ -222,14 +260,83 @@ while :; do sleep 0.1; done"#,
     unsafe { libc::kill(-group, libc::SIGINT) };
     let status = wait_bounded(&mut child);
     let err = std::fs::read_to_string(f.t("stderr")).unwrap_or_default();
-    assert_eq!(status.code(), Some(130), "{err}");
-    // Checked the moment cascade is gone: nothing it started is alive.
-    let left: Vec<u32> = pids(&f.t("pids"))
-        .into_iter()
-        .filter(|p| alive(*p))
-        .collect();
+    (status, err)
+}
+
+/// Checked the moment cascade is gone: none of `pids` is alive, and
+/// cascade did not panic (its stderr is `err`).
+fn assert_nothing_left(pids: &[u32], err: &str) {
+    let left: Vec<u32> = pids.iter().copied().filter(|p| alive(*p)).collect();
     assert!(left.is_empty(), "still alive after exit: {left:?}\n{err}");
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_second_sigint_kills_a_gate_the_api_agents_run_gates_tool_started() {
+    if no_proc() {
+        return;
+    }
+    // The model writes its file and calls RunGates; the gate ignores TERM
+    // and INT, starts a daemon and never ends.
+    let model = mock_model::start(Wire::OpenAi, Mode::Work);
+    let f = Fixture::new(json!([story("s", &[])]), json!([]), "exit 1");
+    f.use_api_agent(&model);
+    f.gate(
+        "gate.sh",
+        r#"trap '' TERM INT
+setsid sleep 300 >/dev/null 2>&1 </dev/null &
+echo "$$ $!" >> "$T/pids"
+while :; do sleep 0.1; done"#,
+    );
+    let (status, err) = interrupt_twice(&f, &["approve", "--auto-run", "--json"], || {
+        pids(&f.t("pids")).len() == 2
+    });
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_nothing_left(&pids(&f.t("pids")), &err);
+    let log = String::from_utf8_lossy(&agent_log(&f, "s")).into_owned();
+    assert!(
+        log.contains("[tool] RunGates"),
+        "the tool ran the gate: {log}"
+    );
+}
+
+#[test]
+fn a_daemon_of_a_gate_the_api_agents_run_gates_tool_started_is_gone_when_the_gate_ends() {
+    if no_proc() {
+        return;
+    }
+    // The first gate run (RunGates, after the model wrote its file: the
+    // gate step comes after the agent) starts a daemon and fails; every
+    // later run (the re-run of a failed gate, the gate step) records
+    // whether the daemon still lives.
+    let model = mock_model::start(Wire::OpenAi, Mode::Work);
+    let f = Fixture::new(json!([story("s", &[])]), json!([]), "exit 1");
+    f.use_api_agent(&model);
+    f.gate(
+        "gate.sh",
+        r#"if [ ! -f "$T/gate.pid" ]; then
+  setsid sleep 300 >/dev/null 2>&1 </dev/null &
+  echo $! > "$T/gate.pid"
+  echo "gate failed: a draft"; exit 1
+fi
+s=$(cut -d' ' -f3 "/proc/$(cat "$T/gate.pid")/stat" 2>/dev/null)
+if [ -z "$s" ] || [ "$s" = Z ]; then echo dead >> "$T/check"; else echo alive >> "$T/check"; fi"#,
+    );
+    let out = f
+        .cascade(&["approve", "--auto-run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let check = std::fs::read_to_string(f.t("check")).unwrap_or_default();
+    let seen: Vec<&str> = check.lines().collect();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|s| *s == "dead"),
+        "the daemon as later gate runs saw it: {seen:?}"
+    );
+    let log = String::from_utf8_lossy(&agent_log(&f, "s")).into_owned();
+    assert!(log.contains("[tool] RunGates"), "{log}");
+    let daemon = pids(&f.t("gate.pid"));
+    assert!(!alive(daemon[0]), "the gate's daemon survived");
 }
 
 #[test]
@@ -514,6 +621,43 @@ fn the_log_limit_is_set_in_the_project_config() {
         text
     );
     assert!(text.ends_with("tail-end\n"));
+}
+
+#[test]
+fn the_api_agents_log_keeps_the_same_limit() {
+    // 3 MB of streamed text before the model's answer, 1 MiB of log.
+    let model = mock_model::start(Wire::OpenAi, Mode::Chatty(3_000_000));
+    let f = Fixture::new(json!([story("c", &[])]), json!([]), "exit 1");
+    f.use_api_agent(&model);
+    f.gate("gate.sh", "exit 0");
+    write_json(
+        &f.repo.join(".cascade/config.json"),
+        &json!({"resources": {"max_log_mb": 1}}),
+    );
+    let out = f
+        .cascade(&["approve", "--auto-run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let log = agent_log(&f, "c");
+    assert_eq!(log.len(), 1024 * 1024);
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.starts_with("== cascade: c attempt 1 (implementation) via model"),
+        "{:.200}",
+        text
+    );
+    assert!(text.contains("[tool] RunGates"), "the head is kept");
+    assert!(
+        text.contains("bytes of output dropped here"),
+        "{:.300}",
+        text
+    );
+    assert!(
+        text.ends_with("the model goes on and on about the story\nc: done, the gates pass\n"),
+        "the tail is kept: {}",
+        String::from_utf8_lossy(&log[log.len() - 200..])
+    );
 }
 
 /// A small tmpfs mounted for one test, unmounted when dropped.

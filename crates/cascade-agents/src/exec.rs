@@ -449,7 +449,11 @@ pub async fn execute(
 /// Writes the prompt file and starts the attempt's log afresh with a header
 /// saying what ran (`ran`: the command, or the api agent's model), for both
 /// kinds of agent; the run then appends to the log within its limit.
-pub(crate) fn start_files(agent: &AgentDef, req: &AgentRequest, ran: &str) -> Result<(), ExecError> {
+pub(crate) fn start_files(
+    agent: &AgentDef,
+    req: &AgentRequest,
+    ran: &str,
+) -> Result<(), ExecError> {
     let header = format!(
         "== cascade: {} attempt {} ({}) via {}: {ran}\n",
         req.story_id, req.attempt, req.phase, agent.name,

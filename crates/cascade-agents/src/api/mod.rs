@@ -136,7 +136,7 @@ pub async fn execute(
 }
 
 /// Writes the prompt file and starts the log as the CLI executor does; the
-/// transcript appends to that log.
+/// transcript appends to that log, within the request's log limit.
 fn open_files(
     agent: &AgentDef,
     api: &ApiSettings,
@@ -145,7 +145,11 @@ fn open_files(
 ) -> Result<Transcript, ExecError> {
     let ran = format!("{} at {}", api.label(), api.base_url);
     crate::exec::start_files(agent, req, &ran)?;
-    Ok(Transcript::new(log_path, req.on_output.clone()))
+    Ok(Transcript::new(
+        log_path,
+        req.log_limit,
+        req.on_output.clone(),
+    ))
 }
 
 /// The conversation to continue (`req.resume`) or a new one. A session that
