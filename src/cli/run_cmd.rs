@@ -245,9 +245,9 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
 
 /// Prints a dry run (a closed pipe ends it quietly, as `| head` expects).
 fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
-    let stdout = std::io::stdout();
-    // One buffered handle: a large plan has a line per story.
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    // One buffered writer: a large plan has a line per story. A failed
+    // write is recorded by `out` (the exit code tells it).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
     let _ = write_dry_run(&mut out, plan, prd, json);
 }
 

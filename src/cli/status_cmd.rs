@@ -19,7 +19,7 @@ use serde::ser::SerializeMap;
 use serde::Serialize;
 
 use super::plan_file::Project;
-use super::{CliResult, Failure, Global};
+use super::{CliResult, Failure, Global, EXIT_OK};
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -34,8 +34,9 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
     let state_path = paths.cascade_dir().join("state.json");
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    // A failed write is recorded by `out`: the exit code tells it (141 for
+    // a closed pipe, `cascade status | head -1`).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
     let Some(state) = state else {
         // Say which plan `approve` would run (quietly: no plan is no error here).
         let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
@@ -56,7 +57,8 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
                 None => writeln!(out, "No run yet: start one with `cascade approve`."),
             }
         };
-        return super::plan_cmds::output_result(written.and_then(|()| out.flush()));
+        let _ = written.and_then(|()| out.flush());
+        return Ok(EXIT_OK);
     };
     // A state that says "running" without a live lock holder was killed.
     let live = RunLock::holder(&paths.cascade_dir().join("lock"));
@@ -71,11 +73,11 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     } else {
         view.text(&mut out)
     };
-    let result = super::plan_cmds::output_result(written.and_then(|()| out.flush()));
+    let _ = written.and_then(|()| out.flush());
     // The process is about to exit: let the OS reclaim the state rather
     // than freeing it piece by piece.
     std::mem::forget(state);
-    result
+    Ok(EXIT_OK)
 }
 
 /// The state as `status` shows it.

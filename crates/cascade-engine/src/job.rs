@@ -88,6 +88,7 @@ impl Engine {
             options,
             prd_path: p.prd_path,
             prd: Mutex::new(p.prd),
+            state_path: state_path.clone(),
             state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
             merge_lock: tokio::sync::Mutex::new(()),
@@ -98,6 +99,7 @@ impl Engine {
             cancel: cancel.clone(),
             control,
             paths: p.paths,
+            halt: Mutex::new(None),
         });
         // The slot's worktrees of earlier jobs are reused.
         {

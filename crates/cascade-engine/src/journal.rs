@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{now_rfc3339, write_atomic, RunState, StateError, StoryState, COMPACT_ABOVE};
+use crate::state::{now_rfc3339, RunState, StateError, StoryState, COMPACT_ABOVE};
 
 /// The journal is folded into the document once it holds this many bytes,
 /// or as many as the document if that is more.
@@ -419,7 +419,7 @@ impl Store {
         })
         .map_err(|e| io(std::io::Error::other(e)))?;
         head.push(b'\n');
-        write_atomic(&jpath, &head).map_err(io)?;
+        cascade_fs::write_atomic(&jpath, &head, cascade_fs::Durability::Renamed).map_err(io)?;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(&jpath)
