@@ -112,6 +112,12 @@ impl Engine {
             .previous
             .as_ref()
             .map(|f| (f.agent.clone(), Failure::from_job(f)));
+        // A resolution is charged to the agent that did the story.
+        let agent = match (&job.resolve, &previous) {
+            (Some(r), _) => r.agent.clone(),
+            (None, Some(p)) => p.0.clone(),
+            (None, None) => "none".to_string(),
+        };
         let ports = crate::control::resources::PortLease::take();
         let env = ports.env();
         let mut held = None;
@@ -123,11 +129,10 @@ impl Engine {
             max: job.max_attempts,
             phase,
             previous: previous.as_ref(),
-            agent: previous
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |p| p.0.clone()),
+            agent,
             env: &env,
             worker: None,
+            job: Some(job),
         };
         let ended = job_sequence(&mut attempt, &mut held).await;
         let agent = attempt.agent.clone();

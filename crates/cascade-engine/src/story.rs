@@ -134,6 +134,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            job: None,
         };
         let (agent, worker, outcome) = run_attempt(this, &mut held).await;
         let duration_ms = attempt_started.elapsed().as_millis() as u64;

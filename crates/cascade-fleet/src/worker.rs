@@ -3,8 +3,10 @@
 //! clone of the shared remote, then pushes the work to
 //! `cascade/<story>/a<attempt>` and publishes the result.
 //!
-//! Each of the `slots` runs one job at a time in its own clone
-//! (`<workdir>/<repo>/slot-<n>`, created once, fetched per job; its story
+//! The worker's own directory is `<workdir>/<id>` (the `workdir` module:
+//! locked while it runs, so workers never share one). Each of the `slots`
+//! runs one job at a time in its own clone (`<dir>/<repo>/slot-<n>`,
+//! created once, fetched per job; its story
 //! worktrees are reused from job to job). While a job runs its message is
 //! kept alive with in-progress acks; it is acked once the result is
 //! published (a worker killed before that: JetStream redelivers the job
@@ -50,8 +52,10 @@ pub struct WorkerConfig {
     pub agents_path: Option<PathBuf>,
     pub slots: usize,
     pub labels: Vec<String>,
-    pub id: String,
-    /// Clones and job files.
+    /// `--id` (default: the first free `<host>-<n>`, see the `workdir` module).
+    pub id: Option<String>,
+    /// The root of the workers' directories (each worker's clones and job
+    /// files go to `<workdir>/<id>`).
     pub workdir: PathBuf,
 }
 
@@ -60,6 +64,8 @@ pub struct WorkerConfig {
 pub enum WorkerEvent {
     Ready {
         id: String,
+        /// The worker's own (locked) directory.
+        dir: PathBuf,
         slots: usize,
         labels: Vec<String>,
         agents: Vec<String>,
@@ -98,6 +104,9 @@ pub type WorkerSink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
 /// Shared by the slots and the heartbeat.
 struct Shared {
     cfg: WorkerConfig,
+    /// The worker's id and its own directory.
+    id: String,
+    dir: PathBuf,
     fleet: Fleet,
     consumer: PullConsumer,
     store: kv::Store,
@@ -120,7 +129,14 @@ pub async fn run(
     kill: CancelToken,
 ) -> Result<u64, FleetError> {
     let agents = available_agents(cfg.agents_path.as_deref())?;
-    let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{}", cfg.id)).await?;
+    let claimed = crate::workdir::claim(&cfg.workdir, cfg.id.as_deref())?;
+    if let Some(message) = &claimed.note {
+        sink(WorkerEvent::Problem {
+            message: format!("{}: {message}", claimed.dir.display()),
+        });
+    }
+    let id = claimed.id.clone();
+    let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{id}")).await?;
     let jobs = fleet.jobs_stream().await?;
     fleet.results_stream().await?;
     let consumer = fleet.workers_consumer(&jobs).await?;
@@ -138,9 +154,12 @@ pub async fn run(
         consumer,
         store: store.clone(),
         cfg: cfg.clone(),
+        id: id.clone(),
+        dir: claimed.dir.clone(),
     });
     sink(WorkerEvent::Ready {
-        id: cfg.id.clone(),
+        id: id.clone(),
+        dir: claimed.dir.clone(),
         slots: cfg.slots,
         labels: cfg.labels.clone(),
         agents,
@@ -176,7 +195,8 @@ pub async fn run(
     heartbeat.abort();
     announce.abort();
     // Gone: not listed by `fleet status`, not counted by coordinators.
-    let _ = store.purge(&cfg.id).await;
+    let _ = store.purge(&id).await;
+    drop(claimed);
     Ok(shared.done.load(Ordering::SeqCst))
 }
 
@@ -199,7 +219,7 @@ fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetErro
 
 async fn beat(s: &Shared, store: &kv::Store) {
     let hb = Heartbeat {
-        id: s.cfg.id.clone(),
+        id: s.id.clone(),
         host: cascade_engine::lock::hostname(),
         pid: std::process::id(),
         labels: s.cfg.labels.clone(),
@@ -212,7 +232,7 @@ async fn beat(s: &Shared, store: &kv::Store) {
         done: s.done.load(Ordering::SeqCst),
     };
     if let Ok(bytes) = serde_json::to_vec(&hb) {
-        let _ = store.put(&s.cfg.id, bytes.into()).await;
+        let _ = store.put(&s.id, bytes.into()).await;
     }
 }
 
@@ -288,8 +308,10 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
             since: now(),
         });
     }
-    // Seen by `fleet status` at once, not at the next beat.
-    beat(s, &s.store).await;
+    // Seen by `fleet status` at once, not at the next beat (without
+    // holding up the job).
+    let seen = Arc::clone(s);
+    tokio::spawn(async move { beat(&seen, &seen.store).await });
     let msg = Arc::new(msg);
     let progress = {
         let msg = Arc::clone(&msg);
@@ -304,7 +326,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
     };
     let remote = s.cfg.remote.clone().unwrap_or_else(|| m.remote.clone());
     let started = std::time::Instant::now();
-    let report = execute(n, s, &m, &remote).await;
+    let (report, pack) = execute(n, s, &m, &remote).await;
     progress.abort();
     if let Ok(mut r) = s.running.lock() {
         r.retain(|j| j.job_id != m.id);
@@ -320,20 +342,17 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         });
         return;
     }
-    let (status, error) = match &report.outcome {
-        JobOutcome::Passed { .. } => ("passed", None),
-        JobOutcome::Failed { failure } => ("failed", Some(failure.error.clone())),
-        JobOutcome::Interrupted => ("interrupted", None),
-    };
+    let (status, error) = (report.outcome.status(), report.outcome.error());
     let result = ResultMsg {
         job_id: m.id.clone(),
         story: job.story.clone(),
         attempt: job.attempt,
-        worker: s.cfg.id.clone(),
-        kind: ResultKind::Finished {
-            branch: attempt_branch(&job.story, job.attempt),
+        worker: s.id.clone(),
+        kind: ResultKind::Finished(Finished {
+            branch: job.attempt_branch(),
             report: Box::new(report.clone()),
-        },
+            pack,
+        }),
     };
     // The result first, then the ack: a worker killed in between runs the
     // job twice, never zero times (the coordinator ignores the duplicate).
@@ -376,11 +395,12 @@ async fn report_poison(
         job_id: m.id.clone(),
         story: job.story.clone(),
         attempt: job.attempt,
-        worker: s.cfg.id.clone(),
-        kind: ResultKind::Finished {
-            branch: attempt_branch(&job.story, job.attempt),
+        worker: s.id.clone(),
+        kind: ResultKind::Finished(Finished {
+            branch: job.attempt_branch(),
             report: Box::new(report),
-        },
+            pack: None,
+        }),
     };
     if publish_result(s, &m.results, &result).await {
         let _ = msg.double_ack().await;
@@ -450,24 +470,32 @@ async fn publish_result(s: &Shared, subject: &str, r: &ResultMsg) -> bool {
     false
 }
 
-/// The job's work: clone at the base, the engine's attempt steps, the push.
-async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobReport {
+/// The job's work: clone at the base, the engine's attempt steps, the work
+/// delivered (a pack for the result, or pushed).
+async fn execute(
+    n: usize,
+    s: &Arc<Shared>,
+    m: &JobMsg,
+    remote: &str,
+) -> (JobReport, Option<String>) {
     let job = &m.job;
-    let repo_dir = s.cfg.workdir.join(repo_key(&m.remote));
+    let repo_dir = s.dir.join(repo_key(&m.remote));
     let clone = repo_dir.join(format!("slot-{n}"));
     let job_dir = repo_dir.join("jobs").join(&m.id);
     let started = std::time::Instant::now();
     let fail = |kind: FailureKind, error: String| {
-        failed_report(job, kind, error, started.elapsed().as_millis() as u64)
+        let report = failed_report(job, kind, error, started.elapsed().as_millis() as u64);
+        (report, None)
     };
     const TARGET: &str = "cascade-fleet/base";
-    match git::prepare_clone(&clone, remote, &job.base, TARGET, &s.kill).await {
+    let work = job.resolve.as_ref().map(|_| job.attempt_branch());
+    match git::prepare_clone(&clone, remote, &job.base, TARGET, work.as_deref(), &s.kill).await {
         Ok(()) => {}
-        Err(FleetError::Cancelled) => return interrupted(job),
-        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+        Err(FleetError::Cancelled) => return (interrupted(job), None),
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
     }
     if let Err(e) = write_job_files(&job_dir, m) {
-        return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id));
+        return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id));
     }
     let mut config = EngineConfig::new(&clone, job_dir.join("prd.json"));
     config.agents_path = s.cfg.agents_path.clone();
@@ -490,12 +518,8 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     };
     let forward = {
         let (fleet, subject) = (s.fleet.clone(), m.results.clone());
-        let (id, story, attempt, worker) = (
-            m.id.clone(),
-            job.story.clone(),
-            job.attempt,
-            s.cfg.id.clone(),
-        );
+        let (id, story, attempt, worker) =
+            (m.id.clone(), job.story.clone(), job.attempt, s.id.clone());
         tokio::spawn(async move {
             while let Some(Event::StoryStarted { agent, .. }) = rx.recv().await {
                 let r = ResultMsg {
@@ -516,21 +540,20 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
     let mut report = match ran {
         Ok(r) => r,
-        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
     };
-    if let JobOutcome::Passed { .. } = &report.outcome {
-        let local = format!("cascade/{}", job.story);
-        let to = attempt_branch(&job.story, job.attempt);
-        match git::push_branch(&clone, remote, &local, &to, &s.kill).await {
-            Ok(()) => {}
-            Err(FleetError::Cancelled) => return interrupted(job),
+    let mut pack = None;
+    if let JobOutcome::Passed { commit } = &report.outcome {
+        match deliver(&clone, remote, job, commit, &s.kill).await {
+            Ok(p) => pack = p,
+            Err(FleetError::Cancelled) => return (interrupted(job), None),
             Err(e) => {
                 let agent = report.agent.clone();
                 report.outcome = JobOutcome::Failed {
                     failure: JobFailure {
                         agent,
                         kind: FailureKind::Setup,
-                        error: format!("worker '{}' could not push its work: {e}", s.cfg.id),
+                        error: format!("worker '{}' could not push its work: {e}", s.id),
                         gate_summary: String::new(),
                         output_excerpt: String::new(),
                         findings: String::new(),
@@ -541,7 +564,36 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     }
     // The job's files are kept only while it runs.
     let _ = std::fs::remove_dir_all(&job_dir);
-    report
+    (report, pack)
+}
+
+/// A passed job's work for the coordinator: a pack (base64) of its commits
+/// beyond the base for the result, when that is small enough; else pushed to
+/// the job's branch of the shared remote (`None`).
+async fn deliver(
+    clone: &Path,
+    remote: &str,
+    job: &Job,
+    commit: &str,
+    kill: &CancelToken,
+) -> Result<Option<String>, FleetError> {
+    use base64::Engine as _;
+    let limit = max_pack_bytes();
+    if limit > 0 {
+        let (dir, tip, base) = (clone.to_path_buf(), commit.to_string(), job.base.clone());
+        let packed = tokio::task::spawn_blocking(move || {
+            cascade_git::transfer::pack_since(&dir, &tip, &base)
+        })
+        .await;
+        if let Ok(Ok(Some(pack))) = packed {
+            if pack.len() <= limit {
+                return Ok(Some(base64::engine::general_purpose::STANDARD.encode(pack)));
+            }
+        }
+    }
+    let local = format!("cascade/{}", job.story);
+    git::push_branch(clone, remote, &local, &job.attempt_branch(), kill).await?;
+    Ok(None)
 }
 
 fn interrupted(job: &cascade_engine::executor::Job) -> JobReport {
@@ -574,13 +626,4 @@ fn write_job_files(dir: &Path, m: &JobMsg) -> Result<(), FleetError> {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// A default worker id: host and pid.
-pub fn default_id() -> String {
-    token(&format!(
-        "{}-{}",
-        cascade_engine::lock::hostname(),
-        std::process::id()
-    ))
 }

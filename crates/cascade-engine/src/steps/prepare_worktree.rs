@@ -25,9 +25,21 @@ pub(super) struct Worktree {
 }
 
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
+    let base = super::target_tip(a.ctx)?;
+    run_from(a, held, &base).await
+}
+
+/// [`run`] with the story branch at `base` (a commit) instead of the target
+/// branch's tip: a fleet worker resolving a merge conflict starts from the
+/// story's earlier work.
+pub(super) async fn run_from(
+    a: &Attempt<'_>,
+    held: &mut Option<PathBuf>,
+    base: &str,
+) -> Result<Worktree, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let base = super::target_tip(ctx)?;
+    let base = base.to_string();
     let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
         Failure::new(
             FailureKind::Setup,
