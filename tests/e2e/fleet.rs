@@ -236,6 +236,7 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
                 .env("NO_COLOR", "1")
                 .env("HOME", self.tools.path())
                 .env("XDG_CACHE_HOME", self.t("cache"))
+                .env_remove("CASCADE_REMOTE_CACHE")
                 .env("CASCADE_FLEET_ACK_WAIT_SECS", "3")
                 .env("CASCADE_FLEET_WORKER_GRACE_SECS", "2")
                 .args(args)
@@ -999,6 +1000,181 @@ mod complete {
         assert_eq!(merged[0]["agent"], "scripted");
         let log = std::fs::read_to_string(f.t("worker-w1.log")).unwrap();
         assert!(log.contains("s01: agent scripted started"), "{log}");
+    }
+}
+
+#[cfg(feature = "fleet")]
+mod matrix {
+    //! The fleet's column of the modes matrix (tests/e2e/modes.rs):
+    //! `approve --fleet` and `mega approve --fleet`, each with every control
+    //! at once (review, story budget, one gate job, notify, remote cache,
+    //! no-resolve, eager), checked in the coordinator's events by the same
+    //! assertions as the local modes; and a mega-plan whose features repeat
+    //! story ids, all merged through the workers.
+
+    use serde_json::{json, Value};
+
+    use super::real::{story, Fleet};
+    use crate::common::{code, events, explain, git, of_kind, write_json};
+    use crate::modes::Scene;
+
+    /// The scene's repository gets a shared remote (`origin`); a worker of
+    /// three slots runs with the scene's agents.
+    fn fleet_for(s: &Scene, test: &str) -> Option<Fleet> {
+        let mut f = Fleet::new(test, json!([]))?;
+        let remote = s.t("shared.git");
+        git(s.tools.path(), &["init", "-q", "--bare", "shared.git"]);
+        let repo = s.repo.path();
+        git(
+            repo,
+            &["remote", "add", "origin", &remote.display().to_string()],
+        );
+        git(repo, &["push", "-q", "origin", "main"]);
+        let env = [("CASCADE_CACHE_SECRET", "modes-secret")];
+        let agents = s.t("agents.json");
+        f.spawn_worker("w1", &["--id", "w1", "--slots", "3"], &env, &agents);
+        f.wait_for_workers(1);
+        Some(f)
+    }
+
+    fn run(s: &Scene, f: &Fleet, mode: &[&str]) -> std::process::Output {
+        let mut a: Vec<String> = mode.iter().map(|m| m.to_string()).collect();
+        a.extend(["--fleet".to_string(), f.nats.url.clone()]);
+        a.extend(s.start_args());
+        s.cascade(&a)
+            .env("CASCADE_FLEET_ACK_WAIT_SECS", "3")
+            .output()
+            .expect("runs")
+    }
+
+    /// What only a fleet run shows: the workers ran every story with the
+    /// chosen agent, and nothing is left on the shared remote.
+    fn assert_on_the_fleet(s: &Scene, ev: &[Value], out: &std::process::Output) {
+        let started = of_kind(ev, "job_started");
+        assert!(started.len() >= 5, "{}", explain(out));
+        for e in started {
+            assert_eq!(e["worker"], "w1", "{e}");
+            assert_eq!(e["agent"], "impl", "{e}");
+        }
+        let left = git(
+            &s.t("shared.git"),
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads/cascade",
+                "refs/cascade",
+            ],
+        );
+        assert_eq!(left.trim(), "", "{}", explain(out));
+    }
+
+    #[test]
+    fn approve_with_the_fleet_takes_every_control() {
+        let s = Scene::new(false);
+        let Some(f) = fleet_for(&s, "fleet_matrix_approve") else {
+            return;
+        };
+        let out = run(&s, &f, &["approve"]);
+        assert_eq!(
+            code(&out),
+            1,
+            "b1 fails for good: {}{}",
+            explain(&out),
+            f.worker_logs()
+        );
+        let ev = events(&out);
+        s.assert_controls(&ev, "run_finished", &out);
+        assert_on_the_fleet(&s, &ev, &out);
+    }
+
+    #[test]
+    fn mega_approve_with_the_fleet_takes_every_control() {
+        let s = Scene::new(true);
+        let Some(f) = fleet_for(&s, "fleet_matrix_mega") else {
+            return;
+        };
+        let out = run(
+            &s,
+            &f,
+            &["mega", "approve", "--mega", "plans/mega-plan.json"],
+        );
+        assert_eq!(
+            code(&out),
+            1,
+            "feature two fails (b1): {}{}",
+            explain(&out),
+            f.worker_logs()
+        );
+        let ev = events(&out);
+        s.assert_controls(&ev, "mega_finished", &out);
+        assert_on_the_fleet(&s, &ev, &out);
+        let merged: Vec<&Value> = of_kind(&ev, "feature_merged");
+        assert_eq!(merged.len(), 1, "{}", explain(&out));
+        assert_eq!(merged[0]["feature"], "one");
+    }
+
+    #[test]
+    fn mega_approve_with_the_fleet_merges_every_features_stories_when_ids_repeat() {
+        let Some(mut f) = Fleet::new("fleet_mega_ids", json!([])) else {
+            return;
+        };
+        // Two features with the same story ids (s02 needs s01 in each).
+        let root = f.repo().to_path_buf();
+        std::fs::remove_file(root.join("prd.json")).unwrap();
+        for name in ["one", "two"] {
+            write_json(
+                &root.join(format!("plans/features/{name}/prd.json")),
+                &json!({"goal": name, "stories": [story("s01", &[]), story("s02", &["s01"])],
+                        "quality_gates": {"enabled": true, "gates": [
+                            {"name": "readme", "type": "test", "required": true,
+                             "command": "ls", "args": ["README.md"]}]}}),
+            );
+        }
+        std::fs::write(f.t("needs-s02"), "s01").unwrap();
+        let feature = |id: &str, name: &str| {
+            json!({"id": id, "name": name, "title": name, "description": name,
+                   "priority": "high", "dependencies": [], "status": "pending"})
+        };
+        write_json(
+            &root.join("plans/mega-plan.json"),
+            &json!({"goal": "two features", "execution_mode": "auto",
+                    "features": [feature("f1", "one"), feature("f2", "two")]}),
+        );
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "plans"]);
+        git(&root, &["push", "-q", "origin", "main"]);
+        f.worker("w1", 2, &[]);
+        f.worker("w2", 2, &[]);
+        f.wait_for_workers(2);
+        let out = f
+            .command(&[
+                "mega",
+                "approve",
+                "--mega",
+                "plans/mega-plan.json",
+                "--auto-run",
+            ])
+            .args(["--json", "--retry-delay", "0", "--fleet", &f.nats.url])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let ev = events(&out);
+        // Four jobs (no id taken for another feature's), each merged once
+        // into its own feature, and both features landed.
+        let published = of_kind(&ev, "job_published");
+        assert_eq!(published.len(), 4, "{}", explain(&out));
+        for feature in ["one", "two"] {
+            for id in ["s01", "s02"] {
+                let merged = of_kind(&ev, "story_merged")
+                    .into_iter()
+                    .filter(|e| e["feature"] == feature && e["story"] == id)
+                    .count();
+                assert_eq!(merged, 1, "{feature}/{id}: {}", explain(&out));
+            }
+        }
+        assert_eq!(of_kind(&ev, "feature_merged").len(), 2, "{}", explain(&out));
+        assert_eq!(git(&root, &["show", "main:s02.txt"]).trim(), "s02");
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
     }
 }
 

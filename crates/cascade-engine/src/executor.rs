@@ -72,6 +72,13 @@ pub struct Job {
     pub remote_cache_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_cache_mode: Option<cascade_gates::RemoteMode>,
+    /// The coordinator's `--gate-jobs`: on a worker, the jobs that name the
+    /// same number share that many gate slots (across its slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_jobs: Option<usize>,
+    /// The coordinator's `--prove-tests` choice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prove_tests: Option<bool>,
     /// Set when the job resolves a merge conflict of work done earlier
     /// instead of doing the story: the worker merges `base` into that work
     /// and an agent resolves the conflicts (the `resolve_conflict` step).

@@ -157,6 +157,7 @@ impl Coordinator {
                 }
             })
         };
+
         let down_since = Arc::new(Mutex::new(None));
         let watcher = {
             let (client, down) = (fleet.clone(), Arc::clone(&down_since));
@@ -295,6 +296,7 @@ impl Coordinator {
                             worker: r.worker,
                             agent,
                         }),
+                        ResultKind::Progress { event } => sink(&event),
                         ResultKind::Finished(done) => {
                             self.router.done(&job_id);
                             let ended = self.finished(&job, &job_id, attempt, r.worker, done, &cx).await;

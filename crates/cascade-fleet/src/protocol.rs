@@ -9,7 +9,8 @@
 //!   runs, so a job is redelivered only when its worker died).
 //! - Results: stream `CASCADE_RESULTS` (limits retention, kept
 //!   [`RESULTS_MAX_AGE`]), subject `cascade.results.<repo>.<job>`: a
-//!   `started` and a `finished` message per run of a job. The coordinator
+//!   `started` message, the job's story events (`progress`, see
+//!   [`relayed`]) and a `finished` message per run of a job. The coordinator
 //!   reads new ones live and, for a job it adopts after a restart, the last
 //!   one stored for the job's subject.
 //! - Workers: key-value bucket `cascade_workers` (entries expire after
@@ -17,6 +18,7 @@
 
 use std::time::Duration;
 
+use cascade_engine::events::Event;
 use cascade_engine::executor::{Job, JobReport};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +60,23 @@ pub fn results_subject(repo: &str, job_id: &str) -> String {
 /// Every result subject of a repository.
 pub fn results_filter(repo: &str) -> String {
     format!("cascade.results.{}.>", token(repo))
+}
+
+/// Whether a worker relays `event` of a job to the coordinator, which
+/// emits it as its own: what the work of the attempt went through (the
+/// agent's fallbacks and end, verification, gates, review). The attempt's
+/// start, commit and end are the coordinator's own events.
+pub fn relayed(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::AgentFallback { .. }
+            | Event::AgentFinished { .. }
+            | Event::VerificationFinished { .. }
+            | Event::GateStarted { .. }
+            | Event::GateFinished { .. }
+            | Event::ReviewStarted { .. }
+            | Event::ReviewFinished { .. }
+    )
 }
 
 /// A job's id: run, story key (feature and story), attempt, base, and
@@ -138,6 +157,9 @@ pub enum ResultKind {
     Started { agent: String },
     /// The job ended.
     Finished(Finished),
+    /// A story event of the job's work ([`relayed`]), in order with the
+    /// job's other messages.
+    Progress { event: Box<Event> },
 }
 
 /// A job's end. On `passed`, `report`'s commit is in `pack` (base64 of a

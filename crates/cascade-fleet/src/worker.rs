@@ -20,6 +20,7 @@
 //! [`HEARTBEAT_EVERY`]) carries id, labels, slots, agents found on PATH and
 //! the running jobs; it is removed when the worker exits.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::kv;
 use async_nats::jetstream::AckKind;
 use cascade_engine::config::EngineConfig;
+use cascade_engine::control::RunPools;
 use cascade_engine::engine::Engine;
 use cascade_engine::events::Event;
 use cascade_engine::executor::{Job, JobFailure, JobOutcome, JobReport};
@@ -118,6 +120,20 @@ struct Shared {
     sink: WorkerSink,
     drain: CancelToken,
     kill: CancelToken,
+    /// Gate slots and cooldowns shared by the slots' jobs, per `--gate-jobs`
+    /// the jobs name.
+    pools: Mutex<HashMap<Option<usize>, RunPools>>,
+}
+
+impl Shared {
+    /// The pools `job` shares with this worker's other jobs like it.
+    fn pools_for(&self, job: &Job) -> RunPools {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools
+            .entry(job.gate_jobs)
+            .or_insert_with(|| job.pools(self.cfg.slots))
+            .clone()
+    }
 }
 
 /// Runs the worker until `drain` (and the running jobs finished) or `kill`.
@@ -150,6 +166,7 @@ pub async fn run(
         sink: Arc::clone(&sink),
         drain: drain.clone(),
         kill: kill.clone(),
+        pools: Mutex::new(HashMap::new()),
         fleet,
         consumer,
         store: store.clone(),
@@ -506,12 +523,14 @@ async fn execute(
     config.take_lock = false;
     let engine = Engine::new(config);
     // Engine events go to the caller; the agent's start is also published.
+    // Engine events go to the caller; the agent's start and the story
+    // events the coordinator shows go to the job's results subject, in order.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let sink: cascade_engine::EventSink = {
         let out = Arc::clone(&s.sink);
         Arc::new(move |e: &Event| {
             out(WorkerEvent::Engine(e.clone()));
-            if matches!(e, Event::StoryStarted { .. }) {
+            if matches!(e, Event::StoryStarted { .. }) || relayed(e) {
                 let _ = tx.send(e.clone());
             }
         })
@@ -521,13 +540,19 @@ async fn execute(
         let (id, story, attempt, worker) =
             (m.id.clone(), job.story.clone(), job.attempt, s.id.clone());
         tokio::spawn(async move {
-            while let Some(Event::StoryStarted { agent, .. }) = rx.recv().await {
+            while let Some(event) = rx.recv().await {
+                let kind = match event {
+                    Event::StoryStarted { agent, .. } => ResultKind::Started { agent },
+                    event => ResultKind::Progress {
+                        event: Box::new(event),
+                    },
+                };
                 let r = ResultMsg {
                     job_id: id.clone(),
                     story: story.clone(),
                     attempt,
                     worker: worker.clone(),
-                    kind: ResultKind::Started { agent },
+                    kind,
                 };
                 if let Ok(p) = serde_json::to_vec(&r) {
                     let _ = fleet.js.publish(subject.clone(), p.into()).await;
@@ -535,7 +560,8 @@ async fn execute(
             }
         })
     };
-    let ran = engine.run_job(job, sink, &s.kill).await;
+    let pools = s.pools_for(job);
+    let ran = engine.run_job(job, Some(pools), sink, &s.kill).await;
     drop(engine);
     let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
     let mut report = match ran {

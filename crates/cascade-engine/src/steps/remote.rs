@@ -29,11 +29,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     let ctx = a.ctx;
     // The shared limit (mega runs), as for a local attempt: held until the
     // merge queue.
-    let slot = ctx
-        .options
-        .acquire_slot(&ctx.cancel)
-        .await
-        .map_err(|()| Stop::Interrupted)?;
+    let slot = a.slot.take();
     let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
     let key = job.key();
@@ -228,6 +224,8 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         labels,
         remote_cache_url: o.remote_cache.url.clone(),
         remote_cache_mode: o.remote_cache.mode,
+        gate_jobs: o.gate_jobs,
+        prove_tests: o.prove_tests,
         resolve: None,
     }
 }
