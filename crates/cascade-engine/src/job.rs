@@ -45,7 +45,7 @@ impl Engine {
         let mut options = job_options(job);
         options.pools = pools;
         let Inputs {
-            gates,
+            judging,
             remote_cache,
             project,
             checks,
@@ -87,7 +87,7 @@ impl Engine {
             feature: self.config().feature.clone(),
             agents: p.agents,
             detector: p.detector,
-            gates,
+            judging: judging.with_untracked(job.judging.clone()),
             project,
             options,
             prd_path: p.prd_path,
@@ -187,6 +187,7 @@ fn job_options(job: &Job) -> RunOptions {
         review_agent: job.agents.review_agent.clone(),
         no_fallback: job.agents.no_fallback,
         review: job.review,
+        prove_tests: job.prove_tests,
         retry: RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()
@@ -197,7 +198,6 @@ fn job_options(job: &Job) -> RunOptions {
         excerpt_bytes: job.excerpt_bytes,
         remote_cache: job_remote_cache(job),
         gate_jobs: job.gate_jobs,
-        prove_tests: job.prove_tests,
         ..RunOptions::default()
     }
 }

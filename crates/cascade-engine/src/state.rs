@@ -156,6 +156,9 @@ pub struct StoryState {
     /// (`file:line: [rule] message`; empty: nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification: Vec<String>,
+    /// What the story's `verify_allow` let go in that attempt (same form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_allowed: Vec<String>,
     /// The last review of the story.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
@@ -215,6 +218,10 @@ pub struct AttemptRecord {
     /// (the agent reported none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_estimated: Option<bool>,
+    /// The agent's session (its id, or an api agent's kept conversation),
+    /// which a retry by the same api agent continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// Reading or writing the state file failed.
@@ -378,6 +385,7 @@ impl StoryState {
             error: None,
             gates: Vec::new(),
             verification: Vec::new(),
+            verification_allowed: Vec::new(),
             review: None,
         }
     }
@@ -447,6 +455,7 @@ mod tests {
             output_tokens: None,
             cost_usd: None,
             cost_estimated: None,
+            session_id: None,
         });
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();

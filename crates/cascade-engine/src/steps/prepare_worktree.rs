@@ -1,7 +1,9 @@
 //! Step: put the story's worktree on its branch at the current tip of the
 //! target branch (leased from the run's pool; a retry resets the one the
-//! story holds), copy the configured files in, run the setup commands, and
-//! seed the run's findings files.
+//! story holds), read what judges work started there (gates and
+//! verification rules of that commit, see the `judging` module), copy the
+//! configured files in, run the setup commands, and seed the run's findings
+//! files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,34 +20,46 @@ use crate::retry::FailureKind;
 /// A worktree ready for the agent.
 pub(super) struct Worktree {
     pub path: PathBuf,
-    /// The target branch's tip the story branch starts from.
+    /// The target branch's tip the story branch starts from (a fleet
+    /// resolution starts from the story's work, judged from this tip).
     pub base: String,
+    /// The gates and verification rules of `base`: what judges the work.
+    pub judges: Arc<crate::judging::Judges>,
     /// The findings files given to the agent.
     pub findings: StorySeed,
 }
 
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
-    let base = super::target_tip(a.ctx)?;
-    run_from(a, held, &base).await
+    run_from(a, held, None).await
 }
 
-/// [`run`] with the story branch at `base` (a commit) instead of the target
-/// branch's tip: a fleet worker resolving a merge conflict starts from the
-/// story's earlier work.
+/// [`run`] with the story branch at `start` (a commit), when given, instead
+/// of the target branch's tip: a fleet worker resolving a merge conflict
+/// starts from the story's earlier work. The work is judged by the tip's
+/// rules all the same (not by the story's own edits of them), and `base` is
+/// the tip.
 pub(super) async fn run_from(
     a: &Attempt<'_>,
     held: &mut Option<PathBuf>,
-    base: &str,
+    start: Option<&str>,
 ) -> Result<Worktree, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let base = base.to_string();
-    let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
+    let base = super::target_tip(ctx)?;
+    let judges = ctx.judging.at(&base).map_err(|e| {
         Failure::new(
             FailureKind::Setup,
-            format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
+            format!("cannot read the gates and verification rules of the base {base}: {e}"),
         )
     })?;
+    let path = lease(ctx, a.branch, start.unwrap_or(&base), held)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureKind::Setup,
+                format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
+            )
+        })?;
     let shown = path.display().to_string();
     ctx.amend_story(id, |s| s.worktree = Some(shown));
     if let Err(f) = setup(ctx, &path).await {
@@ -62,6 +76,7 @@ pub(super) async fn run_from(
     Ok(Worktree {
         path,
         base,
+        judges,
         findings,
     })
 }
