@@ -15,7 +15,10 @@ fn main() -> ExitCode {
     let code = match cli::dispatch(args, &matches) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("error: {}", cli::render_error(&failure.error));
+            eprintln!(
+                "error: {}",
+                cli::report::printable(&cli::render_error(&failure.error))
+            );
             failure.code
         }
     };

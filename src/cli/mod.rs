@@ -12,6 +12,7 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 pub mod agents_check;
 pub mod agents_cmd;
 pub mod completions;
+pub mod config_check;
 pub mod demo;
 pub mod fleet_cmd;
 pub mod gates_cmd;

@@ -307,7 +307,7 @@ fn write_batches_text(
                 st.accent(mark),
                 node.id_str(),
                 format!("[{}]", node.priority()),
-                loaded.title(pos as usize),
+                super::report::printable_line(loaded.title(pos as usize)),
                 after,
             )?;
         }
@@ -596,38 +596,101 @@ fn write_deps_text(
 
 // ---------------------------------------------------------------- validate
 
-pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
-    let (loaded, found) = load_either(a.prd, a.mega)?;
-    let (noun, nouns) = loaded.nouns();
-    match loaded.validate() {
-        Ok(plan) => {
-            let edges = plan.graph().edge_count();
-            let line = if a.json {
-                let mut v = serde_json::json!({"valid": true, "problems": [], nouns: plan.len(),
-                    "pending": plan.pending_len(), "dependencies": edges,
-                    "batches": plan.batch_count()});
-                merge_fields(&mut v, plan_fields(&found));
-                v.to_string()
-            } else {
-                format!(
-                    "{} is valid: {} ({} to do), {}, {}",
-                    loaded.path().display(),
-                    plural(plan.len(), noun, nouns),
-                    plan.pending_len(),
-                    plural(edges, "dependency", "dependencies"),
-                    plural(plan.batch_count(), "batch", "batches"),
-                )
+pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
+    let project = Project::current()?;
+    let found = project.find_either(a.prd.as_deref(), a.mega.as_deref())?;
+    let path = found.path.clone();
+    // The plan: a file that cannot be read is one problem (an unknown story
+    // status is one per story); a readable one is validated.
+    let loaded = match found.kind {
+        PlanKind::Mega => load_mega(&path).map(|m| Loaded::Mega(path.clone(), m)),
+        PlanKind::Prd => load_prd(&path).map(|p| Loaded::Prd(path.clone(), p)),
+    };
+    let (plan, plan_error, mut warnings) = match &loaded {
+        Ok(l) => {
+            let warned = match l {
+                Loaded::Prd(_, prd) => &prd.warnings,
+                Loaded::Mega(_, mega) => &mega.warnings,
             };
-            output_result(writeln!(std::io::stdout(), "{line}"))
+            let warnings = warned.iter().map(ToString::to_string).collect();
+            match l.validate() {
+                Ok(plan) => (Some(plan), None, warnings),
+                Err(e) => (None, Some((e.messages(), invalid(&path, &e))), warnings),
+            }
         }
         Err(e) => {
+            let messages = match e {
+                cascade_plan::PlanError::Vocabulary { problems, .. } => problems.clone(),
+                other => vec![other.to_string()],
+            };
+            let text = super::render_error(&anyhow!("{e}"));
+            (
+                None,
+                Some((messages, Failure::usage(anyhow!(text)))),
+                Vec::new(),
+            )
+        }
+    };
+    // The other files a run reads, as a run reads them.
+    let quality_gates = match &loaded {
+        Ok(Loaded::Prd(_, prd)) => prd.quality_gates.as_ref(),
+        _ => None,
+    };
+    let others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
+    warnings.extend(others.warnings);
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut problems: Vec<String> = plan_error
+        .as_ref()
+        .map(|(m, _)| m.clone())
+        .unwrap_or_default();
+    problems.extend(others.errors.iter().cloned());
+    if a.json {
+        let mut v = serde_json::json!({"valid": problems.is_empty(), "problems": problems,
+            "warnings": warnings});
+        if let (Some(plan), Ok(l)) = (&plan, &loaded) {
+            let (_, nouns) = l.nouns();
+            merge_fields(
+                &mut v,
+                serde_json::json!({nouns: plan.len(), "pending": plan.pending_len(),
+                    "dependencies": plan.graph().edge_count(), "batches": plan.batch_count()}),
+            );
+        }
+        merge_fields(&mut v, plan_fields(&found));
+        // On failure the error below is what matters; a closed stdout is no
+        // reason to hide it.
+        let shown = writeln!(std::io::stdout(), "{v}");
+        if problems.is_empty() {
+            return output_result(shown);
+        }
+    }
+    match (plan_error, others.errors.is_empty()) {
+        (None, true) => {
             if a.json {
-                let mut json = serde_json::json!({"valid": false, "problems": e.messages()});
-                merge_fields(&mut json, plan_fields(&found));
-                // The error below is what matters; a closed stdout is no reason to hide it.
-                let _ = writeln!(std::io::stdout(), "{json}");
+                return Ok(EXIT_OK);
             }
-            Err(invalid(loaded.path(), &e))
+            let (Some(plan), Ok(l)) = (plan, loaded) else {
+                return Ok(EXIT_OK);
+            };
+            let (noun, nouns) = l.nouns();
+            let line = format!(
+                "{} is valid: {} ({} to do), {}, {}",
+                l.path().display(),
+                plural(plan.len(), noun, nouns),
+                plan.pending_len(),
+                plural(plan.graph().edge_count(), "dependency", "dependencies"),
+                plural(plan.batch_count(), "batch", "batches"),
+            );
+            output_result(writeln!(std::io::stdout(), "{line}"))
+        }
+        (Some((_, failure)), true) => Err(failure),
+        (plan_error, false) => {
+            let mut text = plan_error
+                .map(|(_, f)| format!("{}\n", super::render_error(&f.error)))
+                .unwrap_or_default();
+            text.push_str(&others.errors.join("\n"));
+            Err(Failure::usage(anyhow!(text)))
         }
     }
 }

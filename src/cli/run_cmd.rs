@@ -738,9 +738,20 @@ fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
     for (i, batch) in plan.batches.iter().enumerate() {
         println!("Batch {}:", i + 1);
         for s in batch {
-            println!("  {}  {}  -> {} ({})", s.story, s.title, s.agent, s.reason);
+            println!(
+                "  {}  {}  -> {} ({})",
+                s.story,
+                super::report::printable_line(&s.title),
+                s.agent,
+                s.reason
+            );
             for f in &s.fallbacks {
-                println!("      [FALLBACK] {} -> {}: {}", f.from, f.to, f.why);
+                println!(
+                    "      [FALLBACK] {} -> {}: {}",
+                    f.from,
+                    f.to,
+                    super::report::printable(&f.why)
+                );
             }
         }
     }
@@ -752,7 +763,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
     let state_path = paths.cascade_dir().join("state.json");
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
-    let Some(state) = state else {
+    let Some(mut state) = state else {
         // Say which plan `approve` would run (quietly: no plan is no error here).
         let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         if a.json {
@@ -772,8 +783,14 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         }
         return Ok(EXIT_OK);
     };
-    // A state that says "running" without a live lock holder was killed.
+    // A state that says "running" without a live lock holder was killed:
+    // its open attempts were interrupted and are not charged.
     let live = RunLock::holder(&paths.cascade_dir().join("lock"));
+    if live.is_none() {
+        for s in &mut state.stories {
+            s.close_unfinished_attempts();
+        }
+    }
     let status = match (state.status, &live) {
         (RunPhase::Running, None) => "interrupted",
         (s, _) => s.as_str(),

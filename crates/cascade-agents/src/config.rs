@@ -19,6 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cascade_plan::strict::Tracked;
 use serde_json::Value;
 
 use crate::phase::Phase;
@@ -246,6 +247,17 @@ fn format_problems(file: &str, problems: &[ConfigProblem]) -> String {
 }
 
 impl AgentsConfig {
+    /// No agents yet; `claude-code` as the last resort (where the walk starts).
+    fn empty() -> AgentsConfig {
+        AgentsConfig {
+            default_agent: CLAUDE_CODE.to_string(),
+            agents: Vec::new(),
+            phase_defaults: BTreeMap::new(),
+            story_type_defaults: Vec::new(),
+            prices: crate::pricing::PriceTable::default(),
+        }
+    }
+
     /// Finds and loads the config in CLI.md's lookup order: `explicit`,
     /// `<cwd>/agents.json`, `$XDG_CONFIG_HOME/cascade/agents.json` (or
     /// `~/.config/cascade/agents.json`), else the built-in default.
@@ -393,17 +405,19 @@ impl Walk {
     }
 
     fn config(&mut self, value: &Value) -> AgentsConfig {
-        let mut config = AgentsConfig {
-            default_agent: CLAUDE_CODE.to_string(),
-            agents: Vec::new(),
-            phase_defaults: BTreeMap::new(),
-            story_type_defaults: Vec::new(),
-            prices: crate::pricing::PriceTable::default(),
-        };
         let Some(root) = value.as_object() else {
             self.problem("(root)", "expected a JSON object");
-            return config;
+            return AgentsConfig::empty();
         };
+        let root = Tracked::new(root);
+        let config = self.config_fields(&root);
+        self.warnings
+            .extend(root.unknown("", &["$schema", "description", "verification_gate"]));
+        config
+    }
+
+    fn config_fields(&mut self, root: &Tracked<'_>) -> AgentsConfig {
+        let mut config = AgentsConfig::empty();
         if let Some(v) = root.get("default_agent") {
             if let Some(name) = self.string(v, "default_agent") {
                 config.default_agent = name;
@@ -536,6 +550,14 @@ impl Walk {
             self.problem(key, "expected an object with \"type\" and \"command\"");
             return None;
         };
+        let obj = Tracked::new(obj);
+        let def = self.agent_fields(name, &obj, &key);
+        self.warnings.extend(obj.unknown(&key, &["subagent_type"]));
+        def
+    }
+
+    fn agent_fields(&mut self, name: &str, obj: &Tracked<'_>, key: &str) -> Option<AgentDef> {
+        let key = key.to_string();
         let kind = match obj.get("type") {
             None => AgentKind::Cli,
             Some(v) => match self.string(v, &format!("{key}.type"))?.as_str() {
@@ -713,14 +735,21 @@ impl Walk {
     }
 
     fn phase(&mut self, value: &Value, key: &str) -> PhaseConfig {
-        let mut pc = PhaseConfig::default();
         let Some(obj) = value.as_object() else {
             self.problem(
                 key,
                 "expected an object with default_agent and fallback_chain",
             );
-            return pc;
+            return PhaseConfig::default();
         };
+        let obj = Tracked::new(obj);
+        let pc = self.phase_fields(&obj, key);
+        self.warnings.extend(obj.unknown(key, &[]));
+        pc
+    }
+
+    fn phase_fields(&mut self, obj: &Tracked<'_>, key: &str) -> PhaseConfig {
+        let mut pc = PhaseConfig::default();
         if let Some(v) = obj.get("default_agent").filter(|v| !v.is_null()) {
             pc.default_agent = self.string(v, &format!("{key}.default_agent"));
         }

@@ -356,7 +356,19 @@ impl Engine {
             self.config.agents_path.as_deref(),
             &self.config.project_root,
         )?;
-        let notices = loaded.warnings.clone();
+        // What the files accept but probably do not mean, shown when the
+        // run starts: unknown priorities, unknown agents.json fields.
+        let notices = prd
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .chain(
+                loaded
+                    .warnings
+                    .iter()
+                    .map(|w| format!("{}: {w}", loaded.source)),
+            )
+            .collect();
         let agents = loaded.config;
         let detector = Detector::from_env().cache_dir(&cascade_dir);
         let target_branch = match &self.config.target_branch {
@@ -554,6 +566,11 @@ impl Engine {
             checks,
             prompt,
         } = self.inputs(&p, &options)?;
+        for message in gates.warnings.iter().chain(&project.warnings) {
+            sink(&Event::Notice {
+                message: message.clone(),
+            });
+        }
         // A PRD write a killed run left half done: under the lock no other
         // write of the file can be under way, so its temp files are stale
         // (they would otherwise make the tree look dirty).
@@ -589,6 +606,10 @@ impl Engine {
                 st.target_branch = p.target_branch.clone();
                 for id in &ids {
                     st.story_mut(id);
+                }
+                // Attempts a killed run left open were interrupted, not judged.
+                for s in &mut st.stories {
+                    s.close_unfinished_attempts();
                 }
                 st
             }

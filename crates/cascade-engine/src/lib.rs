@@ -74,6 +74,7 @@ mod pool;
 pub mod progress;
 pub mod retry;
 pub mod scheduler;
+pub mod secrets;
 pub mod state;
 pub(crate) mod steps;
 mod story;

@@ -79,15 +79,47 @@ pub enum GateKind {
 }
 
 impl GateKind {
-    fn parse(s: &str) -> GateKind {
-        match s.to_ascii_lowercase().as_str() {
-            "format" | "fmt" | "formatting" => GateKind::Format,
-            "typecheck" | "type_check" | "types" | "build" | "compile" => GateKind::Typecheck,
-            "lint" | "linter" => GateKind::Lint,
-            "test" | "tests" | "unit" | "unittest" => GateKind::Test,
-            "verification" | "verify" | "verifier" | "review" => GateKind::Verification,
-            _ => GateKind::Custom,
+    /// The words a gate's `type` may be, and the kind each means (the first
+    /// word of each kind is its name). Anything else is an error: a typo such
+    /// as `"tset"` must not quietly become a custom gate.
+    pub const SPELLINGS: &'static [(&'static str, GateKind)] = &[
+        ("format", GateKind::Format),
+        ("fmt", GateKind::Format),
+        ("formatting", GateKind::Format),
+        ("typecheck", GateKind::Typecheck),
+        ("type_check", GateKind::Typecheck),
+        ("types", GateKind::Typecheck),
+        ("build", GateKind::Typecheck),
+        ("compile", GateKind::Typecheck),
+        ("lint", GateKind::Lint),
+        ("linter", GateKind::Lint),
+        ("test", GateKind::Test),
+        ("tests", GateKind::Test),
+        ("unit", GateKind::Test),
+        ("unittest", GateKind::Test),
+        ("custom", GateKind::Custom),
+        ("verification", GateKind::Verification),
+        ("verify", GateKind::Verification),
+        ("verifier", GateKind::Verification),
+        ("review", GateKind::Verification),
+    ];
+
+    /// The kind a `type` word names (case ignored); `None` if unknown.
+    pub fn parse(s: &str) -> Option<GateKind> {
+        cascade_plan::text::spelled(Self::SPELLINGS, s)
+    }
+
+    /// The kinds' names, for messages.
+    fn names() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        let mut seen: Vec<GateKind> = Vec::new();
+        for (w, k) in Self::SPELLINGS {
+            if !seen.contains(k) {
+                seen.push(*k);
+                names.push(w);
+            }
         }
+        names
     }
 
     /// Run order: format (0), then everything else in parallel (1), then verification (2).
@@ -218,6 +250,9 @@ pub struct GateSet {
     pub source: ConfigSource,
     /// `remote_cache` of the config, if set.
     pub remote: Option<crate::cache::remote::RemoteConfig>,
+    /// Unknown fields of the config, each naming the closest known one
+    /// (they are ignored).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -284,7 +319,9 @@ impl GateSet {
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
         let override_path = cascade_dir.join("gates.json");
-        let (raw, origin, source) = match std::fs::read_to_string(&override_path) {
+        // Read as a value too, for the unknown-field warnings; the typed read
+        // is from the text where there is one, so its errors keep positions.
+        let (raw, value, origin, source) = match std::fs::read_to_string(&override_path) {
             Ok(text) => {
                 let origin = override_path.display().to_string();
                 let raw: RawGates =
@@ -294,6 +331,7 @@ impl GateSet {
                     })?;
                 (
                     Some(raw),
+                    serde_json::from_str(&text).ok(),
                     origin,
                     ConfigSource::GatesJson(override_path.clone()),
                 )
@@ -307,9 +345,9 @@ impl GateSet {
                             message: e.to_string(),
                         }
                     })?;
-                    (Some(raw), origin, ConfigSource::Prd)
+                    (Some(raw), Some(v.clone()), origin, ConfigSource::Prd)
                 }
-                _ => (None, String::new(), ConfigSource::Detected),
+                _ => (None, None, String::new(), ConfigSource::Detected),
             },
             Err(source) => {
                 return Err(GateConfigError::Read {
@@ -318,6 +356,9 @@ impl GateSet {
                 })
             }
         };
+        let warnings = value
+            .map(|v| unknown_fields(&v, &origin))
+            .unwrap_or_default();
         let Some(raw) = raw else {
             return Ok(GateSet {
                 enabled: true,
@@ -327,6 +368,7 @@ impl GateSet {
                 gates: detect::default_gates(project_root),
                 source,
                 remote: None,
+                warnings,
             });
         };
         let remote = match raw.remote_cache {
@@ -369,8 +411,43 @@ impl GateSet {
             gates: if raw.enabled { gates } else { Vec::new() },
             source,
             remote,
+            warnings,
         })
     }
+}
+
+/// The unknown fields of a gate config (top level, each gate, an object
+/// `remote_cache`), against the fields its serde types read.
+fn unknown_fields(value: &serde_json::Value, origin: &str) -> Vec<String> {
+    use cascade_plan::strict::{fields_of, unknown_keys};
+    let Some(top) = value.as_object() else {
+        return Vec::new();
+    };
+    let mut found = unknown_keys(top, "", fields_of::<RawGates>(), &[]);
+    if let Some(gates) = top.get("gates").and_then(|g| g.as_array()) {
+        for (i, g) in gates.iter().enumerate() {
+            if let Some(g) = g.as_object() {
+                found.extend(unknown_keys(
+                    g,
+                    &format!("gates[{i}]"),
+                    fields_of::<RawGate>(),
+                    &[],
+                ));
+            }
+        }
+    }
+    if let Some(remote) = top.get("remote_cache").and_then(|r| r.as_object()) {
+        found.extend(unknown_keys(
+            remote,
+            "remote_cache",
+            fields_of::<crate::cache::remote::RemoteConfig>(),
+            &[],
+        ));
+    }
+    found
+        .into_iter()
+        .map(|w| format!("{origin}: {w}"))
+        .collect()
 }
 
 fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
@@ -414,11 +491,20 @@ fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
         }
         Some(b.build().map_err(|e| err(format!("inputs: {e}")))?)
     };
-    let kind = g
-        .kind
-        .as_deref()
-        .map(GateKind::parse)
-        .unwrap_or(GateKind::Custom);
+    let kind = match g.kind.as_deref() {
+        None => GateKind::Custom,
+        Some(t) => GateKind::parse(t).ok_or_else(|| {
+            let names = GateKind::names();
+            let hint = cascade_plan::text::closest(t, names.iter().copied())
+                .map(|n| format!(" (did you mean '{n}'?)"))
+                .unwrap_or_default();
+            err(format!(
+                "unknown gate type '{}'{hint}; types: {}",
+                cascade_plan::text::printable_line(t),
+                names.join(", ")
+            ))
+        })?,
+    };
     let extensions = g
         .extensions
         .clone()
@@ -638,11 +724,41 @@ mod tests {
             .remote
             .unwrap();
         assert_eq!((r.mode.as_deref(), r.timeout_ms), (Some("read"), Some(10)));
-        let typo = json!({"remote_cache": {"url": "file:///x", "timout_ms": 10}});
-        let e = GateSet::resolve(Some(&typo), tmp.path(), tmp.path())
+        // A typo is a warning naming the field meant (it is ignored).
+        let typo = json!({"remote_cache": {"url": "file:///x", "timout_ms": 10},
+            "fail_fats": true, "gates": [{"name": "t", "command": "true", "requierd": false}]});
+        let set = GateSet::resolve(Some(&typo), tmp.path(), tmp.path()).unwrap();
+        assert_eq!(
+            set.warnings,
+            [
+                "prd.json quality_gates: fail_fats: unknown field (did you mean 'fail_fast'?); it is ignored",
+                "prd.json quality_gates: gates[0].requierd: unknown field (did you mean 'required'?); it is ignored",
+                "prd.json quality_gates: remote_cache.timout_ms: unknown field (did you mean 'timeout_ms'?); it is ignored",
+            ]
+        );
+        assert_eq!(set.remote.unwrap().timeout_ms, None);
+    }
+
+    #[test]
+    fn unknown_gate_types_are_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v = json!({"gates": [{"name": "unit", "type": "tset", "command": "true"}]});
+        let e = GateSet::resolve(Some(&v), tmp.path(), tmp.path())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("remote_cache") && e.contains("timout_ms"), "{e}");
+        assert!(
+            e.contains("gate 'unit'") && e.contains("unknown gate type 'tset' (did you mean 'test'?); types: format, typecheck, lint, test, custom, verification"),
+            "{e}"
+        );
+        // Plan Cascade's own words still mean what they meant.
+        let v = json!({"gates": [{"name": "a", "type": "typecheck", "command": "true"},
+            {"name": "b", "type": "Tests", "command": "true"}, {"name": "c", "command": "true"}]});
+        let set = GateSet::resolve(Some(&v), tmp.path(), tmp.path()).unwrap();
+        let kinds: Vec<GateKind> = set.gates.iter().map(|g| g.kind).collect();
+        assert_eq!(
+            kinds,
+            [GateKind::Typecheck, GateKind::Test, GateKind::Custom]
+        );
     }
 
     #[test]

@@ -168,6 +168,33 @@ fn unknown_phases_are_warnings() {
 }
 
 #[test]
+fn unknown_fields_are_warnings_naming_the_closest_known_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.json"),
+        r#"{"$schema": "./agents.schema.json", "description": "Plan Cascade's",
+            "verification_gate": {"enabled": true}, "defualt_agent": "codex",
+            "agents": {"codex": {"type": "cli", "command": "codex", "timout": 5,
+                                 "subagent_type": "general-purpose"}},
+            "phase_defaults": {"implementation": {"default_agent": "codex",
+                                                  "fallback_chian": ["codex"]}}}"#,
+    )
+    .unwrap();
+    let loaded = AgentsConfig::load_with(None, dir.path(), None).unwrap();
+    assert_eq!(
+        loaded.warnings,
+        [
+            "agents.codex.timout: unknown field (did you mean 'timeout'?); it is ignored",
+            "phase_defaults.implementation.fallback_chian: unknown field (did you mean 'fallback_chain'?); it is ignored",
+            "defualt_agent: unknown field (did you mean 'default_agent'?); it is ignored",
+        ]
+    );
+    // The shipped file uses no field cascade does not know.
+    let shipped = AgentsConfig::load_with(None, &dir.path().join("none"), None).unwrap();
+    assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
+}
+
+#[test]
 fn lookup_order_explicit_project_user_builtin() {
     let dir = tempfile::tempdir().unwrap();
     let cwd = dir.path().join("proj");

@@ -1,7 +1,9 @@
 //! Step: put the story's worktree on its branch at the current tip of the
 //! target branch (leased from the run's pool; a retry resets the one the
-//! story holds), copy the configured files in, run the setup commands, and
-//! seed the run's findings files.
+//! story holds), copy the configured files in, run the setup commands,
+//! record what those two left as the worktree's own exclude (never
+//! committed: `cascade_git::local_files`), and seed the run's findings
+//! files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -40,6 +42,7 @@ pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<W
         a.check_cancel()?;
         return Err(f.into());
     }
+    keep_local(&path).await?;
     // The run's findings files, for the agent to read and append to.
     let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
     for e in problems {
@@ -77,6 +80,25 @@ async fn lease(
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Records everything copy and setup changed in the fresh worktree as its
+/// own exclude, so the story's commits contain only what the agent did.
+async fn keep_local(path: &Path) -> Result<(), Failure> {
+    let p = path.to_path_buf();
+    let recorded = tokio::task::spawn_blocking(move || {
+        let changed = cascade_git::local_files::changed(&p)?;
+        cascade_git::local_files::record(&p, &changed)
+    })
+    .await;
+    match recorded {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::new(
+            FailureKind::Setup,
+            format!("cannot record the files worktree setup left: {e}"),
+        )),
+        Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string())),
     }
 }
 
