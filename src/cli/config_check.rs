@@ -50,11 +50,16 @@ pub fn check(
         .unwrap_or_else(|_| cwd.to_path_buf());
     let cascade_dir = root.join(cascade_git::repo::CASCADE_DIR);
     let gates = GateSet::resolve(quality_gates, &cascade_dir, cwd).map_err(|e| e.to_string());
-    if let Some(gates) = f.add(gates) {
-        f.warnings.extend(gates.warnings);
-    }
-    if let Some(project) = f.add(ProjectConfig::load(&cascade_dir).map_err(|e| e.to_string())) {
-        f.warnings.extend(project.warnings);
+    let _ = f.add(gates);
+    f.warnings
+        .extend(GateSet::unknown_field_warnings(quality_gates, &cascade_dir));
+    match ProjectConfig::load(&cascade_dir) {
+        Ok(project) => f.warnings.extend(project.warnings),
+        Err(e) => {
+            f.errors.push(e.to_string());
+            f.warnings
+                .extend(ProjectConfig::unknown_field_warnings(&cascade_dir));
+        }
     }
     f
 }

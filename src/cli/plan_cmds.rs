@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use cascade_plan::{
-    load_mega, load_prd, load_valid_plan, paths::PlanKind, validate_mega, validate_prd, Analysis,
-    CheckError, DepGraph, MegaPlan, Prd, ValidPlan, ValidationErrors,
+    load_mega, load_prd, load_valid_plan_warned, paths::PlanKind, validate_mega, validate_prd,
+    Analysis, CheckError, DepGraph, MegaPlan, PlanWarning, Prd, ValidPlan, ValidationErrors,
 };
 use clap::Args;
 use serde::Serialize;
@@ -74,6 +74,13 @@ impl Loaded {
         }
     }
 
+    fn warnings(&self) -> &[PlanWarning] {
+        match self {
+            Loaded::Prd(_, prd) => &prd.warnings,
+            Loaded::Mega(_, mega) => &mega.warnings,
+        }
+    }
+
     fn validate(&self) -> Result<ValidPlan, ValidationErrors> {
         match self {
             Loaded::Prd(_, prd) => validate_prd(prd),
@@ -128,7 +135,15 @@ fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<(Loaded, P
         PlanKind::Mega => Loaded::Mega(path.clone(), load_mega(&path).map_err(Failure::usage)?),
         PlanKind::Prd => Loaded::Prd(path.clone(), load_prd(&path).map_err(Failure::usage)?),
     };
+    warn(loaded.warnings());
     Ok((loaded, plan))
+}
+
+/// Prints what reading a plan accepted but probably was not meant.
+fn warn(warnings: &[PlanWarning]) {
+    for w in warnings {
+        eprintln!("warning: {w}");
+    }
 }
 
 /// `"plan_file"` and `"plan_source"` (flag|project|data_dir) for JSON outputs.
@@ -197,10 +212,11 @@ pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
     if a.json {
         // The JSON needs ids only: skip building the model (titles,
         // criteria, ...), which is most of the time on large plans.
-        let plan = load_valid_plan(&path).map_err(|e| match e {
+        let (plan, warnings) = load_valid_plan_warned(&path).map_err(|e| match e {
             CheckError::Parse(e) => Failure::usage(e),
             CheckError::Invalid(e) => invalid(&path, &e),
         })?;
+        warn(&warnings);
         let result = write_batches_json(&mut out, &plan, &found).and_then(|()| out.flush());
         // The process is about to exit: let the OS reclaim the plan rather
         // than freeing it piece by piece.
@@ -208,6 +224,7 @@ pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
         return output_result(result);
     }
     let prd = load_prd(&path).map_err(Failure::usage)?;
+    warn(&prd.warnings);
     let plan = validate_prd(&prd).map_err(|e| invalid(&path, &e))?;
     let loaded = Loaded::Prd(path, prd);
     let result = write_batches_text(&mut out, &loaded, &plan).and_then(|()| out.flush());
@@ -608,26 +625,27 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
     };
     let (plan, plan_error, mut warnings) = match &loaded {
         Ok(l) => {
-            let warned = match l {
-                Loaded::Prd(_, prd) => &prd.warnings,
-                Loaded::Mega(_, mega) => &mega.warnings,
-            };
-            let warnings = warned.iter().map(ToString::to_string).collect();
+            let warnings = l.warnings().iter().map(ToString::to_string).collect();
             match l.validate() {
                 Ok(plan) => (Some(plan), None, warnings),
                 Err(e) => (None, Some((e.messages(), invalid(&path, &e))), warnings),
             }
         }
         Err(e) => {
-            let messages = match e {
-                cascade_plan::PlanError::Vocabulary { problems, .. } => problems.clone(),
-                other => vec![other.to_string()],
+            let (messages, warnings) = match e {
+                cascade_plan::PlanError::Vocabulary {
+                    problems, warnings, ..
+                } => (
+                    problems.clone(),
+                    warnings.iter().map(ToString::to_string).collect(),
+                ),
+                other => (vec![other.to_string()], Vec::new()),
             };
             let text = super::render_error(&anyhow!("{e}"));
             (
                 None,
                 Some((messages, Failure::usage(anyhow!(text)))),
-                Vec::new(),
+                warnings,
             )
         }
     };

@@ -712,6 +712,9 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
 }
 
 fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
+    for n in &plan.notices {
+        eprintln!("warning: {}", super::report::printable(n));
+    }
     if json {
         let v = serde_json::json!({
             "prd": prd.display().to_string(),

@@ -11,6 +11,7 @@ mod demo;
 mod engine;
 mod fleet;
 mod gates;
+mod hardening;
 mod live_failures;
 mod mega;
 mod mock_anthropic;

@@ -313,6 +313,15 @@ pub enum ProjectConfigError {
 }
 
 impl ProjectConfig {
+    /// The unknown fields of `<cascade_dir>/config.json` (what
+    /// [`ProjectConfig::warnings`] holds), also when the file is invalid.
+    pub fn unknown_field_warnings(cascade_dir: &Path) -> Vec<String> {
+        let path = cascade_dir.join("config.json");
+        std::fs::read_to_string(&path)
+            .map(|text| unknown_fields(&text, &path))
+            .unwrap_or_default()
+    }
+
     /// Reads `<cascade_dir>/config.json`; the default when there is none.
     pub fn load(cascade_dir: &Path) -> Result<ProjectConfig, ProjectConfigError> {
         let path = cascade_dir.join("config.json");

@@ -62,6 +62,9 @@ pub struct DryRun {
     /// Stories complete already.
     pub complete: Vec<String>,
     pub batches: Vec<Vec<PlannedStory>>,
+    /// What the files accept but probably do not mean (the notices a run
+    /// would start with).
+    pub notices: Vec<String>,
 }
 
 /// Runs PRDs.
@@ -477,6 +480,7 @@ impl Engine {
                 .map(|s| s.id.clone())
                 .collect(),
             batches,
+            notices: p.notices,
         })
     }
 

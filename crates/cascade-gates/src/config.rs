@@ -308,7 +308,58 @@ fn yes() -> bool {
     true
 }
 
+/// Where the configuration of `prd.json` is said to come from in messages.
+const PRD_ORIGIN: &str = "prd.json quality_gates";
+
+/// The gate configuration that applies, as written: `.cascade/gates.json`
+/// (its text), else the PRD's `quality_gates`, else none.
+enum Configured<'a> {
+    GatesJson { path: PathBuf, text: String },
+    Prd(&'a serde_json::Value),
+    Nothing,
+}
+
+impl<'a> Configured<'a> {
+    fn find(
+        prd_quality_gates: Option<&'a serde_json::Value>,
+        cascade_dir: &Path,
+    ) -> Result<Configured<'a>, GateConfigError> {
+        let path = cascade_dir.join("gates.json");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Ok(Configured::GatesJson { path, text }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(match prd_quality_gates {
+                Some(v) if !v.is_null() => Configured::Prd(v),
+                _ => Configured::Nothing,
+            }),
+            Err(source) => Err(GateConfigError::Read { path, source }),
+        }
+    }
+
+    /// Its unknown fields, each naming the closest known one.
+    fn warnings(&self) -> Vec<String> {
+        match self {
+            Configured::GatesJson { path, text } => serde_json::from_str(text)
+                .map(|v| unknown_fields(&v, &path.display().to_string()))
+                .unwrap_or_default(),
+            Configured::Prd(v) => unknown_fields(v, PRD_ORIGIN),
+            Configured::Nothing => Vec::new(),
+        }
+    }
+}
+
 impl GateSet {
+    /// The unknown fields of the gate configuration that applies (what
+    /// [`GateSet::warnings`] holds), also when the configuration is invalid
+    /// (`cascade validate` reports both).
+    pub fn unknown_field_warnings(
+        prd_quality_gates: Option<&serde_json::Value>,
+        cascade_dir: &Path,
+    ) -> Vec<String> {
+        Configured::find(prd_quality_gates, cascade_dir)
+            .map(|c| c.warnings())
+            .unwrap_or_default()
+    }
+
     /// Resolves the gates: `<cascade_dir>/gates.json` if present, else the
     /// PRD's `quality_gates`, else defaults for the project types detected
     /// under `project_root`. A config with an empty `gates` list keeps its
@@ -318,47 +369,30 @@ impl GateSet {
         cascade_dir: &Path,
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
-        let override_path = cascade_dir.join("gates.json");
-        // Read as a value too, for the unknown-field warnings; the typed read
-        // is from the text where there is one, so its errors keep positions.
-        let (raw, value, origin, source) = match std::fs::read_to_string(&override_path) {
-            Ok(text) => {
-                let origin = override_path.display().to_string();
+        let configured = Configured::find(prd_quality_gates, cascade_dir)?;
+        let warnings = configured.warnings();
+        let (raw, origin, source) = match configured {
+            Configured::GatesJson { path, text } => {
+                let origin = path.display().to_string();
+                // From the text, so its errors keep their positions.
                 let raw: RawGates =
                     serde_json::from_str(&text).map_err(|e| GateConfigError::Invalid {
                         origin: origin.clone(),
                         message: e.to_string(),
                     })?;
-                (
-                    Some(raw),
-                    serde_json::from_str(&text).ok(),
-                    origin,
-                    ConfigSource::GatesJson(override_path.clone()),
-                )
+                (Some(raw), origin, ConfigSource::GatesJson(path))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match prd_quality_gates {
-                Some(v) if !v.is_null() => {
-                    let origin = "prd.json quality_gates".to_string();
-                    let raw: RawGates = serde_json::from_value(v.clone()).map_err(|e| {
-                        GateConfigError::Invalid {
-                            origin: origin.clone(),
-                            message: e.to_string(),
-                        }
+            Configured::Prd(v) => {
+                let origin = PRD_ORIGIN.to_string();
+                let raw: RawGates =
+                    serde_json::from_value(v.clone()).map_err(|e| GateConfigError::Invalid {
+                        origin: origin.clone(),
+                        message: e.to_string(),
                     })?;
-                    (Some(raw), Some(v.clone()), origin, ConfigSource::Prd)
-                }
-                _ => (None, None, String::new(), ConfigSource::Detected),
-            },
-            Err(source) => {
-                return Err(GateConfigError::Read {
-                    path: override_path,
-                    source,
-                })
+                (Some(raw), origin, ConfigSource::Prd)
             }
+            Configured::Nothing => (None, String::new(), ConfigSource::Detected),
         };
-        let warnings = value
-            .map(|v| unknown_fields(&v, &origin))
-            .unwrap_or_default();
         let Some(raw) = raw else {
             return Ok(GateSet {
                 enabled: true,

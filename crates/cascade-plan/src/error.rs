@@ -45,6 +45,9 @@ pub enum PlanError {
         path: PathBuf,
         /// One message per unknown status.
         problems: Vec<String>,
+        /// The file's warnings too (unknown priorities), for a report of
+        /// everything at once (`cascade validate`).
+        warnings: Vec<crate::PlanWarning>,
     },
     /// The file could not be written.
     #[error("cannot write {}: {source}", path.display())]

@@ -131,39 +131,11 @@ pub(crate) fn check<'a>(
             format!("{} '{}'", items.noun, printable_line(id.trim()))
         }
     };
-    if !statuses.is_empty() {
-        let accepted: Vec<&str> = words(Status::SPELLINGS).collect();
-        let problems = statuses
-            .iter()
-            .map(|&(index, id, v)| {
-                let (line, column) = locator.position(index, "status");
-                let hint = v
-                    .as_str()
-                    .and_then(|s| closest(s, words(Status::SPELLINGS)))
-                    .map(|w| format!(" (did you mean '{w}'?)"))
-                    .unwrap_or_default();
-                format!(
-                    "{}:{line}:{column}: {} has unknown status {}{hint}; accepted: {} (cascade never guesses whether a story is done: fix the status)",
-                    path.display(),
-                    who(index, id),
-                    shown(v),
-                    accepted.join(", "),
-                )
-            })
-            .collect();
-        return Err(PlanError::Vocabulary {
-            path: path.to_path_buf(),
-            problems,
-        });
-    }
-    Ok(priorities
+    let warnings: Vec<PlanWarning> = priorities
         .iter()
         .map(|&(index, id, v)| {
             let (line, column) = locator.position(index, "priority");
-            let hint = match v.as_str() {
-                Some(s) => suggestion(s, words(Priority::SPELLINGS)),
-                None => suggestion("", words(Priority::SPELLINGS)),
-            };
+            let hint = suggestion(v.as_str().unwrap_or(""), words(Priority::SPELLINGS));
             PlanWarning {
                 path: path.to_path_buf(),
                 line,
@@ -175,7 +147,34 @@ pub(crate) fn check<'a>(
                 ),
             }
         })
-        .collect())
+        .collect();
+    if statuses.is_empty() {
+        return Ok(warnings);
+    }
+    let accepted: Vec<&str> = words(Status::SPELLINGS).collect();
+    let problems = statuses
+        .iter()
+        .map(|&(index, id, v)| {
+            let (line, column) = locator.position(index, "status");
+            let hint = v
+                .as_str()
+                .and_then(|s| closest(s, words(Status::SPELLINGS)))
+                .map(|w| format!(" (did you mean '{w}'?)"))
+                .unwrap_or_default();
+            format!(
+                "{}:{line}:{column}: {} has unknown status {}{hint}; accepted: {} (cascade never guesses whether a story is done: fix the status)",
+                path.display(),
+                who(index, id),
+                shown(v),
+                accepted.join(", "),
+            )
+        })
+        .collect();
+    Err(PlanError::Vocabulary {
+        path: path.to_path_buf(),
+        problems,
+        warnings,
+    })
 }
 
 /// Finds where a field of an item of the file's top-level array starts, in
