@@ -742,6 +742,15 @@ impl Engine {
                 agents.cancel();
             }))
         };
+        // A shared budget (a mega run's) that runs out under --hard-budget
+        // stops this engine's agents too, whichever engine noticed.
+        let _pool_link = {
+            let (pool, agents) = (control.budget.pool_stop(), control.agents_cancel.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                pool.cancelled().await;
+                agents.cancel();
+            }))
+        };
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {

@@ -128,6 +128,7 @@ impl Engine {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            slot: None,
         };
         let ended = job_sequence(&mut attempt, &mut held).await;
         let agent = attempt.agent.clone();

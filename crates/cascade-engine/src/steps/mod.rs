@@ -139,6 +139,9 @@ pub(crate) struct Attempt<'a> {
     pub env: &'a [(String, String)],
     /// The fleet worker that ran the attempt (set by the remote step).
     pub worker: Option<String>,
+    /// The permit of the limit shared with other engines (mega runs), taken
+    /// by the story before its budget check; given back before the merge.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Attempt<'_> {
@@ -180,15 +183,10 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     if let Some(executor) = a.ctx.options.executor.clone() {
         return remote::run(a, &executor).await;
     }
-    // A slot of the limit shared with other engines (mega runs), held through
-    // worktree, agent, verification, gates and review, given back before the
-    // merge queue.
-    let slot = a
-        .ctx
-        .options
-        .acquire_slot(&a.ctx.cancel)
-        .await
-        .map_err(|()| Stop::Interrupted)?;
+    // The slot of the limit shared with other engines (mega runs) is held
+    // through worktree, agent, verification, gates and review, and given
+    // back before the merge queue.
+    let slot = a.slot.take();
     let (worktree, commit) = checked_work(a, held).await?;
     drop(slot);
     merge::run(a, &worktree, &commit).await

@@ -19,11 +19,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     let ctx = a.ctx;
     // The shared limit (mega runs), as for a local attempt: held until the
     // merge queue.
-    let slot = ctx
-        .options
-        .acquire_slot(&ctx.cancel)
-        .await
-        .map_err(|()| Stop::Interrupted)?;
+    let slot = a.slot.take();
     let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
     // The attempt is recorded under its first candidate until the worker
