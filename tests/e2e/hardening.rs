@@ -451,3 +451,156 @@ fn no_fallback_with_an_agent_that_is_not_installed_refuses_up_front() {
     let branches = git(r.path(), &["branch", "--list", "cascade/*"]);
     assert!(branches.trim().is_empty(), "{branches}");
 }
+
+// ------------------------------------- 3. refused commands write nothing
+
+/// What a refused command could have written: `.git/info/exclude` and
+/// whether `.cascade/` exists.
+fn traces(repo: &Path) -> (String, bool) {
+    let exclude = std::fs::read_to_string(repo.join(".git/info/exclude")).unwrap_or_default();
+    (exclude, repo.join(".cascade").exists())
+}
+
+/// approve, resume and mega approve refused for bad input (unknown agent,
+/// bad JSON, missing plan, detached HEAD, no commits) write nothing, and
+/// `approve --dry-run` writes no agent-detection.json; the exclude block
+/// written once a run starts lists each entry once, however often it runs.
+#[test]
+fn a_refused_command_writes_nothing() {
+    let r = Repo::new(json!([story("s1")]), "echo x > \"$CASCADE_STORY_ID.txt\"");
+    let before = traces(r.path());
+    assert!(!before.1, "fresh repository");
+    let mega = json!({"goal": "g", "features": [
+        {"id": "f1", "name": "one", "title": "One", "dependencies": []}]});
+    write_json(&r.t("mega-plan.json"), &mega);
+    let mega_path = r.t("mega-plan.json").display().to_string();
+    let mut refused: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "unknown agent",
+            vec!["approve", "--auto-run", "--agent", "nope"],
+        ),
+        (
+            "missing plan",
+            vec!["approve", "--auto-run", "--prd", "nope.json"],
+        ),
+        ("nothing to resume", vec!["resume", "--auto-run"]),
+        (
+            "mega: unknown agent",
+            vec![
+                "mega",
+                "approve",
+                "--auto-run",
+                "--mega",
+                &mega_path,
+                "--agent",
+                "nope",
+            ],
+        ),
+    ];
+    for (what, args) in &refused {
+        let out = r.cascade(args);
+        assert_eq!(code(&out), 2, "{what}: {}", explain(&out));
+        assert_eq!(traces(r.path()), before, "{what} wrote something");
+    }
+    // Bad JSON.
+    std::fs::write(r.path().join("prd.json"), "{\"stories\": [").unwrap();
+    let out = r.cascade(&["approve", "--auto-run"]);
+    assert_eq!(code(&out), 2, "bad JSON: {}", explain(&out));
+    assert_eq!(traces(r.path()), before, "bad JSON wrote something");
+    git(r.path(), &["checkout", "-q", "prd.json"]);
+    // Detached HEAD.
+    git(r.path(), &["checkout", "-q", "--detach"]);
+    refused = vec![
+        ("detached HEAD", vec!["approve", "--auto-run"]),
+        (
+            "mega: detached HEAD",
+            vec!["mega", "approve", "--auto-run", "--mega", &mega_path],
+        ),
+    ];
+    for (what, args) in &refused {
+        let out = r.cascade(args);
+        assert_eq!(code(&out), 2, "{what}: {}", explain(&out));
+        assert!(
+            stderr(&out).contains("detached"),
+            "{what}: {}",
+            explain(&out)
+        );
+        assert_eq!(traces(r.path()), before, "{what} wrote something");
+    }
+    git(r.path(), &["checkout", "-q", "main"]);
+    // A dry run reads, never writes.
+    let out = r.cascade(&["approve", "--dry-run"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(traces(r.path()), before, "the dry run wrote something");
+    assert!(!r.path().join(".cascade/agent-detection.json").exists());
+    // No commits yet.
+    let empty = tempfile::tempdir().unwrap();
+    git(empty.path(), &["init", "-q", "-b", "main"]);
+    std::fs::copy(r.path().join("prd.json"), empty.path().join("prd.json")).unwrap();
+    let before_empty = traces(empty.path());
+    let out = cascade(empty.path())
+        .args(["approve", "--auto-run", "--allow-dirty", "--agents"])
+        .arg(r.t("agents.json"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 2, "no commits: {}", explain(&out));
+    assert_eq!(
+        traces(empty.path()),
+        before_empty,
+        "no commits: wrote something"
+    );
+    // A run writes its block once; a second run adds nothing to it.
+    let out = r.cascade(&["approve", "--auto-run"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let (first, _) = traces(r.path());
+    let mut lines: Vec<&str> = first.lines().filter(|l| l.starts_with('/')).collect();
+    let n = lines.len();
+    assert!(n >= 3, "{first}");
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), n, "an entry twice: {first}");
+    let mut again = story("s2");
+    again["dependencies"] = json!([]);
+    write_json(
+        &r.path().join("prd.json"),
+        &json!({"goal": "harden", "stories": [again]}),
+    );
+    git(r.path(), &["commit", "-qam", "more"]);
+    let out = r.cascade(&["approve", "--auto-run"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(traces(r.path()).0, first, "the block changed");
+}
+
+/// The `--notify` example of docs/control.md, run as written (its script
+/// replaced by one that records what it got): the command receives its
+/// arguments, `-` and all, and the run's flags after them still apply.
+#[test]
+fn the_documented_notify_form_works() {
+    let docs = include_str!("../../docs/control.md");
+    let example = docs
+        .lines()
+        .find(|l| l.starts_with("cascade approve") && l.contains("--notify"))
+        .expect("docs/control.md has a --notify example");
+    let r = Repo::new(json!([story("s1")]), "echo x > \"$CASCADE_STORY_ID.txt\"");
+    let got = r.t("notified");
+    let post = script(
+        &r.t("post-to-chat.sh"),
+        &format!(
+            "printf '%s|' \"$CASCADE_EVENT\" \"$@\" >> '{}'",
+            got.display()
+        ),
+    );
+    let post = post.display().to_string();
+    let mut args: Vec<&str> = example.split_whitespace().skip(1).collect();
+    for a in args.iter_mut() {
+        if *a == "./scripts/post-to-chat.sh" {
+            *a = &post;
+        }
+    }
+    args.push("--retry-delay");
+    args.push("0");
+    let out = r.cascade(&args);
+    assert_eq!(code(&out), 0, "{example}: {}", explain(&out));
+    let got = std::fs::read_to_string(&got).expect("the command ran");
+    assert_eq!(got, "run_finished|--channel|builds|", "{example}");
+}
