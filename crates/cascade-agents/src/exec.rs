@@ -1,7 +1,9 @@
 //! The agent executor: one agent invocation in a working directory.
 //!
 //! The prompt is written to `<cascade_dir>/prompts/`, the placeholders of the
-//! agent's argv are filled in element by element (never a shell string), the
+//! agent's argv are filled in element by element (never a shell string; a
+//! prompt too long for the OS to pass as an argument is handed over as a
+//! pointer to the prompt file plus the whole prompt on stdin), the
 //! CASCADE_* environment of CLI.md is added to the agent's own `env` and the
 //! caller's extra variables, and the process runs under `cascade-process`:
 //! its own process group, killed as a group on timeout or cancellation, its
