@@ -563,7 +563,7 @@ impl Engine {
             None => p.cascade_dir.join("state.json"),
         };
         if options.executor.is_none() {
-            let resolver = Resolver::new(&p.agents, &p.detector, overrides(&options));
+            let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
             resolver
                 .check_overrides()
                 .map_err(EngineError::UnknownAgent)?;
