@@ -46,7 +46,7 @@ impl Engine {
         p.detector.allow_writes();
         let options = job_options(job);
         let Inputs {
-            gates,
+            judging,
             remote_cache,
             project,
             checks,
@@ -88,7 +88,7 @@ impl Engine {
             feature: self.config().feature.clone(),
             agents: p.agents,
             detector: p.detector,
-            gates,
+            judging: judging.with_untracked(job.judging.clone()),
             project,
             options,
             prd_path: p.prd_path,
@@ -183,6 +183,7 @@ fn job_options(job: &Job) -> RunOptions {
         review_agent: job.agents.review_agent.clone(),
         no_fallback: job.agents.no_fallback,
         review: job.review,
+        prove_tests: job.prove_tests,
         retry: RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()

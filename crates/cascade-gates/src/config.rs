@@ -311,27 +311,24 @@ fn yes() -> bool {
 /// Where the configuration of `prd.json` is said to come from in messages.
 const PRD_ORIGIN: &str = "prd.json quality_gates";
 
-/// The gate configuration that applies, as written: `.cascade/gates.json`
-/// (its text), else the PRD's `quality_gates`, else none.
+/// The gate configuration that applies, as written: a `gates.json`'s text
+/// (where it came from, and the text), else the PRD's `quality_gates`, else
+/// none.
 enum Configured<'a> {
-    GatesJson { path: PathBuf, text: String },
+    GatesJson { path: &'a Path, text: &'a str },
     Prd(&'a serde_json::Value),
     Nothing,
 }
 
 impl<'a> Configured<'a> {
-    fn find(
+    fn of(
+        gates_json: Option<(&'a Path, &'a str)>,
         prd_quality_gates: Option<&'a serde_json::Value>,
-        cascade_dir: &Path,
-    ) -> Result<Configured<'a>, GateConfigError> {
-        let path = cascade_dir.join("gates.json");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => Ok(Configured::GatesJson { path, text }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(match prd_quality_gates {
-                Some(v) if !v.is_null() => Configured::Prd(v),
-                _ => Configured::Nothing,
-            }),
-            Err(source) => Err(GateConfigError::Read { path, source }),
+    ) -> Configured<'a> {
+        match (gates_json, prd_quality_gates) {
+            (Some((path, text)), _) => Configured::GatesJson { path, text },
+            (None, Some(v)) if !v.is_null() => Configured::Prd(v),
+            _ => Configured::Nothing,
         }
     }
 
@@ -347,6 +344,16 @@ impl<'a> Configured<'a> {
     }
 }
 
+/// `<cascade_dir>/gates.json` and its text, when there is one.
+fn read_override(cascade_dir: &Path) -> Result<Option<(PathBuf, String)>, GateConfigError> {
+    let path = cascade_dir.join("gates.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((path, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(GateConfigError::Read { path, source }),
+    }
+}
+
 impl GateSet {
     /// The unknown fields of the gate configuration that applies (what
     /// [`GateSet::warnings`] holds), also when the configuration is invalid
@@ -355,9 +362,12 @@ impl GateSet {
         prd_quality_gates: Option<&serde_json::Value>,
         cascade_dir: &Path,
     ) -> Vec<String> {
-        Configured::find(prd_quality_gates, cascade_dir)
-            .map(|c| c.warnings())
-            .unwrap_or_default()
+        let file = read_override(cascade_dir).ok().flatten();
+        Configured::of(
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+            prd_quality_gates,
+        )
+        .warnings()
     }
 
     /// Resolves the gates: `<cascade_dir>/gates.json` if present, else the
@@ -369,18 +379,38 @@ impl GateSet {
         cascade_dir: &Path,
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
-        let configured = Configured::find(prd_quality_gates, cascade_dir)?;
+        let file = read_override(cascade_dir)?;
+        GateSet::from_override(
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+            prd_quality_gates,
+            project_root,
+        )
+    }
+
+    /// Like [`GateSet::resolve`] with the text of a `gates.json` given
+    /// (`None`: there is none), read from wherever the caller reads it (the
+    /// commit a story started from); `origin` names it in errors.
+    pub fn from_override(
+        gates_json: Option<(&Path, &str)>,
+        prd_quality_gates: Option<&serde_json::Value>,
+        project_root: &Path,
+    ) -> Result<GateSet, GateConfigError> {
+        let configured = Configured::of(gates_json, prd_quality_gates);
         let warnings = configured.warnings();
         let (raw, origin, source) = match configured {
             Configured::GatesJson { path, text } => {
                 let origin = path.display().to_string();
                 // From the text, so its errors keep their positions.
                 let raw: RawGates =
-                    serde_json::from_str(&text).map_err(|e| GateConfigError::Invalid {
+                    serde_json::from_str(text).map_err(|e| GateConfigError::Invalid {
                         origin: origin.clone(),
                         message: e.to_string(),
                     })?;
-                (Some(raw), origin, ConfigSource::GatesJson(path))
+                (
+                    Some(raw),
+                    origin,
+                    ConfigSource::GatesJson(path.to_path_buf()),
+                )
             }
             Configured::Prd(v) => {
                 let origin = PRD_ORIGIN.to_string();

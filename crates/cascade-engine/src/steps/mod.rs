@@ -1,9 +1,11 @@
 //! A story's attempt as a sequence of named steps.
 //!
 //! [`run_attempt`] reads as the attempt's life: take a slot, resolve the
-//! agent, prepare a worktree, run the agent, commit, verify (local stub and
-//! cheating detection), run the gates (with the story's acceptance-criteria
-//! checks), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
+//! agent, prepare a worktree (and read what judges work from its base:
+//! gates and verification rules), run the agent, commit, verify (local stub
+//! and cheating detection), run the gates (with the story's
+//! acceptance-criteria checks), prove the new tests on the base (when
+//! asked for), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
 //! returns what the next steps need, or stops the attempt ([`Stop`]: a
 //! classified [`Failure`] carried into the next prompt, or an interruption).
 //! Adding a step is a new file here and one line in [`sequence`].
@@ -16,6 +18,7 @@ mod commit;
 mod gates;
 mod merge;
 mod prepare_worktree;
+mod prove_tests;
 mod remote;
 mod resolve_agent;
 mod resolve_conflict;
@@ -203,7 +206,8 @@ pub(crate) async fn job_sequence(
 }
 
 /// The work of an attempt and its checks, up to the merge queue: agent,
-/// worktree, the agent's run, commit, verification, gates, review.
+/// worktree, the agent's run, commit, verification, gates, proving the new
+/// tests, review.
 async fn checked_work(
     a: &mut Attempt<'_>,
     held: &mut Option<PathBuf>,
@@ -214,6 +218,7 @@ async fn checked_work(
     let commit = commit::run(a, &worktree, &output).await?;
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
+    prove_tests::run(a, &worktree, &commit).await?;
     review::run(a, &worktree, &commit, &gates).await?;
     Ok((worktree, commit))
 }
