@@ -25,6 +25,10 @@ use serde_json::Value;
 use crate::phase::Phase;
 use crate::placeholders;
 
+mod api;
+
+pub use api::{ApiSettings, Provider, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
+
 /// The agents.json that ships with cascade, used when no file is found.
 pub const BUILTIN_AGENTS_JSON: &str = include_str!("../../../agents.json");
 
@@ -54,6 +58,9 @@ pub enum AgentKind {
     Cli,
     /// Claude Code's Task tool, run through the `claude` CLI.
     TaskTool,
+    /// A model API called by cascade itself, with cascade's own tools
+    /// (see [`crate::api`]); its settings are [`AgentDef::api`].
+    Api,
 }
 
 impl AgentKind {
@@ -62,6 +69,7 @@ impl AgentKind {
         match self {
             AgentKind::Cli => "cli",
             AgentKind::TaskTool => "task-tool",
+            AgentKind::Api => "api",
         }
     }
 }
@@ -91,6 +99,9 @@ pub struct AgentDef {
     /// `--list-sessions`: `  N. <preview> (<age>) [<uuid>]`), used to turn a
     /// stored session id into `{session_index}`.
     pub list_sessions_args: Option<Vec<String>>,
+    /// How a `type: "api"` agent reaches its model (`None` for the others,
+    /// whose `command` is a program).
+    pub api: Option<ApiSettings>,
 }
 
 impl AgentDef {
@@ -114,7 +125,14 @@ impl AgentDef {
             description: Some("Claude Code through the claude CLI".to_string()),
             resume_args: None,
             list_sessions_args: None,
+            api: None,
         }
+    }
+
+    /// Whether a later call can continue this agent's session: a CLI with
+    /// `resume_args`, or an api agent (which resends its conversation).
+    pub fn can_resume(&self) -> bool {
+        self.resume_args.is_some() || self.api.is_some()
     }
 }
 
@@ -235,6 +253,9 @@ pub enum ConfigError {
     Invalid {
         file: String,
         problems: Vec<ConfigProblem>,
+        /// The warnings of the same walk (unknown fields), so `cascade
+        /// validate` lists them beside the problems.
+        warnings: Vec<String>,
     },
 }
 
@@ -340,6 +361,7 @@ impl AgentsConfig {
             Err(ConfigError::Invalid {
                 file: file.to_string(),
                 problems: walk.problems,
+                warnings: walk.warnings,
             })
         }
     }
@@ -551,46 +573,94 @@ impl Walk {
             return None;
         };
         let obj = Tracked::new(obj);
-        let def = self.agent_fields(name, &obj, &key);
+        // Without a known type the entry cannot be read: its other keys are
+        // not judged (they may all be right for the type that was meant).
+        let kind = self.agent_kind(&obj, &key)?;
+        let def = self.agent_fields(name, kind, &obj, &key);
         self.warnings.extend(obj.unknown(&key, &["subagent_type"]));
         def
     }
 
-    fn agent_fields(&mut self, name: &str, obj: &Tracked<'_>, key: &str) -> Option<AgentDef> {
-        let key = key.to_string();
-        let kind = match obj.get("type") {
-            None => AgentKind::Cli,
-            Some(v) => match self.string(v, &format!("{key}.type"))?.as_str() {
-                "cli" => AgentKind::Cli,
-                "task-tool" | "task_tool" => AgentKind::TaskTool,
-                other => {
-                    self.problem(
-                        format!("{key}.type"),
-                        format!("unknown agent type '{other}' (expected \"cli\" or \"task-tool\")"),
-                    );
-                    return None;
-                }
-            },
+    /// `type`: cli (the default), task-tool or api.
+    fn agent_kind(&mut self, obj: &Tracked<'_>, key: &str) -> Option<AgentKind> {
+        let Some(v) = obj.get("type") else {
+            return Some(AgentKind::Cli);
         };
+        match self.string(v, &format!("{key}.type"))?.as_str() {
+            "cli" => Some(AgentKind::Cli),
+            "task-tool" | "task_tool" => Some(AgentKind::TaskTool),
+            "api" => Some(AgentKind::Api),
+            other => {
+                self.problem(
+                    format!("{key}.type"),
+                    format!(
+                        "unknown agent type '{other}' (expected \"cli\", \"task-tool\" or \"api\")"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Every field of an agent of `kind`. Each is read even after a problem
+    /// (no early return), so the unknown-field check after it knows them all.
+    fn agent_fields(
+        &mut self,
+        name: &str,
+        kind: AgentKind,
+        obj: &Tracked<'_>,
+        key: &str,
+    ) -> Option<AgentDef> {
+        let key = key.to_string();
+        let description = obj
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if kind == AgentKind::Api {
+            let timeout_secs = self.timeout(obj, &key);
+            for field in ["command", "args", "resume_args", "list_sessions_args"] {
+                if obj.get(field).is_some_and(|v| !v.is_null()) {
+                    self.warnings.push(format!(
+                        "{key}.{field}: ignored for an \"api\" agent (cascade calls the model API itself)"
+                    ));
+                }
+            }
+            let api = self.api(obj, &key)?;
+            return Some(AgentDef {
+                name: name.to_string(),
+                kind,
+                command: api.label(),
+                args: Vec::new(),
+                timeout_secs,
+                env: Vec::new(),
+                working_dir: None,
+                description,
+                resume_args: None,
+                list_sessions_args: None,
+                api: Some(api),
+            });
+        }
         let command = match obj.get("command") {
             Some(v) => self.string(v, &format!("{key}.command")),
             None => None,
         };
+        // (An api agent has returned above.) A problem here is reported,
+        // and the other fields are still read (see agent_fields).
         let command = match (command, kind) {
-            (Some(c), _) if !c.trim().is_empty() => c,
-            (_, AgentKind::TaskTool) => TASK_TOOL_COMMAND.to_string(),
-            (Some(_), AgentKind::Cli) => {
+            (Some(c), _) if !c.trim().is_empty() => Some(c),
+            (_, AgentKind::TaskTool) => Some(TASK_TOOL_COMMAND.to_string()),
+            (Some(_), _) => {
                 self.problem(format!("{key}.command"), "must not be empty");
-                return None;
+                None
             }
-            (None, AgentKind::Cli) => {
+            (None, _) => {
                 if !obj.contains_key("command") {
                     self.problem(
                         format!("{key}.command"),
                         "missing command for a \"cli\" agent (add \"command\": \"<program>\")",
                     );
                 }
-                return None;
+                None
             }
         };
         let args = match obj.get("args") {
@@ -614,29 +684,7 @@ impl Walk {
                 Vec::new()
             }
         };
-        let timeout_secs = match obj.get("timeout") {
-            None | Some(Value::Null) => None,
-            // Whole seconds; a fractional value is rounded up.
-            // At most MAX_TIMEOUT_SECS: a deadline must stay representable
-            // (an absurd value like 1e30 made the executor's clock overflow).
-            Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
-                Some(f) if f <= MAX_TIMEOUT_SECS as f64 => Some(f.ceil() as u64),
-                Some(_) => {
-                    self.problem(
-                        format!("{key}.timeout"),
-                        format!("at most {MAX_TIMEOUT_SECS} seconds (30 days)"),
-                    );
-                    None
-                }
-                None => {
-                    self.problem(
-                        format!("{key}.timeout"),
-                        "expected a positive number of seconds",
-                    );
-                    None
-                }
-            },
-        };
+        let timeout_secs = self.timeout(obj, &key);
         let mut env = Vec::new();
         match obj.get("env") {
             None | Some(Value::Null) => {}
@@ -675,10 +723,6 @@ impl Walk {
                 s
             }
         };
-        let description = obj
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_string);
         let resume_args = self.session_argv(obj.get("resume_args"), &format!("{key}.resume_args"));
         let list_sessions_args = self.session_argv(
             obj.get("list_sessions_args"),
@@ -687,7 +731,7 @@ impl Walk {
         Some(AgentDef {
             name: name.to_string(),
             kind,
-            command,
+            command: command?,
             args,
             timeout_secs,
             env,
@@ -695,7 +739,36 @@ impl Walk {
             description,
             resume_args,
             list_sessions_args,
+            api: None,
         })
+    }
+
+    /// `timeout`: whole seconds (a fraction rounds up), at most
+    /// [`MAX_TIMEOUT_SECS`].
+    fn timeout(&mut self, obj: &Tracked<'_>, key: &str) -> Option<u64> {
+        match obj.get("timeout") {
+            None | Some(Value::Null) => None,
+            // Whole seconds; a fractional value is rounded up.
+            // At most MAX_TIMEOUT_SECS: a deadline must stay representable
+            // (an absurd value like 1e30 made the executor's clock overflow).
+            Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
+                Some(f) if f <= MAX_TIMEOUT_SECS as f64 => Some(f.ceil() as u64),
+                Some(_) => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        format!("at most {MAX_TIMEOUT_SECS} seconds (30 days)"),
+                    );
+                    None
+                }
+                None => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        "expected a positive number of seconds",
+                    );
+                    None
+                }
+            },
+        }
     }
 
     /// `resume_args` / `list_sessions_args`: an optional array of strings
@@ -796,6 +869,7 @@ impl Walk {
             );
             return None;
         };
+        let obj = Tracked::new(obj);
         let mut num = |field: &str, required: bool| -> Option<f64> {
             match obj.get(field) {
                 None | Some(Value::Null) if !required => None,
@@ -812,6 +886,7 @@ impl Walk {
         let input = num("input", true);
         let output = num("output", true);
         let cached_input = num("cached_input", false);
+        self.warnings.extend(obj.unknown(key, &[]));
         Some(crate::pricing::Price {
             input: input?,
             cached_input,

@@ -285,6 +285,13 @@ impl<'a> Resolver<'a> {
                     "agent '{}' is not configured in agents.json",
                     c.agent
                 )),
+                // An api agent runs if its key is there (with or without
+                // --no-fallback: nothing else can say it is usable).
+                Some(def) if def.api.is_some() => def
+                    .api
+                    .as_ref()
+                    .and_then(|api| api.key().err())
+                    .map(|var| format!("API key variable {var} is not set")),
                 // The first candidate or nothing: it must be installed.
                 Some(def) if self.overrides.no_fallback => {
                     (!self.detector.detect(&def.command).found())
