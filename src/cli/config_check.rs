@@ -40,10 +40,20 @@ pub fn check(
     quality_gates: Option<&serde_json::Value>,
 ) -> Findings {
     let mut f = Findings::default();
-    if let Some(loaded) = f.add(AgentsConfig::load(agents, cwd).map_err(|e| e.to_string())) {
-        let source = loaded.source.to_string();
-        f.warnings
-            .extend(loaded.warnings.iter().map(|w| format!("{source}: {w}")));
+    match AgentsConfig::load(agents, cwd) {
+        Ok(loaded) => {
+            let source = loaded.source.to_string();
+            f.warnings
+                .extend(loaded.warnings.iter().map(|w| format!("{source}: {w}")));
+        }
+        Err(e) => {
+            // An invalid file's unknown fields too (a typo is often why).
+            if let cascade_agents::ConfigError::Invalid { file, warnings, .. } = &e {
+                f.warnings
+                    .extend(warnings.iter().map(|w| format!("{file}: {w}")));
+            }
+            f.errors.push(e.to_string());
+        }
     }
     let root = cascade_git::RepoPaths::discover(cwd)
         .map(|p| p.main_root)

@@ -314,6 +314,19 @@ fn validate_lists_every_kind_of_unknown_value() {
     assert_eq!(v["valid"], false);
     assert_eq!(v["problems"].as_array().map(Vec::len), Some(2), "{v}");
     assert_eq!(v["warnings"].as_array().map(Vec::len), Some(5), "{v}");
+    // An agents.json that is also invalid still has its typos listed
+    // (often the typo is why it is invalid).
+    r.agents(json!({"default_agent": "scripted",
+        "agents": {"scripted": {"type": "cli", "comand": cmd, "args": []}}}));
+    let out = r.cascade(&["validate"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = stderr(&out);
+    for expected in [
+        "agents.scripted.command: missing command",
+        "agents.scripted.comand: unknown field (did you mean 'command'?)",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
 }
 
 // -------------------------------------------------- 4. safe output

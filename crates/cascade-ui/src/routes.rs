@@ -1,5 +1,6 @@
 //! The router: the page, the API endpoints and the guard in front of them.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -77,7 +78,7 @@ async fn guard(State(app): State<Shared>, request: Request, next: Next) -> Respo
 /// without the header or from a foreign origin.
 async fn checked(app: &AppState, request: Request, next: Next) -> Response {
     let headers = request.headers();
-    if let Err(host) = host_allowed(headers, app) {
+    if let Err(host) = host_allowed(headers, app.local) {
         return (
             StatusCode::MISDIRECTED_REQUEST,
             format!(
@@ -137,12 +138,12 @@ async fn checked(app: &AppState, request: Request, next: Next) -> Response {
 /// loopback address, or the address it listens on (any address of the
 /// machine when it listens on all of them), with its port. A name a
 /// DNS-rebinding attacker controls is not. `Err` carries the Host given.
-fn host_allowed(headers: &HeaderMap, app: &AppState) -> Result<(), String> {
+fn host_allowed(headers: &HeaderMap, local: SocketAddr) -> Result<(), String> {
     let given = headers
         .get(header::HOST)
         .map(|h| String::from_utf8_lossy(h.as_bytes()).into_owned())
         .unwrap_or_default();
-    let port = app.local.port();
+    let port = local.port();
     let (name, given_port) = match given.rsplit_once(':') {
         Some((n, p)) if !n.is_empty() && !p.contains(']') => (n, p.parse::<u16>().ok()),
         _ => (given.as_str(), Some(80)),
@@ -158,9 +159,7 @@ fn host_allowed(headers: &HeaderMap, app: &AppState) -> Result<(), String> {
         .and_then(|n| n.strip_suffix(']'))
         .unwrap_or(name);
     match literal.parse::<std::net::IpAddr>() {
-        Ok(ip) if ip.is_loopback() || ip == app.local.ip() || app.local.ip().is_unspecified() => {
-            Ok(())
-        }
+        Ok(ip) if ip.is_loopback() || ip == local.ip() || local.ip().is_unspecified() => Ok(()),
         _ => Err(given),
     }
 }
@@ -221,4 +220,42 @@ async fn app_css() -> Response {
         assets::APP_CSS,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(local: &str, given: &str) -> bool {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, header::HeaderValue::from_str(given).unwrap());
+        host_allowed(&headers, local.parse().unwrap()).is_ok()
+    }
+
+    /// The `--bind` address is the dashboard's own name besides loopback;
+    /// on all addresses any address literal is, a host name never.
+    #[test]
+    fn the_host_must_be_the_bind_address_or_loopback() {
+        let bound = "192.0.2.7:8080";
+        for ok in [
+            "192.0.2.7:8080",
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+        ] {
+            assert!(host(bound, ok), "{ok}");
+        }
+        for refused in [
+            "192.0.2.8:8080",
+            "192.0.2.7:8081",
+            "192.0.2.7",
+            "evil.example:8080",
+            "192.0.2.7.nip.io:8080",
+        ] {
+            assert!(!host(bound, refused), "{refused}");
+        }
+        assert!(host("0.0.0.0:8080", "198.51.100.3:8080"));
+        assert!(!host("0.0.0.0:8080", "evil.example:8080"));
+        assert!(host("[::]:8080", "[2001:db8::1]:8080"));
+    }
 }
