@@ -650,9 +650,18 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
         }
     };
     // The other files a run reads, as a run reads them.
+    // A PRD that could not be loaded (an unknown status) still has its
+    // `quality_gates` checked, taken from the file's JSON as it is.
+    let raw_gates = match (&loaded, &found.kind) {
+        (Err(_), PlanKind::Prd) => std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|mut v| v.get_mut("quality_gates").map(serde_json::Value::take)),
+        _ => None,
+    };
     let quality_gates = match &loaded {
         Ok(Loaded::Prd(_, prd)) => prd.quality_gates.as_ref(),
-        _ => None,
+        _ => raw_gates.as_ref(),
     };
     let others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
     warnings.extend(others.warnings);

@@ -327,6 +327,25 @@ fn validate_lists_every_kind_of_unknown_value() {
     ] {
         assert!(err.contains(expected), "missing {expected:?} in {err}");
     }
+    // A prd.json with an unknown status still has its own quality_gates
+    // checked.
+    std::fs::remove_file(r.path().join(".cascade/gates.json")).unwrap();
+    write_json(
+        &r.path().join("prd.json"),
+        &json!({"goal": "g", "stories": [done],
+            "quality_gates": {"fail_fats": true, "gates": [
+                {"name": "unit", "type": "tset", "command": "true"}]}}),
+    );
+    let out = r.cascade(&["validate"]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = stderr(&out);
+    for expected in [
+        "story 's1' has unknown status 'done'",
+        "fail_fats: unknown field (did you mean 'fail_fast'?)",
+        "unknown gate type 'tset' (did you mean 'test'?)",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in {err}");
+    }
 }
 
 // -------------------------------------------------- 4. safe output
