@@ -75,6 +75,13 @@ fn story(id: &str) -> Value {
         "dependencies": [], "status": "pending", "acceptance_criteria": []})
 }
 
+/// Asserts that `text` holds each of `expected`.
+fn assert_lists(text: &str, expected: &[&str]) {
+    for e in expected {
+        assert!(text.contains(e), "missing {e:?} in {text}");
+    }
+}
+
 fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -258,14 +265,15 @@ fn unknown_priorities_and_fields_are_warnings_naming_the_closest() {
         .filter_map(|e| e["message"].as_str().map(str::to_string))
         .collect();
     let all = notices.join("\n");
-    for expected in [
-        "unknown priority 'urgent'",
-        "phase_defaults.implementation.fallback_chian: unknown field (did you mean 'fallback_chain'?)",
-        "gates[0].requierd: unknown field (did you mean 'required'?)",
-        "worktree.cpoy: unknown field (did you mean 'copy'?)",
-    ] {
-        assert!(all.contains(expected), "missing {expected:?} in {all}");
-    }
+    assert_lists(
+        &all,
+        &[
+            "unknown priority 'urgent'",
+            "phase_defaults.implementation.fallback_chian: unknown field (did you mean 'fallback_chain'?)",
+            "gates[0].requierd: unknown field (did you mean 'required'?)",
+            "worktree.cpoy: unknown field (did you mean 'copy'?)",
+        ],
+    );
 }
 
 /// `cascade validate` on files with every kind of unknown value lists each
@@ -294,20 +302,21 @@ fn validate_lists_every_kind_of_unknown_value() {
     let out = r.cascade(&["validate"]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = stderr(&out);
-    for expected in [
-        "error: prd.json:",
-        "story 's1' has unknown status 'done'",
-        "warning: prd.json:",
-        "story 's2' has unknown priority 'urgent'",
-        "agents.scripted.timout: unknown field (did you mean 'timeout'?)",
-        "phase_defaults.retry.fallback_chian: unknown field (did you mean 'fallback_chain'?)",
-        "fail_fats: unknown field (did you mean 'fail_fast'?)",
-        "gate 'unit'",
-        "unknown gate type 'tset' (did you mean 'test'?)",
-        "resoucres: unknown field (did you mean 'resources'?)",
-    ] {
-        assert!(err.contains(expected), "missing {expected:?} in {err}");
-    }
+    assert_lists(
+        &err,
+        &[
+            "error: prd.json:",
+            "story 's1' has unknown status 'done'",
+            "warning: prd.json:",
+            "story 's2' has unknown priority 'urgent'",
+            "agents.scripted.timout: unknown field (did you mean 'timeout'?)",
+            "phase_defaults.retry.fallback_chian: unknown field (did you mean 'fallback_chain'?)",
+            "fail_fats: unknown field (did you mean 'fail_fast'?)",
+            "gate 'unit'",
+            "unknown gate type 'tset' (did you mean 'test'?)",
+            "resoucres: unknown field (did you mean 'resources'?)",
+        ],
+    );
     let out = r.cascade(&["validate", "--json"]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let v: Value = serde_json::from_slice(&out.stdout).expect("JSON");
@@ -321,12 +330,13 @@ fn validate_lists_every_kind_of_unknown_value() {
     let out = r.cascade(&["validate"]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = stderr(&out);
-    for expected in [
-        "agents.scripted.command: missing command",
-        "agents.scripted.comand: unknown field (did you mean 'command'?)",
-    ] {
-        assert!(err.contains(expected), "missing {expected:?} in {err}");
-    }
+    assert_lists(
+        &err,
+        &[
+            "agents.scripted.command: missing command",
+            "agents.scripted.comand: unknown field (did you mean 'command'?)",
+        ],
+    );
     // A prd.json with an unknown status still has its own quality_gates
     // checked.
     std::fs::remove_file(r.path().join(".cascade/gates.json")).unwrap();
@@ -339,13 +349,14 @@ fn validate_lists_every_kind_of_unknown_value() {
     let out = r.cascade(&["validate"]);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = stderr(&out);
-    for expected in [
-        "story 's1' has unknown status 'done'",
-        "fail_fats: unknown field (did you mean 'fail_fast'?)",
-        "unknown gate type 'tset' (did you mean 'test'?)",
-    ] {
-        assert!(err.contains(expected), "missing {expected:?} in {err}");
-    }
+    assert_lists(
+        &err,
+        &[
+            "story 's1' has unknown status 'done'",
+            "fail_fats: unknown field (did you mean 'fail_fast'?)",
+            "unknown gate type 'tset' (did you mean 'test'?)",
+        ],
+    );
 }
 
 // -------------------------------------------------- 4. safe output
