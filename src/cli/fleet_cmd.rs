@@ -1,8 +1,8 @@
 //! The fleet's commands and flags: `cascade worker`, `cascade fleet status`,
 //! and `--fleet URL` / `--remote GIT_URL` of every command that runs stories
 //! (the coordinator). The work is in the cascade-fleet crate, behind the cargo
-//! feature `fleet`; without it the commands and flags still parse and exit 2
-//! saying how to get a build with it.
+//! feature `fleet` (on by default); in a `--no-default-features` build the
+//! commands and flags still parse and exit 2 saying how to get the fleet.
 
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ pub struct FleetStatusArgs {
 #[cfg(not(feature = "fleet"))]
 fn not_built() -> Failure {
     Failure::usage(anyhow::anyhow!(
-        "this cascade was built without the fleet; build it with the `fleet` feature: `cargo install --path . --features fleet` (or `cargo build --release --features fleet`)"
+        "this cascade was built without the fleet (--no-default-features); the default build has it: `cargo install --path .`, or add `--features fleet`"
     ))
 }
 

@@ -83,8 +83,8 @@ pub(super) fn open(settings: &RemoteSettings) -> Result<Opened, RemoteError> {
             return Err(RemoteError::Unsupported {
                 url: raw.to_string(),
                 message: format!(
-                    "{other:?} needs cascade built with the `remote-cache-cloud` feature \
-                     (cargo install cascade --features remote-cache-cloud); file:// works in every build"
+                    "{other:?} needs the `remote-cache-cloud` feature, which this build left out \
+                     (the default build has it: cargo install cascade); file:// works without it"
                 ),
             });
         }
