@@ -142,7 +142,7 @@ fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<(Loaded, P
 /// Prints what reading a plan accepted but probably was not meant.
 fn warn(warnings: &[PlanWarning]) {
     for w in warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
 }
 
@@ -207,8 +207,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
     let found = find_prd(a.prd.as_deref())?;
     let path = found.path.clone();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
     if a.json {
         // The JSON needs ids only: skip building the model (titles,
         // criteria, ...), which is most of the time on large plans.
@@ -412,8 +411,7 @@ pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
     }
     let graph = loaded.graph();
     let analysis = Analysis::of(&graph);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::out::stdout());
     let result = if a.json {
         let json = deps_json(&loaded, &graph, &analysis, &found);
         serde_json::to_writer(&mut out, &json)
@@ -666,7 +664,7 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
     let others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
     warnings.extend(others.warnings);
     for w in &warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     let mut problems: Vec<String> = plan_error
         .as_ref()
@@ -687,7 +685,7 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
         merge_fields(&mut v, plan_fields(&found));
         // On failure the error below is what matters; a closed stdout is no
         // reason to hide it.
-        let shown = writeln!(std::io::stdout(), "{v}");
+        let shown = writeln!(super::out::stdout(), "{v}");
         if problems.is_empty() {
             return output_result(shown);
         }
@@ -709,7 +707,7 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
                 plural(plan.graph().edge_count(), "dependency", "dependencies"),
                 plural(plan.batch_count(), "batch", "batches"),
             );
-            output_result(writeln!(std::io::stdout(), "{line}"))
+            output_result(writeln!(super::out::stdout(), "{line}"))
         }
         (Some((_, failure)), true) => Err(failure),
         (plan_error, false) => {

@@ -25,6 +25,7 @@ mod paths;
 mod plan;
 mod planning;
 mod real_agents;
+mod reliability;
 mod remote_cache;
 #[cfg(feature = "ui")]
 mod ui;

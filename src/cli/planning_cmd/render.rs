@@ -11,7 +11,7 @@ use crate::cli::report::printable;
 
 /// Prints one event (text or NDJSON). A closed stdout is not an error here.
 pub fn event(e: &PlanEvent, json: bool) {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::out::stdout();
     if json {
         // The command prints the pause itself, with the command that continues.
         if matches!(e, PlanEvent::Paused { .. }) {
@@ -152,7 +152,7 @@ pub fn event(e: &PlanEvent, json: bool) {
             None => format!("review: {answer}"),
         },
         PlanEvent::Warning { message } => {
-            eprintln!("warning: {}", printable(message));
+            errln!("warning: {}", printable(message));
             return;
         }
         // Rendered by the command once the planner returns.
@@ -189,7 +189,7 @@ pub fn paused(s: &Session, store: &SessionStore, waiting: &[String], json: bool)
     if json {
         let e = serde_json::json!({"event": "paused", "session_id": id, "status": s.status.as_str(),
             "waiting_for": waiting, "answers_file": answers.display().to_string(), "continue_with": how});
-        println!("{e}");
+        outln!("{e}");
         return;
     }
     // What waits is agents' text: written whole, escaped (see `printable`).
@@ -225,7 +225,7 @@ pub fn paused(s: &Session, store: &SessionStore, waiting: &[String], json: bool)
         let _ = writeln!(&mut err, "{}", review_summary(s, store));
     }
     let _ = writeln!(&mut err, "continue: {how}");
-    let _ = write!(std::io::stderr().lock(), "{}", printable(&err));
+    let _ = write!(crate::cli::out::stderr(), "{}", printable(&err));
 }
 
 fn example_json(waiting: &[String]) -> String {

@@ -9,16 +9,16 @@ use cascade_planning::{Decision, Person, Question, ReviewAnswer, Summary};
 use crate::cli::report::printable;
 use crate::cli::signals::read_line_unless_stopped;
 
-/// `eprintln!` for lines holding what an agent wrote (questions, options,
+/// `errln!` for lines holding what an agent wrote (questions, options,
 /// titles): control characters are shown as escapes, never obeyed.
 macro_rules! say {
-    ($($t:tt)*) => { eprintln!("{}", printable(&format!($($t)*))) };
+    ($($t:tt)*) => { errln!("{}", printable(&format!($($t)*))) };
 }
 
 pub struct Terminal;
 
 fn ask(prompt: &str) -> Option<String> {
-    let mut err = std::io::stderr();
+    let mut err = crate::cli::out::stderr();
     let _ = write!(err, "{}", printable(prompt));
     let _ = err.flush();
     read_line_unless_stopped().map(|l| l.trim().to_string())
