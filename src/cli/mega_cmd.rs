@@ -152,6 +152,30 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         prd_agent: a.run.prd_agent.clone(),
         ..flags.overrides()
     };
+    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
+    let agents_path = g.agents.as_ref().map(|p| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            cwd.join(p)
+        }
+    });
+    // Everything that can refuse the run first, writing nothing: the
+    // repository, the plan's state, agents.json and the agent flags (a dry
+    // run of a dirty tree or another plan's run is still shown).
+    let ports = if a.call.dry_run {
+        None
+    } else {
+        cascade_engine::mega::run::check(&plan, &cwd, flags.allow_dirty).map_err(mega_failure)?;
+        let ports = LivePorts::new(
+            &cwd,
+            agents_path.clone(),
+            overrides.clone(),
+            template.clone(),
+        )
+        .map_err(mega_failure)?;
+        Some(ports)
+    };
     // The agents that write the features' PRDs and implement them must work
     // (with --fleet the stories run on the workers: only the PRD agent here).
     let phases: &[cascade_agents::Phase] = if flags.fleet.fleet.is_some() {
@@ -168,20 +192,12 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         &overrides,
         &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
         phases,
+        !a.call.dry_run,
     )?;
-    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
-    let agents_path = g.agents.as_ref().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            cwd.join(p)
-        }
-    });
-    if a.call.dry_run {
+    let Some(ports) = ports else {
         return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
-    }
+    };
     let remember = run_flags::record(&a.run, agents_path.as_deref(), &cwd);
-    let ports = LivePorts::new(&cwd, agents_path, overrides, template).map_err(mega_failure)?;
     // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
     let auto = flags.unattended() || plan.auto_mode();
     let confirm: Option<Confirm> =
@@ -202,7 +218,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         .build()
         .map_err(|e| Failure::failed(anyhow!("cannot start the async runtime: {e}")))?;
     let printer = Printer::new(a.call.json);
-    let notifier = super::notify::Notifier::new(flags.notify.clone());
+    let notifier = super::notify::Notifier::new(flags.notify_argv());
     let sink: MegaSink = {
         let printer = printer.clone();
         notifier.wrap_mega(Arc::new(move |e: &MegaEvent| printer.print(e)))

@@ -178,14 +178,25 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         g.agents.as_deref(),
         &project.cwd,
     ));
+    // Everything that can refuse the run first, writing nothing; with
+    // --fleet the workers resolve the agents, so the check waits for the
+    // fleet's executor (below).
+    let local = a.flags.fleet.fleet.is_none();
+    let checked = if local && !a.call.dry_run {
+        Some(engine.check(&options).map_err(engine_failure)?)
+    } else {
+        None
+    };
     // The agents this run will use must accept their argv and be logged in
-    // (here; with --fleet they run on the workers).
-    if a.flags.fleet.fleet.is_none() {
+    // (here; with --fleet they run on the workers). A dry run only reads
+    // what earlier checks found.
+    if local {
         super::agents_check::before_prd_run(
             &g,
             &engine.config().prd_path,
             a.flags.overrides(),
             a.flags.max_retries > 0,
+            !a.call.dry_run,
         )?;
     }
     if a.call.dry_run {
@@ -195,7 +206,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     }
     let rt = runtime()?;
     let reporter = Reporter::new(a.call.json);
-    let notifier = super::notify::Notifier::new(a.flags.notify.clone());
+    let notifier = super::notify::Notifier::new(a.flags.notify_argv());
     let cancel = CancelToken::new();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
@@ -213,7 +224,10 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         let cascade_dir = project.repo.as_ref().map(|r| r.cascade_dir());
         let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut options));
         let sink = live.wrap(sink);
-        let result = engine.run(options, sink, &cancel).await;
+        let result = match checked {
+            Some(checked) => engine.start(checked, options, sink, &cancel).await,
+            None => engine.run(options, sink, &cancel).await,
+        };
         live.finish().await;
         (result.map_err(engine_failure), stop)
     });
@@ -251,6 +265,9 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
 }
 
 fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
+    for n in &plan.notices {
+        errln!("warning: {}", super::report::printable(n));
+    }
     if json {
         let v = serde_json::json!({
             "prd": prd.display().to_string(),
@@ -293,14 +310,16 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
             lines.push(format!(
                 "{indent}  {}  {}  -> {} ({})",
                 s.story,
-                p(&s.title),
+                super::report::printable_line(&s.title),
                 s.agent,
                 s.reason
             ));
             for f in &s.fallbacks {
                 lines.push(format!(
                     "{indent}      [FALLBACK] {} -> {}: {}",
-                    f.from, f.to, f.why
+                    f.from,
+                    f.to,
+                    p(&f.why)
                 ));
             }
         }
@@ -314,7 +333,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
     let state_path = paths.cascade_dir().join("state.json");
     let state = RunState::load(&state_path).map_err(Failure::usage)?;
-    let Some(state) = state else {
+    let Some(mut state) = state else {
         // Say which plan `approve` would run (quietly: no plan is no error here).
         let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         if a.json {
@@ -334,8 +353,14 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         }
         return Ok(EXIT_OK);
     };
-    // A state that says "running" without a live lock holder was killed.
+    // A state that says "running" without a live lock holder was killed:
+    // its open attempts were interrupted and are not charged.
     let live = RunLock::holder(&paths.cascade_dir().join("lock"));
+    if live.is_none() {
+        for s in &mut state.stories {
+            s.close_unfinished_attempts();
+        }
+    }
     let status = match (state.status, &live) {
         (RunPhase::Running, None) => "interrupted",
         (s, _) => s.as_str(),

@@ -114,8 +114,6 @@ fn http(
     headers: &[(&str, &str)],
     body: Option<&str>,
 ) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut req =
         format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
     for (k, v) in headers {
@@ -130,10 +128,7 @@ fn http(
     }
     req.push_str("\r\n");
     req.push_str(body);
-    s.write_all(req.as_bytes()).expect("sends");
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).expect("reads");
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    let text = send(port, &req);
     let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let code: u16 = head
         .split_whitespace()
@@ -151,6 +146,16 @@ fn http(
             rest.to_string()
         },
     )
+}
+
+/// Sends a whole request as written to 127.0.0.1:`port`; the whole answer.
+fn send(port: u16, request: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    s.write_all(request.as_bytes()).expect("sends");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).expect("reads");
+    String::from_utf8_lossy(&raw).into_owned()
 }
 
 fn dechunk(mut s: &str) -> String {
@@ -791,21 +796,19 @@ discovery)
 esac
 echo done"#;
 
-#[test]
-fn answers_a_planning_question_as_the_cli_does() {
-    let repo = init_repo();
-    let tools = tempfile::tempdir().unwrap();
-    let t = tools.path();
-    let planner = script(&t.join("planner.sh"), PLANNER);
-    let agents = t.join("agents.json");
+/// `cascade plan "Add OAuth login"` in `repo` with [`PLANNER`] (agents.json
+/// written to `tools`), paused at its questions; returns the agents file.
+fn paused_plan(repo: &Path, tools: &Path) -> PathBuf {
+    let planner = script(&tools.join("planner.sh"), PLANNER);
+    let agents = tools.join("agents.json");
     write_json(
         &agents,
         &json!({"default_agent": "p", "agents": {"p": {"type": "cli", "command": planner, "args": [], "timeout": 60}},
             "phase_defaults": {"planning": {"default_agent": "p"}, "review": {"default_agent": "p"}}}),
     );
     let out = Command::new(bin())
-        .current_dir(repo.path())
-        .env("HOME", repo.path())
+        .current_dir(repo)
+        .env("HOME", repo)
         .args(["plan", "Add OAuth login", "--agents"])
         .arg(&agents)
         .stdin(Stdio::null())
@@ -817,6 +820,14 @@ fn answers_a_planning_question_as_the_cli_does() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    agents
+}
+
+#[test]
+fn answers_a_planning_question_as_the_cli_does() {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let agents = paused_plan(repo.path(), tools.path());
     let ui = Ui::start(repo.path(), Some(&agents));
     let (code, list) = ui.get("/api/plans");
     assert_eq!(code, 200);
@@ -866,4 +877,110 @@ fn answers_a_planning_question_as_the_cli_does() {
     let (_, s) = ui.get(&format!("/api/plans/{id}"));
     assert_eq!(s["waiting_for"], json!(["q-2"]), "{s}");
     assert_eq!(ui.get("/api/plans/planning-nope").0, 404);
+}
+
+/// Only requests addressed to the dashboard itself are answered (a
+/// DNS-rebinding page sends its own host name), and every answer carries
+/// the CSP, X-Frame-Options and nosniff headers (issue 23).
+#[test]
+fn answers_only_requests_to_its_own_host_with_security_headers() {
+    let repo = init_repo();
+    let ui = Ui::start(repo.path(), None);
+    let get = |host: &str| {
+        send(
+            ui.port,
+            &format!(
+                "GET /api/run HTTP/1.1\r\nHost: {host}\r\nX-Cascade-Token: {}\r\nConnection: close\r\n\r\n",
+                ui.token
+            ),
+        )
+    };
+    let status = |answer: &str| answer.split_whitespace().nth(1).unwrap_or("").to_string();
+    let port = ui.port;
+    for refused in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+        "127.0.0.1:1".to_string(),
+        String::new(),
+    ] {
+        let answer = get(&refused);
+        assert_eq!(status(&answer), "421", "Host {refused:?}: {answer}");
+        assert!(answer.contains("is refused"), "{answer}");
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let answer = get(&host);
+        assert_eq!(status(&answer), "200", "Host {host:?}: {answer}");
+        let head = answer
+            .split("\r\n\r\n")
+            .next()
+            .unwrap()
+            .to_ascii_lowercase();
+        for header in [
+            "content-security-policy: default-src 'none'; script-src 'self'",
+            "frame-ancestors 'none'",
+            "x-frame-options: deny",
+            "x-content-type-options: nosniff",
+        ] {
+            assert!(head.contains(header), "missing {header:?} in {head}");
+        }
+    }
+    // The page itself too, and a refused (401) answer.
+    let page = send(
+        port,
+        &format!(
+            "GET /?token={} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n",
+            ui.token
+        ),
+    );
+    assert_eq!(status(&page), "200");
+    assert!(
+        page.to_ascii_lowercase().contains("x-frame-options: deny"),
+        "{page}"
+    );
+    let (code, _) = http(port, "GET", "/api/run", &[], None);
+    assert_eq!(code, 401);
+}
+
+/// A plan answer that looks like a flag is stored as text (it is passed
+/// after `--`); an answer over the size bound is refused, at the command
+/// (409, what to do) and at the door (413) (issue 23).
+#[test]
+fn a_dashboard_answer_is_text_even_when_it_looks_like_a_flag_and_is_bounded() {
+    let repo = init_repo();
+    let tools = tempfile::tempdir().unwrap();
+    let agents = paused_plan(repo.path(), tools.path());
+    let ui = Ui::start(repo.path(), Some(&agents));
+    let (_, list) = ui.get("/api/plans");
+    let id = list["plans"][0]["id"]
+        .as_str()
+        .expect("a session")
+        .to_string();
+    let answer = format!("/api/plans/{id}/answer");
+    let (code, body) = ui.post(
+        &answer,
+        json!({"key": "q-1", "value": "x".repeat(20 * 1024)}),
+    );
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("more than the 16384"),
+        "{body}"
+    );
+    let (code, body) = ui.post(
+        &answer,
+        json!({"key": "q-1", "value": "x".repeat(200 * 1024)}),
+    );
+    assert_eq!(code, 413, "{body}");
+    let (code, body) = ui.post(&answer, json!({"key": "q-1", "value": "--help"}));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["exit_code"], 3, "{body}");
+    let (_, s) = ui.get(&format!("/api/plans/{id}"));
+    assert_eq!(s["questions"][0]["answer"], "--help", "{s}");
+    assert_eq!(s["waiting_for"], json!(["q-2"]), "{s}");
 }

@@ -34,7 +34,10 @@ pub struct Overrides {
     pub prd_agent: Option<String>,
     /// `--review-agent`: the review phase (story review, plan challenge).
     pub review_agent: Option<String>,
-    /// `--no-fallback`: take the first candidate even if it is not installed.
+    /// `--no-fallback`: the first candidate or nothing: it must be
+    /// installed (else the story has no agent, an error before anything
+    /// runs), but its flags and login are not checked, and no other agent
+    /// is tried.
     pub no_fallback: bool,
 }
 
@@ -126,7 +129,8 @@ pub struct Assignment {
     pub fallbacks: Vec<Fallback>,
     /// The story's (inferred) type.
     pub story_type: StoryType,
-    /// False with `--no-fallback`: the command was not looked for.
+    /// False with `--no-fallback`: the command was found, but its flags and
+    /// login were not checked.
     pub checked: bool,
 }
 
@@ -308,12 +312,18 @@ impl<'a> Resolver<'a> {
                     "agent '{}' is not configured in agents.json",
                     c.agent
                 )),
-                Some(_) if self.overrides.no_fallback => None,
+                // An api agent runs if its key is there (with or without
+                // --no-fallback: nothing else can say it is usable).
                 Some(def) if def.api.is_some() => def
                     .api
                     .as_ref()
                     .and_then(|api| api.key().err())
                     .map(|var| format!("API key variable {var} is not set")),
+                // The first candidate or nothing: it must be installed.
+                Some(def) if self.overrides.no_fallback => {
+                    (!self.detector.detect(&def.command).found())
+                        .then(|| missing_reason(&def.command))
+                }
                 Some(def) => {
                     let d = self.detector.detect(&def.command);
                     if d.found() {
@@ -336,7 +346,7 @@ impl<'a> Resolver<'a> {
                         .collect();
                     let mut reason = c.reason.clone();
                     if self.overrides.no_fallback {
-                        reason.push_str(" (not checked: --no-fallback)");
+                        reason.push_str(" (flags not checked: --no-fallback)");
                     }
                     return Ok(Assignment {
                         agent: c.agent,

@@ -42,6 +42,12 @@ impl Engine {
     ) -> Result<JobReport, EngineError> {
         let started = Instant::now();
         let p = self.prepare()?;
+        // A job is a run that has started (the worker took it): cascade's
+        // own files are kept out of git, and the caches written.
+        let excluded = self.excluded_patterns();
+        let excluded: Vec<&str> = excluded.iter().map(String::as_str).collect();
+        p.paths.ensure_excluded(&excluded)?;
+        p.detector.allow_writes();
         let mut options = job_options(job);
         options.pools = pools;
         let Inputs {

@@ -217,7 +217,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     s.status = StoryStatus::Pending;
                     if let Some(a) = s.attempts.last_mut() {
                         if a.outcome.is_none() {
-                            a.outcome = Some("interrupted".into());
+                            a.outcome = Some(crate::state::INTERRUPTED.into());
                             a.finished_at = Some(now_rfc3339());
                             a.duration_ms = Some(duration_ms);
                         }

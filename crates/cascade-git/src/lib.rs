@@ -11,6 +11,8 @@
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
 //!   committing everything an agent changed, and merging a story branch into
 //!   its feature branch with conflict detection.
+//! - [`local_files`]: a worktree's own exclude, the files cascade copied in
+//!   or setup left behind, which its commits never contain.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
 //!   a story's worktree with conflict markers), concluded or aborted.
 //! - [`transfer`]: a story's commits from one repository to another as a
@@ -23,6 +25,7 @@ pub mod commit;
 pub mod diff;
 pub mod error;
 pub mod fingerprint;
+pub mod local_files;
 pub mod merge;
 pub mod repo;
 pub mod resolve;

@@ -54,6 +54,9 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k === "class") el.className = v;
+      // Through the CSSOM: the Content-Security-Policy (style-src 'self')
+      // refuses style attributes, not styles set from the page's own script.
+      else if (k === "style") el.style.cssText = String(v);
       else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
       else el.setAttribute(k, v === true ? "" : String(v));
     }

@@ -251,16 +251,35 @@ pub(crate) async fn answer(
     UrlPath(id): UrlPath<String>,
     body: Result<Json<AnswerBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "the body must be JSON: {\"key\": \"q-1\", \"value\": \"...\"}",
-        );
+    let body = match body {
+        Ok(Json(body)) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "an answer holds at most {} bytes",
+                    cascade_planning::MAX_ANSWER_BYTES
+                ),
+            )
+        }
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the body must be JSON: {\"key\": \"q-1\", \"value\": \"...\"}",
+            )
+        }
     };
+    // After `--`, a key or answer that starts with `-` is text, not a flag.
     plan_command(
         &app,
         &id,
-        vec!["answer".into(), id.clone(), body.key, body.value],
+        vec![
+            "answer".into(),
+            "--".into(),
+            id.clone(),
+            body.key,
+            body.value,
+        ],
     )
     .await
 }

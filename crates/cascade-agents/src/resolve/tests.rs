@@ -288,8 +288,8 @@ fn unknown_cli_agent_is_an_error_naming_known_agents() {
 }
 
 #[test]
-fn no_fallback_takes_the_first_candidate_unchecked() {
-    let w = World::new(&[]);
+fn no_fallback_takes_the_first_candidate_if_it_is_installed() {
+    let w = World::new(&["codex", "gemini"]);
     let o = Overrides {
         agent: Some("codex".into()),
         no_fallback: true,
@@ -298,7 +298,7 @@ fn no_fallback_takes_the_first_candidate_unchecked() {
     let a = w.resolve(&story("x"), Phase::Implementation, o).unwrap();
     assert_eq!(a.agent, "codex");
     assert!(!a.checked);
-    assert_eq!(a.reason, "--agent (not checked: --no-fallback)");
+    assert_eq!(a.reason, "--agent (flags not checked: --no-fallback)");
     // Without overrides the first candidate of the chain.
     let o = Overrides {
         no_fallback: true,
@@ -308,20 +308,22 @@ fn no_fallback_takes_the_first_candidate_unchecked() {
         .resolve(&story("Fix crash"), Phase::Implementation, o.clone())
         .unwrap();
     assert_eq!(a.agent, "gemini");
-    // An unconfigured first candidate cannot be run: error, nothing else tried.
-    let err = w
-        .resolve(&with_agent("x", "ghost"), Phase::Implementation, o)
-        .unwrap_err();
-    match &err {
-        ResolveError::NoneAvailable {
-            tried, no_fallback, ..
-        } => {
-            assert_eq!(tried.len(), 1);
-            assert!(no_fallback);
+    // A first candidate that is not installed, or not configured, cannot
+    // be run: an error, nothing else tried (aider would be installed here).
+    let w = World::new(&["aider"]);
+    for s in [with_agent("x", "ghost"), with_agent("x", "codex")] {
+        let err = w.resolve(&s, Phase::Implementation, o.clone()).unwrap_err();
+        match &err {
+            ResolveError::NoneAvailable {
+                tried, no_fallback, ..
+            } => {
+                assert_eq!(tried.len(), 1);
+                assert!(no_fallback);
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert!(err.to_string().contains("--no-fallback"));
     }
-    assert!(err.to_string().contains("--no-fallback"));
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! target branch (leased from the run's pool; a retry resets the one the
 //! story holds), read what judges work started there (gates and
 //! verification rules of that commit, see the `judging` module), copy the
-//! configured files in, run the setup commands, and seed the run's findings
+//! configured files in, run the setup commands, record what those two left
+//! as the worktree's own exclude (never committed:
+//! `cascade_git::local_files`), and seed the run's findings
 //! files.
 
 use std::path::{Path, PathBuf};
@@ -66,6 +68,7 @@ pub(super) async fn run_from(
         a.check_cancel()?;
         return Err(f.into());
     }
+    keep_local(&path).await?;
     // The run's findings files, for the agent to read and append to.
     let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
     for e in problems {
@@ -104,6 +107,25 @@ async fn lease(
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Records everything copy and setup changed in the fresh worktree as its
+/// own exclude, so the story's commits contain only what the agent did.
+async fn keep_local(path: &Path) -> Result<(), Failure> {
+    let p = path.to_path_buf();
+    let recorded = tokio::task::spawn_blocking(move || {
+        let changed = cascade_git::local_files::changed(&p)?;
+        cascade_git::local_files::record(&p, &changed)
+    })
+    .await;
+    match recorded {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::new(
+            FailureKind::Setup,
+            format!("cannot record the files worktree setup left: {e}"),
+        )),
+        Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string())),
     }
 }
 
