@@ -412,6 +412,16 @@ printf '%s\n' "$id" > "$id.txt""#
         }
         for id in ids(5) {
             assert_eq!(f.runs(&id), 1, "{id}");
+            // Its merge is announced as a local story's is.
+            let at = |kind: &str| {
+                evs.iter()
+                    .position(|e| e["event"] == kind && e["story"] == id.as_str())
+            };
+            assert!(
+                at("merge_started").is_some() && at("merge_started") < at("story_merged"),
+                "{id}: {}",
+                explain(&out)
+            );
         }
         // The workers' branches are on the shared remote; the run state is
         // the coordinator's, as for a local run.

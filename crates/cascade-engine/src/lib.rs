@@ -44,7 +44,10 @@
 //!   &cancel) -> JobReport` is the worker side (the same steps, no merge).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
-//!   conflicts go to an agent (phase `merge`) before they fail an attempt.
+//!   conflicts go to an agent (phase `merge`) before they fail an attempt;
+//!   steering a live run ([`control::steer::Steering`] in
+//!   `RunOptions::steering`: pause/resume, cancel/retry a story; a mega run
+//!   shares one, scoped per feature engine).
 //! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,

@@ -29,6 +29,14 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/actions/resume", post(api::resume))
         .route("/api/stories/{id}/retry", post(api::retry))
         .route("/api/stories/{id}/cancel", post(api::cancel))
+        .route(
+            "/api/mega/features/{feature}/stories/{id}/retry",
+            post(api::mega_retry),
+        )
+        .route(
+            "/api/mega/features/{feature}/stories/{id}/cancel",
+            post(api::mega_cancel),
+        )
         .route("/api/plans/{id}/answer", post(api::answer))
         .route("/api/plans/{id}/approve", post(api::approve))
         .fallback(not_found)

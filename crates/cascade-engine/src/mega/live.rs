@@ -170,6 +170,12 @@ impl MegaPorts for LivePorts {
         options.pool_part = Some(run.feature.clone());
         options.resume = resume;
         options.pause = Pause::Never;
+        // The run's steering, scoped to this feature's engine.
+        options.steering = self
+            .template
+            .steering
+            .as_ref()
+            .map(|s| s.for_feature(&run.feature));
         let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));
         match Engine::new(config).run(options, sink, &cancel).await {
             Ok(summary) => FeatureOutcome {
