@@ -121,7 +121,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     let cwd = current_dir()?;
     let mut g = g.clone();
     let notice = match resume {
-        Some(matches) => restore(&mut a.run, &mut g.agents, &cwd, matches)?,
+        Some(matches) => restore(&mut a, &mut g.agents, &cwd, matches)?,
         None => None,
     };
     let flags = &a.run.flags;
@@ -375,10 +375,11 @@ fn dry_run(
     Ok(EXIT_OK)
 }
 
-/// `mega resume`: the options the run was started with (from its state),
-/// under the flags given here; the notice that says which are in effect.
+/// `mega resume`: the mega-plan and the options the run was started with
+/// (from its state), under the flags given here; the notice that says which
+/// are in effect.
 fn restore(
-    run: &mut MegaRunFlags,
+    a: &mut MegaApproveArgs,
     agents: &mut Option<PathBuf>,
     cwd: &Path,
     matches: Option<&ArgMatches>,
@@ -393,10 +394,16 @@ fn restore(
             paths.main_root.display()
         )));
     };
-    match &state.options {
-        Some(recorded) => Ok(run_flags::restore(run, agents, recorded, matches)?.message()),
-        None => Ok(None),
+    let mut r = match &state.options {
+        Some(recorded) => run_flags::restore(&mut a.run, agents, recorded, matches)?,
+        None => run_flags::Restored::default(),
+    };
+    // The run's own plan, wherever it was found when it started.
+    if a.mega.is_none() && state.plan.is_file() {
+        r.used.insert(0, format!("--mega {}", state.plan.display()));
+        a.mega = Some(state.plan.clone());
     }
+    Ok(r.message())
 }
 
 /// `sink`, followed by a notice with `message` right after `mega_started`.

@@ -379,6 +379,12 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             if !s.verification.is_empty() {
                 o.insert("verification".into(), s.verification.clone().into());
             }
+            if !s.verification_allowed.is_empty() {
+                o.insert(
+                    "verification_allowed".into(),
+                    s.verification_allowed.clone().into(),
+                );
+            }
             if let Some(r) = &s.review {
                 o.insert(
                     "review".into(),

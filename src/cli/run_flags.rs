@@ -529,15 +529,25 @@ fn to_map<T: Serialize>(v: &T) -> Map<String, Value> {
 fn shown(arg: &clap::Arg, v: &Value) -> Option<String> {
     let long = arg.get_long()?;
     let switch = matches!(arg.get_action(), clap::ArgAction::SetTrue);
+    // `--review=strict`: a flag whose value must be attached.
+    let sep = if arg.is_require_equals_set() {
+        "="
+    } else {
+        " "
+    };
     match v {
         Value::Null => None,
         Value::Bool(false) if switch => None,
         Value::Bool(true) if switch => Some(format!("--{long}")),
         Value::Bool(b) => Some(format!("--{long}={b}")),
-        Value::String(s) => Some(format!("--{long} {s}")),
-        Value::Number(n) => Some(format!("--{long} {n}")),
+        Value::String(s) => Some(format!("--{long}{sep}{s}")),
+        // As typed: `--max-cost 10`, not serde's `10.0`.
+        Value::Number(n) => Some(match n.as_f64().filter(|_| n.is_f64()) {
+            Some(f) => format!("--{long}{sep}{f}"),
+            None => format!("--{long}{sep}{n}"),
+        }),
         Value::Array(items) => Some(format!(
-            "--{long} {}",
+            "--{long}{sep}{}",
             items
                 .iter()
                 .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))

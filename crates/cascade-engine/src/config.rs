@@ -134,8 +134,8 @@ pub struct RunOptions {
     /// `--review[=strict]`; `None`: as prd.json says (`verification_gate`, `review`).
     pub review: Option<ReviewMode>,
     /// `--prove-tests`: run a story's new or changed tests against its base
-    /// commit (tests that pass there prove nothing). `None`: on with
-    /// `--review=strict`, else off.
+    /// commit with only the test changes applied; a test that passes there
+    /// is a finding. `None`: on with a strict review, else off.
     pub prove_tests: Option<bool>,
     pub retry: RetryPolicy,
     pub parallel: usize,

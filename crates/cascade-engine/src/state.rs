@@ -156,6 +156,9 @@ pub struct StoryState {
     /// (`file:line: [rule] message`; empty: nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification: Vec<String>,
+    /// What the story's `verify_allow` let go in that attempt (same form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_allowed: Vec<String>,
     /// The last review of the story.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
@@ -378,6 +381,7 @@ impl StoryState {
             error: None,
             gates: Vec::new(),
             verification: Vec::new(),
+            verification_allowed: Vec::new(),
             review: None,
         }
     }
