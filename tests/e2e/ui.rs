@@ -1140,6 +1140,18 @@ fn steers_a_live_mega_run_by_feature_and_resumes_it_after_it_ended() {
     assert_eq!(feature_story(root, "alpha", "s-next")["status"], "blocked");
     assert_eq!(feature_story(root, "beta", "s-next")["status"], "complete");
     assert_eq!(feature_story(root, "beta", "s-fail")["status"], "failed");
+    // Each feature keeps its own agent logs (the same story ids ran at once).
+    for f in ["alpha", "beta"] {
+        let log = root.join(format!(
+            ".cascade/mega/features/{f}/logs/s-fail-implementation-1.log"
+        ));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            text.contains(&format!("s-fail of {f} fails at first")),
+            "{}: {text}",
+            log.display()
+        );
+    }
     // Every request that reached the run is a control event, with the
     // feature it named.
     let controls: Vec<String> = ev
@@ -1235,6 +1247,13 @@ fn steers_a_live_mega_run_by_feature_and_resumes_it_after_it_ended() {
             );
         }
     }
+    // The landed features' stories are still shown, with their titles.
+    let landed = mega_story(&ui, "beta", "s-fail");
+    assert_eq!(
+        (landed["state"].clone(), landed["title"].clone()),
+        (json!("complete"), json!("Title s-fail")),
+        "{landed}"
+    );
     assert_eq!(
         feature_story(root, "beta", "s-fail")["attempts"]
             .as_array()

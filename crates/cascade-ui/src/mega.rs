@@ -90,7 +90,14 @@ fn stories(
     events: &HashMap<String, Seen>,
 ) -> Vec<Value> {
     let state = feature_state(cascade_dir, name);
-    let prd = f.prd.as_ref().and_then(|p| cascade_plan::load_prd(p).ok());
+    // In its worktree while the feature runs; kept beside its state once
+    // the feature landed and its worktree was removed.
+    let prd = f
+        .prd
+        .clone()
+        .filter(|p| p.is_file())
+        .or_else(|| Some(feature_dir(cascade_dir, name).join("prd.json")))
+        .and_then(|p| cascade_plan::load_prd(p).ok());
     let listed: Vec<(String, Option<String>)> = match (&prd, &state) {
         (Some(p), _) => p
             .stories

@@ -443,4 +443,40 @@ mod tests {
         ];
         assert_eq!(slots(&spans, 20), vec![0, 1, 1, 0, 1]);
     }
+
+    #[test]
+    fn a_story_whose_merge_started_is_merging_until_its_attempt_fails() {
+        let records: Vec<Arc<Record>> = [
+            serde_json::json!({"event": "story_started", "story": "a", "attempt": 1}),
+            serde_json::json!({"event": "merge_started", "story": "a", "attempt": 1,
+                               "branch": "cascade/a", "target_branch": "main"}),
+            // The same id in a mega run's feature is another story.
+            serde_json::json!({"event": "story_started", "story": "a", "feature": "f"}),
+            serde_json::json!({"event": "merge_started", "story": "b", "feature": "f"}),
+            serde_json::json!({"event": "attempt_failed", "story": "b", "feature": "f"}),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, data)| {
+            Arc::new(Record {
+                seq: i as u64 + 1,
+                t_ms: 0,
+                ts: 0,
+                kind: "event".into(),
+                data,
+            })
+        })
+        .collect();
+        let (seen, _) = seen(&records);
+        let merging =
+            |feature: Option<&str>, story: &str| seen[&feature.map(str::to_string)][story].merging;
+        assert!(merging(None, "a"));
+        assert!(!merging(Some("f"), "a"));
+        assert!(!merging(Some("f"), "b"));
+        let running: StoryState =
+            serde_json::from_value(serde_json::json!({"id": "a", "status": "running"}))
+                .expect("a story state");
+        assert_eq!(story_state(Some(&running), false, true), "merging");
+        assert_eq!(story_state(Some(&running), false, false), "running");
+    }
 }

@@ -161,6 +161,9 @@ impl MegaPorts for LivePorts {
         config.target_branch = Some(run.branch.clone());
         config.feature = Some(run.feature.clone());
         config.progress_path = Some(run.state_dir.join("progress.txt"));
+        // Prompts, agent logs and gate results of its own: story ids repeat
+        // across features, and features run at the same time.
+        config.artifacts_dir = Some(run.state_dir.clone());
         config.take_lock = false;
         let resume = run.resume && state_path.is_file();
         config.state_path = Some(state_path);
