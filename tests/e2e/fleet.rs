@@ -363,6 +363,16 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
         }
         for id in ids(5) {
             assert_eq!(f.runs(&id), 1, "{id}");
+            // Its merge is announced as a local story's is.
+            let at = |kind: &str| {
+                evs.iter()
+                    .position(|e| e["event"] == kind && e["story"] == id.as_str())
+            };
+            assert!(
+                at("merge_started").is_some() && at("merge_started") < at("story_merged"),
+                "{id}: {}",
+                explain(&out)
+            );
         }
         // Nothing is left on the shared remote (bases and branches of
         // merged stories are deleted); the run state is the coordinator's,

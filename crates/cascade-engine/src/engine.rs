@@ -1016,7 +1016,7 @@ impl Engine {
         // Requests from outside (dashboard): pause, resume, cancel, retry.
         let steer = ctx.options.steering.clone();
         let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
-        let _attached = steer.as_ref().map(Attached::new);
+        let _attached = steer.as_ref().map(crate::control::steer::Attached::new);
         loop {
             crate::control::steer::apply(&ctx, &mut sched, &ids);
             let held = steer.as_ref().is_some_and(|s| s.is_paused());
@@ -1239,23 +1239,6 @@ impl Engine {
             stories: summary,
             duration_ms,
         })
-    }
-}
-
-/// Marks a [`Steering`](crate::control::steer::Steering) as taken care
-/// of while the main loop runs (requests made after it ends are refused).
-struct Attached(crate::control::steer::Steering);
-
-impl Attached {
-    fn new(s: &crate::control::steer::Steering) -> Attached {
-        s.attach(true);
-        Attached(s.clone())
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        self.0.attach(false);
     }
 }
 

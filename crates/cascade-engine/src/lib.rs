@@ -52,7 +52,10 @@
 //!   -> JobReport` is the worker side (the same steps, no merge).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
-//!   conflicts go to an agent (phase `merge`) before they fail an attempt.
+//!   conflicts go to an agent (phase `merge`) before they fail an attempt;
+//!   steering a live run ([`control::steer::Steering`] in
+//!   `RunOptions::steering`: pause/resume, cancel/retry a story; a mega run
+//!   shares one, scoped per feature engine).
 //! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
 //! - [`secrets`]: credential-looking files a story's commit refuses unless
 //!   the story's `allow_secrets` allows them (the commit step fails the

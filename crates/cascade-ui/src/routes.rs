@@ -31,6 +31,14 @@ pub(crate) fn router(state: Shared) -> Router {
         .route("/api/stories/{id}/retry", post(api::retry))
         .route("/api/stories/{id}/cancel", post(api::cancel))
         .route(
+            "/api/mega/features/{feature}/stories/{id}/retry",
+            post(api::mega_retry),
+        )
+        .route(
+            "/api/mega/features/{feature}/stories/{id}/cancel",
+            post(api::mega_cancel),
+        )
+        .route(
             "/api/plans/{id}/answer",
             // A key, an answer and JSON around them; bigger is refused
             // before it is read whole (see MAX_ANSWER_BYTES).

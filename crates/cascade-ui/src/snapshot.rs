@@ -36,7 +36,7 @@ pub(crate) fn unix_ms(t: &str) -> Option<i64> {
 }
 
 /// The state the page colours a story by.
-fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) -> &'static str {
+pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) -> &'static str {
     let Some(s) = s else {
         return "pending";
     };
@@ -170,23 +170,36 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
 
 /// What the records say per story.
 #[derive(Default)]
-struct Seen {
+pub(crate) struct Seen {
     max_attempts: Option<u64>,
-    skipped: bool,
-    /// Gates passed in the current attempt: waiting for or in the merge queue.
-    merging: bool,
+    pub skipped: bool,
+    /// In the merge queue's merge (or resolving its conflict) now.
+    pub merging: bool,
     worker: Option<String>,
 }
 
-fn seen(records: &[Arc<Record>]) -> (HashMap<String, Seen>, u64) {
-    let mut out: HashMap<String, Seen> = HashMap::new();
+/// What the records say, per feature (`None`: a plain run's stories, or
+/// engine events without a feature) and story.
+pub(crate) type SeenStories = HashMap<Option<String>, HashMap<String, Seen>>;
+
+/// One pass over the records: what they say per story, and the gate cache hits.
+pub(crate) fn seen(records: &[Arc<Record>]) -> (SeenStories, u64) {
+    let mut out: SeenStories = HashMap::new();
     let mut cache_hits = 0;
     for r in records.iter().filter(|r| r.kind == "event") {
         let d = &r.data;
         let Some(story) = d.get("story").and_then(|s| s.as_str()) else {
             continue;
         };
-        let e = out.entry(story.to_string()).or_default();
+        let feature = d
+            .get("feature")
+            .and_then(|f| f.as_str())
+            .map(str::to_string);
+        let e = out
+            .entry(feature)
+            .or_default()
+            .entry(story.to_string())
+            .or_default();
         match d.get("event").and_then(|e| e.as_str()) {
             Some("story_started") => {
                 e.max_attempts = d.get("max_attempts").and_then(Value::as_u64);
@@ -202,7 +215,7 @@ fn seen(records: &[Arc<Record>]) -> (HashMap<String, Seen>, u64) {
             Some("story_skipped") => e.skipped = true,
             Some("review_finished") | Some("verification_finished") => {}
             Some("gate_finished") if d.get("cached") == Some(&Value::Bool(true)) => cache_hits += 1,
-            Some("merge_resolving") => e.merging = true,
+            Some("merge_started") | Some("merge_resolving") => e.merging = true,
             Some("attempt_failed") | Some("retry_scheduled") => e.merging = false,
             _ => {}
         }
@@ -215,7 +228,8 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
-    let (seen, cache_hits) = seen(input.records);
+    let (mut seen, cache_hits) = seen(input.records);
+    let seen = seen.remove(&None).unwrap_or_default();
 
     // The stories: the plan's, in file order (else the state's).
     let (ids, titles, deps): (Vec<String>, Vec<String>, Vec<Vec<String>>) = match input.prd {
@@ -428,5 +442,41 @@ mod tests {
             (11, Some(12)),
         ];
         assert_eq!(slots(&spans, 20), vec![0, 1, 1, 0, 1]);
+    }
+
+    #[test]
+    fn a_story_whose_merge_started_is_merging_until_its_attempt_fails() {
+        let records: Vec<Arc<Record>> = [
+            serde_json::json!({"event": "story_started", "story": "a", "attempt": 1}),
+            serde_json::json!({"event": "merge_started", "story": "a", "attempt": 1,
+                               "branch": "cascade/a", "target_branch": "main"}),
+            // The same id in a mega run's feature is another story.
+            serde_json::json!({"event": "story_started", "story": "a", "feature": "f"}),
+            serde_json::json!({"event": "merge_started", "story": "b", "feature": "f"}),
+            serde_json::json!({"event": "attempt_failed", "story": "b", "feature": "f"}),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, data)| {
+            Arc::new(Record {
+                seq: i as u64 + 1,
+                t_ms: 0,
+                ts: 0,
+                kind: "event".into(),
+                data,
+            })
+        })
+        .collect();
+        let (seen, _) = seen(&records);
+        let merging =
+            |feature: Option<&str>, story: &str| seen[&feature.map(str::to_string)][story].merging;
+        assert!(merging(None, "a"));
+        assert!(!merging(Some("f"), "a"));
+        assert!(!merging(Some("f"), "b"));
+        let running: StoryState =
+            serde_json::from_value(serde_json::json!({"id": "a", "status": "running"}))
+                .expect("a story state");
+        assert_eq!(story_state(Some(&running), false, true), "merging");
+        assert_eq!(story_state(Some(&running), false, false), "running");
     }
 }

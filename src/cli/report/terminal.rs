@@ -244,6 +244,15 @@ impl Live {
                     )));
                 }
             }
+            Event::MergeStarted {
+                story,
+                target_branch,
+                ..
+            } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message(format!("merging into '{target_branch}'"));
+                }
+            }
             Event::StoryMerged { story, .. } | Event::StoryFailed { story, .. } => self.done(story),
             Event::StoryBlocked { story, .. } => self.done(story),
             _ => {}
@@ -477,6 +486,12 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             warn("retry"),
             human_duration(*delay_ms)
         ),
+        Event::MergeStarted {
+            story,
+            branch,
+            target_branch,
+            ..
+        } => format!("{story}: merging '{branch}' into '{target_branch}'"),
         Event::StoryMerged {
             story,
             attempts,
@@ -680,6 +695,12 @@ mod tests {
                 error_type: FailureKind::QualityGate,
                 delay_ms: 0,
             },
+            Event::MergeStarted {
+                story: "a".into(),
+                attempt: 2,
+                branch: "cascade/a".into(),
+                target_branch: "main".into(),
+            },
             Event::StoryMerged {
                 story: "a".into(),
                 agent: "demo".into(),
@@ -736,6 +757,7 @@ mod tests {
             "a: gate tests FAILED in 2.0s, 1 error",
             "a: attempt 1 failed (quality_gate): quality gate 'tests' failed",
             "a: retry attempt 2/4 via demo in 0.0s",
+            "a: merging 'cascade/a' into 'main'",
             "a: merged into 'main' (fast-forward 0123456789) after 2 attempts in 5.0s",
             "b: blocked by x",
         ];

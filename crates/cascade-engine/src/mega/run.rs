@@ -100,6 +100,11 @@ pub struct MegaOptions {
     /// The options to record in the mega state for `mega resume` (the
     /// binary's; kept without being read). `None`: keep what it has.
     pub remember: Option<serde_json::Value>,
+    /// The live run's steering (the dashboard's pause and resume of the
+    /// whole run; the feature engines get it through their options): the
+    /// run answers pause and resume, and starts no feature batch while
+    /// paused. `None`: nobody steers it.
+    pub steering: Option<crate::control::steer::Steering>,
 }
 
 /// How the run ended.
@@ -107,6 +112,12 @@ pub struct MegaOptions {
 pub struct MegaSummary {
     pub status: MegaRunStatus,
     pub state: MegaState,
+}
+
+/// Where feature `name`'s engine keeps its state (`state.json`), progress
+/// and findings: `.cascade/mega/features/<name>/` (`cascade_dir` is `.cascade/`).
+pub fn feature_dir(cascade_dir: &Path, name: &str) -> PathBuf {
+    cascade_dir.join(MEGA_DIR).join("features").join(name)
 }
 
 /// Whether `name` can be a feature name (and so a branch and path component).
@@ -166,7 +177,7 @@ impl<P: MegaPorts> Ctx<P> {
     }
 
     pub(super) fn feature_dir(&self, name: &str) -> PathBuf {
-        self.cascade_dir.join(MEGA_DIR).join("features").join(name)
+        feature_dir(&self.cascade_dir, name)
     }
 
     /// Records a failure and tells the sink.
@@ -349,12 +360,7 @@ pub async fn run_mega<P: MegaPorts>(
     // the run's budget; a running feature's engine reports its own.
     for (name, f) in &state.features {
         if f.status != FeatureStatus::Pending {
-            let file = cascade_dir
-                .join(MEGA_DIR)
-                .join("features")
-                .join(name)
-                .join("state.json");
-            ports.prior_spend(name, &file);
+            ports.prior_spend(name, &feature_dir(&cascade_dir, name).join("state.json"));
         }
     }
     findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
@@ -391,6 +397,20 @@ pub async fn run_mega<P: MegaPorts>(
         parallel,
         resumed,
     });
+    // Pause and resume of the whole run are answered here (cancel and
+    // retry by the feature engines), while the run goes on.
+    // The task keeps no hold on the sink: whoever gave it (the live
+    // channel) gets it back whole once the run is over, to drain it.
+    let _steered = opts.steering.as_ref().map(|s| {
+        let sink = Arc::downgrade(&ctx.sink);
+        crate::control::steer::serve_run(s, move |feature, event| {
+            let Some(sink) = sink.upgrade() else { return };
+            sink(&match feature {
+                Some(feature) => MegaEvent::Feature(super::events::FeatureEvent { feature, event }),
+                None => MegaEvent::Run(event),
+            })
+        })
+    });
 
     // A kill between a feature's merge and its cleanup leaves its worktree.
     let landed: Vec<String> = ctx
@@ -425,6 +445,10 @@ pub async fn run_mega<P: MegaPorts>(
                 message: format!("no feature of batch {batch_no} starts: {message}"),
             });
             status = Some(MegaRunStatus::BudgetExhausted);
+            break;
+        }
+        if !held_while_paused(&ctx, opts.steering.as_ref(), batch_no).await {
+            status = Some(MegaRunStatus::Interrupted);
             break;
         }
         if worked_batches > 0 && !opts.auto_run {
@@ -566,6 +590,27 @@ pub async fn run_mega<P: MegaPorts>(
         status: final_status,
         state,
     })
+}
+
+/// While scheduling is paused, feature batch `batch_no` waits (said once
+/// as a notice). Returns `false` when the run was cancelled meanwhile.
+async fn held_while_paused<P: MegaPorts>(
+    ctx: &Ctx<P>,
+    steering: Option<&crate::control::steer::Steering>,
+    batch_no: usize,
+) -> bool {
+    let Some(steer) = steering.filter(|s| s.is_paused()) else {
+        return true;
+    };
+    ctx.emit(MegaStep::MegaNotice {
+        message: format!(
+            "scheduling is paused: feature batch {batch_no} starts once it is resumed"
+        ),
+    });
+    tokio::select! {
+        _ = steer.unpaused() => !ctx.cancel.is_cancelled(),
+        _ = ctx.cancel.cancelled() => false,
+    }
 }
 
 /// The progress.txt line of a feature step (Plan Cascade's format, with

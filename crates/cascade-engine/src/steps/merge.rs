@@ -1,5 +1,6 @@
 //! Step: queue for merge: one story at a time merges its branch into the
-//! target branch. A conflict fails the attempt as `merge_conflict` (the retry
+//! target branch (a `merge_started` event says when its turn came, local
+//! or fleet attempt alike). A conflict fails the attempt as `merge_conflict` (the retry
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
 //! Before a conflict fails the attempt, an agent may resolve it (the
@@ -25,7 +26,7 @@ pub(super) async fn run(
     committed: &Committed,
 ) -> Result<Merged, Stop> {
     let ctx = a.ctx;
-    let _turn = ctx.merge_lock.lock().await;
+    let _turn = turn(a).await;
     match merge_once(a, committed).await {
         // An agent resolves the conflict (unless --no-resolve), on the story
         // branch, gated; then the branch merges (a fast-forward now). The
@@ -54,8 +55,21 @@ pub(super) async fn queued(
     a: &Attempt<'_>,
     committed: &Committed,
 ) -> Result<Result<Merged, Stop>, Conflict> {
-    let _turn = a.ctx.merge_lock.lock().await;
+    let _turn = turn(a).await;
     merge_once(a, committed).await
+}
+
+/// Waits for the story's turn in the serial merge queue and says that its
+/// merge starts (held until the merge, and any resolution, is done).
+async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
+    let turn = a.ctx.merge_lock.lock().await;
+    a.ctx.emit(Event::MergeStarted {
+        story: a.id().to_string(),
+        attempt: a.number,
+        branch: a.branch.to_string(),
+        target_branch: a.ctx.target_branch.clone(),
+    });
+    turn
 }
 
 /// A merge that conflicted: the files, and the failure it is without resolution.
