@@ -105,7 +105,7 @@ fn bench(c: &mut Criterion) {
     git(&repo, &["add", "-A"]);
     git(&repo, &["commit", "-q", "-m", "change"]);
     let from_git = verify_repo(&repo, "HEAD~1", Some("HEAD"), &rules, &intent).unwrap();
-    assert_eq!(from_git.len(), found.len());
+    assert_eq!(from_git.findings.len(), found.len());
 
     // The cheapest gate there is, uncached, through the runner.
     let cascade_dir = tmp.path().join("cascade");

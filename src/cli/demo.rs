@@ -22,7 +22,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 
-use super::run_cmd::{ModeArg, RunArgs, ScheduleArg};
+use super::run_cmd::RunArgs;
+use super::run_flags::RunFlags;
 
 mod plan_agent;
 use super::{CliResult, Failure, Global};
@@ -39,6 +40,9 @@ pub struct DemoArgs {
     /// Start from the goal: plan with `cascade plan --auto --run` (offline planner and challenger), then build
     #[arg(long)]
     pub plan: bool,
+    /// The run's options, as for `approve` (the demo runs every batch)
+    #[command(flatten)]
+    pub flags: RunFlags,
 }
 
 /// Arguments of the hidden offline demo agent (filled in from agents.json placeholders).
@@ -169,6 +173,12 @@ const MAIN: &str = "main";
 
 /// `cascade demo`.
 pub fn run(g: &Global, a: DemoArgs) -> CliResult {
+    // The plan's run is `plan --run`'s own: run flags do not reach it.
+    if a.plan && a.flags != RunFlags::default() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`cascade demo --plan` takes no run flags besides --json (the planned run uses the demo's own); drop them, or run `cascade demo` without --plan"
+        )));
+    }
     let exe = std::env::current_exe()
         .context("cannot find the running cascade executable for the demo agent")
         .map_err(Failure::failed)?;
@@ -218,7 +228,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult {
         let args = super::planning_cmd::parse_args::<super::planning_cmd::PlanArgs>("plan", &argv)?;
         super::planning_cmd::run(&global, args)
     } else {
-        super::run_cmd::approve(&global, run_args(a.json))
+        super::run_cmd::approve(&global, run_args(a.flags.clone(), a.json))
     };
     say(format!(
         "\nthe demo repository is kept at {dir}\n  git -C {dir} log --oneline --graph --all   # the merged stories\n  cascade -C {dir} status                     # the run state\n  cascade -C {dir} worktree list              # worktrees left for inspection\n  ls {dir}/.cascade/logs                       # each attempt's agent output (story-004's retry was given the failing test)",
@@ -239,41 +249,33 @@ fn on_path(name: &str) -> bool {
     })
 }
 
-/// The arguments of `cascade approve --auto-run` the demo runs with.
-fn run_args(json: bool) -> RunArgs {
+/// The arguments of `cascade approve --auto-run` the demo runs with: the
+/// user's run flags, with the demo's own choices where the user left the
+/// default (a quick retry, three stories at once, no shared gate results).
+fn run_args(mut flags: RunFlags, json: bool) -> RunArgs {
+    let defaults = RunFlags::default();
+    flags.auto_run = true;
+    flags.yes = true;
+    if flags.max_retries == defaults.max_retries {
+        flags.max_retries = 2;
+    }
+    if flags.retry_delay == defaults.retry_delay {
+        flags.retry_delay = 0.5;
+    }
+    if flags.parallel == defaults.parallel {
+        flags.parallel = 3;
+    }
+    // The demo is a scratch repository: never share its results unless asked.
+    if flags.remote.remote_cache.is_none() {
+        flags.remote.remote_cache = Some("off".into());
+    }
     RunArgs {
         prd: Some(PathBuf::from("prd.json")),
-        auto_run: true,
-        agent: None,
-        impl_agent: None,
-        retry_agent: None,
-        no_fallback: false,
-        max_retries: 2,
-        retry_delay: 0.5,
-        parallel: 3,
-        schedule: ScheduleArg::Batch,
-        fail_fast: false,
-        allow_dirty: false,
-        mode: ModeArg::UntilComplete,
-        max_iterations: None,
-        dry_run: false,
-        yes: true,
-        json,
-        review: None,
-        review_agent: None,
-        // The demo is a scratch repository: never share its results.
-        remote: crate::cli::remote_args::RemoteCacheArgs {
-            remote_cache: Some("off".into()),
-            remote_cache_mode: None,
+        flags,
+        call: super::run_flags::Invocation {
+            dry_run: false,
+            json,
         },
-        fleet: Default::default(),
-        max_cost: None,
-        max_story_cost: None,
-        max_duration: None,
-        hard_budget: false,
-        gate_jobs: None,
-        no_resolve: false,
-        notify: None,
     }
 }
 

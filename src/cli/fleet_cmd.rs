@@ -1,6 +1,6 @@
 //! The fleet's commands and flags: `cascade worker`, `cascade fleet status`,
-//! and `--fleet URL` / `--remote GIT_URL` of `approve` and `resume` (the
-//! coordinator). The work is in the cascade-fleet crate, behind the cargo
+//! and `--fleet URL` / `--remote GIT_URL` of every command that runs stories
+//! (the coordinator). The work is in the cascade-fleet crate, behind the cargo
 //! feature `fleet`; without it the commands and flags still parse and exit 2
 //! saying how to get a build with it.
 
@@ -10,8 +10,9 @@ use clap::{Args, Subcommand};
 
 use super::{CliResult, Failure, Global};
 
-/// `--fleet` / `--remote` of `approve` and `resume`.
-#[derive(Debug, Clone, Default, Args)]
+/// `--fleet` / `--remote`, part of the run flags (`run_flags::RunFlags`).
+#[derive(Debug, Clone, Default, PartialEq, Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct FleetArgs {
     /// Run the stories on fleet workers through NATS JetStream
     /// (nats://HOST:PORT); this process schedules, merges and keeps the state

@@ -11,17 +11,17 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
-use cascade_engine::config::RunOptions;
 use cascade_engine::mega::events::{MegaEvent, MegaStep};
 use cascade_engine::mega::live::LivePorts;
-use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSink};
+use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSink, PlanInput};
 use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
-use cascade_engine::RetryPolicy;
 use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
-use clap::{Args, Subcommand};
+use clap::{ArgMatches, Args, Subcommand};
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::run_flags::{self, Invocation, ModeArg, RunFlags, RUN_AFTER_HELP};
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
@@ -36,53 +36,39 @@ pub enum MegaCommand {
     Complete(MegaCompleteArgs),
 }
 
+/// `mega approve` and `mega resume`: the mega-plan and the run flags.
 #[derive(Debug, Args)]
+#[command(after_help = RUN_AFTER_HELP)]
 pub struct MegaApproveArgs {
     /// The mega-plan to run (default: ./mega-plan.json, else the project's
     /// Plan Cascade data directory)
     #[arg(long, value_name = "PATH")]
     pub mega: Option<PathBuf>,
-    /// Run every batch without asking
-    #[arg(long)]
-    pub auto_run: bool,
-    /// Use this agent for everything
-    #[arg(long, value_name = "A")]
-    pub agent: Option<String>,
+    #[command(flatten)]
+    pub run: MegaRunFlags,
+    #[command(flatten)]
+    pub call: Invocation,
+}
+
+/// How a mega run goes: every run flag ([`RunFlags`]: budgets, review,
+/// gate jobs, notify, remote cache, fleet... for all features at once),
+/// and the agent that writes missing feature PRDs. Recorded in the mega
+/// state; `mega resume` restores it.
+#[derive(Debug, Clone, PartialEq, Args, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MegaRunFlags {
     /// Agent that writes missing feature PRDs
     #[arg(long, value_name = "A")]
     pub prd_agent: Option<String>,
-    /// Agent for the implementation phase
-    #[arg(long, value_name = "A")]
-    pub impl_agent: Option<String>,
-    /// Agent for retries
-    #[arg(long, value_name = "A")]
-    pub retry_agent: Option<String>,
-    /// Use the named agents even if they are not installed
-    #[arg(long)]
-    pub no_fallback: bool,
-    /// Retries per story after the first attempt
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    pub max_retries: u32,
-    /// Base delay of the exponential retry backoff, in seconds (0: retry at once)
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 2.0,
-        allow_negative_numbers = true
-    )]
-    pub retry_delay: f64,
-    /// Units of work (features x stories) running at once
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub parallel: usize,
-    /// Run even if the working tree has uncommitted changes
-    #[arg(long)]
-    pub allow_dirty: bool,
-    /// Do not ask before each batch (same as --auto-run)
-    #[arg(long)]
-    pub yes: bool,
-    /// Print NDJSON events instead of text
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub flags: RunFlags,
+}
+
+impl Default for MegaRunFlags {
+    fn default() -> Self {
+        run_flags::defaults()
+    }
 }
 
 #[derive(Debug, Args)]
@@ -99,9 +85,16 @@ pub struct MegaStatusArgs {
     pub json: bool,
 }
 
-pub fn run(g: &Global, c: MegaCommand) -> CliResult {
+/// `matches`: the `mega` subcommand's parsed flags (`mega resume` asks which
+/// were given explicitly: those override the recorded options).
+pub fn run(g: &Global, c: MegaCommand, matches: Option<&ArgMatches>) -> CliResult {
     match c {
-        MegaCommand::Approve(a) | MegaCommand::Resume(a) => approve(g, a),
+        MegaCommand::Approve(a) => approve(g, a, None),
+        MegaCommand::Resume(a) => approve(
+            g,
+            a,
+            Some(matches.and_then(|m| m.subcommand_matches("resume"))),
+        ),
         MegaCommand::Status(a) => status(g, a),
         MegaCommand::Complete(a) => complete(g, a),
     }
@@ -120,18 +113,23 @@ fn current_dir() -> Result<PathBuf, Failure> {
         .map_err(|e| Failure::usage(anyhow!("cannot read the current directory: {e}")))
 }
 
-/// `mega approve` / `mega resume`.
-fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
-    if a.parallel == 0 {
-        return Err(Failure::usage(anyhow!("--parallel must be at least 1")));
-    }
-    if !a.retry_delay.is_finite() || a.retry_delay < 0.0 {
+/// `mega approve` / `mega resume` (`resume`: `Some`, with `resume`'s
+/// parsed flags when there are any).
+fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches>>) -> CliResult {
+    // `--fleet` in a build without the fleet: say so before anything else.
+    super::fleet_cmd::check(&a.run.flags.fleet)?;
+    let cwd = current_dir()?;
+    let mut g = g.clone();
+    let notice = match resume {
+        Some(matches) => restore(&mut a, &mut g.agents, &cwd, matches)?,
+        None => None,
+    };
+    let flags = &a.run.flags;
+    if flags.mode != ModeArg::UntilComplete || flags.max_iterations.is_some() {
         return Err(Failure::usage(anyhow!(
-            "--retry-delay must be a number of seconds >= 0 (got {})",
-            a.retry_delay
+            "--mode and --max-iterations are for `approve`/`resume`: a mega run runs every feature to its end (stop between feature batches by leaving out --auto-run)"
         )));
     }
-    let cwd = current_dir()?;
     let found =
         super::plan_file::Project::of(cwd.clone()).find(PlanKind::Mega, a.mega.as_deref())?;
     let plan_path = if found.path.is_absolute() {
@@ -146,47 +144,30 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         ))
     })?;
     let plan = cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)?;
-    // Checked above to be finite and >= 0; beyond a day it is surely a slip.
-    let base = Duration::try_from_secs_f64(a.retry_delay)
-        .ok()
-        .filter(|d| *d <= Duration::from_secs(24 * 3600))
-        .ok_or_else(|| {
-            Failure::usage(anyhow!(
-                "--retry-delay {:?} is too long (at most 86400 seconds)",
-                a.retry_delay
-            ))
-        })?;
-    let template = RunOptions {
-        agent: a.agent.clone(),
-        impl_agent: a.impl_agent.clone(),
-        retry_agent: a.retry_agent.clone(),
-        no_fallback: a.no_fallback,
-        retry: RetryPolicy {
-            max_retries: a.max_retries,
-            base_delay: base,
-            max_delay: Duration::from_secs(60).max(base),
-            ..RetryPolicy::default()
-        },
-        ..RunOptions::default()
-    };
+    // Every feature's engine starts from these options; the pause between
+    // batches is the mega run's own (feature engines never pause).
+    let mut template = flags.run_options(false)?;
+    template.pause = cascade_engine::config::Pause::Never;
     let overrides = Overrides {
-        agent: a.agent.clone(),
-        impl_agent: a.impl_agent.clone(),
-        retry_agent: a.retry_agent.clone(),
-        prd_agent: a.prd_agent.clone(),
-        review_agent: None,
-        no_fallback: a.no_fallback,
+        prd_agent: a.run.prd_agent.clone(),
+        ..flags.overrides()
     };
-    // The agents that write the features' PRDs and implement them must work.
-    super::agents_check::before_run(
-        g,
-        &cwd,
-        &overrides,
-        &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
+    // The agents that write the features' PRDs and implement them must work
+    // (with --fleet the stories run on the workers: only the PRD agent here).
+    let phases: &[cascade_agents::Phase] = if flags.fleet.fleet.is_some() {
+        &[cascade_agents::Phase::Planning]
+    } else {
         &[
             cascade_agents::Phase::Planning,
             cascade_agents::Phase::Implementation,
-        ],
+        ]
+    };
+    super::agents_check::before_run(
+        &g,
+        &cwd,
+        &overrides,
+        &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        phases,
     )?;
     // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
     let agents_path = g.agents.as_ref().map(|p| {
@@ -196,9 +177,13 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
             cwd.join(p)
         }
     });
+    if a.call.dry_run {
+        return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
+    }
+    let remember = run_flags::record(&a.run, agents_path.as_deref(), &cwd);
     let ports = LivePorts::new(&cwd, agents_path, overrides, template).map_err(mega_failure)?;
     // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
-    let auto = a.auto_run || a.yes || plan.auto_mode();
+    let auto = flags.unattended() || plan.auto_mode();
     let confirm: Option<Confirm> =
         if !auto && std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
             Some(Arc::new(confirm_on_terminal))
@@ -208,26 +193,39 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
     let opts = MegaOptions {
         start_dir: cwd,
         auto_run: auto,
-        parallel: a.parallel,
-        allow_dirty: a.allow_dirty,
+        parallel: flags.parallel,
+        allow_dirty: flags.allow_dirty,
+        remember: Some(remember),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(anyhow!("cannot start the async runtime: {e}")))?;
-    let printer = Printer::new(a.json);
+    let printer = Printer::new(a.call.json);
+    let notifier = super::notify::Notifier::new(flags.notify.clone());
     let sink: MegaSink = {
         let printer = printer.clone();
-        Arc::new(move |e: &MegaEvent| printer.print(e))
+        notifier.wrap_mega(Arc::new(move |e: &MegaEvent| printer.print(e)))
     };
+    let sink = after_start(sink, notice);
     let cancel = CancelToken::new();
+    let fleet = flags.fleet.clone();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
         let stop = super::signals::StopSignals::watch(cancel.clone());
+        let repo = cascade_git::RepoPaths::discover(&opts.start_dir).ok();
+        let mut ports = ports;
+        // With --fleet, every feature's stories go to the workers.
+        #[cfg(feature = "fleet")]
+        if let Some(repo) = &repo {
+            match super::fleet_cmd::coordinator(&fleet, repo, cancel.clone()).await {
+                Ok(executor) => ports.set_executor(executor),
+                Err(f) => return (Err(f), stop),
+            }
+        }
+        let _ = (&fleet, &mut ports);
         // Events for `cascade ui` (.cascade/live.sock, runs/).
-        let cascade_dir = cascade_git::RepoPaths::discover(&opts.start_dir)
-            .ok()
-            .map(|r| r.cascade_dir());
+        let cascade_dir = repo.map(|r| r.cascade_dir());
         let live = Arc::new(super::live::Live::start(cascade_dir.as_deref(), None));
         let sink: MegaSink = {
             let live = Arc::clone(&live);
@@ -242,10 +240,12 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         if let Ok(live) = Arc::try_unwrap(live) {
             live.finish().await;
         }
-        (result, stop)
+        (result.map_err(mega_failure), stop)
     });
-    let summary = result.map_err(mega_failure)?;
-    if !a.json {
+    notifier.finish();
+    rt.shutdown_timeout(Duration::from_secs(5));
+    let summary = result?;
+    if !a.call.json {
         print!("{}", status_text(&summary.state));
     }
     print_failures(&summary.state);
@@ -254,7 +254,167 @@ fn approve(g: &Global, a: MegaApproveArgs) -> CliResult {
         MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
         MegaRunStatus::Interrupted => stop.exit_code(),
-        MegaRunStatus::Failed | MegaRunStatus::Running => EXIT_FAILED,
+        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
+            EXIT_FAILED
+        }
+    })
+}
+
+/// `mega approve --dry-run`: every feature's schedule with its agents, in
+/// feature batches (a feature whose PRD the PRD agent would write says
+/// which agent); runs and writes nothing of the run.
+fn dry_run(
+    plan: &PlanInput,
+    cwd: &Path,
+    agents: Option<PathBuf>,
+    overrides: &Overrides,
+    template: &cascade_engine::config::RunOptions,
+    json: bool,
+) -> CliResult {
+    let paths = cascade_git::RepoPaths::discover(cwd).map_err(Failure::usage)?;
+    let state = MegaState::load(&paths.cascade_dir())
+        .ok()
+        .flatten()
+        .filter(|s| s.plan == plan.path && s.status != MegaRunStatus::Closed);
+    let plan_dir = plan.path.parent().unwrap_or(cwd);
+    let loaded =
+        cascade_agents::AgentsConfig::load(agents.as_deref(), cwd).map_err(Failure::usage)?;
+    let detector = cascade_agents::Detector::from_env();
+    let resolver = cascade_agents::Resolver::new(&loaded.config, &detector, overrides.clone());
+    resolver.check_overrides().map_err(Failure::usage)?;
+    let mut out_batches = Vec::new();
+    let mut lines = Vec::new();
+    for (i, batch) in plan.batches.iter().enumerate() {
+        lines.push(format!("Feature batch {}:", i + 1));
+        let mut features = Vec::new();
+        for name in batch {
+            let branch = cascade_engine::mega::state::feature_branch(name);
+            let recorded = state.as_ref().and_then(|s| s.feature(name));
+            let status = recorded.map_or("pending", |f| f.status.as_str());
+            let prd = recorded
+                .and_then(|f| f.prd.clone())
+                .filter(|p| p.is_file())
+                .or_else(|| {
+                    Some(plan_dir.join("features").join(name).join("prd.json"))
+                        .filter(|p| p.is_file())
+                });
+            let mut entry = json!({"feature": name, "branch": branch, "status": status});
+            match &prd {
+                Some(prd) => {
+                    let mut config = cascade_engine::config::EngineConfig::new(cwd, prd);
+                    config.agents_path = agents.clone();
+                    config.target_branch = Some(branch.clone());
+                    config.feature = Some(name.clone());
+                    let planned = cascade_engine::engine::Engine::new(config)
+                        .dry_run(template)
+                        .map_err(|e| {
+                            let f = super::run_cmd::engine_failure(e);
+                            Failure {
+                                code: f.code,
+                                error: f.error.context(format!("feature '{name}'")),
+                            }
+                        })?;
+                    lines.push(format!(
+                        "  {name} ({branch}, {status}): PRD {}",
+                        prd.display()
+                    ));
+                    lines.extend(super::run_cmd::dry_run_lines(&planned, "    "));
+                    entry["prd"] = prd.display().to_string().into();
+                    entry["batches"] = serde_json::to_value(&planned.batches).unwrap_or_default();
+                    entry["complete"] = planned.complete.clone().into();
+                }
+                None => {
+                    let story =
+                        cascade_plan::Story::new(format!("prd-{name}"), format!("PRD for {name}"));
+                    let author = resolver
+                        .resolve(&story, cascade_agents::Phase::Planning)
+                        .map(|a| a.agent)
+                        .map_err(|e| Failure::usage(anyhow!("feature '{name}': {e}")))?;
+                    lines.push(format!(
+                        "  {name} ({branch}, {status}): no PRD yet; agent '{author}' writes it when the feature starts"
+                    ));
+                    entry["prd_agent"] = author.into();
+                }
+            }
+            features.push(entry);
+        }
+        out_batches.push(features);
+    }
+    let schedule = match template.schedule {
+        cascade_engine::scheduler::Discipline::Batch => "batch",
+        cascade_engine::scheduler::Discipline::Eager => "eager",
+    };
+    if json {
+        println!(
+            "{}",
+            json!({
+                "mega": plan.path.display().to_string(),
+                "target_branch": plan.target_branch,
+                "schedule": schedule,
+                "parallel": template.parallel,
+                "batches": out_batches,
+            })
+        );
+    } else {
+        println!(
+            "Dry run of {}: {} features in {} batch(es) ({schedule} schedule inside features, --parallel {} across them); nothing will run.",
+            plan.path.display(),
+            plan.features.len(),
+            plan.batches.len(),
+            template.parallel
+        );
+        for line in lines {
+            println!("{line}");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `mega resume`: the mega-plan and the options the run was started with
+/// (from its state), under the flags given here; the notice that says which
+/// are in effect.
+fn restore(
+    a: &mut MegaApproveArgs,
+    agents: &mut Option<PathBuf>,
+    cwd: &Path,
+    matches: Option<&ArgMatches>,
+) -> Result<Option<String>, Failure> {
+    let Ok(paths) = cascade_git::RepoPaths::discover(cwd) else {
+        return Ok(None); // the run says what is wrong
+    };
+    let state = MegaState::load(&paths.cascade_dir()).map_err(mega_failure)?;
+    let Some(state) = state.filter(|s| s.status != MegaRunStatus::Closed) else {
+        return Err(Failure::usage(anyhow!(
+            "there is no mega run to resume in '{}'; start one with `cascade mega approve`",
+            paths.main_root.display()
+        )));
+    };
+    let mut r = match &state.options {
+        Some(recorded) => run_flags::restore(&mut a.run, agents, recorded, matches)?,
+        None => run_flags::Restored::default(),
+    };
+    // The run's own plan, wherever it was found when it started.
+    if a.mega.is_none() && state.plan.is_file() {
+        r.used.insert(0, format!("--mega {}", state.plan.display()));
+        a.mega = Some(state.plan.clone());
+    }
+    Ok(r.message())
+}
+
+/// `sink`, followed by a notice with `message` right after `mega_started`.
+fn after_start(sink: MegaSink, message: Option<String>) -> MegaSink {
+    let Some(message) = message else {
+        return sink;
+    };
+    let pending = Mutex::new(Some(message));
+    Arc::new(move |e: &MegaEvent| {
+        sink(e);
+        if matches!(e, MegaEvent::Mega(MegaStep::MegaStarted { .. })) {
+            let message = pending.lock().ok().and_then(|mut m| m.take());
+            if let Some(message) = message {
+                sink(&MegaStep::MegaNotice { message }.into());
+            }
+        }
     })
 }
 

@@ -25,6 +25,7 @@ pub mod planning_cmd;
 pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
+pub mod run_flags;
 pub mod signals;
 #[cfg(feature = "ui")]
 pub mod ui_cmd;
@@ -221,7 +222,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Approve(a) => run_cmd::approve(g, a),
         Command::Status(a) => run_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
-        Command::Mega(c) => mega_cmd::run(g, c),
+        Command::Mega(c) => mega_cmd::run(g, c, matches.subcommand_matches("mega")),
         Command::Verify(a) => verify_cmd::run(g, a),
         Command::Worktree(c) => worktree_cmd::run(g, c),
         Command::Paths(a) => paths_cmd::run(g, a),

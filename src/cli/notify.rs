@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use cascade_engine::mega::events::{MegaEvent, MegaStep};
+use cascade_engine::mega::run::MegaSink;
 use cascade_engine::{Event, EventSink};
 use cascade_process::{CancelToken, Spec};
 
@@ -64,7 +66,23 @@ impl Notifier {
         })
     }
 
-    fn send(&self, event: &Event, text: String) {
+    /// A mega run's sink followed by its notifications: a story of any
+    /// feature failing for good, the run's budget running out, the run
+    /// pausing or finishing (a feature's own end is not news: the run's is).
+    pub fn wrap_mega(&self, sink: MegaSink) -> MegaSink {
+        if self.argv.is_none() && self.desktop.is_none() {
+            return sink;
+        }
+        let me = self.clone();
+        Arc::new(move |e: &MegaEvent| {
+            sink(e);
+            if let Some(text) = mega_headline(e) {
+                me.send(e, text);
+            }
+        })
+    }
+
+    fn send(&self, event: &impl serde::Serialize, text: String) {
         let json = serde_json::to_vec(event).unwrap_or_default();
         let name = serde_json::to_value(event)
             .ok()
@@ -158,4 +176,22 @@ pub fn headline(e: &Event) -> Option<String> {
         Event::RunPaused { reason } => format!("paused: {reason}"),
         _ => return None,
     })
+}
+
+/// The one-line text of a mega run's event worth a notification.
+pub fn mega_headline(e: &MegaEvent) -> Option<String> {
+    match e {
+        MegaEvent::Feature(f) => match &f.event {
+            Event::RunFinished { .. } | Event::RunPaused { .. } => None,
+            other => headline(other).map(|t| format!("{}: {t}", f.feature)),
+        },
+        MegaEvent::Mega(MegaStep::MegaFinished {
+            status, features, ..
+        }) => Some(format!(
+            "mega run {status}: {} features complete, {} failed, {} blocked, {} pending",
+            features.complete, features.failed, features.blocked, features.pending
+        )),
+        MegaEvent::Mega(MegaStep::MegaPaused { reason, .. }) => Some(format!("paused: {reason}")),
+        MegaEvent::Mega(_) => None,
+    }
 }

@@ -726,7 +726,7 @@ fn run_plan(
             argv.push("--json");
         }
         let args = parse_args::<super::mega_cmd::MegaApproveArgs>("approve", &argv)?;
-        super::mega_cmd::run(g, super::mega_cmd::MegaCommand::Approve(args))
+        super::mega_cmd::run(g, super::mega_cmd::MegaCommand::Approve(args), None)
     } else {
         let mut argv = vec!["approve", "--auto-run", "--prd", &plan_arg];
         if json {

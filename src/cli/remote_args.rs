@@ -5,10 +5,12 @@
 
 use cascade_gates::{GateCache, GateSet, RemoteCache, RemoteMode, RemoteRequest, RemoteSettings};
 use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
 
 use super::Failure;
 
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum RemoteModeArg {
     /// Look results up, never publish
     Read,
@@ -18,7 +20,8 @@ pub enum RemoteModeArg {
     ReadWrite,
 }
 
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default, PartialEq, Args, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RemoteCacheArgs {
     /// Share gate results through this store: s3://bucket/prefix, gs://..., az://..., file:///dir
     /// (default: $CASCADE_REMOTE_CACHE, then remote_cache in .cascade/gates.json; `off` disables)

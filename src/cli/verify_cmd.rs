@@ -1,12 +1,17 @@
-//! `cascade verify [--json] [--range A..B]`: the local stub, skipped-test and
-//! gate-tampering detection an attempt runs, for a person: on the working
-//! tree against HEAD (untracked files included), or on a range of commits.
-//! With `--story ID` the change is judged as that story's attempt would be
-//! (its `verify_allow` and `files`). Exit 0 when clean, 1 with findings, 2
-//! for bad input (a bad range or revision, an unknown story, a
-//! `.cascade/verify.json` that cannot be used).
+//! `cascade verify [--json] [--range A..B] [--story ID] [--prove-tests]`:
+//! the local stub, skipped-test and tampering detection an attempt runs, for
+//! a person: on the working tree against HEAD (untracked files included),
+//! or on a range of commits. The rules are those of the base (`A`, or HEAD):
+//! its committed `.cascade/verify.json`, else the main worktree's untracked
+//! one, as an attempt reads them. With `--story ID` the change is judged as
+//! that story's attempt would be (its `verify_allow`); `--prove-tests` also
+//! runs the change's new or changed tests on the base. Exit 0 when clean, 1
+//! with findings, 2 for bad input (a bad range or revision, an unknown
+//! story, a `.cascade/verify.json` that cannot be used).
 
-use cascade_verify::{Finding, Intent, RuleSet};
+use anyhow::Context;
+use cascade_process::CancelToken;
+use cascade_verify::{Finding, Intent};
 use clap::Args;
 use serde::Serialize;
 
@@ -20,9 +25,14 @@ pub struct VerifyArgs {
     /// Check the commits A..B (`A..` means A..HEAD) instead of the working tree
     #[arg(long, value_name = "A..B")]
     pub range: Option<String>,
-    /// Judge the change as this story's attempt would be (its verify_allow and files)
+    /// Judge the change as this story's attempt would be (its verify_allow)
     #[arg(long, value_name = "ID")]
     pub story: Option<String>,
+    /// Also run the change's new or changed tests on the base (A, or HEAD)
+    /// with only the test changes applied: a test that passes there is a
+    /// finding (unproven-test)
+    #[arg(long)]
+    pub prove_tests: bool,
     /// The PRD holding --story
     #[arg(
         long,
@@ -41,6 +51,15 @@ struct Report<'a> {
     files: usize,
     added_lines: usize,
     findings: &'a [Finding],
+    /// Findings the story's `verify_allow` lets go (with `--story`).
+    #[serde(skip_serializing_if = "<[Finding]>::is_empty")]
+    allowed: &'a [Finding],
+    /// With `--prove-tests`: the new or changed tests run on the base.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    proved_tests: Option<usize>,
+    /// With `--prove-tests`: what could not be proven, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 /// Splits `A..B` (`A..` = `A..HEAD`); a three-dot range or an empty side is bad input.
@@ -71,10 +90,6 @@ fn parse_range(range: &str) -> Result<(String, String), Failure> {
 pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
     let cwd = std::env::current_dir().map_err(Failure::failed)?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
-    let mut rules =
-        RuleSet::load_file(&paths.cascade_dir().join("verify.json")).map_err(Failure::usage)?;
-    // Asked for by a person: `"enabled": false` only turns off the attempts' step.
-    rules.enabled = true;
     let (from, to, shown) = match &a.range {
         Some(r) => {
             let (from, to) = parse_range(r)?;
@@ -88,6 +103,12 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             "cannot read the change {shown}: {e} (check the revisions; a repository needs a first commit)"
         ))
     })?;
+    // The rules of the base, as an attempt started there reads them.
+    let mut rules = cascade_engine::judging::Judging::new(&paths, &cwd, None)
+        .and_then(|j| j.rules_at(&from))
+        .map_err(Failure::usage)?;
+    // Asked for by a person: `"enabled": false` only turns off the attempts' step.
+    rules.enabled = true;
     let intent = match &a.story {
         None => Intent::default(),
         Some(id) => {
@@ -101,7 +122,22 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             cascade_engine::checks::intent_of(story)
         }
     };
-    let findings = cascade_verify::scan(&files, &rules, &intent);
+    let mut verdict = cascade_verify::check(&files, &rules, &intent);
+    let mut proved = None;
+    let mut notes = Vec::new();
+    if a.prove_tests {
+        let proof = prove(&paths, &from, &files, &rules)?;
+        proved = Some(proof.ran);
+        notes = proof.notes;
+        for f in proof.findings {
+            if intent.allows(&rules, &f) {
+                verdict.allowed.push(f);
+            } else {
+                verdict.findings.push(f);
+            }
+        }
+    }
+    let findings = &verdict.findings;
     let added: usize = files.iter().map(|f| f.added.len()).sum();
     if a.json {
         let report = Report {
@@ -109,13 +145,28 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             range: shown,
             files: files.len(),
             added_lines: added,
-            findings: &findings,
+            findings,
+            allowed: &verdict.allowed,
+            proved_tests: proved,
+            notes,
         };
         let text = serde_json::to_string_pretty(&report).map_err(Failure::failed)?;
         println!("{text}");
     } else {
-        for f in &findings {
+        for f in findings {
             println!("{f}");
+        }
+        for f in &verdict.allowed {
+            println!("allowed by verify_allow: {f}");
+        }
+        for n in &notes {
+            println!("note: {n}");
+        }
+        if let Some(n) = proved {
+            println!(
+                "verify: {n} new or changed test{} run on {from}",
+                if n == 1 { "" } else { "s" }
+            );
         }
         if findings.is_empty() {
             println!(
@@ -126,7 +177,7 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             );
         } else {
             println!(
-                "verify: {} finding{} in {shown}; fix them, or allow a rule for a story with \"verify_allow\": [\"rule-id\"] in prd.json",
+                "verify: {} finding{} in {shown}; fix them, or allow a rule for a story with \"verify_allow\": [\"rule-id\"] (a protected file with its path) in prd.json",
                 findings.len(),
                 if findings.len() == 1 { "" } else { "s" }
             );
@@ -137,6 +188,40 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
     } else {
         EXIT_FAILED
     })
+}
+
+/// Runs the change's new or changed tests on `base` (Ctrl-C stops them).
+fn prove(
+    paths: &cascade_git::RepoPaths,
+    base: &str,
+    files: &[cascade_git::diff::FileDiff],
+    rules: &cascade_verify::RuleSet,
+) -> Result<cascade_verify::prove::Proof, Failure> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(Failure::failed)?;
+    let cancel = CancelToken::new();
+    let mut opts = cascade_verify::prove::ProveOptions::new(&paths.workdir);
+    // The project's own build directory, when it has one.
+    let target = paths.workdir.join("target");
+    if target.is_dir() {
+        opts.cargo_target_dir = Some(target);
+    }
+    rt.block_on(async {
+        let c = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c.cancel();
+            }
+        });
+        let proof =
+            cascade_verify::prove::prove(&paths.workdir, base, files, rules, &opts, &cancel).await;
+        watcher.abort();
+        proof
+    })
+    .map_err(Failure::failed)
 }
 
 #[cfg(test)]

@@ -811,7 +811,9 @@ fi
         .spawn()
         .unwrap();
     let guard = std::time::Instant::now();
-    while !f.t("pid").exists() && guard.elapsed() < Duration::from_secs(60) {
+    // The agent writes its pid: wait for the whole number, not the file.
+    while f.read("pid").trim().parse::<i32>().is_err() && guard.elapsed() < Duration::from_secs(60)
+    {
         std::thread::sleep(Duration::from_millis(20));
     }
     let pid: i32 = f.read("pid").trim().parse().expect("agent pid");

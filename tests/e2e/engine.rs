@@ -1613,7 +1613,7 @@ fn resume_continues_with_the_options_the_run_was_started_with() {
         .iter()
         .filter(|e| e["event"] == "notice")
         .filter_map(|e| e["message"].as_str())
-        .find(|m| m.contains("options the run was started with"))
+        .find(|m| m.starts_with("resuming with"))
         .unwrap_or_else(|| panic!("no restored-options notice in {ev:?}"));
     for flag in [
         "--agent second",
@@ -1659,8 +1659,15 @@ fn resume_continues_with_the_options_the_run_was_started_with() {
         .filter_map(|e| e["message"].as_str())
         .find(|m| m.contains("given here instead"))
         .unwrap_or_else(|| panic!("no override notice in {ev:?}"));
+    // The notice names the values in effect, and what they replaced.
     assert!(
-        note.contains("--agent second") && note.contains("--parallel 3"),
+        note.contains(
+            "--agent scripted --parallel 2 given here instead of --agent second --parallel 3"
+        ),
+        "{note}"
+    );
+    assert!(
+        note.starts_with("resuming with") && note.contains("--schedule eager"),
         "{note}"
     );
     assert_eq!(f.prd_status("a"), "complete");

@@ -16,6 +16,7 @@ mod mega;
 mod mock_anthropic;
 mod mock_http;
 mod mock_openai;
+mod modes;
 mod paths;
 mod plan;
 mod planning;

@@ -86,10 +86,15 @@ self-review)
   result='checked it all <review>PASS</review>'
   [ -f "$T/no-marker" ] && result='looked fine' ;;
 challenge)
-  printf '# Own challenge\n\nVerdict: APPROVED\n' > "$CASCADE_OUTPUT" ;;
+  v=APPROVED
+  if [ -s "$T/own-verdicts" ]; then v=$(head -n 1 "$T/own-verdicts"); sed -i 1d "$T/own-verdicts"; fi
+  printf '# Own challenge\n\nVerdict: %s\n' "$v" > "$CASCADE_OUTPUT" ;;
 esac
-echo '{"type": "system", "subtype": "init", "session_id": "sess-gen-1", "model": "scripted-1"}'
-printf '{"type": "result", "subtype": "success", "is_error": false, "result": "%s", "session_id": "sess-gen-1", "usage": {"input_tokens": 100, "output_tokens": 20}, "total_cost_usd": 0.01}\n' "$result"
+# With `own-challenge-session`, the challenge is a conversation of its own.
+sid=sess-gen-1
+if [ "$step" = challenge ] && [ -f "$T/own-challenge-session" ]; then sid=sess-challenge-1; fi
+echo '{"type": "system", "subtype": "init", "session_id": "'"$sid"'", "model": "scripted-1"}'
+printf '{"type": "result", "subtype": "success", "is_error": false, "result": "%s", "session_id": "%s", "usage": {"input_tokens": 100, "output_tokens": 20}, "total_cost_usd": 0.01}\n' "$result" "$sid"
 "#;
 
 /// The review agent: writes CHALLENGE.md with the next verdict of
@@ -409,6 +414,42 @@ fn json_prints_the_event_stream() {
     let last = events.last().unwrap();
     assert_eq!(last["event"], "plan_finished");
     assert_eq!(last["status"], "approved");
+}
+
+/// One agent writes and challenges the plan (common when only one agent CLI
+/// is installed): the revise continues the writer's conversation, never the
+/// challenger's, and each role's session is kept apart.
+#[test]
+fn one_agent_as_planner_and_challenger_revises_in_the_planners_session() {
+    let p = Plan::new();
+    let path = p.t("agents.json");
+    let mut agents: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    agents["phase_defaults"]["review"]["default_agent"] = json!("planner");
+    write_json(&path, &agents);
+    p.mark("own-challenge-session", "");
+    p.mark("own-verdicts", "NEEDS_REVISION\nAPPROVED\n");
+    let (code, out, err) = p.plan(&["--yes", "--review-agent", "planner"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert_eq!(p.count("challenge"), 2, "{:?}", p.calls());
+    let revise = p
+        .calls()
+        .into_iter()
+        .find(|l| l.starts_with("revise"))
+        .unwrap_or_else(|| panic!("no revise in {:?}", p.calls()));
+    assert!(revise.contains("--resume sess-gen-1"), "{revise}");
+    assert!(!revise.contains("sess-challenge-1"), "{revise}");
+    let s = p.session();
+    assert_eq!(
+        s["role_sessions"]["generator"]["session_id"], "sess-gen-1",
+        "{s}"
+    );
+    assert_eq!(s["role_sessions"]["generator"]["agent"], "planner", "{s}");
+    assert_eq!(
+        s["role_sessions"]["reviewer"]["session_id"], "sess-challenge-1",
+        "{s}"
+    );
+    // What the agent printed last is still said per agent.
+    assert_eq!(s["agent_sessions"]["planner"], "sess-challenge-1", "{s}");
 }
 
 #[test]

@@ -599,7 +599,13 @@ fn verify_command_for_a_person() {
     assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        !text.contains("rust-stub-macro") && text.contains("py-stub-body"),
+        !text.lines().any(|l| l.starts_with("lib.rs:2:"))
+            && text.contains("new.py:2: [py-stub-body]"),
+        "{text}"
+    );
+    // What the story allows is listed apart.
+    assert!(
+        text.contains("allowed by verify_allow: lib.rs:2: [rust-stub-macro]"),
         "{text}"
     );
     let out = cascade(p)
@@ -617,4 +623,199 @@ fn verify_command_for_a_person() {
         assert_eq!(out.status.code(), Some(2), "{bad}: {}", explain(&out));
         assert!(String::from_utf8_lossy(&out.stderr).starts_with("error: "));
     }
+}
+
+/// The project's committed gate: the unit tests.
+const GATES_JSON: &str = r#"{"gates": [{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]}"#;
+/// What a cheating agent writes instead.
+const GATES_TRUE: &str = r#"{"gates": [{"name": "tests", "type": "test", "command": "true"}]}"#;
+
+/// A project with a bug in calc.py, a test that catches it, and the test
+/// gate committed in `.cascade/gates.json`.
+fn committed_gate_project(story_extra: Value) -> Fx {
+    let fx = Fx::new(
+        &[
+            ("calc.py", "def total(xs):\n    return xs[0]\n"),
+            ("test_calc.py", TEST_FILE),
+        ],
+        json!([]),
+        story_extra,
+    );
+    std::fs::create_dir_all(fx.repo().join(".cascade")).unwrap();
+    std::fs::write(fx.repo().join(".cascade/gates.json"), GATES_JSON).unwrap();
+    git(fx.repo(), &["add", "-f", ".cascade/gates.json"]);
+    git(fx.repo(), &["commit", "-q", "-m", "the test gate"]);
+    fx
+}
+
+#[test]
+fn an_agent_that_replaces_the_gate_with_true_fails_verification_and_is_not_merged() {
+    if !have_python() {
+        return;
+    }
+    let fx = committed_gate_project(json!({}));
+    let cheat = format!("printf '%s' '{GATES_TRUE}' > .cascade/gates.json");
+    fx.author(&cheat, &cheat);
+    fx.reviewer("exit 0");
+    fx.agents();
+    let out = fx.approve(&["--max-retries", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let ev = events(&out);
+    let checked = of(&ev, "verification_finished");
+    assert_eq!(checked.len(), 1, "{}", explain(&out));
+    assert_eq!(checked[0]["passed"], false);
+    let finding = &checked[0]["findings"][0];
+    assert_eq!(finding["rule"], "gate-config-edit");
+    assert_eq!(finding["file"], ".cascade/gates.json");
+    // The message says what changed.
+    let message = finding["message"].as_str().unwrap();
+    assert!(message.contains("\"command\": \"true\""), "{message}");
+    assert!(message.contains("\"command\": \"python3\""), "{message}");
+    let failed = of(&ev, "story_failed");
+    assert_eq!(failed[0]["error_type"], "verification");
+    // No gate ran on it, nothing merged: main keeps the gate that checks.
+    assert!(of(&ev, "gate_finished").is_empty());
+    assert_eq!(
+        git(fx.repo(), &["show", "main:.cascade/gates.json"]),
+        GATES_JSON
+    );
+    assert!(fx
+        .progress()
+        .contains("s1: [VERIFY] FAILED: 1 finding(s): .cascade/gates.json:1 [gate-config-edit]"));
+}
+
+#[test]
+fn a_story_that_may_edit_the_gates_is_still_judged_by_the_base_gates() {
+    if !have_python() {
+        return;
+    }
+    // The story allows the file: the edit is reported as allowed, and the
+    // gate that judges it is still the base's (the bug fails it).
+    let fx = committed_gate_project(json!({"verify_allow": [".cascade/gates.json"]}));
+    let cheat = format!("printf '%s' '{GATES_TRUE}' > .cascade/gates.json");
+    fx.author(
+        &cheat,
+        &format!("{cheat}\nprintf 'def total(xs):\\n    return sum(xs)\\n' > calc.py"),
+    );
+    fx.reviewer("exit 0");
+    fx.agents();
+    let out = fx.approve(&["--max-retries", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let ev = events(&out);
+    let checked = of(&ev, "verification_finished");
+    assert_eq!(checked.len(), 2, "{}", explain(&out));
+    for c in &checked {
+        assert_eq!(c["passed"], true);
+        assert_eq!(c["allowed"], json!([".cascade/gates.json"]));
+        assert_eq!(c["waived"][0]["rule"], "gate-config-edit", "{c}");
+    }
+    let gates = of(&ev, "gate_finished");
+    assert_eq!(gates.len(), 2, "{}", explain(&out));
+    assert!(gates.iter().all(|g| g["gate"] == "tests"));
+    assert_eq!(gates[0]["passed"], false, "the base's gate ran, not `true`");
+    assert_eq!(gates[1]["passed"], true);
+    assert_eq!(of(&ev, "attempt_failed")[0]["error_type"], "quality_gate");
+    // Merged with the allowed edit; the state and the summary say so.
+    assert_eq!(
+        git(fx.repo(), &["show", "main:.cascade/gates.json"]),
+        GATES_TRUE
+    );
+    let st = fx.state();
+    let allowed = st["stories"][0]["verification_allowed"][0]
+        .as_str()
+        .unwrap();
+    assert!(
+        allowed.starts_with(".cascade/gates.json:1: [gate-config-edit]"),
+        "{allowed}"
+    );
+}
+
+#[test]
+fn prove_tests_rejects_a_new_test_that_passes_on_the_base() {
+    // (A strict review turns proving on too: see checks.rs's unit test, and
+    // the next test.)
+    if !have_python() {
+        return;
+    }
+    let gates = json!([{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]);
+    let fx = Fx::new(
+        &[("calc.py", "def total(xs):\n    return xs[0]\n")],
+        gates,
+        json!({}),
+    );
+    let fix = "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py";
+    // Attempt 1 tests what the base already does (one item); attempt 2 tests the sum.
+    let test = |call: &str, want: u32| {
+        format!(
+            "printf 'import unittest\\nfrom calc import total\\n\\n\\nclass TotalTest(unittest.TestCase):\\n    def test_total(self):\\n        self.assertEqual(total({call}), {want})\\n' > test_calc.py"
+        )
+    };
+    fx.author(
+        &format!("{fix}\n{}", test("[5]", 5)),
+        &format!("{fix}\n{}", test("[1, 2, 3]", 6)),
+    );
+    fx.reviewer("echo '<review>PASS</review>'");
+    fx.agents();
+    let out = fx.approve(&["--prove-tests"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let ev = events(&out);
+    let proved = of(&ev, "tests_proved");
+    assert_eq!(proved.len(), 2, "{}", explain(&out));
+    assert_eq!(proved[0]["passed"], false);
+    assert_eq!(proved[0]["tests"], 1);
+    let finding = &proved[0]["findings"][0];
+    assert_eq!(finding["rule"], "unproven-test");
+    assert_eq!(finding["file"], "test_calc.py");
+    assert!(finding["message"]
+        .as_str()
+        .unwrap()
+        .contains("passes on the base commit"));
+    assert_eq!(of(&ev, "attempt_failed")[0]["error_type"], "verification");
+    assert_eq!(proved[1]["passed"], true);
+    // Without a review asked for, nobody reviewed.
+    assert!(of(&ev, "review_finished").is_empty());
+    let retry = fx.read(&fx.t("prompt-2.md"));
+    assert!(retry.contains("[unproven-test]"), "{retry}");
+    assert!(fx
+        .progress()
+        .contains("s1: [PROVE] FAILED: 1 of 1 new test(s) pass on the base: test_calc.py:6"));
+    assert!(git(fx.repo(), &["show", "main:test_calc.py"]).contains("[1, 2, 3]"));
+}
+
+#[test]
+fn a_strict_review_proves_tests_unless_told_not_to() {
+    if !have_python() {
+        return;
+    }
+    let gates = json!([{"name": "compile", "type": "typecheck", "command": "python3", "args": ["-m", "py_compile", "calc.py"]}]);
+    let make = || {
+        let fx = Fx::new(
+            &[("calc.py", "def total(xs):\n    return xs[0]\n")],
+            gates.clone(),
+            json!({}),
+        );
+        // The new test only checks what the base already does.
+        fx.author(
+            "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py\nprintf 'import unittest\\nfrom calc import total\\n\\n\\nclass T(unittest.TestCase):\\n    def test_one(self):\\n        self.assertEqual(total([5]), 5)\\n' > test_calc.py",
+            "exit 1",
+        );
+        fx.reviewer("echo '<review>PASS</review>'");
+        fx.agents();
+        fx
+    };
+    let fx = make();
+    let out = fx.approve(&["--review=strict", "--max-retries", "0"]);
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let ev = events(&out);
+    assert_eq!(
+        of(&ev, "tests_proved")[0]["passed"],
+        false,
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(of(&ev, "story_failed")[0]["error_type"], "verification");
+    let fx = make();
+    let out = fx.approve(&["--review=strict", "--prove-tests=false"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    assert!(of(&events(&out), "tests_proved").is_empty());
 }

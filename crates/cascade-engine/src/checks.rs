@@ -1,6 +1,8 @@
 //! What the verify and review steps of every attempt use, decided once per
-//! run: the verification rules (built-in tables plus `.cascade/verify.json`)
-//! and whether, and how strictly, a second agent reviews each story.
+//! run: whether, and how strictly, a second agent reviews each story,
+//! whether its new tests are proven against its base, and the gates of its
+//! acceptance criteria. (The verification rules come from each story's base
+//! commit: see the `judging` module.)
 //!
 //! Review is on with `--review` (`--review=strict`), or when prd.json says so:
 //! `"verification_gate": {"enabled": true}` (Plan Cascade's key; `"strict":
@@ -10,37 +12,34 @@
 //! object with a `check` (an argv) adds a gate for that story only.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use cascade_gates::Gate;
 use cascade_plan::{Criterion, Prd, Story};
-use cascade_verify::{Intent, RuleSet};
+use cascade_verify::Intent;
 use serde_json::Value;
 
 use crate::config::{ReviewMode, RunOptions};
 use crate::error::EngineError;
 
-/// The run's verification rules and review mode.
+/// The run's review mode, test proving and acceptance gates.
 #[derive(Debug, Clone)]
 pub(crate) struct Checks {
-    pub rules: RuleSet,
     pub review: ReviewMode,
+    /// Run a story's new or changed tests on its base (`--prove-tests`;
+    /// by default on with a strict review).
+    pub prove_tests: bool,
     /// Per story: the gates its acceptance criteria's `check`s make.
     pub criteria: HashMap<String, Vec<Gate>>,
 }
 
 impl Checks {
-    pub fn load(
-        cascade_dir: &Path,
-        prd: &Prd,
-        options: &RunOptions,
-    ) -> Result<Checks, EngineError> {
-        let rules = RuleSet::load_file(&cascade_dir.join("verify.json"))?;
+    pub fn load(prd: &Prd, options: &RunOptions) -> Result<Checks, EngineError> {
         let review = options
             .review
             .or_else(|| review_in_prd(prd))
             .unwrap_or(ReviewMode::Off);
+        let prove_tests = options.prove_tests.unwrap_or(review == ReviewMode::Strict);
         let mut criteria = HashMap::new();
         for story in prd.stories.iter().filter(|s| !s.is_complete()) {
             let gates = criteria_gates(story)?;
@@ -49,8 +48,8 @@ impl Checks {
             }
         }
         Ok(Checks {
-            rules,
             review,
+            prove_tests,
             criteria,
         })
     }
@@ -132,8 +131,8 @@ pub fn review_in_prd(prd: &Prd) -> Option<ReviewMode> {
         .or_else(|| prd.extra.get("verification_gate").and_then(from))
 }
 
-/// What a story asks for, for verification: its allowed rules
-/// (`verify_allow`), its files and its words.
+/// What a story allows, for verification: its `verify_allow` (rule ids,
+/// and files it may change although they judge it).
 pub fn intent_of(story: &Story) -> Intent {
     let allow = story
         .extra
@@ -146,16 +145,7 @@ pub fn intent_of(story: &Story) -> Intent {
                 .collect()
         })
         .unwrap_or_default();
-    let mut text = format!("{}\n{}\n", story.title, story.description);
-    for c in &story.acceptance_criteria {
-        text.push_str(c.text());
-        text.push('\n');
-    }
-    Intent {
-        allow,
-        files: story.files.clone(),
-        text,
-    }
+    Intent { allow }
 }
 
 #[cfg(test)]
@@ -191,7 +181,7 @@ mod tests {
     }
 
     fn prd(json: &str) -> Prd {
-        Prd::from_json(json.as_bytes(), Path::new("prd.json")).unwrap()
+        Prd::from_json(json.as_bytes(), std::path::Path::new("prd.json")).unwrap()
     }
 
     #[test]
@@ -215,17 +205,29 @@ mod tests {
             review_in_prd(&p(r#", "verification_gate": {"enabled": false}"#)),
             Some(ReviewMode::Off)
         );
-        let dir = tempfile::tempdir().unwrap();
         let opts = RunOptions {
             review: Some(ReviewMode::Off),
             ..RunOptions::default()
         };
-        let c = Checks::load(dir.path(), &p(r#", "review": true"#), &opts).unwrap();
+        let c = Checks::load(&p(r#", "review": true"#), &opts).unwrap();
         assert_eq!(c.review, ReviewMode::Off, "the flag wins");
+        assert!(!c.prove_tests);
+        // Proving tests is on with a strict review, unless said otherwise.
+        let c = Checks::load(&p(r#", "review": "strict""#), &RunOptions::default()).unwrap();
+        assert!(c.prove_tests);
+        let opts = RunOptions {
+            prove_tests: Some(false),
+            ..RunOptions::default()
+        };
+        assert!(
+            !Checks::load(&p(r#", "review": "strict""#), &opts)
+                .unwrap()
+                .prove_tests
+        );
     }
 
     #[test]
-    fn intent_reads_verify_allow_files_and_words() {
+    fn intent_reads_verify_allow() {
         let p = prd(
             r#"{"goal": "g", "stories": [{"id": "s1", "title": "Add CI", "description": "d",
                 "files": [".github/workflows/ci.yml"], "verify_allow": ["py-stub-body"],
@@ -234,7 +236,5 @@ mod tests {
         let i = intent_of(&p.stories[0]);
         assert_eq!(i.allow, ["py-stub-body"]);
         assert!(criteria_gates(&p.stories[0]).unwrap().is_empty());
-        assert_eq!(i.files, [".github/workflows/ci.yml"]);
-        assert!(i.text.contains("pytest.ini"));
     }
 }

@@ -133,6 +133,10 @@ pub struct RunOptions {
     pub review_agent: Option<String>,
     /// `--review[=strict]`; `None`: as prd.json says (`verification_gate`, `review`).
     pub review: Option<ReviewMode>,
+    /// `--prove-tests`: run a story's new or changed tests against its base
+    /// commit with only the test changes applied; a test that passes there
+    /// is a finding. `None`: on with a strict review, else off.
+    pub prove_tests: Option<bool>,
     pub retry: RetryPolicy,
     pub parallel: usize,
     pub schedule: Discipline,
@@ -142,9 +146,10 @@ pub struct RunOptions {
     pub pause: Pause,
     /// Continue the previous run (keep its id and attempt history).
     pub resume: bool,
-    /// The command-line options to record in the run state for `resume`
-    /// (`None`: the state keeps what it has).
-    pub remember: Option<crate::state::RunFlags>,
+    /// The options to record in the run state for `resume`, as the caller
+    /// (the binary, which owns the flags) writes them; the engine keeps them
+    /// without reading them. `None`: the state keeps what it has.
+    pub remember: Option<serde_json::Value>,
     /// Use the gate cache.
     pub use_gate_cache: bool,
     /// `--remote-cache` / `--remote-cache-mode` (the environment and
@@ -173,10 +178,12 @@ pub struct RunOptions {
     /// `--no-resolve`: a merge conflict fails the attempt without asking an
     /// agent to resolve it.
     pub no_resolve: bool,
-    /// Gate slots and memory guard shared with other engines (a mega run
-    /// gives every feature engine the same, so gates x features never
-    /// exceed `--gate-jobs`). `None`: the run makes its own.
-    pub gate_admission: Option<cascade_process::resources::Admission>,
+    /// Gate slots, rate limits and the run budget shared with other engines
+    /// (a mega run gives every feature engine the same, see
+    /// [`crate::control::RunPools`]). `None`: the run makes its own.
+    pub pools: Option<crate::control::RunPools>,
+    /// This engine's name in `pools`' budget (a feature's name).
+    pub pool_part: Option<String>,
     /// Where attempts run (`None`: here, in local worktrees; the fleet's
     /// coordinator sets one, see the `executor` module).
     pub executor: Option<crate::executor::ExecutorHandle>,
@@ -222,6 +229,7 @@ impl Default for RunOptions {
             no_fallback: false,
             review_agent: None,
             review: None,
+            prove_tests: None,
             retry: RetryPolicy::default(),
             parallel: 4,
             schedule: Discipline::Batch,
@@ -240,7 +248,8 @@ impl Default for RunOptions {
             min_available_memory_mb: None,
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
-            gate_admission: None,
+            pools: None,
+            pool_part: None,
             executor: None,
             steering: None,
         }

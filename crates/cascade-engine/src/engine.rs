@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use cascade_agents::{AgentsConfig, Detector, Overrides, Phase, Resolver};
-use cascade_gates::{GateCache, GateSet};
+use cascade_gates::GateCache;
 use cascade_git::RepoPaths;
 use cascade_plan::{Prd, Status, ValidPlan};
 use cascade_process::{AbortOnDrop, CancelToken};
@@ -80,7 +80,8 @@ pub(crate) struct Ctx {
     pub feature: Option<String>,
     pub agents: AgentsConfig,
     pub detector: Detector,
-    pub gates: GateSet,
+    /// The gates and verification rules of each base commit.
+    pub judging: crate::judging::Judging,
     pub gate_cache: GateCache,
     pub project: ProjectConfig,
     pub options: RunOptions,
@@ -292,10 +293,11 @@ pub(crate) struct Prepared {
     pub notices: Vec<String>,
 }
 
-/// What every attempt of a run reads: gates, the remote gate cache, the
-/// project settings, verification/review checks, the prompt context.
+/// What every attempt of a run reads: the judging files (gates and
+/// verification rules, per base commit), the remote gate cache, the project
+/// settings, review and acceptance checks, the prompt context.
 pub(crate) struct Inputs {
-    pub gates: GateSet,
+    pub judging: crate::judging::Judging,
     pub remote_cache: Option<cascade_gates::RemoteCache>,
     pub project: ProjectConfig,
     pub checks: crate::checks::Checks,
@@ -385,11 +387,20 @@ impl Engine {
 
     /// Loads what every attempt reads (see [`Inputs`]).
     pub(crate) fn inputs(&self, p: &Prepared, options: &RunOptions) -> Result<Inputs, EngineError> {
-        let gates = GateSet::resolve(
-            p.prd.quality_gates.as_ref(),
-            &p.cascade_dir,
+        let judging = crate::judging::Judging::new(
+            &p.paths,
             &self.config.project_root,
+            p.prd.quality_gates.as_ref(),
         )?;
+        // What judges the first stories (the target's tip) must be usable
+        // before anything runs: a bad file stops here (exit 2).
+        let Some(tip) = cascade_git::merge::branch_tip(&p.paths, &p.target_branch)? else {
+            return Err(EngineError::NoCommits {
+                dir: self.config.project_root.clone(),
+            });
+        };
+        let first = judging.at(&tip.to_string())?;
+        let gates = &first.gates;
         // The remote gate cache: a bad configuration stops here (exit 2); a
         // store that is down later only costs warnings.
         let remote_cache =
@@ -399,14 +410,14 @@ impl Engine {
                 .transpose()
                 .map_err(cascade_gates::GateConfigError::from)?;
         let project = ProjectConfig::load(&p.cascade_dir)?;
-        let checks = crate::checks::Checks::load(&p.cascade_dir, &p.prd, options)?;
+        let checks = crate::checks::Checks::load(&p.prd, options)?;
         let prompt = cascade_agents::prompt::PromptContext::load(
             &self.config.project_root,
             &p.cascade_dir,
             &design_dir(&p.prd_path, &self.config.project_root),
         )?;
         Ok(Inputs {
-            gates,
+            judging,
             remote_cache,
             project,
             checks,
@@ -548,7 +559,7 @@ impl Engine {
             }
         }
         let Inputs {
-            gates,
+            judging,
             remote_cache,
             project,
             checks,
@@ -717,6 +728,15 @@ impl Engine {
                 agents.cancel();
             }))
         };
+        // A shared budget (a mega run's) that runs out under --hard-budget
+        // stops this engine's agents too, whichever engine noticed.
+        let _pool_link = {
+            let (pool, agents) = (control.budget.pool_stop(), control.agents_cancel.clone());
+            AbortOnDrop(tokio::spawn(async move {
+                pool.cancelled().await;
+                agents.cancel();
+            }))
+        };
         let stories: Vec<cascade_plan::Story> = prd.stories.clone();
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
@@ -732,7 +752,7 @@ impl Engine {
             feature: self.config.feature.clone(),
             agents: p.agents,
             detector: p.detector,
-            gates,
+            judging,
             project,
             options: options.clone(),
             prd_path: p.prd_path,
@@ -1202,6 +1222,7 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 cost_usd: (!costs.is_empty()).then(|| costs.iter().sum()),
                 error: s.error.clone(),
                 verification: s.verification.clone(),
+                verification_allowed: s.verification_allowed.clone(),
                 review: s.review.clone(),
             }
         })

@@ -106,9 +106,28 @@ pub enum Event {
         attempt: u32,
         passed: bool,
         findings: Vec<VerifyFinding>,
-        /// Rule ids the story allows (`verify_allow`).
+        /// What the story allows (`verify_allow`: rule ids and files).
         #[serde(skip_serializing_if = "Vec::is_empty", default)]
         allowed: Vec<String>,
+        /// Findings the story's `verify_allow` let go (an edit of a
+        /// protected file it allows, a stub rule it allows).
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        waived: Vec<VerifyFinding>,
+        duration_ms: u64,
+    },
+    /// The story's new or changed tests ran on its base commit with only
+    /// the test changes applied (`--prove-tests`); a test that passed
+    /// there is a finding (`unproven-test`).
+    TestsProved {
+        story: String,
+        attempt: u32,
+        passed: bool,
+        /// Tests run on the base.
+        tests: u32,
+        findings: Vec<VerifyFinding>,
+        /// What could not be proven and why (no runner installed...).
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        notes: Vec<String>,
         duration_ms: u64,
     },
     /// A review agent starts on the story's change.
@@ -388,6 +407,9 @@ pub struct StorySummary {
     pub cost_usd: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What the story's `verify_allow` let go in the last attempt checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_allowed: Vec<String>,
     /// What local verification found in the last attempt it checked.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub verification: Vec<String>,
@@ -418,6 +440,7 @@ impl Event {
             | Event::AgentFinished { story, .. }
             | Event::StoryCommitted { story, .. }
             | Event::VerificationFinished { story, .. }
+            | Event::TestsProved { story, .. }
             | Event::ReviewStarted { story, .. }
             | Event::ReviewFinished { story, .. }
             | Event::GateStarted { story, .. }

@@ -41,8 +41,9 @@ pub struct Job {
     pub base: String,
     pub target_branch: String,
     /// prd.json with only this story (dependencies dropped: they are
-    /// merged in `base`), every other field as the coordinator has it; its
-    /// `quality_gates` are the coordinator's effective gate configuration.
+    /// merged in `base`), every other field as the coordinator has it (its
+    /// `quality_gates` too; a `.cascade/gates.json` comes from `base`, or
+    /// from `judging` when the base commits none).
     pub prd: serde_json::Value,
     /// design_doc.json of the coordinator's project, when it has one.
     #[serde(default)]
@@ -57,6 +58,14 @@ pub struct Job {
     pub use_gate_cache: bool,
     #[serde(default)]
     pub review: Option<crate::config::ReviewMode>,
+    /// The coordinator's `--prove-tests` (`None`: on with a strict review).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prove_tests: Option<bool>,
+    /// The coordinator's untracked `.cascade/gates.json` and `verify.json`
+    /// as its run found them (name -> text): what judges the story where
+    /// its base commits none (see the `judging` module).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub judging: std::collections::BTreeMap<String, String>,
     pub excerpt_bytes: usize,
     /// Labels a worker must have to take the job (the story's `labels`).
     #[serde(default)]

@@ -40,7 +40,7 @@ impl Engine {
         let p = self.prepare()?;
         let options = job_options(job);
         let Inputs {
-            gates,
+            judging,
             remote_cache,
             project,
             checks,
@@ -82,7 +82,7 @@ impl Engine {
             feature: self.config().feature.clone(),
             agents: p.agents,
             detector: p.detector,
-            gates,
+            judging: judging.with_untracked(job.judging.clone()),
             project,
             options,
             prd_path: p.prd_path,
@@ -128,6 +128,7 @@ impl Engine {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            slot: None,
         };
         let ended = job_sequence(&mut attempt, &mut held).await;
         let agent = attempt.agent.clone();
@@ -176,6 +177,7 @@ fn job_options(job: &Job) -> RunOptions {
         review_agent: job.agents.review_agent.clone(),
         no_fallback: job.agents.no_fallback,
         review: job.review,
+        prove_tests: job.prove_tests,
         retry: RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()

@@ -13,7 +13,8 @@
 //!     (`cascade/<id>`, or `cascade/<feature>.<id>` with `config.feature`)
 //!     as a sequence of named steps (the `steps` module: resolve agent ->
 //!     prepare worktree -> run agent -> commit -> verify (cascade-verify) ->
-//!     gates (+ the story's acceptance-criteria `check`s) -> review (a second
+//!     gates (+ the story's acceptance-criteria `check`s) -> prove tests
+//!     (`RunOptions::prove_tests`) -> review (a second
 //!     agent, [`config::ReviewMode`]) -> serial merge), retries and resume.
 //!     Story worktrees are pooled per run (`.cascade/worktrees/slot-<n>`,
 //!     reset to each new story's base with only the difference written;
@@ -56,6 +57,9 @@
 //! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
+//! - [`judging`]: the gates and verification rules that judge a story, read
+//!   from its base commit (else the main worktree's untracked copies as the
+//!   run found them), never from its branch.
 
 pub mod checks;
 pub mod config;
@@ -67,6 +71,7 @@ pub mod executor;
 pub mod findings;
 pub mod gitops;
 mod job;
+pub mod judging;
 mod leftover;
 pub mod lock;
 mod persist;

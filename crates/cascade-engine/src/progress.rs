@@ -91,6 +91,27 @@ impl ProgressLog {
                     )
                 }
             }
+            Event::TestsProved {
+                story,
+                tests,
+                findings,
+                ..
+            } => {
+                if findings.is_empty() {
+                    format!("{story}: [PROVE] PASS: {tests} new test(s) fail on the base")
+                } else {
+                    let shown: Vec<String> = findings
+                        .iter()
+                        .take(5)
+                        .map(|f| format!("{}:{}", f.file, f.line))
+                        .collect();
+                    format!(
+                        "{story}: [PROVE] FAILED: {} of {tests} new test(s) pass on the base: {}",
+                        findings.len(),
+                        one_line(&shown.join(", "))
+                    )
+                }
+            }
             Event::ReviewFinished {
                 story,
                 agent,

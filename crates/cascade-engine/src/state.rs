@@ -62,10 +62,12 @@ pub struct RunState {
     pub pid: u32,
     pub started_at: String,
     pub updated_at: String,
-    /// The options the run was started with (`resume` continues with them);
-    /// absent in the files of older cascades and of runs started without.
+    /// The options the run was started with (`resume` continues with them),
+    /// as the binary that owns the flags recorded them (an object keyed by
+    /// option); absent in the files of older cascades and of runs started
+    /// without.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<RunFlags>,
+    pub options: Option<serde_json::Value>,
     /// Agents put in a rate-limit cooldown by this run (the latest per agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cooldowns: Vec<CooldownRecord>,
@@ -83,75 +85,6 @@ pub struct CooldownRecord {
     pub concurrency: usize,
     /// The provider's words.
     pub message: String,
-}
-
-/// The command-line options of a run (`cascade approve`'s flags), recorded
-/// in the state so `cascade resume` continues the way the run was started; a
-/// flag given to `resume` overrides its value. Every field is optional: a
-/// value not recorded falls back to the flag's default, so documents written
-/// by older or newer cascades load alike.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunFlags {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub impl_agent: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_agent: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_fallback: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_retries: Option<u32>,
-    /// Seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_delay: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parallel: Option<usize>,
-    /// `batch` | `eager`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub schedule: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fail_fast: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allow_dirty: Option<bool>,
-    /// `until-complete` | `max-iterations` | `batch-complete`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_iterations: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auto_run: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub yes: Option<bool>,
-    /// `off` | `on` | `strict` (`--review[=strict]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review_agent: Option<String>,
-    /// `--max-cost` (USD).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_cost: Option<f64>,
-    /// `--max-story-cost` (USD).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_story_cost: Option<f64>,
-    /// `--max-duration` (seconds).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_duration: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hard_budget: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gate_jobs: Option<usize>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_resolve: Option<bool>,
-    /// `--notify` argv.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notify: Option<Vec<String>>,
-    /// `--remote-cache` (never a URL carrying credentials).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote_cache: Option<String>,
-    /// `read` | `write` | `read-write`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub remote_cache_mode: Option<String>,
 }
 
 /// A run's overall status as stored.
@@ -223,6 +156,9 @@ pub struct StoryState {
     /// (`file:line: [rule] message`; empty: nothing).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub verification: Vec<String>,
+    /// What the story's `verify_allow` let go in that attempt (same form).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub verification_allowed: Vec<String>,
     /// The last review of the story.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
@@ -445,6 +381,7 @@ impl StoryState {
             error: None,
             gates: Vec::new(),
             verification: Vec::new(),
+            verification_allowed: Vec::new(),
             review: None,
         }
     }
@@ -549,13 +486,9 @@ mod tests {
         .unwrap();
         let mut st = RunState::load(&path).unwrap().unwrap();
         assert_eq!(st.options, None);
-        st.options = Some(RunFlags {
-            agent: Some("codex".into()),
-            parallel: Some(6),
-            schedule: Some("eager".into()),
-            auto_run: Some(true),
-            ..RunFlags::default()
-        });
+        st.options = Some(serde_json::json!({
+            "agent": "codex", "parallel": 6, "schedule": "eager", "auto_run": true,
+        }));
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();
         assert_eq!(back.options, st.options);

@@ -93,6 +93,17 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             let failure = steered.failure();
             return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, None).await;
         }
+        // A slot of the limit shared with other engines (a mega run's),
+        // taken before the budget check: a story that waited for one sees
+        // what the others spent meanwhile. Held until the merge queue.
+        let slot = match ctx.options.acquire_slot(&ctx.cancel).await {
+            Ok(slot) => slot,
+            Err(()) => {
+                ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
+                ctx.set_prd_status(&id, Status::Pending);
+                return StoryEnd::Interrupted;
+            }
+        };
         // Before each attempt: the run's budget (exhausted: the story waits
         // for a resume with a higher one) and the story's own.
         match crate::control::before_attempt(&ctx, &id) {
@@ -134,6 +145,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            slot,
         };
         let (agent, worker, outcome) = run_attempt(this, &mut held).await;
         let duration_ms = attempt_started.elapsed().as_millis() as u64;

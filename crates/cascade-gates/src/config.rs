@@ -284,21 +284,46 @@ impl GateSet {
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
         let override_path = cascade_dir.join("gates.json");
-        let (raw, origin, source) = match std::fs::read_to_string(&override_path) {
-            Ok(text) => {
-                let origin = override_path.display().to_string();
+        let text = match std::fs::read_to_string(&override_path) {
+            Ok(text) => Some(text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(GateConfigError::Read {
+                    path: override_path,
+                    source,
+                })
+            }
+        };
+        GateSet::from_override(
+            text.as_deref().map(|t| (override_path.as_path(), t)),
+            prd_quality_gates,
+            project_root,
+        )
+    }
+
+    /// Like [`GateSet::resolve`] with the text of a `gates.json` given
+    /// (`None`: there is none), read from wherever the caller reads it (the
+    /// commit a story started from); `origin` names it in errors.
+    pub fn from_override(
+        gates_json: Option<(&Path, &str)>,
+        prd_quality_gates: Option<&serde_json::Value>,
+        project_root: &Path,
+    ) -> Result<GateSet, GateConfigError> {
+        let (raw, origin, source) = match gates_json {
+            Some((path, text)) => {
+                let origin = path.display().to_string();
                 let raw: RawGates =
-                    serde_json::from_str(&text).map_err(|e| GateConfigError::Invalid {
+                    serde_json::from_str(text).map_err(|e| GateConfigError::Invalid {
                         origin: origin.clone(),
                         message: e.to_string(),
                     })?;
                 (
                     Some(raw),
                     origin,
-                    ConfigSource::GatesJson(override_path.clone()),
+                    ConfigSource::GatesJson(path.to_path_buf()),
                 )
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match prd_quality_gates {
+            None => match prd_quality_gates {
                 Some(v) if !v.is_null() => {
                     let origin = "prd.json quality_gates".to_string();
                     let raw: RawGates = serde_json::from_value(v.clone()).map_err(|e| {
@@ -311,12 +336,6 @@ impl GateSet {
                 }
                 _ => (None, String::new(), ConfigSource::Detected),
             },
-            Err(source) => {
-                return Err(GateConfigError::Read {
-                    path: override_path,
-                    source,
-                })
-            }
         };
         let Some(raw) = raw else {
             return Ok(GateSet {

@@ -3,9 +3,17 @@
 //!
 //! [`diff_lines`] compares a revision with another revision, or with the
 //! working tree (staged, unstaged and untracked files, not ignored ones).
-//! cascade's own directory is left out, binary files carry no text, and a
-//! file larger than [`MAX_TEXT_BYTES`] carries no text either (nothing a
-//! person wrote by hand is that large).
+//! cascade's own state (untracked files under `.cascade/`) is left out, but a
+//! file under `.cascade/` that is committed (a project's `gates.json`,
+//! `verify.json`, `config.json`) is part of the change like any other: an
+//! edit to it is exactly what verification must see. Binary files carry no
+//! text, and a file larger than [`MAX_TEXT_BYTES`] carries no text either
+//! (nothing a person wrote by hand is that large).
+//!
+//! [`file_at`] reads one file of a commit without checking anything out,
+//! [`is_tracked`] says whether a path is in a worktree's index, and
+//! [`export_tree`] writes a commit's whole tree into a directory (a scratch
+//! copy of a base commit to run tests in).
 
 use std::path::Path;
 
@@ -78,7 +86,7 @@ pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<Fi
         let Some(path) = new_path.clone().or_else(|| old_path.clone()) else {
             continue;
         };
-        if is_cascade_path(path.as_bytes()) {
+        if own_state(&delta) {
             continue;
         }
         let blob_text = |id: git2::Oid| -> Option<String> {
@@ -146,13 +154,7 @@ pub fn diff_patch(
     let mut out = String::new();
     let mut left_out = 0usize;
     diff.print(git2::DiffFormat::Patch, |delta, _, line| {
-        let path = delta
-            .new_file()
-            .path()
-            .or_else(|| delta.old_file().path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if is_cascade_path(path.as_bytes()) {
+        if own_state(&delta) {
             return true;
         }
         let text = String::from_utf8_lossy(line.content());
@@ -174,6 +176,75 @@ pub fn diff_patch(
         ));
     }
     Ok(out)
+}
+
+/// Whether a delta is cascade's own state: an untracked file under
+/// `.cascade/` (a tracked one is the project's configuration).
+fn own_state(delta: &git2::DiffDelta<'_>) -> bool {
+    matches!(delta.status(), Delta::Untracked | Delta::Ignored)
+        && [delta.new_file().path(), delta.old_file().path()]
+            .into_iter()
+            .flatten()
+            .any(|p| is_cascade_path(p.to_string_lossy().as_bytes()))
+}
+
+/// The bytes of the file at repository-relative `path` in revision `rev`
+/// (`None` when the commit has no such file). `workdir` is any directory of
+/// the repository.
+pub fn file_at(workdir: &Path, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
+    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let tree = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_tree())
+        .map_err(GitError::git(format!("resolve revision '{rev}'")))?;
+    let entry = match tree.get_path(Path::new(path)) {
+        Ok(e) => e,
+        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
+        Err(e) => return Err(GitError::git(format!("read '{path}' at '{rev}'"))(e)),
+    };
+    let bytes = match entry.to_object(&repo).map(|o| o.into_blob()) {
+        Ok(Ok(blob)) => Some(blob.content().to_vec()),
+        // A folder (or a submodule) at that path is not a file.
+        Ok(Err(_)) => None,
+        Err(e) => return Err(GitError::git(format!("read '{path}' at '{rev}'"))(e)),
+    };
+    Ok(bytes)
+}
+
+/// Whether repository-relative `path` is tracked (in the index of the
+/// worktree containing `workdir`).
+pub fn is_tracked(workdir: &Path, path: &str) -> Result<bool, GitError> {
+    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let index = repo.index().map_err(GitError::git("read index"))?;
+    Ok(index.get_path(Path::new(path), 0).is_some())
+}
+
+/// Writes the tree of revision `rev` into `dest` (created if missing; files
+/// already there are overwritten), without touching any worktree, index or
+/// branch of the repository.
+pub fn export_tree(workdir: &Path, rev: &str, dest: &Path) -> Result<(), GitError> {
+    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })?;
+    let tree = repo
+        .revparse_single(rev)
+        .and_then(|o| o.peel_to_tree())
+        .map_err(GitError::git(format!("resolve revision '{rev}'")))?;
+    std::fs::create_dir_all(dest).map_err(GitError::io("create", dest))?;
+    let mut co = git2::build::CheckoutBuilder::new();
+    co.target_dir(dest)
+        .force()
+        .recreate_missing(true)
+        .update_index(false);
+    repo.checkout_tree(tree.as_object(), Some(&mut co))
+        .map_err(GitError::git(format!(
+            "write the tree of '{rev}' to '{}'",
+            dest.display()
+        )))
 }
 
 fn open(workdir: &Path) -> Result<Repository, GitError> {
@@ -278,5 +349,54 @@ mod tests {
         assert!(patch.contains("+++ b/new.txt"), "{patch}");
         let cut = diff_patch(d, "HEAD~1", Some("HEAD"), 40).unwrap();
         assert!(cut.contains("more bytes of the diff left out"), "{cut}");
+    }
+
+    #[test]
+    fn committed_cascade_files_are_part_of_the_change_and_commits_read_without_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        std::fs::create_dir_all(d.join(".cascade")).unwrap();
+        std::fs::write(d.join(".cascade/gates.json"), "{\"gates\": [1]}\n").unwrap();
+        std::fs::write(d.join("a.txt"), "a\n").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "base"]);
+        // cascade's own state beside it: untracked, never part of a change.
+        std::fs::write(d.join(".cascade/state.json"), "{}\n").unwrap();
+        std::fs::write(d.join(".cascade/gates.json"), "{\"gates\": []}\n").unwrap();
+        let work = diff_lines(d, "HEAD", None).unwrap();
+        let paths: Vec<&str> = work.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, [".cascade/gates.json"]);
+        git(d, &["commit", "-q", "-am", "edit gates"]);
+        let range = diff_lines(d, "HEAD~1", Some("HEAD")).unwrap();
+        assert_eq!(range.len(), 1);
+        assert_eq!(range[0].added, [1]);
+        assert!(diff_patch(d, "HEAD~1", Some("HEAD"), 1 << 20)
+            .unwrap()
+            .contains("+{\"gates\": []}"));
+
+        assert_eq!(
+            file_at(d, "HEAD~1", ".cascade/gates.json")
+                .unwrap()
+                .as_deref(),
+            Some(&b"{\"gates\": [1]}\n"[..])
+        );
+        assert_eq!(file_at(d, "HEAD", "missing.txt").unwrap(), None);
+        assert_eq!(file_at(d, "HEAD", ".cascade").unwrap(), None, "a folder");
+        assert!(file_at(d, "nope", "a.txt").is_err());
+        assert!(is_tracked(d, ".cascade/gates.json").unwrap());
+        assert!(!is_tracked(d, ".cascade/state.json").unwrap());
+
+        let elsewhere = tempfile::tempdir().unwrap();
+        let out = elsewhere.path().join("export");
+        export_tree(d, "HEAD~1", &out).unwrap();
+        assert_eq!(std::fs::read_to_string(out.join("a.txt")).unwrap(), "a\n");
+        assert_eq!(
+            std::fs::read_to_string(out.join(".cascade/gates.json")).unwrap(),
+            "{\"gates\": [1]}\n"
+        );
+        // The repository's own worktree and index are untouched.
+        let work = diff_lines(d, "HEAD", None).unwrap();
+        assert!(work.is_empty(), "{work:?}");
     }
 }

@@ -136,15 +136,17 @@ pub struct CallResult {
 /// `Ok(None)`: start a new session (no resume argv or no stored id).
 pub async fn resume_for(
     agent: &AgentDef,
+    role: crate::session::Role,
     session: &Session,
     ws: &Workspace,
 ) -> Result<Option<ResumeSession>, PlanningError> {
     if agent.resume_args.is_none() {
         return Ok(None);
     }
-    let Some(id) = session.agent_sessions.get(&agent.name) else {
+    let Some(id) = session.session_to_continue(role, &agent.name) else {
         return Ok(None);
     };
+    let id = id.to_string();
     let mut resume = ResumeSession {
         session_id: id.clone(),
         session_index: None,
@@ -174,12 +176,12 @@ pub async fn resume_for(
             });
         }
         let listing = outcome.stdout.text_lossy();
-        match session_index(&listing, id) {
+        match session_index(&listing, &id) {
             Some(i) => resume.session_index = Some(i),
             None => {
                 return Err(PlanningError::SessionNotFound {
                     agent: agent.name.clone(),
-                    session_id: id.clone(),
+                    session_id: id,
                 })
             }
         }

@@ -294,9 +294,16 @@ pub struct Session {
     pub rejections: Vec<String>,
     #[serde(default)]
     pub error_message: Option<String>,
-    /// Agent name -> the session id it printed last.
+    /// Agent name -> the session id it printed last (what it said, for
+    /// people and tools; continuation reads `role_sessions`).
     #[serde(default)]
     pub agent_sessions: BTreeMap<String, String>,
+    /// Role (`generator`, `reviewer`) -> the agent and session that role
+    /// last used. Continuation goes by role: when one agent both writes and
+    /// challenges the plan, a revise continues the writer's conversation,
+    /// not the challenger's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub role_sessions: BTreeMap<String, RoleSession>,
     #[serde(default)]
     pub llm_calls: Vec<LlmCall>,
     #[serde(default)]
@@ -326,6 +333,59 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// The conversation a planning role continues (see `Session::role_sessions`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleSession {
+    pub agent: String,
+    pub session_id: String,
+}
+
+/// The planning roles whose conversations are kept apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Writes the plan: strategy, discovery, design, generate, self-review, fix, revise.
+    Generator,
+    /// Challenges it.
+    Reviewer,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Generator => "generator",
+            Role::Reviewer => "reviewer",
+        }
+    }
+}
+
+impl Session {
+    /// The session `agent` continues in `role`: the role's own, only when
+    /// the same agent holds it. A session file written before roles were
+    /// kept falls back to the agent's last session.
+    pub fn session_to_continue(&self, role: Role, agent: &str) -> Option<&str> {
+        if self.role_sessions.is_empty() {
+            return self.agent_sessions.get(agent).map(String::as_str);
+        }
+        self.role_sessions
+            .get(role.as_str())
+            .filter(|r| r.agent == agent)
+            .map(|r| r.session_id.as_str())
+    }
+
+    /// Records the session `agent` printed while acting as `role`.
+    pub fn record_session(&mut self, role: Role, agent: &str, session_id: &str) {
+        self.agent_sessions
+            .insert(agent.to_string(), session_id.to_string());
+        self.role_sessions.insert(
+            role.as_str().to_string(),
+            RoleSession {
+                agent: agent.to_string(),
+                session_id: session_id.to_string(),
+            },
+        );
+    }
+}
+
 impl Session {
     /// A new session in `discovery` with a fresh id.
     pub fn new(instruction: &str, options: SessionOptions) -> Result<Session, PlanningError> {
@@ -347,6 +407,7 @@ impl Session {
             rejections: Vec::new(),
             error_message: None,
             agent_sessions: BTreeMap::new(),
+            role_sessions: BTreeMap::new(),
             llm_calls: Vec::new(),
             total_cost: 0.0,
             total_tokens_in: 0,

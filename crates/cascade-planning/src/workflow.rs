@@ -487,11 +487,16 @@ impl<'a> Planner<'a> {
         output: Option<&Path>,
     ) -> Result<cascade_agents::AgentRun, PlanningError> {
         let def = self.agent_def(reviewer)?;
+        let role = if reviewer {
+            crate::session::Role::Reviewer
+        } else {
+            crate::session::Role::Generator
+        };
         let continue_session = matches!(step, Step::SelfReview | Step::Fix | Step::Revise);
         let ws = self.workspace();
         let snapshot = self.read(|s| s.clone());
         let resume = if continue_session {
-            agent::resume_for(def, &snapshot, &ws).await?
+            agent::resume_for(def, role, &snapshot, &ws).await?
         } else {
             None
         };
@@ -525,7 +530,7 @@ impl<'a> Planner<'a> {
         let record = result.record.clone();
         let total = self.update(|s| {
             if let Some(id) = &result.run.session_id {
-                s.agent_sessions.insert(def.name.clone(), id.clone());
+                s.record_session(role, &def.name, id);
             }
             s.record_call(record.clone());
             s.total_cost

@@ -10,15 +10,21 @@
 //!
 //! # API summary
 //! - [`RuleSet`]: `builtin()` (the tables in `rules/*.json`: rust, python,
-//!   typescript (also javascript), go, common), `load(root)` (plus
-//!   `.cascade/verify.json`: `enabled`, `disable`, `rules`, `protected_paths`),
-//!   `ids()`.
-//! - [`scan`]`(&[FileDiff], &RuleSet, &`[`Intent`]`) -> Vec<`[`Finding`]`>`:
+//!   typescript (also javascript), go, common), `load(root)` / `load_file`
+//!   / `from_text(origin, text)` (plus a `verify.json`: `enabled`,
+//!   `disable`, `rules`, `protected_paths`, `config`), `ids()`.
+//! - [`check`]`(&[FileDiff], &RuleSet, &`[`Intent`]`) -> `[`Verdict`]` {
+//!   findings, allowed }` (and [`scan`], the findings alone):
 //!   `Finding { rule, file, line, message, text }` (Display:
-//!   `file:line: [rule] message: \`text\``); `Intent { allow, files, text }`
-//!   carries a story's `verify_allow`, `files` and words.
+//!   `file:line: [rule] message: \`text\``); `Intent { allow }` carries a
+//!   story's `verify_allow` (rule ids, and files whose protected-file and
+//!   test-runner-setting edits it allows).
 //! - [`verify_repo`]`(workdir, from, to, &RuleSet, &Intent)`: the diff of
-//!   `from..to` (or `from` against the working tree) scanned.
+//!   `from..to` (or `from` against the working tree) checked.
+//! - [`prove`]: which new or changed tests a change has, how each runner
+//!   (pytest/unittest, cargo test, go test, vitest/jest) runs just those on
+//!   a copy of the base with only the test changes applied, and which of
+//!   them passed there (`unproven-test`).
 //! - [`VerifyError`]: a `verify.json` that cannot be used (file:line:column,
 //!   or the rule id and what is wrong with it), or a git failure.
 //!
@@ -34,8 +40,11 @@
 //! assert_eq!(found[0].rule, "rust-stub-macro");
 //! ```
 
+mod edits;
 pub mod error;
+mod excuse;
 pub mod lex;
+pub mod prove;
 pub mod rules;
 pub mod scan;
 #[cfg(test)]
@@ -45,9 +54,12 @@ use std::path::Path;
 
 pub use error::VerifyError;
 pub use rules::{Language, RuleSet, UserConfig};
-pub use scan::{scan, Finding, Intent, EMPTIED_TEST, GATE_CONFIG_EDIT, REMOVED_TEST};
+pub use scan::{
+    check, scan, Finding, Intent, Verdict, EMPTIED_TEST, GATE_CONFIG_EDIT, REMOVED_TEST,
+    STRUCTURAL, TEST_CONFIG_EDIT, UNPROVEN_TEST,
+};
 
-/// Scans the change `from..to` of the repository at `workdir` (`to: None`:
+/// Checks the change `from..to` of the repository at `workdir` (`to: None`:
 /// `from` against the working tree, untracked files included).
 pub fn verify_repo(
     workdir: &Path,
@@ -55,7 +67,7 @@ pub fn verify_repo(
     to: Option<&str>,
     rules: &RuleSet,
     intent: &Intent,
-) -> Result<Vec<Finding>, VerifyError> {
+) -> Result<Verdict, VerifyError> {
     let files = cascade_git::diff::diff_lines(workdir, from, to)?;
-    Ok(scan(&files, rules, intent))
+    Ok(check(&files, rules, intent))
 }

@@ -6,13 +6,21 @@
 //! blanked), its code with strings (`"code_strings"`), its comments
 //! (`"comment"`) or the raw line (`"line"`). `sole_statement_of` (a regex)
 //! narrows it to a line that is the whole body of a block whose header
-//! matches (a function that only says `pass`; `not_header` excludes
-//! headers such as `if (x) {`), `new_function` to such a block
-//! whose header this change added too, and `unless_near` (a regex) lets it
-//! go when the header or one of the three lines above it matches (an
-//! `@abstractmethod`). Every table may also say how to find its test
-//! functions (`tests.attribute`, `tests.name` with the name as group 1), and
-//! the common table lists the gate and CI files (`protected_paths`, globs).
+//! matches (a function that only says `pass`, on its own line or on the
+//! header's: `def f(): pass`; `not_header` excludes headers such as
+//! `if (x) {`), `new_function` to such a block whose header this change
+//! added too, `unless_near` (a regex) lets it go when the header or one of
+//! the three lines above it matches, and `excuse` names a check in code that
+//! lets it go (`python-abstract`: an abstract method of a class that really
+//! is abstract, an `@overload` with an implementation, a `Protocol` member,
+//! a `.pyi` stub file).
+//!
+//! Every table may also say how to find its test functions (`tests`), which
+//! files hold tests its runner runs (`test_files`, globs), and which parts
+//! of shared files configure the test runner (`config`: a TOML/INI
+//! `section`, single `lines`, or `json_keys` of a JSON file). The common
+//! table lists the files a story may not change at all unless it allows them
+//! (`protected`: cascade's, CI, test-runner and lint configuration).
 
 use std::path::Path;
 
@@ -116,6 +124,9 @@ pub struct RuleSpec {
     pub unless_near: Option<String>,
     #[serde(default)]
     pub new_function: bool,
+    /// A check in code that lets the finding go (see [`Excuse`]).
+    #[serde(default)]
+    pub excuse: Option<String>,
     /// In `verify.json`: the languages it applies to (none: every language).
     #[serde(default)]
     pub languages: Vec<String>,
@@ -133,6 +144,37 @@ struct TestsSpec {
     name: String,
 }
 
+/// A part of a shared file that configures the test runner (a table's or
+/// `verify.json`'s `config`): a change to it is a `test-config-edit`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// What it is, for the message ("pytest settings in pyproject.toml").
+    pub what: String,
+    /// The files (globs, repository-relative).
+    pub files: Vec<String>,
+    /// A section: from a line matching this to the line before the next
+    /// one matching `section_end` (default: the next `[header]`).
+    #[serde(default)]
+    pub section: Option<String>,
+    #[serde(default)]
+    pub section_end: Option<String>,
+    /// Single lines: an added or removed line matching this.
+    #[serde(default)]
+    pub lines: Option<String>,
+    /// JSON pointers (`/scripts/test`) whose value must not change.
+    #[serde(default)]
+    pub json_keys: Vec<String>,
+}
+
+/// Files a story may not change unless it allows them (`protected`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProtectedSpec {
+    what: String,
+    paths: Vec<String>,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Table {
@@ -142,9 +184,13 @@ struct Table {
     #[serde(default)]
     tests: Option<TestsSpec>,
     #[serde(default)]
+    test_files: Vec<String>,
+    #[serde(default)]
     rules: Vec<RuleSpec>,
     #[serde(default)]
-    protected_paths: Vec<String>,
+    config: Vec<ConfigSpec>,
+    #[serde(default)]
+    protected: Vec<ProtectedSpec>,
 }
 
 /// `.cascade/verify.json`.
@@ -160,9 +206,12 @@ pub struct UserConfig {
     /// More rules (a rule with a built-in id replaces it).
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
-    /// More gate/CI files (globs) a story must not edit unasked.
+    /// More gate/CI files (globs) a story must not edit unless it allows them.
     #[serde(default)]
     pub protected_paths: Vec<String>,
+    /// More test-runner settings in shared files (see [`ConfigSpec`]).
+    #[serde(default)]
+    pub config: Vec<ConfigSpec>,
 }
 
 /// Where a rule applies.
@@ -171,6 +220,24 @@ pub(crate) enum Scope {
     Any,
     Languages(Vec<Language>),
     Extensions(Vec<String>),
+}
+
+/// A check in code that lets a rule's finding go (a rule's `excuse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Excuse {
+    /// `python-abstract`: an abstract method of a class that is abstract
+    /// (an `ABC`, `ABCMeta`, or a subclass of one), an `@overload` that has
+    /// an implementation, a member of a `Protocol`, anything in a `.pyi`.
+    PythonAbstract,
+}
+
+impl Excuse {
+    fn parse(name: &str) -> Option<Excuse> {
+        match name {
+            "python-abstract" => Some(Excuse::PythonAbstract),
+            _ => None,
+        }
+    }
 }
 
 /// A compiled rule.
@@ -184,7 +251,31 @@ pub struct Rule {
     pub(crate) not_header: Option<Regex>,
     pub(crate) unless_near: Option<Regex>,
     pub(crate) new_function: bool,
+    pub(crate) excuse: Option<Excuse>,
     pub(crate) scope: Scope,
+}
+
+/// What part of a file a [`ConfigRule`] watches.
+#[derive(Debug, Clone)]
+pub(crate) enum Watch {
+    Section { start: Regex, end: Regex },
+    Lines(Regex),
+    JsonKeys(Vec<String>),
+}
+
+/// A compiled [`ConfigSpec`].
+#[derive(Debug, Clone)]
+pub(crate) struct ConfigRule {
+    pub what: String,
+    pub files: globset::GlobSet,
+    pub watch: Vec<Watch>,
+}
+
+/// A compiled group of protected files.
+#[derive(Debug, Clone)]
+pub(crate) struct Protected {
+    pub what: String,
+    pub set: globset::GlobSet,
 }
 
 /// How a language's test functions are found.
@@ -211,9 +302,12 @@ pub struct RuleSet {
     pub(crate) rules: Vec<Rule>,
     pub(crate) sets: Vec<ViewSet>,
     pub(crate) tests: Vec<(Language, TestSyntax)>,
+    /// Per language: the files its test runner runs.
+    pub(crate) test_files: Vec<(Language, globset::GlobSet)>,
     pub(crate) extensions: Vec<(String, Language)>,
-    pub(crate) protected: globset::GlobSet,
+    pub(crate) protected: Vec<Protected>,
     pub(crate) protected_globs: Vec<String>,
+    pub(crate) configs: Vec<ConfigRule>,
     /// False when `verify.json` says `"enabled": false`.
     pub enabled: bool,
 }
@@ -233,36 +327,53 @@ impl RuleSet {
 
     /// The built-in tables with the `verify.json` at `path` applied when it exists.
     pub fn load_file(path: &Path) -> Result<RuleSet, VerifyError> {
-        let path = path.to_path_buf();
-        let text = match std::fs::read_to_string(&path) {
+        let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RuleSet::build(None),
-            Err(e) => return Err(VerifyError::Read { path, source: e }),
+            Err(e) => {
+                return Err(VerifyError::Read {
+                    path: path.to_path_buf(),
+                    source: e,
+                })
+            }
         };
-        let user: UserConfig = serde_json::from_str(&text).map_err(|e| VerifyError::Parse {
-            path: path.clone(),
+        RuleSet::from_text(path, Some(&text))
+    }
+
+    /// The built-in tables with the text of a `verify.json` applied (`None`:
+    /// there is none); `origin` names it in errors (a path, or the file at a
+    /// commit).
+    pub fn from_text(origin: &Path, text: Option<&str>) -> Result<RuleSet, VerifyError> {
+        let Some(text) = text else {
+            return RuleSet::build(None);
+        };
+        let user: UserConfig = serde_json::from_str(text).map_err(|e| VerifyError::Parse {
+            path: origin.to_path_buf(),
             line: e.line(),
             column: e.column(),
             message: e.to_string(),
         })?;
-        RuleSet::build(Some((&path, user)))
+        RuleSet::build(Some((origin, user)))
     }
 
     /// The built-in tables plus a user configuration (`source` names it in errors).
     pub fn build(user: Option<(&Path, UserConfig)>) -> Result<RuleSet, VerifyError> {
         let mut rules = Vec::new();
         let mut tests = Vec::new();
+        let mut test_files = Vec::new();
         let mut extensions = Vec::new();
-        let mut globs: Vec<String> = Vec::new();
+        let mut configs = Vec::new();
         let builtin = Path::new("<built-in rules>");
+        let parse_table = |name: &str, text: &str| -> Result<Table, VerifyError> {
+            serde_json::from_str(text).map_err(|e| VerifyError::Parse {
+                path: builtin.join(format!("{name}.json")),
+                line: e.line(),
+                column: e.column(),
+                message: e.to_string(),
+            })
+        };
         for lang in Language::ALL {
-            let table: Table =
-                serde_json::from_str(lang.table()).map_err(|e| VerifyError::Parse {
-                    path: builtin.join(format!("{}.json", lang.as_str())),
-                    line: e.line(),
-                    column: e.column(),
-                    message: e.to_string(),
-                })?;
+            let table = parse_table(lang.as_str(), lang.table())?;
             debug_assert_eq!(table.language, lang.as_str());
             for ext in table.extensions {
                 extensions.push((ext, lang));
@@ -280,20 +391,30 @@ impl RuleSet {
                     },
                 ));
             }
+            test_files.push((lang, globs(&table.test_files)?));
             for spec in table.rules {
                 rules.push(compile(builtin, spec, Scope::Languages(vec![lang]))?);
             }
+            for spec in table.config {
+                configs.push(config_rule(builtin, spec)?);
+            }
         }
-        let common: Table = serde_json::from_str(COMMON).map_err(|e| VerifyError::Parse {
-            path: builtin.join("common.json"),
-            line: e.line(),
-            column: e.column(),
-            message: e.to_string(),
-        })?;
+        let common = parse_table("common", COMMON)?;
         for spec in common.rules {
             rules.push(compile(builtin, spec, Scope::Any)?);
         }
-        globs.extend(common.protected_paths);
+        for spec in common.config {
+            configs.push(config_rule(builtin, spec)?);
+        }
+        let mut protected_globs: Vec<String> = Vec::new();
+        let mut protected = Vec::new();
+        for group in common.protected {
+            protected_globs.extend(group.paths.iter().cloned());
+            protected.push(Protected {
+                what: group.what,
+                set: globs(&group.paths)?,
+            });
+        }
         let mut enabled = true;
         if let Some((path, user)) = user {
             enabled = user.enabled.unwrap_or(true);
@@ -306,47 +427,54 @@ impl RuleSet {
             for id in &user.disable {
                 rules.retain(|r| &r.id != id);
             }
-            globs.extend(user.protected_paths);
+            for spec in user.config {
+                configs.push(config_rule(path, spec)?);
+            }
+            if !user.protected_paths.is_empty() {
+                protected_globs.extend(user.protected_paths.iter().cloned());
+                protected.push(Protected {
+                    what: format!("a file {} protects", path.display()),
+                    set: globs(&user.protected_paths)?,
+                });
+            }
         }
-        let mut builder = globset::GlobSetBuilder::new();
-        for g in &globs {
-            let glob = globset::GlobBuilder::new(g)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| VerifyError::Glob {
-                    glob: g.clone(),
-                    message: e.to_string(),
-                })?;
-            builder.add(glob);
-        }
-        let protected = builder.build().map_err(|e| VerifyError::Glob {
-            glob: globs.join(", "),
-            message: e.to_string(),
-        })?;
         let sets = view_sets(&rules)?;
         Ok(RuleSet {
             rules,
             sets,
             tests,
+            test_files,
             extensions,
             protected,
-            protected_globs: globs,
+            protected_globs,
+            configs,
             enabled,
         })
+    }
+
+    /// Whether `id` names a rule in effect (or a structural one); anything
+    /// else in a story's `verify_allow` is a file (a glob).
+    pub fn has_rule(&self, id: &str) -> bool {
+        self.ids().contains(&id)
+    }
+
+    /// Whether the test runner of `lang` runs the tests of `path` (a test
+    /// file by the runner's naming convention).
+    pub fn is_test_file(&self, lang: Language, path: &str) -> bool {
+        self.test_files
+            .iter()
+            .any(|(l, set)| *l == lang && set.is_match(path))
     }
 
     /// The ids of every rule in effect, plus the structural ones.
     pub fn ids(&self) -> Vec<&str> {
         let mut out: Vec<&str> = self.rules.iter().map(|r| r.id.as_str()).collect();
-        out.extend([
-            crate::scan::REMOVED_TEST,
-            crate::scan::EMPTIED_TEST,
-            crate::scan::GATE_CONFIG_EDIT,
-        ]);
+        out.extend(crate::scan::STRUCTURAL);
         out
     }
 
-    /// The gate and CI file globs in effect.
+    /// The protected file globs in effect (cascade's, CI, test-runner and
+    /// lint configuration, plus `verify.json`'s `protected_paths`).
     pub fn protected_paths(&self) -> &[String] {
         &self.protected_globs
     }
@@ -462,10 +590,79 @@ fn compile(path: &Path, spec: RuleSpec, scope: Scope) -> Result<Rule, VerifyErro
             .transpose()
             .map_err(|e| bad("unless_near", e))?,
         new_function: spec.new_function,
+        excuse: spec
+            .excuse
+            .as_deref()
+            .map(|name| {
+                Excuse::parse(name).ok_or_else(|| VerifyError::Rule {
+                    path: path.to_path_buf(),
+                    id: spec.id.clone(),
+                    message: format!("unknown excuse '{name}' (known: python-abstract)"),
+                })
+            })
+            .transpose()?,
         view: spec.view,
         id: spec.id,
         message: spec.message,
         scope,
+    })
+}
+
+/// Globs as one set (`**` crosses folders, `*` does not).
+fn globs(patterns: &[String]) -> Result<globset::GlobSet, VerifyError> {
+    let mut builder = globset::GlobSetBuilder::new();
+    for g in patterns {
+        let glob = globset::GlobBuilder::new(g)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| VerifyError::Glob {
+                glob: g.clone(),
+                message: e.to_string(),
+            })?;
+        builder.add(glob);
+    }
+    builder.build().map_err(|e| VerifyError::Glob {
+        glob: patterns.join(", "),
+        message: e.to_string(),
+    })
+}
+
+fn config_rule(path: &Path, spec: ConfigSpec) -> Result<ConfigRule, VerifyError> {
+    let id = format!("config '{}'", spec.what);
+    let mut watch = Vec::new();
+    if let Some(start) = &spec.section {
+        let end = spec.section_end.as_deref().unwrap_or(r"^\s*\[");
+        watch.push(Watch::Section {
+            start: regex(path, &id, start)?,
+            end: regex(path, &id, end)?,
+        });
+    }
+    if let Some(lines) = &spec.lines {
+        watch.push(Watch::Lines(regex(path, &id, lines)?));
+    }
+    if !spec.json_keys.is_empty() {
+        if let Some(bad) = spec.json_keys.iter().find(|k| !k.starts_with('/')) {
+            return Err(VerifyError::Rule {
+                path: path.to_path_buf(),
+                id,
+                message: format!("json key '{bad}' must be a JSON pointer like \"/scripts/test\""),
+            });
+        }
+        watch.push(Watch::JsonKeys(spec.json_keys.clone()));
+    }
+    if watch.is_empty() || spec.files.is_empty() {
+        return Err(VerifyError::Rule {
+            path: path.to_path_buf(),
+            id,
+            message:
+                "a config entry needs \"files\" and one of \"section\", \"lines\", \"json_keys\""
+                    .into(),
+        });
+    }
+    Ok(ConfigRule {
+        files: globs(&spec.files)?,
+        what: spec.what,
+        watch,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Applies a [`RuleSet`] to a change: the line rules to every added line,
-//! and the structural checks (removed tests, emptied tests, edits to gate and
-//! CI files the story did not ask for) to the files around them.
+//! and the structural checks (removed tests, emptied tests, edits to
+//! protected files and test-runner settings, see the `edits` module) to the
+//! files around them; then takes out what the story allows.
 
 use std::collections::HashSet;
 
@@ -8,14 +9,29 @@ use cascade_git::diff::{FileDiff, FileStatus};
 use serde::{Deserialize, Serialize};
 
 use crate::lex::{self, Line};
-use crate::rules::{Language, Rule, RuleSet, Scope, TestSyntax, View, ViewSet};
+use crate::rules::{Excuse, Language, Rule, RuleSet, Scope, TestSyntax, View, ViewSet};
 
 /// Rule id: a test function of the old text is gone from the new one.
 pub const REMOVED_TEST: &str = "removed-test";
 /// Rule id: a test function this change touched has an empty body.
 pub const EMPTIED_TEST: &str = "emptied-test";
-/// Rule id: a gate or CI file changed although the story did not ask for it.
+/// Rule id: a protected file (cascade's, CI, test-runner or lint
+/// configuration) changed although the story does not allow it.
 pub const GATE_CONFIG_EDIT: &str = "gate-config-edit";
+/// Rule id: test-runner settings inside a shared file changed (pytest's
+/// section of pyproject.toml, the `test` script of package.json...).
+pub const TEST_CONFIG_EDIT: &str = "test-config-edit";
+/// Rule id: a new or changed test passes on the base commit without the
+/// story's code (found by proving tests, see the `prove` module).
+pub const UNPROVEN_TEST: &str = "unproven-test";
+/// The rule ids that are not in a table.
+pub const STRUCTURAL: [&str; 5] = [
+    REMOVED_TEST,
+    EMPTIED_TEST,
+    GATE_CONFIG_EDIT,
+    TEST_CONFIG_EDIT,
+    UNPROVEN_TEST,
+];
 
 /// One thing found, at `file:line`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,50 +60,65 @@ impl std::fmt::Display for Finding {
     }
 }
 
-/// What the change was asked to do, so wanted findings can go.
+/// What the story allows, so wanted findings can go.
 #[derive(Debug, Clone, Default)]
 pub struct Intent {
-    /// Rule ids allowed (a story's `verify_allow`).
+    /// A story's `verify_allow`: rule ids, and files (paths or globs) whose
+    /// protected-file or test-runner-setting findings go.
     pub allow: Vec<String>,
-    /// Files the story names (its `files`).
-    pub files: Vec<String>,
-    /// The story's words (title, description, acceptance criteria): a gate
-    /// or CI file they name may be edited.
-    pub text: String,
 }
 
 impl Intent {
-    fn asks_for(&self, path: &str) -> bool {
-        let norm = |p: &str| p.trim_start_matches("./").trim_end_matches('/').to_string();
-        let path = norm(path);
-        if self
-            .files
-            .iter()
-            .map(|f| norm(f))
-            .any(|f| f == path || (!f.is_empty() && path.starts_with(&format!("{f}/"))))
-        {
-            return true;
-        }
-        let text = self.text.to_lowercase();
-        let base = path.rsplit('/').next().unwrap_or(&path).to_lowercase();
-        text.contains(&path.to_lowercase()) || (!base.is_empty() && text.contains(&base))
+    /// Whether the story allows `f`: its rule, or (for an edit of a
+    /// protected file or test-runner settings) its file.
+    pub fn allows(&self, rules: &RuleSet, f: &Finding) -> bool {
+        self.allow.iter().any(|a| {
+            if a == &f.rule {
+                return true;
+            }
+            if rules.has_rule(a) || !matches!(f.rule.as_str(), GATE_CONFIG_EDIT | TEST_CONFIG_EDIT)
+            {
+                return false;
+            }
+            let entry = a.trim_start_matches("./").trim_end_matches('/');
+            entry == f.file
+                || f.file.starts_with(&format!("{entry}/"))
+                || globset::GlobBuilder::new(entry)
+                    .literal_separator(true)
+                    .build()
+                    .is_ok_and(|g| g.compile_matcher().is_match(&f.file))
+        })
     }
 }
 
+/// What a change came to: the findings that stand, and those the story
+/// allows (reported, so a review and the run's summary can say so).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub findings: Vec<Finding>,
+    pub allowed: Vec<Finding>,
+}
+
 /// A file, ready for the rules.
-struct Prepared<'a> {
-    diff: &'a FileDiff,
-    lang: Option<Language>,
-    raw: Vec<&'a str>,
-    lines: Vec<Line>,
+pub(crate) struct Prepared<'a> {
+    pub diff: &'a FileDiff,
+    pub lang: Option<Language>,
+    pub raw: Vec<&'a str>,
+    pub lines: Vec<Line>,
 }
 
 /// Every finding of `rules` in `files`, minus those `intent` allows, sorted
 /// by file and line.
 pub fn scan(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Vec<Finding> {
+    check(files, rules, intent).findings
+}
+
+/// Every finding of `rules` in `files`, split into those that stand and
+/// those `intent` allows, each sorted by file and line.
+pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
     let mut out = Vec::new();
     if !rules.enabled {
-        return out;
+        return Verdict::default();
     }
     let prepared: Vec<Prepared> = files
         .iter()
@@ -103,26 +134,29 @@ pub fn scan(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Vec<Finding
             }
         })
         .collect();
-    // Test names of the whole new tree of changed files: a test moved to
-    // another file is not removed.
+    // Test names of the new text of changed test files: a test moved to
+    // another file its runner runs is not removed.
     let mut new_tests: HashSet<String> = HashSet::new();
     for p in &prepared {
-        if let Some(ts) = p.lang.and_then(|l| rules.tests_of(l)) {
-            new_tests.extend(test_functions(&p.lines, ts).into_iter().map(|(n, _)| n));
+        if let Some((lang, ts)) = p.lang.and_then(|l| rules.tests_of(l).map(|t| (l, t))) {
+            if rules.is_test_file(lang, &p.diff.path) {
+                new_tests.extend(test_functions(&p.lines, ts).into_iter().map(|(n, _)| n));
+            }
         }
     }
     for p in &prepared {
         line_rules(p, rules, &mut out);
         if let (Some(lang), Some(ts)) = (p.lang, p.lang.and_then(|l| rules.tests_of(l))) {
-            removed_tests(p.diff, lang, ts, &new_tests, &mut out);
+            removed_tests(p.diff, lang, ts, rules, &new_tests, &mut out);
             emptied_tests(p, lang, ts, &mut out);
         }
-        gate_config(p, rules, intent, &mut out);
+        crate::edits::protected_file(p, rules, &mut out);
+        crate::edits::runner_settings(p, rules, &mut out);
     }
-    out.retain(|f| !intent.allow.iter().any(|a| a == &f.rule));
     out.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
     out.dedup();
-    out
+    let (allowed, findings) = out.into_iter().partition(|f| intent.allows(rules, f));
+    Verdict { findings, allowed }
 }
 
 fn applies(rule: &Rule, p: &Prepared) -> bool {
@@ -147,7 +181,14 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
         .iter()
         .filter(|r| matches!(r.scope, Scope::Extensions(_)) && applies(r, p))
         .collect();
-    if sets.is_empty() && by_extension.is_empty() {
+    // Rules about a block's whole body also read `def f(): pass` and
+    // `fn f() -> u32 { 0 }`, header and body on one line.
+    let one_liners: Vec<&Rule> = rules
+        .rules
+        .iter()
+        .filter(|r| r.header.is_some() && applies(r, p))
+        .collect();
+    if sets.is_empty() && by_extension.is_empty() && one_liners.is_empty() {
         return;
     }
     let added: HashSet<u32> = p.diff.added.iter().copied().collect();
@@ -162,9 +203,9 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
             View::Comment => line.comment.as_str(),
             View::Line => raw,
         };
-        let mut report = |rule: &Rule| {
-            if confirmed(rule, p, idx, &added) {
-                out.push(finding(&rule.id, &p.diff.path, n, &rule.message, raw));
+        let mut report = |rule: &Rule, at: Option<usize>| {
+            if let Some(message) = confirmed(rule, p, idx, at, &added) {
+                out.push(finding(&rule.id, &p.diff.path, n, &message, raw));
             }
         };
         for vs in &sets {
@@ -174,41 +215,142 @@ fn line_rules(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
                 continue;
             }
             for m in vs.set.matches(h).iter() {
-                report(&rules.rules[vs.rules[m]]);
+                report(&rules.rules[vs.rules[m]], None);
             }
         }
         for rule in &by_extension {
             let h = hay(rule.view);
             if !h.trim().is_empty() && rule.pattern.is_match(h) {
-                report(rule);
+                report(rule, None);
+            }
+        }
+        for rule in &one_liners {
+            let Some((head, body)) = split_one_liner(hay(rule.view), p.lang) else {
+                continue;
+            };
+            // The header is read with its opener (`{`), and the line's code
+            // must be one too: a line of a string that reads like a header
+            // (a docstring's `def f(): pass`) is not.
+            let opener = if p.lang.is_some_and(Language::indented) {
+                ":"
+            } else {
+                "{"
+            };
+            let header = |text: &str| {
+                let text = format!("{text}{opener}");
+                rule.header.as_ref().is_some_and(|h| h.is_match(&text))
+                    && !rule
+                        .not_header
+                        .as_ref()
+                        .is_some_and(|nh| nh.is_match(&text))
+            };
+            let code_head = split_one_liner(&line.code, p.lang).map(|(h, _)| h);
+            let is_header = header(head) && code_head.is_some_and(header);
+            if is_header && rule.pattern.is_match(body) {
+                report(rule, Some(idx));
             }
         }
     }
 }
 
-/// Whether a rule whose pattern matched line `idx` really applies there:
-/// the whole body of a matching block when it says so, not near an
-/// `unless_near` line.
-fn confirmed(rule: &Rule, p: &Prepared, idx: usize, added: &HashSet<u32>) -> bool {
-    let near = match &rule.header {
-        Some(header) => {
-            let Some(h) = sole_statement(p, idx, header, rule.not_header.as_ref()) else {
-                return false;
-            };
+/// A line that is a whole block, `def f(x): pass` (Python) or
+/// `fn f() -> u32 { 0 }`: its header and its body. Quotes are skipped, so a
+/// `:` or a brace in a string is not structure.
+fn split_one_liner(text: &str, lang: Option<Language>) -> Option<(&str, &str)> {
+    let indented = lang.is_some_and(Language::indented);
+    // A Rust `'` is a lifetime more often than a char (the code view has
+    // blanked chars already).
+    let quotes: &[char] = if lang == Some(Language::Rust) {
+        &['"']
+    } else {
+        &['"', '\'', '`']
+    };
+    let mut depth = 0i32;
+    let mut quote: Option<char> = None;
+    let mut escaped = false;
+    let mut open = None;
+    for (i, c) in text.char_indices() {
+        if let Some(q) = quote {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                _ if c == q => quote = None,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            _ if quotes.contains(&c) => quote = Some(c),
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth -= 1,
+            '{' if !indented && depth == 0 => {
+                open = Some(i);
+                break;
+            }
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ':' if indented && depth == 0 => {
+                open = Some(i);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let at = open?;
+    let (head, rest) = (&text[..at], &text[at + 1..]);
+    let body = if indented {
+        rest
+    } else {
+        let close = rest.trim_end().trim_end_matches([';', ',']).trim_end();
+        let inner = close.strip_suffix('}')?;
+        if inner.contains(['{', '}']) {
+            return None;
+        }
+        inner
+    };
+    (!body.trim().is_empty()).then_some((head, body))
+}
+
+/// Whether a rule whose pattern matched line `idx` really applies there
+/// (the whole body of a matching block when it says so, not near an
+/// `unless_near` line, not excused), and its message. `one_line`: the line
+/// is the block's header too.
+fn confirmed(
+    rule: &Rule,
+    p: &Prepared,
+    idx: usize,
+    one_line: Option<usize>,
+    added: &HashSet<u32>,
+) -> Option<String> {
+    let near = match (&rule.header, one_line) {
+        (Some(_), Some(h)) => h,
+        (Some(header), None) => {
+            let h = sole_statement(p, idx, header, rule.not_header.as_ref())?;
             if rule.new_function && !added.contains(&(h as u32 + 1)) {
-                return false;
+                return None;
             }
             h
         }
-        None => idx,
+        (None, _) => idx,
     };
-    !rule
+    if rule
         .unless_near
         .as_ref()
         .is_some_and(|u| is_near(p, near, u))
+    {
+        return None;
+    }
+    match rule.excuse {
+        None => Some(rule.message.clone()),
+        Some(Excuse::PythonAbstract) => match crate::excuse::python_abstract(p, near) {
+            Ok(()) => None,
+            Err(None) => Some(rule.message.clone()),
+            Err(Some(note)) => Some(format!("{} ({note})", rule.message)),
+        },
+    }
 }
 
-fn finding(rule: &str, file: &str, line: u32, message: &str, raw: &str) -> Finding {
+pub(crate) fn finding(rule: &str, file: &str, line: u32, message: &str, raw: &str) -> Finding {
     let t = raw.trim();
     let mut text: String = t.chars().take(120).collect();
     if t.chars().count() > 120 {
@@ -225,14 +367,14 @@ fn finding(rule: &str, file: &str, line: u32, message: &str, raw: &str) -> Findi
 
 /// A line with no code for the structure: blank, a comment, or a bare
 /// string (a docstring).
-fn blank(line: &Line) -> bool {
+pub(crate) fn blank(line: &Line) -> bool {
     line.code
         .trim()
         .chars()
         .all(|c| c == '"' || c == '\'' || c == '`')
 }
 
-fn indent(raw: &str) -> usize {
+pub(crate) fn indent(raw: &str) -> usize {
     raw.len() - raw.trim_start().len()
 }
 
@@ -301,7 +443,7 @@ fn is_near(p: &Prepared, h: usize, re: &regex::Regex) -> bool {
 }
 
 /// The test functions of a text: (name, 0-based line of the name).
-fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, usize)> {
+pub(crate) fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {
         match &ts.attribute {
@@ -318,7 +460,9 @@ fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, usize)> {
             }
             None => {
                 if let Some(m) = ts.name.captures(&l.code_strings).and_then(|c| c.get(1)) {
-                    out.push((m.as_str().to_string(), i));
+                    // A TypeScript test's name is its title, quotes off.
+                    let name = m.as_str().trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+                    out.push((name.to_string(), i));
                 }
             }
         }
@@ -327,14 +471,23 @@ fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, usize)> {
     out
 }
 
+/// Tests of the old text that no longer run: removed (and not moved to
+/// another test file), or in a file renamed to a name the test runner does
+/// not collect (`test_calc.py` -> `calc_checks.py`).
 fn removed_tests(
     diff: &FileDiff,
     lang: Language,
     ts: &TestSyntax,
+    rules: &RuleSet,
     new_tests: &HashSet<String>,
     out: &mut Vec<Finding>,
 ) {
-    if diff.status == FileStatus::Added || diff.removed.is_empty() {
+    let old_path = diff.old_path.as_deref().unwrap_or(&diff.path);
+    if diff.status == FileStatus::Added || !rules.is_test_file(lang, old_path) {
+        return;
+    }
+    let uncollected = diff.status == FileStatus::Renamed && !rules.is_test_file(lang, &diff.path);
+    if diff.removed.is_empty() && !uncollected {
         return;
     }
     let Some(old) = diff.old_text.as_deref() else {
@@ -345,12 +498,20 @@ fn removed_tests(
     let old_lines = lex::lex(old, lang.syntax());
     for (name, i) in test_functions(&old_lines, ts) {
         let n = i as u32 + 1;
-        if removed.contains(&n) && !new_tests.contains(&name) {
+        if (uncollected || removed.contains(&n)) && !new_tests.contains(&name) {
+            let message = if uncollected {
+                format!(
+                    "test '{name}' no longer runs: '{old_path}' was renamed to '{}', which the test runner does not collect",
+                    diff.path
+                )
+            } else {
+                format!("test '{name}' was removed (line {n} of the old text)")
+            };
             out.push(finding(
                 REMOVED_TEST,
                 &diff.path,
                 n,
-                &format!("test '{name}' was removed (line {n} of the old text)"),
+                &message,
                 old_raw.get(i).copied().unwrap_or(""),
             ));
         }
@@ -412,7 +573,7 @@ fn lines_removed_within(p: &Prepared, from: usize, to: usize) -> bool {
 
 /// The body of the block opened at line `i` (or within two lines after):
 /// whether it has no statement, and its last line.
-fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
+pub(crate) fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
     let lines = &p.lines;
     if lang.indented() {
         let h = (i..lines.len().min(i + 6)).find(|&j| lines[j].code.trim_end().ends_with(':'))?;
@@ -472,37 +633,4 @@ fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usize)> {
         }
         None
     }
-}
-
-fn gate_config(p: &Prepared, rules: &RuleSet, intent: &Intent, out: &mut Vec<Finding>) {
-    let d = p.diff;
-    let hit = rules.protected.is_match(&d.path)
-        || d.old_path
-            .as_deref()
-            .is_some_and(|o| rules.protected.is_match(o));
-    if !hit || intent.asks_for(&d.path) {
-        return;
-    }
-    let what = match d.status {
-        FileStatus::Added => "added",
-        FileStatus::Deleted => "deleted",
-        FileStatus::Renamed => "renamed",
-        FileStatus::Modified => "changed",
-    };
-    let line = d.added.first().or(d.removed.first()).copied().unwrap_or(1);
-    let raw = d
-        .added
-        .first()
-        .and_then(|&n| p.raw.get(n as usize - 1))
-        .copied()
-        .unwrap_or("");
-    out.push(finding(
-        GATE_CONFIG_EDIT,
-        &d.path,
-        line,
-        &format!(
-            "gate/CI configuration {what}, which the story does not ask for (name the file in the story's `files` or allow '{GATE_CONFIG_EDIT}')"
-        ),
-        raw,
-    ));
 }

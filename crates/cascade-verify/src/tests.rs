@@ -387,36 +387,61 @@ fn todo_implement_comments() {
 }
 
 #[test]
-fn gate_and_ci_edits_unless_asked_for() {
+fn protected_files_fail_unless_the_story_allows_them_by_file() {
     let ci = added(".github/workflows/ci.yml", "on: push\n");
     let gates = changed(
         ".cascade/gates.json",
-        "{\"gates\": [1]}\n",
-        "{\"gates\": []}\n",
+        "{\"gates\": [{\"name\": \"t\", \"command\": \"pytest\"}]}\n",
+        "{\"gates\": [{\"name\": \"t\", \"command\": \"true\"}]}\n",
     );
     let ini = changed(
         "pytest.ini",
         "[pytest]\n",
         "[pytest]\naddopts = -k 'not slow'\n",
     );
-    let got = found(&[ci.clone(), gates.clone(), ini.clone()]);
+    let files = [ci.clone(), gates.clone(), ini.clone()];
+    let got = run(&files);
     assert_eq!(
-        got,
+        got.iter()
+            .map(|f| (f.rule.as_str(), f.file.as_str()))
+            .collect::<Vec<_>>(),
         [
-            ("gate-config-edit".into(), 1),
-            ("gate-config-edit".into(), 1),
-            ("gate-config-edit".into(), 2)
+            ("gate-config-edit", ".cascade/gates.json"),
+            ("gate-config-edit", ".github/workflows/ci.yml"),
+            ("gate-config-edit", "pytest.ini")
         ]
     );
-    // The story names the file, or its words do: fine.
+    // The message says what changed and how to allow it.
+    let m = &got[0].message;
+    assert!(
+        m.starts_with("cascade's configuration changed: - `...\": \"t\", \"command\": \"pytest\"}]}` + `...\": \"t\", \"command\": \"true\"}]}`"),
+        "{m}"
+    );
+    assert!(
+        m.contains("\"verify_allow\": [\".cascade/gates.json\"]"),
+        "{m}"
+    );
+    assert!(
+        got[1].message.starts_with("CI configuration added"),
+        "{}",
+        got[1].message
+    );
+    // A story allows a file (or a folder, or a glob); what it allows is
+    // reported apart.
     let intent = Intent {
-        files: vec![".github/workflows".into()],
-        text: "Speed up pytest.ini's options".into(),
-        ..Intent::default()
+        allow: vec![".github/workflows/".into(), "*.ini".into()],
     };
-    let got = scan(&[ci, ini, gates], &RuleSet::builtin(), &intent);
-    assert_eq!(got.len(), 1);
-    assert_eq!(got[0].file, ".cascade/gates.json");
+    let v = crate::check(&files, &RuleSet::builtin(), &intent);
+    assert_eq!(v.findings.len(), 1);
+    assert_eq!(v.findings[0].file, ".cascade/gates.json");
+    assert_eq!(v.allowed.len(), 2);
+    // A file named in verify_allow allows only edits of protected files,
+    // not a stub in it.
+    let stub = added("src/ci.rs", "fn ci() -> u32 { todo!() }\n");
+    let intent = Intent {
+        allow: vec!["src/ci.rs".into()],
+    };
+    assert_eq!(scan(&[stub], &RuleSet::builtin(), &intent).len(), 1);
     // An ordinary source file is not gate configuration.
     assert_eq!(found(&[added("src/ci.rs", "fn ci() {}\n")]), []);
 }

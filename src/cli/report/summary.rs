@@ -105,7 +105,9 @@ pub fn render(
     // What verification and the reviews found (their last word per story).
     let checked: Vec<&StorySummary> = rows
         .iter()
-        .filter(|r| !r.verification.is_empty() || r.review.is_some())
+        .filter(|r| {
+            !r.verification.is_empty() || !r.verification_allowed.is_empty() || r.review.is_some()
+        })
         .collect();
     if !checked.is_empty() {
         out.push_str("\nverification and review:\n");
@@ -117,6 +119,13 @@ pub fn render(
                     r.verification.len(),
                     if r.verification.len() == 1 { "" } else { "s" },
                     super::printable(first)
+                ));
+            }
+            for allowed in &r.verification_allowed {
+                out.push_str(&format!(
+                    "  {}: allowed by verify_allow: {}\n",
+                    r.story,
+                    super::printable(allowed)
                 ));
             }
             if let Some(rv) = &r.review {
@@ -217,6 +226,7 @@ mod tests {
             cost_usd: None,
             error: None,
             verification: vec![],
+            verification_allowed: vec![],
             review: None,
         }
     }
@@ -225,6 +235,9 @@ mod tests {
     fn verification_and_review_findings_are_listed() {
         let mut a = row("s1", "failed");
         a.verification = vec!["calc.py:2: [py-stub-body] function body is only `pass`".into()];
+        a.verification_allowed = vec![
+            ".cascade/gates.json:1: [gate-config-edit] cascade's configuration changed".into(),
+        ];
         let mut b = row("s2", "complete");
         b.review = Some(cascade_engine::state::ReviewRecord {
             agent: "codex".into(),
@@ -245,6 +258,12 @@ mod tests {
             false,
         );
         assert!(text.contains("verification and review:\n"), "{text}");
+        assert!(
+            text.contains(
+                "  s1: allowed by verify_allow: .cascade/gates.json:1: [gate-config-edit] cascade's"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("  s1: verification: 1 finding, first: calc.py:2: [py-stub-body]"),
             "{text}"

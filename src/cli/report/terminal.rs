@@ -263,6 +263,22 @@ fn paint(text: &str, code: &str, color: bool) -> String {
     }
 }
 
+/// "2 findings" and one per line below (at most 10).
+fn listed(findings: &[cascade_engine::events::VerifyFinding], what: &str) -> String {
+    let mut s = format!(
+        "{} {what}{}",
+        findings.len(),
+        if findings.len() == 1 { "" } else { "s" }
+    );
+    for f in findings.iter().take(10) {
+        s.push_str(&format!("\n    {f}"));
+    }
+    if findings.len() > 10 {
+        s.push_str(&format!("\n    ... and {} more", findings.len() - 10));
+    }
+    s
+}
+
 /// The line an event prints, if it prints one (`run_finished` is the summary).
 pub fn describe(event: &Event, color: bool) -> Option<String> {
     let ok = |s: &str| paint(s, "32", color);
@@ -323,25 +339,48 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
         }
         Event::GateStarted { .. } => return None,
         Event::VerificationFinished {
-            story, findings, ..
+            story,
+            findings,
+            waived,
+            ..
         } => {
-            if findings.is_empty() {
+            let mut s = if findings.is_empty() {
                 format!("{story}: verification {}", ok("passed"))
             } else {
-                let mut s = format!(
-                    "{story}: verification {}: {} finding{}",
+                format!(
+                    "{story}: verification {}: {}",
                     bad("FAILED"),
-                    findings.len(),
-                    if findings.len() == 1 { "" } else { "s" }
-                );
-                for f in findings.iter().take(10) {
-                    s.push_str(&format!("\n    {f}"));
-                }
-                if findings.len() > 10 {
-                    s.push_str(&format!("\n    ... and {} more", findings.len() - 10));
-                }
-                s
+                    listed(findings, "finding")
+                )
+            };
+            if !waived.is_empty() {
+                s.push_str(&format!(
+                    "\n  allowed by the story's verify_allow: {}",
+                    listed(waived, "finding")
+                ));
             }
+            s
+        }
+        Event::TestsProved {
+            story,
+            tests,
+            findings,
+            notes,
+            ..
+        } => {
+            let mut s = if findings.is_empty() {
+                format!("{story}: new tests {} on the base ({tests} run)", ok("fail"))
+            } else {
+                format!(
+                    "{story}: new tests {}: {}",
+                    bad("PASS ON THE BASE"),
+                    listed(findings, "test")
+                )
+            };
+            for n in notes.iter().take(5) {
+                s.push_str(&format!("\n    note: {n}"));
+            }
+            s
         }
         Event::ReviewStarted {
             story, agent, note, ..
@@ -667,6 +706,7 @@ mod tests {
                     cost_usd: None,
                     error: None,
                     verification: vec![],
+                    verification_allowed: vec![],
                     review: None,
                 }],
             },

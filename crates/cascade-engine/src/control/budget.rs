@@ -15,6 +15,13 @@
 //! is over budget; a story over its own budget fails as `budget`) and after
 //! each agent run (with `--hard-budget`, running agents are stopped at once).
 //! The duration limit is measured from the start of this invocation.
+//!
+//! Several engines can spend from one budget: a mega run gives every
+//! feature's engine the same [`Pool`] (the run's `--max-cost` and
+//! `--max-duration`), to which each engine reports its own spend under its
+//! feature's name; the run's limit holds for the sum, and once it is
+//! exhausted no feature starts another attempt. A feature's own prd.json
+//! `metadata.budget` then limits that feature alone.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -149,33 +156,70 @@ pub fn spend(state: &RunState, story: Option<&str>) -> Spend {
     out
 }
 
-/// Why the run may start no more attempts.
+/// Why the run (or a feature of a mega run) may start no more attempts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Exhausted {
     /// `cost` or `duration`.
     pub limit: &'static str,
+    /// `run`, or `feature` for a feature's own budget in a mega run.
+    pub scope: &'static str,
+    /// The limit that was reached (USD for `cost`, seconds for `duration`).
+    pub limit_usd: Option<f64>,
+    pub limit_secs: Option<u64>,
     pub message: String,
     pub spend: Spend,
 }
 
-/// The budget of a running run.
+/// A run budget several engines spend from (see the module doc); a plain
+/// run has one of its own.
 #[derive(Debug)]
-pub struct Tracker {
+pub struct Pool {
+    /// The run's limits (`max_story_cost` is not the pool's: each engine
+    /// applies it to its stories).
     pub budget: Budget,
     started: Instant,
-    /// Per story USD from prd.json (`budget` of the story).
-    story_limits: HashMap<String, f64>,
     exhausted: Mutex<Option<Exhausted>>,
+    /// Spend of each engine, by part (a feature's name; `""` in a plain run).
+    parts: Mutex<HashMap<String, Spend>>,
+    /// Fired when the run budget runs out under `--hard-budget`: every
+    /// engine of the pool stops its running agents.
+    stop: cascade_process::CancelToken,
 }
 
-impl Tracker {
-    pub fn new(budget: Budget, story_limits: HashMap<String, f64>) -> Tracker {
-        Tracker {
+impl Pool {
+    pub fn new(budget: Budget) -> Pool {
+        Pool {
             budget,
             started: Instant::now(),
-            story_limits,
             exhausted: Mutex::new(None),
+            parts: Mutex::new(HashMap::new()),
+            stop: cascade_process::CancelToken::new(),
         }
+    }
+
+    /// What every engine of the pool links its agents to (see `stop`).
+    pub fn stop_token(&self) -> cascade_process::CancelToken {
+        self.stop.clone()
+    }
+
+    /// Sets the spend of `part` (what its state records so far).
+    pub fn record(&self, part: &str, spend: Spend) {
+        if let Ok(mut parts) = self.parts.lock() {
+            parts.insert(part.to_string(), spend);
+        }
+    }
+
+    /// The spend of every part together.
+    pub fn total(&self) -> Spend {
+        let parts = match self.parts.lock() {
+            Ok(p) => p,
+            Err(_) => return Spend::default(),
+        };
+        parts.values().fold(Spend::default(), |mut t, s| {
+            t.known_usd += s.known_usd;
+            t.unknown += s.unknown;
+            t
+        })
     }
 
     /// Whether the run budget ran out.
@@ -190,19 +234,14 @@ impl Tracker {
             .map(|d| d.saturating_sub(self.started.elapsed()))
     }
 
-    /// Checks the run's limits against `state`; returns the exhaustion the
-    /// first time it happens (later calls: `None`, see [`Tracker::exhausted`]).
-    pub fn check_run(&self, state: &RunState) -> Option<Exhausted> {
+    /// Checks the run's limits against the parts' spend; returns the
+    /// exhaustion the first time it happens (later: `None`).
+    fn check(&self) -> Option<Exhausted> {
         let mut slot = self.exhausted.lock().ok()?;
         if slot.is_some() {
             return None;
         }
-        let spend = spend(state, None);
-        let what_now = if self.budget.hard {
-            "running agents are stopped (--hard-budget)"
-        } else {
-            "running work finishes, nothing new starts"
-        };
+        let spend = self.total();
         let over_time = self
             .budget
             .max_duration
@@ -210,30 +249,149 @@ impl Tracker {
         let found = match over_time {
             Some(max) => Some(Exhausted {
                 limit: "duration",
+                scope: "run",
+                limit_usd: None,
+                limit_secs: Some(max.as_secs()),
                 message: format!(
-                    "the run reached its time budget of {}s (--max-duration) having spent {}; {what_now}; `cascade resume --max-duration <more>` continues",
+                    "the run reached its time budget of {}s (--max-duration) having spent {}; {}; `cascade resume --max-duration <more>` continues",
                     max.as_secs(),
                     spend.describe(),
+                    what_now(self.budget.hard),
                 ),
                 spend,
             }),
-            None => self
-                .budget
-                .max_cost
-                .filter(|m| spend.known_usd >= *m)
-                .map(|max| Exhausted {
-                    limit: "cost",
-                    message: format!(
-                        "the run spent {} of its ${max:.2} budget (--max-cost); {what_now}; `cascade resume --max-cost <higher>` continues",
-                        spend.describe(),
-                    ),
-                    spend,
-                }),
+            None => over_cost(&self.budget, spend).map(|max| Exhausted {
+                limit: "cost",
+                scope: "run",
+                limit_usd: Some(max),
+                limit_secs: None,
+                message: format!(
+                    "the run spent {} of its ${max:.2} budget (--max-cost); {}; `cascade resume --max-cost <higher>` continues",
+                    spend.describe(),
+                    what_now(self.budget.hard),
+                ),
+                spend,
+            }),
         };
         if let Some(e) = &found {
             *slot = Some(e.clone());
         }
         found
+    }
+}
+
+fn what_now(hard: bool) -> &'static str {
+    if hard {
+        "running agents are stopped (--hard-budget)"
+    } else {
+        "running work finishes, nothing new starts"
+    }
+}
+
+/// `budget.max_cost` when `spend` reached it.
+fn over_cost(budget: &Budget, spend: Spend) -> Option<f64> {
+    budget.max_cost.filter(|m| spend.known_usd >= *m)
+}
+
+/// The budget of one engine's run: the run's [`Pool`] (its own, or a mega
+/// run's shared one), and its own limits.
+#[derive(Debug)]
+pub struct Tracker {
+    /// This engine's limits: `max_story_cost`, `hard`, and (in a shared
+    /// pool) its own `max_cost` from its prd.json.
+    pub budget: Budget,
+    /// Per story USD from prd.json (`budget` of the story).
+    story_limits: HashMap<String, f64>,
+    pool: std::sync::Arc<Pool>,
+    /// This engine's name in the pool; `None` when the pool is its own.
+    part: Option<String>,
+    /// A feature's own budget ran out (in a shared pool).
+    own: Mutex<Option<Exhausted>>,
+}
+
+impl Tracker {
+    /// The budget of a plain run: a pool of its own with `budget`'s limits.
+    pub fn new(budget: Budget, story_limits: HashMap<String, f64>) -> Tracker {
+        Tracker {
+            pool: std::sync::Arc::new(Pool::new(budget.clone())),
+            budget,
+            story_limits,
+            part: None,
+            own: Mutex::new(None),
+        }
+    }
+
+    /// The budget of engine `part` of a run whose engines share `pool`.
+    pub fn pooled(
+        budget: Budget,
+        story_limits: HashMap<String, f64>,
+        pool: std::sync::Arc<Pool>,
+        part: &str,
+    ) -> Tracker {
+        Tracker {
+            budget,
+            story_limits,
+            pool,
+            part: Some(part.to_string()),
+            own: Mutex::new(None),
+        }
+    }
+
+    /// Whether the run budget (or, in a shared pool, this engine's own)
+    /// ran out.
+    pub fn exhausted(&self) -> Option<Exhausted> {
+        self.pool
+            .exhausted()
+            .or_else(|| self.own.lock().ok().and_then(|e| e.clone()))
+    }
+
+    /// Time left before `--max-duration`, if one is set.
+    pub fn time_left(&self) -> Option<Duration> {
+        self.pool.time_left()
+    }
+
+    /// Whether exhausting the budget stops running agents.
+    pub fn hard(&self) -> bool {
+        self.budget.hard || self.pool.budget.hard
+    }
+
+    /// The pool's hard stop (see [`Pool::stop_token`]).
+    pub fn pool_stop(&self) -> cascade_process::CancelToken {
+        self.pool.stop_token()
+    }
+
+    /// Checks the run's limits against `state`; returns the exhaustion the
+    /// first time it happens (later calls: `None`, see [`Tracker::exhausted`]).
+    pub fn check_run(&self, state: &RunState) -> Option<Exhausted> {
+        let mine = spend(state, None);
+        let Some(part) = &self.part else {
+            self.pool.record("", mine);
+            return self.pool.check();
+        };
+        self.pool.record(part, mine);
+        if let Some(e) = self.pool.check() {
+            return Some(e);
+        }
+        // The feature's own budget (its prd.json's metadata.budget).
+        let mut own = self.own.lock().ok()?;
+        if own.is_some() {
+            return None;
+        }
+        let max = over_cost(&self.budget, mine)?;
+        let e = Exhausted {
+            limit: "cost",
+            scope: "feature",
+            limit_usd: Some(max),
+            limit_secs: None,
+            message: format!(
+                "feature '{part}' spent {} of its ${max:.2} budget (metadata.budget of its prd.json); {}; raise it and resume",
+                mine.describe(),
+                what_now(self.budget.hard),
+            ),
+            spend: mine,
+        };
+        *own = Some(e.clone());
+        Some(e)
     }
 
     /// The USD limit of story `id`: the command line's, else its own `budget`.
@@ -366,6 +524,33 @@ mod tests {
         // Said once; remembered.
         assert!(t.check_run(&st).is_none());
         assert!(t.exhausted().is_some());
+    }
+
+    #[test]
+    fn engines_of_a_pool_spend_from_one_budget() {
+        let pool = std::sync::Arc::new(Pool::new(Budget {
+            max_cost: Some(4.0),
+            ..Budget::default()
+        }));
+        let own = Budget {
+            max_cost: Some(2.2),
+            ..Budget::default()
+        };
+        let a = Tracker::pooled(own, HashMap::new(), pool.clone(), "auth");
+        let b = Tracker::pooled(Budget::default(), HashMap::new(), pool.clone(), "api");
+        assert!(a.check_run(&state(&[("s", Some(2.0), true)])).is_none());
+        assert!(b.check_run(&state(&[("s", Some(1.5), true)])).is_none());
+        assert_eq!(pool.total().known_usd, 3.5);
+        // Feature a's own limit (2.3 of 2.2; 3.8 of the run's 4): a alone stops.
+        let e = a.check_run(&state(&[("s", Some(2.3), true)])).unwrap();
+        assert_eq!((e.scope, e.limit), ("feature", "cost"));
+        assert!(a.exhausted().is_some() && b.exhausted().is_none());
+        // Together over the run's limit (4.1 of 4): every engine of the pool stops.
+        let e = b.check_run(&state(&[("s", Some(1.8), true)])).unwrap();
+        assert_eq!((e.scope, e.limit_usd), ("run", Some(4.0)));
+        assert!(b.exhausted().is_some() && pool.exhausted().is_some());
+        assert!(a.check_run(&state(&[("s", Some(2.3), true)])).is_none());
+        assert_eq!(a.exhausted().unwrap().scope, "run");
     }
 
     #[test]

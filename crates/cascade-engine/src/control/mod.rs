@@ -28,6 +28,37 @@ use crate::config::{ProjectConfig, RunOptions};
 /// Memory guard threshold when nothing else is configured: 512 MiB.
 pub const DEFAULT_MIN_AVAILABLE_MB: u64 = 512;
 
+/// What the engines of one run share: a mega run makes one and gives it to
+/// every feature's engine (through [`RunOptions::pools`]), so gates of all
+/// features stay within `--gate-jobs`, an agent's rate-limit cooldown holds
+/// for every feature, and `--max-cost` / `--max-duration` bound the whole
+/// run. A plain run makes its own.
+#[derive(Debug, Clone)]
+pub struct RunPools {
+    /// `--gate-jobs` slots and the memory guard.
+    pub gates: Admission,
+    /// Per-agent cooldowns and concurrency.
+    pub limits: Arc<ratelimit::Limits>,
+    /// The run's budget.
+    pub budget: Arc<budget::Pool>,
+}
+
+impl RunPools {
+    /// The pools `options` ask for, with the project's settings: gate slots
+    /// and memory guard, rate limits up to `--parallel`, and the run limits
+    /// of `options.budget` (`max_cost`, `max_duration`, `hard`).
+    pub fn new(options: &RunOptions, project: &ProjectConfig) -> RunPools {
+        RunPools {
+            gates: admission(options, project),
+            limits: Arc::new(ratelimit::Limits::new(options.parallel)),
+            budget: Arc::new(budget::Pool::new(budget::Budget {
+                max_story_cost: None,
+                ..options.budget.clone()
+            })),
+        }
+    }
+}
+
 /// The controls of one run.
 #[derive(Debug)]
 pub(crate) struct Controls {
@@ -54,21 +85,42 @@ impl Controls {
         cascade_dir: &Path,
         prd: &cascade_plan::Prd,
     ) -> Result<Controls, String> {
-        let gates = match &options.gate_admission {
-            Some(shared) => shared.clone(),
-            None => admission(options, project),
-        };
-        let memory = gates.memory.clone();
         let share = project.resources.shared_build_cache.unwrap_or(true)
             && std::env::var_os("CARGO_TARGET_DIR").is_none();
-        let budget = options.budget.clone().with_prd(prd.metadata.as_ref())?;
         let story_limits = budget::story_limits(prd)?;
+        let (gates, limits, budget) = match &options.pools {
+            // Shared: the run's limits are the pool's; this engine keeps
+            // the per-story limit, and its prd.json's run budget becomes
+            // its own (a feature's) limit.
+            Some(pools) => {
+                let own = budget::Budget {
+                    max_story_cost: options.budget.max_story_cost,
+                    hard: options.budget.hard,
+                    ..budget::Budget::default()
+                }
+                .with_prd(prd.metadata.as_ref())?;
+                let part = options.pool_part.as_deref().unwrap_or_default();
+                (
+                    pools.gates.clone(),
+                    Arc::clone(&pools.limits),
+                    budget::Tracker::pooled(own, story_limits, Arc::clone(&pools.budget), part),
+                )
+            }
+            None => {
+                let budget = options.budget.clone().with_prd(prd.metadata.as_ref())?;
+                (
+                    admission(options, project),
+                    Arc::new(ratelimit::Limits::new(options.parallel)),
+                    budget::Tracker::new(budget, story_limits),
+                )
+            }
+        };
         Ok(Controls {
+            memory: gates.memory.clone(),
             gates,
-            memory,
             cargo_targets: share.then(|| resources::CargoTargets::new(cascade_dir)),
-            budget: budget::Tracker::new(budget, story_limits),
-            limits: Arc::new(ratelimit::Limits::new(options.parallel)),
+            budget,
+            limits,
             agents_cancel: cascade_process::CancelToken::new(),
         })
     }
@@ -99,21 +151,23 @@ pub(crate) fn check_run_budget(ctx: &crate::engine::Ctx) -> bool {
         Err(_) => None,
     };
     if let Some(e) = found {
-        let b = &ctx.control.budget.budget;
+        let whole_run = e.scope == "run";
         ctx.emit(crate::events::Event::BudgetExhausted {
-            scope: "run".into(),
+            scope: e.scope.into(),
             story: None,
             limit: e.limit.to_string(),
-            limit_usd: (e.limit == "cost").then_some(b.max_cost).flatten(),
-            limit_secs: (e.limit == "duration")
-                .then(|| b.max_duration.map(|d| d.as_secs()))
-                .flatten(),
+            limit_usd: e.limit_usd,
+            limit_secs: e.limit_secs,
             spent_usd: e.spend.known(),
             unknown_attempts: e.spend.unknown,
             message: e.message,
         });
-        if b.hard {
+        if ctx.control.budget.hard() {
             ctx.control.agents_cancel.cancel();
+            if whole_run {
+                // Every engine sharing the budget (a mega run's features).
+                ctx.control.budget.pool_stop().cancel();
+            }
         }
     }
     ctx.control.budget.exhausted().is_some()

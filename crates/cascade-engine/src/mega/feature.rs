@@ -130,6 +130,9 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         RunStatus::Completed => TaskEnd::Ready,
         RunStatus::Interrupted => TaskEnd::Interrupted,
         _ if ctx.cancel.is_cancelled() => TaskEnd::Interrupted,
+        // The whole run's budget: the feature waits for a resume with more
+        // (its state says running, so the resume continues its engine).
+        RunStatus::BudgetExhausted if ctx.ports.budget_exhausted().is_some() => TaskEnd::Budget,
         RunStatus::Failed | RunStatus::Paused | RunStatus::BudgetExhausted => {
             let mut message = format!(
                 "{} of {} stories complete ({} failed, {} blocked, {} pending)",

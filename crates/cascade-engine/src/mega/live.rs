@@ -42,12 +42,13 @@ impl LivePorts {
         let paths = cascade_git::RepoPaths::discover(start_dir)
             .map_err(|e| MegaError::Git(e.to_string()))?;
         let cascade_dir = paths.cascade_dir();
-        // One set of gate slots and one memory guard for every feature's
-        // engine: gates of parallel features together stay within them.
-        if template.gate_admission.is_none() {
+        // One set of gate slots and memory guard, one cooldown per agent and
+        // one budget for every feature's engine: the run's limits hold for
+        // all its features together.
+        if template.pools.is_none() {
             let project = crate::config::ProjectConfig::load(&cascade_dir)
                 .map_err(|e| MegaError::Plan(e.to_string()))?;
-            template.gate_admission = Some(crate::control::admission(&template, &project));
+            template.pools = Some(crate::control::RunPools::new(&template, &project));
         }
         let loaded = AgentsConfig::load(agents_path.as_deref(), start_dir)
             .map_err(|e| MegaError::Agents(e.to_string()))?;
@@ -76,6 +77,14 @@ impl LivePorts {
             .check_overrides()
             .map_err(|e| MegaError::Agents(e.to_string()))?;
         Ok(ports)
+    }
+}
+
+impl LivePorts {
+    /// Sends every feature's story attempts to `executor` (the fleet's
+    /// coordinator); `None`: they run here.
+    pub fn set_executor(&mut self, executor: Option<crate::executor::ExecutorHandle>) {
+        self.template.executor = executor;
     }
 }
 
@@ -158,6 +167,7 @@ impl MegaPorts for LivePorts {
         let mut options = self.template.clone();
         options.parallel = run.parallel.max(1);
         options.slots = Some(run.slots);
+        options.pool_part = Some(run.feature.clone());
         options.resume = resume;
         options.pause = Pause::Never;
         let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));
@@ -185,6 +195,23 @@ impl MegaPorts for LivePorts {
         }
     }
 
+    fn budget_exhausted(&self) -> Option<String> {
+        let pools = self.template.pools.as_ref()?;
+        pools.budget.exhausted().map(|e| e.message)
+    }
+
+    fn prior_spend(&self, feature: &str, state_file: &Path) {
+        let (Some(pools), Ok(Some(state))) = (
+            self.template.pools.as_ref(),
+            crate::state::RunState::load(state_file),
+        ) else {
+            return;
+        };
+        pools
+            .budget
+            .record(feature, crate::control::budget::spend(&state, None));
+    }
+
     async fn target_gates(&self, dir: &Path, cancel: &CancelToken) -> Result<GatesVerdict, String> {
         let set = cascade_gates::GateSet::resolve(None, &self.cascade_dir, dir)
             .map_err(|e| e.to_string())?;
@@ -194,7 +221,16 @@ impl MegaPorts for LivePorts {
                 summary: String::new(),
             });
         }
-        let cache = cascade_gates::GateCache::open(&self.cascade_dir);
+        // The run's remote cache too (a store that cannot be reached only
+        // costs the remote tier, as in the feature engines).
+        let remote = cascade_gates::RemoteSettings::resolve(
+            &self.template.remote_cache,
+            set.remote.as_ref(),
+        )
+        .ok()
+        .flatten()
+        .and_then(|s| cascade_gates::RemoteCache::connect(s).ok());
+        let cache = cascade_gates::GateCache::open(&self.cascade_dir).with_remote(remote);
         let opts = cascade_gates::RunOptions {
             workdir: dir.to_path_buf(),
             use_cache: self.template.use_gate_cache,

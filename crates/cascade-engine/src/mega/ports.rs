@@ -87,6 +87,18 @@ pub trait MegaPorts: Send + Sync + 'static {
         cancel: CancelToken,
     ) -> impl Future<Output = FeatureOutcome> + Send;
 
+    /// Why the run's shared budget is exhausted, if it is (then no feature
+    /// starts, and the run ends as `budget_exhausted`).
+    fn budget_exhausted(&self) -> Option<String> {
+        None
+    }
+
+    /// Counts what feature `feature` spent in earlier invocations (its
+    /// engine state at `state_file`) toward the run's budget.
+    fn prior_spend(&self, feature: &str, state_file: &Path) {
+        let _ = (feature, state_file);
+    }
+
     /// Runs the quality gates in `dir` (the checked-out target branch).
     fn target_gates(
         &self,

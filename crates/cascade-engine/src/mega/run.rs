@@ -97,6 +97,9 @@ pub struct MegaOptions {
     pub parallel: usize,
     /// Run even if the main worktree has uncommitted changes.
     pub allow_dirty: bool,
+    /// The options to record in the mega state for `mega resume` (the
+    /// binary's; kept without being read). `None`: keep what it has.
+    pub remember: Option<serde_json::Value>,
 }
 
 /// How the run ended.
@@ -206,6 +209,8 @@ pub(super) enum TaskEnd {
     Failed,
     /// Ctrl-C: left as it was for resume.
     Interrupted,
+    /// The run's budget ran out: left running, for a resume with more.
+    Budget,
 }
 
 /// Runs (or resumes) a mega-plan. Returns how it ended; failing features are
@@ -301,7 +306,22 @@ pub async fn run_mega<P: MegaPorts>(
     state.status = MegaRunStatus::Running;
     state.pid = Some(std::process::id());
     state.target_branch = target.clone();
+    if let Some(options) = &opts.remember {
+        state.options = Some(options.clone());
+    }
     state.save(&cascade_dir)?;
+    // What the features spent before (earlier invocations) counts toward
+    // the run's budget; a running feature's engine reports its own.
+    for (name, f) in &state.features {
+        if f.status != FeatureStatus::Pending {
+            let file = cascade_dir
+                .join(MEGA_DIR)
+                .join("features")
+                .join(name)
+                .join("state.json");
+            ports.prior_spend(name, &file);
+        }
+    }
     findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
 
     let parallel = opts.parallel.max(1);
@@ -364,6 +384,13 @@ pub async fn run_mega<P: MegaPorts>(
         };
         if open.is_empty() {
             continue;
+        }
+        if let Some(message) = ctx.ports.budget_exhausted() {
+            ctx.emit(MegaStep::MegaNotice {
+                message: format!("no feature of batch {batch_no} starts: {message}"),
+            });
+            status = Some(MegaRunStatus::BudgetExhausted);
+            break;
         }
         if worked_batches > 0 && !opts.auto_run {
             let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, &open));
@@ -440,6 +467,10 @@ pub async fn run_mega<P: MegaPorts>(
             status = Some(MegaRunStatus::Interrupted);
             break;
         }
+        // Out of budget: what is ready still merges below; nothing new starts.
+        if ends.values().any(|e| matches!(e, TaskEnd::Budget)) {
+            status = Some(MegaRunStatus::BudgetExhausted);
+        }
 
         // Merge in batch order, serially.
         let mut merged_any = false;
@@ -465,6 +496,9 @@ pub async fn run_mega<P: MegaPorts>(
         }
         if cancel.is_cancelled() {
             status = Some(MegaRunStatus::Interrupted);
+            break;
+        }
+        if status.is_some() {
             break;
         }
     }

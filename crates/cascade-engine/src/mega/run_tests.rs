@@ -144,6 +144,7 @@ async fn run_into(
         auto_run: true,
         parallel,
         allow_dirty: false,
+        remember: None,
     };
     let summary = run_mega(fake, plan, opts, sink, None, CancelToken::new())
         .await

@@ -209,6 +209,9 @@ pub enum MegaRunStatus {
     Interrupted,
     /// Stopped after a batch because `--auto-run` was not given.
     Paused,
+    /// The run's budget (`--max-cost`, `--max-duration`) ran out with work
+    /// left; `mega resume` with a higher budget continues.
+    BudgetExhausted,
     /// `mega complete` cleaned up after a finished run.
     Closed,
 }
@@ -221,6 +224,7 @@ impl MegaRunStatus {
             MegaRunStatus::Failed => "failed",
             MegaRunStatus::Interrupted => "interrupted",
             MegaRunStatus::Paused => "paused",
+            MegaRunStatus::BudgetExhausted => "budget_exhausted",
             MegaRunStatus::Closed => "closed",
         }
     }
@@ -261,6 +265,10 @@ pub struct MegaState {
     /// pid of the process running the plan (informational; the lock decides).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
+    /// The options the run was started with (`mega resume` continues with
+    /// them), as the binary that owns the flags recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<serde_json::Value>,
     pub started_at: String,
     pub updated_at: String,
 }
@@ -293,6 +301,7 @@ impl MegaState {
             features,
             target_gates: Vec::new(),
             pid: Some(std::process::id()),
+            options: None,
             started_at: now.clone(),
             updated_at: now,
         }

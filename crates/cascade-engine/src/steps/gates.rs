@@ -1,5 +1,7 @@
-//! Step: run the quality gates in the worktree (the cache is shared by all
-//! worktrees), with the story's acceptance-criteria checks (`criterion-<n>`),
+//! Step: run the quality gates of the story's base commit (never the story
+//! branch's: an agent's edit of `.cascade/gates.json` changes nothing for
+//! its own story) in the worktree (the cache is shared by all worktrees),
+//! with the story's acceptance-criteria checks (`criterion-<n>`),
 //! forwarding their events; a failing required gate fails the
 //! attempt as `quality_gate` with the gates' errors for the retry prompt.
 
@@ -101,16 +103,17 @@ fn failed_message(failed: &[&str]) -> String {
 async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
     let ctx = a.ctx;
     // The story's acceptance-criteria checks run with the project's gates.
+    let base_gates = &wt.judges.gates;
     let story_gates;
     let gates = match ctx.checks.criteria.get(a.id()) {
         Some(extra) => {
-            let mut set = ctx.gates.clone();
+            let mut set = base_gates.clone();
             set.enabled = true;
             set.gates.extend(extra.iter().cloned());
             story_gates = set;
             &story_gates
         }
-        None => &ctx.gates,
+        None => base_gates,
     };
     let opts = cascade_gates::RunOptions {
         workdir: wt.path.clone(),
@@ -118,7 +121,7 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
         base_commit: Some(wt.base.clone()),
         use_cache: ctx.options.use_gate_cache,
         rerun_failures: true,
-        fail_fast: ctx.gates.fail_fast,
+        fail_fast: base_gates.fail_fast,
     };
     let sink = Arc::clone(ctx);
     let story = a.id().to_string();

@@ -1,9 +1,11 @@
 //! A story's attempt as a sequence of named steps.
 //!
 //! [`run_attempt`] reads as the attempt's life: take a slot, resolve the
-//! agent, prepare a worktree, run the agent, commit, verify (local stub and
-//! cheating detection), run the gates (with the story's acceptance-criteria
-//! checks), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
+//! agent, prepare a worktree (and read what judges work from its base:
+//! gates and verification rules), run the agent, commit, verify (local stub
+//! and cheating detection), run the gates (with the story's
+//! acceptance-criteria checks), prove the new tests on the base (when
+//! asked for), review (a second agent, when asked for), queue for merge. Each step is a small unit in its own file with a typed outcome: it
 //! returns what the next steps need, or stops the attempt ([`Stop`]: a
 //! classified [`Failure`] carried into the next prompt, or an interruption).
 //! Adding a step is a new file here and one line in [`sequence`].
@@ -16,6 +18,7 @@ mod commit;
 mod gates;
 mod merge;
 mod prepare_worktree;
+mod prove_tests;
 mod remote;
 mod resolve_agent;
 mod resolve_conflict;
@@ -139,6 +142,9 @@ pub(crate) struct Attempt<'a> {
     pub env: &'a [(String, String)],
     /// The fleet worker that ran the attempt (set by the remote step).
     pub worker: Option<String>,
+    /// The permit of the limit shared with other engines (mega runs), taken
+    /// by the story before its budget check; given back before the merge.
+    pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Attempt<'_> {
@@ -180,15 +186,10 @@ async fn sequence(a: &mut Attempt<'_>, held: &mut Option<PathBuf>) -> Result<mer
     if let Some(executor) = a.ctx.options.executor.clone() {
         return remote::run(a, &executor).await;
     }
-    // A slot of the limit shared with other engines (mega runs), held through
-    // worktree, agent, verification, gates and review, given back before the
-    // merge queue.
-    let slot = a
-        .ctx
-        .options
-        .acquire_slot(&a.ctx.cancel)
-        .await
-        .map_err(|()| Stop::Interrupted)?;
+    // The slot of the limit shared with other engines (mega runs) is held
+    // through worktree, agent, verification, gates and review, and given
+    // back before the merge queue.
+    let slot = a.slot.take();
     let (worktree, commit) = checked_work(a, held).await?;
     drop(slot);
     merge::run(a, &worktree, &commit).await
@@ -205,7 +206,8 @@ pub(crate) async fn job_sequence(
 }
 
 /// The work of an attempt and its checks, up to the merge queue: agent,
-/// worktree, the agent's run, commit, verification, gates, review.
+/// worktree, the agent's run, commit, verification, gates, proving the new
+/// tests, review.
 async fn checked_work(
     a: &mut Attempt<'_>,
     held: &mut Option<PathBuf>,
@@ -216,6 +218,7 @@ async fn checked_work(
     let commit = commit::run(a, &worktree, &output).await?;
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
+    prove_tests::run(a, &worktree, &commit).await?;
     review::run(a, &worktree, &commit, &gates).await?;
     Ok((worktree, commit))
 }

@@ -1,7 +1,9 @@
 //! Step: put the story's worktree on its branch at the current tip of the
 //! target branch (leased from the run's pool; a retry resets the one the
-//! story holds), copy the configured files in, run the setup commands, and
-//! seed the run's findings files.
+//! story holds), read what judges work started there (gates and
+//! verification rules of that commit, see the `judging` module), copy the
+//! configured files in, run the setup commands, and seed the run's findings
+//! files.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +22,8 @@ pub(super) struct Worktree {
     pub path: PathBuf,
     /// The target branch's tip the story branch starts from.
     pub base: String,
+    /// The gates and verification rules of `base`: what judges the work.
+    pub judges: Arc<crate::judging::Judges>,
     /// The findings files given to the agent.
     pub findings: StorySeed,
 }
@@ -28,6 +32,12 @@ pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<W
     let ctx = a.ctx;
     let id = a.id();
     let base = super::target_tip(ctx)?;
+    let judges = ctx.judging.at(&base).map_err(|e| {
+        Failure::new(
+            FailureKind::Setup,
+            format!("cannot read the gates and verification rules of the base {base}: {e}"),
+        )
+    })?;
     let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
         Failure::new(
             FailureKind::Setup,
@@ -50,6 +60,7 @@ pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<W
     Ok(Worktree {
         path,
         base,
+        judges,
         findings,
     })
 }

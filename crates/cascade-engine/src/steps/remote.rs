@@ -19,11 +19,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     let ctx = a.ctx;
     // The shared limit (mega runs), as for a local attempt: held until the
     // merge queue.
-    let slot = ctx
-        .options
-        .acquire_slot(&ctx.cancel)
-        .await
-        .map_err(|()| Stop::Interrupted)?;
+    let slot = a.slot.take();
     let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
     // The attempt is recorded under its first candidate until the worker
@@ -139,6 +135,8 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         agent_timeout_secs: o.agent_timeout.map(|d| d.as_secs().max(1)),
         use_gate_cache: o.use_gate_cache,
         review: o.review,
+        prove_tests: o.prove_tests,
+        judging: ctx.judging.untracked().clone(),
         excerpt_bytes: o.excerpt_bytes,
         labels,
         remote_cache_url: o.remote_cache.url.clone(),
@@ -147,9 +145,8 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
 }
 
 /// prd.json as on disk (unknown fields kept) with only story `id`, its
-/// dependencies dropped (they are in the base); `.cascade/gates.json`, when
-/// the coordinator has one, as its `quality_gates` (same shape, and it wins
-/// over the PRD's there too).
+/// dependencies dropped (they are in the base). (The coordinator's
+/// untracked `.cascade/gates.json` travels in the job's `judging`.)
 fn one_story_prd(ctx: &crate::engine::Ctx, id: &str) -> serde_json::Value {
     let mut prd: serde_json::Value = std::fs::read(&ctx.prd_path)
         .ok()
@@ -161,13 +158,6 @@ fn one_story_prd(ctx: &crate::engine::Ctx, id: &str) -> serde_json::Value {
             s["dependencies"] = serde_json::json!([]);
             s["status"] = serde_json::json!("pending");
         }
-    }
-    let gates_json = ctx.paths.cascade_dir().join("gates.json");
-    if let Some(g) = std::fs::read(&gates_json)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-    {
-        prd["quality_gates"] = g;
     }
     prd
 }

@@ -338,10 +338,25 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateRep
             if g.cached { " (cached)" } else { "" }
         );
     }
-    if a.ctx.checks.rules.enabled {
+    if wt.judges.rules.enabled {
         out.push_str(
             "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
         );
+    }
+    let allowed = a
+        .ctx
+        .state
+        .lock()
+        .ok()
+        .and_then(|st| st.story(a.id()).map(|s| s.verification_allowed.clone()))
+        .unwrap_or_default();
+    if !allowed.is_empty() {
+        out.push_str(
+            "\nThe story allows these findings (its `verify_allow` in prd.json); check that the change needs them:\n\n",
+        );
+        for line in &allowed {
+            let _ = writeln!(out, "- {line}");
+        }
     }
     out.push_str("\n## The change\n\n");
     let diff =

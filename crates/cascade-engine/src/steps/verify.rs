@@ -16,22 +16,22 @@ use crate::retry::FailureKind;
 
 pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -> Result<(), Stop> {
     let ctx = a.ctx;
-    if !ctx.checks.rules.enabled {
+    if !wt.judges.rules.enabled {
         return Ok(());
     }
     let started = Instant::now();
     let intent = intent_of(a.story);
     let allowed = intent.allow.clone();
     let scanned = {
-        let c = Arc::clone(ctx);
+        let judges = Arc::clone(&wt.judges);
         let (path, base, head) = (wt.path.clone(), wt.base.clone(), committed.commit.clone());
         tokio::task::spawn_blocking(move || {
-            cascade_verify::verify_repo(&path, &base, Some(&head), &c.checks.rules, &intent)
+            cascade_verify::verify_repo(&path, &base, Some(&head), &judges.rules, &intent)
         })
         .await
     };
-    let found = match scanned {
-        Ok(Ok(found)) => found,
+    let verdict = match scanned {
+        Ok(Ok(verdict)) => verdict,
         // cascade's own trouble reading the change is not the agent's fault.
         Ok(Err(e)) => {
             ctx.emit(Event::Notice {
@@ -46,21 +46,32 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
             return Ok(());
         }
     };
-    let findings: Vec<VerifyFinding> = found;
+    let findings: Vec<VerifyFinding> = verdict.findings;
     let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    let waived: Vec<String> = verdict.allowed.iter().map(ToString::to_string).collect();
     let kept = lines.clone();
-    ctx.amend_story(a.id(), |s| s.verification = kept);
+    ctx.amend_story(a.id(), |s| {
+        s.verification = kept;
+        s.verification_allowed = waived;
+    });
     ctx.emit(Event::VerificationFinished {
         story: a.id().to_string(),
         attempt: a.number,
         passed: findings.is_empty(),
         findings: findings.clone(),
         allowed,
+        waived: verdict.allowed,
         duration_ms: started.elapsed().as_millis() as u64,
     });
     if findings.is_empty() {
         return Ok(());
     }
+    Err(failure(&findings).into())
+}
+
+/// The attempt's failure for findings: the first in the error, all of them
+/// for the next prompt.
+pub(super) fn failure(findings: &[VerifyFinding]) -> Failure {
     let first = &findings[0];
     let error = match findings.len() {
         1 => format!("verification: {first}"),
@@ -68,12 +79,12 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
     };
     let mut f = Failure::new(FailureKind::Verification, error);
     f.findings = format!(
-        "{}\n\n(A rule the story really wants broken can be allowed in prd.json with \"verify_allow\": [\"rule-id\"].)",
-        lines
+        "{}\n\n(A rule the story really wants broken can be allowed in prd.json with \"verify_allow\": [\"rule-id\"], a protected file it must change with \"verify_allow\": [\"path\"].)",
+        findings
             .iter()
             .map(|l| format!("- {l}"))
             .collect::<Vec<_>>()
             .join("\n")
     );
-    Err(f.into())
+    f
 }

@@ -173,6 +173,9 @@ mod cloud {
         url: &url::Url,
         settings: &RemoteSettings,
     ) -> Result<Arc<dyn ObjectStore>, object_store::Error> {
+        // reqwest is built without a TLS provider of its own: the process
+        // uses rustls' `ring` one (an error here only means one is set).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         // Set through config keys: replacing the client options would drop
         // what the environment set (allow_http, proxies...). The cache's own
         // deadline (`settings.timeout`) is the one that decides; the client's
