@@ -1,14 +1,15 @@
 //! `cascade agents check [--json] [--refresh]` and the same check before a
 //! run (`approve`, `resume`, `mega approve`) for the agents the run will use.
 //!
-//! The check itself (version, flags against `--help`, login, root) lives in
-//! `cascade_agents::check`; this module renders it and decides the exit code:
-//! 0 when every installed agent passed (warnings included), 1 when an
-//! installed agent failed, 2 when none of the configured agents is
-//! installed. Before a run, a chosen agent that fails its check makes the
-//! stories fall back along their chain (said on stderr, and in the events'
-//! fallbacks); when no candidate is left, or with `--no-fallback`, the run
-//! stops before any story starts with exit 2 and the report.
+//! The check itself (version, flags against `--help`, login, root; for an
+//! api agent its key and its server) lives in `cascade_agents::check`;
+//! this module renders it and decides the exit code: 0 when every
+//! installed agent passed (warnings included), 1 when an installed agent
+//! failed, 2 when none of the configured agents is installed. Before a
+//! run, a chosen agent that fails its check makes the stories fall back
+//! along their chain (said on stderr, and in the events' fallbacks); when
+//! no candidate is left, or with `--no-fallback`, the run stops before any
+//! story starts with exit 2 and the report.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -135,7 +136,11 @@ fn run_checks(
 ) -> Result<Vec<AgentCheck>, Failure> {
     let with_paths: Vec<(AgentDef, Option<PathBuf>)> = defs
         .iter()
-        .map(|d| (d.clone(), detector.detect(&d.command).path))
+        // An api agent has no command to look up: its check asks its server.
+        .map(|d| {
+            let path = d.api.is_none().then(|| detector.detect(&d.command).path);
+            (d.clone(), path.flatten())
+        })
         .collect();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -2,7 +2,8 @@
 //!
 //! `list` shows every configured agent, whether its command is on PATH, where,
 //! and its version (from `<command> --version`, run through cascade-process
-//! with a short timeout, in parallel). `resolve` shows which agent every story
+//! with a short timeout, in parallel); an api agent, its endpoint and
+//! whether its key variable is set. `resolve` shows which agent every story
 //! of a PRD gets in a phase, why, and the fallbacks taken, as text or as
 //! CLI.md's `{"assignments": [...]}`. Config problems, unknown phases and
 //! unknown agents given to `--agent` & co. exit 2; so does a story no agent
@@ -125,6 +126,12 @@ struct AgentRow {
     version: Option<String>,
     timeout: u64,
     default: bool,
+    /// An api agent's base_url.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    endpoint: Option<String>,
+    /// The variable holding an api agent's key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    api_key_env: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -143,16 +150,25 @@ fn list(g: &Global, a: ListArgs) -> CliResult {
         .agents
         .iter()
         .map(|def| {
-            let d = det.detect(&def.command);
+            // An api agent is available when its key is set; it has no path.
+            let (found, path) = match &def.api {
+                Some(_) => (det.is_available(def), None),
+                None => {
+                    let d = det.detect(&def.command);
+                    (d.found(), d.path)
+                }
+            };
             AgentRow {
                 name: def.name.clone(),
                 kind: def.kind.as_str(),
                 command: def.command.clone(),
-                found: d.found(),
-                path: d.path,
+                found,
+                path,
                 version: None,
                 timeout: def.timeout().as_secs(),
                 default: def.name == config.default_agent,
+                endpoint: def.api.as_ref().map(|a| a.base_url.clone()),
+                api_key_env: def.api.as_ref().and_then(|a| a.api_key_env.clone()),
             }
         })
         .collect();
@@ -181,10 +197,15 @@ fn list(g: &Global, a: ListArgs) -> CliResult {
             } else {
                 r.name.clone()
             };
-            let status = match (&r.path, &r.version) {
-                (Some(p), Some(v)) => format!("found  {}  ({v})", p.display()),
-                (Some(p), None) => format!("found  {}", p.display()),
-                (None, _) => "missing".to_string(),
+            let status = match (&r.path, &r.version, &r.endpoint) {
+                (_, _, Some(url)) => match (&r.api_key_env, r.found) {
+                    (Some(var), true) => format!("ready  {url}  (key in {var})"),
+                    (Some(var), false) => format!("missing  {var} is not set  ({url})"),
+                    (None, _) => format!("ready  {url}  (no key)"),
+                },
+                (Some(p), Some(v), _) => format!("found  {}  ({v})", p.display()),
+                (Some(p), None, _) => format!("found  {}", p.display()),
+                (None, _, _) => "missing".to_string(),
             };
             text.push_str(&format!(
                 "  {name:<width$} {:<10} {:<cmd_width$}  {status}\n",

@@ -6,6 +6,7 @@ mod common;
 
 mod agents;
 mod agents_check;
+mod api_agent;
 mod control;
 mod demo;
 mod engine;
@@ -15,6 +16,7 @@ mod live_failures;
 mod mega;
 mod mock_anthropic;
 mod mock_http;
+mod mock_model;
 mod mock_openai;
 mod modes;
 mod paths;

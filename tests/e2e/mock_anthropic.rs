@@ -176,7 +176,7 @@ fn working_directory(raw: &str) -> Option<String> {
 }
 
 /// The message as the Messages API streams it.
-fn sse(message: &Value) -> String {
+pub fn sse(message: &Value) -> String {
     let mut start = message.clone();
     start["content"] = json!([]);
     start["stop_reason"] = Value::Null;

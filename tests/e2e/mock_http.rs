@@ -66,7 +66,19 @@ impl Drop for Listener {
 pub struct Request {
     pub method: String,
     pub path: String,
+    /// Header names lower-cased, values trimmed.
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+}
+
+impl Request {
+    /// The value of header `name` (lower-case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 pub fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<Request>> {
@@ -79,10 +91,14 @@ pub fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<R
     let path = parts.next().unwrap_or("").to_string();
     let mut length = 0usize;
     let mut chunked = false;
+    let mut headers = Vec::new();
     loop {
         let mut h = String::new();
         if conn.read_line(&mut h)? == 0 || h == "\r\n" || h == "\n" {
             break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
         }
         let lower = h.to_ascii_lowercase();
         if let Some(v) = lower.strip_prefix("content-length:") {
@@ -110,7 +126,12 @@ pub fn read_request(conn: &mut BufReader<TcpStream>) -> std::io::Result<Option<R
         body.resize(length, 0);
         conn.read_exact(&mut body)?;
     }
-    Ok(Some(Request { method, path, body }))
+    Ok(Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    }))
 }
 
 pub fn respond(
@@ -124,6 +145,7 @@ pub fn respond(
         200 => "OK",
         401 => "Unauthorized",
         429 => "Too Many Requests",
+        529 => "Overloaded",
         _ => "Internal Server Error",
     };
     let mut head = format!(

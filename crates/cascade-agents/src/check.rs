@@ -87,6 +87,10 @@ pub enum ProblemKind {
     HelpFailed,
     Login,
     Root,
+    /// An api agent's key variable is not set.
+    ApiKey,
+    /// An api agent's server did not answer as expected.
+    Server,
 }
 
 /// One finding of a check.
@@ -139,7 +143,7 @@ impl AgentCheck {
         }
     }
 
-    fn finish(mut self) -> AgentCheck {
+    pub(crate) fn finish(mut self) -> AgentCheck {
         self.status = if self.problems.iter().any(|p| p.fatal) {
             CheckStatus::Failed
         } else if self.problems.is_empty() {
@@ -150,7 +154,13 @@ impl AgentCheck {
         self
     }
 
-    fn problem(&mut self, kind: ProblemKind, fatal: bool, message: String, fix: Option<String>) {
+    pub(crate) fn problem(
+        &mut self,
+        kind: ProblemKind,
+        fatal: bool,
+        message: String,
+        fix: Option<String>,
+    ) {
         self.problems.push(CheckProblem {
             kind,
             fatal,
@@ -162,6 +172,9 @@ impl AgentCheck {
 
 /// Checks one agent whose command was found at `path` (`None`: missing).
 pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelToken) -> AgentCheck {
+    if let Some(api) = &def.api {
+        return crate::api::check::check(def, api, cancel).await;
+    }
     let mut check = AgentCheck {
         agent: def.name.clone(),
         command: def.command.clone(),

@@ -24,6 +24,10 @@ use serde_json::Value;
 use crate::phase::Phase;
 use crate::placeholders;
 
+mod api;
+
+pub use api::{ApiSettings, Provider, API_FIELDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
+
 /// The agents.json that ships with cascade, used when no file is found.
 pub const BUILTIN_AGENTS_JSON: &str = include_str!("../../../agents.json");
 
@@ -53,6 +57,9 @@ pub enum AgentKind {
     Cli,
     /// Claude Code's Task tool, run through the `claude` CLI.
     TaskTool,
+    /// A model API called by cascade itself, with cascade's own tools
+    /// (see [`crate::api`]); its settings are [`AgentDef::api`].
+    Api,
 }
 
 impl AgentKind {
@@ -61,6 +68,7 @@ impl AgentKind {
         match self {
             AgentKind::Cli => "cli",
             AgentKind::TaskTool => "task-tool",
+            AgentKind::Api => "api",
         }
     }
 }
@@ -90,6 +98,9 @@ pub struct AgentDef {
     /// `--list-sessions`: `  N. <preview> (<age>) [<uuid>]`), used to turn a
     /// stored session id into `{session_index}`.
     pub list_sessions_args: Option<Vec<String>>,
+    /// How a `type: "api"` agent reaches its model (`None` for the others,
+    /// whose `command` is a program).
+    pub api: Option<ApiSettings>,
 }
 
 impl AgentDef {
@@ -113,7 +124,14 @@ impl AgentDef {
             description: Some("Claude Code through the claude CLI".to_string()),
             resume_args: None,
             list_sessions_args: None,
+            api: None,
         }
+    }
+
+    /// Whether a later call can continue this agent's session: a CLI with
+    /// `resume_args`, or an api agent (which resends its conversation).
+    pub fn can_resume(&self) -> bool {
+        self.resume_args.is_some() || self.api.is_some()
     }
 }
 
@@ -541,15 +559,44 @@ impl Walk {
             Some(v) => match self.string(v, &format!("{key}.type"))?.as_str() {
                 "cli" => AgentKind::Cli,
                 "task-tool" | "task_tool" => AgentKind::TaskTool,
+                "api" => AgentKind::Api,
                 other => {
                     self.problem(
                         format!("{key}.type"),
-                        format!("unknown agent type '{other}' (expected \"cli\" or \"task-tool\")"),
+                        format!("unknown agent type '{other}' (expected \"cli\", \"task-tool\" or \"api\")"),
                     );
                     return None;
                 }
             },
         };
+        let description = obj
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if kind == AgentKind::Api {
+            let timeout_secs = self.timeout(obj, &key);
+            let api = self.api(obj, &key)?;
+            for field in ["command", "args", "resume_args", "list_sessions_args"] {
+                if obj.get(field).is_some_and(|v| !v.is_null()) {
+                    self.warnings.push(format!(
+                        "{key}.{field}: ignored for an \"api\" agent (cascade calls the model API itself)"
+                    ));
+                }
+            }
+            return Some(AgentDef {
+                name: name.to_string(),
+                kind,
+                command: api.label(),
+                args: Vec::new(),
+                timeout_secs,
+                env: Vec::new(),
+                working_dir: None,
+                description,
+                resume_args: None,
+                list_sessions_args: None,
+                api: Some(api),
+            });
+        }
         let command = match obj.get("command") {
             Some(v) => self.string(v, &format!("{key}.command")),
             None => None,
@@ -557,11 +604,12 @@ impl Walk {
         let command = match (command, kind) {
             (Some(c), _) if !c.trim().is_empty() => c,
             (_, AgentKind::TaskTool) => TASK_TOOL_COMMAND.to_string(),
-            (Some(_), AgentKind::Cli) => {
+            // (An api agent has returned above.)
+            (Some(_), _) => {
                 self.problem(format!("{key}.command"), "must not be empty");
                 return None;
             }
-            (None, AgentKind::Cli) => {
+            (None, _) => {
                 if !obj.contains_key("command") {
                     self.problem(
                         format!("{key}.command"),
@@ -592,29 +640,7 @@ impl Walk {
                 Vec::new()
             }
         };
-        let timeout_secs = match obj.get("timeout") {
-            None | Some(Value::Null) => None,
-            // Whole seconds; a fractional value is rounded up.
-            // At most MAX_TIMEOUT_SECS: a deadline must stay representable
-            // (an absurd value like 1e30 made the executor's clock overflow).
-            Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
-                Some(f) if f <= MAX_TIMEOUT_SECS as f64 => Some(f.ceil() as u64),
-                Some(_) => {
-                    self.problem(
-                        format!("{key}.timeout"),
-                        format!("at most {MAX_TIMEOUT_SECS} seconds (30 days)"),
-                    );
-                    None
-                }
-                None => {
-                    self.problem(
-                        format!("{key}.timeout"),
-                        "expected a positive number of seconds",
-                    );
-                    None
-                }
-            },
-        };
+        let timeout_secs = self.timeout(obj, &key);
         let mut env = Vec::new();
         match obj.get("env") {
             None | Some(Value::Null) => {}
@@ -653,10 +679,6 @@ impl Walk {
                 s
             }
         };
-        let description = obj
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_string);
         let resume_args = self.session_argv(obj.get("resume_args"), &format!("{key}.resume_args"));
         let list_sessions_args = self.session_argv(
             obj.get("list_sessions_args"),
@@ -673,7 +695,36 @@ impl Walk {
             description,
             resume_args,
             list_sessions_args,
+            api: None,
         })
+    }
+
+    /// `timeout`: whole seconds (a fraction rounds up), at most
+    /// [`MAX_TIMEOUT_SECS`].
+    fn timeout(&mut self, obj: &serde_json::Map<String, Value>, key: &str) -> Option<u64> {
+        match obj.get("timeout") {
+            None | Some(Value::Null) => None,
+            // Whole seconds; a fractional value is rounded up.
+            // At most MAX_TIMEOUT_SECS: a deadline must stay representable
+            // (an absurd value like 1e30 made the executor's clock overflow).
+            Some(v) => match v.as_f64().filter(|f| f.is_finite() && *f > 0.0) {
+                Some(f) if f <= MAX_TIMEOUT_SECS as f64 => Some(f.ceil() as u64),
+                Some(_) => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        format!("at most {MAX_TIMEOUT_SECS} seconds (30 days)"),
+                    );
+                    None
+                }
+                None => {
+                    self.problem(
+                        format!("{key}.timeout"),
+                        "expected a positive number of seconds",
+                    );
+                    None
+                }
+            },
+        }
     }
 
     /// `resume_args` / `list_sessions_args`: an optional array of strings

@@ -166,9 +166,13 @@ impl Detector {
         self.detect(&agent.command)
     }
 
-    /// Whether an agent's command is found.
+    /// Whether an agent can be used: its command is found, or, for an api
+    /// agent, its key variable is set (or it needs none).
     pub fn is_available(&self, agent: &AgentDef) -> bool {
-        self.detect_agent(agent).found()
+        match &agent.api {
+            Some(api) => api.key().is_ok(),
+            None => self.detect_agent(agent).found(),
+        }
     }
 
     fn path_env_string(&self) -> String {

@@ -11,7 +11,9 @@
 //! verdict, and both streams are read by the [`crate::watch::Watcher`],
 //! which stops the agent's process group early (`Outcome::stopped`) when
 //! its provider refused the key or keeps rate limiting; the classified
-//! signal is on [`AgentRun::signal`].
+//! signal is on [`AgentRun::signal`]. An api agent (`type: "api"`) starts
+//! no process: [`execute`] hands it to [`crate::api`], which gives the same
+//! [`AgentRun`].
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -52,6 +54,8 @@ pub struct AgentRequest {
     /// Gets every line of the agent's stdout and stderr as it arrives (a
     /// live view of the run); `None`: nobody watches.
     pub on_output: Option<OutputLines>,
+    /// What an api agent's tools may do (writable files, RunGates).
+    pub tools: crate::api::ToolAccess,
 }
 
 /// The function behind [`OutputLines`].
@@ -99,6 +103,7 @@ impl AgentRequest {
             timeout_override: None,
             resume: None,
             on_output: None,
+            tools: crate::api::ToolAccess::default(),
         }
     }
 
@@ -265,6 +270,9 @@ pub enum ExecError {
     /// The agent's command is not installed (the engine's `agent_unavailable`).
     #[error("agent '{agent}' is not available: command '{command}' not found on PATH (install it or pick another agent with --agent)")]
     Unavailable { agent: String, command: String },
+    /// An api agent's key variable is not set.
+    #[error("agent '{agent}' needs an API key: set the environment variable {var} (its api_key_env in agents.json), or pick another agent with --agent")]
+    MissingKey { agent: String, var: String },
     /// The command exists but cannot be executed.
     #[error("agent '{agent}': command '{command}' is not executable (check its permissions)")]
     NotExecutable { agent: String, command: String },
@@ -305,6 +313,9 @@ pub async fn execute(
     on_spawn: impl FnOnce(u32),
     cancel: &CancelToken,
 ) -> Result<AgentRun, ExecError> {
+    if let Some(api) = &agent.api {
+        return crate::api::execute(agent, api, req, on_spawn, cancel).await;
+    }
     let prompt_path = req.prompt_path();
     let log_path = req.log_path();
     let inv = invocation(agent, &req, &prompt_path);

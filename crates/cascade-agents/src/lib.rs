@@ -4,7 +4,8 @@
 //! built-in default), story-type inference, the seven-level priority/fallback
 //! resolver, availability detection (`which`, cached in `.cascade/`), the
 //! agent process executor (on `cascade-process`: argv only, process groups,
-//! timeouts, logs), parsing of agents' JSON event streams (final text,
+//! timeouts, logs) and the api agent (a model API called in a tool loop),
+//! parsing of agents' JSON event streams (final text,
 //! session, usage, cost, review verdict), and prompt building with
 //! design-doc context and skills. It knows nothing about gates or worktrees,
 //! and it never prints.
@@ -60,6 +61,15 @@
 //!   `args`/`resume_args` against the CLI's `--help`, login, root), cached in
 //!   `.cascade/agent-checks.json`; a [`Detector`] with a cache dir reports
 //!   failed checks through `check_failure`, and the resolver falls back.
+//! - Api agents ([`api`]): an agent of `type: "api"` ([`AgentDef::api`]:
+//!   [`ApiSettings`]) goes through the same [`execute`] and gives the same
+//!   [`AgentRun`]: cascade calls the model API (Anthropic Messages or Chat
+//!   Completions, streamed) in a tool loop with its own sandboxed tools
+//!   (Read, Write, Edit, Glob, Grep, RunGates). `AgentRequest.tools`
+//!   ([`ToolAccess`]) limits the files it may write and injects RunGates
+//!   ([`GateHook`]); its conversation is kept under `<cascade_dir>/sessions/`
+//!   and continued through `AgentRequest.resume`. An api agent is available
+//!   when its key variable is set ([`Detector::is_available`]).
 //! - Streams: [`StreamParser`] (`feed_line`, `summary`) for callers that run
 //!   agents themselves.
 //!
@@ -82,6 +92,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod api;
 pub mod check;
 pub mod config;
 pub mod design;
@@ -99,12 +110,13 @@ pub mod story_type;
 pub mod stream;
 pub mod watch;
 
+pub use api::{GateFuture, GateHook, ToolAccess};
 pub use check::{
     check_agent, check_agents, AgentCheck, CheckCache, CheckProblem, CheckStatus, ProblemKind,
 };
 pub use config::{
-    AgentDef, AgentKind, AgentsConfig, ConfigError, ConfigProblem, ConfigSource, LoadedConfig,
-    PhaseConfig, BUILTIN_AGENTS_JSON,
+    AgentDef, AgentKind, AgentsConfig, ApiSettings, ConfigError, ConfigProblem, ConfigSource,
+    LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON,
 };
 pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};

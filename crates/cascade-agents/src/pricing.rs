@@ -82,8 +82,12 @@ fn default_model(command: &str) -> Option<&'static str> {
     })
 }
 
-/// The model named in an agent's arguments (`--model X`, `--model=X`, `-m X`).
+/// The model of an api agent, else the one named in an agent's arguments
+/// (`--model X`, `--model=X`, `-m X`).
 pub fn model_of(def: &AgentDef) -> Option<String> {
+    if let Some(api) = &def.api {
+        return Some(api.model.clone());
+    }
     let mut args = def.args.iter();
     while let Some(a) = args.next() {
         if let Some(v) = a.strip_prefix("--model=") {

@@ -282,6 +282,11 @@ impl<'a> Resolver<'a> {
                     c.agent
                 )),
                 Some(_) if self.overrides.no_fallback => None,
+                Some(def) if def.api.is_some() => def
+                    .api
+                    .as_ref()
+                    .and_then(|api| api.key().err())
+                    .map(|var| format!("API key variable {var} is not set")),
                 Some(def) => {
                     let d = self.detector.detect(&def.command);
                     if d.found() {

@@ -279,11 +279,7 @@ impl Watcher {
     fn record(&mut self, found: FailureSignal, retrying: Retrying) {
         let mut found = found;
         if found.advice.is_none() {
-            found.advice = Some(match found.kind {
-                SignalKind::Auth => self.family.auth_advice().to_string(),
-                SignalKind::RateLimited => "the provider is rate limiting this key: wait, lower --parallel, or let the run fall back to another agent".to_string(),
-                SignalKind::ProviderError => "the provider failed on its side: retry later or fall back to another agent".to_string(),
-            });
+            found.advice = Some(advice(found.kind, self.family.auth_advice()));
         }
         match found.kind {
             SignalKind::Auth => self.stop = true,
@@ -303,6 +299,16 @@ impl Watcher {
         if !keep_old {
             self.signal = Some(found);
         }
+    }
+}
+
+/// What to do about a signal of `kind`; `auth` says which key or login to
+/// fix (it depends on the agent).
+pub fn advice(kind: SignalKind, auth: &str) -> String {
+    match kind {
+        SignalKind::Auth => auth.to_string(),
+        SignalKind::RateLimited => "the provider is rate limiting this key: wait, lower --parallel, or let the run fall back to another agent".to_string(),
+        SignalKind::ProviderError => "the provider failed on its side: retry later or fall back to another agent".to_string(),
     }
 }
 

@@ -218,6 +218,10 @@ pub struct AttemptRecord {
     /// (the agent reported none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_estimated: Option<bool>,
+    /// The agent's session (its id, or an api agent's kept conversation),
+    /// which a retry by the same api agent continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
 }
 
 /// Reading or writing the state file failed.
@@ -451,6 +455,7 @@ mod tests {
             output_tokens: None,
             cost_usd: None,
             cost_estimated: None,
+            session_id: None,
         });
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();

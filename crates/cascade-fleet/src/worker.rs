@@ -180,7 +180,8 @@ pub async fn run(
     Ok(shared.done.load(Ordering::SeqCst))
 }
 
-/// The configured agents whose command this machine has.
+/// The configured agents this machine can run (command installed, or an
+/// api agent's key set).
 fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetError> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let loaded =
@@ -192,7 +193,7 @@ fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetErro
         .config
         .agents
         .iter()
-        .filter(|a| detector.detect(&a.command).found())
+        .filter(|a| detector.is_available(a))
         .map(|a| a.name.clone())
         .collect())
 }

@@ -1,6 +1,7 @@
 //! Running one planning step with an agent: the generator and challenger
-//! choice, the step's environment, continuing the generator's own session
-//! (`resume_args`, with gemini's `--list-sessions` index lookup), and the
+//! choice, the step's environment and writable files, continuing the
+//! generator's own session (`resume_args`, with gemini's `--list-sessions`
+//! index lookup; an api agent resends its kept conversation), and the
 //! usage/cost record of every call.
 
 use std::path::{Path, PathBuf};
@@ -121,6 +122,8 @@ pub struct Call<'a> {
     pub prompt: String,
     /// The step's extra environment (CASCADE_PLAN_*, paths).
     pub env: Vec<(String, String)>,
+    /// The files the step may write (an api agent is held to them).
+    pub writes: Vec<PathBuf>,
 }
 
 /// What the call gave.
@@ -140,7 +143,7 @@ pub async fn resume_for(
     session: &Session,
     ws: &Workspace,
 ) -> Result<Option<ResumeSession>, PlanningError> {
-    if agent.resume_args.is_none() {
+    if !agent.can_resume() {
         return Ok(None);
     }
     let Some(id) = session.session_to_continue(role, &agent.name) else {
@@ -225,6 +228,7 @@ pub async fn run_call(
         &ws.session_dir,
     );
     req.extra_env = call.env;
+    req.tools.write_only = Some(call.writes);
     let resumed = resume.as_ref().map(|r| r.session_id.clone());
     req.resume = resume;
     on_start(resumed.is_some());

@@ -452,26 +452,19 @@ impl<'a> Planner<'a> {
 
     /// The environment of every step (CLI.md's CASCADE_PLAN_* variables).
     fn env(&self, step: Step, output: Option<&Path>) -> Vec<(String, String)> {
-        let dir = self.dir();
+        let files = self.files();
         let mut env = vec![
             (
                 "CASCADE_PLAN_ID".to_string(),
                 self.read(|s| s.session_id.clone()),
             ),
             ("CASCADE_PLAN_STEP".to_string(), step.to_string()),
-            (
-                "CASCADE_PRD_PATH".to_string(),
-                dir.join(PRD_FILE).display().to_string(),
-            ),
-            (
-                "CASCADE_DESIGN_DOC_PATH".to_string(),
-                dir.join(DESIGN_DOC_FILE).display().to_string(),
-            ),
-            (
-                "CASCADE_MEGA_PATH".to_string(),
-                dir.join(MEGA_FILE).display().to_string(),
-            ),
         ];
+        env.extend(
+            files
+                .plan_files()
+                .map(|(var, path)| (var.to_string(), path.display().to_string())),
+        );
         if let Some(o) = output {
             env.push(("CASCADE_OUTPUT".to_string(), o.display().to_string()));
         }
@@ -506,12 +499,22 @@ impl<'a> Planner<'a> {
             .filter(|c| c.step == step.as_str())
             .count() as u32;
         let env = self.env(step, output);
+        // What an api agent may write: the step's output, and the plan
+        // files for the steps that write or fix them.
+        let mut writes: Vec<PathBuf> = output.map(Path::to_path_buf).into_iter().collect();
+        if matches!(
+            step,
+            Step::Generate | Step::SelfReview | Step::Fix | Step::Revise
+        ) {
+            writes.extend(self.files().plan_files().map(|(_, p)| p));
+        }
         let result = agent::run_call(
             Call {
                 step,
                 agent: def,
                 prompt,
                 env,
+                writes,
             },
             resume,
             attempt,
@@ -603,6 +606,16 @@ struct Files {
 }
 
 impl Files {
+    /// The plan files a step may write, with the variable naming each.
+    fn plan_files(&self) -> impl Iterator<Item = (&'static str, PathBuf)> {
+        [
+            ("CASCADE_PRD_PATH", self.prd.clone()),
+            ("CASCADE_DESIGN_DOC_PATH", self.design_doc.clone()),
+            ("CASCADE_MEGA_PATH", self.mega.clone()),
+        ]
+        .into_iter()
+    }
+
     fn paths<'p>(&'p self, output: Option<&'p Path>) -> Paths<'p> {
         Paths {
             output,

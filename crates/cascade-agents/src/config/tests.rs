@@ -354,3 +354,94 @@ fn prices_are_read_and_bad_ones_named() {
     assert!(err.contains("prices.m.output"), "{err}");
     assert!(err.contains("prices.n"), "{err}");
 }
+
+#[test]
+fn api_agents_load_with_defaults_per_provider() {
+    let text = r#"{"default_agent": "claude-api", "agents": {
+        "claude-api": {"type": "api", "provider": "anthropic", "model": "claude-sonnet-4-5",
+                       "price": {"input": 3, "output": 15}},
+        "gpt": {"type": "api", "provider": "openai", "model": "gpt-5", "max_turns": 10, "timeout": 90},
+        "local": {"type": "api", "provider": "openai", "model": "qwen", "base_url": "http://127.0.0.1:11434/v1/"},
+        "keyed-local": {"type": "api", "provider": "openai", "model": "qwen",
+                        "base_url": "http://127.0.0.1:8000", "api_key_env": "VLLM_KEY"},
+        "no-key": {"type": "api", "provider": "anthropic", "model": "m", "api_key_env": null}}}"#;
+    let c = AgentsConfig::parse(text, "agents.json").unwrap();
+    let a = c.agent("claude-api").unwrap();
+    assert_eq!(a.kind, AgentKind::Api);
+    assert_eq!(a.command, "anthropic:claude-sonnet-4-5");
+    assert!(a.can_resume());
+    let api = a.api.as_ref().unwrap();
+    assert_eq!(
+        api.endpoint("messages"),
+        "https://api.anthropic.com/v1/messages"
+    );
+    assert_eq!(api.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+    assert_eq!(
+        (api.max_tokens, api.max_turns),
+        (DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS)
+    );
+    assert_eq!(api.price.unwrap().output, 15.0);
+    let gpt = c.agent("gpt").unwrap();
+    assert_eq!(gpt.timeout_secs, Some(90));
+    let gpt = gpt.api.as_ref().unwrap();
+    assert_eq!(gpt.api_key_env.as_deref(), Some("OPENAI_API_KEY"));
+    assert_eq!(gpt.max_turns, 10);
+    // A server of one's own needs no key unless it says so; `/v1` is not doubled.
+    let local = c.agent("local").unwrap().api.as_ref().unwrap();
+    assert_eq!(local.api_key_env, None);
+    assert_eq!(
+        local.endpoint("chat/completions"),
+        "http://127.0.0.1:11434/v1/chat/completions"
+    );
+    assert_eq!(local.key(), Ok(None));
+    let keyed = c.agent("keyed-local").unwrap().api.as_ref().unwrap();
+    assert_eq!(keyed.api_key_env.as_deref(), Some("VLLM_KEY"));
+    assert_eq!(
+        c.agent("no-key").unwrap().api.as_ref().unwrap().api_key_env,
+        None
+    );
+}
+
+#[test]
+fn api_agent_problems_name_their_field() {
+    let problems = invalid(
+        r#"{"default_agent": "a", "agents": {
+        "a": {"type": "api", "model": "m"},
+        "b": {"type": "api", "provider": "gemini", "model": "m"},
+        "c": {"type": "api", "provider": "openai"},
+        "d": {"type": "api", "provider": "openai", "model": "m", "base_url": "localhost:11434"},
+        "e": {"type": "api", "provider": "openai", "model": "m", "max_turns": 0, "max_tokens": -1},
+        "f": {"type": "api", "provider": "openai", "model": "m", "price": {"input": 1}},
+        "g": {"type": "web"}}}"#,
+    );
+    let joined = problems.join("\n");
+    for needle in [
+        "agents.a.provider: missing provider",
+        "agents.b.provider: unknown provider 'gemini'",
+        "agents.c.model: missing model",
+        "agents.d.base_url: 'localhost:11434' is not an http:// or https:// URL",
+        "agents.e.max_tokens: expected a whole number above 0",
+        "agents.e.max_turns: expected a whole number above 0",
+        "agents.f.price.output",
+        "agents.g.type: unknown agent type 'web' (expected \"cli\", \"task-tool\" or \"api\")",
+    ] {
+        assert!(joined.contains(needle), "missing {needle:?} in:\n{joined}");
+    }
+}
+
+#[test]
+fn cli_fields_on_an_api_agent_are_warned_about() {
+    let loaded = AgentsConfig::parse_with_warnings(
+        r#"{"default_agent": "a", "agents": {"a": {"type": "api", "provider": "openai",
+            "model": "m", "command": "ollama", "args": ["run"]}}}"#,
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(loaded.1.len(), 2, "{:?}", loaded.1);
+    assert!(
+        loaded.1[0].contains("agents.a.command: ignored"),
+        "{:?}",
+        loaded.1
+    );
+    assert!(API_FIELDS.contains(&"max_turns"));
+}

@@ -464,3 +464,37 @@ fn story_type_defaults_with_unknown_types_or_agents_are_rejected() {
         .to_string();
     assert!(err.contains("story_type_defaults"), "{err}");
 }
+
+#[test]
+fn an_api_agent_is_available_when_its_key_is_set_not_by_path() {
+    // A variable no other test touches.
+    let var = "CASCADE_RESOLVE_TEST_API_KEY";
+    let config = AgentsConfig::parse(
+        &format!(
+            r#"{{"default_agent": "codex", "agents": {{
+                "codex": {{"type": "cli", "command": "codex"}},
+                "model": {{"type": "api", "provider": "anthropic", "model": "m", "api_key_env": "{var}"}},
+                "local": {{"type": "api", "provider": "openai", "model": "m", "base_url": "http://127.0.0.1:1"}}}},
+              "phase_defaults": {{"implementation": {{"default_agent": "model", "fallback_chain": ["local"]}}}}}}"#
+        ),
+        "agents.json",
+    )
+    .unwrap();
+    let w = World::new(&[]);
+    let d = w.detector();
+    std::env::remove_var(var);
+    let r = Resolver::new(&config, &d, Overrides::default());
+    let a = r.resolve(&story("Thing"), Phase::Implementation).unwrap();
+    // No key: the keyless local server is next, with the reason.
+    assert_eq!(a.agent, "local");
+    assert_eq!(
+        a.fallbacks[0].why,
+        format!("API key variable {var} is not set")
+    );
+    assert!(!d.is_available(config.agent("model").unwrap()));
+    std::env::set_var(var, "k");
+    let a = r.resolve(&story("Thing"), Phase::Implementation).unwrap();
+    assert_eq!((a.agent.as_str(), a.fallbacks.len()), ("model", 0));
+    assert!(d.is_available(config.agent("model").unwrap()));
+    std::env::remove_var(var);
+}

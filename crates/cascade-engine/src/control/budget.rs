@@ -460,6 +460,7 @@ mod tests {
             output_tokens: None,
             cost_usd: cost,
             cost_estimated: None,
+            session_id: None,
         }
     }
 

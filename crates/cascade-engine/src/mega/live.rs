@@ -122,16 +122,16 @@ impl MegaPorts for LivePorts {
             worktree,
             self.cascade_dir.join(super::run::MEGA_DIR),
         );
+        // The feature's design doc goes next to its PRD (see prd_gen).
+        let design_doc = prd_path.with_file_name("design_doc.json");
         req.extra_env
             .push(("CASCADE_PRD_PATH".into(), prd_path.display().to_string()));
-        // The feature's design doc goes next to its PRD (see prd_gen).
         req.extra_env.push((
             "CASCADE_DESIGN_DOC_PATH".into(),
-            prd_path
-                .with_file_name("design_doc.json")
-                .display()
-                .to_string(),
+            design_doc.display().to_string(),
         ));
+        // An api agent writes these two files and nothing else.
+        req.tools.write_only = Some(vec![prd_path.to_path_buf(), design_doc]);
         match execute(agent, req, |_| {}, cancel).await {
             Ok(run) if run.outcome.cancelled => Err(AuthorError::Cancelled),
             Ok(run) if run.success() => Ok(()),
@@ -142,9 +142,11 @@ impl MegaPorts for LivePorts {
                 run.log_path.display(),
                 excerpt(&run.outcome.output_excerpt(800))
             ))),
-            Err(e @ (ExecError::Unavailable { .. } | ExecError::NotExecutable { .. })) => {
-                Err(AuthorError::Unavailable(e.to_string()))
-            }
+            Err(
+                e @ (ExecError::Unavailable { .. }
+                | ExecError::NotExecutable { .. }
+                | ExecError::MissingKey { .. }),
+            ) => Err(AuthorError::Unavailable(e.to_string())),
             Err(e) => Err(AuthorError::Failed(e.to_string())),
         }
     }

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use cascade_agents::{GateFuture, GateHook};
 use cascade_gates::{GateEvent, GateReport};
 
 use super::prepare_worktree::Worktree;
@@ -21,7 +22,7 @@ pub(super) async fn run(
     output: &AgentOutput,
 ) -> Result<GateReport, Stop> {
     let ctx = a.ctx;
-    let report = run_gates(a, wt).await;
+    let report = run_gates(ctx, a.id(), a.env, &WorkPlace::from(wt), true).await;
     keep_report(a, &report);
     a.check_cancel()?;
     let gates: Vec<GateSummary> = report
@@ -99,13 +100,76 @@ fn failed_message(failed: &[&str]) -> String {
     }
 }
 
-/// Runs the gates in the worktree, forwarding their events.
-async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
-    let ctx = a.ctx;
+/// The `RunGates` tool of an api agent: the attempt's gates in its
+/// worktree as they are now, without events (the gate step that follows
+/// the agent reports the gates), their report as the model reads it.
+pub(super) fn hook(a: &Attempt<'_>, wt: &Worktree) -> GateHook {
+    let ctx = Arc::clone(a.ctx);
+    let story = a.id().to_string();
+    let env = a.env.to_vec();
+    let place = WorkPlace::from(wt);
+    GateHook(Arc::new(move || -> GateFuture {
+        let (ctx, story, env, place) =
+            (Arc::clone(&ctx), story.clone(), env.clone(), place.clone());
+        Box::pin(async move { for_model(&run_gates(&ctx, &story, &env, &place, false).await) })
+    }))
+}
+
+/// The gates' report for a model: the failing gates and their parsed
+/// errors, and the output of a failing gate whose errors could not be parsed.
+fn for_model(report: &GateReport) -> String {
+    let mut out = report.summary_for_prompt(30);
+    for g in report.failed().filter(|g| g.errors.is_empty()) {
+        let tail = g.output_excerpt.trim();
+        if !tail.is_empty() {
+            let start = tail.len().saturating_sub(MODEL_OUTPUT_TAIL);
+            let start = (start..tail.len())
+                .find(|i| tail.is_char_boundary(*i))
+                .unwrap_or(0);
+            out.push_str(&format!(
+                "\nOutput of gate '{}':\n{}\n",
+                g.name,
+                &tail[start..]
+            ));
+        }
+    }
+    out
+}
+
+/// Bytes of a failing gate's output [`for_model`] passes on.
+const MODEL_OUTPUT_TAIL: usize = 4000;
+
+/// Where gates run: a worktree, the commit it started from and the gates
+/// read from that commit.
+#[derive(Clone)]
+pub(super) struct WorkPlace {
+    pub path: std::path::PathBuf,
+    pub base: String,
+    pub judges: Arc<crate::judging::Judges>,
+}
+
+impl From<&Worktree> for WorkPlace {
+    fn from(wt: &Worktree) -> WorkPlace {
+        WorkPlace {
+            path: wt.path.clone(),
+            base: wt.base.clone(),
+            judges: Arc::clone(&wt.judges),
+        }
+    }
+}
+
+/// Runs the gates in the worktree, forwarding their events when `report`.
+async fn run_gates(
+    ctx: &Arc<crate::engine::Ctx>,
+    story: &str,
+    env: &[(String, String)],
+    wt: &WorkPlace,
+    report: bool,
+) -> GateReport {
     // The story's acceptance-criteria checks run with the project's gates.
     let base_gates = &wt.judges.gates;
     let story_gates;
-    let gates = match ctx.checks.criteria.get(a.id()) {
+    let gates = match ctx.checks.criteria.get(story) {
         Some(extra) => {
             let mut set = base_gates.clone();
             set.enabled = true;
@@ -124,14 +188,15 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
         fail_fast: base_gates.fail_fast,
     };
     let sink = Arc::clone(ctx);
-    let story = a.id().to_string();
+    let id = story.to_string();
     let on_event = move |e: GateEvent| match e {
+        _ if !report => {}
         GateEvent::Started { name, .. } => sink.emit(Event::GateStarted {
-            story: story.clone(),
+            story: id.clone(),
             gate: name,
         }),
         GateEvent::Finished(r) => sink.emit(Event::GateFinished {
-            story: story.clone(),
+            story: id.clone(),
             gate: r.name.clone(),
             passed: r.passed,
             required: r.required,
@@ -143,7 +208,7 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
             errors: r.errors.len(),
         }),
         GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
-            message: format!("{story}: gate cache unavailable: {reason}"),
+            message: format!("{id}: gate cache unavailable: {reason}"),
         }),
         GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
             message: format!("remote gate cache: {message}"),
@@ -152,7 +217,7 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
     // `--gate-jobs` and the memory guard; the story's ports; a Cargo target
     // directory nobody else builds in right now (see control::resources).
     let notice = {
-        let (c, story) = (Arc::clone(ctx), a.id().to_string());
+        let (c, story) = (Arc::clone(ctx), story.to_string());
         Arc::new(move |available: u64, threshold: u64| {
             c.emit(Event::WaitingForMemory {
                 what: "gate".into(),
@@ -168,7 +233,7 @@ async fn run_gates(a: &Attempt<'_>, wt: &Worktree) -> GateReport {
         .as_ref()
         .filter(|_| crate::control::resources::is_cargo_project(&wt.path))
         .map(|t| t.lease());
-    let mut extra_env = a.env.to_vec();
+    let mut extra_env = env.to_vec();
     if let Some(t) = &target {
         extra_env.push(("CARGO_TARGET_DIR".into(), t.path().display().to_string()));
     }

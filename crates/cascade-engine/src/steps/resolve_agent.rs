@@ -80,6 +80,7 @@ pub(super) fn record_attempt(a: &Attempt<'_>) {
             output_tokens: None,
             cost_usd: None,
             cost_estimated: None,
+            session_id: None,
         });
     });
 }
@@ -103,7 +104,7 @@ fn away_from_cooldown(a: &Attempt<'_>, resolver: &Resolver<'_>) -> Option<Fallba
             && ctx
                 .agents
                 .agent(&c.agent)
-                .is_some_and(|d| ctx.detector.detect(&d.command).found())
+                .is_some_and(|d| ctx.detector.is_available(d))
             && limits
                 .cooldown_left(&c.agent)
                 .map_or(true, |d| d <= LONG_COOLDOWN)

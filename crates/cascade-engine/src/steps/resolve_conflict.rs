@@ -89,7 +89,7 @@ fn merge_agent(a: &Attempt<'_>) -> String {
     let installed = ctx
         .agents
         .agent(&a.agent)
-        .is_some_and(|d| ctx.options.no_fallback || ctx.detector.detect(&d.command).found());
+        .is_some_and(|d| ctx.options.no_fallback || ctx.detector.is_available(d));
     if !named && installed {
         return a.agent.clone();
     }

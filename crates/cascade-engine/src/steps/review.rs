@@ -242,7 +242,7 @@ fn reviewer(a: &Attempt<'_>) -> Result<(String, AgentDef, Option<String>), Stop>
         let Some(def) = ctx.agents.agent(name) else {
             continue;
         };
-        if ctx.options.no_fallback || ctx.detector.detect(&def.command).found() {
+        if ctx.options.no_fallback || ctx.detector.is_available(def) {
             return Ok((name.clone(), def.clone(), None));
         }
     }

@@ -40,6 +40,11 @@ pub(super) async fn run(
         .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
     req.extra_env.extend(wt.findings.env());
     req.extra_env.extend(a.env.iter().cloned());
+    // An api agent gets RunGates, and a retry continues its conversation.
+    if assigned.def.api.is_some() {
+        req.tools.run_gates = Some(super::gates::hook(a, wt));
+        req.resume = earlier_session(a);
+    }
     let on_spawn = on_spawn(a, assigned, wt);
     // Held while the agent runs: its share of the agent's concurrency (after
     // any cooldown) and its place under the memory guard.
@@ -147,17 +152,17 @@ fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
         return None;
     }
     let from_text = cascade_agents::classify_text(&run.outcome.stderr.text_lossy());
-    let signal = match run
-        .signal
-        .clone()
-        .filter(|s| s.kind == cascade_agents::SignalKind::RateLimited)
-    {
-        Some(mut live) => {
+    let signal = match run.signal.clone() {
+        Some(mut live) if live.kind == cascade_agents::SignalKind::RateLimited => {
             if live.retry_after.is_none() {
                 live.retry_after = from_text.and_then(|t| t.retry_after);
             }
             live
         }
+        // A signal of another kind was classified from the agent's own
+        // report (an api agent's HTTP status): its words do not make it a
+        // rate limit ("overloaded" is a provider error there).
+        Some(_) => return None,
         None => from_text?,
     };
     let ctx = a.ctx;
@@ -206,12 +211,33 @@ fn classify(agent: &str, run: &AgentRun) -> Option<Failure> {
     Some(Failure::new(kind, error))
 }
 
+/// The session the story's previous attempt left, when the same agent ran
+/// it: a retry continues that conversation instead of starting over.
+fn earlier_session(a: &Attempt<'_>) -> Option<cascade_agents::ResumeSession> {
+    let mut session = None;
+    a.ctx.amend_story(a.id(), |s| {
+        // The last record is this attempt's own.
+        session = s
+            .attempts
+            .iter()
+            .rev()
+            .skip(1)
+            .find(|r| r.attempt < a.number)
+            .filter(|r| r.agent == a.agent)
+            .and_then(|r| r.session_id.clone());
+    });
+    session.map(|session_id| cascade_agents::ResumeSession {
+        session_id,
+        session_index: None,
+    })
+}
+
 /// The failure kind of an agent that could not be run at all.
 fn exec_error_kind(e: &ExecError) -> FailureKind {
     match e {
-        ExecError::Unavailable { .. } | ExecError::NotExecutable { .. } => {
-            FailureKind::AgentUnavailable
-        }
+        ExecError::Unavailable { .. }
+        | ExecError::NotExecutable { .. }
+        | ExecError::MissingKey { .. } => FailureKind::AgentUnavailable,
         ExecError::Spawn { .. } => FailureKind::ProcessCrash,
         _ => FailureKind::Setup,
     }
@@ -291,6 +317,7 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
             }
             r.cost_usd = cost.map(|(usd, _)| usd);
             r.cost_estimated = cost.map(|(_, estimated)| estimated);
+            r.session_id = run.session_id.clone();
         }
     });
     a.ctx.emit(Event::AgentFinished {
