@@ -29,6 +29,8 @@
 //! [`changed_files`] lists what changed relative to a base commit (untracked
 //! included), for incremental gates.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -152,17 +154,7 @@ pub fn scan_indexed(
     };
     let known = Known::new(&entries, prev, reuse);
     let ctx = WalkCtx::new(repo, workdir, &known, git_index);
-    rayon::scope(|s| {
-        walk_dir(
-            s,
-            &ctx,
-            workdir.to_path_buf(),
-            Vec::new(),
-            None,
-            0..known.len(),
-            0,
-        )
-    });
+    rayon::scope(|s| walk_dir(s, &ctx, workdir.to_path_buf(), Vec::new(), None, 0));
 
     // Tracked paths the walk did not meet: deleted, inside an ignored
     // directory, or inside a directory the walk could not read.
@@ -307,12 +299,14 @@ struct Join {
 
 /// What the scan knows before looking at the disk: git's entries (when
 /// read) joined with the stat index's records, sorted by path. With
-/// `reuse`, the records alone say what is tracked. Twelve bytes a path:
-/// paths and records stay where they are.
+/// `reuse`, the records alone say what is tracked. About thirty bytes a
+/// path: the paths and records themselves stay where they are.
 struct Known<'a> {
     entries: &'a [git2::IndexEntry],
     prev: Option<&'a StatIndex>,
     joined: Vec<Join>,
+    /// Path hash -> position in `joined` (the first path with that hash).
+    by_hash: HashMap<u64, u32, BuildHasherDefault<HashIsKey>>,
 }
 
 impl<'a> Known<'a> {
@@ -351,11 +345,20 @@ impl<'a> Known<'a> {
                 joined
             }
         };
-        Known {
+        let mut known = Known {
             entries,
             prev,
+            by_hash: HashMap::default(),
             joined,
+        };
+        known.by_hash.reserve(known.joined.len());
+        for k in 0..known.joined.len() {
+            known
+                .by_hash
+                .entry(path_hash(known.path(k)))
+                .or_insert(k as u32);
         }
+        known
     }
 
     fn len(&self) -> usize {
@@ -376,36 +379,21 @@ impl<'a> Known<'a> {
         (r != NONE).then_some((prev, r as usize))
     }
 
-    fn path(&self, k: usize) -> &'a [u8] {
-        match (self.git(k), self.prev) {
-            (Some(e), _) => &e.path,
-            (None, Some(prev)) => prev.path(self.joined[k].rec as usize),
-            (None, None) => &[],
+    /// Where `path` is among the known paths.
+    fn find(&self, path: &[u8]) -> Option<usize> {
+        match self.by_hash.get(&path_hash(path)) {
+            Some(&k) if self.path(k as usize) == path => Some(k as usize),
+            // Another path with the same hash: the sorted table decides.
+            Some(_) => {
+                let at = self.joined.partition_point(|j| self.path_of(j) < path);
+                (at < self.len() && self.path(at) == path).then_some(at)
+            }
+            None => None,
         }
     }
 
-    /// Where `path` is among the known paths of `range`.
-    fn find(&self, range: &std::ops::Range<usize>, path: &[u8]) -> Option<usize> {
-        let slice = &self.joined[range.clone()];
-        let at = slice.partition_point(|j| self.path_of(j) < path);
-        (at < slice.len() && self.path_of(&slice[at]) == path).then_some(range.start + at)
-    }
-
-    /// The known paths under the directory `dir` (`dir/...`), within `range`.
-    fn under(&self, range: &std::ops::Range<usize>, dir: &[u8]) -> std::ops::Range<usize> {
-        // Every path starting with `dir/` sorts in [`dir/`, `dir0`): '0'
-        // is the byte after '/'.
-        let bound = |last: u8| {
-            let mut b = Vec::with_capacity(dir.len() + 1);
-            b.extend_from_slice(dir);
-            b.push(last);
-            b
-        };
-        let (from, to) = (bound(b'/'), bound(b'0'));
-        let slice = &self.joined[range.clone()];
-        let lo = slice.partition_point(|j| self.path_of(j) < from.as_slice());
-        let hi = slice.partition_point(|j| self.path_of(j) < to.as_slice());
-        range.start + lo..range.start + hi
+    fn path(&self, k: usize) -> &'a [u8] {
+        self.path_of(&self.joined[k])
     }
 
     fn path_of(&self, j: &Join) -> &'a [u8] {
@@ -427,6 +415,47 @@ impl<'a> Known<'a> {
             (None, Some((p, r))) => (p.mode(r) == mode::GITLINK).then(|| p.oid(r)),
             (None, None) => None,
         }
+    }
+}
+
+/// A 64-bit hash of a path for [`Known::find`] (an FxHash-style word mix:
+/// a few instructions per 8 bytes; collisions are resolved by comparing
+/// paths).
+fn path_hash(p: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let mut h = p.len() as u64;
+    let mut words = p.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        h = mix(h, u64::from_le_bytes(b));
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    h = mix(h, u64::from_le_bytes(tail));
+    // The table picks buckets by the low bits: fold the high ones in.
+    h ^ (h >> 29)
+}
+
+/// A hasher for keys that are hashes already.
+#[derive(Default)]
+struct HashIsKey(u64);
+
+impl std::hash::Hasher for HashIsKey {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed with it; anything else still works.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
@@ -575,15 +604,13 @@ impl<'a> WalkCtx<'a> {
     }
 }
 
-/// Reads one directory and spawns a task per sub-directory. `range` holds
-/// the known paths under it.
+/// Reads one directory and spawns a task per sub-directory.
 fn walk_dir<'s, 'a: 's>(
     scope: &rayon::Scope<'s>,
     ctx: &'s WalkCtx<'a>,
     dir: PathBuf,
     rel: Vec<u8>,
     chain: Option<Arc<IgnoreChain>>,
-    range: std::ops::Range<usize>,
     depth: usize,
 ) {
     let Ok(listing) = Listing::read(&dir) else {
@@ -625,7 +652,7 @@ fn walk_dir<'s, 'a: 's>(
             child_rel.push(b'/');
         }
         child_rel.extend_from_slice(name);
-        let k = known.find(&range, &child_rel);
+        let k = known.find(&child_rel);
         // The listing's type when it has one; stat data where needed.
         let mut meta = None;
         let kind = match kind {
@@ -656,8 +683,7 @@ fn walk_dir<'s, 'a: 's>(
                     continue;
                 }
                 let (chain, sub) = (chain.clone(), child_rel.clone());
-                let range = known.under(&range, &child_rel);
-                scope.spawn(move |s| walk_dir(s, ctx, path, sub, chain, range, depth + 1));
+                scope.spawn(move |s| walk_dir(s, ctx, path, sub, chain, depth + 1));
             }
             Kind::File | Kind::Symlink => {
                 if ctx.ignored(&chain, &listing.path(i), false) {
@@ -799,6 +825,38 @@ pub fn changed_files(workdir: &Path, base: &str) -> Result<Vec<String>, GitError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_found_even_when_their_hashes_collide() {
+        use crate::statindex::{encode, Record, Stat, Time};
+        let wd = Path::new("/w");
+        let rec = |path: &'static [u8]| Record {
+            path,
+            mode: mode::FILE,
+            tracked: true,
+            stat: Stat::default(),
+            oid: Oid::zero(),
+        };
+        let bytes = encode(
+            wd,
+            Time::default(),
+            None,
+            &[0; 32],
+            &[rec(b"a"), rec(b"b"), rec(b"c/d")],
+        );
+        let idx = StatIndex::parse(bytes, wd).unwrap();
+        let mut known = Known::new(&[], Some(&idx), true);
+        assert_eq!(known.find(b"b"), Some(1));
+        assert_eq!(known.find(b"c/d"), Some(2));
+        assert_eq!(known.find(b"c"), None);
+        // A hash shared with another path (the first one keeps the slot):
+        // the comparison of the paths catches it.
+        known.by_hash.insert(path_hash(b"b"), 0);
+        known.by_hash.insert(path_hash(b"new"), 2);
+        assert_eq!(known.find(b"b"), Some(1));
+        assert_eq!(known.find(b"new"), None);
+        assert_eq!(known.find(b"a"), Some(0));
+    }
 
     #[test]
     fn cascade_paths_are_recognised() {

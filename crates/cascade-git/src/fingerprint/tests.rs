@@ -547,3 +547,57 @@ fn names_that_sort_around_the_separator_are_all_found() {
     }
     assert_eq!(fp_indexed(&root, &stat).hashed(), 0);
 }
+
+#[test]
+fn with_the_stat_index_the_key_is_still_a_pure_function_of_content() {
+    // DESIGN.md's gate-cache semantics, through the indexed path, with the
+    // index where the gate cache keeps it: inside `.cascade/`.
+    let (t, root) = repo();
+    let stat = root.join(".cascade/gate-cache/stat");
+    let indexed = |dir: &Path| {
+        let f = fp_indexed(dir, &stat);
+        same(&f, &fp(dir));
+        f
+    };
+    tick();
+    let clean = indexed(&root);
+    assert_eq!(indexed(&root).hashed(), 0, "the second scan reads nothing");
+    let paths =
+        |f: &Fingerprint| -> Vec<String> { f.files().iter().map(|f| f.path.clone()).collect() };
+    assert_eq!(paths(&clean), vec![".gitignore", "a.txt", "src/lib.rs"]);
+
+    // Anything under .cascade/ (the index itself included) is never part of it.
+    std::fs::write(root.join(".cascade/gates.json"), "{}").unwrap();
+    std::fs::write(root.join(".cascade/gate-cache/entry"), "x").unwrap();
+    tick();
+    assert_eq!(indexed(&root).digest(), clean.digest());
+
+    // The same bytes give the same key on disk, staged and committed.
+    std::fs::write(root.join("a.txt"), "beta\n").unwrap();
+    let on_disk = indexed(&root);
+    assert_ne!(on_disk.digest(), clean.digest());
+    git(&root, &["add", "a.txt"]);
+    assert_eq!(indexed(&root).digest(), on_disk.digest(), "staged");
+    git(&root, &["commit", "-q", "-m", "b"]);
+    tick();
+    assert_eq!(indexed(&root).digest(), on_disk.digest(), "committed");
+    std::fs::write(root.join("a.txt"), "alpha\n").unwrap();
+    assert_eq!(indexed(&root).digest(), clean.digest(), "restored bytes");
+
+    // Another checkout of the same content, elsewhere, with its own
+    // timestamps and inodes (and an index of its own): the same key.
+    let copy = t.path().join("copy");
+    git(
+        t.path(),
+        &[
+            "clone",
+            "-q",
+            root.to_str().unwrap(),
+            copy.to_str().unwrap(),
+        ],
+    );
+    std::fs::write(copy.join("a.txt"), "alpha\n").unwrap();
+    tick();
+    assert_eq!(indexed(&copy).digest(), clean.digest());
+    assert_eq!(indexed(&copy).hashed(), 0);
+}
