@@ -49,7 +49,7 @@ pub fn check(g: &Global, a: CheckArgs) -> CliResult {
         .map_err(|e| Failure::failed(anyhow!("cannot read the current directory: {e}")))?;
     let loaded = AgentsConfig::load(g.agents.as_deref(), &cwd).map_err(Failure::usage)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {}: {w}", loaded.source);
+        errln!("warning: {}: {w}", loaded.source);
     }
     let (detector, cache) = detector(&cwd);
     if a.refresh {
@@ -67,12 +67,12 @@ pub fn check(g: &Global, a: CheckArgs) -> CliResult {
         };
         let text = serde_json::to_string_pretty(&out)
             .map_err(|e| Failure::failed(anyhow!("cannot encode JSON: {e}")))?;
-        println!("{text}");
+        outln!("{text}");
     } else {
-        print!("agents from {}\n{}", loaded.source, render(&checks));
+        out!("agents from {}\n{}", loaded.source, render(&checks));
     }
     if !any_installed {
-        eprintln!(
+        errln!(
             "error: none of the configured agents is installed; tried: {} (install one: see docs/agents/)",
             checks
                 .iter()
@@ -190,9 +190,11 @@ pub fn before_run(
                             if f.why.starts_with("failed `cascade agents check`")
                                 && said.insert(format!("{}->{}", f.from, f.to))
                             {
-                                eprintln!(
+                                errln!(
                                     "warning: agent '{}' {}; falling back to '{}'",
-                                    f.from, f.why, f.to
+                                    f.from,
+                                    f.why,
+                                    f.to
                                 );
                             }
                         }

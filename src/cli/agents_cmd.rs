@@ -95,7 +95,7 @@ fn cwd() -> Result<PathBuf, Failure> {
 fn load_config(g: &Global, cwd: &Path) -> Result<LoadedConfig, Failure> {
     let loaded = AgentsConfig::load(g.agents.as_deref(), cwd).map_err(Failure::usage)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {}: {w}", loaded.source);
+        errln!("warning: {}: {w}", loaded.source);
     }
     Ok(loaded)
 }
@@ -379,7 +379,7 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
     }
     for r in &rows {
         if let Some(e) = &r.error {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
         }
     }
     if a.json {
@@ -425,6 +425,6 @@ fn print_json<T: Serialize>(value: &T) -> Result<(), Failure> {
 /// Writes to stdout, ignoring a closed pipe (`cascade agents list | head`).
 fn write_stdout(text: &str) {
     use std::io::Write;
-    let mut out = std::io::stdout().lock();
+    let mut out = super::out::stdout();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }

@@ -18,7 +18,7 @@ pub fn run(a: CompletionsArgs) -> CliResult {
     let mut out = Vec::new();
     clap_complete::generate(a.shell, &mut cmd, "cascade", &mut out);
     use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = super::out::stdout();
     // A closed pipe (`cascade completions bash | head`) is not an error.
     let _ = stdout.write_all(&out).and_then(|()| stdout.flush());
     Ok(EXIT_OK)

@@ -195,9 +195,9 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult {
     let say = |line: String| {
         // Stdout carries only NDJSON with --json.
         if a.json {
-            eprintln!("{line}");
+            errln!("{line}");
         } else {
-            println!("{line}");
+            outln!("{line}");
         }
     };
     say(format!(
@@ -466,7 +466,7 @@ pub fn agent(_g: &Global, a: DemoAgentArgs) -> CliResult {
             job.story
         )));
     };
-    println!(
+    outln!(
         "demo agent: {} attempt {} in {}",
         job.story,
         job.attempt,
@@ -486,7 +486,7 @@ pub fn agent(_g: &Global, a: DemoAgentArgs) -> CliResult {
                 .take(5)
                 .collect();
             for h in hints {
-                println!("demo agent: retry context: {}", h.trim());
+                outln!("demo agent: retry context: {}", h.trim());
             }
         }
     }
@@ -498,7 +498,7 @@ pub fn agent(_g: &Global, a: DemoAgentArgs) -> CliResult {
     std::thread::sleep(Duration::from_millis(pause));
     for (rel, text) in files {
         write(&job.workdir, rel, text).map_err(Failure::failed)?;
-        println!("demo agent: wrote {rel}");
+        outln!("demo agent: wrote {rel}");
     }
     Ok(super::EXIT_OK)
 }

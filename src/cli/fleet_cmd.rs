@@ -1,8 +1,8 @@
 //! The fleet's commands and flags: `cascade worker`, `cascade fleet status`,
 //! and `--fleet URL` / `--remote GIT_URL` of every command that runs stories
 //! (the coordinator). The work is in the cascade-fleet crate, behind the cargo
-//! feature `fleet`; without it the commands and flags still parse and exit 2
-//! saying how to get a build with it.
+//! feature `fleet` (on by default); in a `--no-default-features` build the
+//! commands and flags still parse and exit 2 saying how to get the fleet.
 
 use std::path::PathBuf;
 
@@ -73,7 +73,7 @@ pub struct FleetStatusArgs {
 #[cfg(not(feature = "fleet"))]
 fn not_built() -> Failure {
     Failure::usage(anyhow::anyhow!(
-        "this cascade was built without the fleet; build it with the `fleet` feature: `cargo install --path . --features fleet` (or `cargo build --release --features fleet`)"
+        "this cascade was built without the fleet (--no-default-features); the default build has it: `cargo install --path .`, or add `--features fleet`"
     ))
 }
 
@@ -208,7 +208,7 @@ mod with_fleet {
         rt.shutdown_timeout(Duration::from_secs(2));
         let done = result.map_err(fleet_failure)?;
         if !json {
-            eprintln!("worker stopped after {done} job(s)");
+            errln!("worker stopped after {done} job(s)");
         }
         Ok(EXIT_OK)
     }
@@ -218,7 +218,7 @@ mod with_fleet {
         crate::cli::signals::on_stop_signals(move |press, number| match press {
             0 => drain.cancel(),
             1 => kill.cancel(),
-            _ => std::process::exit(128 + number),
+            _ => crate::cli::signals::leave(128 + number),
         });
     }
 
@@ -275,7 +275,7 @@ mod with_fleet {
                     serde_json::json!({"event": "notice", "message": message})
                 }
             };
-            println!("{v}");
+            outln!("{v}");
             return;
         }
         let line = match e {
@@ -305,7 +305,7 @@ mod with_fleet {
             ),
             WorkerEvent::Problem { message } => format!("warning: {message}"),
         };
-        eprintln!("{line}");
+        errln!("{line}");
     }
 
     /// `cascade fleet status`.
@@ -320,11 +320,11 @@ mod with_fleet {
             })?;
         rt.shutdown_timeout(Duration::from_secs(1));
         if a.json {
-            println!("{}", serde_json::to_string(&st).unwrap_or_default());
+            outln!("{}", serde_json::to_string(&st).unwrap_or_default());
             return Ok(EXIT_OK);
         }
         let q = st.queue;
-        println!(
+        outln!(
             "fleet {}: {} worker(s), {}/{} slot(s) busy; jobs: {} waiting, {} in flight{}",
             st.url,
             st.workers.len(),
@@ -344,7 +344,7 @@ mod with_fleet {
                 .iter()
                 .map(|j| format!("{} (attempt {})", j.story, j.attempt))
                 .collect();
-            println!(
+            outln!(
                 "  {}  host {}  slots {}  labels [{}]  agents [{}]{}  {}",
                 w.id,
                 w.host,

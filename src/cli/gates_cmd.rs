@@ -114,7 +114,7 @@ fn prd_quality_gates(
             {
                 Some(found) => {
                     for w in &found.warnings {
-                        eprintln!("warning: {w}");
+                        errln!("warning: {w}");
                     }
                     found.path
                 }
@@ -172,7 +172,7 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
                 "uploads": flushed,
             });
         }
-        println!("{v}");
+        outln!("{v}");
     } else {
         print_summary(&set, &report);
         if let (Some(remote), Some(f)) = (cache.remote(), flushed) {
@@ -181,7 +181,7 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
                 .iter()
                 .filter(|g| g.cache == cascade_gates::CacheSource::Remote)
                 .count();
-            println!(
+            outln!(
                 "remote cache {} ({}): {hits} hit{}, {} published, {} already there{}",
                 remote.url(),
                 remote.settings().mode.as_str(),
@@ -257,7 +257,7 @@ fn run_async(
 fn print_event(e: &GateEvent, json: bool) {
     if let GateEvent::RemoteWarning { message } = e {
         // On stderr in both modes: stdout stays valid JSON.
-        eprintln!("warning: remote gate cache: {message}");
+        errln!("warning: remote gate cache: {message}");
         return;
     }
     if json {
@@ -265,9 +265,9 @@ fn print_event(e: &GateEvent, json: bool) {
     }
     match e {
         GateEvent::Started { .. } => {}
-        GateEvent::Finished(r) => println!("{}", gate_line(r)),
+        GateEvent::Finished(r) => outln!("{}", gate_line(r)),
         GateEvent::CacheUnavailable { reason } => {
-            eprintln!("warning: gate cache disabled for this run: {reason}")
+            errln!("warning: gate cache disabled for this run: {reason}")
         }
         GateEvent::RemoteWarning { .. } => {}
     }
@@ -318,18 +318,18 @@ fn gate_line(r: &GateResult) -> String {
 fn print_summary(set: &GateSet, report: &GateReport) {
     if set.gates.is_empty() {
         if set.enabled {
-            println!("no gates configured and no project detected (add quality_gates to prd.json or .cascade/gates.json)");
+            outln!("no gates configured and no project detected (add quality_gates to prd.json or .cascade/gates.json)");
         } else {
-            println!("quality gates are disabled");
+            outln!("quality gates are disabled");
         }
         return;
     }
-    println!("{}", report.summary_line());
+    outln!("{}", report.summary_line());
     let cached: Vec<&str> = report.cached().map(|g| g.name.as_str()).collect();
     if !cached.is_empty() {
-        println!("cached: {}", cached.join(", "));
+        outln!("cached: {}", cached.join(", "));
     }
-    println!(
+    outln!(
         "{}",
         if report.passed {
             "gates passed"
@@ -363,7 +363,7 @@ fn cache_stats(cwd: &Path, json: bool) -> CliResult {
             }
             None => serde_json::Value::Null,
         };
-        println!("{v}");
+        outln!("{v}");
     } else {
         let lookups = s.hits + s.misses;
         let rate = if lookups > 0 {
@@ -371,19 +371,21 @@ fn cache_stats(cwd: &Path, json: bool) -> CliResult {
         } else {
             0.0
         };
-        println!("entries:    {} ({} KiB)", s.entries, s.bytes / 1024);
-        println!(
+        outln!("entries:    {} ({} KiB)", s.entries, s.bytes / 1024);
+        outln!(
             "hits:       {} ({} local, {} remote)",
-            s.hits, s.local_hits, s.remote_hits
+            s.hits,
+            s.local_hits,
+            s.remote_hits
         );
-        println!("misses:     {}", s.misses);
-        println!("hit rate:   {rate:.0}%");
-        println!(
+        outln!("misses:     {}", s.misses);
+        outln!("hit rate:   {rate:.0}%");
+        outln!(
             "time saved: {:.1}s ({:.1}s by remote hits)",
             s.time_saved_ms as f64 / 1000.0,
             s.remote_time_saved_ms as f64 / 1000.0
         );
-        println!(
+        outln!(
             "remote:     {}",
             match &remote {
                 Some(r) => format!(
@@ -399,7 +401,7 @@ fn cache_stats(cwd: &Path, json: bool) -> CliResult {
                 None => "not configured".into(),
             }
         );
-        println!(
+        outln!(
             "moved:      {} KiB down ({} remote hits), {} KiB up ({} entries published)",
             s.bytes_downloaded / 1024,
             s.remote_hits,
@@ -417,9 +419,9 @@ fn cache_clear(cwd: &Path, json: bool) -> CliResult {
         .context("cannot remove the gate cache (check the permissions of .cascade/gate-cache)")
         .map_err(Failure::failed)?;
     if json {
-        println!("{}", serde_json::json!({ "removed": n }));
+        outln!("{}", serde_json::json!({ "removed": n }));
     } else {
-        println!(
+        outln!(
             "removed {n} cached gate result{}",
             if n == 1 { "" } else { "s" }
         );
@@ -431,14 +433,14 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
     let cache = GateCache::open(&cascade_dir(cwd));
     let misses = cache.explain();
     if json {
-        println!("{}", serde_json::json!({ "misses": misses }));
+        outln!("{}", serde_json::json!({ "misses": misses }));
         return Ok(EXIT_OK);
     }
     if misses.is_empty() {
-        println!("no cache misses recorded");
+        outln!("no cache misses recorded");
     }
     for m in &misses {
-        println!(
+        outln!(
             "{}: missed ({})",
             m.gate,
             if m.changed.is_empty() {
@@ -448,10 +450,10 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
             }
         );
         for r in &m.reasons {
-            println!("  {r}");
+            outln!("  {r}");
         }
         if let Some(n) = &m.remote {
-            println!(
+            outln!(
                 "  remote: {} ({})",
                 if n.consulted {
                     "consulted"
@@ -467,7 +469,7 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
             ("modified", &m.files_modified),
         ] {
             for p in list {
-                println!("    {label}: {p}");
+                outln!("    {label}: {p}");
             }
         }
     }

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use cascade_engine::config::RunOptions;
-use cascade_engine::{Event, EventSink};
+use cascade_engine::EventSink;
 
 #[cfg(feature = "ui")]
 mod channel {
@@ -128,11 +128,11 @@ impl Live {
         #[cfg(feature = "ui")]
         if let Some(c) = &self.channel {
             let c = std::sync::Arc::clone(c);
-            return std::sync::Arc::new(move |e: &Event| {
+            return std::sync::Arc::new(move |e: &cascade_engine::Event| {
                 let note = serde_json::to_value(e).ok().and_then(|v| c.feed(v));
                 sink(e);
                 if let Some(message) = note {
-                    sink(&Event::Notice { message });
+                    sink(&cascade_engine::Event::Notice { message });
                 }
             });
         }

@@ -231,7 +231,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
             let live = Arc::clone(&live);
             Arc::new(move |e: &MegaEvent| {
                 if let Some(note) = live.publish(e) {
-                    eprintln!("warning: {note}");
+                    errln!("warning: {note}");
                 }
                 sink(e)
             })
@@ -246,7 +246,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     rt.shutdown_timeout(Duration::from_secs(5));
     let summary = result?;
     if !a.call.json {
-        print!("{}", status_text(&summary.state));
+        out!("{}", status_text(&summary.state));
     }
     print_failures(&summary.state);
     Ok(match summary.status {
@@ -345,7 +345,7 @@ fn dry_run(
         cascade_engine::scheduler::Discipline::Eager => "eager",
     };
     if json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "mega": plan.path.display().to_string(),
@@ -356,7 +356,7 @@ fn dry_run(
             })
         );
     } else {
-        println!(
+        outln!(
             "Dry run of {}: {} features in {} batch(es) ({schedule} schedule inside features, --parallel {} across them); nothing will run.",
             plan.path.display(),
             plan.features.len(),
@@ -364,7 +364,7 @@ fn dry_run(
             template.parallel
         );
         for line in lines {
-            println!("{line}");
+            outln!("{line}");
         }
     }
     Ok(EXIT_OK)
@@ -449,12 +449,12 @@ fn print_failures(s: &MegaState) {
             .as_ref()
             .map(|w| format!(", worktree {}", w.display()))
             .unwrap_or_default();
-        eprintln!(
+        errln!(
             "error: feature '{name}' failed ({kind}: {first}); branch {}{wt}",
             f.branch
         );
         for line in rest {
-            eprintln!("    {}", line.trim_start());
+            errln!("    {}", line.trim_start());
         }
     }
 }
@@ -463,14 +463,14 @@ fn print_failures(s: &MegaState) {
 #[derive(Clone)]
 struct Printer {
     json: bool,
-    out: Arc<Mutex<std::io::Stdout>>,
+    out: Arc<Mutex<crate::cli::out::Out>>,
 }
 
 impl Printer {
     fn new(json: bool) -> Printer {
         Printer {
             json,
-            out: Arc::new(Mutex::new(std::io::stdout())),
+            out: Arc::new(Mutex::new(crate::cli::out::stdout())),
         }
     }
 
@@ -673,9 +673,9 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     state.pid = None;
     state.save(&dir).map_err(Failure::failed)?;
     for r in &removed {
-        println!("removed {r}");
+        outln!("removed {r}");
     }
-    println!(
+    outln!(
         "mega run of {} closed ({} feature(s) landed on '{}')",
         state.plan.display(),
         state.counts().complete,
@@ -730,18 +730,18 @@ fn status(_g: &Global, a: MegaStatusArgs) -> CliResult {
         Ok(Some(s)) => s,
         Ok(None) => {
             if a.json {
-                println!("{}", status_json_none());
+                outln!("{}", status_json_none());
             } else {
                 // Name the plan `mega approve` would run, wherever it is kept.
                 let next = current_dir()
                     .ok()
                     .and_then(|cwd| super::plan_file::Project::of(cwd).peek(PlanKind::Mega));
                 match next {
-                    Some(p) => println!(
+                    Some(p) => outln!(
                         "No mega-plan run here yet: start one with `cascade mega approve` (it would run {}).",
                         p.display()
                     ),
-                    None => println!(
+                    None => outln!(
                         "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`."
                     ),
                 }
@@ -751,9 +751,9 @@ fn status(_g: &Global, a: MegaStatusArgs) -> CliResult {
         Err(e) => return Err(Failure::usage(e)),
     };
     if a.json {
-        println!("{}", status_json(&state));
+        outln!("{}", status_json(&state));
     } else {
-        print!("{}", status_text(&state));
+        out!("{}", status_text(&state));
     }
     Ok(EXIT_OK)
 }

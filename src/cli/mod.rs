@@ -9,6 +9,10 @@ use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+// First: its printing macros are used by every module below.
+#[macro_use]
+pub mod out;
+
 pub mod agents_check;
 pub mod agents_cmd;
 pub mod completions;
@@ -196,6 +200,17 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
                 dir.display()
             ))
         })?;
+    }
+    // This process adopts the orphans of whatever it starts, so that none
+    // outlives the command (see cascade_process's `supervise` module). Not
+    // the dashboard: it starts `cascade resume` and a browser on purpose
+    // to outlive it, outside cascade-process.
+    #[cfg(feature = "ui")]
+    let adopts = !matches!(cli.command, Command::Ui(_));
+    #[cfg(not(feature = "ui"))]
+    let adopts = true;
+    if adopts {
+        cascade_process::become_subreaper();
     }
     let g = &cli.global;
     let uses_state_dir = !matches!(

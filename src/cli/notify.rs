@@ -100,7 +100,7 @@ impl Notifier {
             rt.block_on(async {
                 if let Some(argv) = argv {
                     if let Some(problem) = run(&argv, &name, json).await {
-                        eprintln!("warning: --notify command {problem}");
+                        errln!("warning: --notify command {problem}");
                     }
                 }
                 if let Some(cmd) = desktop {

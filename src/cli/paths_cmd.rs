@@ -53,14 +53,14 @@ pub fn run(g: &Global, a: PathsArgs) -> CliResult {
     files.push(gates_row(&places.cascade_dir));
     files.extend(cascade_rows(&places.cascade_dir));
     if a.json {
-        println!("{}", to_json(&project, &places, &files));
+        outln!("{}", to_json(&project, &places, &files));
     } else {
         for w in &project.paths.warnings {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         let text = to_text(&project, &places, &files);
         use std::io::Write;
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = super::out::stdout();
         let _ = stdout
             .write_all(text.as_bytes())
             .and_then(|()| stdout.flush());

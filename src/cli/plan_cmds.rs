@@ -192,8 +192,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
     let found = find_prd(a.prd.as_deref())?;
     let path = found.path.clone();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
     if a.json {
         // The JSON needs ids only: skip building the model (titles,
         // criteria, ...), which is most of the time on large plans.
@@ -395,8 +394,7 @@ pub fn deps(_g: &Global, a: DepsArgs) -> CliResult {
     }
     let graph = loaded.graph();
     let analysis = Analysis::of(&graph);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(super::out::stdout());
     let result = if a.json {
         let json = deps_json(&loaded, &graph, &analysis, &found);
         serde_json::to_writer(&mut out, &json)
@@ -618,14 +616,14 @@ pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
                     plural(plan.batch_count(), "batch", "batches"),
                 )
             };
-            output_result(writeln!(std::io::stdout(), "{line}"))
+            output_result(writeln!(super::out::stdout(), "{line}"))
         }
         Err(e) => {
             if a.json {
                 let mut json = serde_json::json!({"valid": false, "problems": e.messages()});
                 merge_fields(&mut json, plan_fields(&found));
                 // The error below is what matters; a closed stdout is no reason to hide it.
-                let _ = writeln!(std::io::stdout(), "{json}");
+                let _ = writeln!(super::out::stdout(), "{json}");
             }
             Err(invalid(loaded.path(), &e))
         }

@@ -83,7 +83,7 @@ impl Project {
     /// Prints the warnings of a choice.
     fn chosen(&self, found: FoundPlan) -> Plan {
         for w in &found.warnings {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         let (kind, source) = (found.kind, found.source);
         Plan {
@@ -109,7 +109,7 @@ impl Project {
     /// "prd.json not found (looked in ... and ...): create it or pass ...".
     fn not_found(&self, kinds: &[PlanKind]) -> Failure {
         for w in &self.paths.warnings {
-            eprintln!("warning: {w}");
+            errln!("warning: {w}");
         }
         let names: Vec<&str> = kinds.iter().map(|k| k.file_name()).collect();
         let flags: Vec<&str> = kinds

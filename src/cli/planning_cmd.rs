@@ -195,7 +195,7 @@ fn context(g: &Global) -> Result<Context, Failure> {
     let root = paths.main_root.clone();
     let loaded = AgentsConfig::load(g.agents.as_deref(), &cwd).map_err(Failure::usage)?;
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     Ok(Context {
         store: SessionStore::new(&paths.cascade_dir()),
@@ -328,11 +328,11 @@ fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
     let open: Vec<&Session> = sessions.iter().filter(|s| !s.status.is_final()).collect();
     let interactive = !json && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if interactive && !open.is_empty() {
-        eprintln!("planning sessions (newest first):");
+        errln!("planning sessions (newest first):");
         for (i, s) in open.iter().enumerate() {
-            eprintln!("  {}. {}", i + 1, render::list_line(s));
+            errln!("  {}. {}", i + 1, render::list_line(s));
         }
-        eprint!("continue which one? [1-{}] ", open.len());
+        err!("continue which one? [1-{}] ", open.len());
         if let Some(line) = super::signals::read_line_unless_stopped() {
             if let Ok(n) = line.trim().parse::<usize>() {
                 if (1..=open.len()).contains(&n) {
@@ -346,11 +346,11 @@ fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
     }
     print_list(&sessions, json);
     if open.is_empty() && !sessions.is_empty() {
-        eprintln!(
+        errln!(
             "error: no session given, and every session here is finished (listed above); start a new one with `cascade plan \"GOAL\"`"
         );
     } else {
-        eprintln!(
+        errln!(
             "error: no session given: continue one with `cascade plan resume ID` (sessions listed above, newest first)"
         );
     }
@@ -360,12 +360,12 @@ fn pick_session(ctx: &Context, json: bool) -> Result<Option<String>, Failure> {
 fn print_list(sessions: &[Session], json: bool) {
     if json {
         let list: Vec<_> = sessions.iter().map(render::list_json).collect();
-        println!("{}", serde_json::json!({ "sessions": list }));
+        outln!("{}", serde_json::json!({ "sessions": list }));
     } else if sessions.is_empty() {
-        println!("no planning sessions here; start one with `cascade plan \"GOAL\"`");
+        outln!("no planning sessions here; start one with `cascade plan \"GOAL\"`");
     } else {
         for s in sessions {
-            println!("{}", render::list_line(s));
+            outln!("{}", render::list_line(s));
         }
     }
 }
@@ -374,7 +374,7 @@ fn list(g: &Global, json: bool) -> CliResult {
     let ctx = context(g)?;
     let (sessions, bad) = ctx.store.list();
     for (id, e) in bad {
-        eprintln!("warning: session {id} cannot be read: {e}");
+        errln!("warning: session {id} cannot be read: {e}");
     }
     print_list(&sessions, json);
     Ok(EXIT_OK)
@@ -384,12 +384,12 @@ fn show(g: &Global, id: &str, json: bool) -> CliResult {
     let ctx = context(g)?;
     let s = ctx.store.load(id).map_err(planning_failure)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&s).unwrap_or_else(|_| "{}".into())
         );
     } else {
-        print!("{}", render::show(&s, &ctx.store));
+        out!("{}", render::show(&s, &ctx.store));
     }
     Ok(EXIT_OK)
 }
@@ -496,13 +496,13 @@ fn cancel(g: &Global, id: &str, json: bool) -> CliResult {
     let ctx = context(g)?;
     let s = cascade_planning::cancel(&ctx.store, id).map_err(planning_failure)?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({"event": "plan_finished", "session_id": s.session_id,
                 "status": "cancelled", "outputs": s.outputs, "total_cost": s.total_cost})
         );
     } else {
-        println!("planning session {} cancelled", s.session_id);
+        outln!("planning session {} cancelled", s.session_id);
     }
     Ok(EXIT_OK)
 }
@@ -573,19 +573,19 @@ fn drive(
     let finished = finished.lock().ok().and_then(|mut f| f.take());
     if !matches!(result, Ok(Outcome::Approved)) {
         if let Some(v) = &finished {
-            println!("{v}");
+            outln!("{v}");
         }
     }
     match result {
         Err(PlanningError::Interrupted { id }) => {
-            eprintln!(
+            errln!(
                 "interrupted; the session is saved: continue it with `cascade plan resume {id}`"
             );
             Ok(stop.exit_code())
         }
         Err(e) => {
             if e.session_failed() {
-                eprintln!(
+                errln!(
                     "the session is saved as failed; `cascade plan resume {}` retries the failed step",
                     session.session_id
                 );
@@ -594,7 +594,7 @@ fn drive(
         }
         // Ctrl-C at a prompt: saved, and said so like any interruption.
         Ok(Outcome::Paused { .. }) if super::signals::stop_requested() => {
-            eprintln!(
+            errln!(
                 "interrupted; the session is saved: continue it with `cascade plan resume {}`",
                 session.session_id
             );
@@ -606,14 +606,14 @@ fn drive(
         }
         Ok(Outcome::Cancelled { by_rejections }) => {
             if by_rejections {
-                eprintln!(
+                errln!(
                     "error: the plan was rejected {} times; the session {} is cancelled (start again with a clearer goal)",
                     session.reject_count, session.session_id
                 );
                 Ok(EXIT_FAILED)
             } else {
                 if !json {
-                    println!("planning session {} cancelled", session.session_id);
+                    outln!("planning session {} cancelled", session.session_id);
                 }
                 Ok(EXIT_OK)
             }
@@ -643,7 +643,7 @@ fn approved(
                 "place": i.place,
             });
         }
-        println!("{v}");
+        outln!("{v}");
     }
     let install::Installed {
         dir,
@@ -653,7 +653,7 @@ fn approved(
     } = installed?;
     let strategy = session.strategy.unwrap_or(Strategy::HybridAuto);
     if !common.json {
-        println!(
+        outln!(
             "plan approved: {}",
             written
                 .iter()
@@ -662,7 +662,7 @@ fn approved(
                 .join(", ")
         );
         if let Some(b) = &branch {
-            println!("it is built on branch {b} in {}", dir.display());
+            outln!("it is built on branch {b} in {}", dir.display());
         }
     }
     let run_now = common.run || (interactive && super::signals::ask_yes_no("run the plan now?"));
@@ -689,7 +689,7 @@ fn approved(
             } else {
                 format!("cascade approve --auto-run{file}")
             };
-            println!("run it with `{how}`");
+            outln!("run it with `{how}`");
         }
         return Ok(EXIT_OK);
     }
@@ -743,7 +743,7 @@ fn run_plan(
         return Ok(code);
     };
     if code != EXIT_OK {
-        eprintln!(
+        errln!(
             "the plan's branch {branch} is kept unmerged in {}",
             dir.display()
         );
@@ -778,7 +778,7 @@ fn merge_plan_branch(ctx: &Context, branch: &str, dir: &Path) -> CliResult {
         )));
     }
     let _ = cascade_git::worktree::remove(&ctx.paths, dir, true);
-    println!("merged {branch} into {target}");
+    outln!("merged {branch} into {target}");
     Ok(EXIT_OK)
 }
 

@@ -260,10 +260,10 @@ fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
             "complete": plan.complete,
             "batches": plan.batches,
         });
-        println!("{v}");
+        outln!("{v}");
         return;
     }
-    println!(
+    outln!(
         "Dry run of {}: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
         prd.display(),
         plan.batches.len(),
@@ -272,7 +272,7 @@ fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
         plan.parallel
     );
     for line in dry_run_lines(plan, "") {
-        println!("{line}");
+        outln!("{line}");
     }
 }
 
@@ -319,17 +319,17 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         if a.json {
             let prd = next.as_ref().map(|p| p.display().to_string());
-            println!(
+            outln!(
                 "{}",
                 serde_json::json!({"status": "none", "stories": {}, "prd": prd})
             );
         } else {
             match &next {
-                Some(p) => println!(
+                Some(p) => outln!(
                     "No run yet: start one with `cascade approve` (it would run {}).",
                     p.display()
                 ),
-                None => println!("No run yet: start one with `cascade approve`."),
+                None => outln!("No run yet: start one with `cascade approve`."),
             }
         }
         return Ok(EXIT_OK);
@@ -407,22 +407,30 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
             })).collect::<Vec<_>>(),
             "stories": stories,
         });
-        println!("{v}");
+        outln!("{v}");
         return Ok(EXIT_OK);
     }
     let c = state.counts();
-    println!(
+    outln!(
         "Run {} ({}): {status}; {} complete, {} failed, {} blocked, {} pending; branch '{}'",
-        state.run_id, state.prd, c.complete, c.failed, c.blocked, c.pending, state.target_branch
+        state.run_id,
+        state.prd,
+        c.complete,
+        c.failed,
+        c.blocked,
+        c.pending,
+        state.target_branch
     );
     if let Some(h) = &live {
-        println!(
+        outln!(
             "Running now: pid {} on {} since {}",
-            h.pid, h.host, h.started_at
+            h.pid,
+            h.host,
+            h.started_at
         );
     }
     for c in active_cooldowns(&state) {
-        println!(
+        outln!(
             "Agent '{}' is cooling down until {} (rate limited: {}); then at most {} at once",
             c.agent,
             c.until,
@@ -437,9 +445,11 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         .max()
         .unwrap_or(5)
         .max(5);
-    println!(
+    outln!(
         "{:<width$}  {:<9}  {:<14}  ATTEMPTS  DETAIL",
-        "STORY", "STATUS", "AGENT"
+        "STORY",
+        "STATUS",
+        "AGENT"
     );
     for s in &state.stories {
         let detail = if !s.blocked_by.is_empty() {
@@ -466,7 +476,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
                 .map(|m| format!("merged {}", &m[..m.len().min(10)]))
                 .unwrap_or_default()
         };
-        println!(
+        outln!(
             "{:<width$}  {:<9}  {:<14}  {:>8}  {}",
             s.id,
             story_status(s),
@@ -476,10 +486,10 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         );
     }
     if status == "interrupted" || status == "paused" {
-        println!("Continue with `cascade resume`.");
+        outln!("Continue with `cascade resume`.");
     }
     if status == "budget_exhausted" {
-        println!(
+        outln!(
             "The run's budget ran out: continue with `cascade resume --max-cost <higher>` (or `--max-duration <more>`)."
         );
     }

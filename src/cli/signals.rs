@@ -3,11 +3,14 @@
 //! cancelled, `timeout`) and SIGHUP (the terminal went away).
 //!
 //! All three are handled alike. The first one cancels the run: scheduling
-//! stops, running agents and gates are killed (their process groups), state
-//! is saved, and the command exits with 128 + the signal number (130 for
-//! Ctrl-C, as CLI.md says). A second one exits at once. Without this, a
-//! SIGTERM ended cascade on the spot and left the agents, which run in their
-//! own process groups, working on as orphans.
+//! stops, running agents and gates are stopped (SIGTERM to their process
+//! groups, a grace period, SIGKILL), state is saved, and the command exits
+//! with 128 + the signal number (130 for Ctrl-C, as CLI.md says). A second
+//! one escalates ([`leave`]): SIGKILL to every agent and gate group and to
+//! everything they started, and cascade exits once they are gone (waiting a
+//! few seconds at most), so no agent that ignores SIGTERM goes on as an
+//! orphan. A failed write to stdout or stderr stops a run like a first
+//! signal ([`stop_for_output`]).
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
@@ -22,9 +25,65 @@ use super::EXIT_INTERRUPTED;
 /// async runtime (the confirmation prompt between batches).
 static STOP_REQUESTED: AtomicBool = AtomicBool::new(false);
 
+/// Set when the output (stdout or stderr) could not be written.
+static OUTPUT_BROKEN: AtomicBool = AtomicBool::new(false);
+/// Set when a run was stopped because of that, not by a signal.
+static STOPPED_BY_OUTPUT: AtomicBool = AtomicBool::new(false);
+
+/// How long the second signal waits for the killed processes to be gone.
+const KILL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The cancel tokens of the runs watching signals (one per command, but a
+/// mega run or `plan --run` may start another).
+fn runs() -> std::sync::MutexGuard<'static, Vec<CancelToken>> {
+    static RUNS: std::sync::Mutex<Vec<CancelToken>> = std::sync::Mutex::new(Vec::new());
+    RUNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Whether a stopping signal has arrived.
 pub fn stop_requested() -> bool {
     STOP_REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Whether the command was stopped because its output failed.
+pub fn stopped_by_output() -> bool {
+    STOPPED_BY_OUTPUT.load(Ordering::SeqCst)
+}
+
+/// The output cannot be written (see the `out` module): a running command
+/// stops as on a first signal, so that it ends soon with the output error's
+/// exit code instead of working on unseen.
+pub fn stop_for_output() {
+    OUTPUT_BROKEN.store(true, Ordering::SeqCst);
+    let runs = runs();
+    if !runs.is_empty() {
+        stop_run_for_output(&runs);
+    }
+}
+
+fn stop_run_for_output(runs: &[CancelToken]) {
+    STOPPED_BY_OUTPUT.store(true, Ordering::SeqCst);
+    STOP_REQUESTED.store(true, Ordering::SeqCst);
+    for cancel in runs {
+        cancel.cancel();
+    }
+}
+
+/// Kills every process cascade supervises (agents, gates, setup and notify
+/// commands, and what they started) and exits with `code` once they are
+/// gone, waiting [`KILL_WAIT`] at most. What may still be alive then is
+/// named on stderr.
+pub fn leave(code: i32) -> ! {
+    let left = cascade_process::kill_all(KILL_WAIT);
+    if !left.is_empty() {
+        let pids: Vec<String> = left.iter().map(u32::to_string).collect();
+        errln!(
+            "warning: processes {} did not end after SIGKILL within {}s",
+            pids.join(", "),
+            KILL_WAIT.as_secs()
+        );
+    }
+    std::process::exit(code)
 }
 
 /// Reads one line from stdin, giving up (`None`) when a stopping signal
@@ -53,7 +112,7 @@ pub fn read_line_unless_stopped() -> Option<String> {
 /// End of input or a stopping signal at the prompt mean no.
 pub fn ask_yes_no(question: &str) -> bool {
     use std::io::Write;
-    let mut err = std::io::stderr();
+    let mut err = super::out::stderr();
     let _ = write!(err, "{question} [Y/n] ");
     let _ = err.flush();
     // Ctrl-C at the prompt stops the run (a blocking read would ignore it).
@@ -78,14 +137,19 @@ impl StopSignals {
     pub fn watch(cancel: CancelToken) -> StopSignals {
         let stop = StopSignals::default();
         let first = Arc::clone(&stop.first);
+        runs().push(cancel.clone());
+        // The output failed before this run started watching.
+        if OUTPUT_BROKEN.load(Ordering::SeqCst) {
+            stop_run_for_output(std::slice::from_ref(&cancel));
+        }
         on_stop_signals(move |press, number| {
             if press == 0 {
                 first.store(number, Ordering::SeqCst);
                 STOP_REQUESTED.store(true, Ordering::SeqCst);
                 cancel.cancel();
             } else {
-                // A second signal: leave now (children were signalled already).
-                std::process::exit(128 + number);
+                // A second signal: kill everything now, leave when it is gone.
+                leave(128 + number);
             }
         });
         stop

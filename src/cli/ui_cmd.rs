@@ -57,15 +57,15 @@ pub fn run(g: &Global, args: UiArgs) -> CliResult {
     rt.block_on(async move {
         let ui = cascade_ui::Ui::bind(config).await.map_err(Failure::usage)?;
         if !args.bind.is_loopback() {
-            eprintln!(
+            errln!(
                 "warning: listening on {} (--bind): anyone who can reach this address and has the URL's token can steer runs and answer plans",
                 ui.local_addr()
             );
         }
         let url = ui.url();
         // The URL alone on its line (scripts and tests read it).
-        println!("{url}");
-        eprintln!(
+        outln!("{url}");
+        errln!(
             "cascade ui: dashboard of {} (Ctrl-C stops it; runs are not affected)",
             paths.main_root.display()
         );
@@ -95,6 +95,6 @@ fn open_browser(url: &str) {
         .spawn()
     {
         Ok(_) => {}
-        Err(e) => eprintln!("warning: could not start '{opener}' to open the browser ({e}); open the URL above yourself"),
+        Err(e) => errln!("warning: could not start '{opener}' to open the browser ({e}); open the URL above yourself"),
     }
 }

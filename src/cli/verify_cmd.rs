@@ -151,32 +151,32 @@ pub fn run(_g: &Global, a: VerifyArgs) -> CliResult {
             notes,
         };
         let text = serde_json::to_string_pretty(&report).map_err(Failure::failed)?;
-        println!("{text}");
+        outln!("{text}");
     } else {
         for f in findings {
-            println!("{f}");
+            outln!("{f}");
         }
         for f in &verdict.allowed {
-            println!("allowed by verify_allow: {f}");
+            outln!("allowed by verify_allow: {f}");
         }
         for n in &notes {
-            println!("note: {n}");
+            outln!("note: {n}");
         }
         if let Some(n) = proved {
-            println!(
+            outln!(
                 "verify: {n} new or changed test{} run on {from}",
                 if n == 1 { "" } else { "s" }
             );
         }
         if findings.is_empty() {
-            println!(
+            outln!(
                 "verify: clean ({} file{}, {added} added line{} checked, {shown})",
                 files.len(),
                 if files.len() == 1 { "" } else { "s" },
                 if added == 1 { "" } else { "s" }
             );
         } else {
-            println!(
+            outln!(
                 "verify: {} finding{} in {shown}; fix them, or allow a rule for a story with \"verify_allow\": [\"rule-id\"] (a protected file with its path) in prd.json",
                 findings.len(),
                 if findings.len() == 1 { "" } else { "s" }

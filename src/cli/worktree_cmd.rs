@@ -94,15 +94,15 @@ fn inventory(paths: &RepoPaths) -> Result<Inventory, Failure> {
 fn list(paths: &RepoPaths, json: bool) -> CliResult {
     let inv = inventory(paths)?;
     if json {
-        println!("{}", inventory_json(&inv));
+        outln!("{}", inventory_json(&inv));
         return Ok(EXIT_OK);
     }
     if inv.worktrees.is_empty() && inv.branches.is_empty() {
-        println!("no cascade worktrees or branches");
+        outln!("no cascade worktrees or branches");
         return Ok(EXIT_OK);
     }
     if !inv.worktrees.is_empty() {
-        println!("worktrees:");
+        outln!("worktrees:");
         let width = inv
             .worktrees
             .iter()
@@ -125,7 +125,7 @@ fn list(paths: &RepoPaths, json: bool) -> CliResult {
             } else {
                 format!("  ({})", notes.join(", "))
             };
-            println!(
+            outln!(
                 "  {:width$}  {}{notes}",
                 w.branch.as_deref().unwrap_or("(detached)"),
                 w.path.display(),
@@ -133,7 +133,7 @@ fn list(paths: &RepoPaths, json: bool) -> CliResult {
         }
     }
     if !inv.branches.is_empty() {
-        println!("branches:");
+        outln!("branches:");
         let width = inv.branches.iter().map(|b| b.name.len()).max().unwrap_or(0);
         for (b, merged) in inv.branches.iter().zip(&inv.merged) {
             let state = match (&inv.current, merged) {
@@ -146,10 +146,10 @@ fn list(paths: &RepoPaths, json: bool) -> CliResult {
                 Some(p) => format!(", worktree {}", p.display()),
                 None => String::new(),
             };
-            println!("  {:width$}  {}  {state}{wt}", b.name, &tip[..10]);
+            outln!("  {:width$}  {}  {state}{wt}", b.name, &tip[..10]);
         }
     }
-    println!(
+    outln!(
         "\n`cascade worktree prune` removes the worktrees and the merged branches cascade created\n(locked worktrees are kept; `--dry-run` shows what it would do)."
     );
     Ok(EXIT_OK)
@@ -281,16 +281,16 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
                         })
                         .collect(),
                 );
-                println!("{v}");
+                outln!("{v}");
             } else if inv.worktrees.is_empty() && branches.is_empty() {
-                println!("nothing to prune");
+                outln!("nothing to prune");
             } else {
                 for w in &inv.worktrees {
                     let dirty = worktree::uncommitted_files(&w.path, 5);
                     if dirty.is_empty() || force {
-                        println!("would remove worktree {}", w.path.display());
+                        outln!("would remove worktree {}", w.path.display());
                     } else {
-                        println!(
+                        outln!(
                             "would keep worktree {}: has uncommitted changes ({}); --force removes it anyway",
                             w.path.display(),
                             dirty.join(", ")
@@ -299,8 +299,8 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
                 }
                 for (b, keep) in &branches {
                     match keep {
-                        None => println!("would delete branch {}", b.name),
-                        Some(why) => println!("would keep {}: {why}", b.name),
+                        None => outln!("would delete branch {}", b.name),
+                        Some(why) => outln!("would keep {}: {why}", b.name),
                     }
                 }
             }
@@ -315,7 +315,7 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
             cascade_engine::lock::RunLock::acquire(&lock_path, "cascade worktree prune")
                 .map_err(Failure::usage)?;
         if let Some(note) = note {
-            eprintln!("note: {note}");
+            errln!("note: {note}");
         }
         Some(lock)
     } else {
@@ -330,7 +330,7 @@ fn prune(paths: &RepoPaths, dry_run: bool, json: bool, force: bool) -> CliResult
 
 fn print_report(report: &worktree::PruneReport, json: bool) {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "removed_worktrees": report.worktrees,
@@ -342,27 +342,27 @@ fn print_report(report: &worktree::PruneReport, json: bool) {
         return;
     }
     for w in &report.worktrees {
-        println!("removed worktree {}", w.display());
+        outln!("removed worktree {}", w.display());
     }
     for e in &report.stale_entries {
-        println!("removed stale worktree entry {e}");
+        outln!("removed stale worktree entry {e}");
     }
     for b in &report.branches {
-        println!("deleted branch {b}");
+        outln!("deleted branch {b}");
     }
     for (what, why) in &report.skipped {
-        println!("kept {what}: {why}");
+        outln!("kept {what}: {why}");
     }
     let unforced = |why: &str| why.starts_with("not ") || why.starts_with("no branch");
     if report.skipped.iter().any(|(_, why)| unforced(why)) {
-        println!("{FORCE_HINT}");
+        outln!("{FORCE_HINT}");
     }
     if report.worktrees.is_empty()
         && report.stale_entries.is_empty()
         && report.branches.is_empty()
         && report.skipped.is_empty()
     {
-        println!("nothing to prune");
+        outln!("nothing to prune");
     }
 }
 

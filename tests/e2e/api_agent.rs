@@ -14,7 +14,7 @@ use crate::common::{cascade, code, events, explain, git, init_repo, of_kind, scr
 use crate::mock_model::{self, Mode, Model, Wire, KEY};
 
 /// The variable the agents read their key from.
-const KEY_ENV: &str = "MOCK_MODEL_KEY";
+pub const KEY_ENV: &str = "MOCK_MODEL_KEY";
 
 /// The gate every story must pass: no `*.txt` file may still hold "draft".
 const NO_DRAFTS: &str = r#"if grep -l draft *.txt 2>/dev/null; then echo "a file still holds a draft" >&2; exit 1; fi
@@ -106,7 +106,7 @@ impl Setup {
 }
 
 /// An api agent of `model` speaking `wire`.
-fn api(model: &Model, wire: Wire, extra: Value) -> Value {
+pub fn api(model: &Model, wire: Wire, extra: Value) -> Value {
     let mut a = json!({"type": "api",
         "provider": match wire { Wire::Anthropic => "anthropic", Wire::OpenAi => "openai" },
         "model": "mock-model", "base_url": model.url, "api_key_env": KEY_ENV,

@@ -7,7 +7,13 @@ use std::process::Command as StdCommand;
 
 /// The `cascade` binary, with a clean environment for reproducible output.
 pub fn cascade(dir: &Path) -> assert_cmd::Command {
-    let mut cmd = assert_cmd::Command::cargo_bin("cascade").expect("binary built");
+    assert_cmd::Command::from_std(cascade_command(dir))
+}
+
+/// The same as a plain command, for tests that start it in the background
+/// (the caller sets stdio, signals it, waits for it).
+pub fn cascade_command(dir: &Path) -> StdCommand {
+    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
     cmd.current_dir(dir)
         .env("NO_COLOR", "1")
         .env_remove("XDG_CONFIG_HOME")

@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, code, events, explain, git, init_repo, script, write_json};
+use crate::common::{
+    cascade, cascade_command, code, events, explain, git, init_repo, script, write_json,
+};
 
 /// A repository with a PRD and a tools dir with agents.json and scripts.
 struct Fixture {
@@ -124,13 +126,8 @@ echo "end $id" >> "$T/timeline""#
     /// `cascade <args> --agents <tools>/agents.json` as a plain command, to be
     /// started in the background (the caller sets stdio and spawns it).
     fn background(&self, args: &[&str]) -> StdCommand {
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
-        cmd.current_dir(self.repo())
-            .env("NO_COLOR", "1")
-            .env("HOME", self.repo())
-            .args(args)
-            .arg("--agents")
-            .arg(self.t("agents.json"));
+        let mut cmd = cascade_command(self.repo());
+        cmd.args(args).arg("--agents").arg(self.t("agents.json"));
         cmd
     }
 

@@ -2,37 +2,9 @@
 //! real `nats-server -js` on a free 127.0.0.1 port, a bare repository as the
 //! shared git remote, and worker processes running scripted agents.
 //!
-//! Built with `--features fleet` (`cargo test --features fleet --test e2e
-//! fleet`); each test prints why it skips when `nats-server` is not on PATH.
-//! Without the feature, the commands still parse and exit 2 saying how to
-//! build them.
-
-#[cfg(not(feature = "fleet"))]
-#[test]
-fn fleet_commands_say_how_to_build_them() {
-    let repo = crate::common::init_repo();
-    for args in [
-        vec!["worker", "--fleet", "nats://127.0.0.1:4222"],
-        vec!["fleet", "status"],
-        vec!["approve", "--auto-run", "--fleet", "nats://127.0.0.1:4222"],
-    ] {
-        let out = crate::common::cascade(repo.path())
-            .args(&args)
-            .output()
-            .expect("runs");
-        assert_eq!(
-            crate::common::code(&out),
-            2,
-            "{args:?}: {}",
-            crate::common::explain(&out)
-        );
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("--features fleet"),
-            "{}",
-            crate::common::explain(&out)
-        );
-    }
-}
+//! The fleet is in the default build; each test prints why it skips when
+//! `nats-server` is not on PATH. The lean build's refusal is in
+//! lean_build.rs.
 
 #[cfg(feature = "fleet")]
 mod real {

@@ -12,6 +12,7 @@ mod demo;
 mod engine;
 mod fleet;
 mod gates;
+mod lean_build;
 mod live_failures;
 mod mega;
 mod mock_anthropic;
@@ -23,6 +24,7 @@ mod paths;
 mod plan;
 mod planning;
 mod real_agents;
+mod reliability;
 mod remote_cache;
 #[cfg(feature = "ui")]
 mod ui;

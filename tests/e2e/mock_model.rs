@@ -9,7 +9,8 @@
 //! results it got back say the step is done, then with text. Every request
 //! body is recorded for the tests to read. Modes answer with 401, a 429
 //! once, 500, 529, nothing at all, or a stream that is not JSON; `Escape`
-//! tries the three path escapes before doing the story.
+//! tries the three path escapes before doing the story; `Chatty` streams
+//! megabytes of text before its answer.
 //!
 //! Replies are streamed as the real APIs stream them (Anthropic's events
 //! through `mock_anthropic::sse`; OpenAI chunks with the tool call's
@@ -56,6 +57,9 @@ pub enum Mode {
     Hang,
     /// 200 with a stream that is not JSON.
     Malformed,
+    /// `Work`, with about this many bytes of chatter (whole short lines)
+    /// streamed before the final answer of a story.
+    Chatty(usize),
 }
 
 pub struct Model {
@@ -192,7 +196,11 @@ fn serve(
             "event: message_start\ndata: <html>upstream garbage</html>\n\n",
         ),
         _ => {
-            let reply = next(&conversation(&body, wire), mode);
+            let mut reply = next(&conversation(&body, wire), mode);
+            if let (Mode::Chatty(n), Reply::Text(text)) = (mode, &mut reply) {
+                let line = "the model goes on and on about the story\n";
+                *text = format!("{}{text}", line.repeat(n / line.len()));
+            }
             let model = body["model"].as_str().unwrap_or("mock-model");
             respond(
                 &mut out,

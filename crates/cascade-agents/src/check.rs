@@ -794,7 +794,7 @@ impl CheckCache {
             },
         );
         if let Ok(bytes) = serde_json::to_vec_pretty(&file) {
-            let _ = crate::detect::write_atomic(&self.file, &bytes);
+            let _ = cascade_fs::write_atomic(&self.file, &bytes, cascade_fs::Durability::Synced);
         }
     }
 

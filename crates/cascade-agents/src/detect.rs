@@ -222,29 +222,7 @@ fn save_cache(file: &Path, path_env: &str, entries: BTreeMap<String, Detection>)
     let Ok(text) = serde_json::to_string_pretty(&cache) else {
         return;
     };
-    let _ = write_atomic(file, text.as_bytes());
-}
-
-/// Writes `bytes` to a temp file next to `path`, then renames it over `path`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".to_string());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    let _ = cascade_fs::write_atomic(file, text.as_bytes(), cascade_fs::Durability::Synced);
 }
 
 #[cfg(test)]

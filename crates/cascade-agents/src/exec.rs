@@ -5,8 +5,9 @@
 //! CASCADE_* environment of CLI.md is added to the agent's own `env` and the
 //! caller's extra variables, and the process runs under `cascade-process`:
 //! its own process group, killed as a group on timeout or cancellation, its
-//! stdout and stderr appended to `<cascade_dir>/logs/` as they arrive and
-//! only a bounded tail kept in memory. stdout is parsed line by line
+//! stdout and stderr appended to `<cascade_dir>/logs/` as they arrive (within
+//! [`AgentRequest::log_limit`]: head and tail kept, the middle dropped with a
+//! marker) and only a bounded tail kept in memory. stdout is parsed line by line
 //! ([`crate::stream`]) for the final text, session id, usage and review
 //! verdict, and both streams are read by the [`crate::watch::Watcher`],
 //! which stops the agent's process group early (`Outcome::stopped`) when
@@ -20,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cascade_process::{CancelToken, Outcome, SpawnError, Spec};
+use cascade_process::{CancelToken, LogLimit, Outcome, SpawnError, Spec};
 
 use crate::config::AgentDef;
 use crate::phase::Phase;
@@ -54,6 +55,8 @@ pub struct AgentRequest {
     /// Gets every line of the agent's stdout and stderr as it arrives (a
     /// live view of the run); `None`: nobody watches.
     pub on_output: Option<OutputLines>,
+    /// The size limit of the log (default 16 MiB; head and tail are kept).
+    pub log_limit: LogLimit,
     /// What an api agent's tools may do (writable files, RunGates).
     pub tools: crate::api::ToolAccess,
 }
@@ -103,6 +106,7 @@ impl AgentRequest {
             timeout_override: None,
             resume: None,
             on_output: None,
+            log_limit: LogLimit::default(),
             tools: crate::api::ToolAccess::default(),
         }
     }
@@ -332,19 +336,9 @@ pub async fn execute(
             max: MAX_ARG_BYTES - 1,
         });
     }
-    crate::detect::write_atomic(&prompt_path, req.prompt.as_bytes()).map_err(|source| {
-        ExecError::Io {
-            path: prompt_path.clone(),
-            source,
-        }
-    })?;
     // A fresh log per attempt, opened with a header saying what ran.
-    let header = format!(
-        "== cascade: {} attempt {} ({}) via {}: {} {}\n",
-        req.story_id,
-        req.attempt,
-        req.phase,
-        agent.name,
+    let ran = format!(
+        "{} {}",
         inv.program,
         inv.args
             .iter()
@@ -352,10 +346,7 @@ pub async fn execute(
             .collect::<Vec<_>>()
             .join(" ")
     );
-    crate::detect::write_atomic(&log_path, header.as_bytes()).map_err(|source| ExecError::Io {
-        path: log_path.clone(),
-        source,
-    })?;
+    start_files(agent, &req, &ran)?;
 
     let parser = Arc::new(Mutex::new(StreamParser::new()));
     // The watcher reads both streams as they arrive and fires `stop` when the
@@ -401,6 +392,7 @@ pub async fn execute(
         .cwd(&inv.cwd)
         .timeout(inv.timeout)
         .log(&log_path)
+        .log_limit(req.log_limit)
         .on_stdout_line(feed)
         .on_stderr_line(feed_err)
         .stop_token(stop);
@@ -452,6 +444,28 @@ pub async fn execute(
         signal,
         hint,
     })
+}
+
+/// Writes the prompt file and starts the attempt's log afresh with a header
+/// saying what ran (`ran`: the command, or the api agent's model), for both
+/// kinds of agent; the run then appends to the log within its limit.
+pub(crate) fn start_files(
+    agent: &AgentDef,
+    req: &AgentRequest,
+    ran: &str,
+) -> Result<(), ExecError> {
+    let header = format!(
+        "== cascade: {} attempt {} ({}) via {}: {ran}\n",
+        req.story_id, req.attempt, req.phase, agent.name,
+    );
+    for (path, bytes) in [
+        (req.prompt_path(), req.prompt.as_bytes()),
+        (req.log_path(), header.as_bytes()),
+    ] {
+        cascade_fs::write_atomic(&path, bytes, cascade_fs::Durability::Renamed)
+            .map_err(|source| ExecError::Io { path, source })?;
+    }
+    Ok(())
 }
 
 fn shorten(s: &str, max: usize) -> String {

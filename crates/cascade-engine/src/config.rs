@@ -280,6 +280,19 @@ pub struct ResourceSettings {
     /// Share Cargo target directories between worktrees (default true).
     #[serde(default)]
     pub shared_build_cache: Option<bool>,
+    /// The size limit of each agent log in MiB (default 16; 0: no limit).
+    /// Past it the log keeps its first and last halves with a marker.
+    #[serde(default)]
+    pub max_log_mb: Option<u64>,
+}
+
+impl ResourceSettings {
+    /// The limit of each agent log.
+    pub fn log_limit(&self) -> cascade_process::LogLimit {
+        self.max_log_mb
+            .map(cascade_process::LogLimit::from_mib)
+            .unwrap_or_default()
+    }
 }
 
 /// How a fresh story worktree is prepared before the agent runs.

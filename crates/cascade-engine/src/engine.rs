@@ -106,6 +106,9 @@ pub(crate) struct Ctx {
     pub cancel: CancelToken,
     /// Budgets, rate limits, gate jobs, the memory guard, ports, caches.
     pub control: crate::control::Controls,
+    /// Set when a write failed for want of disk space: the run stops and
+    /// ends with [`EngineError::DiskFull`] (the first such failure).
+    pub halt: Mutex<Option<crate::error::DiskFull>>,
 }
 
 impl Ctx {
@@ -115,6 +118,39 @@ impl Ctx {
 
     pub fn overrides(&self) -> Overrides {
         overrides(&self.options)
+    }
+
+    /// Stops the run when `error`, met writing `path`, says that the disk
+    /// is full: retrying would fail the same way and charge every story an
+    /// attempt for it. The work is cancelled as on Ctrl-C (agents and gates
+    /// stopped, stories back to pending) and the run ends with
+    /// [`EngineError::DiskFull`] naming the disk. Returns whether it did.
+    pub fn halt_if_disk_full(&self, path: &Path, error: &str) -> bool {
+        if !cascade_fs::mentions_disk_full(error) {
+            return false;
+        }
+        let mut halt = self.halt.lock().unwrap_or_else(|e| e.into_inner());
+        if halt.is_none() {
+            let candidates = [path, &self.state_path, &self.paths.common_dir];
+            let disk = cascade_fs::Disk::fullest(candidates).map(|d| d.to_string());
+            let full = crate::error::DiskFull {
+                path: path.to_path_buf(),
+                disk,
+                error: error.to_string(),
+            };
+            let message = format!("stopping the run: {full}");
+            *halt = Some(full);
+            drop(halt);
+            self.cancel.cancel();
+            self.control.agents_cancel.cancel();
+            self.emit(Event::Notice { message });
+        }
+        true
+    }
+
+    /// Whether the run was stopped by [`Ctx::halt_if_disk_full`].
+    pub fn halted(&self) -> bool {
+        self.halt.lock().map(|h| h.is_some()).unwrap_or(true)
     }
 
     /// Applies `f` to the state and returns once the change is on disk. The
@@ -149,8 +185,27 @@ impl Ctx {
             .state_writer
             .persist(ticket, wait, || self.write_state());
         if let Err(e) = result {
+            self.state_write_failed(&e);
+        }
+    }
+
+    /// A state write failed: a notice, and the end of the run when the disk
+    /// is full (the file keeps its last complete content).
+    fn state_write_failed(&self, e: &crate::state::StateError) {
+        let text = e.to_string();
+        if !self.halt_if_disk_full(&self.state_path, &text) {
             self.emit(Event::Notice {
-                message: format!("could not save the run state: {e}"),
+                message: format!("could not save the run state: {text}"),
+            });
+        }
+    }
+
+    /// A prd.json write failed: as [`Ctx::state_write_failed`].
+    fn prd_write_failed(&self, e: &cascade_plan::PlanError) {
+        let text = e.to_string();
+        if !self.halt_if_disk_full(&self.prd_path, &text) {
+            self.emit(Event::Notice {
+                message: format!("could not update {}: {text}", self.prd_path.display()),
             });
         }
     }
@@ -168,9 +223,7 @@ impl Ctx {
     fn flush_due(&self) {
         if self.state_writer.due() {
             if let Err(e) = self.state_writer.flush(|| self.write_state()) {
-                self.emit(Event::Notice {
-                    message: format!("could not save the run state: {e}"),
-                });
+                self.state_write_failed(&e);
             }
         }
         if self.prd_writer.due() {
@@ -202,9 +255,7 @@ impl Ctx {
     /// Writes every prd.json change not written yet (the end of the run).
     pub fn flush_prd(&self) {
         if let Err(e) = self.prd_writer.flush(|| self.write_prd()) {
-            self.emit(Event::Notice {
-                message: format!("could not update {}: {e}", self.prd_path.display()),
-            });
+            self.prd_write_failed(&e);
         }
     }
 
@@ -262,9 +313,7 @@ impl Ctx {
         };
         let result = self.prd_writer.persist(ticket, false, || self.write_prd());
         if let Err(e) = result {
-            self.emit(Event::Notice {
-                message: format!("could not update {}: {e}", self.prd_path.display()),
-            });
+            self.prd_write_failed(&e);
         }
     }
 }
@@ -565,10 +614,13 @@ impl Engine {
             checks,
             prompt,
         } = self.inputs(&p, &options)?;
-        // A PRD write a killed run left half done: under the lock no other
-        // write of the file can be under way, so its temp files are stale
-        // (they would otherwise make the tree look dirty).
-        for tmp in cascade_plan::leftover_write_temps(&p.prd_path) {
+        // PRD and state writes a killed run left half done: under the lock
+        // no other write of these files can be under way, so their temp
+        // files are stale (they would otherwise make the tree look dirty).
+        let stale = cascade_fs::leftover_write_temps(&p.prd_path)
+            .into_iter()
+            .chain(cascade_fs::leftover_write_temps(&state_path));
+        for tmp in stale {
             let _ = std::fs::remove_file(tmp);
         }
         if !options.allow_dirty {
@@ -768,6 +820,7 @@ impl Engine {
             sink,
             cancel: work_cancel,
             control,
+            halt: Mutex::new(None),
         });
 
         let (run_id, resumed) = {
@@ -858,7 +911,7 @@ impl Engine {
         loop {
             crate::control::steer::apply(&ctx, &mut sched, &ids);
             let held = steer.as_ref().is_some_and(|s| s.is_paused());
-            if cancel.is_cancelled() || ctx.control.budget.exhausted().is_some() {
+            if cancel.is_cancelled() || ctx.halted() || ctx.control.budget.exhausted().is_some() {
                 sched.stop();
             }
             while let Some(i) = (!held).then(|| sched.next_ready()).flatten() {
@@ -889,7 +942,11 @@ impl Engine {
                     }
                     continue;
                 }
-                if cancel.is_cancelled() || sched.is_stopped() || sched.held_back() == 0 {
+                if cancel.is_cancelled()
+                    || ctx.halted()
+                    || sched.is_stopped()
+                    || sched.held_back() == 0
+                {
                     break;
                 }
                 // A batch boundary with work held back.
@@ -972,7 +1029,7 @@ impl Engine {
         }
 
         // How it ended.
-        let interrupted = cancel.is_cancelled();
+        let interrupted = cancel.is_cancelled() || ctx.halted();
         let (counts, summary) = {
             let st = ctx.state.lock().map_err(|_| poisoned())?;
             (st.counts(), summaries(&st))
@@ -1054,6 +1111,12 @@ impl Engine {
             duration_ms,
             summary: summary.clone(),
         });
+        // Stopped for want of disk space: an error, so that nobody mistakes
+        // it for a Ctrl-C (the state says interrupted; resume continues).
+        let halt = ctx.halt.lock().ok().and_then(|mut h| h.take());
+        if let Some(full) = halt {
+            return Err(EngineError::DiskFull(full));
+        }
         Ok(RunSummary {
             run_id,
             status,

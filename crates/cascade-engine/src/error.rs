@@ -74,13 +74,29 @@ pub enum EngineError {
     /// `resume` without a previous run.
     #[error("there is no run to resume ('{}' does not exist); start one with `cascade approve`", path.display())]
     NothingToResume { path: PathBuf },
-    /// A background task of the engine died (a bug).
+    /// A write failed for want of disk space: the run stopped.
+    #[error(transparent)]
+    DiskFull(#[from] DiskFull),
     /// A budget in prd.json is malformed.
     #[error("{}: {message}", path.display())]
     Budget { path: PathBuf, message: String },
 
+    /// A background task of the engine died (a bug).
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// The run stopped because the disk it writes to is full.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{} is full: {error} (at '{}'); free some space there, then run `cascade resume`: the run state and prd.json were kept as they were before the failed write", disk.as_deref().unwrap_or("the disk"), path.display())]
+pub struct DiskFull {
+    /// What was being written (or the repository, when only the error's
+    /// text says that the disk is full).
+    pub path: PathBuf,
+    /// The disk, named (`the disk mounted at '/x' (ext4 on /dev/sda2, 0 B free)`).
+    pub disk: Option<String>,
+    /// The error that said so.
+    pub error: String,
 }
 
 impl EngineError {
@@ -88,7 +104,9 @@ impl EngineError {
     pub fn is_usage(&self) -> bool {
         !matches!(
             self,
-            EngineError::Internal(_) | EngineError::Git(GitError::Io { .. })
+            EngineError::Internal(_)
+                | EngineError::Git(GitError::Io { .. })
+                | EngineError::DiskFull(_)
         )
     }
 }

@@ -203,7 +203,7 @@ impl StorySeed {
             all.push('\n');
         }
         all.push_str(&format!("## {heading}\n\n{added}\n"));
-        crate::state::write_atomic(&target, all.as_bytes())
+        cascade_fs::write_atomic(&target, all.as_bytes(), cascade_fs::Durability::Synced)
             .map_err(|e| FindingsError::new("write", &target, e))?;
         Ok(Some(added.to_string()))
     }

@@ -99,6 +99,7 @@ impl Engine {
             cancel: cancel.clone(),
             control,
             paths: p.paths,
+            halt: Mutex::new(None),
         });
         // The slot's worktrees of earlier jobs are reused.
         {

@@ -52,31 +52,19 @@ pub fn recorded(state: &RunState) -> Vec<Leftover> {
 /// Agents of `stories` running in worktrees under `cascade_dir` that no
 /// state recorded (see the module doc); only process group leaders.
 pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<Leftover> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let me = std::process::id();
     let mut found = Vec::new();
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me || known.iter().any(|l| l.pid == pid) || !is_group_leader(pid) {
+    for proc in cascade_process::procs::list() {
+        let pid = proc.pid;
+        if pid == me || known.iter().any(|l| l.pid == pid) || proc.pgrp != pid || !proc.alive() {
             continue;
         }
-        let Ok(environ) = std::fs::read(format!("/proc/{pid}/environ")) else {
+        let Some(environ) = cascade_process::procs::environ(pid) else {
             continue;
         };
-        let var = |name: &str| -> Option<String> {
-            let prefix = format!("{name}=");
-            environ
-                .split(|b| *b == 0)
-                .find(|kv| kv.starts_with(prefix.as_bytes()))
-                .map(|kv| String::from_utf8_lossy(&kv[prefix.len()..]).into_owned())
+        let var = |name: &str| {
+            cascade_process::procs::env_var(&environ, name)
+                .map(|v| String::from_utf8_lossy(v).into_owned())
         };
         let (Some(story), Some(workdir)) = (var("CASCADE_STORY_ID"), var("CASCADE_WORKDIR")) else {
             continue;
@@ -86,22 +74,6 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         }
     }
     found
-}
-
-/// Whether `pid` leads its own process group (field 5 of `/proc/<pid>/stat`).
-fn is_group_leader(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The command name (field 2) is in parentheses and may hold spaces.
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-        return false;
-    };
-    // After the name: state, ppid, pgrp.
-    rest.split_whitespace()
-        .nth(2)
-        .and_then(|g| g.parse::<u32>().ok())
-        == Some(pid)
 }
 
 /// Stops every leftover that is still alive and provably that story's agent;
@@ -131,11 +103,9 @@ fn is_agent_of(l: &Leftover) -> bool {
     if l.pid == 0 || !cascade_process::pid_alive(l.pid) {
         return false;
     }
-    let Ok(environ) = std::fs::read(format!("/proc/{}/environ", l.pid)) else {
-        return false;
-    };
-    let want = format!("CASCADE_STORY_ID={}", l.story);
-    environ.split(|b| *b == 0).any(|kv| kv == want.as_bytes())
+    cascade_process::procs::environ(l.pid).is_some_and(|env| {
+        cascade_process::procs::env_var(&env, "CASCADE_STORY_ID") == Some(l.story.as_bytes())
+    })
 }
 
 #[cfg(test)]

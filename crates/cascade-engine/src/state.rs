@@ -9,7 +9,6 @@
 //! the old or the new document, never half of one. `cascade status` and
 //! `cascade resume` read it.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -362,10 +361,14 @@ impl RunState {
 
 /// Writes a serialized state atomically.
 pub fn write_snapshot(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    write_atomic(path, bytes).map_err(|source| StateError::Io {
-        op: "write",
-        path: path.to_path_buf(),
-        source,
+    // No fsync (see `Durability::Renamed`): the state is rewritten on every
+    // transition and merged work is recovered from git anyway.
+    cascade_fs::write_atomic(path, bytes, cascade_fs::Durability::Renamed).map_err(|source| {
+        StateError::Io {
+            op: "write",
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 
@@ -389,31 +392,6 @@ impl StoryState {
             review: None,
         }
     }
-}
-
-/// Writes `bytes` to `path` through a temp file in the same directory and a
-/// rename, creating the directory if needed. A reader (or a process killed
-/// at any point) sees the old or the new content, never a mix. No fsync: the
-/// guarantee is against crashes of cascade, not of the machine, and merged
-/// work is recovered from git anyway; an fsync per transition made the state
-/// store the bottleneck of large runs.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
-    if let Some(dir) = dir {
-        std::fs::create_dir_all(dir)?;
-    }
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state".into());
-    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-    }
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 /// Now, as RFC 3339 in UTC (machine-readable timestamps in state files).

@@ -154,6 +154,11 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
         let outcome = match outcome {
             AttemptEnd::Merged { .. } => outcome,
             _ if steered.cancelled() => AttemptEnd::Failed(steered.failure()),
+            // A full disk is nobody's fault in the story: the run stops and
+            // the story goes back to pending (no attempt charged).
+            AttemptEnd::Failed(f) if ctx.halt_if_disk_full(&ctx.project_root, &f.error) => {
+                AttemptEnd::Interrupted
+            }
             other => other,
         };
         match outcome {

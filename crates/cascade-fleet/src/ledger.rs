@@ -78,7 +78,7 @@ impl Ledger {
         if let Some(dir) = self.path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        cascade_engine::state::write_atomic(&self.path, &bytes)
+        cascade_fs::write_atomic(&self.path, &bytes, cascade_fs::Durability::Renamed)
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
     }
 }

@@ -204,7 +204,6 @@ struct Inner {
     ttl: Option<Duration>,
     pruned: AtomicBool,
     write_errors: AtomicU64,
-    tmp_counter: AtomicU64,
     remote: Option<RemoteCache>,
     toolchains: Toolchains,
 }
@@ -231,7 +230,6 @@ impl GateCache {
                 ttl: None,
                 pruned: AtomicBool::new(false),
                 write_errors: AtomicU64::new(0),
-                tmp_counter: AtomicU64::new(0),
                 remote: None,
                 toolchains: dir
                     .as_ref()
@@ -257,7 +255,6 @@ impl GateCache {
             ttl,
             pruned: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
-            tmp_counter: AtomicU64::new(0),
             remote: self.inner.remote.clone(),
             toolchains: self.inner.toolchains.clone(),
         };
@@ -280,7 +277,6 @@ impl GateCache {
             ttl: self.inner.ttl,
             pruned: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
-            tmp_counter: AtomicU64::new(0),
             // Verdicts shared with other machines come from fresh probes.
             toolchains: self
                 .inner
@@ -544,22 +540,10 @@ impl GateCache {
         self.inner.write_errors.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Writes beside and renames, so readers never see half a file.
+    /// Writes beside and renames, so readers never see half a file (no
+    /// fsync: a lost entry is only a cache miss).
     fn write_atomic(&self, path: &Path, bytes: &[u8]) {
-        let ok = (|| -> std::io::Result<()> {
-            let dir = path
-                .parent()
-                .ok_or_else(|| std::io::Error::other("no parent"))?;
-            std::fs::create_dir_all(dir)?;
-            let n = self.inner.tmp_counter.fetch_add(1, Ordering::Relaxed);
-            let tmp = dir.join(format!(".tmp-{}-{n}", std::process::id()));
-            let res = std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, path));
-            if res.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-            res
-        })();
-        if ok.is_err() {
+        if cascade_fs::write_atomic(path, bytes, cascade_fs::Durability::Renamed).is_err() {
             self.note_write_error();
         }
     }

@@ -115,8 +115,7 @@ pub use error::PlanError;
 pub use graph::DepGraph;
 pub use id::{InvalidId, StoryId};
 pub use model::{
-    leftover_write_temps, load_mega, load_prd, Criterion, Feature, MegaPlan, Prd, Priority, Source,
-    Status, Story,
+    load_mega, load_prd, Criterion, Feature, MegaPlan, Prd, Priority, Source, Status, Story,
 };
 pub use plan::{Node, ValidPlan};
 pub use skeleton::{load_valid_plan, validate_prd_json, CheckError};

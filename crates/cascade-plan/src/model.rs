@@ -16,7 +16,7 @@
 //! (de)serialization itself lives in `wire.rs`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value};
 
@@ -345,7 +345,7 @@ impl Prd {
             path: path.to_path_buf(),
             source,
         })?;
-        write_atomic(path, &bytes)
+        save_file(path, &bytes)
     }
 }
 
@@ -394,7 +394,7 @@ impl MegaPlan {
             path: path.to_path_buf(),
             source,
         })?;
-        write_atomic(path, &bytes)
+        save_file(path, &bytes)
     }
 }
 
@@ -535,119 +535,13 @@ fn to_pretty<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, serde_json::Erro
     Ok(out)
 }
 
-/// Writes `bytes` to a temp file next to `path`, syncs it, then renames it over
-/// `path`, so readers see the old or the new file, never half of one. The
-/// original file's permissions are kept. When `path` is a symbolic link
-/// (a plan kept elsewhere and linked into the project), the file it points
-/// to is replaced and the link stays, rather than the link being replaced by
-/// a copy that leaves the real plan behind.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
-    use std::io::Write;
-    let err = |source| PlanError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    let target;
-    let path = if is_link {
-        target = std::fs::canonicalize(path).map_err(err)?;
-        target.as_path()
-    } else {
-        path
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "plan.json".into());
-    let tmp = temp_path(&dir, &name);
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            file.set_permissions(meta.permissions())?;
+/// Replaces the plan file atomically (fsynced: plans are edited by people
+/// and rebuilt by nothing), following a symbolic link to the real plan.
+fn save_file(path: &Path, bytes: &[u8]) -> Result<(), PlanError> {
+    cascade_fs::write_atomic(path, bytes, cascade_fs::Durability::Synced).map_err(|source| {
+        PlanError::Write {
+            path: path.to_path_buf(),
+            source,
         }
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(err)
-}
-
-/// Temporary files an atomic write of `path` leaves behind when the writing
-/// process is killed between creating and renaming them
-/// (`.<name>.<pid>.<n>.tmp` beside it). A caller that holds the run lock
-/// knows no write of this file is under way and may remove them.
-pub fn leftover_write_temps(path: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Vec::new();
-    };
-    let dir = if dir.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        dir
-    };
-    let prefix = format!(".{}.", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| {
-            let file = e.file_name();
-            let file = file.to_string_lossy();
-            file.strip_prefix(&prefix)
-                .and_then(|rest| rest.strip_suffix(".tmp"))
-                .and_then(|rest| rest.split_once('.'))
-                .is_some_and(|(pid, n)| {
-                    !pid.is_empty()
-                        && pid.bytes().all(|b| b.is_ascii_digit())
-                        && !n.is_empty()
-                        && n.bytes().all(|b| b.is_ascii_digit())
-                })
-        })
-        .map(|e| e.path())
-        .collect()
-}
-
-fn temp_path(dir: &Path, name: &str) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()))
-}
-
-#[cfg(test)]
-mod leftover_tests {
-    use super::*;
-
-    #[test]
-    fn leftover_write_temps_finds_only_this_files_temps() {
-        let dir = tempfile::tempdir().unwrap();
-        let prd = dir.path().join("prd.json");
-        for name in [
-            ".prd.json.123.0.tmp",
-            ".prd.json.45.7.tmp",
-            ".prd.json.x.0.tmp",
-            ".prd.json.12.tmp",
-            ".other.json.1.0.tmp",
-            "prd.json",
-        ] {
-            std::fs::write(dir.path().join(name), "x").unwrap();
-        }
-        let mut found: Vec<String> = leftover_write_temps(&prd)
-            .iter()
-            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-            .collect();
-        found.sort();
-        assert_eq!(found, [".prd.json.123.0.tmp", ".prd.json.45.7.tmp"]);
-    }
+    })
 }

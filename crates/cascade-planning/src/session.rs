@@ -588,24 +588,14 @@ fn uuid_v4() -> Result<String, PlanningError> {
     ))
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory and a
-/// rename, creating the directory when needed.
+/// Replaces `path` atomically and fsynced (see `cascade_fs::write_atomic`),
+/// the error as a [`PlanningError`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), PlanningError> {
-    let io = |source| PlanningError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir).map_err(io)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".to_string());
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        io(e)
+    cascade_fs::write_atomic(path, bytes, cascade_fs::Durability::Synced).map_err(|source| {
+        PlanningError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })
 }
 

@@ -9,10 +9,17 @@
 //!   forked* (SIGTERM to the group, a grace period, then SIGKILL), the way
 //!   cargo-nextest does. After the leader exits, any member of its group that is
 //!   still alive (a leaked grandchild) is killed too and reported as `leaked`.
+//! - **descendants that left the group.** A child and everything it starts
+//!   carry a token in their environment; when the child is done, whatever
+//!   carries it or descends from it is killed as well (`setsid`, daemons),
+//!   and a process that called [`become_subreaper`] also adopts and kills
+//!   orphans that escaped both (see the `supervise` module). [`kill_all`]
+//!   kills everything this process supervises at once (a second Ctrl-C).
 //! - **output.** stdout and stderr are read concurrently, appended to an optional
-//!   log file, kept in memory only as a bounded tail (huge output cannot blow
-//!   the memory), and stdout can be fed line by line to a callback (used to
-//!   parse agents' JSON event streams as they arrive).
+//!   log file limited in size ([`CappedLog`]: head and tail kept, the middle
+//!   dropped with a marker), kept in memory only as a bounded tail (huge
+//!   output cannot blow the memory), and stdout can be fed line by line to a
+//!   callback (used to parse agents' JSON event streams as they arrive).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cascade_process::SpawnError> {
@@ -28,18 +35,22 @@
 //! ```
 
 mod cancel;
+mod log;
 mod output;
+pub mod procs;
 pub mod resources;
+mod supervise;
 mod task;
 
 pub use cancel::CancelToken;
+pub use log::{CappedLog, LogLimit, DEFAULT_LOG_LIMIT};
 pub use output::Captured;
+pub use procs::{group_alive, kill_group, pid_alive};
+pub use supervise::{become_subreaper, is_subreaper, kill_all, stopping, Swept, OWNER_VAR};
 pub use task::AbortOnDrop;
 
 use std::ffi::{OsStr, OsString};
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,6 +67,9 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(2);
 /// How long the output pipes may stay open after the leader exited before the
 /// remaining group members are considered leaked and killed.
 const LEAK_WINDOW: Duration = Duration::from_millis(200);
+/// How long the pipes may stay open after everything found was killed (a
+/// holder out of reach) before reading stops with what arrived.
+const DRAIN_WINDOW: Duration = Duration::from_secs(2);
 /// A stdout line longer than this is delivered in pieces rather than buffered forever.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
@@ -71,6 +85,7 @@ pub struct Spec {
     timeout: Option<Duration>,
     grace: Duration,
     log: Option<PathBuf>,
+    log_limit: LogLimit,
     tail_bytes: usize,
     on_stdout_line: Option<LineCallback>,
     on_stderr_line: Option<LineCallback>,
@@ -102,6 +117,7 @@ impl Spec {
             timeout: None,
             grace: DEFAULT_GRACE,
             log: None,
+            log_limit: LogLimit::default(),
             tail_bytes: DEFAULT_TAIL_BYTES,
             on_stdout_line: None,
             on_stderr_line: None,
@@ -167,9 +183,17 @@ impl Spec {
         self
     }
 
-    /// Appends stdout and stderr, as they arrive, to this file (created with its parents).
+    /// Appends stdout and stderr, as they arrive, to this file (created with
+    /// its parents), within [`Spec::log_limit`].
     pub fn log(mut self, path: impl Into<PathBuf>) -> Self {
         self.log = Some(path.into());
+        self
+    }
+
+    /// The size limit of the log (default [`DEFAULT_LOG_LIMIT`]): past it,
+    /// the head and the tail are kept with a marker in between.
+    pub fn log_limit(mut self, limit: LogLimit) -> Self {
+        self.log_limit = limit;
         self
     }
 
@@ -216,7 +240,12 @@ impl Spec {
     /// Must be called inside a tokio runtime.
     pub fn spawn(&self) -> Result<Running, SpawnError> {
         let log = match &self.log {
-            Some(path) => Some(Arc::new(Mutex::new(open_log(path)?))),
+            Some(path) => Some(Arc::new(Mutex::new(
+                CappedLog::append(path, self.log_limit).map_err(|source| SpawnError::Log {
+                    path: path.clone(),
+                    source,
+                })?,
+            ))),
             None => None,
         };
         let mut cmd = Command::new(&self.program);
@@ -241,8 +270,17 @@ impl Spec {
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
+        // Last, so that nothing given above can take it away: what the
+        // child and its descendants carry to be found when it is done.
+        let token = supervise::new_token();
+        cmd.env(OWNER_VAR, &token);
         let started = Instant::now();
-        let mut child = cmd.spawn().map_err(|source| {
+        let (mut child, pid) = supervise::spawn_registered(&token, || {
+            let child = cmd.spawn()?;
+            let pid = child.id().unwrap_or(0);
+            Ok((child, pid))
+        })
+        .map_err(|source| {
             if let Some(dir) = &self.cwd {
                 if !dir.is_dir() {
                     return SpawnError::NoWorkingDir { dir: dir.clone() };
@@ -250,7 +288,7 @@ impl Spec {
             }
             SpawnError::from_io(&self.program, source)
         })?;
-        let pid = child.id().unwrap_or(0);
+        let start_ticks = procs::stat(pid).map(|p| p.start);
         if let (Some(bytes), Some(mut stdin)) = (self.stdin.clone(), child.stdin.take()) {
             tokio::spawn(async move {
                 use tokio::io::AsyncWriteExt;
@@ -258,12 +296,14 @@ impl Spec {
                 let _ = stdin.write_all(&bytes).await;
             });
         }
+        let drain = CancelToken::new();
         let stdout = child.stdout.take().map(|pipe| {
             tokio::spawn(output::pump(
                 pipe,
                 self.tail_bytes,
                 log.clone(),
                 self.on_stdout_line.clone(),
+                drain.clone(),
             ))
         });
         let stderr = child.stderr.take().map(|pipe| {
@@ -272,16 +312,21 @@ impl Spec {
                 self.tail_bytes,
                 log.clone(),
                 self.on_stderr_line.clone(),
+                drain.clone(),
             ))
         });
         Ok(Running {
             child,
             pid,
+            token,
+            start_ticks,
             started,
             timeout: self.timeout,
             grace: self.grace,
             stdout,
             stderr,
+            drain,
+            log,
             stop: self.stop.clone(),
             finished: false,
         })
@@ -291,23 +336,6 @@ impl Spec {
     pub async fn run(&self, cancel: &CancelToken) -> Result<Outcome, SpawnError> {
         Ok(self.spawn()?.wait(cancel).await)
     }
-}
-
-fn open_log(path: &Path) -> Result<File, SpawnError> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|source| SpawnError::Log {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    }
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| SpawnError::Log {
-            path: path.to_path_buf(),
-            source,
-        })
 }
 
 /// Why a child could not be started.
@@ -351,11 +379,18 @@ impl SpawnError {
 pub struct Running {
     child: Child,
     pid: u32,
+    /// What the child and its descendants carry in their environment.
+    token: String,
+    /// The child's start time (`/proc`), when known.
+    start_ticks: Option<u64>,
     started: Instant,
     timeout: Option<Duration>,
     grace: Duration,
     stdout: Option<tokio::task::JoinHandle<Captured>>,
     stderr: Option<tokio::task::JoinHandle<Captured>>,
+    /// Stops the readers when a pipe stays open past every kill.
+    drain: CancelToken,
+    log: Option<Arc<Mutex<CappedLog>>>,
     stop: Option<CancelToken>,
     finished: bool,
 }
@@ -398,11 +433,12 @@ impl Running {
             Ending::Stopped => (self.stop_group().await, false, false, true),
         };
         // The leader is gone. Members of its group may still hold the pipes
-        // open (a leaked grandchild); give them a moment, then kill the group
-        // so that nothing outlives the run. After a timeout or cancellation
-        // the group was already killed, so only a natural exit can leak.
+        // open (a leaked grandchild): give them a moment to finish by
+        // themselves. Then everything the child left behind is killed (its
+        // group, whatever carries its token or descends from it), which
+        // also closes pipes a daemon held; a pipe held past that (by a
+        // process out of reach) stops being read after a bounded wait.
         let exited_by_itself = !timed_out && !cancelled && !stopped;
-        let mut leaked = false;
         let stdout = self.stdout.take();
         let stderr = self.stderr.take();
         let collect = async {
@@ -417,19 +453,25 @@ impl Running {
             (out, err)
         };
         tokio::pin!(collect);
-        let (stdout, stderr) = match tokio::time::timeout(LEAK_WINDOW, &mut collect).await {
-            Ok(pair) => pair,
-            Err(_) => {
-                leaked = exited_by_itself;
-                kill_group(self.pid, libc::SIGKILL);
-                collect.await
-            }
+        let early = tokio::time::timeout(LEAK_WINDOW, &mut collect).await.ok();
+        let swept = self.sweep().await;
+        let held_open = early.is_none();
+        let (stdout, stderr) = match early {
+            Some(pair) => pair,
+            None => match tokio::time::timeout(DRAIN_WINDOW, &mut collect).await {
+                Ok(pair) => pair,
+                Err(_) => {
+                    self.drain.cancel();
+                    collect.await
+                }
+            },
         };
-        // Members that closed their pipes but live on are killed as well.
-        if exited_by_itself && !leaked && group_alive(self.pid) {
-            leaked = true;
+        let leaked = exited_by_itself && (held_open || !swept.killed.is_empty());
+        if let Some(log) = &self.log {
+            if let Ok(mut log) = log.lock() {
+                log.finish();
+            }
         }
-        kill_group(self.pid, libc::SIGKILL);
         self.finished = true;
         let (exit_code, signal) = match status {
             Some(status) => {
@@ -469,10 +511,33 @@ impl Running {
     }
 }
 
+impl Running {
+    /// Kills what the child left behind (see the `supervise` module), on a
+    /// blocking thread: it reads `/proc` and waits for the deaths.
+    async fn sweep(&self) -> Swept {
+        let (pid, token, start) = (self.pid, self.token.clone(), self.start_ticks);
+        tokio::task::spawn_blocking(move || supervise::finish(pid, &token, start))
+            .await
+            .unwrap_or_default()
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
         if !self.finished {
             kill_group(self.pid, libc::SIGKILL);
+            // Dropped before the end of `wait` (its task was aborted): the
+            // sweep still runs, on a thread of its own since this may be
+            // any context.
+            let (pid, token, start) = (self.pid, self.token.clone(), self.start_ticks);
+            let spawned = std::thread::Builder::new()
+                .name("cascade-sweep".into())
+                .spawn(move || {
+                    supervise::finish(pid, &token, start);
+                });
+            if spawned.is_err() {
+                supervise::forget(pid);
+            }
         }
     }
 }
@@ -489,65 +554,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
-}
-
-/// Sends `signal` to every process of the group led by `pgid`.
-/// Errors (typically ESRCH: the group is already gone) are ignored on purpose.
-pub fn kill_group(pgid: u32, signal: i32) {
-    if pgid == 0 {
-        return;
-    }
-    // SAFETY: kill(2) with a negative pid signals a process group; it has no
-    // memory-safety preconditions.
-    unsafe {
-        libc::kill(-(pgid as libc::pid_t), signal);
-    }
-}
-
-/// Whether any live (not zombie) process belongs to the group led by `pgid`.
-///
-/// A killed process stays a zombie until its new parent reaps it, and
-/// `kill(-pgid, 0)` still counts zombies, so on Linux the group is looked up
-/// in `/proc` instead.
-pub fn group_alive(pgid: u32) -> bool {
-    if pgid == 0 {
-        return false;
-    }
-    #[cfg(target_os = "linux")]
-    {
-        if let Ok(entries) = std::fs::read_dir("/proc") {
-            return entries.flatten().any(|entry| {
-                let name = entry.file_name();
-                let Some(pid) = name
-                    .to_str()
-                    .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-                else {
-                    return false;
-                };
-                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                    return false;
-                };
-                // Fields after the parenthesised command name: state ppid pgrp ...
-                let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-                let mut fields = rest.split_whitespace();
-                let state = fields.next().unwrap_or("Z");
-                let pgrp = fields.nth(1).and_then(|f| f.parse::<u32>().ok());
-                pgrp == Some(pgid) && state != "Z" && state != "X"
-            });
-        }
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    unsafe { libc::kill(-(pgid as libc::pid_t), 0) == 0 }
-}
-
-/// Whether a process with this pid exists (used for stale lock detection).
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence and permission.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// The result of one supervised run.
@@ -612,12 +618,12 @@ impl Outcome {
     }
 }
 
-/// Writes `bytes` to the shared log, ignoring failures: a full disk must not
-/// turn into a failed agent or gate.
-fn write_log(log: &Option<Arc<Mutex<File>>>, bytes: &[u8]) {
+/// Writes `bytes` to the shared log. Failures are counted by the log, not
+/// returned: a full disk must not turn into a failed agent or gate.
+fn write_log(log: &Option<Arc<Mutex<CappedLog>>>, bytes: &[u8]) {
     if let Some(log) = log {
         if let Ok(mut file) = log.lock() {
-            let _ = file.write_all(bytes);
+            file.write(bytes);
         }
     }
 }

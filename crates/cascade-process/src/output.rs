@@ -2,12 +2,11 @@
 //! the optional stdout line callback.
 
 use std::collections::VecDeque;
-use std::fs::File;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 
-use crate::{write_log, LineCallback, MAX_LINE};
+use crate::{write_log, CancelToken, CappedLog, LineCallback, MAX_LINE};
 
 /// The last bytes of one output stream, and how much there was in all.
 #[derive(Debug, Clone, Default)]
@@ -42,19 +41,25 @@ pub(crate) fn tail_str(s: &str, max: usize) -> &str {
     &s[start..]
 }
 
-/// Reads `pipe` to its end, logging every chunk, keeping the tail and feeding lines.
+/// Reads `pipe` to its end (or until `drain` fires), logging every chunk,
+/// keeping the tail and feeding lines.
 pub(crate) async fn pump<R: AsyncRead + Unpin>(
     mut pipe: R,
     tail_bytes: usize,
-    log: Option<Arc<Mutex<File>>>,
+    log: Option<Arc<Mutex<CappedLog>>>,
     on_line: Option<LineCallback>,
+    drain: CancelToken,
 ) -> Captured {
     let mut tail: VecDeque<u8> = VecDeque::with_capacity(tail_bytes.min(64 * 1024));
     let mut total = 0u64;
     let mut line: Vec<u8> = Vec::new();
     let mut buf = vec![0u8; 32 * 1024];
     loop {
-        let n = match pipe.read(&mut buf).await {
+        let read = tokio::select! {
+            read = pipe.read(&mut buf) => read,
+            _ = drain.cancelled() => break,
+        };
+        let n = match read {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };

@@ -1,31 +1,14 @@
 //! Tests of supervised children with small scripts written to temp dirs.
 
 use super::*;
-use std::os::unix::fs::PermissionsExt;
 
-fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    path
-}
-
-fn alive(pid: u32) -> bool {
-    // A zombie still answers kill(0); look at /proc to tell them apart.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
-}
+#[path = "../tests/support/mod.rs"]
+pub(crate) mod support;
+use support::script;
 
 async fn wait_dead(pid: u32) -> bool {
     for _ in 0..50 {
-        if !alive(pid) {
+        if procs::dead(pid) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;

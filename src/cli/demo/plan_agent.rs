@@ -23,7 +23,7 @@ fn env_path(var: &str) -> anyhow::Result<PathBuf> {
 
 fn write(path: &Path, text: &str) -> anyhow::Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write '{}'", path.display()))?;
-    println!("demo planner: wrote {}", path.display());
+    outln!("demo planner: wrote {}", path.display());
     Ok(())
 }
 
@@ -86,8 +86,8 @@ pub fn run(step: &str, workdir: &Path) -> anyhow::Result<()> {
             write(&env_path("CASCADE_DESIGN_DOC_PATH")?, DESIGN_DOC)
         }
         "self-review" => {
-            println!("demo planner: every story has a module, tests and a design mapping");
-            println!("<review>PASS</review>");
+            outln!("demo planner: every story has a module, tests and a design mapping");
+            outln!("<review>PASS</review>");
             Ok(())
         }
         "challenge" => {

@@ -19,7 +19,7 @@ use crate::cli::Failure;
 pub(super) fn plan_output(out: Option<&Path>) -> Result<PlanOutput, Failure> {
     let project = crate::cli::plan_file::Project::current()?;
     for w in &project.paths.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     let out = match out {
         None => None,
@@ -103,7 +103,7 @@ pub(super) fn install_approved(
                 && strategy == Strategy::HybridWorktree
                 && target.place != OutputPlace::Flag
             {
-                println!(
+                outln!(
                     "HYBRID_WORKTREE: the plan files go into the plan's own worktree {} (not {})",
                     dir.display(),
                     session
@@ -125,7 +125,7 @@ pub(super) fn install_approved(
             // A plan that was there (a Plan Cascade user's prd.json in the
             // data directory, say) is replaced: say so, and where it is kept.
             for w in &session.warnings[known..] {
-                eprintln!("warning: {w}");
+                errln!("warning: {w}");
             }
             exclude_written(ctx, &dir, &written);
             written

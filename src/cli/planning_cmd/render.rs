@@ -8,7 +8,7 @@ use cascade_planning::{PlanEvent, Session, SessionStore};
 
 /// Prints one event (text or NDJSON). A closed stdout is not an error here.
 pub fn event(e: &PlanEvent, json: bool) {
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::cli::out::stdout();
     if json {
         // The command prints the pause itself, with the command that continues.
         if matches!(e, PlanEvent::Paused { .. }) {
@@ -149,7 +149,7 @@ pub fn event(e: &PlanEvent, json: bool) {
             None => format!("review: {answer}"),
         },
         PlanEvent::Warning { message } => {
-            eprintln!("warning: {message}");
+            errln!("warning: {message}");
             return;
         }
         // Rendered by the command once the planner returns.
@@ -185,10 +185,10 @@ pub fn paused(s: &Session, store: &SessionStore, waiting: &[String], json: bool)
     if json {
         let e = serde_json::json!({"event": "paused", "session_id": id, "status": s.status.as_str(),
             "waiting_for": waiting, "answers_file": answers.display().to_string(), "continue_with": how});
-        println!("{e}");
+        outln!("{e}");
         return;
     }
-    let mut err = std::io::stderr().lock();
+    let mut err = crate::cli::out::stderr();
     let _ = writeln!(err, "paused: session {id} waits for {}", waiting.join(", "));
     for key in waiting {
         if let Some(q) = s.questions.iter().find(|q| &q.id == key) {

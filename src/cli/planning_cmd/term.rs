@@ -11,7 +11,7 @@ use crate::cli::signals::read_line_unless_stopped;
 pub struct Terminal;
 
 fn ask(prompt: &str) -> Option<String> {
-    let mut err = std::io::stderr();
+    let mut err = crate::cli::out::stderr();
     let _ = write!(err, "{prompt}");
     let _ = err.flush();
     read_line_unless_stopped().map(|l| l.trim().to_string())
@@ -19,16 +19,16 @@ fn ask(prompt: &str) -> Option<String> {
 
 impl Person for Terminal {
     fn question(&mut self, q: &Question, index: usize, total: usize) -> Option<String> {
-        eprintln!(
+        errln!(
             "\nquestion {index} of {total} ({}): {}",
             q.kind.as_str(),
             q.question
         );
         if !q.context.is_empty() {
-            eprintln!("  why it matters: {}", q.context);
+            errln!("  why it matters: {}", q.context);
         }
         for (i, o) in q.options.iter().enumerate() {
-            eprintln!("  {}) {o}", i + 1);
+            errln!("  {}) {o}", i + 1);
         }
         let hint = match &q.assumption {
             Some(a) => format!("number or your own answer; Enter = \"{a}\""),
@@ -57,9 +57,9 @@ impl Person for Terminal {
         index: usize,
         total: usize,
     ) -> Option<(String, Option<String>)> {
-        eprintln!("\ndecision {index} of {total}: {}", d.topic);
+        errln!("\ndecision {index} of {total}: {}", d.topic);
         if !d.context.is_empty() {
-            eprintln!("  {}", d.context);
+            errln!("  {}", d.context);
         }
         for (i, o) in d.options.iter().enumerate() {
             let rec = if d.recommendation.as_deref() == Some(o.id.as_str()) {
@@ -67,15 +67,15 @@ impl Person for Terminal {
             } else {
                 ""
             };
-            eprintln!("  {}) {} [{}]{rec}", i + 1, o.name, o.id);
+            errln!("  {}) {} [{}]{rec}", i + 1, o.name, o.id);
             if !o.description.is_empty() {
-                eprintln!("       {}", o.description);
+                errln!("       {}", o.description);
             }
             for p in &o.tradeoffs.pros {
-                eprintln!("       + {p}");
+                errln!("       + {p}");
             }
             for c in &o.tradeoffs.cons {
-                eprintln!("       - {c}");
+                errln!("       - {c}");
             }
         }
         let option = loop {
@@ -94,28 +94,28 @@ impl Person for Terminal {
             if d.option(&line).is_some() {
                 break line;
             }
-            eprintln!("  no such option");
+            errln!("  no such option");
         };
         let rationale = ask("why (optional) > ")?;
         Some((option, Some(rationale).filter(|r| !r.is_empty())))
     }
 
     fn review(&mut self, summary: &Summary) -> Option<ReviewAnswer> {
-        eprintln!("\nthe plan:");
+        errln!("\nthe plan:");
         for (i, b) in summary.batches.iter().enumerate() {
             let items: Vec<String> = b.iter().map(|(id, t)| format!("{id} {t}")).collect();
-            eprintln!("  batch {}: {}", i + 1, items.join("; "));
+            errln!("  batch {}: {}", i + 1, items.join("; "));
         }
         if !summary.critical_path.is_empty() {
-            eprintln!("  critical path: {}", summary.critical_path.join(" -> "));
+            errln!("  critical path: {}", summary.critical_path.join(" -> "));
         }
         for (topic, choice, _) in &summary.decisions {
-            eprintln!("  decision: {topic}: {choice}");
+            errln!("  decision: {topic}: {choice}");
         }
         if let Some(v) = &summary.verdict {
-            eprintln!("  challenge verdict: {v}");
+            errln!("  challenge verdict: {v}");
         }
-        eprintln!(
+        errln!(
             "  files: {}, {}\n  cost so far: ${:.4} in {} calls",
             summary.plan_file.display(),
             summary.design_doc_file.display(),

@@ -60,7 +60,7 @@ pub struct Reporter {
 }
 
 enum Inner {
-    Json(ndjson::NdjsonReporter<std::io::Stdout>),
+    Json(ndjson::NdjsonReporter<crate::cli::out::Out>),
     Terminal(terminal::TerminalReporter),
 }
 
@@ -68,7 +68,7 @@ impl Reporter {
     /// The NDJSON reporter on stdout when `json`, else the terminal reporter.
     pub fn new(json: bool) -> Reporter {
         let inner = if json {
-            Inner::Json(ndjson::NdjsonReporter::new(std::io::stdout()))
+            Inner::Json(ndjson::NdjsonReporter::new(crate::cli::out::stdout()))
         } else {
             Inner::Terminal(terminal::TerminalReporter::detect())
         };
@@ -99,7 +99,7 @@ impl Reporter {
     pub fn note(&self, text: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         match &mut *inner {
-            Inner::Json(_) => eprintln!("{text}"),
+            Inner::Json(_) => errln!("{text}"),
             Inner::Terminal(r) => r.note(text),
         }
     }

@@ -46,7 +46,7 @@ impl TerminalReporter {
         if interactive {
             TerminalReporter::live(color_allowed())
         } else {
-            TerminalReporter::plain(Box::new(std::io::stdout()), false)
+            TerminalReporter::plain(Box::new(crate::cli::out::stdout()), false)
         }
     }
 
@@ -100,7 +100,7 @@ impl TerminalReporter {
                     let _ = out.flush();
                 }
                 View::Live(_) => {
-                    let mut out = std::io::stdout().lock();
+                    let mut out = crate::cli::out::stdout();
                     let _ = out.write_all(b"\n");
                     let _ = out.write_all(text.as_bytes());
                     let _ = out.flush();
@@ -125,7 +125,7 @@ impl TerminalReporter {
             }
             View::Live(live) => {
                 if live.multi.println(line).is_err() {
-                    eprintln!("{line}");
+                    errln!("{line}");
                 }
             }
         }

@@ -161,7 +161,7 @@ impl Conversation {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        crate::detect::write_atomic(&path, &bytes)
+        cascade_fs::write_atomic(&path, &bytes, cascade_fs::Durability::Synced)
             .map_err(|source| SessionError::Write { path, source })
     }
 

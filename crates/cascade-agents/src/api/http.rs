@@ -21,8 +21,11 @@ use crate::signal::SignalKind;
 
 /// How long connecting may take before the server counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Most bytes of an error body read, and of a whole (unstreamed) reply.
+/// Most bytes of an error body read.
 const MAX_ERROR_BODY: usize = 64 * 1024;
+/// Most bytes of a reply, whole or streamed: a model's reply is far
+/// smaller, and a server that streams without end must not fill the memory
+/// (the reply is kept whole, as part of the conversation).
 const MAX_BODY: usize = 32 * 1024 * 1024;
 
 /// The process's client (connections are pooled across calls).
@@ -87,6 +90,7 @@ pub async fn post(
         return whole(&body);
     }
     let mut decoder = Decoder::new();
+    let mut received = 0usize;
     loop {
         let chunk = resp.chunk().await.map_err(|e| {
             CallError::provider(
@@ -99,6 +103,16 @@ pub async fn post(
             )
         })?;
         let Some(chunk) = chunk else { break };
+        received += chunk.len();
+        if received > MAX_BODY {
+            return Err(CallError::malformed(
+                format!(
+                    "the reply streamed more than {} MiB, far more than a model answers; stopped reading it",
+                    MAX_BODY >> 20
+                ),
+                &String::from_utf8_lossy(&chunk[..chunk.len().min(200)]),
+            ));
+        }
         let events = decoder
             .feed(&chunk)
             .map_err(|start| CallError::malformed("a stream line without end", &start))?;

@@ -103,7 +103,7 @@ pub async fn execute(
         dir: req.workdir.clone(),
     })?;
     let tools = Tools::new(sandbox, req.tools.run_gates.clone());
-    let mut t = open_files(agent, api, &req, &prompt_path, &log_path)?;
+    let mut t = open_files(agent, api, &req, &log_path)?;
     let mut conv = start(api, &req, &mut t);
     conv.push_user_text(req.prompt.clone());
     let system = system_prompt(&tools);
@@ -135,31 +135,21 @@ pub async fn execute(
     Ok(finish(agent, api, end, timeout, t, record))
 }
 
-/// Writes the prompt file and starts the log with a header saying what ran,
-/// as the CLI executor does; the transcript appends to that log.
+/// Writes the prompt file and starts the log as the CLI executor does; the
+/// transcript appends to that log, within the request's log limit.
 fn open_files(
     agent: &AgentDef,
     api: &ApiSettings,
     req: &AgentRequest,
-    prompt_path: &Path,
     log_path: &Path,
 ) -> Result<Transcript, ExecError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| ExecError::Io { path, source }
-    };
-    crate::detect::write_atomic(prompt_path, req.prompt.as_bytes()).map_err(io(prompt_path))?;
-    let header = format!(
-        "== cascade: {} attempt {} ({}) via {}: {} at {}\n",
-        req.story_id,
-        req.attempt,
-        req.phase,
-        agent.name,
-        api.label(),
-        api.base_url,
-    );
-    crate::detect::write_atomic(log_path, header.as_bytes()).map_err(io(log_path))?;
-    Ok(Transcript::new(log_path, req.on_output.clone()))
+    let ran = format!("{} at {}", api.label(), api.base_url);
+    crate::exec::start_files(agent, req, &ran)?;
+    Ok(Transcript::new(
+        log_path,
+        req.log_limit,
+        req.on_output.clone(),
+    ))
 }
 
 /// The conversation to continue (`req.resume`) or a new one. A session that

@@ -350,7 +350,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log");
         std::fs::write(&log, "").unwrap();
-        let mut t = Transcript::new(&log, None);
+        let mut t = Transcript::new(&log, cascade_process::LogLimit::default(), None);
         let mut s = Stream::new();
         for e in evs {
             s.event(e, &mut t)?;

@@ -1,19 +1,25 @@
 //! What an api run shows of itself, as a CLI run's output would: the model's
 //! text as it streams (line by line), a line per tool call and its error,
 //! and cascade's own error lines. Every line goes to the run's log under
-//! `.cascade/logs/`, to the caller's live observer ([`OutputLines`]: the
+//! `.cascade/logs/` (a [`CappedLog`], within the request's log limit like a
+//! CLI agent's), to the caller's live observer ([`OutputLines`]: the
 //! dashboard) and into bounded tails that become the run's
 //! `Outcome::stdout` / `stderr` (output excerpts of failures and retries).
+//! Memory stays bounded however much the model prints: the tails are
+//! bounded, and streamed text without a newline is passed on in pieces of
+//! at most [`MAX_LINE`] bytes.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
+use std::path::Path;
 
-use cascade_process::Captured;
+use cascade_process::{CappedLog, Captured, LogLimit};
 
 use crate::exec::OutputLines;
 
 /// Bytes kept of each stream (the process runner's default).
 const TAIL: usize = cascade_process::DEFAULT_TAIL_BYTES;
+/// Streamed text longer than this without a newline is passed on as a line.
+pub const MAX_LINE: usize = TAIL;
 
 #[derive(Debug, Default)]
 struct Tail {
@@ -44,7 +50,7 @@ impl Tail {
 /// The output of one api run.
 #[derive(Debug)]
 pub struct Transcript {
-    log: Option<std::fs::File>,
+    log: Option<CappedLog>,
     watch: Option<OutputLines>,
     out: Tail,
     err: Tail,
@@ -53,10 +59,11 @@ pub struct Transcript {
 }
 
 impl Transcript {
-    /// Appends to `log` (a failure to open it costs only the log).
-    pub fn new(log: &std::path::Path, watch: Option<OutputLines>) -> Transcript {
+    /// Appends to `log` within `limit` (a failure to open it costs only the
+    /// log).
+    pub fn new(log: &Path, limit: LogLimit, watch: Option<OutputLines>) -> Transcript {
         Transcript {
-            log: std::fs::OpenOptions::new().append(true).open(log).ok(),
+            log: CappedLog::append(log, limit).ok(),
             watch,
             out: Tail::default(),
             err: Tail::default(),
@@ -64,12 +71,28 @@ impl Transcript {
         }
     }
 
-    /// A piece of the model's text as it streams.
+    /// A piece of the model's text as it streams: every line it ends is
+    /// passed on, and a line that grows past [`MAX_LINE`] is passed on in
+    /// pieces (each byte of `delta` is copied once, whatever its size).
     pub fn text(&mut self, delta: &str) {
-        self.partial.push_str(delta);
-        while let Some(i) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=i).collect();
-            self.line(line.trim_end_matches(['\n', '\r']));
+        let mut rest = delta;
+        loop {
+            let room = MAX_LINE.saturating_sub(self.partial.len());
+            let (take, ends_line) = match rest.find('\n') {
+                Some(i) if i <= room => (i, true),
+                _ if rest.len() <= room => {
+                    self.partial.push_str(rest);
+                    return;
+                }
+                _ => {
+                    let cut = (0..=room).rev().find(|i| rest.is_char_boundary(*i));
+                    (cut.unwrap_or(0), false)
+                }
+            };
+            self.partial.push_str(&rest[..take]);
+            rest = &rest[take + usize::from(ends_line)..];
+            let line = std::mem::take(&mut self.partial);
+            self.line(line.trim_end_matches('\r'));
         }
     }
 
@@ -96,8 +119,9 @@ impl Transcript {
 
     fn emit(&mut self, line: &str) {
         if let Some(log) = &mut self.log {
-            // A full disk costs the log, never the run.
-            let _ = writeln!(log, "{line}");
+            // A full disk costs the log, never the run (the log counts it).
+            log.write(line.as_bytes());
+            log.write(b"\n");
         }
         if let Some(w) = &self.watch {
             (w.0)(line.as_bytes());
@@ -127,7 +151,7 @@ mod tests {
                 .unwrap()
                 .push(String::from_utf8_lossy(l).into_owned())
         }));
-        let mut t = Transcript::new(&log, Some(watch));
+        let mut t = Transcript::new(&log, LogLimit::default(), Some(watch));
         t.text("hel");
         t.text("lo\nwor");
         t.text("ld");
@@ -144,5 +168,41 @@ mod tests {
         let (out, err) = t.captured();
         assert_eq!(out.text_lossy(), "hello\nworld\n[tool] Read a.rs\n");
         assert_eq!(err.text_lossy(), "boom\n");
+    }
+
+    #[test]
+    fn a_chatty_model_fills_the_log_to_its_limit_and_no_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("run.log");
+        std::fs::write(&log, "header\n").unwrap();
+        let longest = Arc::new(Mutex::new(0usize));
+        let l = Arc::clone(&longest);
+        let watch = OutputLines(Arc::new(move |line: &[u8]| {
+            let mut m = l.lock().unwrap();
+            *m = (*m).max(line.len());
+        }));
+        let limit = 256 * 1024;
+        let mut t = Transcript::new(&log, LogLimit::Bytes(limit), Some(watch));
+        // Short lines in odd pieces, then 1 MB without a newline (with
+        // multibyte characters), then the last words.
+        let chatter = "the model says more\n".repeat(50_000);
+        for piece in chatter.as_bytes().chunks(777) {
+            t.text(std::str::from_utf8(piece).unwrap());
+        }
+        t.text(&"é".repeat(500_000));
+        t.text("\nthe end");
+        t.end_text();
+        drop(t);
+        let kept = std::fs::read(&log).unwrap();
+        assert_eq!(kept.len() as u64, limit);
+        let text = String::from_utf8_lossy(&kept);
+        assert!(text.starts_with("header\nthe model says more\n"));
+        assert!(text.contains("bytes of output dropped here"), "{text:.300}");
+        assert!(
+            text.ends_with("éé\nthe end\n"),
+            "{:?}",
+            &kept[kept.len() - 50..]
+        );
+        assert!(*longest.lock().unwrap() <= MAX_LINE);
     }
 }

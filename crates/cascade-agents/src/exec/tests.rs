@@ -234,7 +234,7 @@ async fn cancellation_kills_the_group() {
 }
 
 #[tokio::test]
-async fn huge_output_is_logged_but_not_kept_in_memory() {
+async fn huge_output_is_read_whole_but_logged_within_the_limit() {
     let f = fixture();
     // 40 MiB of text in 1 KiB lines, plus one 2 MiB line without JSON.
     let cmd = script(
@@ -258,8 +258,33 @@ async fn huge_output_is_logged_but_not_kept_in_memory() {
     assert_eq!(run.outcome.stdout.total_bytes, expected);
     assert!(run.outcome.stdout.tail.len() <= cascade_process::DEFAULT_TAIL_BYTES);
     assert_eq!(run.final_text.as_deref(), Some("survived"));
-    let log_len = std::fs::metadata(&run.log_path).unwrap().len();
-    assert!(log_len > expected, "log has header + all output: {log_len}");
+    // The log keeps its head and tail within the default limit.
+    let log = std::fs::read(&run.log_path).unwrap();
+    assert_eq!(log.len() as u64, cascade_process::DEFAULT_LOG_LIMIT);
+    let text = String::from_utf8_lossy(&log);
+    assert!(text.starts_with("== cascade: "), "{:.100}", text);
+    assert!(text.contains("bytes of output dropped here"));
+    assert!(text.ends_with("{\"type\":\"result\",\"result\":\"survived\"}\n"));
+}
+
+#[tokio::test]
+async fn the_log_limit_comes_from_the_request() {
+    let f = fixture();
+    let cmd = script(&f.root.join("some.sh"), "yes line | head -n 100000");
+    let mut req = request(&f, "p");
+    req.log_limit = cascade_process::LogLimit::Bytes(1000);
+    let small = execute(&agent(cmd.clone(), &[]), req, |_| {}, &CancelToken::new())
+        .await
+        .unwrap();
+    assert_eq!(std::fs::metadata(&small.log_path).unwrap().len(), 1000);
+    let mut req = request(&f, "p");
+    req.attempt = 3;
+    req.log_limit = cascade_process::LogLimit::Unlimited;
+    let run = execute(&agent(cmd, &[]), req, |_| {}, &CancelToken::new())
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(&run.log_path).unwrap();
+    assert_eq!(log.lines().filter(|l| *l == "line").count(), 100000);
 }
 
 #[tokio::test]

@@ -28,6 +28,8 @@ pub struct LivePorts {
     cascade_dir: PathBuf,
     /// Options every feature's engine run starts from.
     template: RunOptions,
+    /// The limit of the PRD agents' logs (`.cascade/config.json`).
+    log_limit: cascade_process::LogLimit,
 }
 
 impl LivePorts {
@@ -45,9 +47,9 @@ impl LivePorts {
         // One set of gate slots and memory guard, one cooldown per agent and
         // one budget for every feature's engine: the run's limits hold for
         // all its features together.
+        let project = crate::config::ProjectConfig::load(&cascade_dir)
+            .map_err(|e| MegaError::Plan(e.to_string()))?;
         if template.pools.is_none() {
-            let project = crate::config::ProjectConfig::load(&cascade_dir)
-                .map_err(|e| MegaError::Plan(e.to_string()))?;
             template.pools = Some(crate::control::RunPools::new(&template, &project));
         }
         let loaded = AgentsConfig::load(agents_path.as_deref(), start_dir)
@@ -72,6 +74,7 @@ impl LivePorts {
             overrides,
             cascade_dir,
             template,
+            log_limit: project.resources.log_limit(),
         };
         Resolver::new(&ports.agents, &ports.detector, ports.overrides.clone())
             .check_overrides()
@@ -122,6 +125,7 @@ impl MegaPorts for LivePorts {
             worktree,
             self.cascade_dir.join(super::run::MEGA_DIR),
         );
+        req.log_limit = self.log_limit;
         // The feature's design doc goes next to its PRD (see prd_gen).
         let design_doc = prd_path.with_file_name("design_doc.json");
         req.extra_env

@@ -8,7 +8,6 @@
 //! resumes from it and `mega status` reads it without taking the run lock.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -410,22 +409,11 @@ pub fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// Writes `bytes` to `path` through a temp file in the same directory, fsync
-/// and rename, so readers see the old or the new content, never a mix.
+/// Replaces `path` atomically and fsynced (see `cascade_fs::write_atomic`),
+/// the error as a [`MegaError`].
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), MegaError> {
-    let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| MegaError::io("create directory", dir, e))?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "state".to_string());
-    let tmp = dir.join(format!(".{file_name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::File::create(&tmp).map_err(|e| MegaError::io("create", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|_| f.sync_all())
-        .map_err(|e| MegaError::io("write", &tmp, e))?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(|e| MegaError::io("rename", path, e))
+    cascade_fs::write_atomic(path, bytes, cascade_fs::Durability::Synced)
+        .map_err(|e| MegaError::io("write", path, e))
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ fn keep_report(a: &Attempt<'_>, report: &GateReport) {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            crate::state::write_atomic(&path, &bytes)
+            cascade_fs::write_atomic(&path, &bytes, cascade_fs::Durability::Renamed)
         });
     if let Err(e) = written {
         a.ctx.emit(Event::Notice {

@@ -26,10 +26,10 @@ mod review;
 mod run_agent;
 mod verify;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use cascade_agents::Phase;
+use cascade_agents::{AgentRequest, Phase};
 use cascade_plan::Story;
 
 use crate::engine::Ctx;
@@ -150,6 +150,26 @@ pub(crate) struct Attempt<'a> {
 impl Attempt<'_> {
     pub fn id(&self) -> &str {
         &self.story.id
+    }
+
+    /// A request to run an agent of this attempt in `workdir`, with what
+    /// every agent of an attempt gets: the run's timeout override and log
+    /// limit, and `CASCADE_TARGET_BRANCH`.
+    pub fn agent_request(&self, phase: Phase, prompt: String, workdir: &Path) -> AgentRequest {
+        let ctx = self.ctx;
+        let mut req = AgentRequest::new(
+            self.id(),
+            self.number,
+            phase,
+            prompt,
+            workdir,
+            &ctx.artifacts_dir,
+        );
+        req.timeout_override = ctx.options.agent_timeout;
+        req.log_limit = ctx.project.resources.log_limit();
+        req.extra_env
+            .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+        req
     }
 
     /// A step's way to stop when the run is being cancelled.

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use cascade_agents::exec::{execute, AgentRequest};
+use cascade_agents::exec::execute;
 use cascade_agents::prompt::{build_prompt, PromptContext};
 use cascade_agents::{Phase, Resolver};
 use cascade_git::resolve::{Begun, Concluded};
@@ -111,17 +111,7 @@ async fn resolve_with_agent(
 ) -> Result<String, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let mut req = AgentRequest::new(
-        id,
-        a.number,
-        Phase::Merge,
-        prompt(a, files),
-        &wt.path,
-        &ctx.artifacts_dir,
-    );
-    req.timeout_override = ctx.options.agent_timeout;
-    req.extra_env
-        .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+    let mut req = a.agent_request(Phase::Merge, prompt(a, files), &wt.path);
     req.extra_env
         .push(("CASCADE_CONFLICTS".into(), files.join("\n")));
     req.extra_env.extend(a.env.iter().cloned());

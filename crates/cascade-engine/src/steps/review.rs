@@ -11,7 +11,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use cascade_agents::exec::{execute, AgentRequest};
+use cascade_agents::exec::execute;
 use cascade_agents::{AgentDef, AgentRun, Phase, Resolver, ReviewVerdict};
 use cascade_gates::GateReport;
 
@@ -72,17 +72,7 @@ async fn ask(
 ) -> Result<Answer, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let mut req = AgentRequest::new(
-        id,
-        a.number,
-        Phase::Review,
-        prompt(a, wt, committed, gates),
-        &wt.path,
-        &ctx.artifacts_dir,
-    );
-    req.timeout_override = ctx.options.agent_timeout;
-    req.extra_env
-        .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+    let req = a.agent_request(Phase::Review, prompt(a, wt, committed, gates), &wt.path);
     let ran = execute(def, req, |_| {}, &ctx.cancel).await;
     if let Ok(run) = &ran {
         charge(a, run);

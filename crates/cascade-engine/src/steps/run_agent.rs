@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use cascade_agents::exec::{execute, AgentRequest, ExecError};
+use cascade_agents::exec::{execute, ExecError};
 use cascade_agents::prompt::{build_prompt, PromptContext, RetryContext};
 use cascade_agents::AgentRun;
 
@@ -27,17 +27,7 @@ pub(super) async fn run(
 ) -> Result<AgentOutput, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let mut req = AgentRequest::new(
-        id,
-        a.number,
-        a.phase,
-        prompt(a, wt),
-        &wt.path,
-        &ctx.artifacts_dir,
-    );
-    req.timeout_override = ctx.options.agent_timeout;
-    req.extra_env
-        .push(("CASCADE_TARGET_BRANCH".into(), ctx.target_branch.clone()));
+    let mut req = a.agent_request(a.phase, prompt(a, wt), &wt.path);
     req.extra_env.extend(wt.findings.env());
     req.extra_env.extend(a.env.iter().cloned());
     // An api agent gets RunGates, and a retry continues its conversation.

@@ -91,7 +91,11 @@ impl Publisher {
         std::fs::rename(&tmp, &socket)?;
         if let Some(p) = &pointer {
             let body = serde_json::json!({ "socket": socket, "pid": std::process::id() });
-            cascade_engine::state::write_atomic(p, body.to_string().as_bytes())?;
+            cascade_fs::write_atomic(
+                p,
+                body.to_string().as_bytes(),
+                cascade_fs::Durability::Renamed,
+            )?;
         }
         let (live, _) = broadcast::channel(4096);
         let shared = Arc::new(Shared {

@@ -72,8 +72,8 @@ pub(super) fn open(settings: &RemoteSettings) -> Result<(Arc<dyn Backend>, Strin
             return Err(RemoteError::Unsupported {
                 url: raw.to_string(),
                 message: format!(
-                    "{other:?} needs cascade built with the `remote-cache-cloud` feature \
-                     (cargo install cascade --features remote-cache-cloud); file:// works in every build"
+                    "{other:?} needs the `remote-cache-cloud` feature, which this build left out \
+                     (the default build has it: cargo install cascade); file:// works without it"
                 ),
             });
         }

@@ -1,0 +1,28 @@
+//! Files cascade writes for itself, and what to say when the disk is full.
+//!
+//! - [`write_atomic`]: the one way cascade replaces a file of its own
+//!   (`state.json`, `prd.json`, plan sessions, caches): a temp file beside
+//!   it, then a rename, so a reader or a process killed at any moment sees
+//!   the old content or the new, never half of it. A failed write (a full
+//!   disk) removes its temp file before it returns; a temp file a killed
+//!   process left is found by [`leftover_write_temps`].
+//! - [`is_disk_full`] tells whether an error (or any error in its source
+//!   chain) is "no space left on device" or an exceeded quota, and
+//!   [`Disk::holding`] names the file system a path lives on, so that the
+//!   message says which disk to free rather than only which file failed.
+//!
+//! ```no_run
+//! use cascade_fs::{write_atomic, Durability};
+//! # fn main() -> std::io::Result<()> {
+//! write_atomic(std::path::Path::new(".cascade/state.json"), b"{}", Durability::Renamed)?;
+//! # Ok(()) }
+//! ```
+//!
+//! It depends on nothing but `libc`, so every crate can use it, the plan
+//! model included.
+
+mod atomic;
+mod disk;
+
+pub use atomic::{leftover_write_temps, write_atomic, Durability};
+pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};
