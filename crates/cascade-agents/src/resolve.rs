@@ -84,6 +84,9 @@ pub enum Level {
     FallbackChain,
     /// The top-level `default_agent`.
     DefaultAgent,
+    /// A chain given from elsewhere ([`Resolver::with_chain`]: a fleet
+    /// coordinator's resolution of the story, run on a worker).
+    Given,
 }
 
 /// One agent the chain proposes.
@@ -165,6 +168,8 @@ pub struct Resolver<'a> {
     config: &'a AgentsConfig,
     detector: &'a Detector,
     overrides: Overrides,
+    /// A chain decided elsewhere, used instead of this configuration's.
+    chain: Option<Vec<String>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -173,7 +178,17 @@ impl<'a> Resolver<'a> {
             config,
             detector,
             overrides,
+            chain: None,
         }
+    }
+
+    /// This resolver with the candidates decided elsewhere (a fleet
+    /// coordinator resolved the story with its own agents.json): the first
+    /// of `chain` that this configuration has and whose command is found
+    /// wins, as for a chain of its own.
+    pub fn with_chain(mut self, chain: Vec<String>) -> Self {
+        self.chain = Some(chain);
+        self
     }
 
     /// The overrides in use.
@@ -200,6 +215,18 @@ impl<'a> Resolver<'a> {
     /// without duplicates, with the inferred story type.
     pub fn candidates(&self, story: &Story, phase: Phase) -> (Vec<Candidate>, Inferred) {
         let inferred = story_type::infer(story);
+        if let Some(chain) = &self.chain {
+            let given = chain
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Candidate {
+                    agent: a.clone(),
+                    level: Level::Given,
+                    reason: format!("the coordinator's candidate #{} for {phase}", i + 1),
+                })
+                .collect();
+            return (given, inferred);
+        }
         let mut out: Vec<Candidate> = Vec::new();
         let mut push = |agent: &str, level: Level, reason: String| {
             if !out.iter().any(|c| c.agent == agent) {

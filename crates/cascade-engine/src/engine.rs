@@ -1088,6 +1088,12 @@ impl Engine {
                 });
             }
         }
+        // What the executor keeps elsewhere for merged stories goes too.
+        if let Some(executor) = &ctx.options.executor {
+            for message in executor.0.finish(&ctx.target_branch).await {
+                ctx.emit(Event::Notice { message });
+            }
+        }
         // Remote uploads still running get a short, bounded wait.
         if let Some(f) = ctx.gate_cache.flush_remote(None).await {
             for message in ctx.gate_cache.take_remote_warnings() {

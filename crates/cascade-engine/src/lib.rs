@@ -41,8 +41,9 @@
 //! - [`executor`]: where an attempt's work runs. `RunOptions::executor`
 //!   (an [`executor::Executor`], e.g. the fleet's coordinator) replaces the
 //!   agent..review steps with a [`executor::Job`] run elsewhere, whose
-//!   commit goes through the same merge queue; `Engine::run_job(&Job, sink,
-//!   &cancel) -> JobReport` is the worker side (the same steps, no merge).
+//!   commit goes through the same merge queue (a conflict goes back out as
+//!   a job that resolves it); `Engine::run_job(&Job, pools, sink, &cancel)
+//!   -> JobReport` is the worker side (the same steps, no merge).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
 //!   conflicts go to an agent (phase `merge`) before they fail an attempt.

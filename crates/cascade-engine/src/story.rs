@@ -145,6 +145,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            job: None,
             slot,
         };
         let (agent, worker, outcome) = run_attempt(this, &mut held).await;

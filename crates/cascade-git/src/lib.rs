@@ -16,6 +16,8 @@
 //!   its feature branch with conflict detection.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
 //!   a story's worktree with conflict markers), concluded or aborted.
+//! - [`transfer`]: a story's commits from one repository to another as a
+//!   pack, without a git process (the fleet's workers and coordinator).
 //!
 //! Errors are [`GitError`] (or a module's own type), always naming the path or
 //! operation that failed.
@@ -30,6 +32,7 @@ pub mod repo;
 pub mod resolve;
 pub mod statindex;
 pub mod status;
+pub mod transfer;
 pub mod worktree;
 
 pub use error::GitError;

@@ -466,6 +466,45 @@ fn story_type_defaults_with_unknown_types_or_agents_are_rejected() {
 }
 
 #[test]
+fn a_given_chain_replaces_this_configurations_and_skips_what_is_missing_here() {
+    // The coordinator wanted "ghost" (not configured here), then "aider"
+    // (configured, not installed), then "codex".
+    let w = World::new(&["codex", "amp"]);
+    let d = w.detector();
+    let chain = vec![
+        "ghost".to_string(),
+        "aider".to_string(),
+        "codex".to_string(),
+    ];
+    let r = Resolver::new(&w.config, &d, Overrides::default()).with_chain(chain.clone());
+    let a = r
+        .resolve(&story("Add a page"), Phase::Implementation)
+        .unwrap();
+    // Not amp-code, this configuration's own implementation default.
+    assert_eq!(a.agent, "codex");
+    assert_eq!(a.level, Level::Given);
+    assert_eq!(
+        a.reason,
+        "the coordinator's candidate #3 for implementation"
+    );
+    let from: Vec<&str> = a.fallbacks.iter().map(|f| f.from.as_str()).collect();
+    assert_eq!(from, ["ghost", "aider"]);
+    assert!(
+        a.fallbacks[0].why.contains("not configured"),
+        "{:?}",
+        a.fallbacks
+    );
+    // None of the chain here: an error naming what was tried.
+    let r = Resolver::new(&w.config, &d, Overrides::default())
+        .with_chain(vec!["ghost".into(), "aider".into()]);
+    let e = r
+        .resolve(&story("Add a page"), Phase::Implementation)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ghost") && e.contains("aider"), "{e}");
+}
+
+#[test]
 fn an_api_agent_is_available_when_its_key_is_set_not_by_path() {
     // A variable no other test touches.
     let var = "CASCADE_RESOLVE_TEST_API_KEY";

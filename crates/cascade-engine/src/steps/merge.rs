@@ -40,12 +40,7 @@ pub(super) async fn run(
                         .await
                         .map_err(|Conflict(_, f)| Stop::Failed(f))?
                 }
-                Err(Stop::Failed(why)) => Err(Failure {
-                    error: format!("{}; {}", failure.error, why.error),
-                    ..failure
-                }
-                .into()),
-                Err(stop) => Err(stop),
+                Err(why) => Err(unresolved(failure, why)),
             }
         }
         Err(Conflict(_, failure)) => Err(failure.into()),
@@ -53,19 +48,31 @@ pub(super) async fn run(
     }
 }
 
-/// One merge without conflict resolution (the fleet: there is no local
-/// worktree to resolve in; a conflict fails the attempt and the retry runs
-/// from the new tip with the conflict in its prompt).
-pub(super) async fn run_unresolved(a: &Attempt<'_>, committed: &Committed) -> Result<Merged, Stop> {
+/// One turn of the merge queue without a resolution (the fleet: a conflict
+/// is resolved on a worker, outside the queue; see the `remote` step).
+pub(super) async fn queued(
+    a: &Attempt<'_>,
+    committed: &Committed,
+) -> Result<Result<Merged, Stop>, Conflict> {
     let _turn = a.ctx.merge_lock.lock().await;
-    match merge_once(a, committed).await {
-        Ok(done) => done,
-        Err(Conflict(_, failure)) => Err(failure.into()),
-    }
+    merge_once(a, committed).await
 }
 
 /// A merge that conflicted: the files, and the failure it is without resolution.
-struct Conflict(Vec<String>, Failure);
+pub(super) struct Conflict(pub Vec<String>, pub Failure);
+
+/// How a conflict ends when its resolution did not work out: the
+/// conflict's failure (`merge_conflict`) saying why.
+pub(super) fn unresolved(conflict: Failure, why: Stop) -> Stop {
+    match why {
+        Stop::Failed(why) => Failure {
+            error: format!("{}; {}", conflict.error, why.error),
+            ..conflict
+        }
+        .into(),
+        stop => stop,
+    }
+}
 
 /// One merge of the story branch into the target branch.
 async fn merge_once(

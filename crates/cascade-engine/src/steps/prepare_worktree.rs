@@ -20,7 +20,8 @@ use crate::retry::FailureKind;
 /// A worktree ready for the agent.
 pub(super) struct Worktree {
     pub path: PathBuf,
-    /// The target branch's tip the story branch starts from.
+    /// The target branch's tip the story branch starts from (a fleet
+    /// resolution starts from the story's work, judged from this tip).
     pub base: String,
     /// The gates and verification rules of `base`: what judges the work.
     pub judges: Arc<crate::judging::Judges>,
@@ -29,6 +30,19 @@ pub(super) struct Worktree {
 }
 
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
+    run_from(a, held, None).await
+}
+
+/// [`run`] with the story branch at `start` (a commit), when given, instead
+/// of the target branch's tip: a fleet worker resolving a merge conflict
+/// starts from the story's earlier work. The work is judged by the tip's
+/// rules all the same (not by the story's own edits of them), and `base` is
+/// the tip.
+pub(super) async fn run_from(
+    a: &Attempt<'_>,
+    held: &mut Option<PathBuf>,
+    start: Option<&str>,
+) -> Result<Worktree, Stop> {
     let ctx = a.ctx;
     let id = a.id();
     let base = super::target_tip(ctx)?;
@@ -38,12 +52,14 @@ pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<W
             format!("cannot read the gates and verification rules of the base {base}: {e}"),
         )
     })?;
-    let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
-        Failure::new(
-            FailureKind::Setup,
-            format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
-        )
-    })?;
+    let path = lease(ctx, a.branch, start.unwrap_or(&base), held)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureKind::Setup,
+                format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
+            )
+        })?;
     let shown = path.display().to_string();
     ctx.amend_story(id, |s| s.worktree = Some(shown));
     if let Err(f) = setup(ctx, &path).await {
