@@ -6,6 +6,9 @@
 //! - [`status`] and [`fingerprint`]: the content fingerprint of a working tree
 //!   that keys the gate cache (git blob ids from the index where stat data is
 //!   unchanged, hashed in parallel where not).
+//! - [`statindex`]: the per-worktree stat index (path, mode, stat data ->
+//!   blob id, validated against racy timestamps) that lets a fingerprint
+//!   skip every file, tracked or not, whose stat data has not changed.
 //! - [`diff`]: the lines a change added and removed, numbered, with the
 //!   file texts on both sides (for stub detection and reviews).
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
@@ -23,12 +26,14 @@
 
 pub mod commit;
 pub mod diff;
+mod dirent;
 pub mod error;
 pub mod fingerprint;
 pub mod local_files;
 pub mod merge;
 pub mod repo;
 pub mod resolve;
+pub mod statindex;
 pub mod status;
 pub mod transfer;
 pub mod worktree;
