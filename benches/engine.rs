@@ -20,7 +20,13 @@
 //!   the agent starts), the agent, commit, and merge + bookkeeping (commit
 //!   until merged), taken from the engine's own events;
 //! - makespan of a plan whose agents sleep known durations, for `batch` and
-//!   `eager`, against the critical-path bound.
+//!   `eager`, against the critical-path bound;
+//! - the engine against a bare git worktree loop doing the same work by hand
+//!   (`git worktree add -b`, the agent, `git add -A` + `git commit`, `git
+//!   merge` into the checked-out main, `git worktree remove`, one story after
+//!   the other) at `CASCADE_BENCH_LOOP_STORIES` (200) instant stories:
+//!   alternated pairs, median ratio engine / loop; and the engine's time per
+//!   story at 200 and at the 1,000 stories above (flat means no growth).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -35,6 +41,9 @@ use cascade_git::merge::{merge_into, MergeOptions};
 use cascade_git::{commit, worktree, RepoPaths};
 use cascade_process::CancelToken;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+
+#[path = "support/mod.rs"]
+mod support;
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -395,6 +404,67 @@ fn makespan(schedule: Discipline, deps: &[Vec<usize>], secs: &[f64]) -> f64 {
     took.as_secs_f64()
 }
 
+/// The bare loop: every story of a flat plan done with the git CLI, one
+/// after the other, in a repository set up like [`flat_setup`]'s.
+fn bare_git_loop(n: usize) -> Duration {
+    let (tmp, root, _) = flat_setup(n);
+    let agent = tmp.path().join("agent.sh");
+    let git = support::git;
+    let start = Instant::now();
+    for i in 0..n {
+        let id = format!("s{i:04}");
+        let branch = format!("cascade/{id}");
+        let wt = tmp.path().join(format!("wt-{id}"));
+        let wt_arg = wt.to_string_lossy().into_owned();
+        git(
+            &root,
+            &["worktree", "add", "-q", "-b", &branch, &wt_arg, "main"],
+        );
+        let ok = std::process::Command::new(&agent)
+            .current_dir(&wt)
+            .env("CASCADE_STORY_ID", &id)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "agent");
+        git(&wt, &["add", "-A"]);
+        git(&wt, &["commit", "-q", "-m", &id]);
+        git(&root, &["merge", "-q", "--no-edit", &branch]);
+        git(&root, &["worktree", "remove", "--force", &wt_arg]);
+    }
+    start.elapsed()
+}
+
+/// The engine (eager, `--parallel 8`) against [`bare_git_loop`] at `n`
+/// stories, alternated `pairs` times; prints the median ratio.
+fn engine_vs_loop(n: usize, pairs: usize) -> f64 {
+    let mut ratios = Vec::new();
+    let mut engine_ms = Vec::new();
+    for _ in 0..pairs {
+        let (_tmp, root, agents_path) = flat_setup(n);
+        let (took, _) = run_engine(&root, &agents_path, 8, Discipline::Eager);
+        let bare = bare_git_loop(n);
+        eprintln!(
+            "  pair: engine {:.2}s, bare loop {:.2}s => {:.2}x",
+            took.as_secs_f64(),
+            bare.as_secs_f64(),
+            took.as_secs_f64() / bare.as_secs_f64()
+        );
+        ratios.push(took.as_secs_f64() / bare.as_secs_f64());
+        engine_ms.push(took.as_secs_f64() * 1000.0 / n as f64);
+    }
+    ratios.sort_by(f64::total_cmp);
+    engine_ms.sort_by(f64::total_cmp);
+    eprintln!(
+        "  median engine / bare loop at {n} stories: {:.2}x (min {:.2}, max {:.2}); engine {:.1} ms per story (median)",
+        ratios[pairs / 2],
+        ratios[0],
+        ratios[pairs - 1],
+        engine_ms[pairs / 2]
+    );
+    engine_ms[pairs / 2]
+}
+
 fn report(c: &mut Criterion) {
     // Registered as a (trivial) criterion function so `-- report` selects it.
     c.bench_function("report_marker", |b| b.iter(|| 1 + 1));
@@ -409,6 +479,18 @@ fn report(c: &mut Criterion) {
     let (_tmp, root, agents_path) = flat_setup(n);
     let (took, timeline) = run_engine(&root, &agents_path, 8, Discipline::Eager);
     breakdown(&timeline.lock().unwrap(), took, n, 8);
+    let big_per_story = took.as_secs_f64() * 1000.0 / n as f64;
+
+    let loop_n: usize = std::env::var("CASCADE_BENCH_LOOP_STORIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    eprintln!("\nengine vs a bare git worktree loop, flat plan, instant agents:");
+    let small_per_story = engine_vs_loop(loop_n, 3);
+    eprintln!(
+        "  engine per story: {small_per_story:.1} ms at {loop_n} stories, {big_per_story:.1} ms at {n} ({:.2}x)",
+        big_per_story / small_per_story
+    );
 
     // Two chains: a long one of two 1.2s stories and a short one of five
     // 0.3s stories. Batches pair them up layer by layer (1.2 + 1.2 + 3 x 0.3

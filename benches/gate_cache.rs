@@ -1,12 +1,20 @@
-//! Gate cache speed: a full cache hit (fingerprint + lookup, through the
-//! runner) against running a trivial gate, on a generated 20,000-file
-//! repository; and a cache holding 10,000 entries (open + lookup, stats,
-//! loading every entry).
+//! Gate cache speed on a generated 20,000-file repository:
+//! - `gate_<n>_files`: a full cache hit in process (fingerprint + lookup,
+//!   through the runner) against running a trivial gate;
+//! - `gate_<n>_files_process`: the whole `cascade gates run` process
+//!   answering from the cache (the figure users see) against `git status
+//!   --porcelain` on the same tree, for a trivial gate and for a Rust-style
+//!   gate whose key carries the `rustc -vV` toolchain identity; plus, on
+//!   stderr, the median ratio of paired runs (alternated, so both see the
+//!   same machine load);
+//! - `cache_10000_entries`: a cache holding 10,000 entries (open + lookup,
+//!   stats, loading every entry).
 //!
 //! `cargo bench --bench gate_cache -- --quick`. `CASCADE_BENCH_FILES` changes the tree size.
 
-use std::process::Command;
-use std::time::Duration;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use cascade_gates::{run_gates, GateCache, GateResult, GateSet, KeyParts, RunOptions};
 use cascade_process::CancelToken;
@@ -92,6 +100,7 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+    whole_process(c, &repo, n);
 
     // A cache with 10,000 entries.
     let big_dir = tmp.path().join("big");
@@ -130,6 +139,90 @@ fn bench(c: &mut Criterion) {
     g.bench_function("load_all", |b| {
         b.iter(|| assert_eq!(GateCache::open(&big_dir).load_all(), 10_000))
     });
+    g.finish();
+}
+
+/// `cascade gates run` in `repo`, which must pass (from the cache).
+fn cascade_gates_run(repo: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cascade"))
+        .args(["gates", "run"])
+        .current_dir(repo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("cached:"),
+        "not a hit: {out:?}"
+    );
+}
+
+fn git_status(repo: &Path) {
+    let out = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(repo)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
+/// Median wall-time ratio of `a` over `b` over alternated pairs.
+fn paired_ratio(pairs: usize, a: impl Fn(), b: impl Fn()) -> (f64, f64, f64) {
+    let mut ratios: Vec<f64> = (0..pairs)
+        .map(|_| {
+            let t = Instant::now();
+            a();
+            let ta = t.elapsed();
+            let t = Instant::now();
+            b();
+            ta.as_secs_f64() / t.elapsed().as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    (ratios[pairs / 2], ratios[0], ratios[pairs - 1])
+}
+
+/// The whole process, as users run it, against `git status --porcelain`.
+fn whole_process(c: &mut Criterion, repo: &Path, n: usize) {
+    let gates = |cfg: serde_json::Value| {
+        std::fs::create_dir_all(repo.join(".cascade")).unwrap();
+        std::fs::write(repo.join(".cascade/gates.json"), cfg.to_string()).unwrap();
+        // First run stores (and adds .cascade/ to info/exclude, so git
+        // status is clean too), the second builds on a settled tree.
+        let _ = Command::new(env!("CARGO_BIN_EXE_cascade"))
+            .args(["gates", "run"])
+            .current_dir(repo)
+            .output();
+        std::thread::sleep(Duration::from_millis(50));
+        cascade_gates_run(repo);
+    };
+    let mut g = c.benchmark_group(format!("gate_{n}_files_process"));
+    g.sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5));
+    for (name, cfg) in [
+        (
+            "trivial_gate",
+            serde_json::json!({"gates": [{"name": "trivial", "type": "test", "command": "true"}]}),
+        ),
+        (
+            "rust_gate",
+            serde_json::json!({"gates": [{"name": "check", "type": "lint", "command": "cargo", "args": ["--version"]}]}),
+        ),
+    ] {
+        gates(cfg);
+        let (median, min, max) = paired_ratio(31, || cascade_gates_run(repo), || git_status(repo));
+        eprintln!(
+            "paired [{name}]: cascade gates run (hit) / git status --porcelain = {median:.2} \
+             median (min {min:.2}, max {max:.2}) over 31 alternated pairs"
+        );
+        g.bench_function(format!("cascade_gates_run_hit_{name}"), |b| {
+            b.iter(|| cascade_gates_run(repo))
+        });
+    }
+    g.bench_function("git_status_porcelain", |b| b.iter(|| git_status(repo)));
     g.finish();
 }
 

@@ -22,7 +22,10 @@ fn main() -> ExitCode {
     let code = match cli::dispatch(args, &matches) {
         Ok(code) => code,
         Err(failure) => {
-            errln!("error: {}", cli::render_error(&failure.error));
+            errln!(
+                "error: {}",
+                cli::report::printable(&cli::render_error(&failure.error))
+            );
             failure.code
         }
     };

@@ -1,5 +1,6 @@
-//! Setup shared by the benchmarks that need a large repository (`fingerprint`,
-//! `gate_cache`): a generated, committed tree of `CASCADE_BENCH_FILES` files.
+//! Setup shared by the benchmarks that need a repository (`fingerprint`,
+//! `gate_cache`: a generated, committed tree of `CASCADE_BENCH_FILES` files;
+//! `fleet`: git).
 //! Included with `#[path]`; not a benchmark of its own.
 #![allow(dead_code)]
 
@@ -7,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Runs git in the generated repository. Automatic gc/maintenance is off:
-/// committing 20,000 loose objects otherwise starts a detached
-/// `git maintenance run --auto` (gc, repack) that competes for the CPU with
-/// the first benchmarks for several seconds and inflated their figures.
-pub fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
+/// Runs git in the generated repository; its output (trimmed). Automatic
+/// gc/maintenance is off: committing 20,000 loose objects otherwise starts
+/// a detached `git maintenance run --auto` (gc, repack) that competes for
+/// the CPU with the first benchmarks for several seconds and inflated their
+/// figures.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
         .args(["-c", "gc.auto=0", "-c", "maintenance.auto=false"])
         .args(args)
         .current_dir(dir)
@@ -20,10 +22,12 @@ pub fn git(dir: &Path, args: &[&str]) {
         .env("GIT_AUTHOR_EMAIL", "b@b")
         .env("GIT_COMMITTER_NAME", "b")
         .env("GIT_COMMITTER_EMAIL", "b@b")
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "git {args:?} failed");
+        .output();
+    let out = match out {
+        Ok(out) if out.status.success() => out,
+        other => panic!("git {args:?} failed: {other:?}"),
+    };
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// A committed repository of `n` files in 100-file folders (plus a

@@ -51,7 +51,7 @@ pub fn check(g: &Global, a: CheckArgs) -> CliResult {
     for w in &loaded.warnings {
         errln!("warning: {}: {w}", loaded.source);
     }
-    let (detector, cache) = detector(&cwd);
+    let (detector, cache) = detector(&cwd, true);
     if a.refresh {
         detector.refresh();
     }
@@ -114,15 +114,20 @@ pub fn render(checks: &[AgentCheck]) -> String {
 }
 
 /// A detector on `$PATH` caching in the repository's `.cascade/` (when in
-/// one), and the check cache next to it.
-fn detector(cwd: &Path) -> (Detector, Option<CheckCache>) {
+/// one), and the check cache next to it. `writes` false: both are only read
+/// (a dry run writes nothing).
+fn detector(cwd: &Path, writes: bool) -> (Detector, Option<CheckCache>) {
     let mut d = Detector::from_env();
     let mut cache = None;
     if let Ok(paths) = cascade_git::repo::RepoPaths::discover(cwd) {
-        if paths.ensure_excluded(&["/.cascade/"]).is_ok() {
+        if !writes || paths.ensure_excluded(&["/.cascade/"]).is_ok() {
             let dir = paths.cascade_dir();
             d = d.cache_dir(&dir);
-            cache = Some(CheckCache::new(&dir));
+            let c = CheckCache::new(&dir);
+            cache = Some(if writes { c } else { c.read_only() });
+            if !writes {
+                d = d.read_only();
+            }
         }
     }
     (d, cache)
@@ -165,6 +170,7 @@ pub fn before_run(
     overrides: &Overrides,
     stories: &[Story],
     phases: &[Phase],
+    writes: bool,
 ) -> Result<(), Failure> {
     // A config or plan problem is reported by the run itself, with its own
     // wording; the check only speaks about agents.
@@ -172,14 +178,14 @@ pub fn before_run(
         return Ok(());
     };
     let config = &loaded.config;
-    let (_, cache) = detector(cwd);
+    let (_, cache) = detector(cwd, writes);
     let mut checked: Vec<AgentCheck> = Vec::new();
     let mut said: BTreeSet<String> = BTreeSet::new();
     // Each round checks the agents chosen so far; a failure changes the
     // choice (the detector reads the failed check), so repeat until stable.
     // Every round removes at least one agent from the chain: bounded.
     for _ in 0..=config.agents.len() {
-        let (detector, _) = detector(cwd);
+        let (detector, _) = detector(cwd, writes);
         let resolver = Resolver::new(config, &detector, overrides.clone());
         let mut chosen: BTreeSet<String> = BTreeSet::new();
         for story in stories {
@@ -259,6 +265,7 @@ pub fn before_prd_run(
     prd: &Path,
     overrides: Overrides,
     retries: bool,
+    writes: bool,
 ) -> Result<(), Failure> {
     let Ok(cwd) = std::env::current_dir() else {
         return Ok(());
@@ -276,5 +283,5 @@ pub fn before_prd_run(
     } else {
         &[Phase::Implementation]
     };
-    before_run(g, &cwd, &overrides, &pending, phases)
+    before_run(g, &cwd, &overrides, &pending, phases, writes)
 }

@@ -67,7 +67,8 @@ pub struct ResolveArgs {
     /// Agent for the planning phase (PRD generation)
     #[arg(long, value_name = "A")]
     pub prd_agent: Option<String>,
-    /// Use the first named candidate even if it is not installed
+    /// Take the first candidate only (it must be installed; its flags are
+    /// not checked), never another
     #[arg(long)]
     pub no_fallback: bool,
     /// Ignore the cached detection results

@@ -38,10 +38,12 @@ pub struct WorkerArgs {
     /// Labels of this worker (jobs of stories with "labels" need all of theirs)
     #[arg(long, value_name = "a,b", value_delimiter = ',')]
     pub labels: Vec<String>,
-    /// This worker's id in `fleet status` and events (default: host-pid)
+    /// This worker's id in `fleet status` and events, and its directory's name
+    /// (default: the first of HOST-1, HOST-2, ... no running worker uses)
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
-    /// Where clones and job files go (default: $XDG_CACHE_HOME/cascade/fleet, else ~/.cache/cascade/fleet)
+    /// Where workers keep their clones and job files, each in DIR/ID, locked while it
+    /// runs (default: $XDG_CACHE_HOME/cascade/fleet, else ~/.cache/cascade/fleet)
     #[arg(long, value_name = "DIR")]
     pub workdir: Option<PathBuf>,
     /// Print NDJSON events instead of text
@@ -179,10 +181,6 @@ mod with_fleet {
             .clone()
             .map(|d| cwd.join(d))
             .unwrap_or_else(default_workdir);
-        let id =
-            a.id.clone()
-                .map(|i| cascade_fleet::protocol::token(&i))
-                .unwrap_or_else(cascade_fleet::worker::default_id);
         let cfg = WorkerConfig {
             url: a.fleet.clone(),
             remote: a.remote.clone(),
@@ -194,7 +192,7 @@ mod with_fleet {
                 .map(|l| l.trim().to_string())
                 .filter(|l| !l.is_empty())
                 .collect(),
-            id,
+            id: a.id.clone(),
             workdir,
         };
         let json = a.json;
@@ -238,11 +236,12 @@ mod with_fleet {
                 WorkerEvent::Engine(ev) => serde_json::to_value(ev).unwrap_or_default(),
                 WorkerEvent::Ready {
                     id,
+                    dir,
                     slots,
                     labels,
                     agents,
                 } => {
-                    serde_json::json!({"event": "worker_ready", "id": id, "slots": slots, "labels": labels, "agents": agents})
+                    serde_json::json!({"event": "worker_ready", "id": id, "dir": dir, "slots": slots, "labels": labels, "agents": agents})
                 }
                 WorkerEvent::JobTaken {
                     story,
@@ -279,10 +278,11 @@ mod with_fleet {
             return;
         }
         let line = match e {
-            WorkerEvent::Ready { id, slots, labels, agents } => format!(
-                "worker {id} ready: {slots} slot(s), labels [{}], agents [{}]",
+            WorkerEvent::Ready { id, dir, slots, labels, agents } => format!(
+                "worker {id} ready: {slots} slot(s), labels [{}], agents [{}], work directory {}",
                 labels.join(", "),
-                agents.join(", ")
+                agents.join(", "),
+                dir.display()
             ),
             WorkerEvent::JobTaken { story, attempt, delivery, .. } => {
                 let again = if *delivery > 1 { format!(" (delivery {delivery})") } else { String::new() };

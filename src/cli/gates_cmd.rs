@@ -14,7 +14,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cascade_gates::{run_gates, GateCache, GateEvent, GateReport, GateResult, GateSet, RunOptions};
+use cascade_gates::{
+    runner, GateCache, GateEnv, GateEvent, GateReport, GateResult, GateSet, RunOptions,
+};
 use cascade_process::CancelToken;
 use clap::{Args, Subcommand};
 
@@ -151,32 +153,15 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
         rerun_failures: a.rerun_failures,
         fail_fast: a.fail_fast,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(Failure::failed)?;
     let json = a.json;
-    let cancel = CancelToken::new();
-    let report = rt.block_on(async {
-        let c = cancel.clone();
-        let watcher = tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                c.cancel();
-            }
-        });
-        let report = run_gates(&set, &opts, &cache, |e| print_event(&e, json), &cancel).await;
-        watcher.abort();
-        // Uploads run beside the gates; wait for the rest a bounded while.
-        let flushed = cache.flush_remote(None).await;
-        for message in cache.take_remote_warnings() {
-            print_event(&GateEvent::RemoteWarning { message }, json);
-        }
-        (report, cancel.is_cancelled(), flushed)
-    });
-    let (report, interrupted, flushed) = (report.0, report.1, report.2);
-    // A backend thread stuck on an unanswering store must not hold the exit.
-    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    // A run the local cache answers whole needs no async runtime: the
+    // fingerprint and the lookups are plain blocking work.
+    let prepared = runner::prepare(&set, &opts, &cache);
+    let (report, interrupted, flushed) =
+        match runner::answer_from_cache(&set, &opts, prepared, &cache, |e| print_event(&e, json)) {
+            Ok(report) => (report, false, None),
+            Err(prepared) => run_async(&set, &opts, prepared, &cache, json)?,
+        };
     if json {
         let mut v = serde_json::json!({ "passed": report.passed, "gates": report.gates });
         if let Some(remote) = cache.remote() {
@@ -215,6 +200,58 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
         return Ok(EXIT_INTERRUPTED);
     }
     Ok(if report.passed { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// Runs what the cache could not answer, on a runtime that lives for this
+/// run: Ctrl-C cancels the gates, remote uploads are flushed (bounded).
+fn run_async(
+    set: &GateSet,
+    opts: &RunOptions,
+    prepared: runner::Prepared,
+    cache: &GateCache,
+    json: bool,
+) -> Result<
+    (
+        GateReport,
+        bool,
+        Option<cascade_gates::cache::remote::FlushReport>,
+    ),
+    Failure,
+> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(Failure::failed)?;
+    let cancel = CancelToken::new();
+    let out = rt.block_on(async {
+        let c = cancel.clone();
+        let watcher = tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                c.cancel();
+            }
+        });
+        let report = runner::run_prepared(
+            set,
+            opts,
+            prepared,
+            &GateEnv::default(),
+            cache,
+            |e| print_event(&e, json),
+            &cancel,
+        )
+        .await;
+        watcher.abort();
+        // Uploads run beside the gates; wait for the rest a bounded while.
+        let flushed = cache.flush_remote(None).await;
+        for message in cache.take_remote_warnings() {
+            print_event(&GateEvent::RemoteWarning { message }, json);
+        }
+        (report, cancel.is_cancelled(), flushed)
+    });
+    // A backend thread stuck on an unanswering store must not hold the exit.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(out)
 }
 
 fn print_event(e: &GateEvent, json: bool) {

@@ -152,6 +152,38 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         prd_agent: a.run.prd_agent.clone(),
         ..flags.overrides()
     };
+    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
+    let agents_path = g.agents.as_ref().map(|p| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            cwd.join(p)
+        }
+    });
+    // Everything that can refuse the run first, writing nothing: the
+    // repository, the plan's state, agents.json and the agent flags (a dry
+    // run of a dirty tree or another plan's run is still shown).
+    // Events for `cascade ui` (.cascade/live.sock, runs/), and its steering:
+    // pause and resume of the whole run, cancel and retry of a feature's
+    // story (every feature engine gets the steering through `template`).
+    // The channel opens with the first event: starting it writes nothing.
+    let repo = cascade_git::RepoPaths::discover(&cwd).ok();
+    let (ports, live, steering) = if a.call.dry_run {
+        (None, None, None)
+    } else {
+        cascade_engine::mega::run::check(&plan, &cwd, flags.allow_dirty).map_err(mega_failure)?;
+        let cascade_dir = repo.as_ref().map(|r| r.cascade_dir());
+        let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut template));
+        let steering = template.steering.clone();
+        let ports = LivePorts::new(
+            &cwd,
+            agents_path.clone(),
+            overrides.clone(),
+            template.clone(),
+        )
+        .map_err(mega_failure)?;
+        (Some(ports), Some(live), steering)
+    };
     // The agents that write the features' PRDs and implement them must work
     // (with --fleet the stories run on the workers: only the PRD agent here).
     let phases: &[cascade_agents::Phase] = if flags.fleet.fleet.is_some() {
@@ -168,20 +200,12 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         &overrides,
         &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
         phases,
+        !a.call.dry_run,
     )?;
-    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
-    let agents_path = g.agents.as_ref().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            cwd.join(p)
-        }
-    });
-    if a.call.dry_run {
+    let (Some(ports), Some(live)) = (ports, live) else {
         return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
-    }
+    };
     let remember = run_flags::record(&a.run, agents_path.as_deref(), &cwd);
-    let ports = LivePorts::new(&cwd, agents_path, overrides, template).map_err(mega_failure)?;
     // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
     let auto = flags.unattended() || plan.auto_mode();
     let confirm: Option<Confirm> =
@@ -196,13 +220,14 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         parallel: flags.parallel,
         allow_dirty: flags.allow_dirty,
         remember: Some(remember),
+        steering,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| Failure::failed(anyhow!("cannot start the async runtime: {e}")))?;
     let printer = Printer::new(a.call.json);
-    let notifier = super::notify::Notifier::new(flags.notify.clone());
+    let notifier = super::notify::Notifier::new(flags.notify_argv());
     let sink: MegaSink = {
         let printer = printer.clone();
         notifier.wrap_mega(Arc::new(move |e: &MegaEvent| printer.print(e)))
@@ -213,7 +238,6 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
         let stop = super::signals::StopSignals::watch(cancel.clone());
-        let repo = cascade_git::RepoPaths::discover(&opts.start_dir).ok();
         let mut ports = ports;
         // With --fleet, every feature's stories go to the workers.
         #[cfg(feature = "fleet")]
@@ -223,10 +247,8 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
                 Err(f) => return (Err(f), stop),
             }
         }
-        let _ = (&fleet, &mut ports);
-        // Events for `cascade ui` (.cascade/live.sock, runs/).
-        let cascade_dir = repo.map(|r| r.cascade_dir());
-        let live = Arc::new(super::live::Live::start(cascade_dir.as_deref(), None));
+        let _ = (&fleet, &mut ports, &repo);
+        let live = Arc::new(live);
         let sink: MegaSink = {
             let live = Arc::clone(&live);
             Arc::new(move |e: &MegaEvent| {
@@ -494,6 +516,7 @@ fn describe(e: &MegaEvent) -> Option<String> {
         MegaEvent::Feature(f) => {
             return describe_story(&f.event).map(|l| format!("[{}] {l}", f.feature));
         }
+        MegaEvent::Run(e) => return describe_story(e),
         MegaEvent::Mega(s) => s,
     };
     Some(match step {
@@ -620,6 +643,10 @@ fn describe_story(e: &cascade_engine::Event) -> Option<String> {
             format!("{story}: blocked by {}", blocked_by.join(", "))
         }
         E::Notice { message } => format!("note: {message}"),
+        // Said as a plain run says them.
+        E::MergeStarted { .. } | E::Control { .. } => {
+            return super::report::terminal::describe(e, false)
+        }
         _ => return None,
     })
 }

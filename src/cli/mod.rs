@@ -16,6 +16,7 @@ pub mod out;
 pub mod agents_check;
 pub mod agents_cmd;
 pub mod completions;
+pub mod config_check;
 pub mod demo;
 pub mod fleet_cmd;
 pub mod gates_cmd;

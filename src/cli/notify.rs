@@ -192,6 +192,6 @@ pub fn mega_headline(e: &MegaEvent) -> Option<String> {
             features.complete, features.failed, features.blocked, features.pending
         )),
         MegaEvent::Mega(MegaStep::MegaPaused { reason, .. }) => Some(format!("paused: {reason}")),
-        MegaEvent::Mega(_) => None,
+        MegaEvent::Mega(_) | MegaEvent::Run(_) => None,
     }
 }

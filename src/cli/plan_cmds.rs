@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::anyhow;
 use cascade_plan::{
-    load_mega, load_prd, load_valid_plan, paths::PlanKind, validate_mega, validate_prd, Analysis,
-    CheckError, DepGraph, MegaPlan, Prd, ValidPlan, ValidationErrors,
+    load_mega, load_prd, load_valid_plan_warned, paths::PlanKind, validate_mega, validate_prd,
+    Analysis, CheckError, DepGraph, MegaPlan, PlanWarning, Prd, ValidPlan, ValidationErrors,
 };
 use clap::Args;
 use serde::Serialize;
@@ -74,6 +74,13 @@ impl Loaded {
         }
     }
 
+    fn warnings(&self) -> &[PlanWarning] {
+        match self {
+            Loaded::Prd(_, prd) => &prd.warnings,
+            Loaded::Mega(_, mega) => &mega.warnings,
+        }
+    }
+
     fn validate(&self) -> Result<ValidPlan, ValidationErrors> {
         match self {
             Loaded::Prd(_, prd) => validate_prd(prd),
@@ -128,7 +135,15 @@ fn load_either(prd: Option<PathBuf>, mega: Option<PathBuf>) -> Result<(Loaded, P
         PlanKind::Mega => Loaded::Mega(path.clone(), load_mega(&path).map_err(Failure::usage)?),
         PlanKind::Prd => Loaded::Prd(path.clone(), load_prd(&path).map_err(Failure::usage)?),
     };
+    warn(loaded.warnings());
     Ok((loaded, plan))
+}
+
+/// Prints what reading a plan accepted but probably was not meant.
+fn warn(warnings: &[PlanWarning]) {
+    for w in warnings {
+        errln!("warning: {w}");
+    }
 }
 
 /// `"plan_file"` and `"plan_source"` (flag|project|data_dir) for JSON outputs.
@@ -196,10 +211,11 @@ pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
     if a.json {
         // The JSON needs ids only: skip building the model (titles,
         // criteria, ...), which is most of the time on large plans.
-        let plan = load_valid_plan(&path).map_err(|e| match e {
+        let (plan, warnings) = load_valid_plan_warned(&path).map_err(|e| match e {
             CheckError::Parse(e) => Failure::usage(e),
             CheckError::Invalid(e) => invalid(&path, &e),
         })?;
+        warn(&warnings);
         let result = write_batches_json(&mut out, &plan, &found).and_then(|()| out.flush());
         // The process is about to exit: let the OS reclaim the plan rather
         // than freeing it piece by piece.
@@ -207,6 +223,7 @@ pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
         return output_result(result);
     }
     let prd = load_prd(&path).map_err(Failure::usage)?;
+    warn(&prd.warnings);
     let plan = validate_prd(&prd).map_err(|e| invalid(&path, &e))?;
     let loaded = Loaded::Prd(path, prd);
     let result = write_batches_text(&mut out, &loaded, &plan).and_then(|()| out.flush());
@@ -306,7 +323,7 @@ fn write_batches_text(
                 st.accent(mark),
                 node.id_str(),
                 format!("[{}]", node.priority()),
-                loaded.title(pos as usize),
+                super::report::printable_line(loaded.title(pos as usize)),
                 after,
             )?;
         }
@@ -594,38 +611,111 @@ fn write_deps_text(
 
 // ---------------------------------------------------------------- validate
 
-pub fn validate(_g: &Global, a: ValidateArgs) -> CliResult {
-    let (loaded, found) = load_either(a.prd, a.mega)?;
-    let (noun, nouns) = loaded.nouns();
-    match loaded.validate() {
-        Ok(plan) => {
-            let edges = plan.graph().edge_count();
-            let line = if a.json {
-                let mut v = serde_json::json!({"valid": true, "problems": [], nouns: plan.len(),
-                    "pending": plan.pending_len(), "dependencies": edges,
-                    "batches": plan.batch_count()});
-                merge_fields(&mut v, plan_fields(&found));
-                v.to_string()
-            } else {
-                format!(
-                    "{} is valid: {} ({} to do), {}, {}",
-                    loaded.path().display(),
-                    plural(plan.len(), noun, nouns),
-                    plan.pending_len(),
-                    plural(edges, "dependency", "dependencies"),
-                    plural(plan.batch_count(), "batch", "batches"),
-                )
-            };
-            output_result(writeln!(super::out::stdout(), "{line}"))
+pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
+    let project = Project::current()?;
+    let found = project.find_either(a.prd.as_deref(), a.mega.as_deref())?;
+    let path = found.path.clone();
+    // The plan: a file that cannot be read is one problem (an unknown story
+    // status is one per story); a readable one is validated.
+    let loaded = match found.kind {
+        PlanKind::Mega => load_mega(&path).map(|m| Loaded::Mega(path.clone(), m)),
+        PlanKind::Prd => load_prd(&path).map(|p| Loaded::Prd(path.clone(), p)),
+    };
+    let (plan, plan_error, mut warnings) = match &loaded {
+        Ok(l) => {
+            let warnings = l.warnings().iter().map(ToString::to_string).collect();
+            match l.validate() {
+                Ok(plan) => (Some(plan), None, warnings),
+                Err(e) => (None, Some((e.messages(), invalid(&path, &e))), warnings),
+            }
         }
         Err(e) => {
+            let (messages, warnings) = match e {
+                cascade_plan::PlanError::Vocabulary {
+                    problems, warnings, ..
+                } => (
+                    problems.clone(),
+                    warnings.iter().map(ToString::to_string).collect(),
+                ),
+                other => (vec![other.to_string()], Vec::new()),
+            };
+            let text = super::render_error(&anyhow!("{e}"));
+            (
+                None,
+                Some((messages, Failure::usage(anyhow!(text)))),
+                warnings,
+            )
+        }
+    };
+    // The other files a run reads, as a run reads them.
+    // A PRD that could not be loaded (an unknown status) still has its
+    // `quality_gates` checked, taken from the file's JSON as it is.
+    let raw_gates = match (&loaded, &found.kind) {
+        (Err(_), PlanKind::Prd) => std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+            .and_then(|mut v| v.get_mut("quality_gates").map(serde_json::Value::take)),
+        _ => None,
+    };
+    let quality_gates = match &loaded {
+        Ok(Loaded::Prd(_, prd)) => prd.quality_gates.as_ref(),
+        _ => raw_gates.as_ref(),
+    };
+    let others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
+    warnings.extend(others.warnings);
+    for w in &warnings {
+        errln!("warning: {w}");
+    }
+    let mut problems: Vec<String> = plan_error
+        .as_ref()
+        .map(|(m, _)| m.clone())
+        .unwrap_or_default();
+    problems.extend(others.errors.iter().cloned());
+    if a.json {
+        let mut v = serde_json::json!({"valid": problems.is_empty(), "problems": problems,
+            "warnings": warnings});
+        if let (Some(plan), Ok(l)) = (&plan, &loaded) {
+            let (_, nouns) = l.nouns();
+            merge_fields(
+                &mut v,
+                serde_json::json!({nouns: plan.len(), "pending": plan.pending_len(),
+                    "dependencies": plan.graph().edge_count(), "batches": plan.batch_count()}),
+            );
+        }
+        merge_fields(&mut v, plan_fields(&found));
+        // On failure the error below is what matters; a closed stdout is no
+        // reason to hide it.
+        let shown = writeln!(super::out::stdout(), "{v}");
+        if problems.is_empty() {
+            return output_result(shown);
+        }
+    }
+    match (plan_error, others.errors.is_empty()) {
+        (None, true) => {
             if a.json {
-                let mut json = serde_json::json!({"valid": false, "problems": e.messages()});
-                merge_fields(&mut json, plan_fields(&found));
-                // The error below is what matters; a closed stdout is no reason to hide it.
-                let _ = writeln!(super::out::stdout(), "{json}");
+                return Ok(EXIT_OK);
             }
-            Err(invalid(loaded.path(), &e))
+            let (Some(plan), Ok(l)) = (plan, loaded) else {
+                return Ok(EXIT_OK);
+            };
+            let (noun, nouns) = l.nouns();
+            let line = format!(
+                "{} is valid: {} ({} to do), {}, {}",
+                l.path().display(),
+                plural(plan.len(), noun, nouns),
+                plan.pending_len(),
+                plural(plan.graph().edge_count(), "dependency", "dependencies"),
+                plural(plan.batch_count(), "batch", "batches"),
+            );
+            output_result(writeln!(super::out::stdout(), "{line}"))
+        }
+        (Some((_, failure)), true) => Err(failure),
+        (plan_error, false) => {
+            let mut text = plan_error
+                .map(|(_, f)| format!("{}\n", super::render_error(&f.error)))
+                .unwrap_or_default();
+            text.push_str(&others.errors.join("\n"));
+            Err(Failure::usage(anyhow!(text)))
         }
     }
 }

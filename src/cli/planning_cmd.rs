@@ -234,6 +234,7 @@ pub fn run(g: &Global, a: PlanArgs) -> CliResult {
                     "--reason is empty: say what is wrong with the plan (it goes into the next design and generation prompts)"
                 )));
             }
+            cascade_planning::check_answer_size("review", &reason).map_err(planning_failure)?;
             let reason = reason.trim().to_string();
             continue_with(g, &id, common, Some(ReviewAnswer::Reject(reason)))
         }
@@ -395,6 +396,7 @@ fn show(g: &Global, id: &str, json: bool) -> CliResult {
 }
 
 fn answer(g: &Global, id: &str, key: &str, value: &str, common: CommonArgs) -> CliResult {
+    cascade_planning::check_answer_size(key, value).map_err(planning_failure)?;
     let ctx = context(g)?;
     let session = ctx.store.load(id).map_err(planning_failure)?;
     let known = key == "review"

@@ -171,14 +171,25 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         g.agents.as_deref(),
         &project.cwd,
     ));
+    // Everything that can refuse the run first, writing nothing; with
+    // --fleet the workers resolve the agents, so the check waits for the
+    // fleet's executor (below).
+    let local = a.flags.fleet.fleet.is_none();
+    let checked = if local && !a.call.dry_run {
+        Some(engine.check(&options).map_err(engine_failure)?)
+    } else {
+        None
+    };
     // The agents this run will use must accept their argv and be logged in
-    // (here; with --fleet they run on the workers).
-    if a.flags.fleet.fleet.is_none() {
+    // (here; with --fleet they run on the workers). A dry run only reads
+    // what earlier checks found.
+    if local {
         super::agents_check::before_prd_run(
             &g,
             &engine.config().prd_path,
             a.flags.overrides(),
             a.flags.max_retries > 0,
+            !a.call.dry_run,
         )?;
     }
     if a.call.dry_run {
@@ -188,7 +199,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     }
     let rt = runtime()?;
     let reporter = Reporter::new(a.call.json);
-    let notifier = super::notify::Notifier::new(a.flags.notify.clone());
+    let notifier = super::notify::Notifier::new(a.flags.notify_argv());
     let cancel = CancelToken::new();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and
@@ -206,7 +217,10 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         let cascade_dir = project.repo.as_ref().map(|r| r.cascade_dir());
         let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut options));
         let sink = live.wrap(sink);
-        let result = engine.run(options, sink, &cancel).await;
+        let result = match checked {
+            Some(checked) => engine.start(checked, options, sink, &cancel).await,
+            None => engine.run(options, sink, &cancel).await,
+        };
         live.finish().await;
         (result.map_err(engine_failure), stop)
     });
@@ -245,6 +259,9 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
 
 /// Prints a dry run (a closed pipe ends it quietly, as `| head` expects).
 fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
+    for n in &plan.notices {
+        errln!("warning: {}", super::report::printable(n));
+    }
     // One buffered writer: a large plan has a line per story. A failed
     // write is recorded by `out` (the exit code tells it).
     let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
@@ -301,14 +318,16 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
             lines.push(format!(
                 "{indent}  {}  {}  -> {} ({})",
                 s.story,
-                p(&s.title),
+                super::report::printable_line(&s.title),
                 s.agent,
                 s.reason
             ));
             for f in &s.fallbacks {
                 lines.push(format!(
                     "{indent}      [FALLBACK] {} -> {}: {}",
-                    f.from, f.to, f.why
+                    f.from,
+                    f.to,
+                    p(&f.why)
                 ));
             }
         }

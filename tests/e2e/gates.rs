@@ -92,6 +92,41 @@ fn second_run_is_cached_and_edits_miss() {
 }
 
 #[test]
+fn same_size_rewrites_in_quick_succession_never_give_a_stale_hit() {
+    // The gate passes only on "good" content. Each rewrite keeps the size
+    // and follows the previous run at once (often within the same second,
+    // sometimes the same timestamp tick): the stat index must never answer
+    // with the other content's verdict.
+    let dir = init_repo();
+    let repo = dir.path();
+    let bin = tempfile::tempdir().unwrap();
+    let check = script(&bin.path().join("check.sh"), "grep -q good state.txt");
+    gates_json(
+        repo,
+        serde_json::json!([{"name": "check", "type": "test", "command": check}]),
+    );
+    for round in 0..6 {
+        for (body, passes) in [("good\n", true), ("bad!\n", false)] {
+            std::fs::write(repo.join("state.txt"), body).unwrap();
+            let (code, v) = run_json(repo, &[]);
+            assert_eq!(v["passed"], passes, "round {round}, {body:?}: {v}");
+            assert_eq!(code, if passes { 0 } else { 1 }, "{v}");
+            // Passing content is stored, so it is a hit after the first round.
+            if passes {
+                assert_eq!(v["gates"][0]["cached"], round > 0, "round {round}: {v}");
+            } else {
+                assert_eq!(v["gates"][0]["cached"], false, "{v}");
+            }
+        }
+    }
+    // The stat index lives with the cache, out of git's sight.
+    let stat = repo.join(".cascade/gate-cache/stat");
+    assert_eq!(std::fs::read_dir(&stat).unwrap().count(), 1);
+    let status = git(repo, &["status", "--porcelain"]);
+    assert!(!status.contains(".cascade"), "{status}");
+}
+
+#[test]
 fn failing_gate_exits_1_with_errors_and_missing_tool_is_reported() {
     let dir = init_repo();
     let repo = dir.path();

@@ -12,6 +12,7 @@ mod demo;
 mod engine;
 mod fleet;
 mod gates;
+mod hardening;
 mod lean_build;
 mod live_failures;
 mod mega;

@@ -234,6 +234,49 @@ fn a_remote_that_never_answers_costs_the_timeout_and_the_run_passes() {
     }
 }
 
+/// Writes `<dir>/agents.json` with one agent, `scripted`, that writes
+/// `<story id>.txt`.
+fn scripted_agents(dir: &Path) {
+    let agent = script(
+        &dir.join("agent.sh"),
+        r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#,
+    );
+    write_json(
+        &dir.join("agents.json"),
+        &serde_json::json!({"default_agent": "scripted",
+            "agents": {"scripted": {"type": "cli", "command": agent, "args": [], "timeout": 60}}}),
+    );
+}
+
+/// `approve --auto-run --json` in `repo` with the agents of `tools` and
+/// `--remote-cache URL --remote-cache-mode MODE` (`remote`), the secret set;
+/// asserts exit 0 and returns stdout.
+fn approve_with_remote(repo: &Path, tools: &Path, remote: &[&str; 2]) -> String {
+    let out = cascade(repo)
+        .args(["approve", "--auto-run", "--retry-delay", "0", "--json"])
+        .args([
+            "--remote-cache",
+            remote[0],
+            "--remote-cache-mode",
+            remote[1],
+        ])
+        .arg("--agents")
+        .arg(tools.join("agents.json"))
+        .env("CASCADE_CACHE_SECRET", SECRET)
+        .env_remove("CASCADE_REMOTE_CACHE")
+        .timeout(Duration::from_secs(120))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// `approve` in two repositories with the same plan and agent: the second
 /// one's story gate comes from the remote, and the events say so.
 #[test]
@@ -244,15 +287,7 @@ fn approve_shares_gate_verdicts_and_events_carry_the_source() {
         &shared.path().join("gate.sh"),
         &format!("pwd >> '{}'", log.display()),
     );
-    let agent = script(
-        &shared.path().join("agent.sh"),
-        r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#,
-    );
-    write_json(
-        &shared.path().join("agents.json"),
-        &serde_json::json!({"default_agent": "scripted",
-            "agents": {"scripted": {"type": "cli", "command": agent, "args": [], "timeout": 60}}}),
-    );
+    scripted_agents(shared.path());
     let url = format!("file://{}", shared.path().join("remote").display());
     let prd = serde_json::json!({
         "goal": "share gates", "objectives": [],
@@ -266,23 +301,7 @@ fn approve_shares_gate_verdicts_and_events_carry_the_source() {
         write_json(&repo.path().join("prd.json"), &prd);
         crate::common::git(repo.path(), &["add", "-A"]);
         crate::common::git(repo.path(), &["commit", "-q", "-m", "plan"]);
-        let out = cascade(repo.path())
-            .args(["approve", "--auto-run", "--retry-delay", "0", "--json"])
-            .args(["--remote-cache", &url, "--remote-cache-mode", mode])
-            .arg("--agents")
-            .arg(shared.path().join("agents.json"))
-            .env("CASCADE_CACHE_SECRET", SECRET)
-            .env_remove("CASCADE_REMOTE_CACHE")
-            .timeout(Duration::from_secs(120))
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{stdout} {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let stdout = approve_with_remote(repo.path(), shared.path(), &[&url, mode]);
         let finished: Vec<serde_json::Value> = stdout
             .lines()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -303,4 +322,95 @@ fn approve_shares_gate_verdicts_and_events_carry_the_source() {
     assert_eq!(gate_events[1]["cached"], true);
     let runs = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(runs.lines().count(), 1, "the gate ran once in all: {runs}");
+}
+
+/// An unusable `file://` root (a file, a FIFO, a directory that cannot be
+/// created) is a store that is down: a warning, and the gates run, for
+/// `gates run` and for `approve` (issue 23).
+#[test]
+fn an_unusable_file_root_is_a_warning_and_the_gates_run() {
+    let p = Pair::new(serde_json::json!({}));
+    let file = p.shared.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let fifo = p.shared.path().join("a-fifo");
+    let c = std::ffi::CString::new(fifo.to_string_lossy().as_bytes()).unwrap();
+    // SAFETY: mkfifo on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let roots = [file.clone(), fifo, file.join("below-a-file")];
+    for (i, root) in roots.iter().enumerate() {
+        let url = format!("file://{}", root.display());
+        // A miss every time: the local cache is emptied between runs.
+        let _ = std::fs::remove_dir_all(p.a.path().join(".cascade/gate-cache"));
+        let (code, v, stderr) = gates_run(
+            p.a.path(),
+            &["--remote-cache", &url],
+            &[("CASCADE_CACHE_SECRET", SECRET)],
+        );
+        assert_eq!(code, 0, "{url}: {v} {stderr}");
+        assert_eq!(v["passed"], true, "{v}");
+        assert_eq!(p.runs(), i + 1, "{url}: the gate ran");
+        assert!(
+            stderr.contains("warning: remote gate cache:") && stderr.contains("cannot be used"),
+            "{url}: {stderr}"
+        );
+        assert!(!stderr.contains("error:"), "{stderr}");
+    }
+    // approve: the story's gate runs and the run completes.
+    let repo = p.a.path();
+    scripted_agents(p.shared.path());
+    write_json(
+        &repo.join("prd.json"),
+        &serde_json::json!({"goal": "g", "stories": [{"id": "s1", "title": "One",
+            "dependencies": [], "status": "pending"}]}),
+    );
+    crate::common::git(repo, &["add", "-A"]);
+    crate::common::git(repo, &["commit", "-q", "-m", "plan"]);
+    let _ = std::fs::remove_dir_all(repo.join(".cascade/gate-cache"));
+    let url = format!("file://{}", file.display());
+    let stdout = approve_with_remote(repo, p.shared.path(), &[&url, "read-write"]);
+    assert!(stdout.contains("cannot be used"), "{stdout}");
+    assert_eq!(p.runs(), roots.len() + 1, "the story's gate ran");
+}
+
+/// A wrongly signed entry (planted by someone without the secret) is
+/// ignored by readers and replaced by the next writer that has the secret,
+/// so the key is not blocked for good (issue 23).
+#[test]
+fn a_forged_entry_is_replaced_by_a_writer_with_the_secret() {
+    let p = Pair::new(serde_json::json!({}));
+    let url = p.url();
+    // The forger publishes a "pass" under the real key, with its own secret.
+    let (code, v, stderr) = gates_run(
+        p.b.path(),
+        &["--remote-cache", &url],
+        &[("CASCADE_CACHE_SECRET", "the-forgers-own")],
+    );
+    assert_eq!(
+        (code, &v["remote_cache"]["uploads"]["uploaded"]),
+        (0, &serde_json::json!(1)),
+        "{v} {stderr}"
+    );
+    // CI with the real secret: the entry is rejected, the gate runs, and
+    // the forgery is replaced by a validly signed entry.
+    let (code, v, stderr) = gates_run(
+        p.a.path(),
+        &["--remote-cache", &url],
+        &[("CASCADE_CACHE_SECRET", SECRET)],
+    );
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["gates"][0]["cache"], "miss", "{v}");
+    assert_eq!(p.runs(), 2);
+    assert!(stderr.contains("wrongly signed"), "{stderr}");
+    assert!(stderr.contains("replaced the remote entry"), "{stderr}");
+    assert_eq!(v["remote_cache"]["uploads"]["uploaded"], 1, "{v}");
+    // A laptop with the secret now hits the remote.
+    std::fs::remove_dir_all(p.b.path().join(".cascade/gate-cache")).ok();
+    let (code, v, stderr) = gates_run(
+        p.b.path(),
+        &["--remote-cache", &url, "--remote-cache-mode", "read"],
+        &[("CASCADE_CACHE_SECRET", SECRET)],
+    );
+    assert_eq!(code, 0, "{v} {stderr}");
+    assert_eq!(v["gates"][0]["cache"], "remote", "{v} {stderr}");
+    assert_eq!(p.runs(), 2, "not run again");
 }

@@ -7,7 +7,9 @@
 //! live from the event stream while `cascade approve` runs (no reload); a
 //! failed story's gate errors are shown and their file:line links land on the
 //! diff line; a planning question answered on the page reaches the session's
-//! files.
+//! files; the mega view pauses and resumes a mega run, cancels and retries a
+//! story of one feature (not the other feature's story of the same id), and
+//! resumes the finished run.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -326,20 +328,15 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     b.click_css("#action-cancel", 5);
     b.click_css("#back-to-run", 5);
     wait_state(&b, "story-003", "cancelled", 30);
-    let controls = b.wait_js(
-        "the control events",
-        10,
-        "var l = [...document.querySelectorAll('#event-log li[data-event=control]')].map(e => e.textContent); return l.length >= 4 && l;",
+    expect_controls(
+        &b,
+        &[
+            "action=pause",
+            "action=resume",
+            "action=retry",
+            "action=cancel",
+        ],
     );
-    let controls = controls.to_string();
-    for action in [
-        "action=pause",
-        "action=resume",
-        "action=retry",
-        "action=cancel",
-    ] {
-        assert!(controls.contains(action), "{action} not in {controls}");
-    }
     // The agent was killed; releasing it changes nothing.
     std::fs::write(tools.path().join("go"), "").expect("release story-003");
     wait_state(&b, "story-004", "blocked", 60);
@@ -456,6 +453,169 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         "return document.querySelector('#progress-text').textContent.startsWith('2/4 merged')",
     );
     b.screenshot(&screenshot_path("run-resumed"));
+}
+
+/// The mega view's story `story` of `feature`, as a CSS selector (with
+/// `what` after it: ` .mega-retry`, ...).
+fn mega_row(feature: &str, story: &str, what: &str) -> String {
+    format!(".mega-story[data-feature=\"{feature}\"][data-story=\"{story}\"]{what}")
+}
+
+fn wait_mega_state(b: &Browser, feature: &str, story: &str, state: &str, secs: u64) {
+    b.wait_js(
+        &format!("{story} of {feature} to be {state}"),
+        secs,
+        &format!(
+            "var n = document.querySelector('{}'); return n && n.dataset.state === '{state}';",
+            mega_row(feature, story, "").replace('\'', "\\'")
+        ),
+    );
+}
+
+/// Waits until `test` (JavaScript, `s` the mega view's summary) holds.
+fn wait_mega(b: &Browser, what: &str, secs: u64, test: &str) {
+    b.wait_js(
+        what,
+        secs,
+        &format!("var s = document.querySelector('#mega-summary'); return s && ({test});"),
+    );
+}
+
+/// Clicks a button of the mega view once it is enabled.
+fn click_enabled(b: &Browser, css: &str) {
+    b.wait_js(
+        &format!("{css} to be enabled"),
+        15,
+        &format!(
+            "var e = document.querySelector('{}'); return e && !e.disabled;",
+            css.replace('\'', "\\'")
+        ),
+    );
+    b.click_css(css, 5);
+}
+
+#[test]
+fn dashboard_steers_a_mega_run_by_feature() {
+    let Some(b) = browser_or_skip("dashboard_steers_a_mega_run_by_feature") else {
+        return;
+    };
+    let tools = tempfile::tempdir().expect("tools dir");
+    let t = tools.path();
+    let (repo, agents) = crate::ui::two_feature_mega(t);
+    let agents = agents.display().to_string();
+    let (_ui, url) = start_ui(repo.path(), &["--agents", &agents]);
+    b.goto(&format!("{url}#/mega"));
+    b.wait_find("#mega-empty", 15);
+
+    // A mega run starts: both features' stories show up, live.
+    let mut args = vec!["--agents", agents.as_str()];
+    args.extend_from_slice(crate::ui::MEGA_APPROVE);
+    let _run = spawn_cascade(repo.path(), &args, Stdio::null());
+    for f in ["alpha", "beta"] {
+        wait_mega_state(&b, f, "s-hang", "running", 60);
+        wait_mega_state(&b, f, "s-fail", "failed", 60);
+    }
+    wait_mega(
+        &b,
+        "the mega view to be live",
+        30,
+        "s.dataset.live === 'true'",
+    );
+    b.screenshot(&screenshot_path("mega-live"));
+
+    // Pause the whole run.
+    click_enabled(&b, "#mega-pause");
+    wait_mega(
+        &b,
+        "the PAUSED badge",
+        15,
+        "s.dataset.paused === 'true' && document.querySelector('#mega-paused')",
+    );
+    // Retry alpha's failed story: it waits (paused).
+    click_enabled(&b, &mega_row("alpha", "s-fail", " .mega-retry"));
+    wait_mega_state(&b, "alpha", "s-fail", "pending", 30);
+    // Cancel alpha's hanging story: beta's story of the same id runs on.
+    click_enabled(&b, &mega_row("alpha", "s-hang", " .mega-cancel"));
+    wait_mega_state(&b, "alpha", "s-hang", "cancelled", 60);
+    wait_mega_state(&b, "alpha", "s-next", "blocked", 30);
+    assert_eq!(
+        b.js(
+            &format!(
+                "return document.querySelector('{}').dataset.state",
+                mega_row("beta", "s-hang", "").replace('\'', "\\'")
+            ),
+            json!([])
+        ),
+        "running",
+        "beta's s-hang was touched"
+    );
+    b.screenshot(&screenshot_path("mega-paused"));
+
+    // Resume: alpha's retried story runs again and merges; beta's goes on
+    // once its agent is let go.
+    click_enabled(&b, "#mega-resume");
+    wait_mega(
+        &b,
+        "scheduling to go on",
+        15,
+        "s.dataset.paused === 'false' && !document.querySelector('#mega-paused')",
+    );
+    wait_mega_state(&b, "alpha", "s-fail", "complete", 60);
+    std::fs::write(t.join("beta.go"), "").expect("release beta's s-hang");
+    wait_mega_state(&b, "beta", "s-hang", "complete", 60);
+    wait_mega_state(&b, "beta", "s-next", "complete", 60);
+    wait_mega(
+        &b,
+        "the mega run to end",
+        60,
+        "s.dataset.live === 'false' && s.dataset.status === 'failed'",
+    );
+    b.screenshot(&screenshot_path("mega-finished"));
+
+    // Retry on the finished run resumes it (`cascade mega resume --yes`):
+    // every failed story runs again and both features land.
+    click_enabled(&b, &mega_row("beta", "s-fail", " .mega-retry"));
+    wait_mega(
+        &b,
+        "the resumed mega run to complete",
+        120,
+        "s.dataset.status === 'completed' && s.dataset.live === 'false'",
+    );
+    for f in ["alpha", "beta"] {
+        for id in ["s-hang", "s-fail", "s-next"] {
+            wait_mega_state(&b, f, id, "complete", 15);
+        }
+    }
+    b.screenshot(&screenshot_path("mega-resumed"));
+    // Every request of the page reached the run as a control event, with
+    // the feature it named.
+    b.click_css("#tab-run", 5);
+    expect_controls(
+        &b,
+        &[
+            "action=pause",
+            "[alpha]  s-fail  action=retry",
+            "[alpha]  s-hang  action=cancel",
+            "action=resume",
+        ],
+    );
+}
+
+/// The run view's event log shows a `control` event for each of `lines`
+/// (each a part of its line: `action=pause`, `[feature]  story  action=...`).
+fn expect_controls(b: &Browser, lines: &[&str]) {
+    let controls = b.wait_js(
+        "the control events in the log",
+        15,
+        &format!(
+            "var l = [...document.querySelectorAll('#event-log li[data-event=control]')].map(e => e.textContent); return l.length >= {} && l;",
+            lines.len()
+        ),
+    );
+    let controls = controls.to_string();
+    for line in lines {
+        assert!(controls.contains(line), "{line} not in {controls}");
+    }
 }
 
 /// A planning session waiting for its first question, written with the

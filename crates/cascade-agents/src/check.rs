@@ -748,12 +748,23 @@ struct CachedCheck {
 #[derive(Debug, Clone)]
 pub struct CheckCache {
     file: PathBuf,
+    /// False: [`CheckCache::put`] keeps nothing (a dry run writes nothing).
+    writes: bool,
 }
 
 impl CheckCache {
     pub fn new(cascade_dir: &Path) -> CheckCache {
         CheckCache {
             file: cascade_dir.join(CHECK_FILE),
+            writes: true,
+        }
+    }
+
+    /// The same cache, only read.
+    pub fn read_only(self) -> CheckCache {
+        CheckCache {
+            writes: false,
+            ..self
         }
     }
 
@@ -777,6 +788,9 @@ impl CheckCache {
 
     /// Stores `check` (atomically; a failure to write only costs the cache).
     pub fn put(&self, def: &AgentDef, check: &AgentCheck) {
+        if !self.writes {
+            return;
+        }
         let Some(path) = &check.path else { return };
         let Some(key) = CheckKey::of(def, path) else {
             return;

@@ -19,6 +19,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cascade_plan::strict::Tracked;
 use serde_json::Value;
 
 use crate::phase::Phase;
@@ -26,7 +27,7 @@ use crate::placeholders;
 
 mod api;
 
-pub use api::{ApiSettings, Provider, API_FIELDS, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
+pub use api::{ApiSettings, Provider, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
 
 /// The agents.json that ships with cascade, used when no file is found.
 pub const BUILTIN_AGENTS_JSON: &str = include_str!("../../../agents.json");
@@ -252,6 +253,9 @@ pub enum ConfigError {
     Invalid {
         file: String,
         problems: Vec<ConfigProblem>,
+        /// The warnings of the same walk (unknown fields), so `cascade
+        /// validate` lists them beside the problems.
+        warnings: Vec<String>,
     },
 }
 
@@ -264,6 +268,17 @@ fn format_problems(file: &str, problems: &[ConfigProblem]) -> String {
 }
 
 impl AgentsConfig {
+    /// No agents yet; `claude-code` as the last resort (where the walk starts).
+    fn empty() -> AgentsConfig {
+        AgentsConfig {
+            default_agent: CLAUDE_CODE.to_string(),
+            agents: Vec::new(),
+            phase_defaults: BTreeMap::new(),
+            story_type_defaults: Vec::new(),
+            prices: crate::pricing::PriceTable::default(),
+        }
+    }
+
     /// Finds and loads the config in CLI.md's lookup order: `explicit`,
     /// `<cwd>/agents.json`, `$XDG_CONFIG_HOME/cascade/agents.json` (or
     /// `~/.config/cascade/agents.json`), else the built-in default.
@@ -346,6 +361,7 @@ impl AgentsConfig {
             Err(ConfigError::Invalid {
                 file: file.to_string(),
                 problems: walk.problems,
+                warnings: walk.warnings,
             })
         }
     }
@@ -411,17 +427,19 @@ impl Walk {
     }
 
     fn config(&mut self, value: &Value) -> AgentsConfig {
-        let mut config = AgentsConfig {
-            default_agent: CLAUDE_CODE.to_string(),
-            agents: Vec::new(),
-            phase_defaults: BTreeMap::new(),
-            story_type_defaults: Vec::new(),
-            prices: crate::pricing::PriceTable::default(),
-        };
         let Some(root) = value.as_object() else {
             self.problem("(root)", "expected a JSON object");
-            return config;
+            return AgentsConfig::empty();
         };
+        let root = Tracked::new(root);
+        let config = self.config_fields(&root);
+        self.warnings
+            .extend(root.unknown("", &["$schema", "description", "verification_gate"]));
+        config
+    }
+
+    fn config_fields(&mut self, root: &Tracked<'_>) -> AgentsConfig {
+        let mut config = AgentsConfig::empty();
         if let Some(v) = root.get("default_agent") {
             if let Some(name) = self.string(v, "default_agent") {
                 config.default_agent = name;
@@ -554,28 +572,52 @@ impl Walk {
             self.problem(key, "expected an object with \"type\" and \"command\"");
             return None;
         };
-        let kind = match obj.get("type") {
-            None => AgentKind::Cli,
-            Some(v) => match self.string(v, &format!("{key}.type"))?.as_str() {
-                "cli" => AgentKind::Cli,
-                "task-tool" | "task_tool" => AgentKind::TaskTool,
-                "api" => AgentKind::Api,
-                other => {
-                    self.problem(
-                        format!("{key}.type"),
-                        format!("unknown agent type '{other}' (expected \"cli\", \"task-tool\" or \"api\")"),
-                    );
-                    return None;
-                }
-            },
+        let obj = Tracked::new(obj);
+        // Without a known type the entry cannot be read: its other keys are
+        // not judged (they may all be right for the type that was meant).
+        let kind = self.agent_kind(&obj, &key)?;
+        let def = self.agent_fields(name, kind, &obj, &key);
+        self.warnings.extend(obj.unknown(&key, &["subagent_type"]));
+        def
+    }
+
+    /// `type`: cli (the default), task-tool or api.
+    fn agent_kind(&mut self, obj: &Tracked<'_>, key: &str) -> Option<AgentKind> {
+        let Some(v) = obj.get("type") else {
+            return Some(AgentKind::Cli);
         };
+        match self.string(v, &format!("{key}.type"))?.as_str() {
+            "cli" => Some(AgentKind::Cli),
+            "task-tool" | "task_tool" => Some(AgentKind::TaskTool),
+            "api" => Some(AgentKind::Api),
+            other => {
+                self.problem(
+                    format!("{key}.type"),
+                    format!(
+                        "unknown agent type '{other}' (expected \"cli\", \"task-tool\" or \"api\")"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Every field of an agent of `kind`. Each is read even after a problem
+    /// (no early return), so the unknown-field check after it knows them all.
+    fn agent_fields(
+        &mut self,
+        name: &str,
+        kind: AgentKind,
+        obj: &Tracked<'_>,
+        key: &str,
+    ) -> Option<AgentDef> {
+        let key = key.to_string();
         let description = obj
             .get("description")
             .and_then(Value::as_str)
             .map(str::to_string);
         if kind == AgentKind::Api {
             let timeout_secs = self.timeout(obj, &key);
-            let api = self.api(obj, &key)?;
             for field in ["command", "args", "resume_args", "list_sessions_args"] {
                 if obj.get(field).is_some_and(|v| !v.is_null()) {
                     self.warnings.push(format!(
@@ -583,6 +625,7 @@ impl Walk {
                     ));
                 }
             }
+            let api = self.api(obj, &key)?;
             return Some(AgentDef {
                 name: name.to_string(),
                 kind,
@@ -601,13 +644,14 @@ impl Walk {
             Some(v) => self.string(v, &format!("{key}.command")),
             None => None,
         };
+        // (An api agent has returned above.) A problem here is reported,
+        // and the other fields are still read (see agent_fields).
         let command = match (command, kind) {
-            (Some(c), _) if !c.trim().is_empty() => c,
-            (_, AgentKind::TaskTool) => TASK_TOOL_COMMAND.to_string(),
-            // (An api agent has returned above.)
+            (Some(c), _) if !c.trim().is_empty() => Some(c),
+            (_, AgentKind::TaskTool) => Some(TASK_TOOL_COMMAND.to_string()),
             (Some(_), _) => {
                 self.problem(format!("{key}.command"), "must not be empty");
-                return None;
+                None
             }
             (None, _) => {
                 if !obj.contains_key("command") {
@@ -616,7 +660,7 @@ impl Walk {
                         "missing command for a \"cli\" agent (add \"command\": \"<program>\")",
                     );
                 }
-                return None;
+                None
             }
         };
         let args = match obj.get("args") {
@@ -687,7 +731,7 @@ impl Walk {
         Some(AgentDef {
             name: name.to_string(),
             kind,
-            command,
+            command: command?,
             args,
             timeout_secs,
             env,
@@ -701,7 +745,7 @@ impl Walk {
 
     /// `timeout`: whole seconds (a fraction rounds up), at most
     /// [`MAX_TIMEOUT_SECS`].
-    fn timeout(&mut self, obj: &serde_json::Map<String, Value>, key: &str) -> Option<u64> {
+    fn timeout(&mut self, obj: &Tracked<'_>, key: &str) -> Option<u64> {
         match obj.get("timeout") {
             None | Some(Value::Null) => None,
             // Whole seconds; a fractional value is rounded up.
@@ -764,14 +808,21 @@ impl Walk {
     }
 
     fn phase(&mut self, value: &Value, key: &str) -> PhaseConfig {
-        let mut pc = PhaseConfig::default();
         let Some(obj) = value.as_object() else {
             self.problem(
                 key,
                 "expected an object with default_agent and fallback_chain",
             );
-            return pc;
+            return PhaseConfig::default();
         };
+        let obj = Tracked::new(obj);
+        let pc = self.phase_fields(&obj, key);
+        self.warnings.extend(obj.unknown(key, &[]));
+        pc
+    }
+
+    fn phase_fields(&mut self, obj: &Tracked<'_>, key: &str) -> PhaseConfig {
+        let mut pc = PhaseConfig::default();
         if let Some(v) = obj.get("default_agent").filter(|v| !v.is_null()) {
             pc.default_agent = self.string(v, &format!("{key}.default_agent"));
         }
@@ -818,6 +869,7 @@ impl Walk {
             );
             return None;
         };
+        let obj = Tracked::new(obj);
         let mut num = |field: &str, required: bool| -> Option<f64> {
             match obj.get(field) {
                 None | Some(Value::Null) if !required => None,
@@ -834,6 +886,7 @@ impl Walk {
         let input = num("input", true);
         let output = num("output", true);
         let cached_input = num("cached_input", false);
+        self.warnings.extend(obj.unknown(key, &[]));
         Some(crate::pricing::Price {
             input: input?,
             cached_input,

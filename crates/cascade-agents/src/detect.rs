@@ -63,6 +63,9 @@ pub struct Detector {
     entries: Mutex<BTreeMap<String, Detection>>,
     /// Results of `cascade agents check` next to the cache (see [`Detector::check_failure`]).
     checks: Option<crate::check::CheckCache>,
+    /// Whether the cache file is written (off: read only, until
+    /// [`Detector::allow_writes`]).
+    writes: std::sync::atomic::AtomicBool,
 }
 
 impl Detector {
@@ -82,7 +85,27 @@ impl Detector {
             ttl: DEFAULT_TTL,
             entries: Mutex::new(BTreeMap::new()),
             checks: None,
+            writes: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// Reads the cache but never writes it (nor creates its directory)
+    /// until [`Detector::allow_writes`]: what a command that may still be
+    /// refused uses, so a refusal leaves nothing behind.
+    pub fn read_only(self) -> Detector {
+        self.writes
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// Lets the cache be written from now on (a run has started).
+    pub fn allow_writes(&self) {
+        self.writes
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn writes(&self) -> bool {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Keeps the cache in `<dir>/agent-detection.json` (typically `.cascade/`)
@@ -125,7 +148,7 @@ impl Detector {
         if let Ok(mut entries) = self.entries.lock() {
             entries.clear();
         }
-        if let Some(file) = &self.cache_file {
+        if let Some(file) = self.cache_file.as_ref().filter(|_| self.writes()) {
             // A missing file is already refreshed.
             let _ = std::fs::remove_file(file);
         }
@@ -155,7 +178,7 @@ impl Detector {
             }
             Err(_) => None,
         };
-        if let (Some(file), Some(entries)) = (&self.cache_file, snapshot) {
+        if let (Some(file), Some(entries), true) = (&self.cache_file, snapshot, self.writes()) {
             save_cache(file, &self.path_env_string(), entries);
         }
         detection

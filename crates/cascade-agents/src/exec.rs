@@ -1,7 +1,9 @@
 //! The agent executor: one agent invocation in a working directory.
 //!
 //! The prompt is written to `<cascade_dir>/prompts/`, the placeholders of the
-//! agent's argv are filled in element by element (never a shell string), the
+//! agent's argv are filled in element by element (never a shell string; a
+//! prompt too long for the OS to pass as an argument is handed over as a
+//! pointer to the prompt file plus the whole prompt on stdin), the
 //! CASCADE_* environment of CLI.md is added to the agent's own `env` and the
 //! caller's extra variables, and the process runs under `cascade-process`:
 //! its own process group, killed as a group on timeout or cancellation, its
@@ -31,6 +33,11 @@ use crate::watch::Watcher;
 
 /// Linux refuses a single argv element longer than this (MAX_ARG_STRLEN).
 const MAX_ARG_BYTES: usize = 128 * 1024;
+
+/// The whole command line and environment must stay under the OS limit
+/// (`ARG_MAX`); this much of it is left for what the invocation does not
+/// count exactly (pointers, alignment).
+const ARG_MAX_MARGIN: usize = 64 * 1024;
 
 /// One invocation to run.
 #[derive(Debug, Clone)]
@@ -166,15 +173,73 @@ pub struct Invocation {
     /// (later wins): agent `env`, CASCADE_*, extra.
     pub env: Vec<(String, String)>,
     pub timeout: Duration,
+    /// The prompt is too long for the OS to pass as an argument: `{prompt}`
+    /// stands for a short pointer to the prompt file instead, and the whole
+    /// prompt goes to the agent's stdin.
+    pub prompt_on_stdin: bool,
 }
 
-/// Builds the invocation of `agent` for `req`, with the prompt at `prompt_path`.
+/// What `{prompt}` becomes when the prompt is too long for the command line.
+fn prompt_pointer(prompt_file: &str) -> String {
+    format!(
+        "Your task is in the file {prompt_file} (too long for the command line; it is also on standard input). Read that file first and do what it says."
+    )
+}
+
+/// Whether a command line with `args` and the added `env` can not be
+/// started by the OS: one string over `MAX_ARG_STRLEN`, or everything
+/// (the inherited environment included) over `ARG_MAX`.
+fn too_long_for_exec(program: &str, args: &[String], env: &[(String, String)]) -> bool {
+    let one_too_long = args.iter().any(|a| a.len() >= MAX_ARG_BYTES)
+        || env
+            .iter()
+            .any(|(k, v)| k.len() + v.len() + 1 >= MAX_ARG_BYTES);
+    if one_too_long {
+        return true;
+    }
+    // SAFETY: sysconf only reads a system constant.
+    let arg_max = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
+    let arg_max = usize::try_from(arg_max).unwrap_or(2 * 1024 * 1024);
+    let inherited: usize = std::env::vars_os()
+        .map(|(k, v)| k.len() + v.len() + 2)
+        .sum();
+    let total = program.len()
+        + args.iter().map(|a| a.len() + 1).sum::<usize>()
+        + env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2)
+            .sum::<usize>()
+        + inherited;
+    total + ARG_MAX_MARGIN >= arg_max
+}
+
+/// Builds the invocation of `agent` for `req`, with the prompt at
+/// `prompt_path`. A prompt too long for the OS to pass in argv or the
+/// environment is handed over through the prompt file and stdin instead
+/// ([`Invocation::prompt_on_stdin`]), whatever the agent's args say.
 pub fn invocation(agent: &AgentDef, req: &AgentRequest, prompt_path: &Path) -> Invocation {
+    let prompt = req.prompt.replace('\0', "");
+    let inv = invocation_with(agent, req, prompt_path, &prompt);
+    if !too_long_for_exec(&inv.program, &inv.args, &inv.env) {
+        return inv;
+    }
+    let pointer = prompt_pointer(&prompt_path.to_string_lossy());
+    Invocation {
+        prompt_on_stdin: true,
+        ..invocation_with(agent, req, prompt_path, &pointer)
+    }
+}
+
+/// [`invocation`] with `prompt` standing for `{prompt}`.
+fn invocation_with(
+    agent: &AgentDef,
+    req: &AgentRequest,
+    prompt_path: &Path,
+    prompt: &str,
+) -> Invocation {
     let prompt_file = prompt_path.to_string_lossy();
     let working_dir = req.workdir.to_string_lossy();
     let attempt = req.attempt.to_string();
-    // NUL cannot be passed in argv or the environment.
-    let prompt = req.prompt.replace('\0', "");
     let (session_id, session_index) = match &req.resume {
         Some(r) => (
             r.session_id.clone(),
@@ -183,7 +248,8 @@ pub fn invocation(agent: &AgentDef, req: &AgentRequest, prompt_path: &Path) -> I
         None => (String::new(), String::new()),
     };
     let values = Values {
-        prompt: &prompt,
+        // NUL cannot be passed in argv or the environment (removed above).
+        prompt,
         prompt_file: &prompt_file,
         working_dir: &working_dir,
         story_id: &req.story_id,
@@ -231,6 +297,7 @@ pub fn invocation(agent: &AgentDef, req: &AgentRequest, prompt_path: &Path) -> I
         cwd,
         env,
         timeout: req.timeout_override.unwrap_or_else(|| agent.timeout()),
+        prompt_on_stdin: false,
     }
 }
 
@@ -283,8 +350,9 @@ pub enum ExecError {
     /// The working directory is missing.
     #[error("agent '{agent}': working directory '{}' does not exist", dir.display())]
     NoWorkingDir { agent: String, dir: PathBuf },
-    /// An argument (usually the prompt) is longer than the OS allows.
-    #[error("agent '{agent}': argument {index} is {len} bytes, more than the {max} the OS accepts (pass the prompt as {{prompt_file}} in the agent's args)")]
+    /// An argument is longer than the OS allows (never the prompt itself,
+    /// which then goes through the prompt file and stdin).
+    #[error("agent '{agent}': argument {index} is {len} bytes, more than the {max} the OS accepts (shorten it in the agent's args)")]
     ArgumentTooLong {
         agent: String,
         index: usize,
@@ -398,6 +466,9 @@ pub async fn execute(
         .stop_token(stop);
     for (k, v) in &inv.env {
         spec = spec.env(k, v);
+    }
+    if inv.prompt_on_stdin {
+        spec = spec.stdin_bytes(req.prompt.replace('\0', ""));
     }
     let running = spec.spawn().map_err(|e| match e {
         SpawnError::NotFound { .. } => ExecError::Unavailable {

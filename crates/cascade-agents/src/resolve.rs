@@ -34,7 +34,10 @@ pub struct Overrides {
     pub prd_agent: Option<String>,
     /// `--review-agent`: the review phase (story review, plan challenge).
     pub review_agent: Option<String>,
-    /// `--no-fallback`: take the first candidate even if it is not installed.
+    /// `--no-fallback`: the first candidate or nothing: it must be
+    /// installed (else the story has no agent, an error before anything
+    /// runs), but its flags and login are not checked, and no other agent
+    /// is tried.
     pub no_fallback: bool,
 }
 
@@ -84,6 +87,9 @@ pub enum Level {
     FallbackChain,
     /// The top-level `default_agent`.
     DefaultAgent,
+    /// A chain given from elsewhere ([`Resolver::with_chain`]: a fleet
+    /// coordinator's resolution of the story, run on a worker).
+    Given,
 }
 
 /// One agent the chain proposes.
@@ -123,7 +129,8 @@ pub struct Assignment {
     pub fallbacks: Vec<Fallback>,
     /// The story's (inferred) type.
     pub story_type: StoryType,
-    /// False with `--no-fallback`: the command was not looked for.
+    /// False with `--no-fallback`: the command was found, but its flags and
+    /// login were not checked.
     pub checked: bool,
 }
 
@@ -171,6 +178,8 @@ pub struct Resolver<'a> {
     overrides: Overrides,
     /// Per agent name: why it cannot be used (`None`: it can).
     unusable: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
+    /// A chain decided elsewhere, used instead of this configuration's.
+    chain: Option<Vec<String>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -180,6 +189,7 @@ impl<'a> Resolver<'a> {
             detector,
             overrides,
             unusable: Default::default(),
+            chain: None,
         }
     }
 
@@ -207,6 +217,15 @@ impl<'a> Resolver<'a> {
         why
     }
 
+    /// This resolver with the candidates decided elsewhere (a fleet
+    /// coordinator resolved the story with its own agents.json): the first
+    /// of `chain` that this configuration has and whose command is found
+    /// wins, as for a chain of its own.
+    pub fn with_chain(mut self, chain: Vec<String>) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
     /// The overrides in use.
     pub fn overrides(&self) -> &Overrides {
         &self.overrides
@@ -231,6 +250,18 @@ impl<'a> Resolver<'a> {
     /// without duplicates, with the inferred story type.
     pub fn candidates(&self, story: &Story, phase: Phase) -> (Vec<Candidate>, Inferred) {
         let inferred = story_type::infer(story);
+        if let Some(chain) = &self.chain {
+            let given = chain
+                .iter()
+                .enumerate()
+                .map(|(i, a)| Candidate {
+                    agent: a.clone(),
+                    level: Level::Given,
+                    reason: format!("the coordinator's candidate #{} for {phase}", i + 1),
+                })
+                .collect();
+            return (given, inferred);
+        }
         let mut out: Vec<Candidate> = Vec::new();
         let mut push = |agent: &str, level: Level, reason: String| {
             if !out.iter().any(|c| c.agent == agent) {
@@ -312,12 +343,18 @@ impl<'a> Resolver<'a> {
                     "agent '{}' is not configured in agents.json",
                     c.agent
                 )),
-                Some(_) if self.overrides.no_fallback => None,
+                // An api agent runs if its key is there (with or without
+                // --no-fallback: nothing else can say it is usable).
                 Some(def) if def.api.is_some() => def
                     .api
                     .as_ref()
                     .and_then(|api| api.key().err())
                     .map(|var| format!("API key variable {var} is not set")),
+                // The first candidate or nothing: it must be installed.
+                Some(def) if self.overrides.no_fallback => {
+                    (!self.detector.detect(&def.command).found())
+                        .then(|| missing_reason(&def.command))
+                }
                 Some(def) => self.unusable(def),
             };
             match why {
@@ -332,7 +369,7 @@ impl<'a> Resolver<'a> {
                         .collect();
                     let mut reason = c.reason.clone();
                     if self.overrides.no_fallback {
-                        reason.push_str(" (not checked: --no-fallback)");
+                        reason.push_str(" (flags not checked: --no-fallback)");
                     }
                     return Ok(Assignment {
                         agent: c.agent,

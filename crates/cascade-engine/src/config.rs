@@ -267,11 +267,14 @@ pub struct ProjectConfig {
     pub worktree: WorktreeSetup,
     #[serde(default)]
     pub resources: ResourceSettings,
+    /// Unknown fields of the file, each naming the closest known one (they
+    /// are ignored).
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// `resources` in `.cascade/config.json`: the machine's limits.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
 pub struct ResourceSettings {
     /// Do not start an agent or gate while less memory than this is
     /// available (MiB; default 512; 0 turns the guard off).
@@ -332,6 +335,15 @@ pub enum ProjectConfigError {
 }
 
 impl ProjectConfig {
+    /// The unknown fields of `<cascade_dir>/config.json` (what
+    /// [`ProjectConfig::warnings`] holds), also when the file is invalid.
+    pub fn unknown_field_warnings(cascade_dir: &Path) -> Vec<String> {
+        let path = cascade_dir.join("config.json");
+        std::fs::read_to_string(&path)
+            .map(|text| unknown_fields(&text, &path))
+            .unwrap_or_default()
+    }
+
     /// Reads `<cascade_dir>/config.json`; the default when there is none.
     pub fn load(cascade_dir: &Path) -> Result<ProjectConfig, ProjectConfigError> {
         let path = cascade_dir.join("config.json");
@@ -342,11 +354,12 @@ impl ProjectConfig {
             }
             Err(source) => return Err(ProjectConfigError::Read { path, source }),
         };
-        let cfg: ProjectConfig =
+        let mut cfg: ProjectConfig =
             serde_json::from_str(&text).map_err(|source| ProjectConfigError::Parse {
                 path: path.clone(),
                 source,
             })?;
+        cfg.warnings = unknown_fields(&text, &path);
         for (index, cmd) in cfg.worktree.setup.iter().enumerate() {
             if cmd.first().is_none_or_empty() {
                 return Err(ProjectConfigError::EmptyCommand { path, index });
@@ -366,6 +379,29 @@ impl ProjectConfig {
         }
         Ok(cfg)
     }
+}
+
+/// The unknown fields of config.json (top level, `worktree`, `resources`),
+/// against the fields their serde types read.
+fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
+    use cascade_plan::strict::{fields_of, unknown_keys};
+    let Ok(serde_json::Value::Object(top)) = serde_json::from_str(text) else {
+        return Vec::new();
+    };
+    let mut found = unknown_keys(&top, "", fields_of::<ProjectConfig>(), &[]);
+    let sections: [(&str, &[&str]); 2] = [
+        ("worktree", fields_of::<WorktreeSetup>()),
+        ("resources", fields_of::<ResourceSettings>()),
+    ];
+    for (name, known) in sections {
+        if let Some(obj) = top.get(name).and_then(serde_json::Value::as_object) {
+            found.extend(unknown_keys(obj, name, known, &[]));
+        }
+    }
+    found
+        .into_iter()
+        .map(|w| format!("{}: {w}", path.display()))
+        .collect()
 }
 
 trait EmptyCheck {

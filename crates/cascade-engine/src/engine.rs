@@ -62,6 +62,9 @@ pub struct DryRun {
     /// Stories complete already.
     pub complete: Vec<String>,
     pub batches: Vec<Vec<PlannedStory>>,
+    /// What the files accept but probably do not mean (the notices a run
+    /// would start with).
+    pub notices: Vec<String>,
 }
 
 /// Runs PRDs.
@@ -306,6 +309,16 @@ fn overrides(o: &RunOptions) -> Overrides {
     }
 }
 
+/// A run that passed [`Engine::check`]: what [`Engine::start`] takes.
+pub struct CheckedRun {
+    p: Prepared,
+    inputs: Inputs,
+    previous: Option<RunState>,
+    state_path: PathBuf,
+    /// A killed run's merge to finish before the cleanliness check.
+    half_merged: bool,
+}
+
 /// What preparation produced.
 pub(crate) struct Prepared {
     pub paths: RepoPaths,
@@ -348,32 +361,40 @@ impl Engine {
         Ok(paths.cascade_dir().join("state.json"))
     }
 
-    /// Loads and checks everything a run (or a dry run) needs.
-    pub(crate) fn prepare(&self) -> Result<Prepared, EngineError> {
-        let paths = RepoPaths::discover(&self.config.project_root)?;
-        let prd_path = self.config.prd_file();
-        // Besides the usual names at the root, the exact files this run
-        // uses, wherever the user keeps them (`--prd plans/next/prd.json`).
+    /// cascade's own files of this run, as `info/exclude` patterns: the
+    /// usual names at the root, and the exact files this run uses wherever
+    /// the user keeps them (`--prd plans/next/prd.json`).
+    pub(crate) fn excluded_patterns(&self) -> Vec<String> {
         let root = &self.config.project_root;
         let own_here = crate::gitops::exclude_patterns(
             root,
             &[
-                prd_path.clone(),
-                self.config
-                    .progress_path
-                    .clone()
-                    .unwrap_or_else(|| root.join("progress.txt")),
+                self.config.prd_file(),
+                self.progress_file(),
                 root.join("findings.md"),
             ],
         );
-        let excluded: Vec<&str> = self
-            .config
+        self.config
             .excluded
             .iter()
-            .chain(&own_here)
-            .map(String::as_str)
-            .collect();
-        paths.ensure_excluded(&excluded)?;
+            .cloned()
+            .chain(own_here)
+            .collect()
+    }
+
+    fn progress_file(&self) -> PathBuf {
+        self.config
+            .progress_path
+            .clone()
+            .unwrap_or_else(|| self.config.project_root.join("progress.txt"))
+    }
+
+    /// Loads and checks everything a run (or a dry run) needs. Writes
+    /// nothing: a refused command leaves no trace (the detector only reads
+    /// its cache until [`Engine::run`] starts).
+    pub(crate) fn prepare(&self) -> Result<Prepared, EngineError> {
+        let paths = RepoPaths::discover(&self.config.project_root)?;
+        let prd_path = self.config.prd_file();
         let cascade_dir = paths.cascade_dir();
         let prd = cascade_plan::load_prd(&prd_path)?;
         let plan = cascade_plan::validate_prd(&prd).map_err(|source| EngineError::Invalid {
@@ -384,9 +405,21 @@ impl Engine {
             self.config.agents_path.as_deref(),
             &self.config.project_root,
         )?;
-        let notices = loaded.warnings.clone();
+        // What the files accept but probably do not mean, shown when the
+        // run starts: unknown priorities, unknown agents.json fields.
+        let notices = prd
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .chain(
+                loaded
+                    .warnings
+                    .iter()
+                    .map(|w| format!("{}: {w}", loaded.source)),
+            )
+            .collect();
         let agents = loaded.config;
-        let detector = Detector::from_env().cache_dir(&cascade_dir);
+        let detector = Detector::from_env().cache_dir(&cascade_dir).read_only();
         let target_branch = match &self.config.target_branch {
             Some(b) => b.clone(),
             None => crate::gitops::current_branch(&self.config.project_root)?.ok_or_else(|| {
@@ -409,6 +442,42 @@ impl Engine {
             target_branch,
             notices,
         })
+    }
+
+    /// Refuses the run when the user has uncommitted changes (unless
+    /// `--allow-dirty`). cascade's own files are not theirs: the PRD,
+    /// progress.txt, findings.md, the root files of [`OWN_FILES`], and the
+    /// temp files a killed write of the PRD left.
+    ///
+    /// [`OWN_FILES`]: crate::config::OWN_FILES
+    fn refuse_user_changes(
+        &self,
+        options: &RunOptions,
+        prd_path: &Path,
+    ) -> Result<(), EngineError> {
+        if options.allow_dirty {
+            return Ok(());
+        }
+        let mut own = vec![
+            prd_path.to_path_buf(),
+            self.progress_file(),
+            self.config.project_root.join("findings.md"),
+        ];
+        own.extend(cascade_fs::leftover_write_temps(prd_path));
+        let files = crate::gitops::user_changes(
+            &self.config.project_root,
+            &self.config.excluded,
+            &own,
+            10,
+        )?;
+        if files.is_empty() {
+            Ok(())
+        } else {
+            Err(EngineError::Dirty {
+                dir: self.config.project_root.clone(),
+                files,
+            })
+        }
     }
 
     /// Loads what every attempt reads (see [`Inputs`]).
@@ -451,8 +520,7 @@ impl Engine {
         })
     }
 
-    /// The schedule with agents and fallbacks; runs nothing, writes nothing
-    /// but `info/exclude`.
+    /// The schedule with agents and fallbacks; runs nothing, writes nothing.
     pub fn dry_run(&self, options: &RunOptions) -> Result<DryRun, EngineError> {
         let p = self.prepare()?;
         let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
@@ -503,31 +571,94 @@ impl Engine {
                 .map(|s| s.id.clone())
                 .collect(),
             batches,
+            notices: p.notices,
         })
     }
 
-    /// Runs the PRD. `sink` gets every event (also written to progress.txt).
-    /// Returns how the run ended; `Err` only when it could not start (or the
-    /// engine itself broke).
+    /// Runs the PRD: [`Engine::check`], then [`Engine::start`]. `sink` gets
+    /// every event (also written to progress.txt). Returns how the run
+    /// ended; `Err` only when it could not start (or the engine itself broke).
     pub async fn run(
         &self,
         options: RunOptions,
         sink: EventSink,
         cancel: &CancelToken,
     ) -> Result<RunSummary, EngineError> {
-        let started = Instant::now();
-        let mut p = self.prepare()?;
+        let checked = self.check(&options)?;
+        self.start(checked, options, sink, cancel).await
+    }
+
+    /// Everything that can refuse a run with `options`, checked before
+    /// anything is written (a refused command leaves the repository as it
+    /// was): the plan, agents.json, the target branch, an agent for every
+    /// pending story (here; with an executor, the workers resolve against
+    /// their own PATH), the gates and project settings, the state to
+    /// resume, the user's uncommitted changes. Only a checked run starts.
+    pub fn check(&self, options: &RunOptions) -> Result<CheckedRun, EngineError> {
+        let p = self.prepare()?;
         let state_path = match &self.config.state_path {
             Some(s) => s.clone(),
             None => p.cascade_dir.join("state.json"),
         };
-        let progress = ProgressLog::new(
-            self.config
-                .progress_path
-                .clone()
-                .unwrap_or_else(|| self.config.project_root.join("progress.txt")),
-        );
-        let progress_file = progress.path().to_path_buf();
+        if options.executor.is_none() {
+            let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
+            resolver
+                .check_overrides()
+                .map_err(EngineError::UnknownAgent)?;
+            for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
+                resolver
+                    .resolve(story, Phase::Implementation)
+                    .map_err(|source| EngineError::NoAgent {
+                        story: story.id.clone(),
+                        source,
+                    })?;
+            }
+        }
+        let inputs = self.inputs(&p, options)?;
+        let previous = RunState::load(&state_path)?;
+        if options.resume && previous.is_none() {
+            return Err(EngineError::NothingToResume { path: state_path });
+        }
+        // A merge a killed run left half done changes files the cleanliness
+        // check would count: it is finished (under the lock) first.
+        let half_merged = cascade_git::merge::interrupted_merge_pending(&p.paths, &p.target_branch);
+        if !half_merged {
+            self.refuse_user_changes(options, &p.prd_path)?;
+        }
+        Ok(CheckedRun {
+            p,
+            inputs,
+            previous,
+            state_path,
+            half_merged,
+        })
+    }
+
+    /// Starts a checked run: from here on cascade writes (its lock, its own
+    /// files kept out of git, caches, state). See [`Engine::run`].
+    pub async fn start(
+        &self,
+        checked: CheckedRun,
+        options: RunOptions,
+        sink: EventSink,
+        cancel: &CancelToken,
+    ) -> Result<RunSummary, EngineError> {
+        let started = Instant::now();
+        let CheckedRun {
+            mut p,
+            inputs,
+            previous,
+            state_path,
+            half_merged,
+        } = checked;
+        let Inputs {
+            judging,
+            remote_cache,
+            project,
+            checks,
+            prompt,
+        } = inputs;
+        let progress = ProgressLog::new(self.progress_file());
         let sink: EventSink = {
             let outer = sink;
             Arc::new(move |e: &Event| {
@@ -535,7 +666,6 @@ impl Engine {
                 outer(e);
             })
         };
-
         let _lock = if self.config.take_lock {
             let (lock, note) = RunLock::acquire(
                 &p.cascade_dir.join("lock"),
@@ -548,8 +678,10 @@ impl Engine {
         } else {
             None
         };
-        // A merge a killed run left half done (files updated, branch not
-        // moved) is completed first: its files would make the tree look dirty.
+        let excluded = self.excluded_patterns();
+        let excluded: Vec<&str> = excluded.iter().map(String::as_str).collect();
+        p.paths.ensure_excluded(&excluded)?;
+        p.detector.allow_writes();
         match cascade_git::merge::finish_interrupted_merge(&p.paths, &p.target_branch) {
             Ok(Some(tip)) => sink(&Event::Notice {
                 message: format!(
@@ -563,35 +695,26 @@ impl Engine {
                 message: format!("could not complete an interrupted merge: {e}"),
             }),
         }
-        for message in &p.notices {
+        if half_merged {
+            self.refuse_user_changes(&options, &p.prd_path)?;
+        }
+        // The unknown fields of the gates that judge the first stories.
+        let gate_warnings = cascade_git::merge::branch_tip(&p.paths, &p.target_branch)
+            .ok()
+            .flatten()
+            .and_then(|tip| judging.at(&tip.to_string()).ok())
+            .map(|j| j.gates.warnings.clone())
+            .unwrap_or_default();
+        for message in p
+            .notices
+            .iter()
+            .chain(&gate_warnings)
+            .chain(&project.warnings)
+        {
             sink(&Event::Notice {
                 message: message.clone(),
             });
         }
-
-        // Every pending story must have an agent before anything runs
-        // (here; with an executor, the workers resolve against their own PATH).
-        if options.executor.is_none() {
-            let resolver = Resolver::new(&p.agents, &p.detector, overrides(&options));
-            resolver
-                .check_overrides()
-                .map_err(EngineError::UnknownAgent)?;
-            for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
-                resolver
-                    .resolve(story, Phase::Implementation)
-                    .map_err(|source| EngineError::NoAgent {
-                        story: story.id.clone(),
-                        source,
-                    })?;
-            }
-        }
-        let Inputs {
-            judging,
-            remote_cache,
-            project,
-            checks,
-            prompt,
-        } = self.inputs(&p, &options)?;
         // PRD and state writes a killed run left half done: under the lock
         // no other write of these files can be under way, so their temp
         // files are stale (they would otherwise make the tree look dirty).
@@ -601,26 +724,8 @@ impl Engine {
         for tmp in stale {
             let _ = std::fs::remove_file(tmp);
         }
-        if !options.allow_dirty {
-            let own = [
-                p.prd_path.clone(),
-                progress_file,
-                self.config.project_root.join("findings.md"),
-            ];
-            let files = crate::gitops::dirty_files_except(&self.config.project_root, &own, 10)?;
-            if !files.is_empty() {
-                return Err(EngineError::Dirty {
-                    dir: self.config.project_root.clone(),
-                    files,
-                });
-            }
-        }
 
         // State: resumed or fresh; stories already merged are complete.
-        let previous = RunState::load(&state_path)?;
-        if options.resume && previous.is_none() {
-            return Err(EngineError::NothingToResume { path: state_path });
-        }
         let crate::start::Start { state, skipped } = crate::start::starting_state(
             &self.config,
             &mut p,
@@ -790,7 +895,7 @@ impl Engine {
         // Requests from outside (dashboard): pause, resume, cancel, retry.
         let steer = ctx.options.steering.clone();
         let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
-        let _attached = steer.as_ref().map(Attached::new);
+        let _attached = steer.as_ref().map(crate::control::steer::Attached::new);
         loop {
             crate::control::steer::apply(&ctx, &mut sched, &ids);
             let held = steer.as_ref().is_some_and(|s| s.is_paused());
@@ -972,6 +1077,12 @@ impl Engine {
                 });
             }
         }
+        // What the executor keeps elsewhere for merged stories goes too.
+        if let Some(executor) = &ctx.options.executor {
+            for message in executor.0.finish(&ctx.target_branch).await {
+                ctx.emit(Event::Notice { message });
+            }
+        }
         // Remote uploads still running get a short, bounded wait.
         if let Some(f) = ctx.gate_cache.flush_remote(None).await {
             for message in ctx.gate_cache.take_remote_warnings() {
@@ -1008,23 +1119,6 @@ impl Engine {
             stories: summary,
             duration_ms,
         })
-    }
-}
-
-/// Marks a [`Steering`](crate::control::steer::Steering) as taken care
-/// of while the main loop runs (requests made after it ends are refused).
-struct Attached(crate::control::steer::Steering);
-
-impl Attached {
-    fn new(s: &crate::control::steer::Steering) -> Attached {
-        s.attach(true);
-        Attached(s.clone())
-    }
-}
-
-impl Drop for Attached {
-    fn drop(&mut self) {
-        self.0.attach(false);
     }
 }
 

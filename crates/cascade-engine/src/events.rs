@@ -193,6 +193,15 @@ pub enum Event {
         error_type: FailureKind,
         delay_ms: u64,
     },
+    /// The story's turn in the serial merge queue came: its branch is
+    /// being merged into the target branch (`story_merged`, or a
+    /// `merge_conflict`, follows).
+    MergeStarted {
+        story: String,
+        attempt: u32,
+        branch: String,
+        target_branch: String,
+    },
     /// The story branch was merged into the target branch.
     StoryMerged {
         story: String,
@@ -447,6 +456,7 @@ impl Event {
             | Event::GateFinished { story, .. }
             | Event::AttemptFailed { story, .. }
             | Event::RetryScheduled { story, .. }
+            | Event::MergeStarted { story, .. }
             | Event::StoryMerged { story, .. }
             | Event::MergeConflict { story, .. }
             | Event::StoryFailed { story, .. }

@@ -28,10 +28,14 @@ use crate::retry::FailureKind;
 pub struct Job {
     /// The coordinator's run id.
     pub run_id: String,
+    /// The mega-plan feature the story belongs to (story ids repeat across
+    /// features: see [`Job::key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature: Option<String>,
     pub story: String,
     pub title: String,
     /// The attempt's number in the story's history (the pushed branch is
-    /// `cascade/<story>/a<attempt>`).
+    /// [`Job::attempt_branch`]).
     pub attempt: u32,
     /// The number of the last attempt the run allows (for the prompt).
     pub max_attempts: u32,
@@ -77,6 +81,57 @@ pub struct Job {
     pub remote_cache_url: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_cache_mode: Option<cascade_gates::RemoteMode>,
+    /// The coordinator's `--gate-jobs`: on a worker, the jobs that name the
+    /// same number share that many gate slots (across its slots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate_jobs: Option<usize>,
+    /// Set when the job resolves a merge conflict of work done earlier
+    /// instead of doing the story: the worker merges `base` into that work
+    /// and an agent resolves the conflicts (the `resolve_conflict` step).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve: Option<JobResolve>,
+}
+
+impl Job {
+    /// The story's name across the fleet: `<feature>.<story>` for a story of
+    /// a mega-plan feature, else the story id (job ids, the coordinator's
+    /// ledger and the pushed branches are keyed by it).
+    pub fn key(&self) -> String {
+        story_key(self.feature.as_deref(), &self.story)
+    }
+
+    /// The branch on the shared remote a worker pushes this attempt's work
+    /// to: `cascade/<key>/a<attempt>` (a resolution job updates the branch
+    /// of the attempt it resolves).
+    pub fn attempt_branch(&self) -> String {
+        format!(
+            "{}/a{}",
+            cascade_git::worktree::branch_name(self.feature.as_deref(), &self.story),
+            self.attempt
+        )
+    }
+}
+
+/// A story's fleet key (see [`Job::key`]).
+pub fn story_key(feature: Option<&str>, story: &str) -> String {
+    match feature {
+        Some(f) => format!("{f}.{story}"),
+        None => story.to_string(),
+    }
+}
+
+/// A merge conflict for a worker to resolve: the story's work (a commit on
+/// [`Job::attempt_branch`] of the shared remote) conflicts with the job's
+/// base (the target branch's tip now).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResolve {
+    /// The story branch's tip the worker made.
+    pub commit: String,
+    /// The conflicting files.
+    pub files: Vec<String>,
+    /// The agent that did the story (it resolves, unless the merge phase
+    /// names another).
+    pub agent: String,
 }
 
 /// The agent choices of a job: the run's overrides (the worker resolves
@@ -89,6 +144,9 @@ pub struct JobAgents {
     pub retry_agent: Option<String>,
     pub review_agent: Option<String>,
     pub no_fallback: bool,
+    /// The coordinator's resolution chain for the story, highest first: a
+    /// worker runs the first one its own agents.json configures and its PATH
+    /// has (with `--no-fallback` only the first is offered).
     pub candidates: Vec<String>,
 }
 
@@ -121,6 +179,25 @@ pub enum JobOutcome {
     },
     /// The worker stopped (drain, Ctrl-C) before the job finished.
     Interrupted,
+}
+
+impl JobOutcome {
+    /// `passed`, `failed` or `interrupted` (events, a worker's log).
+    pub fn status(&self) -> &'static str {
+        match self {
+            JobOutcome::Passed { .. } => "passed",
+            JobOutcome::Failed { .. } => "failed",
+            JobOutcome::Interrupted => "interrupted",
+        }
+    }
+
+    /// A failed job's error.
+    pub fn error(&self) -> Option<String> {
+        match self {
+            JobOutcome::Failed { failure } => Some(failure.error.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// What a worker reports about a job.
@@ -168,12 +245,25 @@ pub struct ExecContext {
 }
 
 /// The boxed future an executor returns.
-pub type ExecFuture<'a> = Pin<Box<dyn Future<Output = Executed> + Send + 'a>>;
+pub type ExecFuture<'a, T = Executed> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Runs attempts elsewhere.
 pub trait Executor: Send + Sync {
     /// Runs `job` and returns what came of it.
     fn execute(&self, job: Job, cx: ExecContext) -> ExecFuture<'_>;
+
+    /// The story `key` ([`Job::key`]) is merged into `target`, whose tip is
+    /// now `tip`: what the executor keeps of its attempts elsewhere can go
+    /// (the fleet deletes the branches workers pushed; not called for a
+    /// story that failed: its work is kept, as its local branch is), and the
+    /// next jobs will start from `tip` (the fleet makes it fetchable now).
+    fn merged(&self, _key: &str, _target: &str, _tip: &str) {}
+
+    /// The run of `target` is ending: finishes what the executor still has
+    /// to do for it (cleanup); returns notices for the run's events.
+    fn finish<'a>(&'a self, _target: &'a str) -> ExecFuture<'a, Vec<String>> {
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// An executor in [`RunOptions`](crate::config::RunOptions) (cloneable, printable).

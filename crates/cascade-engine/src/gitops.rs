@@ -35,6 +35,31 @@ pub fn dirty_files(dir: &Path, limit: usize) -> Result<Vec<String>, GitError> {
     dirty_files_except(dir, &[], limit)
 }
 
+/// The user's uncommitted changes in the worktree of `dir`, leaving out
+/// cascade's own files: `files`, and the root files the exclude `patterns`
+/// name (`/prd.json`; a directory pattern such as `/.cascade/` is left out
+/// by [`dirty_files_except`] anyway), whether or not those patterns are in
+/// `info/exclude` yet: a run writes them only once it starts, after this
+/// check.
+pub fn user_changes(
+    dir: &Path,
+    patterns: &[String],
+    files: &[PathBuf],
+    limit: usize,
+) -> Result<Vec<String>, GitError> {
+    let root = Repository::discover(dir)
+        .ok()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .unwrap_or_else(|| dir.to_path_buf());
+    let own: Vec<PathBuf> = patterns
+        .iter()
+        .filter(|p| !p.ends_with('/'))
+        .map(|p| root.join(p.trim_start_matches('/')))
+        .chain(files.iter().cloned())
+        .collect();
+    dirty_files_except(dir, &own, limit)
+}
+
 /// [`dirty_files`], also leaving out cascade's own files: the paths in `own`.
 /// cascade's own files are not the user's changes: paths in `own` (absolute)
 /// and anything under a `.cascade/` directory are left out, even when they

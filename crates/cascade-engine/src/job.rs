@@ -18,6 +18,7 @@ use cascade_gates::GateCache;
 use cascade_process::CancelToken;
 
 use crate::config::RunOptions;
+use crate::control::RunPools;
 use crate::engine::{Ctx, Engine, Inputs};
 use crate::error::EngineError;
 use crate::events::EventSink;
@@ -27,18 +28,28 @@ use crate::state::RunState;
 use crate::steps::{job_sequence, Attempt, Failure, Stop};
 
 impl Engine {
-    /// Runs `job` here and reports how it ended. `Err` only when the job
-    /// could not be set up (a PRD or gate configuration this machine cannot
-    /// use): the caller reports that as the job's failure.
+    /// Runs `job` here and reports how it ended. `pools`: the gate slots,
+    /// cooldowns and budget it shares with the caller's other jobs (a worker
+    /// shares them across its slots; see [`Job::pools`]). `Err` only when the
+    /// job could not be set up (a PRD or gate configuration this machine
+    /// cannot use): the caller reports that as the job's failure.
     pub async fn run_job(
         &self,
         job: &Job,
+        pools: Option<RunPools>,
         sink: EventSink,
         cancel: &CancelToken,
     ) -> Result<JobReport, EngineError> {
         let started = Instant::now();
         let p = self.prepare()?;
-        let options = job_options(job);
+        // A job is a run that has started (the worker took it): cascade's
+        // own files are kept out of git, and the caches written.
+        let excluded = self.excluded_patterns();
+        let excluded: Vec<&str> = excluded.iter().map(String::as_str).collect();
+        p.paths.ensure_excluded(&excluded)?;
+        p.detector.allow_writes();
+        let mut options = job_options(job);
+        options.pools = pools;
         let Inputs {
             judging,
             remote_cache,
@@ -113,6 +124,12 @@ impl Engine {
             .previous
             .as_ref()
             .map(|f| (f.agent.clone(), Failure::from_job(f)));
+        // A resolution is charged to the agent that did the story.
+        let agent = match (&job.resolve, &previous) {
+            (Some(r), _) => r.agent.clone(),
+            (None, Some(p)) => p.0.clone(),
+            (None, None) => "none".to_string(),
+        };
         let ports = crate::control::resources::PortLease::take();
         let env = ports.env();
         let mut held = None;
@@ -124,11 +141,10 @@ impl Engine {
             max: job.max_attempts,
             phase,
             previous: previous.as_ref(),
-            agent: previous
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |p| p.0.clone()),
+            agent,
             env: &env,
             worker: None,
+            job: Some(job),
             slot: None,
         };
         let ended = job_sequence(&mut attempt, &mut held).await;
@@ -188,7 +204,22 @@ fn job_options(job: &Job) -> RunOptions {
         agent_timeout: job.agent_timeout_secs.map(std::time::Duration::from_secs),
         excerpt_bytes: job.excerpt_bytes,
         remote_cache: job_remote_cache(job),
+        gate_jobs: job.gate_jobs,
         ..RunOptions::default()
+    }
+}
+
+impl Job {
+    /// The pools jobs like this one share on a machine running `slots` of
+    /// them at once: its `--gate-jobs` slots (the machine's default when it
+    /// names none), cooldowns, no budget of their own (the coordinator
+    /// keeps that).
+    pub fn pools(&self, slots: usize) -> RunPools {
+        let options = RunOptions {
+            parallel: slots.max(1),
+            ..job_options(self)
+        };
+        RunPools::new(&options, &crate::config::ProjectConfig::default())
     }
 }
 

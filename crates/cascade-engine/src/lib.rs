@@ -6,10 +6,15 @@
 //!
 //! # API summary
 //! - [`engine::Engine`]`::new(`[`config::EngineConfig`]`)`:
+//!   - `.check(&RunOptions) -> Result<`[`engine::CheckedRun`]`, EngineError>`:
+//!     everything that can refuse a run (PRD and its statuses, agents incl.
+//!     unknown `--agent` names and an agent for every pending story, target
+//!     branch, gates, `.cascade/config.json`, the state to resume, the dirty
+//!     tree), writing nothing; `.start(CheckedRun, options, sink, &cancel)`
+//!     takes the lock, writes the `info/exclude` block and runs.
 //!   - `.run(`[`config::RunOptions`]`, sink, &CancelToken).await ->
-//!     Result<`[`engine::RunSummary`]`, `[`error::EngineError`]`>`: prepares (info/exclude,
-//!     lock, PRD validation, agents incl. unknown `--agent` names, gates,
-//!     `.cascade/config.json`, dirty tree), then runs stories in worktrees
+//!     Result<`[`engine::RunSummary`]`, `[`error::EngineError`]`>`: `check`
+//!     then `start`: runs stories in worktrees
 //!     (`cascade/<id>`, or `cascade/<feature>.<id>` with `config.feature`)
 //!     as a sequence of named steps (the `steps` module: resolve agent ->
 //!     prepare worktree -> run agent -> commit -> verify (cascade-verify) ->
@@ -23,7 +28,8 @@
 //!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused|budget_exhausted),
 //!     counts, stories: Vec<`[`StorySummary`]`>, duration_ms }`. `Err` only
 //!     when the run could not start; `EngineError::is_usage()` => exit 2.
-//!   - `.dry_run(&RunOptions) -> Result<`[`engine::DryRun`]`>`: batches with agents and fallbacks.
+//!   - `.dry_run(&RunOptions) -> Result<`[`engine::DryRun`]`>`: batches with agents and
+//!     fallbacks, and the notices a run would start with; writes nothing.
 //!   - `.state_path()`.
 //! - `EngineConfig::new(project_root, prd_path)` plus `agents_path`,
 //!   `target_branch` (default: the branch checked out at `project_root`),
@@ -41,12 +47,20 @@
 //! - [`executor`]: where an attempt's work runs. `RunOptions::executor`
 //!   (an [`executor::Executor`], e.g. the fleet's coordinator) replaces the
 //!   agent..review steps with a [`executor::Job`] run elsewhere, whose
-//!   commit goes through the same merge queue; `Engine::run_job(&Job, sink,
-//!   &cancel) -> JobReport` is the worker side (the same steps, no merge).
+//!   commit goes through the same merge queue (a conflict goes back out as
+//!   a job that resolves it); `Engine::run_job(&Job, pools, sink, &cancel)
+//!   -> JobReport` is the worker side (the same steps, no merge).
 //! - [`control`]: budgets, per-agent rate-limit cooldowns (AIMD), gate jobs
 //!   and the memory guard, per-story ports and shared build caches; merge
-//!   conflicts go to an agent (phase `merge`) before they fail an attempt.
+//!   conflicts go to an agent (phase `merge`) before they fail an attempt;
+//!   steering a live run ([`control::steer::Steering`] in
+//!   `RunOptions::steering`: pause/resume, cancel/retry a story; a mega run
+//!   shares one, scoped per feature engine).
 //! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
+//! - [`secrets`]: credential-looking files a story's commit refuses unless
+//!   the story's `allow_secrets` allows them (the commit step fails the
+//!   attempt as `verification`, nothing committed); files worktree setup put
+//!   there are never committed (`cascade_git::local_files`).
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
 //!   per story status/agent/attempts/branch/worktree/commits), atomic writes.
@@ -56,7 +70,8 @@
 //! - [`retry`]: [`FailureKind`] classification and [`RetryPolicy`] backoff.
 //! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
-//! - [`gitops`]: the two git reads of the engine (current branch, dirty files).
+//! - [`gitops`]: the git reads of the engine (current branch, the user's
+//!   uncommitted changes with cascade's own files left out).
 //! - [`judging`]: the gates and verification rules that judge a story, read
 //!   from its base commit (else the main worktree's untracked copies as the
 //!   run found them), never from its branch.
@@ -80,6 +95,7 @@ mod pool;
 pub mod progress;
 pub mod retry;
 pub mod scheduler;
+pub mod secrets;
 mod start;
 pub mod state;
 pub(crate) mod steps;

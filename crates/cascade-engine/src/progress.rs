@@ -11,8 +11,10 @@
 //! Local time. Each line is appended with one `write` on a file opened with
 //! `O_APPEND`, so lines from parallel stories never interleave. Writing is
 //! best-effort: a full disk must not fail a run. Control characters in the
-//! text (an agent's NUL, ESC or line break) are written as `\u{1b}` escapes,
-//! so the file stays one line per step and safe to `cat` or `grep`.
+//! text (an agent's NUL, ESC or line break, a plan's title) are written as
+//! `\u{1b}` escapes (`cascade_plan::text::printable_line`, the sanitiser of
+//! every output), so the file stays one line per step and safe to `cat` or
+//! `grep`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -170,7 +172,7 @@ impl ProgressLog {
     /// Appends `[local time] text` (control characters escaped).
     pub fn append(&self, text: &str) {
         let stamp = chrono::Local::now().format("%Y-%m-%d %H:%M:%S");
-        let line = format!("[{stamp}] {}\n", escape_controls(text));
+        let line = format!("[{stamp}] {}\n", cascade_plan::text::printable_line(text));
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -179,24 +181,6 @@ impl ProgressLog {
             let _ = f.write_all(line.as_bytes());
         }
     }
-}
-
-/// `text` with every control character but tab as a `\u{..}` escape (the
-/// same form the terminal reporter uses).
-fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() && c != '\t';
-    if !text.chars().any(bad) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if bad(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
 }
 
 /// The first line of a message, trimmed (a progress line is one line).

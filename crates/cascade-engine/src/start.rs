@@ -50,6 +50,10 @@ pub(crate) fn starting_state(
             for s in &p.prd.stories {
                 st.position_or_add(&s.id);
             }
+            // Attempts a killed run left open were interrupted, not judged.
+            for s in &mut st.stories {
+                s.close_unfinished_attempts();
+            }
             st
         }
         _ => RunState::new(

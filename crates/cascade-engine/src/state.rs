@@ -200,14 +200,28 @@ pub struct ReviewRecord {
 
 impl StoryState {
     /// Attempts charged to the story: all but those its provider's rate
-    /// limit ended (`rate_limited` is never counted as an attempt).
+    /// limit ended (`rate_limited` is never counted as an attempt) and those
+    /// an interruption ended (Ctrl-C, a killed run: the work was stopped,
+    /// not judged). They stay in the history, numbered, with their logs.
     pub fn charged_attempts(&self) -> u32 {
         self.attempts
             .iter()
             .filter(|a| a.error_type != Some(FailureKind::RateLimited))
+            .filter(|a| a.outcome.as_deref() != Some(INTERRUPTED))
             .count() as u32
     }
+
+    /// Marks the attempts that never finished as interrupted: the run that
+    /// made them is gone (killed), so none of them is still going.
+    pub fn close_unfinished_attempts(&mut self) {
+        for a in self.attempts.iter_mut().filter(|a| a.outcome.is_none()) {
+            a.outcome = Some(INTERRUPTED.to_string());
+        }
+    }
 }
+
+/// The outcome of an attempt an interruption ended.
+pub const INTERRUPTED: &str = "interrupted";
 
 /// One attempt of a story.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -143,6 +143,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 .map_or_else(|| "none".to_string(), |p| p.0.clone()),
             env: &env,
             worker: None,
+            job: None,
             slot,
         };
         let (agent, worker, outcome) = run_attempt(this, &mut held).await;
@@ -211,7 +212,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     s.status = StoryStatus::Pending;
                     if let Some(a) = s.attempts.last_mut() {
                         if a.outcome.is_none() {
-                            a.outcome = Some("interrupted".into());
+                            a.outcome = Some(crate::state::INTERRUPTED.into());
                             a.finished_at = Some(now_rfc3339());
                             a.duration_ms = Some(duration_ms);
                         }

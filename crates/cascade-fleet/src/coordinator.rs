@@ -10,8 +10,13 @@
 //!    publishes the job (de-duplicated by its id);
 //! 2. waits for the job's result (live, or the last one stored for the job
 //!    when adopting), announcing the worker that took it;
-//! 3. fetches the pushed branch `cascade/<story>/a<n>` onto the local story
+//! 3. fetches the pushed branch `cascade/<key>/a<n>` onto the local story
 //!    branch and checks that it descends from the base; the engine merges it.
+//!
+//! Jobs are keyed by the story's key (`<feature>.<story>` in a mega-plan
+//! feature: story ids repeat across features). The bases it pushed and the
+//! branches workers pushed are deleted from the remote when no longer
+//! needed (the `refs` module).
 //!
 //! NATS unreachable for longer than `down_after`: the run is stopped (the
 //! caller's token; exit 130, resumable) with an event saying why; jobs out
@@ -28,7 +33,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{consumer, kv, stream};
 use cascade_engine::events::Event;
 use cascade_engine::executor::{
-    ExecContext, ExecFuture, Executed, Executor, Job, JobFailure, JobOutcome, JobReport,
+    ExecContext, ExecFuture, Executed, Executor, Job, JobFailure, JobOutcome,
 };
 use cascade_engine::FailureKind;
 use cascade_process::{AbortOnDrop, CancelToken};
@@ -40,6 +45,7 @@ use crate::git;
 use crate::ledger::{Ledger, Out};
 use crate::nats::Fleet;
 use crate::protocol::*;
+use crate::refs::RemoteRefs;
 use crate::registry;
 
 /// How the coordinator is set up.
@@ -89,13 +95,17 @@ pub struct Coordinator {
     fleet: Fleet,
     cfg: CoordinatorConfig,
     remote: String,
+    /// The repository (git2 side).
+    paths: cascade_git::RepoPaths,
     repo_key: String,
     results: stream::Stream,
     workers: kv::Store,
+    /// The live workers as last read, and when.
+    seen: Mutex<Option<(Instant, Vec<Heartbeat>)>>,
     router: Arc<Router>,
-    ledger: Ledger,
-    /// Bases pushed to the remote already.
-    pushed: tokio::sync::Mutex<HashSet<String>>,
+    ledger: Arc<Ledger>,
+    /// Bases and workers' branches on the shared remote.
+    refs: Arc<RemoteRefs>,
     /// When the connection went down (None: up).
     down_since: Arc<Mutex<Option<Instant>>>,
     stopped: AtomicBool,
@@ -112,6 +122,10 @@ impl Coordinator {
                 .await
                 .ok_or(FleetError::NoRemote)?,
         };
+        let paths = cascade_git::RepoPaths::discover(&cfg.repo).map_err(|e| FleetError::Git {
+            command: "open the repository".into(),
+            message: e.to_string(),
+        })?;
         let fleet = Fleet::connect(&cfg.url, "cascade-coordinator").await?;
         fleet.jobs_stream().await?;
         let results = fleet.results_stream().await?;
@@ -143,6 +157,7 @@ impl Coordinator {
                 }
             })
         };
+
         let down_since = Arc::new(Mutex::new(None));
         let watcher = {
             let (client, down) = (fleet.clone(), Arc::clone(&down_since));
@@ -161,19 +176,31 @@ impl Coordinator {
                 }
             })
         };
-        let ledger = Ledger::open(cfg.cascade_dir.join("fleet-jobs.json"));
+        let ledger = Arc::new(Ledger::open(cfg.cascade_dir.join("fleet-jobs.json")));
+        let refs = Arc::new(RemoteRefs::new(
+            cfg.repo.clone(),
+            remote.clone(),
+            Arc::clone(&ledger),
+        ));
+        let pusher = refs.pusher();
         Ok(Coordinator {
             fleet,
             remote,
+            paths,
             repo_key,
             results,
             workers,
+            seen: Mutex::new(None),
             router,
             ledger,
-            pushed: tokio::sync::Mutex::new(HashSet::new()),
+            refs,
             down_since,
             stopped: AtomicBool::new(false),
-            _tasks: vec![AbortOnDrop(reader), AbortOnDrop(watcher)],
+            _tasks: vec![
+                AbortOnDrop(reader),
+                AbortOnDrop(watcher),
+                AbortOnDrop(pusher),
+            ],
             cfg,
         })
     }
@@ -216,20 +243,16 @@ impl Coordinator {
         // (a stop by Ctrl-C or NATS counts the attempt again): the worker
         // built on the base it was given (checked against that base), and
         // the merge queue merges it onto today's tip as it does any story.
-        let adopted = self
-            .ledger
-            .get(&job.story)
-            .filter(|o| o.run_id == job.run_id);
+        let key = job.key();
+        let adopted = self.ledger.get(&key).filter(|o| o.run_id == job.run_id);
         let mut job = job;
         let (job_id, attempt) = match &adopted {
             Some(o) => {
                 job.base = o.base.clone();
+                self.refs.adopt_base(&job.base);
                 (o.job_id.clone(), o.attempt)
             }
-            None => (
-                job_id(&job.run_id, &job.story, job.attempt, &job.base),
-                job.attempt,
-            ),
+            None => (job_id(&job), job.attempt),
         };
         let mut rx = self.router.register(&job_id);
         let subject = results_subject(&self.repo_key, &job_id);
@@ -273,12 +296,12 @@ impl Coordinator {
                             worker: r.worker,
                             agent,
                         }),
-                        ResultKind::Finished { branch, report } => {
+                        ResultKind::Progress { event } => sink(&event),
+                        ResultKind::Finished(done) => {
                             self.router.done(&job_id);
-                            if let Err(e) = self.ledger.done(&job.story, &job_id) {
-                                sink(&Event::Notice { message: format!("fleet: {e}") });
-                            }
-                            return self.finished(&job, attempt, r.worker, branch, *report, &cx).await;
+                            let ended = self.finished(&job, &job_id, attempt, r.worker, done, &cx).await;
+                            self.refs.release_base(&job.base);
+                            return ended;
                         }
                     }
                 }
@@ -298,26 +321,28 @@ impl Coordinator {
 
     /// Waits for a worker able to run the job, pushes its base, publishes it.
     async fn publish(&self, job: &Job, job_id: &str, cx: &ExecContext) -> Result<(), Executed> {
-        let sink = &cx.sink;
         self.wait_for_worker(job, cx).await?;
-        // The base, once per commit.
-        {
-            let mut pushed = self.pushed.lock().await;
-            if !pushed.contains(&job.base) {
-                match git::push_base(&self.cfg.repo, &self.remote, &job.base, &cx.cancel).await {
-                    Ok(()) => {
-                        pushed.insert(job.base.clone());
-                    }
-                    Err(FleetError::Cancelled) => return Err(Executed::Interrupted),
-                    Err(e) => {
-                        return Err(Executed::NotRun(failure(
-                            FailureKind::Setup,
-                            format!("cannot push the job's base to the shared remote: {e}"),
-                        )))
-                    }
-                }
+        // The base, once per commit (and the work a resolution starts from).
+        match self.refs.use_base(job, &cx.cancel).await {
+            Ok(()) => {}
+            Err(FleetError::Cancelled) => return Err(Executed::Interrupted),
+            Err(e) => {
+                return Err(Executed::NotRun(failure(
+                    FailureKind::Setup,
+                    format!("cannot push the job's base to the shared remote: {e}"),
+                )))
             }
         }
+        let published = self.send(job, job_id, cx).await;
+        if published.is_err() {
+            self.refs.release_base(&job.base);
+        }
+        published
+    }
+
+    /// Publishes the job (its base is on the remote) and records it.
+    async fn send(&self, job: &Job, job_id: &str, cx: &ExecContext) -> Result<(), Executed> {
+        let sink = &cx.sink;
         let subject = jobs_subject(&self.repo_key, &job.run_id);
         let msg = JobMsg {
             id: job_id.to_string(),
@@ -369,7 +394,7 @@ impl Coordinator {
             base: job.base.clone(),
             published_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         };
-        if let Err(e) = self.ledger.put(&job.story, out) {
+        if let Err(e) = self.ledger.put(&job.key(), out) {
             sink(&Event::Notice {
                 message: format!("fleet: {e}"),
             });
@@ -389,8 +414,11 @@ impl Coordinator {
     async fn wait_for_worker(&self, job: &Job, cx: &ExecContext) -> Result<(), Executed> {
         let started = Instant::now();
         let mut said_none = false;
+        let mut fresh = false;
         loop {
-            match registry::live_workers(&self.workers).await {
+            let seen = self.live_workers(fresh).await;
+            fresh = true;
+            match seen {
                 Ok(workers) if workers.iter().any(|w| registry::can_run(w, job)) => return Ok(()),
                 Ok(workers) if workers.is_empty() => {
                     if !said_none {
@@ -434,35 +462,61 @@ impl Coordinator {
         }
     }
 
-    /// A finished job: announced; a passed one's branch fetched and checked.
+    /// The live workers: as seen less than a heartbeat ago (one view for
+    /// every job published meanwhile), or read now (`fresh`).
+    async fn live_workers(&self, fresh: bool) -> Result<Vec<Heartbeat>, String> {
+        if !fresh {
+            if let Ok(seen) = self.seen.lock() {
+                if let Some((at, workers)) = seen.as_ref() {
+                    if at.elapsed() < HEARTBEAT_EVERY {
+                        return Ok(workers.clone());
+                    }
+                }
+            }
+        }
+        let workers = registry::live_workers(&self.workers).await?;
+        if let Ok(mut seen) = self.seen.lock() {
+            *seen = Some((Instant::now(), workers.clone()));
+        }
+        Ok(workers)
+    }
+
+    /// A finished job: crossed off the ledger and announced; a passed one's
+    /// work taken onto the story branch and checked.
     async fn finished(
         &self,
         job: &Job,
+        job_id: &str,
         attempt: u32,
         worker: String,
-        branch: String,
-        mut report: JobReport,
+        done: Finished,
         cx: &ExecContext,
     ) -> Executed {
-        let (status, error) = match &report.outcome {
-            JobOutcome::Passed { .. } => ("passed", None),
-            JobOutcome::Failed { failure } => ("failed", Some(failure.error.clone())),
-            JobOutcome::Interrupted => ("interrupted", None),
-        };
+        let Finished {
+            branch,
+            report,
+            pack,
+        } = done;
+        let mut report = *report;
+        // Work not in the result was pushed (deleted once the story merged).
+        let pushed = (matches!(report.outcome, JobOutcome::Passed { .. }) && pack.is_none())
+            .then_some(branch.as_str());
+        if let Err(e) = self.ledger.done(&job.key(), job_id, pushed) {
+            (cx.sink)(&Event::Notice {
+                message: format!("fleet: {e}"),
+            });
+        }
         (cx.sink)(&Event::JobFinished {
             story: job.story.clone(),
             attempt,
             worker: worker.clone(),
             agent: report.agent.clone(),
-            status: status.to_string(),
-            error,
+            status: report.outcome.status().to_string(),
+            error: report.outcome.error(),
             duration_ms: report.duration_ms,
         });
         if let JobOutcome::Passed { commit } = &report.outcome {
-            if let Err(message) = self
-                .take_branch(job, &branch, commit, &cx.story_branch, &cx.cancel)
-                .await
-            {
+            if let Err(message) = self.take_work(job, &branch, commit, pack, cx).await {
                 if cx.cancel.is_cancelled() {
                     return Executed::Interrupted;
                 }
@@ -474,43 +528,68 @@ impl Coordinator {
         Executed::Ran { worker, report }
     }
 
-    /// Fetches the worker's branch onto the story branch; its tip must be
-    /// the reported commit and descend from the job's base.
-    async fn take_branch(
+    /// Brings the worker's commit onto the story branch: from the pack in
+    /// its result, else fetched from its branch on the shared remote. The
+    /// commit must be the reported one and descend from the job's base.
+    async fn take_work(
         &self,
         job: &Job,
         branch: &str,
         commit: &str,
-        into: &str,
-        cancel: &CancelToken,
+        pack: Option<String>,
+        cx: &ExecContext,
     ) -> Result<(), String> {
-        let repo = &self.cfg.repo;
-        let tip = git::fetch_branch(repo, &self.remote, branch, into, cancel)
-            .await
-            .map_err(|e| format!("cannot fetch the worker's branch '{branch}': {e}"))?;
-        if tip != commit {
-            return Err(format!(
-                "branch '{branch}' is at {tip}, not at the reported commit {commit} (pushed over by another run of the job?)"
-            ));
-        }
-        let parent = git::parent(repo, &tip, cancel).await.unwrap_or_default();
-        if parent != job.base
-            && !git::is_ancestor(repo, &job.base, &tip, cancel)
-                .await
-                .unwrap_or(false)
-        {
-            return Err(format!(
-                "the worker's commit {tip} does not descend from the job's base {}",
+        use base64::Engine as _;
+        use cascade_git::transfer::{self, TransferError};
+        let pack = match pack {
+            Some(p) => Some(
+                base64::engine::general_purpose::STANDARD
+                    .decode(p)
+                    .map_err(|e| format!("the result's pack cannot be read: {e}"))?,
+            ),
+            None => {
+                git::fetch_objects(&self.cfg.repo, &self.remote, branch, &cx.cancel)
+                    .await
+                    .map_err(|e| format!("cannot fetch the worker's branch '{branch}': {e}"))?;
+                None
+            }
+        };
+        let paths = self.paths.clone();
+        let (into, tip, base) = (
+            cx.story_branch.clone(),
+            commit.to_string(),
+            job.base.clone(),
+        );
+        let taken = tokio::task::spawn_blocking(move || match pack {
+            Some(pack) => transfer::import_onto(&paths, &pack, &into, &tip, &base),
+            None => transfer::set_branch_checked(&paths, &into, &tip, &base),
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        taken.map_err(|e| match e {
+            TransferError::Missing { .. } => format!(
+                "branch '{branch}' does not hold the reported commit {commit} (pushed over by another run of the job?)"
+            ),
+            TransferError::NotOnBase { .. } => format!(
+                "the worker's commit {commit} does not descend from the job's base {}",
                 job.base
-            ));
-        }
-        Ok(())
+            ),
+            e => format!("cannot take the worker's work: {e}"),
+        })
     }
 }
 
 impl Executor for Coordinator {
     fn execute(&self, job: Job, cx: ExecContext) -> ExecFuture<'_> {
         Box::pin(self.run(job, cx))
+    }
+
+    fn merged(&self, key: &str, target: &str, tip: &str) {
+        self.refs.merged(key, target, tip);
+    }
+
+    fn finish<'a>(&'a self, target: &'a str) -> ExecFuture<'a, Vec<String>> {
+        Box::pin(self.refs.finish(target))
     }
 }
 

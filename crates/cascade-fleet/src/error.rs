@@ -20,6 +20,8 @@ pub enum FleetError {
         #[source]
         source: std::io::Error,
     },
+    #[error("work directory '{}' is in use by {holder}; give each worker its own --id (or leave --id out: each worker then gets a directory of its own)", dir.display())]
+    WorkdirBusy { dir: PathBuf, holder: String },
     #[error("agents: {message}")]
     Agents { message: String },
     #[error("stopped")]
@@ -31,7 +33,10 @@ impl FleetError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            FleetError::BadUrl { .. } | FleetError::NoRemote | FleetError::Agents { .. }
+            FleetError::BadUrl { .. }
+                | FleetError::NoRemote
+                | FleetError::Agents { .. }
+                | FleetError::WorkdirBusy { .. }
         )
     }
 }

@@ -37,6 +37,21 @@ pub async fn git(dir: &Path, args: &[&str], cancel: &CancelToken) -> Result<Stri
     Ok(out.stdout.text_lossy().trim().to_string())
 }
 
+/// Pushes `src` (a commit or a local ref) to the ref `dst` of the remote
+/// (forced: a base is the same commit again; a redelivered job's rerun
+/// replaces an earlier run's branch).
+pub async fn push(
+    dir: &Path,
+    remote: &str,
+    src: &str,
+    dst: &str,
+    cancel: &CancelToken,
+) -> Result<(), FleetError> {
+    let refspec = format!("+{src}:{dst}");
+    git(dir, &["push", "--quiet", remote, &refspec], cancel).await?;
+    Ok(())
+}
+
 /// Coordinator: makes `base` fetchable from the shared remote.
 pub async fn push_base(
     repo: &Path,
@@ -44,82 +59,45 @@ pub async fn push_base(
     base: &str,
     cancel: &CancelToken,
 ) -> Result<(), FleetError> {
-    let refspec = format!("{base}:{}", base_ref(base));
+    push(repo, remote, base, &base_ref(base), cancel).await
+}
+
+/// Coordinator: fetches the objects of a worker's pushed branch (no local
+/// ref is written: the caller points the story branch at the commit after
+/// checking it).
+pub async fn fetch_objects(
+    repo: &Path,
+    remote: &str,
+    branch: &str,
+    cancel: &CancelToken,
+) -> Result<(), FleetError> {
+    let refspec = format!("refs/heads/{branch}");
     git(
         repo,
-        &["push", "--quiet", "--force", remote, &refspec],
+        &[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            remote,
+            &refspec,
+        ],
         cancel,
     )
     .await?;
     Ok(())
 }
 
-/// Coordinator: fetches a worker's pushed branch onto the local `into`
-/// branch; returns its tip.
-pub async fn fetch_branch(
-    repo: &Path,
-    remote: &str,
-    branch: &str,
-    into: &str,
-    cancel: &CancelToken,
-) -> Result<String, FleetError> {
-    let refspec = format!("+refs/heads/{branch}:refs/heads/{into}");
-    git(
-        repo,
-        &["fetch", "--quiet", "--no-tags", remote, &refspec],
-        cancel,
-    )
-    .await?;
-    git(
-        repo,
-        &[
-            "rev-parse",
-            "--verify",
-            &format!("refs/heads/{into}^{{commit}}"),
-        ],
-        cancel,
-    )
-    .await
-}
-
-/// Whether `ancestor` is `commit` or one of its ancestors.
-pub async fn is_ancestor(
-    repo: &Path,
-    ancestor: &str,
-    commit: &str,
-    cancel: &CancelToken,
-) -> Result<bool, FleetError> {
-    match git(
-        repo,
-        &["merge-base", "--is-ancestor", ancestor, commit],
-        cancel,
-    )
-    .await
-    {
-        Ok(_) => Ok(true),
-        Err(FleetError::Git { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// The first parent of `commit`.
-pub async fn parent(repo: &Path, commit: &str, cancel: &CancelToken) -> Result<String, FleetError> {
-    git(
-        repo,
-        &["rev-parse", "--verify", &format!("{commit}^1")],
-        cancel,
-    )
-    .await
-}
-
 /// Worker: a clone of `remote` at `dir` (created once, no checkout), with
 /// the job's base fetched, checked out (detached) in the main worktree and
-/// set as branch `target`.
+/// set as branch `target`; `work`, a branch of the remote holding earlier
+/// work of the story (a conflict to resolve), is fetched with it.
 pub async fn prepare_clone(
     dir: &Path,
     remote: &str,
     base: &str,
     target: &str,
+    work: Option<&str>,
     cancel: &CancelToken,
 ) -> Result<(), FleetError> {
     if !dir.join(".git").exists() {
@@ -138,26 +116,29 @@ pub async fn prepare_clone(
         )
         .await?;
     }
-    let r = base_ref(base);
-    let refspec = format!("+{r}:{r}");
-    git(
-        dir,
-        &["fetch", "--quiet", "--no-tags", remote, &refspec],
-        cancel,
-    )
-    .await?;
-    git(
-        dir,
-        &["checkout", "--quiet", "--force", "--detach", base],
-        cancel,
-    )
-    .await?;
-    git(dir, &["branch", "--quiet", "--force", target, base], cancel).await?;
+    // Into fixed local refs (replaced job after job): a clone that fetched
+    // every base under its own name would collect thousands of refs.
+    let mut refspecs = vec![format!("+{}:refs/cascade/fleet-base", base_ref(base))];
+    if let Some(work) = work {
+        refspecs.push(format!("+refs/heads/{work}:refs/cascade/fleet-work"));
+    }
+    let mut args = vec!["fetch", "--quiet", "--no-tags", remote];
+    args.extend(refspecs.iter().map(String::as_str));
+    git(dir, &args, cancel).await?;
+    let (dir, base, target) = (dir.to_path_buf(), base.to_string(), target.to_string());
+    // In-process (no git processes on the way to the agent).
+    tokio::task::spawn_blocking(move || cascade_git::transfer::check_out(&dir, &base, &target))
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|done| done.map_err(|e| e.to_string()))
+        .map_err(|message| FleetError::Git {
+            command: "check out the base".into(),
+            message,
+        })?;
     Ok(())
 }
 
-/// Worker: pushes the local `branch` to `to` on the remote (forced: a
-/// redelivered job's run replaces an earlier one of the same attempt).
+/// Worker: pushes the local `branch` to `to` on the remote.
 pub async fn push_branch(
     dir: &Path,
     remote: &str,
@@ -165,14 +146,8 @@ pub async fn push_branch(
     to: &str,
     cancel: &CancelToken,
 ) -> Result<(), FleetError> {
-    let refspec = format!("+refs/heads/{branch}:refs/heads/{to}");
-    git(
-        dir,
-        &["push", "--quiet", "--force", remote, &refspec],
-        cancel,
-    )
-    .await?;
-    Ok(())
+    let (src, dst) = (format!("refs/heads/{branch}"), format!("refs/heads/{to}"));
+    push(dir, remote, &src, &dst, cancel).await
 }
 
 /// The URL of the repository's `origin`, if it has one.
@@ -181,4 +156,69 @@ pub async fn origin_url(repo: &Path, cancel: &CancelToken) -> Option<String> {
         .await
         .ok()
         .filter(|u| !u.is_empty())
+}
+
+/// Coordinator: sets and deletes refs of the remote with one push:
+/// `(src, dst)` pushes `src` (forced) to the ref `dst`, an empty `src`
+/// deletes `dst` (a ref that is gone already counts as deleted). Returns
+/// the refs that could not be changed, with why.
+pub async fn update_refs(
+    repo: &Path,
+    remote: &str,
+    updates: &[(String, String)],
+) -> std::collections::HashMap<String, String> {
+    if updates.is_empty() {
+        return Default::default();
+    }
+    let specs: Vec<String> = updates
+        .iter()
+        .map(|(src, dst)| match src.is_empty() {
+            true => format!(":{dst}"),
+            false => format!("+{src}:{dst}"),
+        })
+        .collect();
+    let mut args = vec!["push", "--porcelain", remote];
+    args.extend(specs.iter().map(String::as_str));
+    let spec = Spec::new("git")
+        .args(&args)
+        .cwd(repo)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .timeout(TIMEOUT);
+    let all = |why: String| {
+        updates
+            .iter()
+            .map(|(_, dst)| (dst.clone(), why.clone()))
+            .collect()
+    };
+    let out = match spec.run(&CancelToken::new()).await {
+        Ok(o) => o,
+        Err(e) => return all(format!("git push could not run: {e}")),
+    };
+    let text = out.stdout.text_lossy();
+    // `<flag>\t<src>:<dst>\t<summary>`; `!` is a ref that was refused.
+    let mut failed = std::collections::HashMap::new();
+    let mut reported = std::collections::HashSet::new();
+    for line in text.lines() {
+        let mut parts = line.split('\t');
+        let (Some(flag), Some(refspec), summary) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let Some((_, dst)) = refspec.split_once(':') else {
+            continue;
+        };
+        reported.insert(dst.to_string());
+        if flag == "!" {
+            failed.insert(dst.to_string(), summary.unwrap_or("refused").to_string());
+        }
+    }
+    if !out.success() {
+        let why = format!("{}: {}", out.describe(), out.stderr.text_lossy().trim());
+        for (_, dst) in updates {
+            if !reported.contains(dst) {
+                failed.insert(dst.clone(), why.clone());
+            }
+        }
+    }
+    failed
 }

@@ -1,9 +1,14 @@
-//! The coordinator's record of the jobs it has out
-//! (`.cascade/fleet-jobs.json`, written atomically): after a kill -9, the
-//! next `cascade resume --fleet` adopts a story's job that is still out
-//! (same run, same base) instead of publishing it again.
+//! The coordinator's record of what it has out (`.cascade/fleet-jobs.json`,
+//! written atomically):
+//!
+//! - the jobs out, by story key: after a kill -9, the next `cascade resume
+//!   --fleet` adopts a story's job that is still out (same run, same base)
+//!   instead of publishing it again;
+//! - the refs it made on the shared remote and has not deleted yet: the
+//!   bases it pushed, and the branches workers pushed for each story (see the
+//!   `refs` module), so a restarted coordinator still cleans them up.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -21,8 +26,16 @@ pub struct Out {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
-    /// By story id.
+    /// By story key.
     jobs: BTreeMap<String, Out>,
+    /// Branches workers pushed to the remote, by story key (until the story
+    /// is merged and they are deleted).
+    #[serde(default)]
+    branches: BTreeMap<String, BTreeSet<String>>,
+    /// Base commits pushed to the remote (as `refs/cascade/base/<sha>`) and
+    /// not deleted yet.
+    #[serde(default)]
+    bases: BTreeSet<String>,
 }
 
 /// The ledger file and its content.
@@ -44,28 +57,83 @@ impl Ledger {
         }
     }
 
-    pub fn get(&self, story: &str) -> Option<Out> {
-        self.file.lock().ok()?.jobs.get(story).cloned()
+    pub fn get(&self, key: &str) -> Option<Out> {
+        self.file.lock().ok()?.jobs.get(key).cloned()
     }
 
-    pub fn put(&self, story: &str, out: Out) -> Result<(), String> {
+    /// Records a job published.
+    pub fn put(&self, key: &str, out: Out) -> Result<(), String> {
         self.change(|f| {
-            f.jobs.insert(story.to_string(), out);
+            f.jobs.insert(key.to_string(), out);
         })
     }
 
-    /// Forgets the story's job if it is `job_id`.
-    pub fn done(&self, story: &str, job_id: &str) -> Result<(), String> {
+    /// Records bases about to be pushed.
+    pub fn add_bases(&self, bases: &[String]) -> Result<(), String> {
+        if bases.is_empty() {
+            return Ok(());
+        }
+        self.change(|f| f.bases.extend(bases.iter().cloned()))
+    }
+
+    /// Forgets the story's job if it is `job_id`; records the branch its
+    /// worker pushed, if any.
+    pub fn done(&self, key: &str, job_id: &str, pushed: Option<&str>) -> Result<(), String> {
         self.change(|f| {
-            if f.jobs.get(story).is_some_and(|o| o.job_id == job_id) {
-                f.jobs.remove(story);
+            if f.jobs.get(key).is_some_and(|o| o.job_id == job_id) {
+                f.jobs.remove(key);
+            }
+            if let Some(branch) = pushed {
+                record_branch(f, key, branch);
             }
         })
+    }
+
+    /// Records a branch pushed for story `key`.
+    pub fn pushed(&self, key: &str, branch: &str) -> Result<(), String> {
+        self.change(|f| record_branch(f, key, branch))
     }
 
     /// Jobs out.
     pub fn len(&self) -> usize {
         self.file.lock().map(|f| f.jobs.len()).unwrap_or(0)
+    }
+
+    /// The branches pushed for story `key`.
+    pub fn branches(&self, key: &str) -> Vec<String> {
+        self.file
+            .lock()
+            .map(|f| f.branches.get(key).into_iter().flatten().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The bases pushed and not deleted, and those of them jobs out use.
+    pub fn bases(&self) -> (Vec<String>, BTreeSet<String>) {
+        self.file
+            .lock()
+            .map(|f| {
+                let used = f.jobs.values().map(|o| o.base.clone()).collect();
+                (f.bases.iter().cloned().collect(), used)
+            })
+            .unwrap_or_default()
+    }
+
+    /// Forgets refs deleted from the remote: branches and bases.
+    pub fn forget(&self, branches: &[String], bases: &[String]) -> Result<(), String> {
+        if branches.is_empty() && bases.is_empty() {
+            return Ok(());
+        }
+        self.change(|f| {
+            for set in f.branches.values_mut() {
+                for b in branches {
+                    set.remove(b);
+                }
+            }
+            f.branches.retain(|_, set| !set.is_empty());
+            for b in bases {
+                f.bases.remove(b);
+            }
+        })
     }
 
     fn change(&self, f: impl FnOnce(&mut File)) -> Result<(), String> {
@@ -81,6 +149,13 @@ impl Ledger {
         cascade_fs::write_atomic(&self.path, &bytes, cascade_fs::Durability::Renamed)
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
     }
+}
+
+fn record_branch(f: &mut File, key: &str, branch: &str) {
+    f.branches
+        .entry(key.to_string())
+        .or_default()
+        .insert(branch.to_string());
 }
 
 #[cfg(test)]
@@ -99,11 +174,25 @@ mod tests {
             base: "abc".into(),
             published_at: "t".into(),
         };
+        l.add_bases(&["abc".to_string()]).unwrap();
         l.put("s1", out.clone()).unwrap();
         assert_eq!(Ledger::open(p.clone()).get("s1"), Some(out));
-        l.done("s1", "other").unwrap();
+        l.done("s1", "other", None).unwrap();
         assert_eq!(l.len(), 1);
-        l.done("s1", "j1").unwrap();
-        assert_eq!(Ledger::open(p).len(), 0);
+        assert_eq!(
+            l.bases(),
+            (vec!["abc".to_string()], ["abc".to_string()].into())
+        );
+        l.done("s1", "j1", Some("cascade/s1/a1")).unwrap();
+        let again = Ledger::open(p.clone());
+        assert_eq!(again.len(), 0);
+        assert_eq!(again.branches("s1"), ["cascade/s1/a1"]);
+        assert_eq!(again.bases(), (vec!["abc".to_string()], BTreeSet::new()));
+        again
+            .forget(&["cascade/s1/a1".to_string()], &["abc".to_string()])
+            .unwrap();
+        let last = Ledger::open(p);
+        assert!(last.branches("s1").is_empty());
+        assert!(last.bases().0.is_empty());
     }
 }

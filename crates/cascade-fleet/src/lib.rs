@@ -28,8 +28,10 @@ pub mod git;
 mod ledger;
 pub mod nats;
 pub mod protocol;
+mod refs;
 mod registry;
 pub mod status;
+pub mod workdir;
 pub mod worker;
 
 pub use coordinator::{Coordinator, CoordinatorConfig};

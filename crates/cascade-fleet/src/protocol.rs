@@ -9,7 +9,8 @@
 //!   runs, so a job is redelivered only when its worker died).
 //! - Results: stream `CASCADE_RESULTS` (limits retention, kept
 //!   [`RESULTS_MAX_AGE`]), subject `cascade.results.<repo>.<job>`: a
-//!   `started` and a `finished` message per run of a job. The coordinator
+//!   `started` message, the job's story events (`progress`, see
+//!   [`relayed`]) and a `finished` message per run of a job. The coordinator
 //!   reads new ones live and, for a job it adopts after a restart, the last
 //!   one stored for the job's subject.
 //! - Workers: key-value bucket `cascade_workers` (entries expire after
@@ -17,6 +18,7 @@
 
 use std::time::Duration;
 
+use cascade_engine::events::Event;
 use cascade_engine::executor::{Job, JobReport};
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +42,10 @@ pub const RESULTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
 /// must end as a story failure the coordinator can retry or report, not be
 /// redelivered for ever.
 pub const MAX_DELIVERIES: u64 = 5;
+/// A result carries the story's commits as a pack up to this size (bytes,
+/// before base64; NATS takes 1 MB messages by default); larger work goes
+/// through the shared remote.
+pub const MAX_PACK_BYTES: usize = 256 * 1024;
 
 /// The jobs subject of a run of a repository.
 pub fn jobs_subject(repo: &str, run: &str) -> String {
@@ -56,13 +62,37 @@ pub fn results_filter(repo: &str) -> String {
     format!("cascade.results.{}.>", token(repo))
 }
 
-/// A job's id: run, story, attempt and base (unique; also the publish
-/// de-duplication id, so a retried publish is stored once). The base is in
-/// it because a resumed coordinator may publish the same attempt from a
-/// newer target tip: that is a new job, which de-duplication must not drop.
-pub fn job_id(run: &str, story: &str, attempt: u32, base: &str) -> String {
-    let base = base.get(..12).unwrap_or(base);
-    token(&format!("{run}-{story}-a{attempt}-{base}"))
+/// Whether a worker relays `event` of a job to the coordinator, which
+/// emits it as its own: what the work of the attempt went through (the
+/// agent's fallbacks and end, verification, gates, review). The attempt's
+/// start, commit and end are the coordinator's own events.
+pub fn relayed(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::AgentFallback { .. }
+            | Event::AgentFinished { .. }
+            | Event::VerificationFinished { .. }
+            | Event::GateStarted { .. }
+            | Event::GateFinished { .. }
+            | Event::ReviewStarted { .. }
+            | Event::ReviewFinished { .. }
+    )
+}
+
+/// A job's id: run, story key (feature and story), attempt, base, and
+/// whether it resolves a conflict (unique; also the publish de-duplication
+/// id, so a retried publish is stored once). The base is in it because a
+/// resumed coordinator may publish the same attempt from a newer target tip:
+/// that is a new job, which de-duplication must not drop.
+pub fn job_id(job: &Job) -> String {
+    let base = job.base.get(..12).unwrap_or(&job.base);
+    let resolve = if job.resolve.is_some() { "r" } else { "" };
+    token(&format!(
+        "{}-{}-a{}{resolve}-{base}",
+        job.run_id,
+        job.key(),
+        job.attempt
+    ))
 }
 
 /// A repository's key in subjects: a short stable hash of the shared
@@ -89,11 +119,6 @@ pub fn token(s: &str) -> String {
             }
         })
         .collect()
-}
-
-/// The branch a worker pushes an attempt's work to.
-pub fn attempt_branch(story: &str, attempt: u32) -> String {
-    format!("cascade/{story}/a{attempt}")
 }
 
 /// The ref a coordinator pushes a job's base commit to (not a branch: it
@@ -130,11 +155,31 @@ pub struct ResultMsg {
 pub enum ResultKind {
     /// The worker took the job; its agent is starting.
     Started { agent: String },
-    /// The job ended; on `passed`, `branch` holds `report`'s commit.
-    Finished {
-        branch: String,
-        report: Box<JobReport>,
-    },
+    /// The job ended.
+    Finished(Finished),
+    /// A story event of the job's work ([`relayed`]), in order with the
+    /// job's other messages.
+    Progress { event: Box<Event> },
+}
+
+/// A job's end. On `passed`, `report`'s commit is in `pack` (base64 of a
+/// git pack of the commits beyond the job's base) when that is at most
+/// [`max_pack_bytes`], else on `branch` of the shared remote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finished {
+    pub branch: String,
+    pub report: Box<JobReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack: Option<String>,
+}
+
+/// The largest story pack a result carries ([`MAX_PACK_BYTES`], or
+/// `CASCADE_FLEET_MAX_PACK_BYTES`; 0: never, the work is always pushed).
+pub fn max_pack_bytes() -> usize {
+    std::env::var("CASCADE_FLEET_MAX_PACK_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(MAX_PACK_BYTES)
 }
 
 /// A worker's heartbeat (the value of its key in the workers bucket).
@@ -171,18 +216,48 @@ pub struct RunningJob {
 mod tests {
     use super::*;
 
+    fn job(feature: Option<&str>, story: &str, attempt: u32, base: &str) -> Job {
+        let mut j: Job = serde_json::from_value(serde_json::json!({
+            "run_id": "20260101T000000Z-12", "story": story, "title": "t", "attempt": attempt,
+            "max_attempts": 3, "phase": "implementation", "base": base, "target_branch": "main",
+            "prd": {}, "agents": {"agent": null, "impl_agent": null, "retry_agent": null,
+            "review_agent": null, "no_fallback": false, "candidates": []},
+            "use_gate_cache": true, "excerpt_bytes": 100
+        }))
+        .unwrap();
+        j.feature = feature.map(str::to_string);
+        j
+    }
+
     #[test]
     fn subjects_are_single_tokens() {
         assert_eq!(token("story.1 x>*"), "story_1_x__");
-        let id = job_id("20260101T000000Z-12", "api.v2", 3, "0123456789abcdef");
+        let id = job_id(&job(None, "api.v2", 3, "0123456789abcdef"));
         assert!(!id.contains('.'));
         assert!(id.ends_with("-a3-0123456789ab"), "{id}");
-        assert_ne!(
-            id,
-            job_id("20260101T000000Z-12", "api.v2", 3, "fedcba9876543210")
-        );
+        assert_ne!(id, job_id(&job(None, "api.v2", 3, "fedcba9876543210")));
         assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
         assert_eq!(repo_key("git@h:x.git"), repo_key("git@h:x.git/"));
         assert_ne!(repo_key("a"), repo_key("b"));
+    }
+
+    #[test]
+    fn stories_of_features_have_their_own_jobs_and_branches() {
+        let (a, b) = (
+            job(Some("auth"), "story-001", 1, "0123456789abcdef"),
+            job(Some("billing"), "story-001", 1, "0123456789abcdef"),
+        );
+        assert_ne!(job_id(&a), job_id(&b));
+        assert_eq!(a.key(), "auth.story-001");
+        assert_eq!(a.attempt_branch(), "cascade/auth.story-001/a1");
+        let plain = job(None, "story-001", 2, "0123456789abcdef");
+        assert_eq!(plain.attempt_branch(), "cascade/story-001/a2");
+        let mut resolving = plain.clone();
+        resolving.resolve = Some(cascade_engine::executor::JobResolve {
+            commit: "c".into(),
+            files: vec![],
+            agent: "x".into(),
+        });
+        assert_ne!(job_id(&plain), job_id(&resolving));
     }
 }

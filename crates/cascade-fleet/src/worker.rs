@@ -3,8 +3,10 @@
 //! clone of the shared remote, then pushes the work to
 //! `cascade/<story>/a<attempt>` and publishes the result.
 //!
-//! Each of the `slots` runs one job at a time in its own clone
-//! (`<workdir>/<repo>/slot-<n>`, created once, fetched per job; its story
+//! The worker's own directory is `<workdir>/<id>` (the `workdir` module:
+//! locked while it runs, so workers never share one). Each of the `slots`
+//! runs one job at a time in its own clone (`<dir>/<repo>/slot-<n>`,
+//! created once, fetched per job; its story
 //! worktrees are reused from job to job). While a job runs its message is
 //! kept alive with in-progress acks; it is acked once the result is
 //! published (a worker killed before that: JetStream redelivers the job
@@ -18,6 +20,7 @@
 //! [`HEARTBEAT_EVERY`]) carries id, labels, slots, agents found on PATH and
 //! the running jobs; it is removed when the worker exits.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +30,7 @@ use async_nats::jetstream::consumer::PullConsumer;
 use async_nats::jetstream::kv;
 use async_nats::jetstream::AckKind;
 use cascade_engine::config::EngineConfig;
+use cascade_engine::control::RunPools;
 use cascade_engine::engine::Engine;
 use cascade_engine::events::Event;
 use cascade_engine::executor::{Job, JobFailure, JobOutcome, JobReport};
@@ -50,8 +54,10 @@ pub struct WorkerConfig {
     pub agents_path: Option<PathBuf>,
     pub slots: usize,
     pub labels: Vec<String>,
-    pub id: String,
-    /// Clones and job files.
+    /// `--id` (default: the first free `<host>-<n>`, see the `workdir` module).
+    pub id: Option<String>,
+    /// The root of the workers' directories (each worker's clones and job
+    /// files go to `<workdir>/<id>`).
     pub workdir: PathBuf,
 }
 
@@ -60,6 +66,8 @@ pub struct WorkerConfig {
 pub enum WorkerEvent {
     Ready {
         id: String,
+        /// The worker's own (locked) directory.
+        dir: PathBuf,
         slots: usize,
         labels: Vec<String>,
         agents: Vec<String>,
@@ -98,6 +106,9 @@ pub type WorkerSink = Arc<dyn Fn(WorkerEvent) + Send + Sync>;
 /// Shared by the slots and the heartbeat.
 struct Shared {
     cfg: WorkerConfig,
+    /// The worker's id and its own directory.
+    id: String,
+    dir: PathBuf,
     fleet: Fleet,
     consumer: PullConsumer,
     store: kv::Store,
@@ -109,6 +120,20 @@ struct Shared {
     sink: WorkerSink,
     drain: CancelToken,
     kill: CancelToken,
+    /// Gate slots and cooldowns shared by the slots' jobs, per `--gate-jobs`
+    /// the jobs name.
+    pools: Mutex<HashMap<Option<usize>, RunPools>>,
+}
+
+impl Shared {
+    /// The pools `job` shares with this worker's other jobs like it.
+    fn pools_for(&self, job: &Job) -> RunPools {
+        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
+        pools
+            .entry(job.gate_jobs)
+            .or_insert_with(|| job.pools(self.cfg.slots))
+            .clone()
+    }
 }
 
 /// Runs the worker until `drain` (and the running jobs finished) or `kill`.
@@ -120,7 +145,14 @@ pub async fn run(
     kill: CancelToken,
 ) -> Result<u64, FleetError> {
     let agents = available_agents(cfg.agents_path.as_deref())?;
-    let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{}", cfg.id)).await?;
+    let claimed = crate::workdir::claim(&cfg.workdir, cfg.id.as_deref())?;
+    if let Some(message) = &claimed.note {
+        sink(WorkerEvent::Problem {
+            message: format!("{}: {message}", claimed.dir.display()),
+        });
+    }
+    let id = claimed.id.clone();
+    let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{id}")).await?;
     let jobs = fleet.jobs_stream().await?;
     fleet.results_stream().await?;
     let consumer = fleet.workers_consumer(&jobs).await?;
@@ -134,13 +166,17 @@ pub async fn run(
         sink: Arc::clone(&sink),
         drain: drain.clone(),
         kill: kill.clone(),
+        pools: Mutex::new(HashMap::new()),
         fleet,
         consumer,
         store: store.clone(),
         cfg: cfg.clone(),
+        id: id.clone(),
+        dir: claimed.dir.clone(),
     });
     sink(WorkerEvent::Ready {
-        id: cfg.id.clone(),
+        id: id.clone(),
+        dir: claimed.dir.clone(),
         slots: cfg.slots,
         labels: cfg.labels.clone(),
         agents,
@@ -176,7 +212,8 @@ pub async fn run(
     heartbeat.abort();
     announce.abort();
     // Gone: not listed by `fleet status`, not counted by coordinators.
-    let _ = store.purge(&cfg.id).await;
+    let _ = store.purge(&id).await;
+    drop(claimed);
     Ok(shared.done.load(Ordering::SeqCst))
 }
 
@@ -200,7 +237,7 @@ fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetErro
 
 async fn beat(s: &Shared, store: &kv::Store) {
     let hb = Heartbeat {
-        id: s.cfg.id.clone(),
+        id: s.id.clone(),
         host: cascade_engine::lock::hostname(),
         pid: std::process::id(),
         labels: s.cfg.labels.clone(),
@@ -213,7 +250,7 @@ async fn beat(s: &Shared, store: &kv::Store) {
         done: s.done.load(Ordering::SeqCst),
     };
     if let Ok(bytes) = serde_json::to_vec(&hb) {
-        let _ = store.put(&s.cfg.id, bytes.into()).await;
+        let _ = store.put(&s.id, bytes.into()).await;
     }
 }
 
@@ -289,8 +326,10 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
             since: now(),
         });
     }
-    // Seen by `fleet status` at once, not at the next beat.
-    beat(s, &s.store).await;
+    // Seen by `fleet status` at once, not at the next beat (without
+    // holding up the job).
+    let seen = Arc::clone(s);
+    tokio::spawn(async move { beat(&seen, &seen.store).await });
     let msg = Arc::new(msg);
     let progress = {
         let msg = Arc::clone(&msg);
@@ -305,7 +344,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
     };
     let remote = s.cfg.remote.clone().unwrap_or_else(|| m.remote.clone());
     let started = std::time::Instant::now();
-    let report = execute(n, s, &m, &remote).await;
+    let (report, pack) = execute(n, s, &m, &remote).await;
     progress.abort();
     if let Ok(mut r) = s.running.lock() {
         r.retain(|j| j.job_id != m.id);
@@ -321,20 +360,17 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         });
         return;
     }
-    let (status, error) = match &report.outcome {
-        JobOutcome::Passed { .. } => ("passed", None),
-        JobOutcome::Failed { failure } => ("failed", Some(failure.error.clone())),
-        JobOutcome::Interrupted => ("interrupted", None),
-    };
+    let (status, error) = (report.outcome.status(), report.outcome.error());
     let result = ResultMsg {
         job_id: m.id.clone(),
         story: job.story.clone(),
         attempt: job.attempt,
-        worker: s.cfg.id.clone(),
-        kind: ResultKind::Finished {
-            branch: attempt_branch(&job.story, job.attempt),
+        worker: s.id.clone(),
+        kind: ResultKind::Finished(Finished {
+            branch: job.attempt_branch(),
             report: Box::new(report.clone()),
-        },
+            pack,
+        }),
     };
     // The result first, then the ack: a worker killed in between runs the
     // job twice, never zero times (the coordinator ignores the duplicate).
@@ -377,11 +413,12 @@ async fn report_poison(
         job_id: m.id.clone(),
         story: job.story.clone(),
         attempt: job.attempt,
-        worker: s.cfg.id.clone(),
-        kind: ResultKind::Finished {
-            branch: attempt_branch(&job.story, job.attempt),
+        worker: s.id.clone(),
+        kind: ResultKind::Finished(Finished {
+            branch: job.attempt_branch(),
             report: Box::new(report),
-        },
+            pack: None,
+        }),
     };
     if publish_result(s, &m.results, &result).await {
         let _ = msg.double_ack().await;
@@ -451,24 +488,32 @@ async fn publish_result(s: &Shared, subject: &str, r: &ResultMsg) -> bool {
     false
 }
 
-/// The job's work: clone at the base, the engine's attempt steps, the push.
-async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobReport {
+/// The job's work: clone at the base, the engine's attempt steps, the work
+/// delivered (a pack for the result, or pushed).
+async fn execute(
+    n: usize,
+    s: &Arc<Shared>,
+    m: &JobMsg,
+    remote: &str,
+) -> (JobReport, Option<String>) {
     let job = &m.job;
-    let repo_dir = s.cfg.workdir.join(repo_key(&m.remote));
+    let repo_dir = s.dir.join(repo_key(&m.remote));
     let clone = repo_dir.join(format!("slot-{n}"));
     let job_dir = repo_dir.join("jobs").join(&m.id);
     let started = std::time::Instant::now();
     let fail = |kind: FailureKind, error: String| {
-        failed_report(job, kind, error, started.elapsed().as_millis() as u64)
+        let report = failed_report(job, kind, error, started.elapsed().as_millis() as u64);
+        (report, None)
     };
     const TARGET: &str = "cascade-fleet/base";
-    match git::prepare_clone(&clone, remote, &job.base, TARGET, &s.kill).await {
+    let work = job.resolve.as_ref().map(|_| job.attempt_branch());
+    match git::prepare_clone(&clone, remote, &job.base, TARGET, work.as_deref(), &s.kill).await {
         Ok(()) => {}
-        Err(FleetError::Cancelled) => return interrupted(job),
-        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+        Err(FleetError::Cancelled) => return (interrupted(job), None),
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
     }
     if let Err(e) = write_job_files(&job_dir, m) {
-        return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id));
+        return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id));
     }
     let mut config = EngineConfig::new(&clone, job_dir.join("prd.json"));
     config.agents_path = s.cfg.agents_path.clone();
@@ -479,32 +524,36 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     config.take_lock = false;
     let engine = Engine::new(config);
     // Engine events go to the caller; the agent's start is also published.
+    // Engine events go to the caller; the agent's start and the story
+    // events the coordinator shows go to the job's results subject, in order.
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let sink: cascade_engine::EventSink = {
         let out = Arc::clone(&s.sink);
         Arc::new(move |e: &Event| {
             out(WorkerEvent::Engine(e.clone()));
-            if matches!(e, Event::StoryStarted { .. }) {
+            if matches!(e, Event::StoryStarted { .. }) || relayed(e) {
                 let _ = tx.send(e.clone());
             }
         })
     };
     let forward = {
         let (fleet, subject) = (s.fleet.clone(), m.results.clone());
-        let (id, story, attempt, worker) = (
-            m.id.clone(),
-            job.story.clone(),
-            job.attempt,
-            s.cfg.id.clone(),
-        );
+        let (id, story, attempt, worker) =
+            (m.id.clone(), job.story.clone(), job.attempt, s.id.clone());
         tokio::spawn(async move {
-            while let Some(Event::StoryStarted { agent, .. }) = rx.recv().await {
+            while let Some(event) = rx.recv().await {
+                let kind = match event {
+                    Event::StoryStarted { agent, .. } => ResultKind::Started { agent },
+                    event => ResultKind::Progress {
+                        event: Box::new(event),
+                    },
+                };
                 let r = ResultMsg {
                     job_id: id.clone(),
                     story: story.clone(),
                     attempt,
                     worker: worker.clone(),
-                    kind: ResultKind::Started { agent },
+                    kind,
                 };
                 if let Ok(p) = serde_json::to_vec(&r) {
                     let _ = fleet.js.publish(subject.clone(), p.into()).await;
@@ -512,26 +561,26 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
             }
         })
     };
-    let ran = engine.run_job(job, sink, &s.kill).await;
+    let pools = s.pools_for(job);
+    let ran = engine.run_job(job, Some(pools), sink, &s.kill).await;
     drop(engine);
     let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
     let mut report = match ran {
         Ok(r) => r,
-        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.cfg.id)),
+        Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
     };
-    if let JobOutcome::Passed { .. } = &report.outcome {
-        let local = format!("cascade/{}", job.story);
-        let to = attempt_branch(&job.story, job.attempt);
-        match git::push_branch(&clone, remote, &local, &to, &s.kill).await {
-            Ok(()) => {}
-            Err(FleetError::Cancelled) => return interrupted(job),
+    let mut pack = None;
+    if let JobOutcome::Passed { commit } = &report.outcome {
+        match deliver(&clone, remote, job, commit, &s.kill).await {
+            Ok(p) => pack = p,
+            Err(FleetError::Cancelled) => return (interrupted(job), None),
             Err(e) => {
                 let agent = report.agent.clone();
                 report.outcome = JobOutcome::Failed {
                     failure: JobFailure {
                         agent,
                         kind: FailureKind::Setup,
-                        error: format!("worker '{}' could not push its work: {e}", s.cfg.id),
+                        error: format!("worker '{}' could not push its work: {e}", s.id),
                         gate_summary: String::new(),
                         output_excerpt: String::new(),
                         findings: String::new(),
@@ -542,7 +591,36 @@ async fn execute(n: usize, s: &Arc<Shared>, m: &JobMsg, remote: &str) -> JobRepo
     }
     // The job's files are kept only while it runs.
     let _ = std::fs::remove_dir_all(&job_dir);
-    report
+    (report, pack)
+}
+
+/// A passed job's work for the coordinator: a pack (base64) of its commits
+/// beyond the base for the result, when that is small enough; else pushed to
+/// the job's branch of the shared remote (`None`).
+async fn deliver(
+    clone: &Path,
+    remote: &str,
+    job: &Job,
+    commit: &str,
+    kill: &CancelToken,
+) -> Result<Option<String>, FleetError> {
+    use base64::Engine as _;
+    let limit = max_pack_bytes();
+    if limit > 0 {
+        let (dir, tip, base) = (clone.to_path_buf(), commit.to_string(), job.base.clone());
+        let packed = tokio::task::spawn_blocking(move || {
+            cascade_git::transfer::pack_since(&dir, &tip, &base)
+        })
+        .await;
+        if let Ok(Ok(Some(pack))) = packed {
+            if pack.len() <= limit {
+                return Ok(Some(base64::engine::general_purpose::STANDARD.encode(pack)));
+            }
+        }
+    }
+    let local = format!("cascade/{}", job.story);
+    git::push_branch(clone, remote, &local, &job.attempt_branch(), kill).await?;
+    Ok(None)
 }
 
 fn interrupted(job: &cascade_engine::executor::Job) -> JobReport {
@@ -575,13 +653,4 @@ fn write_job_files(dir: &Path, m: &JobMsg) -> Result<(), FleetError> {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
-/// A default worker id: host and pid.
-pub fn default_id() -> String {
-    token(&format!(
-        "{}-{}",
-        cascade_engine::lock::hostname(),
-        std::process::id()
-    ))
 }

@@ -24,6 +24,12 @@
 //! working dir, inputs) are written to `gates/<name>.miss.json` for
 //! `cascade gates cache explain`.
 //!
+//! **Beside the entries.** `stat/` holds each worktree's stat index, which
+//! lets the fingerprint skip files whose stat data is unchanged
+//! ([`cascade_git::statindex`]; the runner passes [`GateCache::stat_dir`]),
+//! and `toolchains.json` the toolchain identities probed by earlier runs
+//! ([`crate::toolchain`]).
+//!
 //! **Stats.** Hits (with the time each saved) and misses are appended to
 //! `stats.log`, one short line per lookup (appends are atomic).
 //!
@@ -43,7 +49,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cascade_git::fingerprint::{diff_files, FileId};
+use cascade_git::fingerprint::{diff_files, FileId, Fingerprint};
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
 
@@ -218,7 +224,6 @@ impl GateCache {
     fn build(dir: Option<PathBuf>) -> GateCache {
         GateCache {
             inner: Arc::new(Inner {
-                dir,
                 mem: DashMap::new(),
                 max_entries: DEFAULT_MAX_ENTRIES,
                 max_age: DEFAULT_MAX_AGE,
@@ -226,7 +231,11 @@ impl GateCache {
                 pruned: AtomicBool::new(false),
                 write_errors: AtomicU64::new(0),
                 remote: None,
-                toolchains: Toolchains::default(),
+                toolchains: dir
+                    .as_ref()
+                    .map(|d| Toolchains::persistent(d.join("toolchains.json")))
+                    .unwrap_or_default(),
+                dir,
             }),
         }
     }
@@ -268,8 +277,13 @@ impl GateCache {
             ttl: self.inner.ttl,
             pruned: AtomicBool::new(false),
             write_errors: AtomicU64::new(0),
+            // Verdicts shared with other machines come from fresh probes.
+            toolchains: self
+                .inner
+                .toolchains
+                .clone()
+                .trusting_kept(remote.is_none()),
             remote,
-            toolchains: self.inner.toolchains.clone(),
         };
         GateCache {
             inner: Arc::new(inner),
@@ -307,6 +321,12 @@ impl GateCache {
     /// The on-disk directory, if any.
     pub fn dir(&self) -> Option<&Path> {
         self.inner.dir.as_deref()
+    }
+
+    /// Where the stat indexes of the repository's worktrees are kept
+    /// (`<gate-cache>/stat`; see [`cascade_git::statindex`]).
+    pub fn stat_dir(&self) -> Option<PathBuf> {
+        self.inner.dir.as_ref().map(|d| d.join("stat"))
     }
 
     /// How many writes failed (and were ignored) so far.
@@ -358,9 +378,9 @@ impl GateCache {
                 url: self.inner.remote.as_ref().map(|r| r.url().to_string()),
                 detail: "a synchronous lookup does not consult the remote".into(),
             });
-            self.record_miss(parts, &key, files, note);
+            self.record_miss(parts, &key, Files::Listed(files), note);
         } else {
-            self.record_lookup(parts, &key, files, false, None);
+            self.record_lookup(parts, &key, Files::Listed(files), false, None);
         }
         hit
     }
@@ -368,6 +388,11 @@ impl GateCache {
     /// Local lookup with the hit's bookkeeping (stats line, LRU clock).
     fn lookup_local(&self, key: &str) -> Option<GateResult> {
         let entry = self.get(key)?;
+        Some(self.local_hit(key, entry))
+    }
+
+    /// The bookkeeping of a local hit (stats line, LRU clock), and its result.
+    fn local_hit(&self, key: &str, entry: CacheEntry) -> GateResult {
         self.append_stat(&format!("h {}\n", entry.result.duration_ms));
         if let Some(p) = self.entry_path(key) {
             // LRU clock; failure only makes the entry look older.
@@ -376,10 +401,19 @@ impl GateCache {
                 .open(&p)
                 .and_then(|f| f.set_modified(SystemTime::now()));
         }
-        Some(as_hit(entry, CacheSource::Local))
+        as_hit(entry, CacheSource::Local)
     }
 
-    fn record_miss(&self, parts: &KeyParts, key: &str, files: &[FileId], note: Option<RemoteNote>) {
+    /// Records a hit found with [`GateCache::get`] under the key of `parts`
+    /// exactly as [`GateCache::lookup`] records one, and returns its result.
+    pub fn record_hit(&self, parts: &KeyParts, entry: CacheEntry, fp: &Fingerprint) -> GateResult {
+        let key = parts.key();
+        let hit = self.local_hit(&key, entry);
+        self.record_lookup(parts, &key, Files::Of(fp), false, None);
+        hit
+    }
+
+    fn record_miss(&self, parts: &KeyParts, key: &str, files: Files<'_>, note: Option<RemoteNote>) {
         self.append_stat("m\n");
         self.record_lookup(parts, key, files, true, note);
     }
@@ -391,7 +425,7 @@ impl GateCache {
     pub async fn lookup_through(
         &self,
         parts: &KeyParts,
-        files: Arc<cascade_git::fingerprint::Fingerprint>,
+        files: Arc<Fingerprint>,
     ) -> Option<GateResult> {
         let key = parts.key();
         let local = {
@@ -425,9 +459,9 @@ impl GateCache {
         let (me, p, k, miss) = (self.clone(), parts.clone(), key, hit.is_none());
         let _ = tokio::task::spawn_blocking(move || {
             if miss {
-                me.record_miss(&p, &k, files.files(), note);
+                me.record_miss(&p, &k, Files::Of(&files), note);
             } else {
-                me.record_lookup(&p, &k, files.files(), false, None);
+                me.record_lookup(&p, &k, Files::Of(&files), false, None);
             }
         })
         .await;
@@ -649,7 +683,7 @@ impl GateCache {
         &self,
         parts: &KeyParts,
         key: &str,
-        files: &[FileId],
+        files: Files<'_>,
         miss: bool,
         remote: Option<RemoteNote>,
     ) {
@@ -665,8 +699,13 @@ impl GateCache {
             let old_list = previous
                 .as_ref()
                 .map(|p| lists.join(format!("{}.files", safe_hex(&p.parts.fingerprint))));
-            let mut explanation =
-                explain_miss(parts, key, previous.as_ref(), old_list.as_deref(), files);
+            let mut explanation = explain_miss(
+                parts,
+                key,
+                previous.as_ref(),
+                old_list.as_deref(),
+                files.get(),
+            );
             if let Some(note) = remote {
                 explanation.reasons.push(if note.consulted {
                     format!("remote {}: {}", note.outcome.replace('_', " "), note.detail)
@@ -691,29 +730,32 @@ impl GateCache {
         }
         let list = lists.join(format!("{}.files", safe_hex(&parts.fingerprint)));
         if !list.exists() {
-            self.write_atomic(&list, &encode_files(files));
+            self.write_atomic(&list, &encode_files(files.get()));
             prune_lists(&lists);
+        }
+    }
+}
+
+/// The file list of a lookup's fingerprint: made (from a stat index's
+/// records) only when a record needs it, which a hit on a known tree never does.
+#[derive(Clone, Copy)]
+enum Files<'a> {
+    Listed(&'a [FileId]),
+    Of(&'a Fingerprint),
+}
+
+impl<'a> Files<'a> {
+    fn get(self) -> &'a [FileId] {
+        match self {
+            Files::Listed(files) => files,
+            Files::Of(fp) => fp.files(),
         }
     }
 }
 
 /// Keeps the newest [`KEEP_FILE_LISTS`] fingerprint file lists.
 fn prune_lists(dir: &Path) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut lists: Vec<(PathBuf, SystemTime)> = rd
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".files"))
-        .filter_map(|e| Some((e.path(), e.metadata().ok()?.modified().ok()?)))
-        .collect();
-    if lists.len() <= KEEP_FILE_LISTS {
-        return;
-    }
-    lists.sort_by_key(|l| std::cmp::Reverse(l.1));
-    for (path, _) in lists.into_iter().skip(KEEP_FILE_LISTS) {
-        let _ = std::fs::remove_file(path);
-    }
+    cascade_git::statindex::keep_newest(dir, ".files", KEEP_FILE_LISTS);
 }
 
 /// A fingerprint digest as a file name (hex only, whatever was stored).

@@ -79,15 +79,47 @@ pub enum GateKind {
 }
 
 impl GateKind {
-    fn parse(s: &str) -> GateKind {
-        match s.to_ascii_lowercase().as_str() {
-            "format" | "fmt" | "formatting" => GateKind::Format,
-            "typecheck" | "type_check" | "types" | "build" | "compile" => GateKind::Typecheck,
-            "lint" | "linter" => GateKind::Lint,
-            "test" | "tests" | "unit" | "unittest" => GateKind::Test,
-            "verification" | "verify" | "verifier" | "review" => GateKind::Verification,
-            _ => GateKind::Custom,
+    /// The words a gate's `type` may be, and the kind each means (the first
+    /// word of each kind is its name). Anything else is an error: a typo such
+    /// as `"tset"` must not quietly become a custom gate.
+    pub const SPELLINGS: &'static [(&'static str, GateKind)] = &[
+        ("format", GateKind::Format),
+        ("fmt", GateKind::Format),
+        ("formatting", GateKind::Format),
+        ("typecheck", GateKind::Typecheck),
+        ("type_check", GateKind::Typecheck),
+        ("types", GateKind::Typecheck),
+        ("build", GateKind::Typecheck),
+        ("compile", GateKind::Typecheck),
+        ("lint", GateKind::Lint),
+        ("linter", GateKind::Lint),
+        ("test", GateKind::Test),
+        ("tests", GateKind::Test),
+        ("unit", GateKind::Test),
+        ("unittest", GateKind::Test),
+        ("custom", GateKind::Custom),
+        ("verification", GateKind::Verification),
+        ("verify", GateKind::Verification),
+        ("verifier", GateKind::Verification),
+        ("review", GateKind::Verification),
+    ];
+
+    /// The kind a `type` word names (case ignored); `None` if unknown.
+    pub fn parse(s: &str) -> Option<GateKind> {
+        cascade_plan::text::spelled(Self::SPELLINGS, s)
+    }
+
+    /// The kinds' names, for messages.
+    fn names() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Vec::new();
+        let mut seen: Vec<GateKind> = Vec::new();
+        for (w, k) in Self::SPELLINGS {
+            if !seen.contains(k) {
+                seen.push(*k);
+                names.push(w);
+            }
         }
+        names
     }
 
     /// Run order: format (0), then everything else in parallel (1), then verification (2).
@@ -218,6 +250,9 @@ pub struct GateSet {
     pub source: ConfigSource,
     /// `remote_cache` of the config, if set.
     pub remote: Option<crate::cache::remote::RemoteConfig>,
+    /// Unknown fields of the config, each naming the closest known one
+    /// (they are ignored).
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -273,7 +308,68 @@ fn yes() -> bool {
     true
 }
 
+/// Where the configuration of `prd.json` is said to come from in messages.
+const PRD_ORIGIN: &str = "prd.json quality_gates";
+
+/// The gate configuration that applies, as written: a `gates.json`'s text
+/// (where it came from, and the text), else the PRD's `quality_gates`, else
+/// none.
+enum Configured<'a> {
+    GatesJson { path: &'a Path, text: &'a str },
+    Prd(&'a serde_json::Value),
+    Nothing,
+}
+
+impl<'a> Configured<'a> {
+    fn of(
+        gates_json: Option<(&'a Path, &'a str)>,
+        prd_quality_gates: Option<&'a serde_json::Value>,
+    ) -> Configured<'a> {
+        match (gates_json, prd_quality_gates) {
+            (Some((path, text)), _) => Configured::GatesJson { path, text },
+            (None, Some(v)) if !v.is_null() => Configured::Prd(v),
+            _ => Configured::Nothing,
+        }
+    }
+
+    /// Its unknown fields, each naming the closest known one.
+    fn warnings(&self) -> Vec<String> {
+        match self {
+            Configured::GatesJson { path, text } => serde_json::from_str(text)
+                .map(|v| unknown_fields(&v, &path.display().to_string()))
+                .unwrap_or_default(),
+            Configured::Prd(v) => unknown_fields(v, PRD_ORIGIN),
+            Configured::Nothing => Vec::new(),
+        }
+    }
+}
+
+/// `<cascade_dir>/gates.json` and its text, when there is one.
+fn read_override(cascade_dir: &Path) -> Result<Option<(PathBuf, String)>, GateConfigError> {
+    let path = cascade_dir.join("gates.json");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok(Some((path, text))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(GateConfigError::Read { path, source }),
+    }
+}
+
 impl GateSet {
+    /// The unknown fields of the gate configuration that applies (what
+    /// [`GateSet::warnings`] holds), also when the configuration is invalid
+    /// (`cascade validate` reports both).
+    pub fn unknown_field_warnings(
+        prd_quality_gates: Option<&serde_json::Value>,
+        cascade_dir: &Path,
+    ) -> Vec<String> {
+        let file = read_override(cascade_dir).ok().flatten();
+        Configured::of(
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+            prd_quality_gates,
+        )
+        .warnings()
+    }
+
     /// Resolves the gates: `<cascade_dir>/gates.json` if present, else the
     /// PRD's `quality_gates`, else defaults for the project types detected
     /// under `project_root`. A config with an empty `gates` list keeps its
@@ -283,19 +379,9 @@ impl GateSet {
         cascade_dir: &Path,
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
-        let override_path = cascade_dir.join("gates.json");
-        let text = match std::fs::read_to_string(&override_path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(GateConfigError::Read {
-                    path: override_path,
-                    source,
-                })
-            }
-        };
+        let file = read_override(cascade_dir)?;
         GateSet::from_override(
-            text.as_deref().map(|t| (override_path.as_path(), t)),
+            file.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
             prd_quality_gates,
             project_root,
         )
@@ -309,9 +395,12 @@ impl GateSet {
         prd_quality_gates: Option<&serde_json::Value>,
         project_root: &Path,
     ) -> Result<GateSet, GateConfigError> {
-        let (raw, origin, source) = match gates_json {
-            Some((path, text)) => {
+        let configured = Configured::of(gates_json, prd_quality_gates);
+        let warnings = configured.warnings();
+        let (raw, origin, source) = match configured {
+            Configured::GatesJson { path, text } => {
                 let origin = path.display().to_string();
+                // From the text, so its errors keep their positions.
                 let raw: RawGates =
                     serde_json::from_str(text).map_err(|e| GateConfigError::Invalid {
                         origin: origin.clone(),
@@ -323,19 +412,16 @@ impl GateSet {
                     ConfigSource::GatesJson(path.to_path_buf()),
                 )
             }
-            None => match prd_quality_gates {
-                Some(v) if !v.is_null() => {
-                    let origin = "prd.json quality_gates".to_string();
-                    let raw: RawGates = serde_json::from_value(v.clone()).map_err(|e| {
-                        GateConfigError::Invalid {
-                            origin: origin.clone(),
-                            message: e.to_string(),
-                        }
+            Configured::Prd(v) => {
+                let origin = PRD_ORIGIN.to_string();
+                let raw: RawGates =
+                    serde_json::from_value(v.clone()).map_err(|e| GateConfigError::Invalid {
+                        origin: origin.clone(),
+                        message: e.to_string(),
                     })?;
-                    (Some(raw), origin, ConfigSource::Prd)
-                }
-                _ => (None, String::new(), ConfigSource::Detected),
-            },
+                (Some(raw), origin, ConfigSource::Prd)
+            }
+            Configured::Nothing => (None, String::new(), ConfigSource::Detected),
         };
         let Some(raw) = raw else {
             return Ok(GateSet {
@@ -346,6 +432,7 @@ impl GateSet {
                 gates: detect::default_gates(project_root),
                 source,
                 remote: None,
+                warnings,
             });
         };
         let remote = match raw.remote_cache {
@@ -388,8 +475,43 @@ impl GateSet {
             gates: if raw.enabled { gates } else { Vec::new() },
             source,
             remote,
+            warnings,
         })
     }
+}
+
+/// The unknown fields of a gate config (top level, each gate, an object
+/// `remote_cache`), against the fields its serde types read.
+fn unknown_fields(value: &serde_json::Value, origin: &str) -> Vec<String> {
+    use cascade_plan::strict::{fields_of, unknown_keys};
+    let Some(top) = value.as_object() else {
+        return Vec::new();
+    };
+    let mut found = unknown_keys(top, "", fields_of::<RawGates>(), &[]);
+    if let Some(gates) = top.get("gates").and_then(|g| g.as_array()) {
+        for (i, g) in gates.iter().enumerate() {
+            if let Some(g) = g.as_object() {
+                found.extend(unknown_keys(
+                    g,
+                    &format!("gates[{i}]"),
+                    fields_of::<RawGate>(),
+                    &[],
+                ));
+            }
+        }
+    }
+    if let Some(remote) = top.get("remote_cache").and_then(|r| r.as_object()) {
+        found.extend(unknown_keys(
+            remote,
+            "remote_cache",
+            fields_of::<crate::cache::remote::RemoteConfig>(),
+            &[],
+        ));
+    }
+    found
+        .into_iter()
+        .map(|w| format!("{origin}: {w}"))
+        .collect()
 }
 
 fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
@@ -433,11 +555,20 @@ fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
         }
         Some(b.build().map_err(|e| err(format!("inputs: {e}")))?)
     };
-    let kind = g
-        .kind
-        .as_deref()
-        .map(GateKind::parse)
-        .unwrap_or(GateKind::Custom);
+    let kind = match g.kind.as_deref() {
+        None => GateKind::Custom,
+        Some(t) => GateKind::parse(t).ok_or_else(|| {
+            let names = GateKind::names();
+            let hint = cascade_plan::text::closest(t, names.iter().copied())
+                .map(|n| format!(" (did you mean '{n}'?)"))
+                .unwrap_or_default();
+            err(format!(
+                "unknown gate type '{}'{hint}; types: {}",
+                cascade_plan::text::printable_line(t),
+                names.join(", ")
+            ))
+        })?,
+    };
     let extensions = g
         .extensions
         .clone()
@@ -657,11 +788,41 @@ mod tests {
             .remote
             .unwrap();
         assert_eq!((r.mode.as_deref(), r.timeout_ms), (Some("read"), Some(10)));
-        let typo = json!({"remote_cache": {"url": "file:///x", "timout_ms": 10}});
-        let e = GateSet::resolve(Some(&typo), tmp.path(), tmp.path())
+        // A typo is a warning naming the field meant (it is ignored).
+        let typo = json!({"remote_cache": {"url": "file:///x", "timout_ms": 10},
+            "fail_fats": true, "gates": [{"name": "t", "command": "true", "requierd": false}]});
+        let set = GateSet::resolve(Some(&typo), tmp.path(), tmp.path()).unwrap();
+        assert_eq!(
+            set.warnings,
+            [
+                "prd.json quality_gates: fail_fats: unknown field (did you mean 'fail_fast'?); it is ignored",
+                "prd.json quality_gates: gates[0].requierd: unknown field (did you mean 'required'?); it is ignored",
+                "prd.json quality_gates: remote_cache.timout_ms: unknown field (did you mean 'timeout_ms'?); it is ignored",
+            ]
+        );
+        assert_eq!(set.remote.unwrap().timeout_ms, None);
+    }
+
+    #[test]
+    fn unknown_gate_types_are_errors() {
+        let tmp = tempfile::tempdir().unwrap();
+        let v = json!({"gates": [{"name": "unit", "type": "tset", "command": "true"}]});
+        let e = GateSet::resolve(Some(&v), tmp.path(), tmp.path())
             .unwrap_err()
             .to_string();
-        assert!(e.contains("remote_cache") && e.contains("timout_ms"), "{e}");
+        assert!(
+            e.contains("gate 'unit'") && e.contains("unknown gate type 'tset' (did you mean 'test'?); types: format, typecheck, lint, test, custom, verification"),
+            "{e}"
+        );
+        // Plan Cascade's own words still mean what they meant.
+        let v = json!({"gates": [{"name": "a", "type": "typecheck", "command": "true"},
+            {"name": "b", "type": "Tests", "command": "true"}, {"name": "c", "command": "true"}]});
+        let set = GateSet::resolve(Some(&v), tmp.path(), tmp.path()).unwrap();
+        let kinds: Vec<GateKind> = set.gates.iter().map(|g| g.kind).collect();
+        assert_eq!(
+            kinds,
+            [GateKind::Typecheck, GateKind::Test, GateKind::Custom]
+        );
     }
 
     #[test]

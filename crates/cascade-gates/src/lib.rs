@@ -28,6 +28,10 @@
 //!           &GateCache, on_event: impl Fn(GateEvent), &CancelToken).await -> GateReport
 //!     GateEvent::{Started{name, command}, Finished(GateResult), CacheUnavailable{reason},
 //!                 RemoteWarning{message}}
+//!     // = runner::prepare(&set, &opts, &cache) (blocking: where, and the fingerprint)
+//!     //   + runner::run_prepared(&set, &opts, prepared, &env, &cache, on_event, &cancel).await
+//! runner::answer_from_cache(&set, &opts, prepared, &cache, on_event)
+//!     -> Result<GateReport, Prepared>   // every gate a local hit: no runtime, no process
 //! GateReport { passed, gates: Vec<GateResult> }
 //!     .summary_for_prompt(max_errors) -> String   // errors before warnings, "... and K more"
 //!     .summary_line(), .failed(), .skipped(), .cached()
@@ -39,7 +43,9 @@
 //! ```
 //!
 //! Every gate's key includes its toolchain identity ([`toolchain`]: `rustc -vV`,
-//! `node --version`... or the gate's `toolchain` argv), computed once per cache.
+//! `node --version`... or the gate's `toolchain` argv), computed once per cache
+//! and, without a remote tier, remembered across runs while its inputs
+//! (environment, program, version pins) are unchanged.
 //!
 //! `RunOptions::fail_fast`/`rerun_failures` are OR-ed with the set's flags and
 //! `use_cache` is AND-ed. Fail-fast cancels the running gates' tokens, so
@@ -75,4 +81,4 @@ pub use cache::remote::{RemoteConfig, RemoteError, RemoteMode, RemoteRequest, Re
 pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation, RemoteCache, RemoteNote};
 pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
 pub use report::{CacheSource, GateError, GateReport, GateResult, Severity};
-pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, RunOptions};
+pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, Prepared, RunOptions};

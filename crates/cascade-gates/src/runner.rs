@@ -97,15 +97,24 @@ pub async fn run_gates(
     run_gates_in(set, opts, &GateEnv::default(), cache, on_event, cancel).await
 }
 
-/// [`run_gates`] with the admission and environment of `env`.
-pub async fn run_gates_in(
-    set: &GateSet,
-    opts: &RunOptions,
-    env: &GateEnv,
-    cache: &GateCache,
-    on_event: impl Fn(GateEvent),
-    cancel: &CancelToken,
-) -> GateReport {
+/// What a gate run knows before any gate starts: where it runs and the
+/// tree's fingerprint. Made by [`prepare`], without an async runtime.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    repo_root: PathBuf,
+    workdir: PathBuf,
+    /// `workdir` relative to `repo_root` (`.` when equal).
+    workdir_rel: String,
+    use_cache: bool,
+    fingerprint: Option<Arc<Fingerprint>>,
+    /// Why there is no fingerprint although the cache is on.
+    unavailable: Option<String>,
+}
+
+/// Resolves where the gates run and fingerprints the tree when the cache
+/// is on (keeping the worktree's stat index in the cache's directory).
+/// Blocking: the fingerprint walks the tree.
+pub fn prepare(set: &GateSet, opts: &RunOptions, cache: &GateCache) -> Prepared {
     let workdir = opts
         .workdir
         .canonicalize()
@@ -118,40 +127,155 @@ pub async fn run_gates_in(
     };
     let workdir_rel = rel_path(&repo_root, &workdir);
     let use_cache = opts.use_cache && set.use_cache && !set.gates.is_empty();
-    let fingerprint = if use_cache {
-        let root = repo_root.clone();
-        let res = tokio::task::spawn_blocking(move || {
-            cascade_git::fingerprint::fingerprint(&root, None)
-                .or_else(|_| cascade_git::fingerprint::fingerprint_dir(&root, None))
-        })
-        .await;
-        match res {
-            Ok(Ok(fp)) => Some(Arc::new(fp)),
-            Ok(Err(e)) => {
-                on_event(GateEvent::CacheUnavailable {
-                    reason: e.to_string(),
-                });
-                None
-            }
-            Err(e) => {
-                on_event(GateEvent::CacheUnavailable {
-                    reason: e.to_string(),
-                });
-                None
-            }
+    let (fingerprint, unavailable) = if use_cache {
+        let stat_dir = cache.stat_dir();
+        match cascade_git::fingerprint::fingerprint_with(&repo_root, None, stat_dir.as_deref())
+            .or_else(|_| cascade_git::fingerprint::fingerprint_dir(&repo_root, None))
+        {
+            Ok(fp) => (Some(Arc::new(fp)), None),
+            Err(e) => (None, Some(e.to_string())),
         }
     } else {
-        None
+        (None, None)
     };
+    Prepared {
+        repo_root,
+        workdir,
+        workdir_rel,
+        use_cache,
+        fingerprint,
+        unavailable,
+    }
+}
+
+/// Answers the whole run from the local cache when it can: every gate's
+/// result is stored under its key, no remote tier is attached, no toolchain
+/// has to be probed (see [`crate::toolchain`]) and no incremental gate
+/// needs the changes since a base commit. Then the hits are recorded
+/// (stats, explain) and reported through `on_event` exactly as
+/// [`run_prepared`] would, and no process or async runtime is started.
+/// Otherwise nothing is recorded and the prepared run comes back, to be
+/// given to [`run_prepared`].
+pub fn answer_from_cache(
+    set: &GateSet,
+    opts: &RunOptions,
+    prepared: Prepared,
+    cache: &GateCache,
+    on_event: impl Fn(GateEvent),
+) -> Result<GateReport, Prepared> {
+    if set.gates.is_empty() {
+        return Ok(GateReport {
+            passed: true,
+            gates: Vec::new(),
+        });
+    }
+    let Some(fp) = prepared.fingerprint.clone().filter(|_| prepared.use_cache) else {
+        return Err(prepared);
+    };
+    if cache.remote().is_some()
+        || (opts.base_commit.is_some() && set.gates.iter().any(|g| g.incremental))
+    {
+        return Err(prepared);
+    }
+    // Every key and entry first: a single miss leaves nothing recorded.
+    let mut found = Vec::with_capacity(set.gates.len());
+    for gate in &set.gates {
+        let dir_in_repo = join_rel(&prepared.workdir_rel, &gate.working_dir);
+        let toolchain = match gate.toolchain_argv() {
+            Some(argv) => match cache
+                .toolchains()
+                .remembered(&argv, &prepared.workdir.join(&gate.working_dir))
+            {
+                Some(t) => t,
+                None => return Err(prepared),
+            },
+            None => String::new(),
+        };
+        let (parts, gate_fp) = key_parts(gate, &gate.args, dir_in_repo, toolchain, &fp);
+        let Some(entry) = cache.get(&parts.key()) else {
+            return Err(prepared);
+        };
+        found.push((parts, gate_fp, entry));
+    }
+    let mut results: Vec<Option<GateResult>> = vec![None; set.gates.len()];
+    for group in 0..3 {
+        let members: Vec<usize> = (0..set.gates.len())
+            .filter(|i| set.gates[*i].kind.group() == group)
+            .collect();
+        for &i in &members {
+            on_event(GateEvent::Started {
+                name: set.gates[i].name.clone(),
+                command: set.gates[i].command_line(),
+            });
+        }
+        for &i in &members {
+            let started = Instant::now();
+            let (parts, gate_fp, entry) = &found[i];
+            let mut r = cache.record_hit(parts, entry.clone(), gate_fp);
+            finish_hit(&mut r, &set.gates[i], started);
+            on_event(GateEvent::Finished(r.clone()));
+            results[i] = Some(r);
+        }
+    }
+    let gates: Vec<GateResult> = results.into_iter().flatten().collect();
+    let passed = gates.iter().all(|g| g.passed || !g.required);
+    Ok(GateReport { passed, gates })
+}
+
+/// [`run_gates`] with the admission and environment of `env`.
+pub async fn run_gates_in(
+    set: &GateSet,
+    opts: &RunOptions,
+    env: &GateEnv,
+    cache: &GateCache,
+    on_event: impl Fn(GateEvent),
+    cancel: &CancelToken,
+) -> GateReport {
+    let prepared = {
+        let (set, opts, cache) = (set.clone(), opts.clone(), cache.clone());
+        tokio::task::spawn_blocking(move || prepare(&set, &opts, &cache)).await
+    };
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            on_event(GateEvent::CacheUnavailable {
+                reason: e.to_string(),
+            });
+            // The fingerprint task panicked: run without the cache.
+            let no_cache = RunOptions {
+                use_cache: false,
+                ..opts.clone()
+            };
+            prepare(set, &no_cache, cache)
+        }
+    };
+    run_prepared(set, opts, prepared, env, cache, on_event, cancel).await
+}
+
+/// Runs the gates of a prepared run (see [`prepare`]).
+pub async fn run_prepared(
+    set: &GateSet,
+    opts: &RunOptions,
+    prepared: Prepared,
+    env: &GateEnv,
+    cache: &GateCache,
+    on_event: impl Fn(GateEvent),
+    cancel: &CancelToken,
+) -> GateReport {
+    if let Some(reason) = &prepared.unavailable {
+        on_event(GateEvent::CacheUnavailable {
+            reason: reason.clone(),
+        });
+    }
     let ctx = Arc::new(Ctx {
         admission: env.admission.clone(),
         extra_env: env.extra_env.clone(),
-        repo_root,
-        workdir_rel,
-        workdir,
+        repo_root: prepared.repo_root,
+        workdir_rel: prepared.workdir_rel,
+        workdir: prepared.workdir,
         base_commit: opts.base_commit.clone(),
-        cache: use_cache.then(|| cache.clone()),
-        fingerprint,
+        cache: (prepared.use_cache && prepared.fingerprint.is_some()).then(|| cache.clone()),
+        fingerprint: prepared.fingerprint,
         rerun: opts.rerun_failures || set.rerun_failures,
     });
     let fail_fast = opts.fail_fast || set.fail_fast;
@@ -347,30 +471,13 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
                 }
                 None => String::new(),
             };
-            let fp = match &gate.inputs_set {
-                Some(set) => Arc::new(fp.restrict(set)),
-                None => fp.clone(),
-            };
-            Some((
-                KeyParts {
-                    fingerprint: fp.hex(),
-                    gate: gate.name.clone(),
-                    command: gate.program.clone(),
-                    args: args.clone(),
-                    working_dir: dir_in_repo.clone(),
-                    env: gate.env.clone(),
-                    inputs: gate.inputs.clone(),
-                    toolchain,
-                },
-                fp,
-            ))
+            Some(key_parts(gate, &args, dir_in_repo.clone(), toolchain, fp))
         }
         _ => None,
     };
     if let (Some(cache), Some((parts, fp))) = (&ctx.cache, &parts) {
         if let Some(mut r) = cache.lookup_through(parts, fp.clone()).await {
-            r.duration_ms = started.elapsed().as_millis() as u64;
-            r.required = gate.required;
+            finish_hit(&mut r, gate, started);
             return r;
         }
     }
@@ -413,6 +520,40 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
         }
     }
     result
+}
+
+/// The cache key parts of a gate run with `args` on the tree `fp`
+/// (restricted to the gate's inputs when it declares some), and that
+/// fingerprint.
+fn key_parts(
+    gate: &Gate,
+    args: &[String],
+    dir_in_repo: String,
+    toolchain: String,
+    fp: &Arc<Fingerprint>,
+) -> (KeyParts, Arc<Fingerprint>) {
+    let fp = match &gate.inputs_set {
+        Some(set) => Arc::new(fp.restrict(set)),
+        None => fp.clone(),
+    };
+    let parts = KeyParts {
+        fingerprint: fp.hex(),
+        gate: gate.name.clone(),
+        command: gate.program.clone(),
+        args: args.to_vec(),
+        working_dir: dir_in_repo,
+        env: gate.env.clone(),
+        inputs: gate.inputs.clone(),
+        toolchain,
+    };
+    (parts, fp)
+}
+
+/// A cached result as this run reports it: its own (lookup) duration and
+/// the gate's current `required`.
+fn finish_hit(r: &mut GateResult, gate: &Gate, started: Instant) {
+    r.duration_ms = started.elapsed().as_millis() as u64;
+    r.required = gate.required;
 }
 
 fn short(base: Option<&str>) -> String {

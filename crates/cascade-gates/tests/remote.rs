@@ -168,6 +168,15 @@ fn one_repository_publishes_and_the_other_hits() {
     assert_eq!(w.runs("a"), 1);
     assert_eq!(w.objects().len(), 1, "a's pass is published");
     assert_eq!(a.stats().uploads, 1);
+    // a has the result locally, but with a remote attached the run goes the
+    // async way (fresh toolchain probes for shared verdicts).
+    let opts = RunOptions {
+        workdir: w.repo("a"),
+        use_cache: true,
+        ..RunOptions::default()
+    };
+    let prepared = cascade_gates::runner::prepare(&set, &opts, &a);
+    assert!(cascade_gates::runner::answer_from_cache(&set, &opts, prepared, &a, |_| {}).is_err());
 
     // b has never run the gate: the remote has it, so it does not run.
     let b = w.cache("b", RemoteMode::Read, Some(SECRET), 5000);

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use cascade_gates::{run_gates, GateCache, GateEvent, GateReport, GateSet, RunOptions};
+use cascade_gates::{run_gates, runner, GateCache, GateEvent, GateReport, GateSet, RunOptions};
 use cascade_process::CancelToken;
 use serde_json::json;
 
@@ -406,4 +406,85 @@ fn output_on_stdout_fails_a_fail_on_output_gate_and_launcher_missing_tools_are_n
             .contains("tool 'clippy' is not installed"),
         "{clippy:?}"
     );
+}
+
+/// The synchronous answer of the local cache (no runtime), or `None` when
+/// the gates would have to run.
+fn answer(set: &GateSet, o: &RunOptions, cache: &GateCache) -> Option<(GateReport, Vec<String>)> {
+    let events = std::sync::Mutex::new(Vec::new());
+    let prepared = runner::prepare(set, o, cache);
+    let report = runner::answer_from_cache(set, o, prepared, cache, |e| {
+        let line = match e {
+            GateEvent::Started { name, .. } => format!("started {name}"),
+            GateEvent::Finished(r) => format!("finished {} cached={}", r.name, r.cached),
+            other => format!("{other:?}"),
+        };
+        events.lock().unwrap().push(line);
+    })
+    .ok()?;
+    Some((report, events.into_inner().unwrap()))
+}
+
+#[test]
+fn a_full_hit_is_answered_without_running_anything_and_a_miss_records_nothing() {
+    let f = Fixture::new();
+    let (g, h) = (f.counting("g", 0), f.counting("h", 0));
+    let set = f.set(json!({"gates": [
+        {"name": "g", "type": "lint", "command": g},
+        {"name": "h", "type": "test", "command": h}
+    ]}));
+    let cache = f.cache();
+    let o = opts(&f.repo());
+    assert!(answer(&set, &o, &cache).is_none(), "nothing stored yet");
+    assert_eq!(
+        cache.stats().misses + cache.stats().hits,
+        0,
+        "and nothing recorded"
+    );
+    run(&set, &o, &cache);
+    assert_eq!(cache.stats().misses, 2);
+
+    // A fresh cache over the same directory, as in a new process.
+    let cache = f.cache();
+    let (report, events) = answer(&set, &o, &cache).expect("every gate is a hit");
+    assert!(report.passed && report.gates.iter().all(|g| g.cached));
+    assert_eq!(
+        events,
+        vec![
+            "started g",
+            "started h",
+            "finished g cached=true",
+            "finished h cached=true"
+        ]
+    );
+    assert_eq!((f.runs("g"), f.runs("h")), (1, 1));
+    assert_eq!(cache.stats().hits, 2);
+
+    // One edit: the gates must run; the failed answer leaves no trace.
+    std::fs::write(f.repo().join("b.txt"), "edited\n").unwrap();
+    assert!(answer(&set, &o, &cache).is_none());
+    assert_eq!((cache.stats().hits, cache.stats().misses), (2, 2));
+    let r = run(&set, &o, &cache);
+    assert!(r.gates.iter().all(|g| !g.cached));
+    assert_eq!((f.runs("g"), f.runs("h")), (2, 2));
+}
+
+#[test]
+fn a_toolchain_probed_once_is_remembered_by_later_runs() {
+    let f = Fixture::new();
+    let gate = f.counting("g", 0);
+    let probe = f.counting("probe", 0);
+    // The probe script is an input of the toolchain's identity: let its
+    // timestamp tick pass so the identity can be kept.
+    std::thread::sleep(Duration::from_millis(30));
+    let set = f.set(json!({"gates": [{"name": "g", "command": gate, "toolchain": [probe]}]}));
+    let o = opts(&f.repo());
+    run(&set, &o, &f.cache());
+    assert_eq!(f.runs("probe"), 1);
+    let (report, _) = answer(&set, &o, &f.cache()).expect("hit without probing");
+    assert!(report.gates[0].cached);
+    assert_eq!((f.runs("probe"), f.runs("g")), (1, 1));
+    // The probe changed: its identity is not known, so the run goes async.
+    f.counting("probe", 3);
+    assert!(answer(&set, &o, &f.cache()).is_none());
 }

@@ -5,7 +5,12 @@
 //!   every change in the worktree containing `workdir` (modifications,
 //!   deletions, and untracked files that are not ignored) and commits it on
 //!   the worktree's branch. `None` when nothing changed (an agent that exits 0
-//!   but changed nothing is a failure for the engine).
+//!   but changed nothing is a failure for the engine). The worktree's own
+//!   exclude ([`crate::local_files`]) is always left out.
+//! - [`commit_checked`]`(workdir, message, rules) -> Result<`[`Outcome`]`, _>`:
+//!   the same, but first every path added since `rules.base` (by this commit
+//!   or by commits already on the branch) is put to `rules.refuse`; any
+//!   refused path means nothing is committed ([`Outcome::Refused`]).
 //! - [`init_repository`]`(dir, initial_branch)`: a new repository whose unborn
 //!   HEAD names `initial_branch` (`cascade demo`'s scratch repository; the
 //!   first [`commit_all`] then creates the branch).
@@ -28,11 +33,47 @@ pub const FALLBACK_EMAIL: &str = "cascade@localhost";
 /// on its current branch (or as the first commit of an unborn branch).
 /// Returns the new commit, or `None` when the tree is unchanged.
 pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError> {
+    match commit_checked(workdir, message, &Rules::default())? {
+        Outcome::Committed(oid) => Ok(Some(oid)),
+        Outcome::Unchanged | Outcome::Refused(_) => Ok(None),
+    }
+}
+
+/// What a commit must not contain.
+#[derive(Default)]
+pub struct Rules<'a> {
+    /// The commit the work started from: every path added since (by the new
+    /// commit or by commits already on the branch) is checked. `None`: only
+    /// the paths the new commit adds.
+    pub base: Option<Oid>,
+    /// Whether an added path (repository-relative, `/`-separated) must not
+    /// be committed.
+    pub refuse: Option<&'a dyn Fn(&str) -> bool>,
+}
+
+/// What [`commit_checked`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The new commit on the worktree's branch.
+    Committed(Oid),
+    /// Nothing to commit (the tree is `HEAD`'s).
+    Unchanged,
+    /// Nothing committed: these added paths are refused (sorted).
+    Refused(Vec<String>),
+}
+
+/// [`commit_all`] under `rules`: nothing is committed (and the index is not
+/// written) when a path added since `rules.base` is refused.
+pub fn commit_checked(
+    workdir: &Path,
+    message: &str,
+    rules: &Rules<'_>,
+) -> Result<Outcome, GitError> {
     let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
         path: workdir.to_path_buf(),
     })?;
     let mut index = repo.index().map_err(GitError::git("read index"))?;
-    stage_all(&mut index)?;
+    stage_all(&repo, &mut index)?;
     let tree_id = index.write_tree().map_err(GitError::git("write tree"))?;
     let parent = match repo.head() {
         Ok(head) => Some(
@@ -42,9 +83,22 @@ pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError
         Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
         Err(e) => return Err(GitError::git("read HEAD")(e)),
     };
+    if let Some(refuse) = rules.refuse {
+        let since = match rules.base {
+            Some(base) => Some(base),
+            None => parent.as_ref().map(|p| p.id()),
+        };
+        let refused: Vec<String> = added_paths(&repo, since, tree_id)?
+            .into_iter()
+            .filter(|p| refuse(p))
+            .collect();
+        if !refused.is_empty() {
+            return Ok(Outcome::Refused(refused));
+        }
+    }
     if let Some(p) = &parent {
         if p.tree_id() == tree_id {
-            return Ok(None);
+            return Ok(Outcome::Unchanged);
         }
     }
     index.write().map_err(GitError::git("write index"))?;
@@ -56,19 +110,64 @@ pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError
     let oid = repo
         .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
         .map_err(GitError::git("commit"))?;
-    Ok(Some(oid))
+    Ok(Outcome::Committed(oid))
+}
+
+/// The paths of tree `tree` that the tree of commit `since` does not have
+/// (all of them when `since` is `None`), sorted.
+fn added_paths(repo: &Repository, since: Option<Oid>, tree: Oid) -> Result<Vec<String>, GitError> {
+    let new = repo.find_tree(tree).map_err(GitError::git("find tree"))?;
+    let old = match since {
+        Some(c) => Some(
+            repo.find_commit(c)
+                .and_then(|c| c.tree())
+                .map_err(GitError::git("read base commit"))?,
+        ),
+        None => None,
+    };
+    let diff = repo
+        .diff_tree_to_tree(old.as_ref(), Some(&new), None)
+        .map_err(GitError::git("diff trees"))?;
+    let mut out: Vec<String> = diff
+        .deltas()
+        .filter(|d| d.status() == git2::Delta::Added)
+        .filter_map(|d| {
+            d.new_file()
+                .path()
+                .and_then(|p| p.to_str())
+                .map(str::to_string)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
 }
 
 /// Stages every change of the worktree in `index`: deletions and
 /// modifications of tracked files, then new files (`add_all` skips ignored
 /// paths unless they are already tracked). Staging a conflicted path
-/// resolves its conflict, as `git add` does.
-pub(crate) fn stage_all(index: &mut git2::Index) -> Result<(), GitError> {
+/// resolves its conflict, as `git add` does. The worktree's own exclude
+/// ([`crate::local_files`]) is skipped: those paths stay as in the index.
+pub(crate) fn stage_all(repo: &Repository, index: &mut git2::Index) -> Result<(), GitError> {
+    let local = crate::local_files::of(repo);
+    let mut skip = |path: &Path, _: &[u8]| -> i32 {
+        let covered = path.to_str().is_some_and(|p| local.covers(p));
+        i32::from(covered)
+    };
+    let cb: Option<&mut git2::IndexMatchedPath<'_>> = if local.is_empty() {
+        None
+    } else {
+        Some(&mut skip)
+    };
     index
-        .update_all(["*"].iter(), None)
+        .update_all(["*"].iter(), cb)
         .map_err(GitError::git("stage changes"))?;
+    let cb: Option<&mut git2::IndexMatchedPath<'_>> = if local.is_empty() {
+        None
+    } else {
+        Some(&mut skip)
+    };
     index
-        .add_all(["*"].iter(), IndexAddOption::DEFAULT, None)
+        .add_all(["*"].iter(), IndexAddOption::DEFAULT, cb)
         .map_err(GitError::git("stage new files"))?;
     Ok(())
 }
@@ -147,6 +246,12 @@ pub(crate) mod testutil {
             .unwrap()
     }
 
+    /// A story worktree on a new branch `branch` from `main`.
+    pub fn story_worktree(paths: &RepoPaths, branch: &str) -> crate::worktree::WorktreeInfo {
+        let path = crate::worktree::path_for(paths, branch);
+        crate::worktree::create(paths, &path, branch, "main").unwrap()
+    }
+
     /// The commit HEAD points at.
     pub fn head(repo: &Repository) -> Oid {
         repo.head().unwrap().target().unwrap()
@@ -170,7 +275,6 @@ pub(crate) mod testutil {
 mod tests {
     use super::testutil::*;
     use super::*;
-    use crate::worktree;
 
     #[test]
     fn nothing_changed_is_none() {
@@ -219,16 +323,58 @@ mod tests {
     }
 
     #[test]
+    fn local_files_stay_out_and_refused_paths_stop_the_commit() {
+        let (_tmp, repo, paths) = init_repo();
+        commit_file(&repo, "lock.txt", "v1\n", "lock");
+        let wt = story_worktree(&paths, "cascade/s1");
+        let base = tip(&repo, "cascade/s1");
+        // What setup left: a copied secret and a rewritten lock file.
+        std::fs::write(wt.path.join(".env"), "SECRET=hunter2\n").unwrap();
+        std::fs::write(wt.path.join("lock.txt"), "v2\n").unwrap();
+        let local = crate::local_files::changed(&wt.path).unwrap();
+        crate::local_files::record(&wt.path, &local).unwrap();
+        // The agent's work, one file of it committed by the agent itself.
+        std::fs::write(wt.path.join("src.txt"), "code\n").unwrap();
+        std::fs::write(wt.path.join("id_rsa"), "KEY\n").unwrap();
+        let agent_repo = Repository::open(&wt.path).unwrap();
+        let mut index = agent_repo.index().unwrap();
+        index.add_path(Path::new("id_rsa")).unwrap();
+        index.write().unwrap();
+        let tree = agent_repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = signature(&agent_repo).unwrap();
+        let parent = agent_repo.head().unwrap().peel_to_commit().unwrap();
+        agent_repo
+            .commit(Some("HEAD"), &sig, &sig, "agent", &tree, &[&parent])
+            .unwrap();
+        std::fs::write(wt.path.join("server.pem"), "CERT\n").unwrap();
+        let refuse =
+            |p: &str| p.ends_with(".pem") || p.starts_with("id_rsa") || p.starts_with(".env");
+        let rules = Rules {
+            base: Some(base),
+            refuse: Some(&refuse),
+        };
+        let before = tip(&repo, "cascade/s1");
+        let out = commit_checked(&wt.path, "s1: story", &rules).unwrap();
+        // Both the agent's committed key and the new certificate; not the
+        // copied `.env` (a local file, never staged).
+        assert_eq!(
+            out,
+            Outcome::Refused(vec!["id_rsa".into(), "server.pem".into()])
+        );
+        assert_eq!(tip(&repo, "cascade/s1"), before, "nothing committed");
+        // Without the refusals: the work, never the local files.
+        std::fs::remove_file(wt.path.join("server.pem")).unwrap();
+        let oid = commit_all(&wt.path, "s1: story").unwrap().unwrap();
+        assert_eq!(file_at(&repo, oid, "src.txt").as_deref(), Some("code\n"));
+        assert_eq!(file_at(&repo, oid, ".env"), None);
+        assert_eq!(file_at(&repo, oid, "lock.txt").as_deref(), Some("v1\n"));
+    }
+
+    #[test]
     fn commits_on_the_worktree_branch_only() {
         let (_tmp, repo, paths) = init_repo();
         let main_before = tip(&repo, "main");
-        let wt = worktree::create(
-            &paths,
-            &worktree::path_for(&paths, "cascade/s1"),
-            "cascade/s1",
-            "main",
-        )
-        .unwrap();
+        let wt = story_worktree(&paths, "cascade/s1");
         std::fs::write(wt.path.join("story.txt"), "done\n").unwrap();
         let oid = commit_all(&wt.path, "s1: story").unwrap().unwrap();
         assert_eq!(tip(&repo, "cascade/s1"), oid);

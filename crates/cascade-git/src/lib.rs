@@ -6,25 +6,36 @@
 //! - [`status`] and [`fingerprint`]: the content fingerprint of a working tree
 //!   that keys the gate cache (git blob ids from the index where stat data is
 //!   unchanged, hashed in parallel where not).
+//! - [`statindex`]: the per-worktree stat index (path, mode, stat data ->
+//!   blob id, validated against racy timestamps) that lets a fingerprint
+//!   skip every file, tracked or not, whose stat data has not changed.
 //! - [`diff`]: the lines a change added and removed, numbered, with the
 //!   file texts on both sides (for stub detection and reviews).
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
 //!   committing everything an agent changed, and merging a story branch into
 //!   its feature branch with conflict detection.
+//! - [`local_files`]: a worktree's own exclude, the files cascade copied in
+//!   or setup left behind, which its commits never contain.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
 //!   a story's worktree with conflict markers), concluded or aborted.
+//! - [`transfer`]: a story's commits from one repository to another as a
+//!   pack, without a git process (the fleet's workers and coordinator).
 //!
 //! Errors are [`GitError`] (or a module's own type), always naming the path or
 //! operation that failed.
 
 pub mod commit;
 pub mod diff;
+mod dirent;
 pub mod error;
 pub mod fingerprint;
+pub mod local_files;
 pub mod merge;
 pub mod repo;
 pub mod resolve;
+pub mod statindex;
 pub mod status;
+pub mod transfer;
 pub mod worktree;
 
 pub use error::GitError;

@@ -189,6 +189,12 @@ pub fn merge_into(
     Ok(outcome)
 }
 
+/// Whether a killed process left a merge into `branch` half done (its
+/// journal is there): [`finish_interrupted_merge`] has work to do. Reads only.
+pub fn interrupted_merge_pending(paths: &RepoPaths, branch: &str) -> bool {
+    journal_file(paths, branch).is_file()
+}
+
 /// Completes a merge into the checked-out `branch` that a killed process
 /// left between updating the worktree's files and moving the branch (see
 /// the journal in [`merge_into`]): when the branch is still at the old tip,

@@ -88,11 +88,15 @@ impl RepoPaths {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(GitError::io("read", &path)(e)),
         };
-        let present: std::collections::HashSet<&str> = existing.lines().map(str::trim).collect();
+        // Each pattern once, however often it is asked for (the usual names
+        // and the exact files of a run often coincide): the block stays as
+        // it is on every later call.
+        let mut present: std::collections::HashSet<&str> =
+            existing.lines().map(str::trim).collect();
         let missing: Vec<&str> = patterns
             .iter()
             .copied()
-            .filter(|p| !present.contains(p))
+            .filter(|p| present.insert(p))
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -193,12 +197,23 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         init(tmp.path());
         let paths = RepoPaths::discover(tmp.path()).unwrap();
-        paths.ensure_excluded(&["/.cascade/", "/prd.json"]).unwrap();
         paths
-            .ensure_excluded(&["/.cascade/", "/progress.txt"])
+            .ensure_excluded(&["/.cascade/", "/prd.json", "/prd.json"])
+            .unwrap();
+        paths
+            .ensure_excluded(&["/.cascade/", "/progress.txt", "/prd.json"])
             .unwrap();
         let text = std::fs::read_to_string(paths.exclude_file()).unwrap();
         assert_eq!(text.matches("/.cascade/").count(), 1);
+        assert_eq!(text.matches("/prd.json").count(), 1, "{text}");
+        let before = text.clone();
+        paths
+            .ensure_excluded(&["/prd.json", "/progress.txt"])
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(paths.exclude_file()).unwrap(),
+            before
+        );
         assert!(text.contains("/prd.json\n"));
         assert!(text.contains("/progress.txt\n"));
         // Git now ignores the state directory.

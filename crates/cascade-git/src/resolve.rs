@@ -116,7 +116,7 @@ pub fn conclude(workdir: &Path, files: &[String], message: &str) -> Result<Concl
         return Ok(Concluded::Unresolved(left));
     }
     let mut index = repo.index().map_err(GitError::git("read index"))?;
-    crate::commit::stage_all(&mut index)?;
+    crate::commit::stage_all(&repo, &mut index)?;
     if index.has_conflicts() {
         let mut still = Vec::new();
         for c in index.conflicts().map_err(GitError::git("read conflicts"))? {

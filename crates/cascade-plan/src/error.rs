@@ -37,6 +37,18 @@ pub enum PlanError {
         /// What is wrong, without the position.
         message: String,
     },
+    /// Stories whose status is not one of Plan Cascade's; each problem
+    /// starts with `file:line:column` (see [`crate::Status::SPELLINGS`]).
+    #[error("{}", problems.join("\n"))]
+    Vocabulary {
+        /// The file.
+        path: PathBuf,
+        /// One message per unknown status.
+        problems: Vec<String>,
+        /// The file's warnings too (unknown priorities), for a report of
+        /// everything at once (`cascade validate`).
+        warnings: Vec<crate::PlanWarning>,
+    },
     /// The file could not be written.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -82,6 +94,7 @@ impl PlanError {
             PlanError::NotFound { path, .. }
             | PlanError::Read { path, .. }
             | PlanError::Parse { path, .. }
+            | PlanError::Vocabulary { path, .. }
             | PlanError::Write { path, .. }
             | PlanError::Serialize { path, .. } => path,
         }

@@ -70,7 +70,7 @@ fn complete_stories_are_done_and_excluded() {
 
 #[test]
 fn all_complete_gives_no_batches() {
-    let p = prd(json!([{"id": "a", "title": "A", "status": "done"}]));
+    let p = prd(json!([{"id": "a", "title": "A", "status": "complete"}]));
     let plan = validate_prd(&p).unwrap();
     assert!(plan.batches().is_empty());
     assert!(plan.critical_path().is_empty());

@@ -27,9 +27,13 @@
 //!   `Story::new(id, title)`, `set_status(Status)`, `set_status_label("completed")`,
 //!   `set_priority`, `is_complete()`, `status_label()`, `weight()`,
 //!   `dependency_ids()`. [`Criterion::text`] gives a criterion's text.
-//! - [`Priority`]`::{High, Medium, Low}` (unknown spellings read as `Medium`;
-//!   `rank()` 0/1/2), [`Status`]`::{Pending, InProgress, Complete}` (accepts
-//!   `completed`, `inprogress`, `done`, ...; unknown reads as `Pending`). The
+//! - [`Priority`]`::{High, Medium, Low}` (exactly `high`, `medium`, `low`;
+//!   anything else reads as `Medium` with a [`PlanWarning`] in
+//!   `Prd::warnings` naming file:line:column; `rank()` 0/1/2),
+//!   [`Status`]`::{Pending, InProgress, Complete}` (exactly Plan Cascade's
+//!   `pending`, `in_progress`/`inprogress`, `complete`/`completed`, `failed`,
+//!   `skipped`, see `Status::SPELLINGS`; any other story status is
+//!   [`PlanError::Vocabulary`], every one named at file:line:column). The
 //!   original spelling is written back unless the value was changed.
 //! - [`MegaPlan`] `{ goal, execution_mode, target_branch, features: Vec<Feature>,
 //!   extra, source }`, [`Feature`] `{ id, name, title, description, priority,
@@ -93,6 +97,15 @@
 //! [`synthetic`]: generated plans of any size ([`synthetic::prd_json`]) for
 //! benchmarks and tests at scale.
 //!
+//! Text (`text.rs`): [`text::printable`] / [`text::printable_line`] (text
+//! from a plan file or an agent with its control characters shown as
+//! escapes: the one sanitiser of every output) and [`text::closest`] /
+//! [`text::suggestion`] ("did you mean" for unknown words).
+//! Unknown keys in the other files a user writes (`strict.rs`):
+//! [`strict::fields_of`]`::<T>()` (the keys a serde-derived type reads),
+//! [`strict::unknown_keys`] and [`strict::Tracked`] (an object read by hand
+//! that knows the keys it was asked for): warnings naming the closest key.
+//!
 //! Everything is linear in stories + dependencies: ids are hashed once into
 //! a compact index (`names.rs`), adjacency is stored as flat arrays, and
 //! cycles are named with petgraph's strongly connected components only when
@@ -118,8 +131,11 @@ mod names;
 pub mod paths;
 mod plan;
 mod skeleton;
+pub mod strict;
 pub mod synthetic;
+pub mod text;
 mod validate;
+mod vocabulary;
 mod wire;
 
 pub use analysis::{Analysis, Cycle};
@@ -131,8 +147,12 @@ pub use model::{
     load_mega, load_prd, Criterion, Feature, MegaPlan, Prd, Priority, Source, Status, Story,
 };
 pub use plan::{Node, ValidPlan};
-pub use skeleton::{load_valid_plan, validate_prd_json, CheckError};
+pub use skeleton::{
+    load_valid_plan, load_valid_plan_warned, validate_prd_json, validate_prd_json_warned,
+    CheckError,
+};
 pub use validate::{validate_mega, validate_prd, Problem, ValidationErrors};
+pub use vocabulary::PlanWarning;
 
 #[cfg(test)]
 mod graph_tests;

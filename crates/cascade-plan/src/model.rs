@@ -22,6 +22,8 @@ use serde_json::{Map, Value};
 
 use crate::error::PlanError;
 use crate::index::{IdIndex, IndexStats};
+use crate::text::spelled;
+use crate::vocabulary::{self, PlanWarning};
 
 fn story_key(s: &Story) -> &str {
     &s.id
@@ -47,7 +49,8 @@ impl Source {
     }
 }
 
-/// A story's or feature's priority. Anything unknown counts as `Medium`.
+/// A story's or feature's priority. Anything unknown counts as `Medium`
+/// (reading the file warns about it; see `vocabulary.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Priority {
     /// Scheduled first within a batch.
@@ -60,18 +63,17 @@ pub enum Priority {
 }
 
 impl Priority {
-    /// Parses Plan Cascade's spellings (case-insensitive); `None` if unknown.
+    /// Plan Cascade's priorities, exactly: nothing else is guessed at.
+    pub const SPELLINGS: &'static [(&'static str, Priority)] = &[
+        ("high", Priority::High),
+        ("medium", Priority::Medium),
+        ("low", Priority::Low),
+    ];
+
+    /// Parses one of [`Priority::SPELLINGS`] (case and surrounding blanks
+    /// ignored); `None` if unknown.
     pub fn parse(text: &str) -> Option<Priority> {
-        let t = text.trim();
-        if t.eq_ignore_ascii_case("high") || t.eq_ignore_ascii_case("critical") {
-            Some(Priority::High)
-        } else if t.eq_ignore_ascii_case("medium") || t.eq_ignore_ascii_case("normal") {
-            Some(Priority::Medium)
-        } else if t.eq_ignore_ascii_case("low") {
-            Some(Priority::Low)
-        } else {
-            None
-        }
+        spelled(Self::SPELLINGS, text)
     }
 
     /// The canonical spelling: `high`, `medium` or `low`.
@@ -105,30 +107,40 @@ impl serde::Serialize for Priority {
     }
 }
 
-/// A story's or feature's status. Unknown values count as `Pending` (and are
-/// written back as they were).
+/// A story's or feature's status. A story's status must be one of
+/// [`Status::SPELLINGS`] (anything else is an error when the file is read:
+/// a typo must never skip a story or run a finished one); a feature's
+/// other Plan Cascade statuses (`prd_generated`, ...) count as `Pending`
+/// and are written back as they were.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Status {
-    /// Not started (also `todo`, `not_started`, and anything unknown).
+    /// Not done: `pending`, and Plan Cascade's `failed` and `skipped`
+    /// (a story a run did not finish is run again).
     #[default]
     Pending,
-    /// Being worked on (`in_progress`, also `inprogress`, `in-progress`, `running`).
+    /// Being worked on (`in_progress`, also `inprogress`).
     InProgress,
-    /// Done (`complete`, also `completed`, `done`).
+    /// Done (`complete`, also `completed`).
     Complete,
 }
 
 impl Status {
-    /// Parses Plan Cascade's spellings (case-insensitive); `None` if unknown.
+    /// Plan Cascade's story statuses as it writes them, and what each means
+    /// here. Nothing else is accepted.
+    pub const SPELLINGS: &'static [(&'static str, Status)] = &[
+        ("pending", Status::Pending),
+        ("in_progress", Status::InProgress),
+        ("inprogress", Status::InProgress),
+        ("complete", Status::Complete),
+        ("completed", Status::Complete),
+        ("failed", Status::Pending),
+        ("skipped", Status::Pending),
+    ];
+
+    /// Parses one of [`Status::SPELLINGS`] (case and surrounding blanks
+    /// ignored); `None` if unknown.
     pub fn parse(text: &str) -> Option<Status> {
-        let t = text.trim().to_ascii_lowercase();
-        match t.as_str() {
-            "pending" | "todo" | "not_started" | "not-started" => Some(Status::Pending),
-            "in_progress" | "inprogress" | "in-progress" | "in progress" | "running"
-            | "started" => Some(Status::InProgress),
-            "complete" | "completed" | "done" => Some(Status::Complete),
-            _ => None,
-        }
+        spelled(Self::SPELLINGS, text)
     }
 
     /// The canonical spelling: `pending`, `in_progress` or `complete`.
@@ -318,6 +330,9 @@ pub struct Prd {
     pub extra: Map<String, Value>,
     /// How the file was written (key order).
     pub source: Source,
+    /// What reading the file accepted but probably was not meant (an
+    /// unknown priority, read as medium); never written back.
+    pub warnings: Vec<PlanWarning>,
     /// The stories by id (built on the first lookup; see [`IdIndex`]).
     index: IdIndex,
 }
@@ -350,10 +365,25 @@ impl Prd {
         self.index.stats()
     }
 
-    /// Parses a PRD from JSON text; `path` is only used in error messages.
+    /// Parses a PRD from JSON text; `path` is only used in messages. A
+    /// story status outside [`Status::SPELLINGS`] is an error
+    /// ([`PlanError::Vocabulary`]); an unknown priority is one of
+    /// [`Prd::warnings`].
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<Prd, PlanError> {
         let bytes = json_text(bytes, path, PRD_EXPECTED)?;
-        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
+        let mut prd: Prd =
+            serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+        prd.warnings = vocabulary::check(
+            bytes,
+            path,
+            &vocabulary::STORIES,
+            prd.stories.iter().map(|s| vocabulary::Spelling {
+                id: &s.id,
+                status: s.source.status.as_deref(),
+                priority: s.source.priority.as_deref(),
+            }),
+        )?;
+        Ok(prd)
     }
 
     /// The PRD as pretty JSON (two-space indent, keys in their original order).
@@ -387,6 +417,9 @@ pub struct MegaPlan {
     pub extra: Map<String, Value>,
     /// How the file was written (key order).
     pub source: Source,
+    /// What reading the file accepted but probably was not meant (an
+    /// unknown priority, read as medium); never written back.
+    pub warnings: Vec<PlanWarning>,
 }
 
 impl MegaPlan {
@@ -400,10 +433,24 @@ impl MegaPlan {
         self.features.iter_mut().find(|f| f.id == id)
     }
 
-    /// Parses a mega-plan from JSON text; `path` is only used in error messages.
+    /// Parses a mega-plan from JSON text; `path` is only used in messages.
+    /// An unknown priority is one of [`MegaPlan::warnings`] (a feature's
+    /// status may be any of Plan Cascade's feature statuses).
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<MegaPlan, PlanError> {
         let bytes = json_text(bytes, path, "a mega-plan object with \"features\"")?;
-        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))
+        let mut mega: MegaPlan =
+            serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+        mega.warnings = vocabulary::check(
+            bytes,
+            path,
+            &vocabulary::FEATURES,
+            mega.features.iter().map(|f| vocabulary::Spelling {
+                id: &f.id,
+                status: None,
+                priority: f.source.priority.as_deref(),
+            }),
+        )?;
+        Ok(mega)
     }
 
     /// The mega-plan as pretty JSON (keys in their original order).

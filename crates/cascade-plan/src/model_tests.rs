@@ -41,7 +41,7 @@ const PRD: &str = r#"{
       "id": "story-003",
       "title": "Third",
       "dependencies": null,
-      "status": "weird"
+      "status": "failed"
     }
   ],
   "quality_gates": {"enabled": true, "gates": []}
@@ -80,7 +80,7 @@ fn reads_plan_cascade_variants() {
     let s3 = &p.stories[2];
     assert!(s3.dependencies.is_empty());
     assert_eq!(s3.status, Status::Pending);
-    assert_eq!(s3.status_label(), "weird");
+    assert_eq!(s3.status_label(), "failed");
     assert!(p.quality_gates.is_some());
     assert_eq!(p.extra.get("custom_top"), Some(&json!([1, 2])));
 }
@@ -144,9 +144,14 @@ fn save_is_atomic_and_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("prd.json");
     std::fs::write(&path, PRD).unwrap();
-    let p = load_prd(&path).unwrap();
+    let mut p = load_prd(&path).unwrap();
     p.save(&path).unwrap();
-    assert_eq!(load_prd(&path).unwrap(), p);
+    let mut again = load_prd(&path).unwrap();
+    // The same warning, at its place in the rewritten (pretty) file.
+    assert_eq!(again.warnings.len(), 1);
+    assert!(again.warnings[0].message.contains("'urgent'"));
+    (again.warnings, p.warnings) = (Vec::new(), Vec::new());
+    assert_eq!(again, p);
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert_eq!(names.len(), 1, "no temp file left behind");
 }

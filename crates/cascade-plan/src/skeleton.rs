@@ -25,6 +25,7 @@ use crate::graph::{build, trim, Item, Kind};
 use crate::model::{Priority, Status, Story};
 use crate::plan::ValidPlan;
 use crate::validate::{check_story, finish, ValidationErrors};
+use crate::vocabulary::{self, PlanWarning};
 use crate::wire::{Fields, Keyword};
 
 /// Why [`validate_prd_json`] produced no plan.
@@ -43,23 +44,49 @@ pub enum CheckError {
 /// about half the memory and a third less time on large plans. `path` is only
 /// used in messages.
 pub fn validate_prd_json(bytes: &[u8], path: &Path) -> Result<ValidPlan, CheckError> {
+    validate_prd_json_warned(bytes, path).map(|(plan, _)| plan)
+}
+
+/// [`validate_prd_json`] with the warnings reading gave (the same as
+/// [`crate::Prd::warnings`]).
+pub fn validate_prd_json_warned(
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(ValidPlan, Vec<PlanWarning>), CheckError> {
     let bytes = crate::model::json_text(bytes, path, crate::model::PRD_EXPECTED)?;
     let skeleton: Skeleton<'_> =
         serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+    let warnings = vocabulary::check(
+        bytes,
+        path,
+        &vocabulary::STORIES,
+        skeleton.stories.iter().map(|s| vocabulary::Spelling {
+            id: &s.id,
+            status: s.status_raw.as_deref(),
+            priority: s.priority_raw.as_deref(),
+        }),
+    )?;
     let graph = build(Kind::Story, &skeleton.stories);
     let mut problems = Vec::new();
     for (index, s) in skeleton.stories.iter().enumerate() {
         check_story(index, &s.id, s.has_id, s.title_blank, &mut problems);
     }
-    Ok(finish(graph, problems)?)
+    Ok((finish(graph, problems)?, warnings))
 }
 
 /// Reads `path` and does [`validate_prd_json`]: the fast way from a
 /// `prd.json` to its schedule when the model itself is not needed.
 pub fn load_valid_plan(path: impl AsRef<Path>) -> Result<ValidPlan, CheckError> {
+    load_valid_plan_warned(path).map(|(plan, _)| plan)
+}
+
+/// [`load_valid_plan`] with the warnings reading gave.
+pub fn load_valid_plan_warned(
+    path: impl AsRef<Path>,
+) -> Result<(ValidPlan, Vec<PlanWarning>), CheckError> {
     let path = path.as_ref();
     let bytes = crate::model::read(path, "prd")?;
-    validate_prd_json(&bytes, path)
+    validate_prd_json_warned(&bytes, path)
 }
 
 /// What scheduling needs of a story.
@@ -71,6 +98,10 @@ struct Skel<'de> {
     status: Status,
     deps: Vec<Text<'de>>,
     weight: Option<u64>,
+    /// The status and priority as written, when not the canonical spelling
+    /// (for the vocabulary check).
+    status_raw: Option<Box<serde_json::Value>>,
+    priority_raw: Option<Box<serde_json::Value>>,
 }
 
 impl<'de> Item for Skel<'de> {
@@ -277,6 +308,8 @@ impl<'de> Deserialize<'de> for Skel<'de> {
                     status: Status::default(),
                     deps: Vec::new(),
                     weight: None,
+                    status_raw: None,
+                    priority_raw: None,
                 };
                 // Field numbers and types mirror `impl Fields for Story` in wire.rs.
                 read_object(map, <Story as Fields>::NAMES, |i, map| {
@@ -288,13 +321,19 @@ impl<'de> Deserialize<'de> for Skel<'de> {
                         1 => {
                             s.title_blank = map.next_value::<Option<Blank>>()?.map_or(true, |b| b.0)
                         }
-                        3 => s.priority = map.next_value::<Keyword<Priority>>()?.0,
+                        3 => {
+                            let Keyword(p, raw) = map.next_value::<Keyword<Priority>>()?;
+                            (s.priority, s.priority_raw) = (p, raw);
+                        }
                         4 => {
                             s.deps = map
                                 .next_value::<Option<Vec<Text<'de>>>>()?
                                 .unwrap_or_default()
                         }
-                        5 => s.status = map.next_value::<Keyword<Status>>()?.0,
+                        5 => {
+                            let Keyword(st, raw) = map.next_value::<Keyword<Status>>()?;
+                            (s.status, s.status_raw) = (st, raw);
+                        }
                         6 => {
                             map.next_value::<Option<ListOf<CriterionCheck>>>()?;
                         }

@@ -10,6 +10,22 @@ use serde_json::Value;
 use crate::error::PlanningError;
 use crate::session::write_atomic;
 
+/// The most an answer (or a rejection's reason, or a decision's rationale)
+/// may hold, in bytes. Answers go into every later planning prompt: a huge
+/// one (10 MB pasted by mistake) would make each of them fail.
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
+
+/// An error for an answer to `key` longer than [`MAX_ANSWER_BYTES`].
+pub fn check_size(key: &str, value: &str) -> Result<(), PlanningError> {
+    if value.len() > MAX_ANSWER_BYTES {
+        return Err(PlanningError::Usage(format!(
+            "the answer to {key} has {} bytes, more than the {MAX_ANSWER_BYTES} an answer may hold (answers go into every later prompt): shorten it, or put the detail in a file of the project and name that file",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The person's verdict on the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReviewAnswer {
@@ -52,8 +68,8 @@ pub struct Answers {
 impl Answers {
     /// Reads an answers file; a missing file is empty.
     pub fn load(path: &Path) -> Result<Answers, PlanningError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Answers::default()),
             Err(source) => {
                 return Err(PlanningError::Io {
@@ -62,6 +78,14 @@ impl Answers {
                 })
             }
         };
+        // Text that is not UTF-8 is bad input (exit 2), like bad JSON.
+        let text = String::from_utf8(bytes).map_err(|e| PlanningError::Shape {
+            path: path.to_path_buf(),
+            message: format!(
+                "not UTF-8 text (invalid byte at offset {}): save the answers as UTF-8 JSON",
+                e.utf8_error().valid_up_to()
+            ),
+        })?;
         let value: Value =
             serde_json::from_str(&text).map_err(|e| PlanningError::json(path, &e))?;
         let Value::Object(obj) = value else {
@@ -93,6 +117,12 @@ impl Answers {
             }
         };
         for (key, value) in &self.map {
+            if value.to_string().len() > MAX_ANSWER_BYTES {
+                return Err(bad(
+                    key,
+                    &format!("longer than the {MAX_ANSWER_BYTES} bytes an answer may hold (answers go into every later prompt)"),
+                ));
+            }
             if !is_answer_key(key) {
                 return Err(bad(
                     key,
@@ -153,6 +183,7 @@ impl Answers {
     /// Sets one answer as `cascade plan answer ID KEY VALUE` gives it: for a
     /// decision, `OPTION` or `OPTION: rationale`.
     pub fn set_text(&mut self, key: &str, value: &str) -> Result<(), PlanningError> {
+        check_size(key, value)?;
         if value.trim().is_empty() {
             return Err(PlanningError::Usage(format!(
                 "the answer to {key} is empty: give the answer text (or, for a decision, OPTION-ID: rationale)"

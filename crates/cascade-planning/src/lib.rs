@@ -68,7 +68,7 @@ pub mod strategy;
 pub mod verdict;
 pub mod workflow;
 
-pub use answers::{Answers, ReviewAnswer};
+pub use answers::{check_size as check_answer_size, Answers, ReviewAnswer, MAX_ANSWER_BYTES};
 pub use error::PlanningError;
 pub use events::PlanEvent;
 pub use session::{

@@ -54,6 +54,9 @@
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k === "class") el.className = v;
+      // Through the CSSOM: the Content-Security-Policy (style-src 'self')
+      // refuses style attributes, not styles set from the page's own script.
+      else if (k === "style") el.style.cssText = String(v);
       else if (k.startsWith("on") && typeof v === "function") el.addEventListener(k.slice(2), v);
       else el.setAttribute(k, v === true ? "" : String(v));
     }
@@ -235,6 +238,12 @@
   function applyEvent(ev) {
     const run = model.run;
     if (!run) return false;
+    // A mega run's feature events belong to the mega view (story ids
+    // repeat across features); a refusal is said wherever the page is.
+    if (ev.feature) {
+      if (ev.event === "control" && !ev.ok) toast(ev.action + " " + (ev.story || "") + " of " + ev.feature + " refused: " + ev.message, true);
+      return false;
+    }
     const st = ev.story ? model.byId.get(ev.story) : null;
     // When the engine said it, in ms since the run started: from its wall
     // clock (t_ms counts from the start of the process, which a resumed run
@@ -312,6 +321,12 @@
         return true;
       case "retry_scheduled":
         if (st) st.step = "retry " + ev.attempt + "/" + ev.max_attempts + " (" + ev.error_type + ")";
+        return true;
+      case "merge_started":
+        if (st) {
+          st.state = "merging";
+          st.step = "merging into " + ev.target_branch;
+        }
         return true;
       case "merge_resolving":
         if (st) {
@@ -407,6 +422,7 @@
 
   function eventLine(ev) {
     const parts = [ev.event];
+    if (ev.feature) parts.push("[" + ev.feature + "]");
     if (ev.story) parts.push(ev.story);
     for (const k of ["gate", "agent", "attempt", "status", "action", "error", "message", "reason"]) {
       if (ev[k] !== undefined && ev[k] !== null && ev[k] !== "") parts.push(k + "=" + ev[k]);
@@ -450,7 +466,7 @@
       logEvent(ev);
       if (!seen && applyEvent(ev)) renderRunIfShown();
       if (model.openStory && ev.story === model.openStory) storyChanged();
-      if (currentView() === "mega" && (ev.feature || /^(story_merged|story_failed|story_blocked|run_finished)$/.test(ev.event))) megaChanged();
+      if (currentView() === "mega" && (ev.feature || /^(control|mega_.*|feature_.*)$/.test(ev.event))) megaChanged();
     };
     source.addEventListener("agent_output", (msg) => {
       let o;
@@ -459,6 +475,7 @@
       } catch (_) {
         return;
       }
+      if (o.feature) return;
       const key = o.story + "#" + o.attempt;
       // One message per line the agent printed.
       const text = String(o.text ?? "").endsWith("\n") ? String(o.text) : o.text + "\n";
@@ -756,11 +773,12 @@
       if (what === "pause") model.run.paused = true;
       if (what === "resume") model.run.paused = false;
       renderRunIfShown();
+      if (currentView() === "mega") renderMega(true);
       refreshSoon();
       if (model.openStory) loadStory(model.openStory);
     } catch (e) {
       toast(what + " refused: " + e.message, true);
-      const out = $("#action-error");
+      const out = $(currentView() === "mega" ? "#mega-action-error" : "#action-error");
       if (out) out.textContent = what + " refused (" + e.status + "): " + e.message;
     }
   }
@@ -990,6 +1008,9 @@
     }, 500);
   }
 
+  // The run's status and a pause button for the whole run (every feature's
+  // engine; no new feature batch starts while paused), then per feature its
+  // progress and its stories, each with Cancel and Retry.
   async function renderMega(quiet) {
     const root = $("#view-mega");
     if (!quiet) fill(root, h("p", { class: "muted" }, "Loading…"));
@@ -999,27 +1020,67 @@
       fill(root, h("p", { class: "panel" }, "Error: " + e.message));
       return;
     }
-    const features = model.mega.features || [];
+    const m = model.mega;
+    const features = m.features || [];
     if (!features.length) {
       fill(root, h("div", { class: "panel", id: "mega-empty" }, "No mega-plan in this project (mega-plan.json)."));
       return;
     }
-    fill(root, h("div", { class: "panel" }, h("h2", {}, "Features" + (model.mega.goal ? ": " + model.mega.goal : "")),
-      model.mega.status ? h("p", {}, "Mega run: ", h("span", { class: "badge", "data-status": model.mega.status, id: "mega-status" }, model.mega.status)) : null,
-      h("table", { id: "mega-table", style: "width:100%;border-collapse:collapse" },
-        h("thead", {}, h("tr", {}, ["Feature", "Status", "Depends on", "Progress"].map((c) => h("th", { style: "text-align:left" }, c)))),
-        h("tbody", {}, features.map((f) => {
-          const total = f.stories_total || 0, done = f.stories_done || 0, failed = f.failed || 0, blocked = f.blocked || 0;
-          const pct = (n) => (total ? (100 * n) / total : 0) + "%";
-          return h("tr", { "data-feature": f.name, "data-status": f.status },
-            h("td", {}, h("strong", {}, f.name), h("div", { class: "muted" }, f.title || "")),
-            h("td", {}, h("span", { class: "badge", "data-status": f.status, "data-state": f.status }, f.status)),
-            h("td", { class: "mono" }, (f.depends_on || []).join(", ") || "–"),
-            h("td", {}, h("div", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done },
-              h("span", { class: "p-done", style: "width:" + pct(done) }), h("span", { class: "p-failed", style: "width:" + pct(failed) })),
-              h("span", { class: "muted" }, done + "/" + total + " merged" + (failed ? ", " + failed + " failed" : "") + (blocked ? ", " + blocked + " blocked" : "")),
-              f.failure && f.failure.message ? h("div", { class: "feature-failure" }, (f.failure.kind ? f.failure.kind + ": " : "") + f.failure.message) : null));
-        })))));
+    // Redrawing must not take the keyboard focus away.
+    const focused = document.activeElement && root.contains(document.activeElement) ? document.activeElement.id : null;
+    const pauseBtn = m.paused
+      ? h("button", { id: "mega-resume", class: "primary", onclick: () => act("/api/actions/resume", "resume") }, "Resume scheduling")
+      : h("button", { id: "mega-pause", disabled: !m.live, title: "No new story of any feature starts, and no new feature batch", onclick: () => act("/api/actions/pause", "pause") }, "Pause scheduling");
+    fill(root,
+      h("div", { class: "panel", id: "mega-summary", "data-status": m.status, "data-live": String(!!m.live), "data-paused": String(!!m.paused) },
+        h("h2", {}, "Features" + (m.goal ? ": " + m.goal : "")),
+        h("div", { class: "row" },
+          "Mega run: ", h("span", { class: "badge", "data-status": m.status, id: "mega-status" }, m.status || "unknown"),
+          m.target_branch ? h("span", { class: "muted mono" }, "→ " + m.target_branch) : null,
+          m.paused ? h("span", { id: "mega-paused", class: "paused-badge", title: "No new story or feature batch starts; running ones finish" }, "PAUSED") : null,
+          pauseBtn),
+        h("p", { id: "mega-action-error", class: "muted", role: "status" })),
+      features.map((f) => renderFeature(f, !!m.live)));
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({ preventScroll: true });
+  }
+
+  function renderFeature(f, live) {
+    const total = f.stories_total || 0, done = f.stories_done || 0, failed = f.failed || 0, blocked = f.blocked || 0;
+    const pct = (n) => (total ? (100 * n) / total : 0) + "%";
+    return h("div", { class: "panel feature", "data-feature": f.name, "data-status": f.status },
+      h("div", { class: "feature-head" },
+        h("h3", {}, f.name),
+        f.title ? h("span", { class: "muted" }, f.title) : null,
+        h("span", { class: "badge", "data-status": f.status, "data-state": f.status }, f.status),
+        (f.depends_on || []).length ? h("span", { class: "muted mono" }, "after " + f.depends_on.join(", ")) : null,
+        h("div", { class: "progress", role: "progressbar", "aria-valuemin": 0, "aria-valuemax": total, "aria-valuenow": done },
+          h("span", { class: "p-done", style: "width:" + pct(done) }), h("span", { class: "p-failed", style: "width:" + pct(failed) })),
+        h("span", { class: "muted" }, done + "/" + total + " merged" + (failed ? ", " + failed + " failed" : "") + (blocked ? ", " + blocked + " blocked" : ""))),
+      f.failure && f.failure.message ? h("div", { class: "feature-failure" }, (f.failure.kind ? f.failure.kind + ": " : "") + f.failure.message) : null,
+      (f.stories || []).length
+        ? h("ul", { class: "mega-stories" }, f.stories.map((st) => renderMegaStory(f.name, st, live)))
+        : h("p", { class: "muted" }, "No stories yet."));
+  }
+
+  // A story of a feature: Cancel while it waits or runs in the live run,
+  // Retry once it failed (on a finished run: `cascade mega resume --yes`).
+  function renderMegaStory(feature, st, live) {
+    const path = "/api/mega/features/" + encodeURIComponent(feature) + "/stories/" + encodeURIComponent(st.id);
+    const key = feature + "." + st.id; // "." is never part of a feature name
+    const what = st.id + " of " + feature;
+    return h("li", { class: "mega-story", "data-feature": feature, "data-story": st.id, "data-state": st.state },
+      h("span", { class: "mono" }, st.id),
+      st.title ? h("span", { class: "ms-title" }, st.title) : null,
+      h("span", { class: "badge", "data-state": st.state }, st.state),
+      st.attempt ? h("span", { class: "muted" }, (st.agent ? st.agent + ", " : "") + "attempt " + st.attempt) : null,
+      st.failure_kind ? h("span", { class: "ms-error", title: st.error || "" }, st.failure_kind + (st.error ? ": " + st.error : "")) : null,
+      h("span", { class: "ms-actions" },
+        h("button", { id: "mega-retry-" + key, class: "mega-retry", "data-feature": feature, "data-story": st.id,
+          disabled: !(st.state === "failed" || st.state === "cancelled"), title: "Run the failed story again",
+          onclick: () => act(path + "/retry", "retry " + what) }, "Retry"),
+        h("button", { id: "mega-cancel-" + key, class: "mega-cancel danger", "data-feature": feature, "data-story": st.id,
+          disabled: !(live && (st.state === "running" || st.state === "merging" || st.state === "pending")), title: "Stop this story (its agent is killed)",
+          onclick: () => act(path + "/cancel", "cancel " + what) }, "Cancel")));
   }
 
   // ---------------------------------------------------------------- plan view

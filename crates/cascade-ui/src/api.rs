@@ -151,7 +151,12 @@ pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String
 }
 
 pub(crate) async fn mega(State(app): State<Shared>) -> Response {
-    match blocking(move || plans::mega(&app.cascade_dir())).await {
+    let r = blocking(move || {
+        let summary = app.hub.summary();
+        crate::mega::view(&app.cascade_dir(), &summary, &app.hub.status())
+    })
+    .await;
+    match r {
         Ok(v) => ok(StatusCode::OK, v),
         Err(r) => r,
     }
@@ -175,8 +180,14 @@ pub(crate) async fn plan(State(app): State<Shared>, UrlPath(id): UrlPath<String>
     }
 }
 
-/// Sends `action` to the live run; 409 when none is live or it refuses.
-async fn steer(app: &AppState, action: &str, story: Option<&str>) -> Response {
+/// Sends `action` (about `story` of `feature`, in a mega run) to the live
+/// run; 409 when none is live or it refuses.
+async fn steer(
+    app: &AppState,
+    action: &str,
+    story: Option<&str>,
+    feature: Option<&str>,
+) -> Response {
     let Some(client) = app.hub.client() else {
         return error(
             StatusCode::CONFLICT,
@@ -186,7 +197,10 @@ async fn steer(app: &AppState, action: &str, story: Option<&str>) -> Response {
     // The engine takes requests between two scheduling decisions; one
     // stuck elsewhere (a confirmation prompt on its terminal) must not
     // hold the page forever.
-    let asked = tokio::time::timeout(Duration::from_secs(30), client.request(action, story, "ui"));
+    let asked = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.request(action, story, feature, "ui"),
+    );
     match asked.await {
         Ok(Ok(r)) if r.ok => ok(StatusCode::OK, json!({ "ok": true, "message": r.message })),
         Ok(Ok(r)) => error(StatusCode::CONFLICT, r.message),
@@ -199,15 +213,15 @@ async fn steer(app: &AppState, action: &str, story: Option<&str>) -> Response {
 }
 
 pub(crate) async fn pause(State(app): State<Shared>) -> Response {
-    steer(&app, "pause", None).await
+    steer(&app, "pause", None, None).await
 }
 
 pub(crate) async fn resume(State(app): State<Shared>) -> Response {
-    steer(&app, "resume", None).await
+    steer(&app, "resume", None, None).await
 }
 
 pub(crate) async fn cancel(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
-    steer(&app, "cancel", Some(&id)).await
+    steer(&app, "cancel", Some(&id), None).await
 }
 
 /// A live run requeues the story; a finished one is continued by
@@ -215,7 +229,7 @@ pub(crate) async fn cancel(State(app): State<Shared>, UrlPath(id): UrlPath<Strin
 /// started as a child of the dashboard.
 pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     if app.hub.client().is_some() {
-        return steer(&app, "retry", Some(&id)).await;
+        return steer(&app, "retry", Some(&id), None).await;
     }
     let found = app.with_run(|state, _, _| state.map(|st| st.story(&id).map(|s| s.status)));
     let status = match found {
@@ -241,28 +255,80 @@ pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String
             )
         }
     }
+    resume_finished(&app, &["resume", "--yes"], &id).await
+}
+
+/// `POST /api/mega/features/{feature}/stories/{id}/cancel`: the story of
+/// that feature in the live mega run.
+pub(crate) async fn mega_cancel(
+    State(app): State<Shared>,
+    UrlPath((feature, id)): UrlPath<(String, String)>,
+) -> Response {
+    steer(&app, "cancel", Some(&id), Some(&feature)).await
+}
+
+/// `POST /api/mega/features/{feature}/stories/{id}/retry`: a live mega run
+/// requeues the story in its feature's engine; a finished one is continued
+/// by `cascade mega resume --yes` (which retries every failed and blocked
+/// story and feature), started as a child of the dashboard.
+pub(crate) async fn mega_retry(
+    State(app): State<Shared>,
+    UrlPath((feature, id)): UrlPath<(String, String)>,
+) -> Response {
+    if app.hub.client().is_some() {
+        return steer(&app, "retry", Some(&id), Some(&feature)).await;
+    }
+    let checked = {
+        let (dir, feature, id) = (app.cascade_dir(), feature.clone(), id.clone());
+        blocking(move || crate::mega::retryable(&dir, &feature, &id)).await
+    };
+    match checked {
+        Ok(Ok(())) => {}
+        Ok(Err((code, message))) => return error(code, message),
+        Err(r) => return r,
+    }
+    resume_finished(
+        &app,
+        &["mega", "resume", "--yes"],
+        &format!("{id} of {feature}"),
+    )
+    .await
+}
+
+/// Starts `cascade <args>` (a resume of the finished run, which retries
+/// `what` with every other failed or blocked story) as a child of the
+/// dashboard: `202 {pid, log}` while it runs, its output in
+/// `.cascade/ui/<command>-<ts>.log`.
+async fn resume_finished(app: &AppState, args: &[&str], what: &str) -> Response {
     let Some(cli) = &app.config.cli else {
         return error(
             StatusCode::CONFLICT,
             "this dashboard cannot start cascade (no executable configured)",
         );
     };
-    let log = app
-        .cascade_dir()
-        .join("ui")
-        .join(format!("resume-{}.log", crate::live::unix_ms()));
-    let args = vec!["resume".to_string(), "--yes".to_string()];
+    let command = format!("cascade {}", args.join(" "));
+    let words: Vec<&str> = args
+        .iter()
+        .copied()
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let log = app.cascade_dir().join("ui").join(format!(
+        "{}-{}.log",
+        words.join("-"),
+        crate::live::unix_ms()
+    ));
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     match plans::run_cli(cli, &args, &log, Duration::from_secs(2)).await {
         Ok(Ran::Running { pid, log }) => ok(
             StatusCode::ACCEPTED,
-            json!({ "ok": true, "message": format!("started `cascade resume --yes` (pid {pid}): it retries {id} and every other failed or blocked story"), "pid": pid, "log": log }),
+            json!({ "ok": true, "message": format!("started `{command}` (pid {pid}): it retries {what} and every other failed or blocked story"), "pid": pid, "log": log }),
         ),
         Ok(Ran::Ended {
             code: 0 | 1,
             output,
         }) => ok(
             StatusCode::OK,
-            json!({ "ok": true, "message": "`cascade resume --yes` ran to its end", "output": output }),
+            json!({ "ok": true, "message": format!("`{command}` ran to its end"), "output": output }),
         ),
         Ok(Ran::Ended { output, .. }) => error(StatusCode::CONFLICT, plans::error_line(&output)),
         Err(e) => error(
@@ -284,16 +350,35 @@ pub(crate) async fn answer(
     UrlPath(id): UrlPath<String>,
     body: Result<Json<AnswerBody>, axum::extract::rejection::JsonRejection>,
 ) -> Response {
-    let Ok(Json(body)) = body else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "the body must be JSON: {\"key\": \"q-1\", \"value\": \"...\"}",
-        );
+    let body = match body {
+        Ok(Json(body)) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "an answer holds at most {} bytes",
+                    cascade_planning::MAX_ANSWER_BYTES
+                ),
+            )
+        }
+        Err(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "the body must be JSON: {\"key\": \"q-1\", \"value\": \"...\"}",
+            )
+        }
     };
+    // After `--`, a key or answer that starts with `-` is text, not a flag.
     plan_command(
         &app,
         &id,
-        vec!["answer".into(), id.clone(), body.key, body.value],
+        vec![
+            "answer".into(),
+            "--".into(),
+            id.clone(),
+            body.key,
+            body.value,
+        ],
     )
     .await
 }

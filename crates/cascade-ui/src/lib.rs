@@ -4,8 +4,8 @@
 //! page (`assets/`), a JSON API over the repository's run state, logs,
 //! event journal and planning sessions, a server-sent event stream fed by a
 //! running `cascade` process through its live channel, and the few actions
-//! (pause/resume scheduling, retry and cancel a story, answer and approve a
-//! plan). Every request needs the access token printed in the URL
+//! (pause/resume scheduling, retry and cancel a story, of a plain run or of
+//! a mega run's feature, answer and approve a plan). Every request needs the access token printed in the URL
 //! ([`auth`]). It never prints: the binary says where it listens.
 //!
 //! # API summary
@@ -23,8 +23,8 @@
 //! - Inside: `routes` (router and the token/CSRF guard), `api` (JSON
 //!   endpoints and actions), `sse` (the event stream), `hub` (the run on
 //!   show: live or from its journal), `snapshot` (run view), `detail`
-//!   (story view), `plans` (planning sessions, mega run, running cascade
-//!   commands).
+//!   (story view), `mega` (the mega run's features and their stories),
+//!   `plans` (planning sessions, running cascade commands).
 //! - The HTTP API itself is documented in `docs/dashboard.md` ("API").
 
 mod api;
@@ -33,6 +33,7 @@ pub mod auth;
 mod detail;
 mod hub;
 pub mod live;
+mod mega;
 mod plans;
 mod routes;
 mod snapshot;

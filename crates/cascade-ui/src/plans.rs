@@ -1,8 +1,8 @@
-//! Planning sessions (`.cascade/plans/<id>/`) and the mega run, read for
-//! the page; answering and approving go through the `cascade plan answer`
-//! and `cascade plan approve` commands themselves (the same checks, the
-//! same session and answers files, the same planner continuing), run as a
-//! child process of the dashboard.
+//! Planning sessions (`.cascade/plans/<id>/`), read for the page, and the
+//! cascade commands the actions run: answering and approving go through
+//! the `cascade plan answer` and `cascade plan approve` commands themselves
+//! (the same checks, the same session and answers files, the same planner
+//! continuing), run as a child process of the dashboard.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -145,46 +145,6 @@ pub(crate) fn error_line(output: &str) -> String {
         .or_else(|| output.lines().rev().find(|l| !l.trim().is_empty()))
         .unwrap_or("the command failed without saying why")
         .to_string()
-}
-
-/// `GET /api/mega`: the mega run's features with their progress.
-pub(crate) fn mega(cascade_dir: &Path) -> Value {
-    use cascade_engine::mega::state::MegaState;
-    let state = match MegaState::load(cascade_dir) {
-        Ok(Some(s)) => s,
-        Ok(None) => return json!({ "features": [] }),
-        Err(e) => return json!({ "features": [], "error": e.to_string() }),
-    };
-    let plan = cascade_plan::load_mega(&state.plan).ok();
-    let features: Vec<Value> = state
-        .ordered_features()
-        .map(|(name, f)| {
-            let p = plan.as_ref().and_then(|p| p.features.iter().find(|x| x.name == *name));
-            json!({
-                "name": name,
-                "title": p.map(|p| p.title.clone()),
-                "status": f.status,
-                "batch": f.batch,
-                "depends_on": p.map(|p| p.dependencies.clone()).unwrap_or_default(),
-                "stories_total": f.stories.total,
-                "stories_done": f.stories.done,
-                "failed": f.stories.failed,
-                "blocked": f.stories.blocked,
-                "branch": f.branch,
-                "merge_commit": f.merge_commit,
-                "failure": f.failure.as_ref().map(|x| json!({"kind": x.kind, "message": x.message})),
-                "started_at": f.started_at,
-                "finished_at": f.finished_at,
-            })
-        })
-        .collect();
-    json!({
-        "goal": state.goal,
-        "status": state.status,
-        "target_branch": state.target_branch,
-        "batches": state.batches,
-        "features": features,
-    })
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub(crate) fn unix_ms(t: &str) -> Option<i64> {
 }
 
 /// The state the page colours a story by.
-fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) -> &'static str {
+pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) -> &'static str {
     let Some(s) = s else {
         return "pending";
     };
@@ -187,9 +187,9 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Seen {
     max_attempts: Option<u64>,
-    skipped: bool,
-    /// Gates passed in the current attempt: waiting for or in the merge queue.
-    merging: bool,
+    pub skipped: bool,
+    /// In the merge queue's merge (or resolving its conflict) now.
+    pub merging: bool,
     worker: Option<String>,
     /// Gate results served from the cache.
     cache_hits: u64,
@@ -203,6 +203,9 @@ pub(crate) struct Head {
     pub event: Option<String>,
     #[serde(default)]
     pub story: Option<String>,
+    /// A mega run's feature (story ids repeat across features).
+    #[serde(default)]
+    feature: Option<String>,
     #[serde(default)]
     max_attempts: Option<u64>,
     #[serde(default)]
@@ -217,11 +220,15 @@ pub(crate) struct Head {
     pub run_id: Option<String>,
 }
 
-/// What the run's event records say, story by story, folded in as they
-/// arrive.
+/// What the records say, per feature (`None`: a plain run's stories, or
+/// engine events without a feature) and story.
+pub(crate) type SeenStories = HashMap<Option<String>, HashMap<String, Seen>>;
+
+/// What the run's event records say, feature by feature and story by
+/// story, folded in as they arrive.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Summary {
-    stories: HashMap<String, Seen>,
+    stories: SeenStories,
     cache_hits: u64,
 }
 
@@ -231,9 +238,15 @@ impl Summary {
         let Some(story) = head.story.as_deref() else {
             return;
         };
-        let e = match self.stories.get_mut(story) {
+        // Looked up before inserting: no allocation per record of a
+        // story already seen.
+        let feature = match self.stories.get_mut(&head.feature) {
+            Some(f) => f,
+            None => self.stories.entry(head.feature.clone()).or_default(),
+        };
+        let e = match feature.get_mut(story) {
             Some(e) => e,
-            None => self.stories.entry(story.to_string()).or_default(),
+            None => feature.entry(story.to_string()).or_default(),
         };
         match head.event.as_deref() {
             Some("story_started") => {
@@ -252,10 +265,16 @@ impl Summary {
                 e.cache_hits += 1;
                 self.cache_hits += 1;
             }
-            Some("merge_resolving") => e.merging = true,
+            Some("merge_started") | Some("merge_resolving") => e.merging = true,
             Some("attempt_failed") | Some("retry_scheduled") => e.merging = false,
             _ => {}
         }
+    }
+
+    /// What the records say about the stories of `feature` (`None`: a
+    /// plain run's).
+    pub fn stories(&self, feature: Option<&str>) -> Option<&HashMap<String, Seen>> {
+        self.stories.get(&feature.map(str::to_string))
     }
 }
 
@@ -264,7 +283,7 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
-    let seen = &input.summary.stories;
+    let seen = input.summary.stories(None);
     let cache_hits = input.summary.cache_hits;
 
     // The stories: the plan's, in file order (else the state's).
@@ -314,7 +333,9 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
             cost += a.cost_usd.unwrap_or(0.0);
             estimated |= a.cost_estimated == Some(true);
             // Only a story with cached gate results has time saved to read.
-            let hits = seen.get(&s.id).is_some_and(|x| x.cache_hits > 0);
+            let hits = seen
+                .and_then(|m| m.get(&s.id))
+                .is_some_and(|x| x.cache_hits > 0);
             if let Some(g) = hits.then(|| (input.gates)(&s.id, a.attempt)).flatten() {
                 for gate in g
                     .get("gates")
@@ -353,7 +374,7 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
         .enumerate()
         .map(|(i, id)| {
             let s = states[i];
-            let seen = seen.get(id);
+            let seen = seen.and_then(|m| m.get(id));
             let last = s.and_then(|s| s.attempts.last());
             let sum = |f: fn(&cascade_engine::state::AttemptRecord) -> Option<u64>| -> Option<u64> {
                 let v: Vec<u64> = s?.attempts.iter().filter_map(f).collect();
@@ -497,5 +518,32 @@ mod tests {
             (11, Some(12)),
         ];
         assert_eq!(slots(&spans, 20), vec![0, 1, 1, 0, 1]);
+    }
+
+    #[test]
+    fn a_story_whose_merge_started_is_merging_until_its_attempt_fails() {
+        let mut seen = Summary::default();
+        for data in [
+            serde_json::json!({"event": "story_started", "story": "a", "attempt": 1}),
+            serde_json::json!({"event": "merge_started", "story": "a", "attempt": 1,
+                               "branch": "cascade/a", "target_branch": "main"}),
+            // The same id in a mega run's feature is another story.
+            serde_json::json!({"event": "story_started", "story": "a", "feature": "f"}),
+            serde_json::json!({"event": "merge_started", "story": "b", "feature": "f"}),
+            serde_json::json!({"event": "attempt_failed", "story": "b", "feature": "f"}),
+        ] {
+            seen.add(&serde_json::from_value(data).expect("an event head"));
+        }
+        let merging = |feature: Option<&str>, story: &str| {
+            seen.stories(feature).expect("the feature's stories")[story].merging
+        };
+        assert!(merging(None, "a"));
+        assert!(!merging(Some("f"), "a"));
+        assert!(!merging(Some("f"), "b"));
+        let running: StoryState =
+            serde_json::from_value(serde_json::json!({"id": "a", "status": "running"}))
+                .expect("a story state");
+        assert_eq!(story_state(Some(&running), false, true), "merging");
+        assert_eq!(story_state(Some(&running), false, false), "running");
     }
 }

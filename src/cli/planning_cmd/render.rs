@@ -2,9 +2,12 @@
 //! stdout, or the event as one NDJSON line with `--json`; the pause
 //! message that says exactly how to continue; `plan list` and `plan show`.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use cascade_planning::{PlanEvent, Session, SessionStore};
+
+use crate::cli::report::printable;
 
 /// Prints one event (text or NDJSON). A closed stdout is not an error here.
 pub fn event(e: &PlanEvent, json: bool) {
@@ -149,7 +152,7 @@ pub fn event(e: &PlanEvent, json: bool) {
             None => format!("review: {answer}"),
         },
         PlanEvent::Warning { message } => {
-            errln!("warning: {message}");
+            errln!("warning: {}", printable(message));
             return;
         }
         // Rendered by the command once the planner returns.
@@ -158,7 +161,8 @@ pub fn event(e: &PlanEvent, json: bool) {
             status, total_cost, ..
         } => format!("planning {status} (cost ${total_cost:.4})"),
     };
-    let _ = writeln!(out, "{line}");
+    // Questions, titles and verdicts are agents' text.
+    let _ = writeln!(out, "{}", printable(&line));
 }
 
 /// The pause message: what waits, and the exact command or file that continues.
@@ -188,34 +192,40 @@ pub fn paused(s: &Session, store: &SessionStore, waiting: &[String], json: bool)
         outln!("{e}");
         return;
     }
-    let mut err = crate::cli::out::stderr();
-    let _ = writeln!(err, "paused: session {id} waits for {}", waiting.join(", "));
+    // What waits is agents' text: written whole, escaped (see `printable`).
+    let mut err = String::new();
+    let _ = writeln!(
+        &mut err,
+        "paused: session {id} waits for {}",
+        waiting.join(", ")
+    );
     for key in waiting {
         if let Some(q) = s.questions.iter().find(|q| &q.id == key) {
-            let _ = writeln!(err, "  {} ({}) {}", q.id, q.kind.as_str(), q.question);
+            let _ = writeln!(&mut err, "  {} ({}) {}", q.id, q.kind.as_str(), q.question);
             if !q.context.is_empty() {
-                let _ = writeln!(err, "      why: {}", q.context);
+                let _ = writeln!(&mut err, "      why: {}", q.context);
             }
             if !q.options.is_empty() {
-                let _ = writeln!(err, "      options: {}", q.options.join(" | "));
+                let _ = writeln!(&mut err, "      options: {}", q.options.join(" | "));
             }
         }
         if let Some(d) = s.decisions.iter().find(|d| &d.id == key) {
-            let _ = writeln!(err, "  {} {}", d.id, d.topic);
+            let _ = writeln!(&mut err, "  {} {}", d.id, d.topic);
             for o in &d.options {
                 let rec = if d.recommendation.as_deref() == Some(o.id.as_str()) {
                     " (recommended)"
                 } else {
                     ""
                 };
-                let _ = writeln!(err, "      {}: {}{rec}", o.id, o.name);
+                let _ = writeln!(&mut err, "      {}: {}{rec}", o.id, o.name);
             }
         }
     }
     if waiting.iter().any(|w| w == "review") {
-        let _ = writeln!(err, "{}", review_summary(s, store));
+        let _ = writeln!(&mut err, "{}", review_summary(s, store));
     }
-    let _ = writeln!(err, "continue: {how}");
+    let _ = writeln!(&mut err, "continue: {how}");
+    let _ = write!(crate::cli::out::stderr(), "{}", printable(&err));
 }
 
 fn example_json(waiting: &[String]) -> String {
@@ -287,7 +297,7 @@ pub fn review_summary(s: &Session, store: &SessionStore) -> String {
     if sum.reject_count > 0 {
         t.push_str(&format!("; rejected {} of 3 times", sum.reject_count));
     }
-    t
+    printable(&t).into_owned()
 }
 
 /// One line of `plan list`.
@@ -297,7 +307,7 @@ pub fn list_line(s: &Session) -> String {
         s.session_id,
         s.status.as_str(),
         s.created_at,
-        s.instruction,
+        printable(&s.instruction),
         s.total_cost
     )
 }
@@ -398,7 +408,7 @@ pub fn show(s: &Session, store: &SessionStore) -> String {
         "directory: {}\n",
         store.dir(&s.session_id).display()
     ));
-    t
+    printable(&t).into_owned()
 }
 
 #[cfg(test)]

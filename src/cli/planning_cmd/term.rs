@@ -6,29 +6,36 @@ use std::io::Write;
 
 use cascade_planning::{Decision, Person, Question, ReviewAnswer, Summary};
 
+use crate::cli::report::printable;
 use crate::cli::signals::read_line_unless_stopped;
+
+/// `errln!` for lines holding what an agent wrote (questions, options,
+/// titles): control characters are shown as escapes, never obeyed.
+macro_rules! say {
+    ($($t:tt)*) => { errln!("{}", printable(&format!($($t)*))) };
+}
 
 pub struct Terminal;
 
 fn ask(prompt: &str) -> Option<String> {
     let mut err = crate::cli::out::stderr();
-    let _ = write!(err, "{prompt}");
+    let _ = write!(err, "{}", printable(prompt));
     let _ = err.flush();
     read_line_unless_stopped().map(|l| l.trim().to_string())
 }
 
 impl Person for Terminal {
     fn question(&mut self, q: &Question, index: usize, total: usize) -> Option<String> {
-        errln!(
+        say!(
             "\nquestion {index} of {total} ({}): {}",
             q.kind.as_str(),
             q.question
         );
         if !q.context.is_empty() {
-            errln!("  why it matters: {}", q.context);
+            say!("  why it matters: {}", q.context);
         }
         for (i, o) in q.options.iter().enumerate() {
-            errln!("  {}) {o}", i + 1);
+            say!("  {}) {o}", i + 1);
         }
         let hint = match &q.assumption {
             Some(a) => format!("number or your own answer; Enter = \"{a}\""),
@@ -57,9 +64,9 @@ impl Person for Terminal {
         index: usize,
         total: usize,
     ) -> Option<(String, Option<String>)> {
-        errln!("\ndecision {index} of {total}: {}", d.topic);
+        say!("\ndecision {index} of {total}: {}", d.topic);
         if !d.context.is_empty() {
-            errln!("  {}", d.context);
+            say!("  {}", d.context);
         }
         for (i, o) in d.options.iter().enumerate() {
             let rec = if d.recommendation.as_deref() == Some(o.id.as_str()) {
@@ -67,15 +74,15 @@ impl Person for Terminal {
             } else {
                 ""
             };
-            errln!("  {}) {} [{}]{rec}", i + 1, o.name, o.id);
+            say!("  {}) {} [{}]{rec}", i + 1, o.name, o.id);
             if !o.description.is_empty() {
-                errln!("       {}", o.description);
+                say!("       {}", o.description);
             }
             for p in &o.tradeoffs.pros {
-                errln!("       + {p}");
+                say!("       + {p}");
             }
             for c in &o.tradeoffs.cons {
-                errln!("       - {c}");
+                say!("       - {c}");
             }
         }
         let option = loop {
@@ -94,28 +101,28 @@ impl Person for Terminal {
             if d.option(&line).is_some() {
                 break line;
             }
-            errln!("  no such option");
+            say!("  no such option");
         };
         let rationale = ask("why (optional) > ")?;
         Some((option, Some(rationale).filter(|r| !r.is_empty())))
     }
 
     fn review(&mut self, summary: &Summary) -> Option<ReviewAnswer> {
-        errln!("\nthe plan:");
+        say!("\nthe plan:");
         for (i, b) in summary.batches.iter().enumerate() {
             let items: Vec<String> = b.iter().map(|(id, t)| format!("{id} {t}")).collect();
-            errln!("  batch {}: {}", i + 1, items.join("; "));
+            say!("  batch {}: {}", i + 1, items.join("; "));
         }
         if !summary.critical_path.is_empty() {
-            errln!("  critical path: {}", summary.critical_path.join(" -> "));
+            say!("  critical path: {}", summary.critical_path.join(" -> "));
         }
         for (topic, choice, _) in &summary.decisions {
-            errln!("  decision: {topic}: {choice}");
+            say!("  decision: {topic}: {choice}");
         }
         if let Some(v) = &summary.verdict {
-            errln!("  challenge verdict: {v}");
+            say!("  challenge verdict: {v}");
         }
-        errln!(
+        say!(
             "  files: {}, {}\n  cost so far: ${:.4} in {} calls",
             summary.plan_file.display(),
             summary.design_doc_file.display(),

@@ -25,29 +25,10 @@ pub mod ndjson;
 pub mod summary;
 pub mod terminal;
 
-/// Agent-supplied text (an error excerpt, the tail of its output) made safe
-/// for a terminal: control characters such as ESC or NUL are shown as
-/// `\u{1b}` escapes instead of being written raw, so an agent's output can
-/// neither recolour nor rewrite the user's screen (nor make `grep` call the
-/// output binary). cascade's own colouring is applied around such text, never
-/// inside it.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text
-        .chars()
-        .any(|c| c.is_control() && c != '\n' && c != '\t')
-    {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.push_str(&c.escape_unicode().to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
-}
+/// Text from a plan file or an agent made safe for a terminal (control
+/// characters shown as escapes); the one sanitiser of every output, shared
+/// with progress.txt. See [`cascade_plan::text`].
+pub use cascade_plan::text::{printable, printable_line};
 
 use std::sync::{Arc, Mutex};
 

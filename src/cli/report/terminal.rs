@@ -197,15 +197,15 @@ impl Live {
                 ..
             } => {
                 let bar = self.story_bar(story, color);
-                bar.set_message(format!(
+                bar.set_message(shown(&format!(
                     "{agent} · {phase} · attempt {attempt}/{max_attempts} · agent running"
-                ));
+                )));
             }
             // Fleet runs: the worker's own `story_started` stays on the
             // worker; the coordinator hears of the job.
             Event::JobPublished { story, attempt, .. } => {
                 let bar = self.story_bar(story, color);
-                bar.set_message(format!("attempt {attempt} · queued for the fleet"));
+                bar.set_message(shown(&format!("attempt {attempt} · queued for the fleet")));
             }
             Event::JobStarted {
                 story,
@@ -214,11 +214,11 @@ impl Live {
                 agent,
             } => {
                 let bar = self.story_bar(story, color);
-                bar.set_message(format!("{agent} · attempt {attempt} · on {worker}"));
+                bar.set_message(shown(&format!("{agent} · attempt {attempt} · on {worker}")));
             }
             Event::AgentFinished { story, agent, .. } => {
                 if let Some(bar) = self.stories.get(story) {
-                    bar.set_message(format!("{agent} · agent finished"));
+                    bar.set_message(shown(&format!("{agent} · agent finished")));
                 }
             }
             Event::StoryCommitted { story, .. } => {
@@ -228,7 +228,7 @@ impl Live {
             }
             Event::GateStarted { story, gate } => {
                 if let Some(bar) = self.stories.get(story) {
-                    bar.set_message(format!("gate {gate}"));
+                    bar.set_message(shown(&format!("gate {gate}")));
                 }
             }
             Event::RetryScheduled {
@@ -238,10 +238,19 @@ impl Live {
                 ..
             } => {
                 if let Some(bar) = self.stories.get(story) {
-                    bar.set_message(format!(
+                    bar.set_message(shown(&format!(
                         "waiting {} before attempt {attempt}",
                         human_duration(*delay_ms)
-                    ));
+                    )));
+                }
+            }
+            Event::MergeStarted {
+                story,
+                target_branch,
+                ..
+            } => {
+                if let Some(bar) = self.stories.get(story) {
+                    bar.set_message(format!("merging into '{target_branch}'"));
                 }
             }
             Event::StoryMerged { story, .. } | Event::StoryFailed { story, .. } => self.done(story),
@@ -249,6 +258,11 @@ impl Live {
             _ => {}
         }
     }
+}
+
+/// A live line's text: agent and gate names, workers, shown safely.
+fn shown(text: &str) -> String {
+    super::printable_line(text).into_owned()
 }
 
 fn color_allowed() -> bool {
@@ -304,10 +318,16 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             format!("batch {batch}/{of}: {}", stories.join(", "))
         }
         Event::BatchFinished { batch, of } => format!("batch {batch}/{of} done"),
-        Event::Notice { message } => format!("note: {message}"),
-        Event::StorySkipped { story, reason } => format!("{story}: skipped ({reason})"),
+        Event::Notice { message } => format!("note: {}", super::printable(message)),
+        Event::StorySkipped { story, reason } => {
+            format!("{story}: skipped ({})", super::printable(reason))
+        }
         Event::AgentFallback { story, from, to, why } => {
-            format!("{story}: {} {from} -> {to}: {why}", warn("fallback"))
+            format!(
+                "{story}: {} {from} -> {to}: {}",
+                warn("fallback"),
+                super::printable(why)
+            )
         }
         Event::StoryStarted {
             story,
@@ -466,6 +486,12 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             warn("retry"),
             human_duration(*delay_ms)
         ),
+        Event::MergeStarted {
+            story,
+            branch,
+            target_branch,
+            ..
+        } => format!("{story}: merging '{branch}' into '{target_branch}'"),
         Event::StoryMerged {
             story,
             attempts,
@@ -520,8 +546,10 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             human_duration(*duration_ms),
             error.as_ref().map(|e| format!(": {}", super::printable(e))).unwrap_or_default()
         ),
-        Event::FleetWaiting { reason } => format!("{}: {reason}", warn("fleet")),
-        Event::RunPaused { reason } => format!("paused: {reason}"),
+        Event::FleetWaiting { reason } => {
+            format!("{}: {}", warn("fleet"), super::printable(reason))
+        }
+        Event::RunPaused { reason } => format!("paused: {}", super::printable(reason)),
         Event::BudgetExhausted { message, .. } => {
             format!("{}: {}", bad("budget exhausted"), super::printable(message))
         }
@@ -667,6 +695,12 @@ mod tests {
                 error_type: FailureKind::QualityGate,
                 delay_ms: 0,
             },
+            Event::MergeStarted {
+                story: "a".into(),
+                attempt: 2,
+                branch: "cascade/a".into(),
+                target_branch: "main".into(),
+            },
             Event::StoryMerged {
                 story: "a".into(),
                 agent: "demo".into(),
@@ -723,6 +757,7 @@ mod tests {
             "a: gate tests FAILED in 2.0s, 1 error",
             "a: attempt 1 failed (quality_gate): quality gate 'tests' failed",
             "a: retry attempt 2/4 via demo in 0.0s",
+            "a: merging 'cascade/a' into 'main'",
             "a: merged into 'main' (fast-forward 0123456789) after 2 attempts in 5.0s",
             "b: blocked by x",
         ];

@@ -4,24 +4,14 @@
 //!
 //! The fields are CLI.md's: `provider`, `model`, `base_url`, `api_key_env`,
 //! `max_tokens`, `max_turns`, `price` (and `timeout`, shared with every
-//! agent). [`API_FIELDS`] lists them, so a check for unknown fields knows them.
+//! agent). The walk reads them through a [`Tracked`] object, so the check
+//! for unknown fields knows them without a list of its own.
 
-use serde_json::{Map, Value};
+use cascade_plan::strict::Tracked;
+use serde_json::Value;
 
 use super::Walk;
 use crate::pricing::Price;
-
-/// The fields an api agent may have besides the common ones (`type`,
-/// `timeout`, `description`).
-pub const API_FIELDS: &[&str] = &[
-    "provider",
-    "model",
-    "base_url",
-    "api_key_env",
-    "max_tokens",
-    "max_turns",
-    "price",
-];
 
 /// Output tokens per model reply when agents.json does not say.
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
@@ -115,7 +105,7 @@ impl ApiSettings {
 
 impl Walk {
     /// The api fields of agent `key` (`agents.<name>`).
-    pub(super) fn api(&mut self, obj: &Map<String, Value>, key: &str) -> Option<ApiSettings> {
+    pub(super) fn api(&mut self, obj: &Tracked<'_>, key: &str) -> Option<ApiSettings> {
         let provider = match obj.get("provider") {
             None | Some(Value::Null) => {
                 self.problem(
@@ -124,10 +114,11 @@ impl Walk {
                 );
                 None
             }
-            Some(v) => match self.string(v, &format!("{key}.provider"))?.as_str() {
-                "anthropic" => Some(Provider::Anthropic),
-                "openai" => Some(Provider::OpenAi),
-                other => {
+            Some(v) => match self.string(v, &format!("{key}.provider")).as_deref() {
+                None => None,
+                Some("anthropic") => Some(Provider::Anthropic),
+                Some("openai") => Some(Provider::OpenAi),
+                Some(other) => {
                     self.problem(
                         format!("{key}.provider"),
                         format!("unknown provider '{other}' (expected \"anthropic\" for the Messages API or \"openai\" for Chat Completions, which local model servers speak)"),
@@ -136,50 +127,53 @@ impl Walk {
                 }
             },
         };
+        // Outer None: not a string (reported); inner None: missing or blank.
         let model = match obj.get("model") {
-            Some(v @ Value::String(_)) => self
+            Some(v) if !v.is_null() => self
                 .string(v, &format!("{key}.model"))
-                .filter(|m| !m.trim().is_empty()),
-            Some(v) if !v.is_null() => {
-                self.string(v, &format!("{key}.model"));
-                return None;
-            }
-            _ => None,
+                .map(|m| Some(m).filter(|m| !m.trim().is_empty())),
+            _ => Some(None),
         };
-        if model.is_none() {
+        if model == Some(None) {
             self.problem(
                 format!("{key}.model"),
                 "missing model for an \"api\" agent (e.g. \"claude-sonnet-4-5\", \"gpt-5\", or the name your local server gives it)",
             );
         }
+        // Outer None: invalid (reported); inner None: not given.
         let base_url = match obj.get("base_url") {
-            None | Some(Value::Null) => None,
+            None | Some(Value::Null) => Some(None),
             Some(v) => {
                 let k = format!("{key}.base_url");
-                let url = self.string(v, &k)?;
-                if !(url.starts_with("http://") || url.starts_with("https://")) {
-                    self.problem(k, format!("'{url}' is not an http:// or https:// URL"));
-                    return None;
+                match self.string(v, &k) {
+                    None => None,
+                    Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                        self.problem(k, format!("'{url}' is not an http:// or https:// URL"));
+                        None
+                    }
+                    Some(url) => Some(Some(url.trim_end_matches('/').to_string())),
                 }
-                Some(url.trim_end_matches('/').to_string())
             }
         };
+        // Outer None: invalid (reported).
         let api_key_env = match obj.get("api_key_env") {
-            Some(Value::Null) => None,
+            Some(Value::Null) => Some(None),
             Some(v) => {
                 let k = format!("{key}.api_key_env");
-                let var = self.string(v, &k)?;
-                if var.is_empty() || var.contains('=') || var.contains('\0') {
-                    self.problem(k, "invalid environment variable name");
-                    return None;
+                match self.string(v, &k) {
+                    None => None,
+                    Some(var) if var.is_empty() || var.contains('=') || var.contains('\0') => {
+                        self.problem(k, "invalid environment variable name");
+                        None
+                    }
+                    Some(var) => Some(Some(var)),
                 }
-                Some(var)
             }
             // The provider's own endpoint needs its key; a server of your
             // own (another base_url) usually needs none.
             None => match (provider, &base_url) {
-                (Some(p), None) => Some(p.default_key_env().to_string()),
-                _ => None,
+                (Some(p), Some(None)) => Some(Some(p.default_key_env().to_string())),
+                _ => Some(None),
             },
         };
         let max_tokens = self.count(obj, "max_tokens", key, DEFAULT_MAX_TOKENS);
@@ -191,9 +185,9 @@ impl Walk {
         let provider = provider?;
         Some(ApiSettings {
             provider,
-            model: model?,
-            base_url: base_url.unwrap_or_else(|| provider.default_base_url().to_string()),
-            api_key_env,
+            model: model??,
+            base_url: base_url?.unwrap_or_else(|| provider.default_base_url().to_string()),
+            api_key_env: api_key_env?,
             max_tokens: max_tokens?,
             max_turns: max_turns?,
             price,
@@ -201,13 +195,7 @@ impl Walk {
     }
 
     /// A positive whole number field, or its default.
-    fn count(
-        &mut self,
-        obj: &Map<String, Value>,
-        field: &str,
-        key: &str,
-        default: u32,
-    ) -> Option<u32> {
+    fn count(&mut self, obj: &Tracked<'_>, field: &str, key: &str, default: u32) -> Option<u32> {
         match obj.get(field) {
             None | Some(Value::Null) => Some(default),
             Some(v) => match v.as_u64().and_then(|n| u32::try_from(n).ok()) {

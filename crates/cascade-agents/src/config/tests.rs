@@ -4,7 +4,7 @@ use super::*;
 
 fn invalid(text: &str) -> Vec<String> {
     match AgentsConfig::parse(text, "agents.json") {
-        Err(ConfigError::Invalid { file, problems }) => problems
+        Err(ConfigError::Invalid { file, problems, .. }) => problems
             .iter()
             .map(|p| format!("{file}: {}: {}", p.key, p.message))
             .collect(),
@@ -165,6 +165,33 @@ fn unknown_phases_are_warnings() {
     let loaded = AgentsConfig::load_with(None, dir.path(), None).unwrap();
     assert_eq!(loaded.warnings.len(), 1);
     assert!(loaded.warnings[0].contains("unknown phase 'deploy'"));
+}
+
+#[test]
+fn unknown_fields_are_warnings_naming_the_closest_known_field() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.json"),
+        r#"{"$schema": "./agents.schema.json", "description": "Plan Cascade's",
+            "verification_gate": {"enabled": true}, "defualt_agent": "codex",
+            "agents": {"codex": {"type": "cli", "command": "codex", "timout": 5,
+                                 "subagent_type": "general-purpose"}},
+            "phase_defaults": {"implementation": {"default_agent": "codex",
+                                                  "fallback_chian": ["codex"]}}}"#,
+    )
+    .unwrap();
+    let loaded = AgentsConfig::load_with(None, dir.path(), None).unwrap();
+    assert_eq!(
+        loaded.warnings,
+        [
+            "agents.codex.timout: unknown field (did you mean 'timeout'?); it is ignored",
+            "phase_defaults.implementation.fallback_chian: unknown field (did you mean 'fallback_chain'?); it is ignored",
+            "defualt_agent: unknown field (did you mean 'default_agent'?); it is ignored",
+        ]
+    );
+    // The shipped file uses no field cascade does not know.
+    let shipped = AgentsConfig::load_with(None, &dir.path().join("none"), None).unwrap();
+    assert!(shipped.warnings.is_empty(), "{:?}", shipped.warnings);
 }
 
 #[test]
@@ -443,5 +470,17 @@ fn cli_fields_on_an_api_agent_are_warned_about() {
         "{:?}",
         loaded.1
     );
-    assert!(API_FIELDS.contains(&"max_turns"));
+    // Every field of an api agent is known to the unknown-field check.
+    let (_, warnings) = AgentsConfig::parse_with_warnings(
+        r#"{"default_agent": "a", "agents": {"a": {"type": "api", "provider": "anthropic",
+            "model": "m", "base_url": "http://127.0.0.1:1", "api_key_env": "K",
+            "max_tokens": 10, "max_turns": 3, "timeout": 5, "description": "d",
+            "price": {"input": 1, "output": 2}, "max_turn": 4}}}"#,
+        "agents.json",
+    )
+    .unwrap();
+    assert_eq!(
+        warnings,
+        ["agents.a.max_turn: unknown field (did you mean 'max_turns'?); it is ignored"]
+    );
 }

@@ -372,7 +372,7 @@ async fn missing_command_is_unavailable() {
 }
 
 #[tokio::test]
-async fn missing_workdir_and_oversized_prompt_are_clear_errors() {
+async fn missing_workdir_is_a_clear_error_and_an_oversized_prompt_goes_by_file() {
     let f = fixture();
     let cmd = script(&f.root.join("ok.sh"), "exit 0");
     let mut req = request(&f, "p");
@@ -382,26 +382,39 @@ async fn missing_workdir_and_oversized_prompt_are_clear_errors() {
         .unwrap_err();
     assert!(matches!(err, ExecError::NoWorkingDir { .. }), "{err:?}");
 
+    // A prompt longer than the OS passes in argv goes through the prompt
+    // file and stdin: `{prompt}` becomes a pointer to the file.
     let big = "a".repeat(MAX_ARG_BYTES + 10);
-    let err = execute(
-        &agent(cmd.clone(), &["{prompt}"]),
-        request(&f, &big),
-        |_| {},
-        &CancelToken::new(),
-    )
-    .await
-    .unwrap_err();
-    assert!(err.to_string().contains("{prompt_file}"), "{err}");
-    // Passing it as a file works.
+    let seen = script(
+        &f.root.join("seen.sh"),
+        "printf '%s' \"$1\" > \"$CASCADE_WORKDIR/arg.txt\"; wc -c > \"$CASCADE_WORKDIR/stdin.txt\"",
+    );
     let run = execute(
-        &agent(cmd, &["{prompt_file}"]),
+        &agent(seen, &["{prompt}"]),
         request(&f, &big),
         |_| {},
         &CancelToken::new(),
     )
     .await
     .unwrap();
-    assert!(run.success());
+    assert!(run.success(), "{:?}", run.outcome);
+    let arg = std::fs::read_to_string(f.work.join("arg.txt")).unwrap();
+    assert!(arg.starts_with("Your task is in the file "), "{arg}");
+    assert!(
+        arg.contains(&run.prompt_path.display().to_string()),
+        "{arg}"
+    );
+    let stdin = std::fs::read_to_string(f.work.join("stdin.txt")).unwrap();
+    assert_eq!(stdin.trim(), big.len().to_string());
+    assert_eq!(std::fs::read_to_string(&run.prompt_path).unwrap(), big);
+    // A short prompt stays in argv, stdin stays empty.
+    let inv = invocation(
+        &agent(cmd, &["{prompt}"]),
+        &request(&f, "short"),
+        Path::new("/p.md"),
+    );
+    assert_eq!(inv.args, ["short"]);
+    assert!(!inv.prompt_on_stdin);
 }
 
 #[test]

@@ -288,8 +288,8 @@ fn unknown_cli_agent_is_an_error_naming_known_agents() {
 }
 
 #[test]
-fn no_fallback_takes_the_first_candidate_unchecked() {
-    let w = World::new(&[]);
+fn no_fallback_takes_the_first_candidate_if_it_is_installed() {
+    let w = World::new(&["codex", "gemini"]);
     let o = Overrides {
         agent: Some("codex".into()),
         no_fallback: true,
@@ -298,7 +298,7 @@ fn no_fallback_takes_the_first_candidate_unchecked() {
     let a = w.resolve(&story("x"), Phase::Implementation, o).unwrap();
     assert_eq!(a.agent, "codex");
     assert!(!a.checked);
-    assert_eq!(a.reason, "--agent (not checked: --no-fallback)");
+    assert_eq!(a.reason, "--agent (flags not checked: --no-fallback)");
     // Without overrides the first candidate of the chain.
     let o = Overrides {
         no_fallback: true,
@@ -308,20 +308,22 @@ fn no_fallback_takes_the_first_candidate_unchecked() {
         .resolve(&story("Fix crash"), Phase::Implementation, o.clone())
         .unwrap();
     assert_eq!(a.agent, "gemini");
-    // An unconfigured first candidate cannot be run: error, nothing else tried.
-    let err = w
-        .resolve(&with_agent("x", "ghost"), Phase::Implementation, o)
-        .unwrap_err();
-    match &err {
-        ResolveError::NoneAvailable {
-            tried, no_fallback, ..
-        } => {
-            assert_eq!(tried.len(), 1);
-            assert!(no_fallback);
+    // A first candidate that is not installed, or not configured, cannot
+    // be run: an error, nothing else tried (aider would be installed here).
+    let w = World::new(&["aider"]);
+    for s in [with_agent("x", "ghost"), with_agent("x", "codex")] {
+        let err = w.resolve(&s, Phase::Implementation, o.clone()).unwrap_err();
+        match &err {
+            ResolveError::NoneAvailable {
+                tried, no_fallback, ..
+            } => {
+                assert_eq!(tried.len(), 1);
+                assert!(no_fallback);
+            }
+            other => panic!("{other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert!(err.to_string().contains("--no-fallback"));
     }
-    assert!(err.to_string().contains("--no-fallback"));
 }
 
 #[test]
@@ -463,6 +465,45 @@ fn story_type_defaults_with_unknown_types_or_agents_are_rejected() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("story_type_defaults"), "{err}");
+}
+
+#[test]
+fn a_given_chain_replaces_this_configurations_and_skips_what_is_missing_here() {
+    // The coordinator wanted "ghost" (not configured here), then "aider"
+    // (configured, not installed), then "codex".
+    let w = World::new(&["codex", "amp"]);
+    let d = w.detector();
+    let chain = vec![
+        "ghost".to_string(),
+        "aider".to_string(),
+        "codex".to_string(),
+    ];
+    let r = Resolver::new(&w.config, &d, Overrides::default()).with_chain(chain.clone());
+    let a = r
+        .resolve(&story("Add a page"), Phase::Implementation)
+        .unwrap();
+    // Not amp-code, this configuration's own implementation default.
+    assert_eq!(a.agent, "codex");
+    assert_eq!(a.level, Level::Given);
+    assert_eq!(
+        a.reason,
+        "the coordinator's candidate #3 for implementation"
+    );
+    let from: Vec<&str> = a.fallbacks.iter().map(|f| f.from.as_str()).collect();
+    assert_eq!(from, ["ghost", "aider"]);
+    assert!(
+        a.fallbacks[0].why.contains("not configured"),
+        "{:?}",
+        a.fallbacks
+    );
+    // None of the chain here: an error naming what was tried.
+    let r = Resolver::new(&w.config, &d, Overrides::default())
+        .with_chain(vec!["ghost".into(), "aider".into()]);
+    let e = r
+        .resolve(&story("Add a page"), Phase::Implementation)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ghost") && e.contains("aider"), "{e}");
 }
 
 #[test]

@@ -19,6 +19,15 @@
 //!   budget (as `cascade resume` gives it; attempt numbers go on), and the
 //!   stories it blocked wait again.
 //!
+//! A mega run is steered through one [`Steering`] too: every feature's
+//! engine gets a handle scoped to its feature ([`Steering::for_feature`]),
+//! with a request desk and running stories of its own (story ids repeat
+//! across features), while the paused flag is the run's. A cancel or retry
+//! names the feature ([`Steering::request`]) and its engine answers it;
+//! pause and resume are the mega runner's ([`serve_run`]), hold for every
+//! feature engine, and no new feature batch starts while paused
+//! ([`Steering::unpaused`]).
+//!
 //! Agent output: [`Steering::on_output`] installs a hook that gets every
 //! line the running agents print, for a live view; the engine's events
 //! stay free of it.
@@ -28,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cascade_process::{AbortOnDrop, CancelToken};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::{oneshot, watch, Notify};
 
 use crate::events::Event;
 use crate::scheduler::{NodeState, Scheduler};
@@ -66,19 +75,23 @@ impl Action {
 /// How a request ended: `Ok(what happened)` or `Err(why it does not apply)`.
 pub type Outcome = Result<String, String>;
 
-/// A line an agent printed: story, attempt, the line (without its newline).
-pub type OutputHook = Arc<dyn Fn(&str, u32, &[u8]) + Send + Sync>;
+/// A line an agent printed: the feature (a mega run's), story, attempt,
+/// the line (without its newline).
+pub type OutputHook = Arc<dyn Fn(Option<&str>, &str, u32, &[u8]) + Send + Sync>;
 
 struct Request {
     action: Action,
+    /// The feature it names (a mega run's cancel or retry).
+    feature: Option<String>,
     by: String,
     reply: oneshot::Sender<Outcome>,
 }
 
+/// Where one engine takes its requests: a plain run's engine, a mega
+/// run's runner (the run-wide requests), or one feature's engine.
 #[derive(Default)]
-struct Inner {
-    paused: AtomicBool,
-    /// Whether an engine is taking requests now.
+struct Desk {
+    /// Whether someone is taking this desk's requests now.
     attached: AtomicBool,
     queue: Mutex<VecDeque<Request>>,
     wake: Notify,
@@ -86,20 +99,67 @@ struct Inner {
     running: Mutex<HashMap<String, CancelToken>>,
     /// Running stories cancelled by a request (their end is a failure).
     cancelled: Mutex<HashSet<String>>,
+}
+
+impl Desk {
+    fn attach(&self, on: bool) {
+        self.attached.store(on, Ordering::SeqCst);
+        if !on {
+            // Whoever still waits is told.
+            for r in lock(&self.queue).drain(..) {
+                let _ = r.reply.send(Err("the run has ended".into()));
+            }
+        }
+    }
+
+    fn is_attached(&self) -> bool {
+        self.attached.load(Ordering::SeqCst)
+    }
+}
+
+/// What every handle of one run shares.
+struct Shared {
+    paused: watch::Sender<bool>,
+    /// The run's own desk: everything in a plain run; pause and resume in
+    /// a mega run.
+    run: Arc<Desk>,
+    /// A mega run's feature engines, by feature.
+    features: Mutex<HashMap<String, Arc<Desk>>>,
     output: Mutex<Option<OutputHook>>,
 }
 
 /// The handle a live run is steered through. Cheap to clone; every clone
-/// steers the same run.
-#[derive(Clone, Default)]
+/// steers the same run (a [`Steering::for_feature`] handle: the same run,
+/// one feature's engine).
+#[derive(Clone)]
 pub struct Steering {
-    inner: Arc<Inner>,
+    shared: Arc<Shared>,
+    /// The desk of the engine holding this handle.
+    desk: Arc<Desk>,
+    feature: Option<String>,
+}
+
+impl Default for Steering {
+    fn default() -> Self {
+        let run = Arc::new(Desk::default());
+        Steering {
+            shared: Arc::new(Shared {
+                paused: watch::channel(false).0,
+                run: Arc::clone(&run),
+                features: Mutex::default(),
+                output: Mutex::default(),
+            }),
+            desk: run,
+            feature: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for Steering {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Steering")
             .field("paused", &self.is_paused())
+            .field("feature", &self.feature)
             .finish_non_exhaustive()
     }
 }
@@ -113,80 +173,153 @@ impl Steering {
         Steering::default()
     }
 
+    /// The handle of feature `feature`'s engine in a mega run: the run's
+    /// paused flag and output hook, the feature's own requests and stories.
+    pub fn for_feature(&self, feature: &str) -> Steering {
+        let desk = Arc::clone(
+            lock(&self.shared.features)
+                .entry(feature.to_string())
+                .or_default(),
+        );
+        Steering {
+            shared: Arc::clone(&self.shared),
+            desk,
+            feature: Some(feature.to_string()),
+        }
+    }
+
+    /// The feature this handle's engine runs (mega runs).
+    pub fn feature(&self) -> Option<&str> {
+        self.feature.as_deref()
+    }
+
     /// Asks the running engine for `action` on behalf of `by` (`ui`, `cli`)
-    /// and waits for its answer. Without a running engine: `Err`.
-    pub async fn request(&self, action: Action, by: &str) -> Outcome {
-        if !self.inner.attached.load(Ordering::SeqCst) {
+    /// and waits for its answer. In a mega run a cancel or retry names its
+    /// `feature` (that feature's engine answers); pause and resume are for
+    /// the whole run. Without a running engine: `Err`.
+    pub async fn request(&self, action: Action, feature: Option<&str>, by: &str) -> Outcome {
+        if !self.shared.run.is_attached() {
             return Err("no run is taking requests now (it has finished or not started)".into());
         }
+        // A feature's story goes to its engine while one runs it; else to
+        // the run, which refuses it (as a control event).
+        let feature = match &action {
+            Action::Cancel(_) | Action::Retry(_) => feature,
+            Action::Pause | Action::Resume => None,
+        };
+        let desk = feature
+            .and_then(|f| lock(&self.shared.features).get(f).cloned())
+            .filter(|d| d.is_attached())
+            .unwrap_or_else(|| Arc::clone(&self.shared.run));
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.queue).push_back(Request {
+        lock(&desk.queue).push_back(Request {
             action,
+            feature: feature.map(str::to_string),
             by: by.to_string(),
             reply: tx,
         });
-        self.inner.wake.notify_one();
+        desk.wake.notify_one();
         rx.await
             .unwrap_or_else(|_| Err("the run ended before it took the request".into()))
     }
 
     /// Whether scheduling is paused.
     pub fn is_paused(&self) -> bool {
-        self.inner.paused.load(Ordering::SeqCst)
+        *self.shared.paused.borrow()
+    }
+
+    /// Completes when scheduling is not paused.
+    pub async fn unpaused(&self) {
+        let mut rx = self.shared.paused.subscribe();
+        // The sender lives as long as `self`: never closed here.
+        let _ = rx.wait_for(|paused| !*paused).await;
+    }
+
+    /// Pauses (`true`) or resumes scheduling; refused when it already is so.
+    fn set_paused(&self, pause: bool) -> Outcome {
+        if self.shared.paused.send_replace(pause) == pause {
+            return Err(if pause {
+                "scheduling is already paused".into()
+            } else {
+                "scheduling is not paused".into()
+            });
+        }
+        if pause {
+            return Ok("scheduling paused: running stories finish, no new one starts".into());
+        }
+        // Every engine waiting for a request (or the end of the pause)
+        // looks again.
+        self.shared.run.wake.notify_one();
+        for d in lock(&self.shared.features).values() {
+            d.wake.notify_one();
+        }
+        Ok("scheduling resumed".into())
     }
 
     /// Installs the hook that gets running agents' output lines.
     pub fn on_output(&self, hook: OutputHook) {
-        *lock(&self.inner.output) = Some(hook);
+        *lock(&self.shared.output) = Some(hook);
     }
 
     /// The output hook, if one is installed.
     pub(crate) fn output_hook(&self) -> Option<OutputHook> {
-        lock(&self.inner.output).clone()
+        lock(&self.shared.output).clone()
     }
 
     /// Completes when a request may be waiting.
     pub(crate) async fn woken(&self) {
-        self.inner.wake.notified().await
+        self.desk.wake.notified().await
     }
 
-    pub(crate) fn attach(&self, on: bool) {
-        self.inner.attached.store(on, Ordering::SeqCst);
-        if !on {
-            // Whoever still waits is told.
-            for r in lock(&self.inner.queue).drain(..) {
-                let _ = r.reply.send(Err("the run has ended".into()));
-            }
-        }
+    #[cfg(test)]
+    fn attach(&self, on: bool) {
+        self.desk.attach(on);
     }
 
     /// A story starts: its own cancel token (fired by a cancel request).
     pub(crate) fn story_started(&self, id: &str) -> CancelToken {
         let token = CancelToken::new();
-        lock(&self.inner.running).insert(id.to_string(), token.clone());
+        lock(&self.desk.running).insert(id.to_string(), token.clone());
         token
     }
 
     /// The story's task ended.
     pub(crate) fn story_ended(&self, id: &str) {
-        lock(&self.inner.running).remove(id);
+        lock(&self.desk.running).remove(id);
     }
 
     /// Whether a cancel request stopped this story (it then fails as cancelled).
     pub(crate) fn was_cancelled(&self, id: &str) -> bool {
-        lock(&self.inner.cancelled).contains(id)
+        lock(&self.desk.cancelled).contains(id)
     }
 
     /// The story's cancel token, while it runs.
     pub(crate) fn token(&self, id: &str) -> Option<CancelToken> {
-        lock(&self.inner.running).get(id).cloned()
+        lock(&self.desk.running).get(id).cloned()
     }
 
     fn take(&self) -> Vec<Request> {
-        lock(&self.inner.queue).drain(..).collect()
+        lock(&self.desk.queue).drain(..).collect()
     }
 }
 
+/// Marks a handle's desk as taken care of while its holder (an engine's
+/// main loop, a mega runner) runs; requests made after it is dropped are
+/// refused, and those still waiting are answered.
+pub(crate) struct Attached(Arc<Desk>);
+
+impl Attached {
+    pub(crate) fn new(s: &Steering) -> Attached {
+        s.desk.attach(true);
+        Attached(Arc::clone(&s.desk))
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        self.0.attach(false);
+    }
+}
 /// A story's part in steering while its task runs: its cancel token
 /// (never fired when nobody steers the run), forgotten on drop.
 pub(crate) struct Running {
@@ -260,10 +393,11 @@ pub(crate) fn output_lines(
     id: &str,
     n: u32,
 ) -> Option<cascade_agents::exec::OutputLines> {
-    let hook = ctx.options.steering.as_ref()?.output_hook()?;
-    let id = id.to_string();
+    let steer = ctx.options.steering.as_ref()?;
+    let hook = steer.output_hook()?;
+    let (feature, id) = (steer.feature.clone(), id.to_string());
     Some(cascade_agents::exec::OutputLines(Arc::new(move |line| {
-        hook(&id, n, line)
+        hook(feature.as_deref(), &id, n, line)
     })))
 }
 
@@ -289,20 +423,70 @@ pub(crate) fn apply(ctx: &crate::engine::Ctx, sched: &mut Scheduler, stories: &[
         return;
     };
     for req in steer.take() {
-        let outcome = decide(ctx, steer, sched, stories, &req.action);
-        let (ok, message) = match &outcome {
-            Ok(m) => (true, m.clone()),
-            Err(m) => (false, m.clone()),
+        let outcome = match req.feature.as_deref() {
+            // Asked of a plain run's engine.
+            Some(f) if steer.feature() != Some(f) => Err(format!(
+                "this is not a mega run: it has no feature '{f}' (leave the feature out)"
+            )),
+            _ => decide(ctx, steer, sched, stories, &req.action),
         };
-        ctx.emit(Event::Control {
+        // A feature engine's events get its feature from the mega run.
+        answer(req, outcome, |_, e| ctx.emit(e));
+    }
+}
+
+/// Says how a request ended, as a `control` event (given with the feature
+/// the request named) and to whoever asked.
+fn answer(req: Request, outcome: Outcome, emit: impl FnOnce(Option<String>, Event)) {
+    let (ok, message) = match &outcome {
+        Ok(m) => (true, m.clone()),
+        Err(m) => (false, m.clone()),
+    };
+    emit(
+        req.feature,
+        Event::Control {
             action: req.action.name().to_string(),
             story: req.action.story().map(str::to_string),
-            by: req.by.clone(),
+            by: req.by,
             ok,
             message,
-        });
-        let _ = req.reply.send(outcome);
-    }
+        },
+    );
+    let _ = req.reply.send(outcome);
+}
+
+/// A mega run's own desk: answers pause and resume for the whole run (each
+/// answer a `control` event through `emit`, with the feature a request
+/// named) until the task is dropped. Cancel and retry belong to a
+/// feature's engine: those that reach the run (no feature named, or one
+/// whose engine is not running) are refused.
+pub(crate) fn serve_run(
+    steer: &Steering,
+    emit: impl Fn(Option<String>, Event) + Send + 'static,
+) -> AbortOnDrop {
+    let attached = Attached::new(steer);
+    let steer = steer.clone();
+    AbortOnDrop(tokio::spawn(async move {
+        let _attached = attached;
+        loop {
+            for req in steer.take() {
+                let outcome = match &req.action {
+                    Action::Pause => steer.set_paused(true),
+                    Action::Resume => steer.set_paused(false),
+                    Action::Cancel(id) | Action::Retry(id) => Err(match &req.feature {
+                        Some(f) => format!(
+                            "feature '{f}' runs no stories now (it has not started, or its stories have finished); once the mega run has ended, a retry resumes it"
+                        ),
+                        None => format!(
+                            "{id}: this is a mega run: say which feature the story belongs to"
+                        ),
+                    }),
+                };
+                answer(req, outcome, &emit);
+            }
+            steer.woken().await;
+        }
+    }))
 }
 
 fn decide(
@@ -319,23 +503,13 @@ fn decide(
             .ok_or_else(|| format!("unknown story '{id}' (not in this run's plan)"))
     };
     match action {
-        Action::Pause => {
-            if steer.inner.paused.swap(true, Ordering::SeqCst) {
-                return Err("scheduling is already paused".into());
-            }
-            Ok("scheduling paused: running stories finish, no new one starts".into())
-        }
-        Action::Resume => {
-            if !steer.inner.paused.swap(false, Ordering::SeqCst) {
-                return Err("scheduling is not paused".into());
-            }
-            Ok("scheduling resumed".into())
-        }
+        Action::Pause => steer.set_paused(true),
+        Action::Resume => steer.set_paused(false),
         Action::Cancel(id) => {
             let i = index(id)?;
             match sched.state(i) {
                 NodeState::Running => {
-                    lock(&steer.inner.cancelled).insert(id.clone());
+                    lock(&steer.desk.cancelled).insert(id.clone());
                     if let Some(t) = steer.token(id) {
                         t.cancel();
                     }
@@ -373,7 +547,7 @@ fn decide(
                     name(sched.state(i))
                 ));
             }
-            lock(&steer.inner.cancelled).remove(id);
+            lock(&steer.desk.cancelled).remove(id);
             let unblocked = sched.requeue(i);
             ctx.update_story(id, |s| {
                 s.status = StoryStatus::Pending;
@@ -413,7 +587,7 @@ mod tests {
     #[tokio::test]
     async fn requests_without_an_engine_are_refused() {
         let s = Steering::new();
-        let r = s.request(Action::Pause, "ui").await;
+        let r = s.request(Action::Pause, None, "ui").await;
         assert!(r.unwrap_err().contains("no run"));
         assert!(!s.is_paused());
     }
@@ -423,9 +597,9 @@ mod tests {
         let s = Steering::new();
         s.attach(true);
         let s2 = s.clone();
-        let waiter = tokio::spawn(async move { s2.request(Action::Resume, "ui").await });
+        let waiter = tokio::spawn(async move { s2.request(Action::Resume, None, "ui").await });
         // Wait until the request is queued, then the engine goes away.
-        while lock(&s.inner.queue).is_empty() {
+        while lock(&s.desk.queue).is_empty() {
             tokio::task::yield_now().await;
         }
         s.attach(false);
@@ -451,5 +625,109 @@ mod tests {
         assert!(!t.is_cancelled());
         s.story_ended("s1");
         assert!(s.token("s1").is_none());
+    }
+
+    #[test]
+    fn features_keep_their_stories_apart_and_share_the_pause() {
+        let run = Steering::new();
+        let (a, b) = (run.for_feature("alpha"), run.for_feature("beta"));
+        assert_eq!(a.feature(), Some("alpha"));
+        let ta = a.story_started("s-1");
+        b.story_started("s-1");
+        // The same story id in two features: two stories.
+        ta.cancel();
+        assert!(b.token("s-1").is_some_and(|t| !t.is_cancelled()));
+        assert!(run.token("s-1").is_none());
+        // Another handle of the same feature is the same engine.
+        assert!(run.for_feature("alpha").token("s-1").is_some());
+        assert!(run.set_paused(true).is_ok());
+        assert_eq!(
+            run.set_paused(true).unwrap_err(),
+            "scheduling is already paused"
+        );
+        assert!(a.is_paused() && b.is_paused());
+        assert!(run.set_paused(false).is_ok());
+        assert!(!b.is_paused());
+        assert_eq!(
+            run.set_paused(false).unwrap_err(),
+            "scheduling is not paused"
+        );
+    }
+
+    #[tokio::test]
+    async fn requests_go_to_the_feature_they_name() {
+        let run = Steering::new();
+        let alpha = run.for_feature("alpha");
+        let (events, emitted) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Notify::new()));
+        let _serving = {
+            let (events, emitted) = (Arc::clone(&events), Arc::clone(&emitted));
+            serve_run(&run, move |f, e| {
+                lock(&events).push((f, e));
+                emitted.notify_one();
+            })
+        };
+        // Pause and resume: the run's own desk answers, for every feature.
+        assert!(run.request(Action::Pause, None, "ui").await.is_ok());
+        assert!(alpha.is_paused());
+        let again = run.request(Action::Pause, Some("alpha"), "ui").await;
+        assert_eq!(again.unwrap_err(), "scheduling is already paused");
+        // A feature whose engine is not running: the run refuses it.
+        let r = run
+            .request(Action::Cancel("s-1".into()), Some("beta"), "ui")
+            .await;
+        assert!(r
+            .unwrap_err()
+            .contains("feature 'beta' runs no stories now"));
+        // Cancel without a feature in a mega run: the run refuses it.
+        let r = run.request(Action::Cancel("s-1".into()), None, "ui").await;
+        assert!(
+            r.as_ref().unwrap_err().contains("say which feature"),
+            "{r:?}"
+        );
+        // With alpha's engine taking requests, alpha's desk gets them.
+        let _engine = Attached::new(&alpha);
+        let asker = {
+            let run = run.clone();
+            tokio::spawn(async move {
+                run.request(Action::Retry("s-2".into()), Some("alpha"), "cli")
+                    .await
+            })
+        };
+        alpha.woken().await;
+        let taken = alpha.take();
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].action, Action::Retry("s-2".into()));
+        for req in taken {
+            assert_eq!(req.feature.as_deref(), Some("alpha"));
+            answer(req, Ok("queued".into()), |_, _| {});
+        }
+        assert_eq!(asker.await.unwrap(), Ok("queued".into()));
+        // Resume wakes the engines that wait for it.
+        assert!(run.request(Action::Resume, None, "ui").await.is_ok());
+        alpha.woken().await;
+        alpha.unpaused().await;
+        // Every request of the run's desk was a control event.
+        while lock(&events).len() < 5 {
+            emitted.notified().await;
+        }
+        let said: Vec<(String, Option<String>, bool)> = lock(&events)
+            .iter()
+            .map(|(f, e)| match e {
+                Event::Control { action, ok, .. } => (action.clone(), f.clone(), *ok),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let want = [
+            ("pause", None, true),
+            ("pause", None, false),
+            ("cancel", Some("beta"), false),
+            ("cancel", None, false),
+            ("resume", None, true),
+        ];
+        assert_eq!(
+            said,
+            want.map(|(a, f, ok)| (a.to_string(), f.map(str::to_string), ok))
+                .to_vec()
+        );
     }
 }

@@ -31,6 +31,10 @@ pub enum MegaError {
     /// The main worktree has uncommitted changes (merges would touch it).
     #[error("the working tree '{}' has uncommitted changes ({}); commit or stash them, or pass --allow-dirty", dir.display(), files.join(", "))]
     Dirty { dir: PathBuf, files: Vec<String> },
+    /// The repository cannot take a mega run: not a repository, a detached
+    /// HEAD, no commits yet (bad input, like `approve`'s).
+    #[error("{0}")]
+    Repo(String),
     /// A git operation failed outside any one feature.
     #[error("{0}")]
     Git(String),

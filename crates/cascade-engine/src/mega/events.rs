@@ -18,6 +18,9 @@ use crate::events::Event;
 pub enum MegaEvent {
     Mega(MegaStep),
     Feature(FeatureEvent),
+    /// An engine event about the mega run as a whole, without a feature:
+    /// the `control` answer to a pause or resume of every feature.
+    Run(Event),
 }
 
 /// An engine event of one feature's PRD run.

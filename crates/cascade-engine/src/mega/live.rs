@@ -167,6 +167,9 @@ impl MegaPorts for LivePorts {
         config.target_branch = Some(run.branch.clone());
         config.feature = Some(run.feature.clone());
         config.progress_path = Some(run.state_dir.join("progress.txt"));
+        // Prompts, agent logs and gate results of its own: story ids repeat
+        // across features, and features run at the same time.
+        config.artifacts_dir = Some(run.state_dir.clone());
         config.take_lock = false;
         let resume = run.resume && state_path.is_file();
         config.state_path = Some(state_path);
@@ -176,6 +179,12 @@ impl MegaPorts for LivePorts {
         options.pool_part = Some(run.feature.clone());
         options.resume = resume;
         options.pause = Pause::Never;
+        // The run's steering, scoped to this feature's engine.
+        options.steering = self
+            .template
+            .steering
+            .as_ref()
+            .map(|s| s.for_feature(&run.feature));
         let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));
         match Engine::new(config).run(options, sink, &cancel).await {
             Ok(summary) => FeatureOutcome {

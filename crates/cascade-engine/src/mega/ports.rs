@@ -30,7 +30,8 @@ pub struct FeatureRun {
     pub worktree: PathBuf,
     /// The PRD to run (inside the feature worktree).
     pub prd: PathBuf,
-    /// Where this feature's engine state, lock and logs go (under `.cascade/`).
+    /// Where this feature's engine state, progress, prompts, agent logs and
+    /// gate results go (`.cascade/mega/features/<name>/`).
     pub state_dir: PathBuf,
     /// Stories of this feature in flight at once (`--parallel`: the engine's
     /// own limit; what really bounds the work is `slots`).

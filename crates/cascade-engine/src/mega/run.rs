@@ -100,6 +100,11 @@ pub struct MegaOptions {
     /// The options to record in the mega state for `mega resume` (the
     /// binary's; kept without being read). `None`: keep what it has.
     pub remember: Option<serde_json::Value>,
+    /// The live run's steering (the dashboard's pause and resume of the
+    /// whole run; the feature engines get it through their options): the
+    /// run answers pause and resume, and starts no feature batch while
+    /// paused. `None`: nobody steers it.
+    pub steering: Option<crate::control::steer::Steering>,
 }
 
 /// How the run ended.
@@ -107,6 +112,12 @@ pub struct MegaOptions {
 pub struct MegaSummary {
     pub status: MegaRunStatus,
     pub state: MegaState,
+}
+
+/// Where feature `name`'s engine keeps its state (`state.json`), progress
+/// and findings: `.cascade/mega/features/<name>/` (`cascade_dir` is `.cascade/`).
+pub fn feature_dir(cascade_dir: &Path, name: &str) -> PathBuf {
+    cascade_dir.join(MEGA_DIR).join("features").join(name)
 }
 
 /// Whether `name` can be a feature name (and so a branch and path component).
@@ -166,7 +177,7 @@ impl<P: MegaPorts> Ctx<P> {
     }
 
     pub(super) fn feature_dir(&self, name: &str) -> PathBuf {
-        self.cascade_dir.join(MEGA_DIR).join("features").join(name)
+        feature_dir(&self.cascade_dir, name)
     }
 
     /// Records a failure and tells the sink.
@@ -213,17 +224,33 @@ pub(super) enum TaskEnd {
     Budget,
 }
 
-/// Runs (or resumes) a mega-plan. Returns how it ended; failing features are
-/// in the state, not errors. Errors are what stops the run as a whole.
-pub async fn run_mega<P: MegaPorts>(
-    ports: Arc<P>,
-    plan: PlanInput,
-    opts: MegaOptions,
-    sink: MegaSink,
-    confirm: Option<Confirm>,
-    cancel: CancelToken,
-) -> Result<MegaSummary, MegaError> {
-    let started = Instant::now();
+/// What [`check`] found: the repository and the branch features merge into.
+pub struct Checked {
+    paths: RepoPaths,
+    target: String,
+}
+
+/// cascade's own files of a mega run, as `info/exclude` patterns: the usual
+/// names at the root, and the plan and progress.txt wherever they are
+/// (`--mega plans/x.json`).
+fn own_patterns(plan: &PlanInput, start_dir: &Path) -> Vec<String> {
+    let here = crate::gitops::exclude_patterns(
+        start_dir,
+        &[plan.path.clone(), start_dir.join("progress.txt")],
+    );
+    crate::config::OWN_FILES
+        .iter()
+        .map(|s| s.to_string())
+        .chain(here)
+        .collect()
+}
+
+/// Everything that can refuse a mega run, checked before anything is
+/// written (a refused command leaves the repository as it was): feature
+/// names, the repository, the user's uncommitted changes, the target
+/// branch (a detached HEAD, no commits), a run of another plan in the way.
+/// `mega approve` calls it before its agent check; [`run_mega`] again.
+pub fn check(plan: &PlanInput, start_dir: &Path, allow_dirty: bool) -> Result<Checked, MegaError> {
     for f in &plan.features {
         if !valid_feature_name(&f.name) {
             return Err(MegaError::BadFeatureName {
@@ -231,30 +258,11 @@ pub async fn run_mega<P: MegaPorts>(
             });
         }
     }
-    let paths = RepoPaths::discover(&opts.start_dir).map_err(|e| MegaError::Git(e.to_string()))?;
-    let cascade_dir = paths.cascade_dir();
-    let (lock, note) = RunLock::acquire(&cascade_dir.join(RUN_LOCK), "mega approve")?;
-    if let Some(message) = note {
-        sink(&MegaStep::MegaNotice { message }.into());
-    }
-    // All of cascade's own files at once, before the feature engines start:
-    // they then find nothing to add (concurrent writers of info/exclude race).
-    // The plan and progress.txt wherever they are (`--mega plans/x.json`).
-    let own_here = crate::gitops::exclude_patterns(
-        &opts.start_dir,
-        &[plan.path.clone(), opts.start_dir.join("progress.txt")],
-    );
-    let own: Vec<&str> = crate::config::OWN_FILES
-        .iter()
-        .copied()
-        .chain(own_here.iter().map(String::as_str))
-        .collect();
-    paths
-        .ensure_excluded(&own)
-        .map_err(|e| MegaError::Git(e.to_string()))?;
-    if !opts.allow_dirty {
-        let dirty = crate::gitops::dirty_files(&paths.main_root, 10)
-            .map_err(|e| MegaError::Git(e.to_string()))?;
+    let paths = RepoPaths::discover(start_dir).map_err(|e| MegaError::Repo(e.to_string()))?;
+    if !allow_dirty {
+        let dirty =
+            crate::gitops::user_changes(&paths.main_root, &own_patterns(plan, start_dir), &[], 10)
+                .map_err(|e| MegaError::Git(e.to_string()))?;
         if !dirty.is_empty() {
             return Err(MegaError::Dirty {
                 dir: paths.main_root.clone(),
@@ -275,20 +283,29 @@ pub async fn run_mega<P: MegaPorts>(
             plan.path.display()
         )));
     }
+    choose_state(MegaState::load(&paths.cascade_dir())?, plan, &target)?;
+    Ok(Checked { paths, target })
+}
 
-    // Load or start the state.
-    // A closed run (after `mega complete`) or a finished run of another plan
-    // starts afresh; anything else of this plan is continued (a completed
-    // run of it only picks up features added since).
+/// The state to run with: the one of this plan, continued (a completed run
+/// of it only picks up features added since), or a fresh one when there is
+/// none, the last run was closed (`mega complete`), or a finished run of
+/// another plan. An unfinished run of another plan is in the way.
+/// `true` when continued.
+fn choose_state(
+    loaded: Option<MegaState>,
+    plan: &PlanInput,
+    target: &str,
+) -> Result<(MegaState, bool), MegaError> {
     let fresh = || {
         MegaState::new(
             plan.path.clone(),
             plan.goal.clone(),
-            target.clone(),
+            target.to_string(),
             plan.batches.clone(),
         )
     };
-    let (mut state, resumed) = match MegaState::load(&cascade_dir)? {
+    Ok(match loaded {
         None => (fresh(), false),
         Some(s) if s.status == MegaRunStatus::Closed => (fresh(), false),
         Some(s) if s.plan != plan.path => {
@@ -299,7 +316,36 @@ pub async fn run_mega<P: MegaPorts>(
             }
         }
         Some(s) => (s, true),
-    };
+    })
+}
+
+/// Runs (or resumes) a mega-plan. Returns how it ended; failing features are
+/// in the state, not errors. Errors are what stops the run as a whole.
+pub async fn run_mega<P: MegaPorts>(
+    ports: Arc<P>,
+    plan: PlanInput,
+    opts: MegaOptions,
+    sink: MegaSink,
+    confirm: Option<Confirm>,
+    cancel: CancelToken,
+) -> Result<MegaSummary, MegaError> {
+    let started = Instant::now();
+    let Checked { paths, target } = check(&plan, &opts.start_dir, opts.allow_dirty)?;
+    let cascade_dir = paths.cascade_dir();
+    // The run starts: from here on cascade writes.
+    let (lock, note) = RunLock::acquire(&cascade_dir.join(RUN_LOCK), "mega approve")?;
+    if let Some(message) = note {
+        sink(&MegaStep::MegaNotice { message }.into());
+    }
+    // All of cascade's own files at once, before the feature engines start:
+    // they then find nothing to add (concurrent writers of info/exclude race).
+    let own = own_patterns(&plan, &opts.start_dir);
+    let own: Vec<&str> = own.iter().map(String::as_str).collect();
+    paths
+        .ensure_excluded(&own)
+        .map_err(|e| MegaError::Git(e.to_string()))?;
+    // Read again under the lock (a run that ended meanwhile changed it).
+    let (mut state, resumed) = choose_state(MegaState::load(&cascade_dir)?, &plan, &target)?;
     if resumed {
         reconcile(&mut state, &plan);
     }
@@ -314,12 +360,7 @@ pub async fn run_mega<P: MegaPorts>(
     // the run's budget; a running feature's engine reports its own.
     for (name, f) in &state.features {
         if f.status != FeatureStatus::Pending {
-            let file = cascade_dir
-                .join(MEGA_DIR)
-                .join("features")
-                .join(name)
-                .join("state.json");
-            ports.prior_spend(name, &file);
+            ports.prior_spend(name, &feature_dir(&cascade_dir, name).join("state.json"));
         }
     }
     findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
@@ -356,6 +397,20 @@ pub async fn run_mega<P: MegaPorts>(
         parallel,
         resumed,
     });
+    // Pause and resume of the whole run are answered here (cancel and
+    // retry by the feature engines), while the run goes on.
+    // The task keeps no hold on the sink: whoever gave it (the live
+    // channel) gets it back whole once the run is over, to drain it.
+    let _steered = opts.steering.as_ref().map(|s| {
+        let sink = Arc::downgrade(&ctx.sink);
+        crate::control::steer::serve_run(s, move |feature, event| {
+            let Some(sink) = sink.upgrade() else { return };
+            sink(&match feature {
+                Some(feature) => MegaEvent::Feature(super::events::FeatureEvent { feature, event }),
+                None => MegaEvent::Run(event),
+            })
+        })
+    });
 
     // A kill between a feature's merge and its cleanup leaves its worktree.
     let landed: Vec<String> = ctx
@@ -390,6 +445,10 @@ pub async fn run_mega<P: MegaPorts>(
                 message: format!("no feature of batch {batch_no} starts: {message}"),
             });
             status = Some(MegaRunStatus::BudgetExhausted);
+            break;
+        }
+        if !held_while_paused(&ctx, opts.steering.as_ref(), batch_no).await {
+            status = Some(MegaRunStatus::Interrupted);
             break;
         }
         if worked_batches > 0 && !opts.auto_run {
@@ -533,6 +592,27 @@ pub async fn run_mega<P: MegaPorts>(
     })
 }
 
+/// While scheduling is paused, feature batch `batch_no` waits (said once
+/// as a notice). Returns `false` when the run was cancelled meanwhile.
+async fn held_while_paused<P: MegaPorts>(
+    ctx: &Ctx<P>,
+    steering: Option<&crate::control::steer::Steering>,
+    batch_no: usize,
+) -> bool {
+    let Some(steer) = steering.filter(|s| s.is_paused()) else {
+        return true;
+    };
+    ctx.emit(MegaStep::MegaNotice {
+        message: format!(
+            "scheduling is paused: feature batch {batch_no} starts once it is resumed"
+        ),
+    });
+    tokio::select! {
+        _ = steer.unpaused() => !ctx.cancel.is_cancelled(),
+        _ = ctx.cancel.cancelled() => false,
+    }
+}
+
 /// The progress.txt line of a feature step (Plan Cascade's format, with
 /// `feature <name>` in place of a story id).
 fn progress_line(step: &MegaStep) -> Option<String> {
@@ -625,16 +705,16 @@ fn blocker<P: MegaPorts>(ctx: &Ctx<P>, name: &str, gates_broken: Option<usize>) 
 fn current_branch(paths: &RepoPaths) -> Result<String, MegaError> {
     let repo = cascade_git::RepoPaths::discover(&paths.main_root)
         .and_then(|p| p.open())
-        .map_err(|e| MegaError::Git(e.to_string()))?;
+        .map_err(|e| MegaError::Repo(e.to_string()))?;
     let head = repo.head().map_err(|e| {
-        MegaError::Git(format!(
+        MegaError::Repo(format!(
             "cannot read HEAD of '{}': {} (commit something first, or set `target_branch` in the mega-plan)",
             paths.main_root.display(),
             e.message()
         ))
     })?;
     if !head.is_branch() {
-        return Err(MegaError::Git(format!(
+        return Err(MegaError::Repo(format!(
             "'{}' has a detached HEAD; check out a branch or set `target_branch` in the mega-plan",
             paths.main_root.display()
         )));

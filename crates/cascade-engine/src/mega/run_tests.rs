@@ -1,18 +1,20 @@
 //! The mega runner with fake ports over a real temp repository: batching,
-//! one shared `--parallel` limit, target gates that fail, blocking.
+//! one shared `--parallel` limit, target gates that fail, blocking, a
+//! pause that holds the next feature batch.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use cascade_process::CancelToken;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 use super::events::{MegaEvent, MegaStep};
 use super::ports::{FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
 use super::prd_gen::{AuthorError, PrdCheck};
 use super::run::{run_mega, FeatureSpec, MegaOptions, PlanInput};
 use super::state::{FeatureStatus, MegaRunStatus};
-use crate::events::{RunStatus, StoryCounts};
+use crate::control::steer::{Action, Steering};
+use crate::events::{Event, RunStatus, StoryCounts};
 
 #[derive(Default)]
 struct Fake {
@@ -21,6 +23,8 @@ struct Fake {
     gates_pass: bool,
     /// Where the target's gates ran, and whether `target.txt` was there.
     gate_dirs: Mutex<Vec<(std::path::PathBuf, bool)>>,
+    /// Feature `a` says it started (first) and waits to be released (second).
+    hold_a: Option<(Arc<Notify>, Arc<Notify>)>,
 }
 
 impl MegaPorts for Fake {
@@ -50,6 +54,10 @@ impl MegaPorts for Fake {
             .lock()
             .unwrap()
             .push((run.feature.clone(), run.parallel, run.slots.clone()));
+        if let (Some((started, release)), "a") = (&self.hold_a, run.feature.as_str()) {
+            started.notify_one();
+            release.notified().await;
+        }
         std::fs::write(run.worktree.join(format!("{}.txt", run.feature)), "x").unwrap();
         cascade_git::commit::commit_all(&run.worktree, &run.feature).unwrap();
         FeatureOutcome {
@@ -126,6 +134,18 @@ async fn run_into(
     parallel: usize,
     target: Option<&str>,
 ) -> (MegaRunStatus, Vec<MegaEvent>) {
+    run_steered(fake, root, parallel, target, None, |_| {}).await
+}
+
+/// A run steered through `steering`; `watch` sees every event as it comes.
+async fn run_steered(
+    fake: Arc<Fake>,
+    root: &Path,
+    parallel: usize,
+    target: Option<&str>,
+    steering: Option<Steering>,
+    watch: impl Fn(&MegaEvent) + Send + Sync + 'static,
+) -> (MegaRunStatus, Vec<MegaEvent>) {
     let plan = PlanInput {
         path: root.join("mega-plan.json"),
         goal: "g".into(),
@@ -137,7 +157,10 @@ async fn run_into(
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = {
         let events = events.clone();
-        Arc::new(move |e: &MegaEvent| events.lock().unwrap().push(e.clone()))
+        Arc::new(move |e: &MegaEvent| {
+            events.lock().unwrap().push(e.clone());
+            watch(e);
+        })
     };
     let opts = MegaOptions {
         start_dir: root.to_path_buf(),
@@ -145,6 +168,7 @@ async fn run_into(
         parallel,
         allow_dirty: false,
         remember: None,
+        steering,
     };
     let summary = run_mega(fake, plan, opts, sink, None, CancelToken::new())
         .await
@@ -238,4 +262,62 @@ async fn target_not_checked_out_gets_its_gates_in_a_throwaway_worktree() {
         .output()
         .unwrap();
     assert!(branches.stdout.is_empty(), "{branches:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_run_starts_no_feature_batch_until_resumed() {
+    let tmp = repo();
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let fake = Arc::new(Fake {
+        gates_pass: true,
+        hold_a: Some((started.clone(), release.clone())),
+        ..Default::default()
+    });
+    let steering = Steering::new();
+    let waiting = Arc::new(Notify::new());
+    let run = {
+        let (root, steering, waiting) =
+            (tmp.path().to_path_buf(), steering.clone(), waiting.clone());
+        tokio::spawn(async move {
+            let watch = move |e: &MegaEvent| {
+                if matches!(e, MegaEvent::Mega(MegaStep::MegaNotice { message }) if message.contains("feature batch 2 starts once it is resumed"))
+                {
+                    waiting.notify_one();
+                }
+            };
+            run_steered(fake, &root, 2, None, Some(steering), watch).await
+        })
+    };
+    // Batch 1 runs (feature a holds): pause, then let it finish.
+    started.notified().await;
+    assert!(steering.request(Action::Pause, None, "ui").await.is_ok());
+    release.notify_one();
+    // Batch 1 lands; batch 2 waits for the resume.
+    waiting.notified().await;
+    let state = super::MegaState::load(&tmp.path().join(".cascade"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.feature("a").unwrap().status, FeatureStatus::Complete);
+    assert_eq!(state.feature("c").unwrap().status, FeatureStatus::Pending);
+    assert!(steering.request(Action::Resume, None, "ui").await.is_ok());
+    let (status, events) = run.await.unwrap();
+    assert_eq!(status, MegaRunStatus::Completed);
+    // In order: the pause (answered as the run's own control event), batch
+    // 1, the wait, the resume, batch 2.
+    let said: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            MegaEvent::Run(Event::Control {
+                action, ok: true, ..
+            }) => Some(action.clone()),
+            MegaEvent::Mega(MegaStep::FeatureBatchStarted { batch, .. }) => {
+                Some(format!("batch {batch}"))
+            }
+            MegaEvent::Mega(MegaStep::MegaNotice { message }) if message.contains("paused") => {
+                Some("waits".into())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said, ["batch 1", "pause", "waits", "resume", "batch 2"]);
 }

@@ -1,5 +1,6 @@
 //! Step: queue for merge: one story at a time merges its branch into the
-//! target branch. A conflict fails the attempt as `merge_conflict` (the retry
+//! target branch (a `merge_started` event says when its turn came, local
+//! or fleet attempt alike). A conflict fails the attempt as `merge_conflict` (the retry
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
 //! Before a conflict fails the attempt, an agent may resolve it (the
@@ -25,7 +26,7 @@ pub(super) async fn run(
     committed: &Committed,
 ) -> Result<Merged, Stop> {
     let ctx = a.ctx;
-    let _turn = ctx.merge_lock.lock().await;
+    let _turn = turn(a).await;
     match merge_once(a, committed).await {
         // An agent resolves the conflict (unless --no-resolve), on the story
         // branch, gated; then the branch merges (a fast-forward now). The
@@ -40,12 +41,7 @@ pub(super) async fn run(
                         .await
                         .map_err(|Conflict(_, f)| Stop::Failed(f))?
                 }
-                Err(Stop::Failed(why)) => Err(Failure {
-                    error: format!("{}; {}", failure.error, why.error),
-                    ..failure
-                }
-                .into()),
-                Err(stop) => Err(stop),
+                Err(why) => Err(unresolved(failure, why)),
             }
         }
         Err(Conflict(_, failure)) => Err(failure.into()),
@@ -53,19 +49,44 @@ pub(super) async fn run(
     }
 }
 
-/// One merge without conflict resolution (the fleet: there is no local
-/// worktree to resolve in; a conflict fails the attempt and the retry runs
-/// from the new tip with the conflict in its prompt).
-pub(super) async fn run_unresolved(a: &Attempt<'_>, committed: &Committed) -> Result<Merged, Stop> {
-    let _turn = a.ctx.merge_lock.lock().await;
-    match merge_once(a, committed).await {
-        Ok(done) => done,
-        Err(Conflict(_, failure)) => Err(failure.into()),
-    }
+/// One turn of the merge queue without a resolution (the fleet: a conflict
+/// is resolved on a worker, outside the queue; see the `remote` step).
+pub(super) async fn queued(
+    a: &Attempt<'_>,
+    committed: &Committed,
+) -> Result<Result<Merged, Stop>, Conflict> {
+    let _turn = turn(a).await;
+    merge_once(a, committed).await
+}
+
+/// Waits for the story's turn in the serial merge queue and says that its
+/// merge starts (held until the merge, and any resolution, is done).
+async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
+    let turn = a.ctx.merge_lock.lock().await;
+    a.ctx.emit(Event::MergeStarted {
+        story: a.id().to_string(),
+        attempt: a.number,
+        branch: a.branch.to_string(),
+        target_branch: a.ctx.target_branch.clone(),
+    });
+    turn
 }
 
 /// A merge that conflicted: the files, and the failure it is without resolution.
-struct Conflict(Vec<String>, Failure);
+pub(super) struct Conflict(pub Vec<String>, pub Failure);
+
+/// How a conflict ends when its resolution did not work out: the
+/// conflict's failure (`merge_conflict`) saying why.
+pub(super) fn unresolved(conflict: Failure, why: Stop) -> Stop {
+    match why {
+        Stop::Failed(why) => Failure {
+            error: format!("{}; {}", conflict.error, why.error),
+            ..conflict
+        }
+        .into(),
+        stop => stop,
+    }
+}
 
 /// One merge of the story branch into the target branch.
 async fn merge_once(

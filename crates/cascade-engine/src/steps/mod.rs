@@ -142,6 +142,9 @@ pub(crate) struct Attempt<'a> {
     pub env: &'a [(String, String)],
     /// The fleet worker that ran the attempt (set by the remote step).
     pub worker: Option<String>,
+    /// On a fleet worker: the job this attempt runs (its candidate agents,
+    /// or the merge conflict it resolves).
+    pub job: Option<&'a crate::executor::Job>,
     /// The permit of the limit shared with other engines (mega runs), taken
     /// by the story before its budget check; given back before the merge.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
@@ -221,8 +224,26 @@ pub(crate) async fn job_sequence(
     a: &mut Attempt<'_>,
     held: &mut Option<PathBuf>,
 ) -> Result<String, Stop> {
+    if let Some(conflict) = a.job.and_then(|j| j.resolve.as_ref()) {
+        return resolution(a, held, conflict).await;
+    }
     let (_, commit) = checked_work(a, held).await?;
     Ok(commit.commit)
+}
+
+/// A fleet job that resolves the merge conflict of work done earlier: the
+/// story branch back at that work, and the resolve step a local merge queue
+/// runs (the target, here the job's base, merged into it; an agent resolves;
+/// gated). Returns the resolution's commit.
+async fn resolution(
+    a: &mut Attempt<'_>,
+    held: &mut Option<PathBuf>,
+    conflict: &crate::executor::JobResolve,
+) -> Result<String, Stop> {
+    resolve_agent::record_attempt(a);
+    let worktree = prepare_worktree::run_from(a, held, Some(&conflict.commit)).await?;
+    let resolved = resolve_conflict::run(a, &worktree, &conflict.files).await?;
+    Ok(resolved.commit)
 }
 
 /// The work of an attempt and its checks, up to the merge queue: agent,

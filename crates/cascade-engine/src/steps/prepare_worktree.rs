@@ -2,7 +2,9 @@
 //! target branch (leased from the run's pool; a retry resets the one the
 //! story holds), read what judges work started there (gates and
 //! verification rules of that commit, see the `judging` module), copy the
-//! configured files in, run the setup commands, and seed the run's findings
+//! configured files in, run the setup commands, record what those two left
+//! as the worktree's own exclude (never committed:
+//! `cascade_git::local_files`), and seed the run's findings
 //! files.
 
 use std::path::{Path, PathBuf};
@@ -20,7 +22,8 @@ use crate::retry::FailureKind;
 /// A worktree ready for the agent.
 pub(super) struct Worktree {
     pub path: PathBuf,
-    /// The target branch's tip the story branch starts from.
+    /// The target branch's tip the story branch starts from (a fleet
+    /// resolution starts from the story's work, judged from this tip).
     pub base: String,
     /// The gates and verification rules of `base`: what judges the work.
     pub judges: Arc<crate::judging::Judges>,
@@ -29,6 +32,19 @@ pub(super) struct Worktree {
 }
 
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
+    run_from(a, held, None).await
+}
+
+/// [`run`] with the story branch at `start` (a commit), when given, instead
+/// of the target branch's tip: a fleet worker resolving a merge conflict
+/// starts from the story's earlier work. The work is judged by the tip's
+/// rules all the same (not by the story's own edits of them), and `base` is
+/// the tip.
+pub(super) async fn run_from(
+    a: &Attempt<'_>,
+    held: &mut Option<PathBuf>,
+    start: Option<&str>,
+) -> Result<Worktree, Stop> {
     let ctx = a.ctx;
     let id = a.id();
     let base = super::target_tip(ctx)?;
@@ -38,18 +54,21 @@ pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<W
             format!("cannot read the gates and verification rules of the base {base}: {e}"),
         )
     })?;
-    let path = lease(ctx, a.branch, &base, held).await.map_err(|e| {
-        Failure::new(
-            FailureKind::Setup,
-            format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
-        )
-    })?;
+    let path = lease(ctx, a.branch, start.unwrap_or(&base), held)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                FailureKind::Setup,
+                format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
+            )
+        })?;
     let shown = path.display().to_string();
     ctx.amend_story(id, |s| s.worktree = Some(shown));
     if let Err(f) = setup(ctx, &path).await {
         a.check_cancel()?;
         return Err(f.into());
     }
+    keep_local(&path).await?;
     // The run's findings files, for the agent to read and append to.
     let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
     for e in problems {
@@ -88,6 +107,25 @@ async fn lease(
         }
         Ok(Err(e)) => Err(e.to_string()),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Records everything copy and setup changed in the fresh worktree as its
+/// own exclude, so the story's commits contain only what the agent did.
+async fn keep_local(path: &Path) -> Result<(), Failure> {
+    let p = path.to_path_buf();
+    let recorded = tokio::task::spawn_blocking(move || {
+        let changed = cascade_git::local_files::changed(&p)?;
+        cascade_git::local_files::record(&p, &changed)
+    })
+    .await;
+    match recorded {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Failure::new(
+            FailureKind::Setup,
+            format!("cannot record the files worktree setup left: {e}"),
+        )),
+        Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string())),
     }
 }
 

@@ -3,16 +3,26 @@
 //! executor publishes the job and returns the worker's report; a passed
 //! job's commit (fetched onto the story branch and checked to descend from
 //! the base by the executor) goes through the same serial merge queue as a
-//! local attempt, without conflict resolution (no local worktree: a conflict
-//! fails the attempt and the retry starts from the new tip).
+//! local attempt.
+//!
+//! A merge conflict goes to the same resolve step as a local one (unless
+//! `--no-resolve`), run by a worker: a second job carries the conflict (the
+//! story's commit, the files) with the target's tip now as its base; the
+//! worker merges that base into the story's work, an agent resolves, the
+//! gates judge it, and the resolution comes back through the merge queue.
+//! Unlike a local resolution the queue is not held meanwhile (a job may wait
+//! for a free worker; every other story's merge would wait with it), so the
+//! resolution merges like any story: onto the tip of its turn.
 
-use cascade_agents::Resolver;
+use cascade_agents::{Phase, Resolver};
 
 use super::commit::Committed;
-use super::merge::{self, Merged};
+use super::merge::{self, Conflict, Merged};
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
-use crate::executor::{ExecContext, Executed, ExecutorHandle, Job, JobAgents, JobOutcome};
+use crate::executor::{
+    ExecContext, Executed, ExecutorHandle, Job, JobAgents, JobOutcome, JobReport, JobResolve,
+};
 use crate::retry::FailureKind;
 
 pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Result<Merged, Stop> {
@@ -22,6 +32,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     let slot = a.slot.take();
     let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
+    let key = job.key();
     // The attempt is recorded under its first candidate until the worker
     // says which agent ran it.
     if let Some(first) = job.agents.candidates.first() {
@@ -29,49 +40,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     }
     super::resolve_agent::record_attempt(a);
     a.check_cancel()?;
-    let cx = ExecContext {
-        repo: ctx.paths.workdir.clone(),
-        story_branch: a.branch.to_string(),
-        sink: std::sync::Arc::clone(&ctx.sink),
-        cancel: ctx.cancel.clone(),
-    };
-    let executed = executor.0.execute(job, cx).await;
-    let (worker, report) = match executed {
-        Executed::Interrupted => return Err(Stop::Interrupted),
-        Executed::NotRun(f) => {
-            a.agent = f.agent.clone();
-            return Err(Failure::from_job(&f).into());
-        }
-        Executed::Ran { worker, report } => (worker, report),
-    };
-    a.worker = Some(worker.clone());
-    a.agent = report.agent.clone();
-    // What the worker measured, in the attempt's record.
-    let (agent, gates) = (report.agent.clone(), report.gates.clone());
-    ctx.amend_story(a.id(), |s| {
-        s.agent = Some(agent.clone());
-        if !gates.is_empty() {
-            s.gates = gates;
-        }
-        if let Some(r) = s.attempts.last_mut() {
-            r.agent = agent;
-            r.input_tokens = report.input_tokens;
-            r.output_tokens = report.output_tokens;
-            r.cost_usd = report.cost_usd;
-        }
-    });
-    crate::control::check_run_budget(ctx);
-    let commit = match report.outcome {
-        JobOutcome::Passed { commit } => commit,
-        JobOutcome::Failed { failure } => return Err(Failure::from_job(&failure).into()),
-        JobOutcome::Interrupted => {
-            return Err(Failure::new(
-                FailureKind::ProcessCrash,
-                format!("worker '{worker}' stopped before the job finished"),
-            )
-            .into())
-        }
-    };
+    let commit = execute(a, executor, job).await?;
     ctx.amend_story(a.id(), |s| s.commit = Some(commit.clone()));
     ctx.emit(Event::StoryCommitted {
         story: a.id().to_string(),
@@ -79,7 +48,122 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
         commit: commit.clone(),
     });
     drop(slot);
-    merge::run_unresolved(a, &Committed { commit }).await
+    let committed = Committed { commit };
+    let merged = match merge::queued(a, &committed).await {
+        Ok(done) => done?,
+        Err(conflict) if !ctx.options.no_resolve => {
+            resolve(a, executor, &committed, conflict).await?
+        }
+        Err(Conflict(_, failure)) => return Err(failure.into()),
+    };
+    // The target's tip now: the base of the stories this one unblocks.
+    if let Ok(tip) = super::target_tip(ctx) {
+        executor.0.merged(&key, &ctx.target_branch, &tip);
+    }
+    Ok(merged)
+}
+
+/// Has a worker resolve the conflict of `committed` with the target's tip,
+/// then merges the resolution.
+async fn resolve(
+    a: &mut Attempt<'_>,
+    executor: &ExecutorHandle,
+    committed: &Committed,
+    Conflict(files, conflict): Conflict,
+) -> Result<Merged, Stop> {
+    let ctx = a.ctx;
+    let base = super::target_tip(ctx)?;
+    let mut job = build_job(a, &base);
+    job.phase = Phase::Merge.as_str().to_string();
+    job.resolve = Some(JobResolve {
+        commit: committed.commit.clone(),
+        files: files.clone(),
+        agent: a.agent.clone(),
+    });
+    ctx.emit(Event::MergeResolving {
+        story: a.id().to_string(),
+        agent: a.agent.clone(),
+        files,
+    });
+    let commit = match execute(a, executor, job).await {
+        Ok(commit) => commit,
+        Err(why) => return Err(merge::unresolved(conflict, why)),
+    };
+    ctx.amend_story(a.id(), |s| s.commit = Some(commit.clone()));
+    ctx.emit(Event::MergeResolved {
+        story: a.id().to_string(),
+        agent: a.agent.clone(),
+        commit: commit.clone(),
+    });
+    merge::queued(a, &Committed { commit })
+        .await
+        .map_err(|Conflict(_, f)| Stop::Failed(f))?
+}
+
+/// Runs `job` with the executor; what the worker measured goes into the
+/// attempt's record. Returns the passed job's commit (on the story branch).
+async fn execute(a: &mut Attempt<'_>, executor: &ExecutorHandle, job: Job) -> Result<String, Stop> {
+    let ctx = a.ctx;
+    let resolving = job.resolve.is_some();
+    let cx = ExecContext {
+        repo: ctx.paths.workdir.clone(),
+        story_branch: a.branch.to_string(),
+        sink: std::sync::Arc::clone(&ctx.sink),
+        cancel: ctx.cancel.clone(),
+    };
+    let (worker, report) = match executor.0.execute(job, cx).await {
+        Executed::Interrupted => return Err(Stop::Interrupted),
+        Executed::NotRun(f) if resolving => return Err(Failure::from_job(&f).into()),
+        Executed::NotRun(f) => {
+            a.agent = f.agent.clone();
+            return Err(Failure::from_job(&f).into());
+        }
+        Executed::Ran { worker, report } => (worker, report),
+    };
+    a.worker = Some(worker.clone());
+    record(a, &report, resolving);
+    crate::control::check_run_budget(ctx);
+    match report.outcome {
+        JobOutcome::Passed { commit } => Ok(commit),
+        JobOutcome::Failed { failure } => Err(Failure::from_job(&failure).into()),
+        JobOutcome::Interrupted => Err(Failure::new(
+            FailureKind::ProcessCrash,
+            format!("worker '{worker}' stopped before the job finished"),
+        )
+        .into()),
+    }
+}
+
+/// The worker's report in the attempt's record: the agent that ran it, the
+/// gates, the usage. A resolution adds its usage to the attempt's (as a
+/// local resolution does) and keeps the story's agent.
+fn record(a: &mut Attempt<'_>, report: &JobReport, resolving: bool) {
+    if !resolving {
+        a.agent = report.agent.clone();
+    }
+    let agent = a.agent.clone();
+    let gates = report.gates.clone();
+    a.ctx.amend_story(a.id(), |s| {
+        s.agent = Some(agent.clone());
+        if !gates.is_empty() {
+            s.gates = gates;
+        }
+        if let Some(r) = s.attempts.last_mut() {
+            r.agent = agent;
+            r.input_tokens = usage(r.input_tokens, report.input_tokens, resolving);
+            r.output_tokens = usage(r.output_tokens, report.output_tokens, resolving);
+            r.cost_usd = usage(r.cost_usd, report.cost_usd, resolving);
+        }
+    });
+}
+
+/// The record's figure after a report: the report's, or with `add` the sum.
+fn usage<T: std::ops::Add<Output = T>>(was: Option<T>, now: Option<T>, add: bool) -> Option<T> {
+    match (was, now) {
+        (Some(w), Some(n)) if add => Some(w + n),
+        (w, None) if add => w,
+        (_, n) => n,
+    }
 }
 
 /// The job of this attempt: everything a worker needs besides the code.
@@ -109,6 +193,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         })
         .unwrap_or_default();
     Job {
+        feature: ctx.feature.clone(),
         run_id: ctx
             .state
             .lock()
@@ -141,6 +226,8 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         labels,
         remote_cache_url: o.remote_cache.url.clone(),
         remote_cache_mode: o.remote_cache.mode,
+        gate_jobs: o.gate_jobs,
+        resolve: None,
     }
 }
 

@@ -4,6 +4,7 @@
 use cascade_agents::{AgentDef, Resolver};
 
 use super::{Attempt, Failure, Stop};
+use crate::engine::Ctx;
 use crate::events::{Event, FallbackNote};
 use crate::retry::FailureKind;
 use crate::state::{now_rfc3339, AttemptRecord};
@@ -16,7 +17,7 @@ pub(super) struct Assigned {
 
 pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
     let ctx = a.ctx;
-    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+    let resolver = resolver(ctx, a.job);
     let assignment = match resolver.resolve(a.story, a.phase) {
         Ok(found) => found,
         Err(e) => {
@@ -56,6 +57,17 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
     };
     a.check_cancel()?;
     Ok(Assigned { def, fallbacks })
+}
+
+/// The attempt's resolver: on a fleet worker the job's candidates (the
+/// coordinator's chain for the story) take the place of this machine's own
+/// chain; its agents.json and PATH decide which of them it has.
+fn resolver<'c>(ctx: &'c Ctx, job: Option<&crate::executor::Job>) -> Resolver<'c> {
+    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+    match job.map(|j| &j.agents.candidates) {
+        Some(chain) if !chain.is_empty() => resolver.with_chain(chain.clone()),
+        _ => resolver,
+    }
 }
 
 /// Adds the attempt's record (running) to the state; it is written with the

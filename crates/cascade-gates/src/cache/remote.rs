@@ -17,9 +17,14 @@
 //!
 //! **Failure.** Every request has a timeout; after [`TRIP_AFTER`]
 //! consecutive failures the circuit opens for [`COOL_DOWN`] and lookups go
-//! local-only at once. Uploads are create-only (the first writer wins; an
-//! existing object is a no-op), run in the background, and are awaited at
-//! exit only up to a short bound ([`RemoteCache::flush`]).
+//! local-only at once. A store that cannot be used at all (a `file://` root
+//! that is a file, a FIFO, or cannot be created) is no different: a
+//! warning, and the gates run with the local cache. Uploads are create-only
+//! (the first writer wins; an existing object is a no-op), run in the
+//! background, and are awaited at exit only up to a short bound
+//! ([`RemoteCache::flush`]). One exception: a writer with the secret that
+//! finds the existing object wrongly signed replaces it, so an entry
+//! planted by someone without the secret cannot block its key for good.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -83,7 +88,6 @@ impl RemoteMode {
 
 /// `remote_cache` in `.cascade/gates.json`: a URL, or an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RemoteConfig {
     #[serde(default)]
     pub url: Option<String>,
@@ -244,6 +248,29 @@ pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
     fn get(&self, path: String) -> BoxFut<Result<Option<Vec<u8>>, String>>;
     /// Creates the object unless it exists.
     fn put_create(&self, path: String, bytes: Vec<u8>) -> BoxFut<Result<PutOutcome, String>>;
+    /// Writes the object, replacing what is there (a wrongly signed entry).
+    fn put_replace(&self, path: String, bytes: Vec<u8>) -> BoxFut<Result<(), String>>;
+}
+
+/// The backend of a store that cannot be used at all: every request fails
+/// with why, which the cache turns into warnings and local-only lookups.
+#[derive(Debug)]
+#[cfg_attr(not(feature = "remote"), allow(dead_code))]
+pub(crate) struct Unusable(pub String);
+
+impl Backend for Unusable {
+    fn get(&self, _: String) -> BoxFut<Result<Option<Vec<u8>>, String>> {
+        let why = self.0.clone();
+        Box::pin(async move { Err(why) })
+    }
+    fn put_create(&self, _: String, _: Vec<u8>) -> BoxFut<Result<PutOutcome, String>> {
+        let why = self.0.clone();
+        Box::pin(async move { Err(why) })
+    }
+    fn put_replace(&self, _: String, _: Vec<u8>) -> BoxFut<Result<(), String>> {
+        let why = self.0.clone();
+        Box::pin(async move { Err(why) })
+    }
 }
 
 /// How a remote lookup went, for `gates cache explain`.
@@ -355,12 +382,29 @@ struct Inner {
 
 impl RemoteCache {
     /// Connects to the store of `settings`. A URL this build cannot use is
-    /// an error; so is a backend whose configuration is incomplete.
+    /// an error; so is a backend whose configuration is incomplete. A store
+    /// that is configured right but cannot be used (an unusable `file://`
+    /// root) is a warning: lookups miss and the gates run.
     pub fn connect(settings: RemoteSettings) -> Result<RemoteCache, RemoteError> {
         #[cfg(feature = "remote")]
         {
-            let (backend, prefix) = backend::open(&settings)?;
-            Ok(Self::with_backend(settings, backend, prefix))
+            Ok(match backend::open(&settings)? {
+                backend::Opened::Store(backend, prefix) => {
+                    Self::with_backend(settings, backend, prefix)
+                }
+                backend::Opened::Unusable(why) => {
+                    let cache = Self::with_backend(
+                        settings,
+                        Arc::new(Unusable(why.clone())),
+                        String::new(),
+                    );
+                    cache.push_warning(format!(
+                        "remote gate cache {} cannot be used ({why}); the gates run with the local cache only",
+                        cache.inner.shown_url
+                    ));
+                    cache
+                }
+            })
         }
         #[cfg(not(feature = "remote"))]
         {
@@ -519,13 +563,28 @@ impl RemoteCache {
             return;
         };
         let object = sign::seal(s.secret.as_deref(), key, entry);
-        let (path, me) = (self.object_path(key), self.clone());
+        let (path, me, key) = (self.object_path(key), self.clone(), key.to_string());
         let task = handle.spawn(async move {
             let n = object.len() as u64;
-            let put = me.inner.backend.put_create(path, object);
+            let put = me.inner.backend.put_create(path.clone(), object.clone());
+            let timeout = me.inner.settings.timeout;
             let c = &me.inner.counters;
-            match tokio::time::timeout(me.inner.settings.timeout, put).await {
-                Ok(Ok(outcome)) => {
+            let outcome = match tokio::time::timeout(timeout, put).await {
+                Ok(Ok(PutOutcome::AlreadyExists)) => {
+                    match tokio::time::timeout(timeout, me.replace_forgery(&key, path, object))
+                        .await
+                    {
+                        Ok(Ok(true)) => Ok(PutOutcome::Created),
+                        Ok(Ok(false)) => Ok(PutOutcome::AlreadyExists),
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(format!("no answer within {}ms", timeout.as_millis())),
+                    }
+                }
+                Ok(other) => other,
+                Err(_) => Err(format!("no answer within {}ms", timeout.as_millis())),
+            };
+            match outcome {
+                Ok(outcome) => {
                     me.inner.breaker.success();
                     if outcome == PutOutcome::Created {
                         c.uploaded.fetch_add(1, Ordering::Relaxed);
@@ -535,22 +594,42 @@ impl RemoteCache {
                         c.already_present.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                Ok(Err(e)) => {
+                Err(e) => {
                     c.upload_failed.fetch_add(1, Ordering::Relaxed);
                     me.failed(&format!("upload failed: {e}"));
-                }
-                Err(_) => {
-                    c.upload_failed.fetch_add(1, Ordering::Relaxed);
-                    me.failed(&format!(
-                        "upload got no answer within {}ms",
-                        me.inner.settings.timeout.as_millis()
-                    ));
                 }
             }
         });
         let mut uploads = self.inner.uploads.lock().unwrap_or_else(|p| p.into_inner());
         uploads.retain(|h| !h.is_finished());
         uploads.push(task);
+    }
+
+    /// After a create-only put found `key` taken: with the secret, the
+    /// object there is checked, and one that is not validly signed (planted,
+    /// or written with another secret) is replaced by `object`. `Ok(true)`
+    /// when it was replaced. Without the secret nothing can be checked.
+    async fn replace_forgery(
+        &self,
+        key: &str,
+        path: String,
+        object: Vec<u8>,
+    ) -> Result<bool, String> {
+        let Some(secret) = self.inner.settings.secret.as_deref() else {
+            return Ok(false);
+        };
+        let Some(there) = self.inner.backend.get(path.clone()).await? else {
+            return Ok(false);
+        };
+        let Err(why) = sign::open(Some(secret), key, &there) else {
+            return Ok(false);
+        };
+        self.inner.backend.put_replace(path, object).await?;
+        self.push_warning(format!(
+            "replaced the remote entry {key} on {}: {why} (written without this CASCADE_CACHE_SECRET)",
+            self.inner.shown_url
+        ));
+        Ok(true)
     }
 
     fn append_stat(&self, line: &str) {

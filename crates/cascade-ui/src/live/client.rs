@@ -104,11 +104,13 @@ impl LiveClient {
         ))
     }
 
-    /// Sends a request and waits for its reply; `Err` when the run is gone.
+    /// Sends a request (about `story` of `feature` in a mega run) and waits
+    /// for its reply; `Err` when the run is gone.
     pub async fn request(
         &self,
         action: &str,
         story: Option<&str>,
+        feature: Option<&str>,
         by: &str,
     ) -> std::io::Result<Reply> {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
@@ -120,6 +122,7 @@ impl LiveClient {
             id,
             action: action.to_string(),
             story: story.map(str::to_string),
+            feature: feature.map(str::to_string),
             by: by.to_string(),
         };
         let mut bytes = serde_json::to_vec(&req).map_err(std::io::Error::other)?;

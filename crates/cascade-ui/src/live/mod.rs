@@ -1,4 +1,4 @@
-//! The live channel: how a running `cascade approve|resume|demo` process
+//! The live channel: how a running `cascade approve|resume|demo|mega approve` process
 //! shares its events with a `cascade ui` process, and takes its requests.
 //!
 //! The run ([`Publisher`], in the running process) listens on a Unix domain
@@ -31,6 +31,15 @@ pub const SOCKET: &str = "live.sock";
 /// Where the socket is when its path is too long to be bound.
 pub const POINTER: &str = "live.json";
 
+/// How the run id of a mega run starts (`mega-<time>-<pid>`; a plain run's
+/// is the engine's own).
+pub const MEGA_RUN_PREFIX: &str = "mega-";
+
+/// Whether `run_id` names a mega run.
+pub fn is_mega_run(run_id: &str) -> bool {
+    run_id.starts_with(MEGA_RUN_PREFIX)
+}
+
 /// One thing that happened in a run, as stored and sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -41,7 +50,7 @@ pub struct Record {
     /// Wall clock, Unix milliseconds.
     pub ts: u64,
     /// `event` (an engine event, as `approve --json` prints it) or
-    /// `agent_output` (`{story, attempt, text}`).
+    /// `agent_output` (`{story, attempt, text}`, and `feature` in a mega run).
     pub kind: String,
     pub data: serde_json::Value,
 }
@@ -63,6 +72,9 @@ pub struct Request {
     pub action: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub story: Option<String>,
+    /// The story's feature, in a mega run (story ids repeat across features).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature: Option<String>,
     /// Who asks (`ui`, `cli`).
     pub by: String,
 }
@@ -178,12 +190,12 @@ mod tests {
         let live = rx.recv().await.unwrap();
         assert_eq!((live.seq, live.data["message"].as_str()), (5, Some("live")));
         // No engine takes requests: refused, with the reason.
-        let reply = client.request("pause", None, "ui").await.unwrap();
+        let reply = client.request("pause", None, None, "ui").await.unwrap();
         assert!(!reply.ok);
         assert!(reply.message.contains("no run"), "{}", reply.message);
-        let reply = client.request("cancel", None, "ui").await.unwrap();
+        let reply = client.request("cancel", None, None, "ui").await.unwrap();
         assert_eq!(reply.message, "'cancel' needs a story");
-        let reply = client.request("explode", None, "ui").await.unwrap();
+        let reply = client.request("explode", None, None, "ui").await.unwrap();
         assert!(reply.message.starts_with("unknown action 'explode'"));
         // Private to the user; gone with the publisher.
         use std::os::unix::fs::PermissionsExt;

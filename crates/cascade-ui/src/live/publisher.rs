@@ -116,8 +116,8 @@ impl Publisher {
         });
         {
             let s = Arc::clone(&shared);
-            steering.on_output(Arc::new(move |story, attempt, line| {
-                s.output(story, attempt, line)
+            steering.on_output(Arc::new(move |feature, story, attempt, line| {
+                s.output(feature, story, attempt, line)
             }));
         }
         let accept = {
@@ -235,7 +235,8 @@ impl Shared {
                     .and_then(|r| r.as_str())
                     .map(str::to_string),
                 Some("mega_started") => Some(format!(
-                    "mega-{}-{}",
+                    "{}{}-{}",
+                    super::MEGA_RUN_PREFIX,
                     chrono::Utc::now().format("%Y%m%dT%H%M%SZ"),
                     std::process::id()
                 )),
@@ -305,7 +306,7 @@ impl Shared {
         }
     }
 
-    fn output(&self, story: &str, attempt: u32, line: &[u8]) {
+    fn output(&self, feature: Option<&str>, story: &str, attempt: u32, line: &[u8]) {
         let mut text = String::from_utf8_lossy(line).into_owned();
         if text.len() > LINE_MAX {
             let mut cut = LINE_MAX;
@@ -315,7 +316,10 @@ impl Shared {
             text.truncate(cut);
             text.push('…');
         }
-        let data = serde_json::json!({ "story": story, "attempt": attempt, "text": text });
+        let mut data = serde_json::json!({ "story": story, "attempt": attempt, "text": text });
+        if let Some(f) = feature {
+            data["feature"] = f.into();
+        }
         let mut st = lock(&self.state);
         let r = self.record(&mut st, "agent_output", data);
         let line: Arc<str> = serde_json::to_string(&r).unwrap_or_default().into();
@@ -458,8 +462,9 @@ async fn answer(steering: &Steering, req: Request) -> Reply {
         .collect();
     let outcome = match action {
         Ok(a) => {
+            let feature = req.feature.as_deref().filter(|f| !f.is_empty());
             steering
-                .request(a, if by.is_empty() { "?" } else { &by })
+                .request(a, feature, if by.is_empty() { "?" } else { &by })
                 .await
         }
         Err(e) => Err(e),

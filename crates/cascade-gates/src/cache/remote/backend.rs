@@ -18,8 +18,18 @@ struct Store {
     store: Arc<dyn ObjectStore>,
 }
 
-/// Builds the store for `settings.url`; returns it and the key prefix.
-pub(super) fn open(settings: &RemoteSettings) -> Result<(Arc<dyn Backend>, String), RemoteError> {
+/// What [`open`] made of the URL.
+pub(super) enum Opened {
+    /// The store and the key prefix.
+    Store(Arc<dyn Backend>, String),
+    /// The URL is fine but the store cannot be used (a `file://` root that
+    /// is a file, a FIFO, or cannot be created): why.
+    Unusable(String),
+}
+
+/// Builds the store for `settings.url`. A URL this build cannot use, or a
+/// cloud store whose configuration is incomplete, is an error.
+pub(super) fn open(settings: &RemoteSettings) -> Result<Opened, RemoteError> {
     let raw = settings.url.as_str();
     let invalid = |message: String| RemoteError::InvalidUrl {
         url: raw.to_string(),
@@ -31,23 +41,23 @@ pub(super) fn open(settings: &RemoteSettings) -> Result<(Arc<dyn Backend>, Strin
         ))
     })?;
     let (scheme, path) = ObjectStoreScheme::parse(&url).map_err(|e| invalid(e.to_string()))?;
-    let backend_err = |e: object_store::Error| RemoteError::Backend {
-        url: raw.to_string(),
-        message: e.to_string(),
-    };
     let (store, prefix): (Arc<dyn ObjectStore>, String) = match scheme {
         ObjectStoreScheme::Local => {
             let dir = url
                 .to_file_path()
                 .map_err(|_| invalid("not a local path".into()))?;
-            // A missing cache directory is made, like the local cache's.
-            std::fs::create_dir_all(&dir).map_err(|e| RemoteError::Backend {
-                url: raw.to_string(),
-                message: format!("cannot create the directory '{}': {e}", dir.display()),
-            })?;
-            let fs =
-                object_store::local::LocalFileSystem::new_with_prefix(&dir).map_err(backend_err)?;
-            (Arc::new(fs), String::new())
+            // A missing cache directory is made, like the local cache's; one
+            // that cannot be is a store that is down, not a bad setting.
+            if let Err(e) = std::fs::create_dir_all(&dir) {
+                return Ok(Opened::Unusable(format!(
+                    "cannot create the directory '{}': {e}",
+                    dir.display()
+                )));
+            }
+            match object_store::local::LocalFileSystem::new_with_prefix(&dir) {
+                Ok(fs) => (Arc::new(fs), String::new()),
+                Err(e) => return Ok(Opened::Unusable(chain(&e))),
+            }
         }
         ObjectStoreScheme::Memory => (
             Arc::new(object_store::memory::InMemory::new()),
@@ -61,10 +71,11 @@ pub(super) fn open(settings: &RemoteSettings) -> Result<(Arc<dyn Backend>, Strin
             } else {
                 prefix_of(&path)
             };
-            (
-                cloud::build(other, &url, settings).map_err(backend_err)?,
-                prefix,
-            )
+            let store = cloud::build(other, &url, settings).map_err(|e| RemoteError::Backend {
+                url: raw.to_string(),
+                message: e.to_string(),
+            })?;
+            (store, prefix)
         }
         #[cfg(not(feature = "remote-cloud"))]
         other => {
@@ -78,7 +89,7 @@ pub(super) fn open(settings: &RemoteSettings) -> Result<(Arc<dyn Backend>, Strin
             });
         }
     };
-    Ok((Arc::new(Store { store }), prefix))
+    Ok(Opened::Store(Arc::new(Store { store }), prefix))
 }
 
 /// `a/b` -> `a/b/`; empty stays empty.
@@ -149,6 +160,17 @@ impl Backend for Store {
                 }
                 Err(e) => Err(chain(&e)),
             }
+        })
+    }
+
+    fn put_replace(&self, path: String, bytes: Vec<u8>) -> BoxFut<Result<(), String>> {
+        let store = Arc::clone(&self.store);
+        Box::pin(async move {
+            store
+                .put(&ObjPath::from(path), bytes.into())
+                .await
+                .map(drop)
+                .map_err(|e| chain(&e))
         })
     }
 }

@@ -32,6 +32,11 @@ impl Backend for Shared {
         };
         Box::pin(async move { Ok(outcome) })
     }
+    fn put_replace(&self, path: String, bytes: Vec<u8>) -> BoxFut<Result<(), String>> {
+        self.0.puts.fetch_add(1, Ordering::Relaxed);
+        self.0.objects.insert(path, bytes);
+        Box::pin(async move { Ok(()) })
+    }
 }
 
 /// A store that accepts requests and never answers.
@@ -49,6 +54,10 @@ impl Backend for SharedHangs {
         Box::pin(std::future::pending())
     }
     fn put_create(&self, _: String, _: Vec<u8>) -> BoxFut<Result<PutOutcome, String>> {
+        self.0.requests.fetch_add(1, Ordering::Relaxed);
+        Box::pin(std::future::pending())
+    }
+    fn put_replace(&self, _: String, _: Vec<u8>) -> BoxFut<Result<(), String>> {
         self.0.requests.fetch_add(1, Ordering::Relaxed);
         Box::pin(std::future::pending())
     }
@@ -183,6 +192,82 @@ async fn create_only_publishing_and_verified_reads() {
         Fetched::Miss(n) => assert_eq!((n.consulted, n.outcome.as_str()), (true, "not_found")),
         other => panic!("expected a miss, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_writer_with_the_secret_replaces_a_forged_entry() {
+    for mode in [RemoteMode::Write, RemoteMode::ReadWrite] {
+        let mem = Arc::new(Mem::default());
+        // Planted by someone without the secret (here: sealed with another one).
+        let forger = RemoteCache::with_backend(
+            settings(RemoteMode::Write, Some("forged")),
+            Arc::new(Shared(mem.clone())),
+            String::new(),
+        );
+        forger.publish("abcd", b"{\"passed\":true,\"forged\":1}");
+        forger.flush(None).await;
+        let writer = RemoteCache::with_backend(
+            settings(mode, Some("s")),
+            Arc::new(Shared(mem.clone())),
+            String::new(),
+        );
+        if mode.reads() {
+            match writer.fetch("abcd").await {
+                Fetched::Miss(n) => assert_eq!(n.outcome, "rejected"),
+                other => panic!("expected a miss, got {other:?}"),
+            }
+        }
+        writer.publish("abcd", b"{\"real\":1}");
+        let report = writer.flush(None).await;
+        assert_eq!(
+            (report.uploaded, report.already_present),
+            (1, 0),
+            "{mode:?}: {report:?}"
+        );
+        let warnings = writer.take_warnings();
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("replaced the remote entry abcd")),
+            "{warnings:?}"
+        );
+        // Now validly signed: a reader with the secret hits.
+        let reader = RemoteCache::with_backend(
+            settings(RemoteMode::Read, Some("s")),
+            Arc::new(Shared(mem.clone())),
+            String::new(),
+        );
+        match reader.fetch("abcd").await {
+            Fetched::Hit(entry, _) => assert_eq!(entry, b"{\"real\":1}"),
+            other => panic!("{mode:?}: expected a hit, got {other:?}"),
+        }
+        // A valid entry is never replaced.
+        writer.publish("abcd", b"{\"again\":1}");
+        let report = writer.flush(None).await;
+        assert_eq!(report.already_present, 1, "{report:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_unusable_store_fails_lookups_with_warnings_never_an_error() {
+    let cache = RemoteCache::with_backend(
+        settings(RemoteMode::ReadWrite, Some("s")),
+        Arc::new(Unusable(
+            "cannot create the directory '/x': File exists".into(),
+        )),
+        String::new(),
+    );
+    match cache.fetch("abcd").await {
+        Fetched::Miss(n) => assert_eq!(n.outcome, "error"),
+        other => panic!("expected a miss, got {other:?}"),
+    }
+    cache.publish("abcd", b"{}");
+    let report = cache.flush(None).await;
+    assert_eq!(report.failed, 1);
+    assert!(cache
+        .take_warnings()
+        .iter()
+        .any(|w| w.contains("File exists")));
 }
 
 #[tokio::test]

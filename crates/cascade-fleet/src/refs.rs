@@ -1,0 +1,403 @@
+//! The refs a coordinator makes on the shared remote, and their cleanup.
+//!
+//! - A job's **base** is pushed as `refs/cascade/base/<sha>` before the job
+//!   is published, once per commit. A merge pushes the target's new tip at
+//!   once (the base of the stories it unblocks, ready before they ask). A
+//!   base goes when no job out uses it, except the newest one of each target
+//!   branch, kept until that target's run ends: git pushes only what the
+//!   remote's refs do not reach, so it keeps every push incremental.
+//! - The **branches** workers pushed (`cascade/<key>/a<n>`, and a conflict's
+//!   work pushed for its resolution) go once their story is merged; a failed
+//!   story's are kept for inspection, as its local branch is.
+//!
+//! Every change goes through one task, in rounds: a round is one `git push`
+//! with all the bases asked for meanwhile and all the refs that became
+//! garbage (deletions alone wait [`SWEEP_DELAY`] to gather). The ledger
+//! remembers every ref not deleted yet, so a restarted coordinator still
+//! deletes them.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cascade_engine::executor::Job;
+use cascade_process::CancelToken;
+use tokio::sync::{watch, Notify};
+
+use crate::error::FleetError;
+use crate::git;
+use crate::ledger::Ledger;
+use crate::protocol::base_ref;
+
+/// How long deletions gather before a round runs for them alone.
+const SWEEP_DELAY: Duration = Duration::from_millis(500);
+
+/// The coordinator's refs on the shared remote.
+pub(crate) struct RemoteRefs {
+    repo: PathBuf,
+    remote: String,
+    ledger: Arc<Ledger>,
+    state: Mutex<State>,
+    wake: Notify,
+    /// Rounds done (waiters of a push watch it).
+    rounds: watch::Sender<u64>,
+    /// One round at a time.
+    turn: tokio::sync::Mutex<()>,
+    /// What could not be done, for the run's notices.
+    problems: Mutex<Vec<String>>,
+}
+
+#[derive(Default)]
+struct State {
+    /// Bases asked for, with their target branch, in the order asked.
+    to_push: Vec<(String, String)>,
+    /// Bases on the remote (pushed by this process): their target branch.
+    on_remote: HashMap<String, String>,
+    /// Bases whose push failed, and why.
+    failed: HashMap<String, String>,
+    /// Jobs out per base.
+    users: HashMap<String, usize>,
+    /// The newest base pushed per target branch.
+    newest: HashMap<String, String>,
+    /// Branches to delete.
+    doomed: BTreeSet<String>,
+    /// Target branches whose run ended (their newest base may go too).
+    ended: HashSet<String>,
+    /// Also delete the bases an earlier coordinator left (end of a run).
+    leftovers: bool,
+}
+
+/// The refs one round changes.
+#[derive(Default)]
+struct Round {
+    push: Vec<(String, String)>,
+    bases: Vec<String>,
+    branches: Vec<String>,
+}
+
+impl RemoteRefs {
+    pub fn new(repo: PathBuf, remote: String, ledger: Arc<Ledger>) -> RemoteRefs {
+        RemoteRefs {
+            repo,
+            remote,
+            ledger,
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            rounds: watch::channel(0).0,
+            turn: tokio::sync::Mutex::new(()),
+            problems: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The task that runs the rounds, until dropped.
+    pub fn pusher(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let refs = Arc::clone(self);
+        tokio::spawn(async move {
+            loop {
+                refs.wake.notified().await;
+                // Deletions alone wait to gather (a push cuts that short).
+                if refs.state(|st| st.to_push.is_empty()) {
+                    tokio::select! {
+                        _ = tokio::time::sleep(SWEEP_DELAY) => {}
+                        _ = refs.wake.notified() => {}
+                    }
+                }
+                refs.round().await;
+            }
+        })
+    }
+
+    /// A new job uses its base: on the remote once this returns. A
+    /// resolution's job also needs the story's work it starts from: pushed
+    /// to the attempt's branch (and deleted with the story's branches).
+    pub async fn use_base(&self, job: &Job, cancel: &CancelToken) -> Result<(), FleetError> {
+        if let Some(r) = &job.resolve {
+            let branch = job.attempt_branch();
+            let dst = format!("refs/heads/{branch}");
+            git::push(&self.repo, &self.remote, &r.commit, &dst, cancel).await?;
+            if let Err(message) = self.ledger.pushed(&job.key(), &branch) {
+                self.problem(message);
+            }
+        }
+        let base = job.base.clone();
+        let mut rounds = self.rounds.subscribe();
+        self.state(|st| {
+            *st.users.entry(base.clone()).or_default() += 1;
+            st.failed.remove(&base);
+        });
+        self.ask(&base, &job.target_branch);
+        loop {
+            let (done, failed) = self.state(|st| {
+                (
+                    st.on_remote.contains_key(&base),
+                    st.failed.get(&base).cloned(),
+                )
+            });
+            if done {
+                return Ok(());
+            }
+            if let Some(message) = failed {
+                self.release_base(&base);
+                return Err(FleetError::Git {
+                    command: format!("git push {} {}", self.remote, base_ref(&base)),
+                    message,
+                });
+            }
+            tokio::select! {
+                _ = rounds.changed() => {}
+                _ = cancel.cancelled() => {
+                    self.release_base(&base);
+                    return Err(FleetError::Cancelled);
+                }
+            }
+        }
+    }
+
+    /// A job out from before a restart uses `base` (pushed then).
+    pub fn adopt_base(&self, base: &str) {
+        self.state(|st| *st.users.entry(base.to_string()).or_default() += 1);
+    }
+
+    /// A job using `base` is over.
+    pub fn release_base(&self, base: &str) {
+        let unused = self.state(|st| {
+            let n = st.users.entry(base.to_string()).or_default();
+            *n = n.saturating_sub(1);
+            *n == 0
+        });
+        if unused {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Story `key` is merged into `target`, whose tip is now `tip`: the
+    /// story's branches go, and `tip` (the base of what comes next) is
+    /// pushed right away.
+    pub fn merged(&self, key: &str, target: &str, tip: &str) {
+        let branches = self.ledger.branches(key);
+        self.state(|st| st.doomed.extend(branches));
+        self.ask(tip, target);
+    }
+
+    /// The run of `target` ends: every ref no job out needs goes now (its
+    /// newest base too, and the bases an earlier coordinator left). Returns
+    /// what could not be done.
+    pub async fn finish(&self, target: &str) -> Vec<String> {
+        self.state(|st| {
+            st.ended.insert(target.to_string());
+            st.leftovers = true;
+        });
+        self.round().await;
+        self.problems
+            .lock()
+            .map(|mut p| std::mem::take(&mut *p))
+            .unwrap_or_default()
+    }
+
+    /// Queues `base` for the next round (unless it is there or queued).
+    fn ask(&self, base: &str, target: &str) {
+        let new = self.state(|st| {
+            let known =
+                st.on_remote.contains_key(base) || st.to_push.iter().any(|(b, _)| b == base);
+            if !known {
+                st.to_push.push((base.to_string(), target.to_string()));
+            }
+            !known
+        });
+        if new {
+            self.wake.notify_one();
+        }
+    }
+
+    fn state<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut st)
+    }
+
+    fn problem(&self, message: String) {
+        if let Ok(mut p) = self.problems.lock() {
+            p.push(message);
+        }
+    }
+
+    /// One push with every base asked for and every ref that is garbage now.
+    async fn round(&self) {
+        let _turn = self.turn.lock().await;
+        let leftovers = self.state(|st| std::mem::take(&mut st.leftovers));
+        let (recorded, out) = if leftovers {
+            self.ledger.bases()
+        } else {
+            Default::default()
+        };
+        let plan = self.state(|st| st.plan(&recorded, &out));
+        if plan.push.is_empty() && plan.bases.is_empty() && plan.branches.is_empty() {
+            return;
+        }
+        let pushes: Vec<String> = plan.push.iter().map(|(b, _)| b.clone()).collect();
+        if let Err(message) = self.ledger.add_bases(&pushes) {
+            self.problem(message);
+        }
+        let updates: Vec<(String, String)> = plan
+            .push
+            .iter()
+            .map(|(b, _)| (b.clone(), base_ref(b)))
+            .chain(plan.bases.iter().map(|b| (String::new(), base_ref(b))))
+            .chain(
+                plan.branches
+                    .iter()
+                    .map(|b| (String::new(), format!("refs/heads/{b}"))),
+            )
+            .collect();
+        let failed = git::update_refs(&self.repo, &self.remote, &updates).await;
+        let ok = |r: &str| !failed.contains_key(r);
+        let bases: Vec<String> = plan
+            .bases
+            .iter()
+            .filter(|b| ok(&base_ref(b)))
+            .cloned()
+            .collect();
+        let branches: Vec<String> = plan
+            .branches
+            .iter()
+            .filter(|b| ok(&format!("refs/heads/{b}")))
+            .cloned()
+            .collect();
+        self.state(|st| {
+            for (base, target) in &plan.push {
+                match failed.get(&base_ref(base)) {
+                    Some(why) => {
+                        st.failed.insert(base.clone(), why.clone());
+                    }
+                    None => {
+                        st.on_remote.insert(base.clone(), target.clone());
+                        st.newest.insert(target.clone(), base.clone());
+                    }
+                }
+            }
+            for base in &bases {
+                if let Some(target) = st.on_remote.remove(base) {
+                    if st.newest.get(&target) == Some(base) {
+                        st.newest.remove(&target);
+                    }
+                }
+            }
+        });
+        let deletions = plan.bases.len() + plan.branches.len();
+        let undeleted: Vec<&String> = failed
+            .iter()
+            .filter(|(r, _)| !plan.push.iter().any(|(b, _)| &&base_ref(b) == r))
+            .map(|(r, _)| r)
+            .collect();
+        if !undeleted.is_empty() {
+            self.problem(format!(
+                "fleet: could not delete {} of {deletions} ref(s) from the shared remote: {}",
+                undeleted.len(),
+                failed.values().next().cloned().unwrap_or_default()
+            ));
+        }
+        if let Err(message) = self.ledger.forget(&branches, &bases) {
+            self.problem(message);
+        }
+        self.rounds.send_modify(|n| *n += 1);
+    }
+}
+
+impl State {
+    /// What the next round changes: the bases asked for; the bases on the
+    /// remote no job uses (but the newest of a target still running); the
+    /// doomed branches; with `recorded`, the bases an earlier coordinator
+    /// pushed that no job out (`out`) uses.
+    fn plan(&mut self, recorded: &[String], out: &BTreeSet<String>) -> Round {
+        let unused = |b: &String| self.users.get(b).copied().unwrap_or(0) == 0;
+        // A base pushed ahead for a target whose run ended is not needed.
+        let push: Vec<(String, String)> = std::mem::take(&mut self.to_push)
+            .into_iter()
+            .filter(|(b, target)| !(self.ended.contains(target) && unused(b)))
+            .collect();
+        let pushing = |b: &String| push.iter().any(|(p, _)| p == b);
+        let mut bases: Vec<String> = self
+            .on_remote
+            .iter()
+            .filter(|(b, target)| {
+                unused(b)
+                    && !pushing(b)
+                    && (self.ended.contains(*target) || self.newest.get(*target) != Some(*b))
+            })
+            .map(|(b, _)| b.clone())
+            .collect();
+        bases.extend(
+            recorded
+                .iter()
+                .filter(|b| {
+                    !self.on_remote.contains_key(*b)
+                        && !out.contains(*b)
+                        && unused(b)
+                        && !pushing(b)
+                })
+                .cloned(),
+        );
+        bases.sort();
+        bases.dedup();
+        Round {
+            push,
+            bases,
+            branches: std::mem::take(&mut self.doomed).into_iter().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        let mut st = State::default();
+        for (b, t) in [("b1", "main"), ("b2", "main"), ("f1", "feature")] {
+            st.on_remote.insert(b.into(), t.into());
+        }
+        st.newest.insert("main".into(), "b2".into());
+        st.newest.insert("feature".into(), "f1".into());
+        st
+    }
+
+    #[test]
+    fn bases_go_when_unused_but_the_newest_of_a_running_target_stays() {
+        let mut st = state();
+        st.users.insert("b1".into(), 1);
+        st.doomed.insert("cascade/s1/a1".into());
+        let r = st.plan(&[], &BTreeSet::new());
+        // b1 is used, b2 and f1 are their targets' newest.
+        assert!(r.bases.is_empty(), "{:?}", r.bases);
+        assert_eq!(r.branches, ["cascade/s1/a1"]);
+        assert!(st.doomed.is_empty());
+
+        st.users.insert("b1".into(), 0);
+        st.ended.insert("feature".into());
+        let r = st.plan(&[], &BTreeSet::new());
+        assert_eq!(r.bases, ["b1", "f1"]);
+    }
+
+    #[test]
+    fn a_base_pushed_ahead_for_a_run_that_ended_is_not_pushed() {
+        let mut st = state();
+        st.to_push.push(("tip".into(), "main".into()));
+        st.to_push.push(("ftip".into(), "feature".into()));
+        st.ended.insert("main".into());
+        let r = st.plan(&[], &BTreeSet::new());
+        assert_eq!(r.push, [("ftip".to_string(), "feature".to_string())]);
+        assert_eq!(r.bases, ["b1", "b2"]);
+    }
+
+    #[test]
+    fn leftovers_of_an_earlier_coordinator_go_unless_a_job_out_uses_them() {
+        let mut st = state();
+        st.to_push.push(("new".into(), "main".into()));
+        let recorded = vec!["old1".to_string(), "old2".to_string(), "new".to_string()];
+        let out: BTreeSet<String> = ["old2".to_string()].into();
+        let r = st.plan(&recorded, &out);
+        assert_eq!(r.push, [("new".to_string(), "main".to_string())]);
+        // b1 (unused, not newest) and old1; not old2 (a job out), not new.
+        assert_eq!(r.bases, ["b1", "old1"]);
+    }
+}

@@ -1,0 +1,331 @@
+//! Commits from one repository to another without a git process: a pack of
+//! what a branch has beyond a base, and its import.
+//!
+//! A fleet worker packs the commits of a story beyond the job's base (with
+//! their trees and blobs, nothing the base has: a self-contained pack, a few
+//! KB for a typical story); the coordinator writes the pack into its object
+//! store and points the story branch at the tip, checking first that the tip
+//! is the reported commit and descends from the base. That replaces a push
+//! by the worker and a fetch by the coordinator (each a few git processes)
+//! on the path from a story's end to its merge.
+
+use std::io::Write;
+use std::path::Path;
+
+use git2::{Oid, Repository};
+
+use crate::error::GitError;
+use crate::repo::RepoPaths;
+
+/// Why a pack could not be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum TransferError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    /// The pack does not hold the commit it was sent for.
+    #[error("the pack does not contain commit {commit}")]
+    Missing { commit: String },
+    /// The commit is not built on the base it was meant to start from.
+    #[error("commit {commit} does not descend from the base {base}")]
+    NotOnBase { commit: String, base: String },
+}
+
+/// A pack of every object reachable from `tip` and not from `base`, from
+/// the repository at (or around) `dir`. `None` when `tip` adds nothing.
+pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, GitError> {
+    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let (tip, base) = (oid(tip)?, oid(base)?);
+    if tip == base {
+        return Ok(None);
+    }
+    let mut walk = repo.revwalk().map_err(GitError::git("start a walk"))?;
+    walk.push(tip).map_err(GitError::git("walk from the tip"))?;
+    walk.hide(base).map_err(GitError::git("hide the base"))?;
+    let mut pack = repo.packbuilder().map_err(GitError::git("build a pack"))?;
+    pack.insert_walk(&mut walk)
+        .map_err(GitError::git("add the commits to the pack"))?;
+    let mut buf = git2::Buf::new();
+    pack.write_buf(&mut buf)
+        .map_err(GitError::git("write the pack"))?;
+    Ok(Some(buf.to_vec()))
+}
+
+/// Writes the objects of `pack` into the repository of `paths` and sets
+/// `branch` (forced) to `tip`, which must be in the pack (or the
+/// repository) and descend from `base`.
+///
+/// The objects are stored loose, as `git fetch` stores a small fetch: a
+/// pack kept per story would leave a coordinator with thousands of tiny
+/// packs, and every lookup of an object goes through each pack's index.
+/// The pack is indexed in a scratch directory inside the git directory,
+/// read from there and removed.
+pub fn import_onto(
+    paths: &RepoPaths,
+    pack: &[u8],
+    branch: &str,
+    tip: &str,
+    base: &str,
+) -> Result<(), TransferError> {
+    let repo = paths.open()?;
+    let scratch = Scratch::new(&paths.common_dir)?;
+    {
+        let dir = scratch.0.join("pack");
+        let mut indexer =
+            git2::Indexer::new(None, &dir, 0, false).map_err(GitError::git("read the pack"))?;
+        indexer
+            .write_all(pack)
+            .map_err(GitError::io("write the pack to", &dir))?;
+        indexer.commit().map_err(GitError::git("index the pack"))?;
+        let incoming = git2::Odb::new().map_err(GitError::git("open the pack"))?;
+        let shown = scratch.0.to_string_lossy();
+        incoming
+            .add_disk_alternate(&shown)
+            .map_err(GitError::git("open the pack"))?;
+        let odb = repo.odb().map_err(GitError::git("open the object store"))?;
+        let mut copied = Ok(());
+        incoming
+            .foreach(|id| {
+                copied = incoming
+                    .read(*id)
+                    .and_then(|o| odb.write(o.kind(), o.data()))
+                    .map(|_| ());
+                copied.is_ok()
+            })
+            .map_err(GitError::git("list the pack's objects"))?;
+        copied.map_err(GitError::git("store the pack's objects"))?;
+    }
+    drop(scratch);
+    point_branch(&repo, branch, tip, base)
+}
+
+/// A directory of its own under the git directory, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(git_dir: &Path) -> Result<Scratch, GitError> {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = git_dir
+            .join("cascade-incoming")
+            .join(format!("{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("pack"))
+            .map_err(GitError::io("create a scratch directory", &dir))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Points `branch` (forced) at `commit` and checks the commit out, HEAD
+/// detached, in the worktree at `dir` (a fleet worker's clone at a job's
+/// base: only the files that differ from the previous checkout are written).
+pub fn check_out(dir: &Path, commit: &str, branch: &str) -> Result<(), GitError> {
+    let repo = Repository::open(dir).map_err(GitError::git("open repository"))?;
+    let id = oid(commit)?;
+    let target = repo
+        .find_commit(id)
+        .map_err(GitError::git(format!("read commit {commit}")))?;
+    let mut opts = git2::build::CheckoutBuilder::new();
+    opts.force();
+    repo.checkout_tree(target.as_object(), Some(&mut opts))
+        .map_err(GitError::git(format!("check out {commit}")))?;
+    repo.set_head_detached(id)
+        .map_err(GitError::git("detach HEAD"))?;
+    repo.branch(branch, &target, true)
+        .map_err(GitError::git(format!("set branch '{branch}'")))?;
+    Ok(())
+}
+
+/// Sets `branch` (forced) to `tip` after checking it exists here and
+/// descends from `base` (what a fetched branch must satisfy too).
+pub fn set_branch_checked(
+    paths: &RepoPaths,
+    branch: &str,
+    tip: &str,
+    base: &str,
+) -> Result<(), TransferError> {
+    let repo = paths.open()?;
+    point_branch(&repo, branch, tip, base)
+}
+
+/// Whether `commit` is built on `base`: its first parent is the base, or
+/// the base is among its ancestors (the agent made commits of its own).
+pub fn descends_from(paths: &RepoPaths, commit: &str, base: &str) -> Result<bool, GitError> {
+    let repo = paths.open()?;
+    on_base(&repo, oid(commit)?, oid(base)?)
+}
+
+fn point_branch(
+    repo: &Repository,
+    branch: &str,
+    tip: &str,
+    base: &str,
+) -> Result<(), TransferError> {
+    let (t, b) = (oid(tip)?, oid(base)?);
+    if repo.find_commit(t).is_err() {
+        return Err(TransferError::Missing {
+            commit: tip.to_string(),
+        });
+    }
+    if !on_base(repo, t, b)? {
+        return Err(TransferError::NotOnBase {
+            commit: tip.to_string(),
+            base: base.to_string(),
+        });
+    }
+    let name = if branch.starts_with("refs/") {
+        branch.to_string()
+    } else {
+        format!("refs/heads/{branch}")
+    };
+    repo.reference(&name, t, true, "cascade: story work")
+        .map_err(GitError::git(format!("set '{name}'")))?;
+    Ok(())
+}
+
+fn on_base(repo: &Repository, commit: Oid, base: Oid) -> Result<bool, GitError> {
+    if commit == base {
+        return Ok(true);
+    }
+    let c = repo
+        .find_commit(commit)
+        .map_err(GitError::git(format!("read commit {commit}")))?;
+    if c.parent_id(0).ok() == Some(base) {
+        return Ok(true);
+    }
+    repo.graph_descendant_of(commit, base)
+        .map_err(GitError::git(format!("compare {commit} with {base}")))
+}
+
+fn oid(hex: &str) -> Result<Oid, GitError> {
+    Oid::from_str(hex).map_err(GitError::git(format!("read object id '{hex}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commit::{commit_all, init_repository};
+
+    /// A repository with `files` committed on main; returns its tip.
+    fn repo(dir: &Path, files: usize) -> String {
+        for i in 0..files {
+            std::fs::write(dir.join(format!("f{i}.txt")), format!("file {i}\n")).unwrap();
+        }
+        init_repository(dir, "main").unwrap();
+        commit_all(dir, "init").unwrap().unwrap().to_string()
+    }
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[test]
+    fn a_story_commit_travels_as_a_small_pack_and_lands_on_its_branch() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let base = repo(a.path(), 200);
+        // The other side is a clone at the base (the coordinator).
+        let to = b.path().join("to");
+        git(
+            b.path(),
+            &["clone", "-q", &a.path().display().to_string(), "to"],
+        );
+        std::fs::write(a.path().join("f1.txt"), "changed\n").unwrap();
+        std::fs::write(a.path().join("new.txt"), "new\n").unwrap();
+        let tip = commit_all(a.path(), "story").unwrap().unwrap().to_string();
+
+        let pack = pack_since(a.path(), &tip, &base).unwrap().unwrap();
+        // The commit, its tree and two blobs: not the 200 files of the base
+        // (a pack's header: "PACK", version, object count).
+        assert_eq!(&pack[..4], b"PACK");
+        let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
+        assert_eq!(objects, 4, "pack of {} bytes", pack.len());
+        let paths = RepoPaths::discover(&to).unwrap();
+        let packs = || {
+            std::fs::read_dir(paths.common_dir.join("objects/pack"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        };
+        let before = packs();
+        import_onto(&paths, &pack, "cascade/s1", &tip, &base).unwrap();
+        assert_eq!(git(&to, &["rev-parse", "cascade/s1"]), tip);
+        // Stored loose, nothing left behind: no pack per story.
+        assert_eq!(packs(), before);
+        let scratch = paths.common_dir.join("cascade-incoming");
+        assert_eq!(
+            std::fs::read_dir(scratch).map(|d| d.count()).unwrap_or(0),
+            0
+        );
+        assert_eq!(git(&to, &["show", "cascade/s1:new.txt"]), "new");
+        assert!(descends_from(&paths, &tip, &base).unwrap());
+        assert_eq!(pack_since(a.path(), &base, &base).unwrap(), None);
+    }
+
+    #[test]
+    fn a_clone_is_checked_out_at_a_commit_with_a_branch_there() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = repo(a.path(), 3);
+        std::fs::write(a.path().join("f0.txt"), "changed\n").unwrap();
+        std::fs::remove_file(a.path().join("f1.txt")).unwrap();
+        let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
+        let to = b.path().join("to");
+        git(
+            b.path(),
+            &[
+                "clone",
+                "-q",
+                "--no-checkout",
+                &a.path().display().to_string(),
+                "to",
+            ],
+        );
+        check_out(&to, &second, "cascade-fleet/base").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(to.join("f0.txt")).unwrap(),
+            "changed\n"
+        );
+        assert!(!to.join("f1.txt").exists());
+        check_out(&to, &first, "cascade-fleet/base").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(to.join("f1.txt")).unwrap(),
+            "file 1\n"
+        );
+        assert_eq!(git(&to, &["rev-parse", "cascade-fleet/base"]), first);
+        assert_eq!(git(&to, &["rev-parse", "HEAD"]), first);
+        assert_eq!(git(&to, &["status", "--porcelain"]), "");
+    }
+
+    #[test]
+    fn a_pack_that_does_not_hold_the_commit_or_is_not_on_the_base_is_refused() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let base = repo(a.path(), 3);
+        let to = b.path().join("to");
+        git(
+            b.path(),
+            &["clone", "-q", &a.path().display().to_string(), "to"],
+        );
+        std::fs::write(a.path().join("f0.txt"), "one\n").unwrap();
+        let first = commit_all(a.path(), "one").unwrap().unwrap().to_string();
+        std::fs::write(a.path().join("f0.txt"), "two\n").unwrap();
+        let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
+        let paths = RepoPaths::discover(&to).unwrap();
+
+        // The pack of `first` does not hold `second`.
+        let pack = pack_since(a.path(), &first, &base).unwrap().unwrap();
+        let e = import_onto(&paths, &pack, "cascade/s1", &second, &base).unwrap_err();
+        assert!(matches!(e, TransferError::Missing { .. }), "{e}");
+        // `base` is not built on `first`.
+        let e = set_branch_checked(&paths, "cascade/s1", &base, &first).unwrap_err();
+        assert!(matches!(e, TransferError::NotOnBase { .. }), "{e}");
+        assert!(git(&to, &["branch", "--list", "cascade/s1"]).is_empty());
+    }
+}
