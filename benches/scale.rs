@@ -238,7 +238,6 @@ fn write_run(p: &Project, n: usize) {
             json!({"event": "story_merged", "story": id, "commit": format!("{:040x}", i + 7)}),
         );
     }
-    drop(record);
     out.flush().unwrap();
 }
 

@@ -96,6 +96,10 @@ pub(crate) fn starting_state(
     Ok(Start { state, skipped })
 }
 
+/// A pending story that may be merged already: its id, the commit its
+/// record names, and its own branch with that branch's tip.
+type Candidate<'a> = (&'a str, Option<Oid>, Option<(String, Oid)>);
+
 /// The pending stories whose work is on the target branch already, with
 /// why: their recorded commit, or the tip of their branch (a commit of
 /// their own, titled `<id>: ...`), is the target's tip or an ancestor.
@@ -119,7 +123,7 @@ fn merged_already(
         }
     }
     // What could show each pending story merged.
-    let mut candidates: Vec<(&str, Option<Oid>, Option<(String, Oid)>)> = Vec::new();
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
     for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
         let id = story.id.as_str();
         let recorded = previous
