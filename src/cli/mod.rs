@@ -32,6 +32,7 @@ pub mod report;
 pub mod run_cmd;
 pub mod run_flags;
 pub mod signals;
+pub mod status_cmd;
 #[cfg(feature = "ui")]
 pub mod ui_cmd;
 pub mod verify_cmd;
@@ -131,7 +132,7 @@ pub enum Command {
     /// Approve a PRD and run its stories
     Approve(run_cmd::RunArgs),
     /// Show the state of the current run
-    Status(run_cmd::StatusArgs),
+    Status(status_cmd::StatusArgs),
     /// Continue an interrupted or killed run
     Resume(run_cmd::RunArgs),
     /// Multi-feature plans (mega-plan.json)
@@ -236,7 +237,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Agents(c) => agents_cmd::run(g, c),
         Command::Gates(c) => gates_cmd::run(g, c),
         Command::Approve(a) => run_cmd::approve(g, a),
-        Command::Status(a) => run_cmd::status(g, a),
+        Command::Status(a) => status_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
         Command::Mega(c) => mega_cmd::run(g, c, matches.subcommand_matches("mega")),
         Command::Verify(a) => verify_cmd::run(g, a),

@@ -1,4 +1,5 @@
-//! `cascade approve`, `cascade resume`, `cascade status`: running a PRD.
+//! `cascade approve`, `cascade resume`: running a PRD (`cascade status` is
+//! `status_cmd`).
 //!
 //! The commands turn the run flags ([`RunFlags`], shared with every mode)
 //! into an [`EngineConfig`] and run options, wire the reporter (`--json`:
@@ -15,8 +16,7 @@ use std::time::Duration;
 
 use cascade_engine::config::EngineConfig;
 use cascade_engine::engine::{DryRun, Engine};
-use cascade_engine::lock::RunLock;
-use cascade_engine::state::{RunPhase, RunState};
+use cascade_engine::state::RunState;
 use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args};
@@ -40,13 +40,6 @@ pub struct RunArgs {
     pub flags: RunFlags,
     #[command(flatten)]
     pub call: Invocation,
-}
-
-#[derive(Debug, Args)]
-pub struct StatusArgs {
-    /// Print JSON instead of text
-    #[arg(long)]
-    pub json: bool,
 }
 
 pub fn approve(g: &Global, a: RunArgs) -> CliResult {
@@ -264,10 +257,23 @@ fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
     })
 }
 
+/// Prints a dry run (a closed pipe ends it quietly, as `| head` expects).
 fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
     for n in &plan.notices {
         errln!("warning: {}", super::report::printable(n));
     }
+    // One buffered writer: a large plan has a line per story. A failed
+    // write is recorded by `out` (the exit code tells it).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
+    let _ = write_dry_run(&mut out, plan, prd, json);
+}
+
+fn write_dry_run(
+    out: &mut impl std::io::Write,
+    plan: &DryRun,
+    prd: &Path,
+    json: bool,
+) -> std::io::Result<()> {
     if json {
         let v = serde_json::json!({
             "prd": prd.display().to_string(),
@@ -277,20 +283,22 @@ fn print_dry_run(plan: &DryRun, prd: &Path, json: bool) {
             "complete": plan.complete,
             "batches": plan.batches,
         });
-        outln!("{v}");
-        return;
+        writeln!(out, "{v}")?;
+        return out.flush();
     }
-    outln!(
+    writeln!(
+        out,
         "Dry run of {}: {} batch(es) into '{}' ({} schedule, --parallel {}); nothing will run.",
         prd.display(),
         plan.batches.len(),
         plan.target_branch,
         plan.schedule,
         plan.parallel
-    );
+    )?;
     for line in dry_run_lines(plan, "") {
-        outln!("{line}");
+        writeln!(out, "{line}")?;
     }
+    out.flush()
 }
 
 /// The stories of a dry run by batch, with their agents and fallbacks, each
@@ -325,213 +333,6 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
         }
     }
     lines
-}
-
-pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
-    let cwd = std::env::current_dir()
-        .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
-    let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
-    let state_path = paths.cascade_dir().join("state.json");
-    let state = RunState::load(&state_path).map_err(Failure::usage)?;
-    let Some(mut state) = state else {
-        // Say which plan `approve` would run (quietly: no plan is no error here).
-        let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
-        if a.json {
-            let prd = next.as_ref().map(|p| p.display().to_string());
-            outln!(
-                "{}",
-                serde_json::json!({"status": "none", "stories": {}, "prd": prd})
-            );
-        } else {
-            match &next {
-                Some(p) => outln!(
-                    "No run yet: start one with `cascade approve` (it would run {}).",
-                    p.display()
-                ),
-                None => outln!("No run yet: start one with `cascade approve`."),
-            }
-        }
-        return Ok(EXIT_OK);
-    };
-    // A state that says "running" without a live lock holder was killed:
-    // its open attempts were interrupted and are not charged.
-    let live = RunLock::holder(&paths.cascade_dir().join("lock"));
-    if live.is_none() {
-        for s in &mut state.stories {
-            s.close_unfinished_attempts();
-        }
-    }
-    let status = match (state.status, &live) {
-        (RunPhase::Running, None) => "interrupted",
-        (s, _) => s.as_str(),
-    };
-    // Nothing runs without a live lock holder: a story the killed run left
-    // "running" is pending again (`resume` restarts it from a fresh worktree).
-    let story_status = |s: &cascade_engine::state::StoryState| -> &'static str {
-        match s.status {
-            cascade_engine::state::StoryStatus::Running if live.is_none() => "pending",
-            other => other.as_str(),
-        }
-    };
-    if a.json {
-        let mut stories = serde_json::Map::new();
-        for s in &state.stories {
-            let mut o = serde_json::Map::new();
-            o.insert("status".into(), story_status(s).into());
-            o.insert(
-                "agent".into(),
-                s.agent.clone().map_or(serde_json::Value::Null, Into::into),
-            );
-            o.insert("attempts".into(), s.charged_attempts().into());
-            if let Some(b) = &s.branch {
-                o.insert("branch".into(), b.clone().into());
-            }
-            if let Some(w) = &s.worktree {
-                o.insert("worktree".into(), w.clone().into());
-            }
-            if let Some(c) = &s.merge_commit {
-                o.insert("merge_commit".into(), c.clone().into());
-            }
-            if let Some(t) = &s.error_type {
-                o.insert("error_type".into(), t.as_str().into());
-            }
-            if let Some(e) = &s.error {
-                o.insert("error".into(), e.clone().into());
-            }
-            if !s.blocked_by.is_empty() {
-                o.insert("blocked_by".into(), s.blocked_by.clone().into());
-            }
-            if !s.verification.is_empty() {
-                o.insert("verification".into(), s.verification.clone().into());
-            }
-            if !s.verification_allowed.is_empty() {
-                o.insert(
-                    "verification_allowed".into(),
-                    s.verification_allowed.clone().into(),
-                );
-            }
-            if let Some(r) = &s.review {
-                o.insert(
-                    "review".into(),
-                    serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
-                );
-            }
-            stories.insert(s.id.clone(), o.into());
-        }
-        let c = state.counts();
-        let v = serde_json::json!({
-            "status": status,
-            "run_id": state.run_id,
-            "prd": state.prd,
-            "target_branch": state.target_branch,
-            "started_at": state.started_at,
-            "updated_at": state.updated_at,
-            "counts": {"complete": c.complete, "failed": c.failed, "blocked": c.blocked, "pending": c.pending},
-            "cooldowns": active_cooldowns(&state).iter().map(|c| serde_json::json!({
-                "agent": c.agent, "until": c.until, "concurrency": c.concurrency, "message": c.message,
-            })).collect::<Vec<_>>(),
-            "stories": stories,
-        });
-        outln!("{v}");
-        return Ok(EXIT_OK);
-    }
-    let c = state.counts();
-    outln!(
-        "Run {} ({}): {status}; {} complete, {} failed, {} blocked, {} pending; branch '{}'",
-        state.run_id,
-        state.prd,
-        c.complete,
-        c.failed,
-        c.blocked,
-        c.pending,
-        state.target_branch
-    );
-    if let Some(h) = &live {
-        outln!(
-            "Running now: pid {} on {} since {}",
-            h.pid,
-            h.host,
-            h.started_at
-        );
-    }
-    for c in active_cooldowns(&state) {
-        outln!(
-            "Agent '{}' is cooling down until {} (rate limited: {}); then at most {} at once",
-            c.agent,
-            c.until,
-            super::report::printable(&c.message),
-            c.concurrency
-        );
-    }
-    let width = state
-        .stories
-        .iter()
-        .map(|s| s.id.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
-    outln!(
-        "{:<width$}  {:<9}  {:<14}  ATTEMPTS  DETAIL",
-        "STORY",
-        "STATUS",
-        "AGENT"
-    );
-    for s in &state.stories {
-        let detail = if !s.blocked_by.is_empty() {
-            format!("blocked by {}", s.blocked_by.join(", "))
-        } else if s.status == cascade_engine::state::StoryStatus::Failed {
-            format!(
-                "{}{}",
-                super::report::printable(
-                    s.error
-                        .clone()
-                        .unwrap_or_default()
-                        .lines()
-                        .next()
-                        .unwrap_or("")
-                ),
-                s.worktree
-                    .as_ref()
-                    .map(|w| format!(" (worktree {w})"))
-                    .unwrap_or_default()
-            )
-        } else {
-            s.merge_commit
-                .as_ref()
-                .map(|m| format!("merged {}", &m[..m.len().min(10)]))
-                .unwrap_or_default()
-        };
-        outln!(
-            "{:<width$}  {:<9}  {:<14}  {:>8}  {}",
-            s.id,
-            story_status(s),
-            s.agent.as_deref().unwrap_or("-"),
-            s.charged_attempts(),
-            detail
-        );
-    }
-    if status == "interrupted" || status == "paused" {
-        outln!("Continue with `cascade resume`.");
-    }
-    if status == "budget_exhausted" {
-        outln!(
-            "The run's budget ran out: continue with `cascade resume --max-cost <higher>` (or `--max-duration <more>`)."
-        );
-    }
-    Ok(EXIT_OK)
-}
-
-/// The cooldowns of `state` that have not ended yet.
-fn active_cooldowns(state: &RunState) -> Vec<&cascade_engine::state::CooldownRecord> {
-    let now = chrono::Utc::now();
-    state
-        .cooldowns
-        .iter()
-        .filter(|c| {
-            chrono::DateTime::parse_from_rfc3339(&c.until)
-                .is_ok_and(|t| t.with_timezone(&chrono::Utc) > now)
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -178,26 +178,24 @@ echo "end $id" >> "$T/timeline""#
     }
 
     /// The story's status and its first attempt's agent pid from the state
-    /// file, waiting (with a guard) until the pid has been recorded.
+    /// file (and the journal that continues it, for a large plan), waiting
+    /// (with a guard) until the pid has been recorded.
     fn agent_pid(&self, id: &str) -> (String, i32) {
+        let path = self.repo().join(".cascade/state.json");
         let start = Instant::now();
         loop {
-            let text = std::fs::read_to_string(self.repo().join(".cascade/state.json"))
-                .unwrap_or_default();
-            let state: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-            let story = state["stories"]
-                .as_array()
-                .and_then(|a| a.iter().find(|s| s["id"] == id).cloned())
-                .unwrap_or(Value::Null);
-            if let Some(pid) = story["attempts"][0]["pid"].as_i64() {
-                return (
-                    story["status"].as_str().unwrap_or("").to_string(),
-                    pid as i32,
-                );
+            // A read racing a write is simply tried again.
+            let state = cascade_engine::state::RunState::load(&path).ok().flatten();
+            let story = state.as_ref().and_then(|st| st.story(id));
+            if let Some(s) = story {
+                if let Some(pid) = s.attempts.first().and_then(|a| a.pid) {
+                    return (s.status.as_str().to_string(), pid as i32);
+                }
             }
             assert!(
                 start.elapsed() < Duration::from_secs(60),
-                "no pid for {id}: {text}"
+                "no pid for {id}: {:?}",
+                story
             );
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -542,10 +540,27 @@ fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
 
 #[test]
 fn kill_9_then_resume_merges_each_story_exactly_once() {
-    let f = Fixture::new(
-        json!([story("k1", &[]), story("k2", &["k1"]), story("k3", &["k2"])]),
-        json!([]),
-    );
+    kill_9_then_resume(0);
+}
+
+/// A plan too large for its state document to be rewritten at each
+/// transition: what the killed run did is in the state's journal alone,
+/// and `status` and `resume` read it from there.
+#[test]
+fn kill_9_then_resume_of_a_large_plan_reads_the_state_journal() {
+    kill_9_then_resume(cascade_engine::state::COMPACT_ABOVE + 20);
+}
+
+/// k1 -> k2 -> k3 (plus `done` stories complete in prd.json): kill -9 while
+/// k2 runs, then resume.
+fn kill_9_then_resume(done: usize) {
+    let mut stories = vec![story("k1", &[]), story("k2", &["k1"]), story("k3", &["k2"])];
+    for i in 0..done {
+        let mut s = story(&format!("done{i}"), &[]);
+        s["status"] = json!("complete");
+        stories.push(s);
+    }
+    let f = Fixture::new(Value::Array(stories), json!([]));
     // k2 blocks on its first run until released (never, in the killed run).
     f.mark("wait-k2", "release");
     let mut child = f
@@ -569,7 +584,21 @@ fn kill_9_then_resume_merges_each_story_exactly_once() {
     }
     std::fs::remove_file(f.t("wait-k2")).unwrap();
     // status knows the run is not running any more.
-    assert_eq!(f.status_json()["status"], "interrupted");
+    let st = f.status_json();
+    assert_eq!(st["status"], "interrupted");
+    assert_eq!(st["stories"]["k1"]["status"], "complete");
+    if done > 0 {
+        // k1's merge is in the journal only: the document was not rewritten.
+        let state = f.repo().join(".cascade/state.json");
+        let doc: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+        let k1 = doc["stories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["id"] == "k1");
+        assert_eq!(k1.unwrap()["status"], "pending");
+        assert!(state.with_extension("journal").exists());
+    }
 
     let out = f
         .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
@@ -598,6 +627,8 @@ fn kill_9_then_resume_merges_each_story_exactly_once() {
     let st = f.status_json();
     assert_eq!(st["status"], "completed");
     assert!(worktree_dirs(f.repo()).is_empty());
+    // A finished run leaves one plain document.
+    assert!(!f.repo().join(".cascade/state.journal").exists());
 }
 
 #[test]

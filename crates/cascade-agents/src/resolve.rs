@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use cascade_plan::Story;
 
-use crate::config::AgentsConfig;
+use crate::config::{AgentDef, AgentsConfig};
 use crate::detect::Detector;
 use crate::phase::Phase;
 use crate::story_type::{self, Inferred, StoryType, TypeEvidence};
@@ -168,10 +168,16 @@ fn describe_none(story: &str, phase: Phase, tried: &[Rejection], no_fallback: bo
 }
 
 /// Chooses agents for stories.
+///
+/// Whether an agent can be used is found out once per resolver (its
+/// command looked up, its last check read): resolving every story of a
+/// large plan asks the disk once per agent, not once per story.
 pub struct Resolver<'a> {
     config: &'a AgentsConfig,
     detector: &'a Detector,
     overrides: Overrides,
+    /// Per agent name: why it cannot be used (`None`: it can).
+    unusable: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
     /// A chain decided elsewhere, used instead of this configuration's.
     chain: Option<Vec<String>>,
 }
@@ -182,8 +188,33 @@ impl<'a> Resolver<'a> {
             config,
             detector,
             overrides,
+            unusable: Default::default(),
             chain: None,
         }
+    }
+
+    /// Why the configured agent `def` cannot be used here, if it cannot:
+    /// its command is not found, or it is installed but its argv or login
+    /// failed its last check. Asked once per agent.
+    fn unusable(&self, def: &AgentDef) -> Option<String> {
+        let known = self
+            .unusable
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&def.name).cloned());
+        if let Some(why) = known {
+            return why;
+        }
+        let d = self.detector.detect(&def.command);
+        let why = if d.found() {
+            self.detector.check_failure(def)
+        } else {
+            Some(missing_reason(&def.command))
+        };
+        if let Ok(mut m) = self.unusable.lock() {
+            m.insert(def.name.clone(), why.clone());
+        }
+        why
     }
 
     /// This resolver with the candidates decided elsewhere (a fleet
@@ -324,15 +355,7 @@ impl<'a> Resolver<'a> {
                     (!self.detector.detect(&def.command).found())
                         .then(|| missing_reason(&def.command))
                 }
-                Some(def) => {
-                    let d = self.detector.detect(&def.command);
-                    if d.found() {
-                        // Installed, but its argv or login failed the check.
-                        self.detector.check_failure(def)
-                    } else {
-                        Some(missing_reason(&def.command))
-                    }
-                }
+                Some(def) => self.unusable(def),
             };
             match why {
                 None => {

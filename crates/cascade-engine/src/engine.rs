@@ -29,8 +29,8 @@ use crate::error::EngineError;
 use crate::events::{Event, EventSink, FallbackNote, RunStatus, StoryCounts, StorySummary};
 use crate::lock::RunLock;
 use crate::progress::ProgressLog;
-use crate::scheduler::{NodeSpec, NodeState, Scheduler};
-use crate::state::{RunPhase, RunState, StoryState, StoryStatus};
+use crate::scheduler::{NodeState, Scheduler};
+use crate::state::{RunState, StoryState, StoryStatus};
 use crate::story::{self, StoryEnd};
 
 /// How a run ended.
@@ -90,10 +90,10 @@ pub(crate) struct Ctx {
     pub options: RunOptions,
     pub prd_path: PathBuf,
     pub prd: Mutex<Prd>,
+    /// The run state, committed at every transition (see the `journal` module).
     pub state_path: PathBuf,
-    pub state: Mutex<RunState>,
-    /// Group commit of `state` and `prd` (see the `persist` module).
-    pub state_writer: crate::persist::GroupWriter,
+    pub state: Mutex<crate::journal::Store>,
+    /// Group commit of `prd` (see the `persist` module).
     pub prd_writer: crate::persist::GroupWriter,
     /// The serial merge queue: one merge into the target branch at a time.
     pub merge_lock: tokio::sync::Mutex<()>,
@@ -156,37 +156,28 @@ impl Ctx {
         self.halt.lock().map(|h| h.is_some()).unwrap_or(true)
     }
 
-    /// Applies `f` to the state and returns once the change is on disk. The
-    /// writes of parallel stories are grouped: one write (serialized under
-    /// the state's lock, written outside it) covers every change made before
-    /// it started, so writes never go backwards and a transition never waits
-    /// for more than the write in progress and its own. A write failure is
-    /// reported as a notice and never stops the work.
+    /// Applies `f` to the story's record and returns once the change is on
+    /// disk (appended to the state's journal, or the document of a small
+    /// plan rewritten: see the `journal` module), with every amendment made
+    /// before it. A write failure is reported as a notice and never stops
+    /// the work.
+    pub fn update_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
+        self.commit_state(|st| st.change_story(id, f));
+    }
+
+    /// Like [`Ctx::update_story`] for the run's own fields (not its stories).
     pub fn update_state(&self, f: impl FnOnce(&mut RunState)) {
-        self.change_state(f, true);
+        self.commit_state(|st| st.change_run(f));
     }
 
-    /// Like [`Ctx::update_state`] without waiting for the write: it happens
-    /// with the write in progress, or within a fraction of a second by the
-    /// run's periodic flush (writes of a large state are spaced out). For
-    /// transitions nothing depends on being on disk at once: a story that
-    /// started (resume restarts it whatever the file says) or was merged
-    /// (its branch, deleted only at the end of the run, tells resume).
-    pub fn note_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
-        self.change_state(|st| f(st.story_mut(id)), false);
-    }
-
-    fn change_state(&self, f: impl FnOnce(&mut RunState), wait: bool) {
-        let ticket = match self.state.lock() {
+    fn commit_state(&self, f: impl FnOnce(&mut crate::journal::Store)) {
+        let result = match self.state.lock() {
             Ok(mut st) => {
                 f(&mut st);
-                self.state_writer.changed()
+                st.commit()
             }
             Err(_) => return,
         };
-        let result = self
-            .state_writer
-            .persist(ticket, wait, || self.write_state());
         if let Err(e) = result {
             self.state_write_failed(&e);
         }
@@ -213,45 +204,39 @@ impl Ctx {
         }
     }
 
-    /// Saves the state as it is now.
-    fn write_state(&self) -> Result<(), crate::state::StateError> {
-        let bytes = match self.state.lock() {
-            Ok(mut st) => st.snapshot(&self.state_path)?,
-            Err(_) => return Ok(()),
+    /// Writes the whole state as one document, journal folded in (the end
+    /// of the run).
+    fn finish_state(&self) {
+        let result = match self.state.lock() {
+            Ok(mut st) => st.finish(),
+            Err(_) => return,
         };
-        crate::state::write_snapshot(&self.state_path, &bytes)
+        if let Err(e) = result {
+            self.state_write_failed(&e);
+        }
     }
 
-    /// Writes what changes wait for a periodic flush (see [`Ctx::note_story`]).
+    /// Writes what changes wait for a periodic flush (prd.json).
     fn flush_due(&self) {
-        if self.state_writer.due() {
-            if let Err(e) = self.state_writer.flush(|| self.write_state()) {
-                self.state_write_failed(&e);
-            }
-        }
         if self.prd_writer.due() {
             self.flush_prd();
         }
     }
 
-    pub fn update_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
-        self.update_state(|st| f(st.story_mut(id)));
-    }
-
     /// Changes a story's record in memory only; it reaches the disk with the
     /// next transition (for details such as log paths and gate results that
-    /// always precede one, so large runs do not rewrite the state for them).
+    /// always precede one).
     pub fn amend_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
         if let Ok(mut st) = self.state.lock() {
-            f(st.story_mut(id));
+            st.change_story(id, f);
         }
     }
 
-    /// Changes the run's record in memory only (reaches the disk with the
-    /// next transition, like [`Ctx::amend_story`]).
+    /// Changes the run's own fields in memory only (reaches the disk with
+    /// the next transition, like [`Ctx::amend_story`]).
     pub fn amend_state(&self, f: impl FnOnce(&mut RunState)) {
         if let Ok(mut st) = self.state.lock() {
-            f(&mut st);
+            st.change_run(f);
         }
     }
 
@@ -275,16 +260,8 @@ impl Ctx {
         // left alone; the run state keeps the statuses meanwhile.
         match cascade_plan::load_prd(&self.prd_path) {
             Ok(mut on_disk) => {
-                // Index the file's stories once: a linear `story_mut` per
-                // story would make every write quadratic in the plan's size.
-                // The first story of an id wins, as in `story_mut`.
-                let mut index = std::collections::HashMap::with_capacity(on_disk.stories.len());
-                for (i, d) in on_disk.stories.iter().enumerate() {
-                    index.entry(d.id.clone()).or_insert(i);
-                }
                 for s in &copy.stories {
-                    if let Some(&i) = index.get(&s.id) {
-                        let d = &mut on_disk.stories[i];
+                    if let Some(d) = on_disk.story_mut(&s.id) {
                         if d.status != s.status {
                             d.set_status(s.status);
                         }
@@ -551,10 +528,11 @@ impl Engine {
             .check_overrides()
             .map_err(EngineError::UnknownAgent)?;
         let mut batches = Vec::new();
-        for batch in p.plan.batches() {
-            let mut planned = Vec::new();
-            for id in batch {
-                let Some(story) = p.prd.story(id.as_str()) else {
+        // Positions in the plan are positions in prd.json: no lookup by id.
+        for batch in p.plan.batch_positions() {
+            let mut planned = Vec::with_capacity(batch.len());
+            for &pos in batch {
+                let Some(story) = p.prd.stories.get(pos as usize) else {
                     continue;
                 };
                 let a = resolver
@@ -566,15 +544,15 @@ impl Engine {
                 planned.push(PlannedStory {
                     story: story.id.clone(),
                     title: story.title.clone(),
-                    agent: a.agent.clone(),
-                    reason: a.reason.clone(),
+                    agent: a.agent,
+                    reason: a.reason,
                     fallbacks: a
                         .fallbacks
-                        .iter()
+                        .into_iter()
                         .map(|f| FallbackNote {
-                            from: f.from.clone(),
-                            to: f.to.clone(),
-                            why: f.why.clone(),
+                            from: f.from,
+                            to: f.to,
+                            why: f.why,
                         })
                         .collect(),
                 });
@@ -667,7 +645,7 @@ impl Engine {
     ) -> Result<RunSummary, EngineError> {
         let started = Instant::now();
         let CheckedRun {
-            p,
+            mut p,
             inputs,
             previous,
             state_path,
@@ -709,7 +687,7 @@ impl Engine {
                 message: format!(
                     "completed a merge into '{}' that an interrupted run left half done ({})",
                     p.target_branch,
-                    short(&tip.to_string())
+                    crate::start::short(&tip.to_string())
                 ),
             }),
             Ok(None) => {}
@@ -748,115 +726,17 @@ impl Engine {
         }
 
         // State: resumed or fresh; stories already merged are complete.
-        let ids: Vec<String> = p.prd.stories.iter().map(|s| s.id.clone()).collect();
-        let mut state = match (&previous, options.resume) {
-            (Some(prev), true) => {
-                let mut st = prev.clone();
-                st.status = RunPhase::Running;
-                st.pid = std::process::id();
-                st.target_branch = p.target_branch.clone();
-                for id in &ids {
-                    st.story_mut(id);
-                }
-                // Attempts a killed run left open were interrupted, not judged.
-                for s in &mut st.stories {
-                    s.close_unfinished_attempts();
-                }
-                st
-            }
-            _ => RunState::new(
-                new_run_id(),
-                self.config.prd_path.display().to_string(),
-                p.target_branch.clone(),
-                self.config.project_root.display().to_string(),
-                ids.clone(),
-            ),
-        };
-        state.stories.retain(|s| ids.contains(&s.id));
-        if let Some(flags) = &options.remember {
-            state.options = Some(flags.clone());
-        }
+        let crate::start::Start { state, skipped } = crate::start::starting_state(
+            &self.config,
+            &mut p,
+            previous.as_ref(),
+            &options,
+            new_run_id,
+        )?;
+        let store = crate::journal::Store::open(state, &state_path)?;
+        let prd = p.prd;
 
-        let mut prd = p.prd;
-        let mut skipped = Vec::new();
-        // A finished earlier run's commits do not mark stories complete: a
-        // user who reset a story in prd.json wants it done again.
-        let unfinished = previous.as_ref().filter(|st| {
-            options.resume || !matches!(st.status, RunPhase::Completed | RunPhase::Failed)
-        });
-        let repo = p.paths.open()?;
-        let target_tip = cascade_git::merge::branch_tip(&p.paths, &p.target_branch)?;
-        for story in &prd.stories {
-            let id = story.id.as_str();
-            let prev = unfinished.and_then(|st| st.story(id));
-            let reason = match target_tip {
-                Some(tip) if !story.is_complete() => merged_reason(
-                    &repo,
-                    &p.target_branch,
-                    tip,
-                    &story_branch(&self.config, id),
-                    id,
-                    prev,
-                ),
-                _ => None, // complete in prd.json: quietly done
-            };
-            let rec = state.story_mut(id);
-            if story.is_complete() {
-                rec.status = StoryStatus::Complete;
-            } else if let Some(reason) = reason {
-                rec.status = StoryStatus::Complete;
-                if let Some(prev) = prev {
-                    rec.commit = rec.commit.clone().or(prev.commit.clone());
-                }
-                skipped.push((id.to_string(), reason));
-            } else {
-                // Running (killed), failed or blocked before: try again.
-                rec.status = StoryStatus::Pending;
-                rec.blocked_by.clear();
-            }
-        }
-        drop(repo);
-        for (id, _) in &skipped {
-            if let Some(s) = prd.story_mut(id) {
-                s.set_status(Status::Complete);
-            }
-        }
-        if !skipped.is_empty() {
-            prd.save(&p.prd_path)?;
-        }
-        // Stories a killed run left in progress are pending again.
-        let mut reset = false;
-        for s in prd.stories.iter_mut() {
-            if s.status == Status::InProgress {
-                s.set_status(Status::Pending);
-                reset = true;
-            }
-        }
-        if reset {
-            prd.save(&p.prd_path)?;
-        }
-        state.save(&state_path)?;
-
-        // The scheduler's view of the plan.
-        let complete: HashSet<&str> = state
-            .stories
-            .iter()
-            .filter(|s| s.status == StoryStatus::Complete)
-            .map(|s| s.id.as_str())
-            .collect();
-        let index_of = |id: &str| prd.stories.iter().position(|s| s.id == id);
-        let nodes: Vec<NodeSpec> = prd
-            .stories
-            .iter()
-            .enumerate()
-            .map(|(i, s)| NodeSpec {
-                deps: s.dependencies.iter().filter_map(|d| index_of(d)).collect(),
-                priority: s.priority.rank(),
-                file_index: i,
-                remaining_path: p.plan.remaining_path_len(&s.id).unwrap_or(1),
-                done: complete.contains(s.id.as_str()),
-            })
-            .collect();
+        let nodes = crate::start::scheduler_nodes(&p.plan, &store);
         let mut sched =
             Scheduler::new(nodes, options.schedule, options.parallel, options.fail_fast);
         let layer_count = sched.layers().len();
@@ -919,8 +799,7 @@ impl Engine {
             prd_path: p.prd_path,
             prd: Mutex::new(prd),
             state_path: state_path.clone(),
-            state: Mutex::new(state),
-            state_writer: crate::persist::GroupWriter::default(),
+            state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
             merge_lock: tokio::sync::Mutex::new(()),
             pool,
@@ -992,7 +871,7 @@ impl Engine {
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
                 loop {
                     tick.tick().await;
-                    if c.state_writer.due() || c.prd_writer.due() {
+                    if c.prd_writer.due() {
                         let c = Arc::clone(&c);
                         let _ = tokio::task::spawn_blocking(move || c.flush_due()).await;
                     }
@@ -1174,6 +1053,7 @@ impl Engine {
         drop(flusher);
         ctx.flush_prd();
         ctx.update_state(|st| st.status = status.into());
+        ctx.finish_state();
         // The state (on disk now) records every merge: the branches of
         // complete stories go (also those an interrupted run left).
         {
@@ -1305,50 +1185,6 @@ fn discipline_name(o: &RunOptions) -> String {
 /// The branch of a story in this run.
 pub(crate) fn story_branch(config: &EngineConfig, id: &str) -> String {
     cascade_git::worktree::branch_name(config.feature.as_deref(), id)
-}
-
-/// Why a story counts as merged already, if it does: its recorded commit, or
-/// the tip of its branch (a commit of its own, titled `<id>: ...`), is on the
-/// target branch. This is what makes `kill -9` between a merge and the state
-/// write safe. `repo` and `target_tip` are opened/resolved once per run.
-fn merged_reason(
-    repo: &git2::Repository,
-    target: &str,
-    target_tip: git2::Oid,
-    branch: &str,
-    id: &str,
-    prev: Option<&StoryState>,
-) -> Option<String> {
-    let on_target = |oid: git2::Oid| {
-        oid == target_tip || repo.graph_descendant_of(target_tip, oid).unwrap_or(false)
-    };
-    if let Some(commit) = prev.and_then(|p| p.commit.as_deref()) {
-        if let Ok(oid) = git2::Oid::from_str(commit) {
-            if repo.find_commit(oid).is_ok() && on_target(oid) {
-                return Some(format!("commit {} is already on '{target}'", short(commit)));
-            }
-        }
-    }
-    let tip = repo
-        .find_branch(branch, git2::BranchType::Local)
-        .ok()?
-        .get()
-        .target()?;
-    let commit = repo.find_commit(tip).ok()?;
-    let own = commit
-        .summary()
-        .is_some_and(|s| s.starts_with(&format!("{id}: ")));
-    if own && on_target(tip) {
-        return Some(format!(
-            "branch '{branch}' ({}) is already merged into '{target}'",
-            short(&tip.to_string())
-        ));
-    }
-    None
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(10)]
 }
 
 /// A run id: UTC time and pid (sortable, unique per machine).

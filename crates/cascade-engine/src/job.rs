@@ -75,6 +75,7 @@ impl Engine {
             self.config().project_root.display().to_string(),
             [job.story.clone()],
         );
+        let store = crate::journal::Store::open(state, &state_path)?;
         let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &p.prd)
             .map_err(|message| EngineError::Budget {
                 path: p.prd_path.clone(),
@@ -98,9 +99,8 @@ impl Engine {
             options,
             prd_path: p.prd_path,
             prd: Mutex::new(p.prd),
-            state_path,
-            state: Mutex::new(state),
-            state_writer: crate::persist::GroupWriter::default(),
+            state_path: state_path.clone(),
+            state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
             merge_lock: tokio::sync::Mutex::new(()),
             pool,

@@ -53,10 +53,12 @@ pub fn recorded(state: &RunState) -> Vec<Leftover> {
 /// state recorded (see the module doc); only process group leaders.
 pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<Leftover> {
     let me = std::process::id();
+    let stories: std::collections::HashSet<&str> = stories.iter().map(String::as_str).collect();
+    let known: std::collections::HashSet<u32> = known.iter().map(|l| l.pid).collect();
     let mut found = Vec::new();
     for proc in cascade_process::procs::list() {
         let pid = proc.pid;
-        if pid == me || known.iter().any(|l| l.pid == pid) || proc.pgrp != pid || !proc.alive() {
+        if pid == me || known.contains(&pid) || proc.pgrp != pid || !proc.alive() {
             continue;
         }
         let Some(environ) = cascade_process::procs::environ(pid) else {
@@ -69,7 +71,7 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         let (Some(story), Some(workdir)) = (var("CASCADE_STORY_ID"), var("CASCADE_WORKDIR")) else {
             continue;
         };
-        if stories.contains(&story) && Path::new(&workdir).starts_with(cascade_dir) {
+        if stories.contains(story.as_str()) && Path::new(&workdir).starts_with(cascade_dir) {
             found.push(Leftover { story, pid });
         }
     }

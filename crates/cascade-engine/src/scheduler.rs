@@ -60,6 +60,11 @@ impl NodeState {
 }
 
 /// Hands out nodes whose dependencies are done.
+///
+/// Every operation costs what it touches, not the size of the plan: each
+/// node counts its dependencies not done yet (`unmet`), eager's ready nodes
+/// wait in a heap ordered by its key, and batch walks the current layer
+/// with a cursor while each layer counts its unfinished nodes.
 #[derive(Debug, Clone)]
 pub struct Scheduler {
     nodes: Vec<NodeSpec>,
@@ -73,7 +78,27 @@ pub struct Scheduler {
     stopped: bool,
     running: usize,
     layer_limit: usize,
+    /// Dependencies of each node that are not done.
+    unmet: Vec<u32>,
+    /// Eager: ready nodes (`unmet == 0`, waiting), best first; entries that
+    /// went stale are skipped when they come up.
+    ready: std::collections::BinaryHeap<std::cmp::Reverse<EagerKey>>,
+    /// Eager: ready nodes held back by the layer limit.
+    held: Vec<usize>,
+    /// Batch: nodes of each layer not finished yet.
+    unfinished: Vec<usize>,
+    /// Batch: the first layer with an unfinished node (or later).
+    current: usize,
+    /// Batch: per layer, where the search for a waiting node resumes.
+    cursor: Vec<usize>,
+    /// Each node's index in its layer's list.
+    slot: Vec<usize>,
+    /// Nodes waiting.
+    waiting: usize,
 }
+
+/// Eager's order: longest remaining path, then priority, file order, index.
+type EagerKey = (std::cmp::Reverse<u64>, u8, usize, usize);
 
 impl Scheduler {
     /// A scheduler over `nodes`. Dependencies must form a DAG (the plan was
@@ -86,10 +111,14 @@ impl Scheduler {
     ) -> Scheduler {
         let n = nodes.len();
         let mut dependents = vec![Vec::new(); n];
+        let mut unmet = vec![0u32; n];
         for (i, node) in nodes.iter().enumerate() {
             for &d in &node.deps {
                 if d < n && d != i {
                     dependents[d].push(i);
+                    if !nodes[d].done {
+                        unmet[i] += 1;
+                    }
                 }
             }
         }
@@ -115,10 +144,17 @@ impl Scheduler {
             }
             layers[l].push(i);
         }
+        let mut slot = vec![0; n];
         for members in &mut layers {
             members.sort_by_key(|&i| (nodes[i].priority, nodes[i].file_index, i));
+            for (k, &i) in members.iter().enumerate() {
+                slot[i] = k;
+            }
         }
-        Scheduler {
+        let unfinished = layers.iter().map(Vec::len).collect();
+        let waiting = state.iter().filter(|s| **s == NodeState::Waiting).count();
+        let mut s = Scheduler {
+            cursor: vec![0; layers.len()],
             nodes,
             dependents,
             state,
@@ -130,12 +166,26 @@ impl Scheduler {
             stopped: false,
             running: 0,
             layer_limit: usize::MAX,
+            unmet,
+            ready: std::collections::BinaryHeap::new(),
+            held: Vec::new(),
+            unfinished,
+            current: 0,
+            slot,
+            waiting,
+        };
+        for i in 0..n {
+            s.offer(i);
         }
+        s
     }
 
     /// Only nodes of layers `< limit` are handed out until the limit is raised.
     pub fn set_layer_limit(&mut self, limit: usize) {
         self.layer_limit = limit;
+        for i in std::mem::take(&mut self.held) {
+            self.offer(i);
+        }
     }
 
     pub fn layer_limit(&self) -> usize {
@@ -160,7 +210,7 @@ impl Scheduler {
             Discipline::Batch => self.next_batch(),
             Discipline::Eager => self.next_eager(),
         }?;
-        self.state[pick] = NodeState::Running;
+        self.set(pick, NodeState::Running);
         self.running += 1;
         Some(pick)
     }
@@ -172,37 +222,91 @@ impl Scheduler {
             .all(|&d| d >= self.nodes.len() || d == i || self.state[d] == NodeState::Done)
     }
 
-    fn next_batch(&self) -> Option<usize> {
-        // The current batch is the first layer with an unfinished node.
-        let current = self
-            .layers
-            .iter()
-            .position(|m| m.iter().any(|&i| !self.state[i].is_terminal()))?;
-        if current >= self.layer_limit {
-            return None;
+    /// Moves node `i` to `to`, keeping the counts of waiting and of each
+    /// layer's unfinished nodes.
+    fn set(&mut self, i: usize, to: NodeState) {
+        let from = self.state[i];
+        self.state[i] = to;
+        if from == NodeState::Waiting {
+            self.waiting -= 1;
         }
-        self.layers[current]
-            .iter()
-            .copied()
-            .find(|&i| self.state[i] == NodeState::Waiting && self.deps_done(i))
+        if to == NodeState::Waiting {
+            self.waiting += 1;
+        }
+        let Some(unfinished) = self.unfinished.get_mut(self.layer[i]) else {
+            return;
+        };
+        match (from.is_terminal(), to.is_terminal()) {
+            (false, true) => *unfinished -= 1,
+            (true, false) => *unfinished += 1,
+            _ => {}
+        }
     }
 
-    fn next_eager(&self) -> Option<usize> {
-        (0..self.nodes.len())
-            .filter(|&i| {
-                self.state[i] == NodeState::Waiting
-                    && self.layer[i] < self.layer_limit
-                    && self.deps_done(i)
-            })
-            .min_by_key(|&i| {
-                let n = &self.nodes[i];
-                (
-                    std::cmp::Reverse(n.remaining_path),
-                    n.priority,
-                    n.file_index,
-                    i,
-                )
-            })
+    /// A node that waits again (or for the first time) becomes a candidate:
+    /// eager puts it in the heap once nothing holds it back; batch moves the
+    /// search of its layer back to it.
+    fn offer(&mut self, i: usize) {
+        if self.state[i] != NodeState::Waiting {
+            return;
+        }
+        match self.discipline {
+            Discipline::Eager if self.unmet[i] == 0 => {
+                if self.layer[i] < self.layer_limit {
+                    let n = &self.nodes[i];
+                    let key = (
+                        std::cmp::Reverse(n.remaining_path),
+                        n.priority,
+                        n.file_index,
+                        i,
+                    );
+                    self.ready.push(std::cmp::Reverse(key));
+                } else {
+                    self.held.push(i);
+                }
+            }
+            Discipline::Eager => {}
+            Discipline::Batch => {
+                let l = self.layer[i];
+                if let Some(c) = self.cursor.get_mut(l) {
+                    *c = (*c).min(self.slot[i]);
+                }
+                self.current = self.current.min(l);
+            }
+        }
+    }
+
+    fn next_batch(&mut self) -> Option<usize> {
+        // The current batch is the first layer with an unfinished node.
+        while self.unfinished.get(self.current).is_some_and(|&u| u == 0) {
+            self.current += 1;
+        }
+        let current = self.current;
+        if current >= self.layers.len() || current >= self.layer_limit {
+            return None;
+        }
+        while let Some(&i) = self.layers[current].get(self.cursor[current]) {
+            if self.state[i] == NodeState::Waiting && self.deps_done(i) {
+                return Some(i);
+            }
+            self.cursor[current] += 1;
+        }
+        None
+    }
+
+    fn next_eager(&mut self) -> Option<usize> {
+        while let Some(std::cmp::Reverse(key)) = self.ready.pop() {
+            let i = key.3;
+            if self.state[i] != NodeState::Waiting || self.unmet[i] != 0 {
+                continue; // stale: handed out, blocked or waiting again since
+            }
+            if self.layer[i] >= self.layer_limit {
+                self.held.push(i);
+                continue;
+            }
+            return Some(i);
+        }
+        None
     }
 
     /// A handed-out node finished successfully.
@@ -210,7 +314,17 @@ impl Scheduler {
         if self.state[i] == NodeState::Running {
             self.running -= 1;
         }
-        self.state[i] = NodeState::Done;
+        if self.state[i] == NodeState::Done {
+            return;
+        }
+        self.set(i, NodeState::Done);
+        for k in 0..self.dependents[i].len() {
+            let d = self.dependents[i][k];
+            self.unmet[d] = self.unmet[d].saturating_sub(1);
+            if self.unmet[d] == 0 {
+                self.offer(d);
+            }
+        }
     }
 
     /// A handed-out node failed for good. Returns the nodes newly blocked by
@@ -219,16 +333,17 @@ impl Scheduler {
         if self.state[i] == NodeState::Running {
             self.running -= 1;
         }
-        self.state[i] = NodeState::Failed;
+        self.set(i, NodeState::Failed);
         if self.fail_fast {
             self.stopped = true;
         }
         let mut blocked = Vec::new();
         let mut stack = vec![i];
         while let Some(n) = stack.pop() {
-            for &d in &self.dependents[n] {
+            for k in 0..self.dependents[n].len() {
+                let d = self.dependents[n][k];
                 if self.state[d] == NodeState::Waiting {
-                    self.state[d] = NodeState::Blocked;
+                    self.set(d, NodeState::Blocked);
                     blocked.push(d);
                     stack.push(d);
                 }
@@ -243,7 +358,8 @@ impl Scheduler {
     pub fn release(&mut self, i: usize) {
         if self.state[i] == NodeState::Running {
             self.running -= 1;
-            self.state[i] = NodeState::Waiting;
+            self.set(i, NodeState::Waiting);
+            self.offer(i);
         }
     }
 
@@ -253,24 +369,25 @@ impl Scheduler {
         if self.state[i] != NodeState::Failed {
             return Vec::new();
         }
-        self.state[i] = NodeState::Waiting;
+        self.set(i, NodeState::Waiting);
+        self.offer(i);
+        // Only what `i` blocked can be freed: walk its dependents.
         let mut unblocked = Vec::new();
-        loop {
-            let free: Vec<usize> = (0..self.nodes.len())
-                .filter(|&n| {
-                    self.state[n] == NodeState::Blocked
-                        && self.nodes[n].deps.iter().all(|&d| {
-                            d >= self.nodes.len()
-                                || !matches!(self.state[d], NodeState::Failed | NodeState::Blocked)
-                        })
-                })
-                .collect();
-            if free.is_empty() {
-                break;
-            }
-            for n in free {
-                self.state[n] = NodeState::Waiting;
-                unblocked.push(n);
+        let mut stack = vec![i];
+        while let Some(n) = stack.pop() {
+            for k in 0..self.dependents[n].len() {
+                let d = self.dependents[n][k];
+                let free = self.state[d] == NodeState::Blocked
+                    && self.nodes[d].deps.iter().all(|&x| {
+                        x >= self.nodes.len()
+                            || !matches!(self.state[x], NodeState::Failed | NodeState::Blocked)
+                    });
+                if free {
+                    self.set(d, NodeState::Waiting);
+                    self.offer(d);
+                    unblocked.push(d);
+                    stack.push(d);
+                }
             }
         }
         unblocked.sort_unstable();
@@ -302,16 +419,17 @@ impl Scheduler {
 
     /// Whether every node of layer `k` is finished.
     pub fn layer_finished(&self, k: usize) -> bool {
-        self.layers
-            .get(k)
-            .map_or(true, |m| m.iter().all(|&i| self.state[i].is_terminal()))
+        self.unfinished.get(k).map_or(true, |&u| u == 0)
     }
 
     /// Waiting nodes held back only by the layer limit (work left for a later
     /// confirmation or iteration).
     pub fn held_back(&self) -> usize {
-        (0..self.nodes.len())
-            .filter(|&i| self.state[i] == NodeState::Waiting && self.layer[i] >= self.layer_limit)
+        self.layers
+            .iter()
+            .skip(self.layer_limit)
+            .flatten()
+            .filter(|&&i| self.state[i] == NodeState::Waiting)
             .count()
     }
 
@@ -322,10 +440,7 @@ impl Scheduler {
 
     /// Nodes still waiting (not run, not blocked).
     pub fn waiting(&self) -> usize {
-        self.state
-            .iter()
-            .filter(|s| **s == NodeState::Waiting)
-            .count()
+        self.waiting
     }
 }
 
@@ -334,13 +449,15 @@ impl Scheduler {
 fn compute_layers(nodes: &[NodeSpec]) -> Vec<usize> {
     let n = nodes.len();
     let mut layer: Vec<Option<usize>> = vec![None; n];
-    // Iterative DFS so deep chains cannot overflow the stack.
+    // Iterative DFS so deep chains cannot overflow the stack. Every node
+    // taken off the stack expanded is unmarked, so one marking serves all.
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
     for start in 0..n {
         if layer[start].is_some() {
             continue;
         }
-        let mut stack = vec![(start, false)];
-        let mut on_stack = vec![false; n];
+        stack.push((start, false));
         while let Some((i, expanded)) = stack.pop() {
             if layer[i].is_some() {
                 continue;
@@ -573,6 +690,50 @@ mod tests {
         })
     }
 
+    /// What a scan over every node picks (the scheduler's definition; it
+    /// keeps counts and a heap instead of scanning).
+    fn naive_next(
+        nodes: &[NodeSpec],
+        s: &Scheduler,
+        discipline: Discipline,
+        parallel: usize,
+    ) -> Option<usize> {
+        if s.is_stopped() || s.running() >= parallel {
+            return None;
+        }
+        let n = nodes.len();
+        let ready = |i: usize| {
+            s.state(i) == NodeState::Waiting
+                && nodes[i]
+                    .deps
+                    .iter()
+                    .all(|&d| d >= n || d == i || s.state(d) == NodeState::Done)
+        };
+        match discipline {
+            Discipline::Batch => {
+                let current = s
+                    .layers()
+                    .iter()
+                    .position(|m| m.iter().any(|&i| !s.state(i).is_terminal()))?;
+                if current >= s.layer_limit() {
+                    return None;
+                }
+                s.layers()[current].iter().copied().find(|&i| ready(i))
+            }
+            Discipline::Eager => (0..n)
+                .filter(|&i| ready(i) && s.layer_of(i) < s.layer_limit())
+                .min_by_key(|&i| {
+                    let x = &nodes[i];
+                    (
+                        std::cmp::Reverse(x.remaining_path),
+                        x.priority,
+                        x.file_index,
+                        i,
+                    )
+                }),
+        }
+    }
+
     proptest! {
         #[test]
         fn scheduler_invariants(
@@ -591,7 +752,13 @@ mod tests {
             let mut handed = vec![false; n];
             let mut pick = picks.into_iter().cycle();
             loop {
-                while let Some(i) = s.next_ready() {
+                loop {
+                    let expected = naive_next(&nodes, &s, discipline, parallel);
+                    let Some(i) = s.next_ready() else {
+                        prop_assert_eq!(expected, None);
+                        break;
+                    };
+                    prop_assert_eq!(Some(i), expected, "the scan over all nodes picks another");
                     prop_assert!(!handed[i], "node {} handed out twice", i);
                     prop_assert!(!nodes[i].done);
                     for &d in &nodes[i].deps {

@@ -3,15 +3,23 @@
 //! One JSON document with a schema version, the run id, and per story its
 //! status (pending | running | complete | failed | blocked), agent, every
 //! attempt with its error and classification, branch, worktree and merge
-//! commit. It is rewritten atomically (temp file in the same directory,
-//! rename) after every transition (writes of parallel stories are grouped,
-//! see the `persist` module), so a `kill -9` at any moment leaves either
-//! the old or the new document, never half of one. `cascade status` and
-//! `cascade resume` read it.
+//! commit. It is written atomically (temp file in the same directory,
+//! rename), so a `kill -9` at any moment leaves either the old or the new
+//! document, never half of one. A small plan's document is rewritten at
+//! every transition; a large plan's transitions are appended to a journal
+//! beside it (`state.journal`, see the `journal` module) and folded into
+//! the document from time to time, so a transition costs the same at
+//! 100,000 stories as at 10. [`RunState::load`] reads both: `cascade
+//! status`, `cascade resume` and the dashboard see every transition.
+//!
+//! Stories are looked up by id through an index ([`cascade_plan::IdIndex`],
+//! built on the first lookup), never by scanning the list.
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+use cascade_plan::{IdIndex, IndexStats};
 
 use crate::events::{GateSummary, RunStatus, StoryCounts};
 use crate::retry::FailureKind;
@@ -19,7 +27,8 @@ use crate::retry::FailureKind;
 /// Version of the document layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Plans with more stories than this get a compact (unindented) state file.
+/// Plans with more stories than this get a compact (unindented) state file,
+/// and their transitions go to a journal (see the `journal` module).
 pub const COMPACT_ABOVE: usize = 200;
 
 /// Where a story stands in a run.
@@ -70,8 +79,24 @@ pub struct RunState {
     /// Agents put in a rate-limit cooldown by this run (the latest per agent).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cooldowns: Vec<CooldownRecord>,
-    /// In plan order.
+    /// The generation of the journal that continues this document (0: none;
+    /// see the `journal` module).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal: u64,
+    /// In plan order. Add stories with [`RunState::story_mut`] and remove
+    /// them with [`RunState::retain_stories`] (the index follows either way).
     pub stories: Vec<StoryState>,
+    /// The stories by id.
+    #[serde(skip)]
+    index: IdIndex,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn story_key(s: &StoryState) -> &str {
+    &s.id
 }
 
 /// An agent's rate-limit cooldown, as `cascade status` shows it.
@@ -279,27 +304,58 @@ impl RunState {
             updated_at: now,
             options: None,
             cooldowns: Vec::new(),
+            journal: 0,
             stories: story_ids
                 .into_iter()
                 .map(|id| StoryState::new(id, StoryStatus::Pending))
                 .collect(),
+            index: IdIndex::default(),
         }
     }
 
+    /// The story's record (indexed).
     pub fn story(&self, id: &str) -> Option<&StoryState> {
-        self.stories.iter().find(|s| s.id == id)
+        self.stories.get(self.position(id)?)
+    }
+
+    /// Where the story's record is in [`RunState::stories`].
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.position(&self.stories, id, story_key)
     }
 
     /// The story's record, added (pending) if it is new to the state.
     pub fn story_mut(&mut self, id: &str) -> &mut StoryState {
-        if let Some(i) = self.stories.iter().position(|s| s.id == id) {
-            &mut self.stories[i]
-        } else {
-            self.stories
-                .push(StoryState::new(id.to_string(), StoryStatus::Pending));
-            let last = self.stories.len() - 1;
-            &mut self.stories[last]
+        let i = self.position_or_add(id);
+        &mut self.stories[i]
+    }
+
+    /// The position of the story's record, added (pending) if it is new.
+    pub fn position_or_add(&mut self, id: &str) -> usize {
+        if let Some(i) = self.index.position_mut(&self.stories, id, story_key) {
+            return i;
         }
+        self.stories
+            .push(StoryState::new(id.to_string(), StoryStatus::Pending));
+        self.index.pushed(&self.stories, story_key);
+        self.stories.len() - 1
+    }
+
+    /// Keeps only the stories `keep` says yes to.
+    pub fn retain_stories(&mut self, keep: impl FnMut(&StoryState) -> bool) {
+        self.stories.retain(keep);
+        self.index.clear();
+    }
+
+    /// Puts a whole story record in place of the one with its id (or adds it).
+    pub fn put_story(&mut self, record: StoryState) {
+        let i = self.position_or_add(&record.id);
+        self.stories[i] = record;
+    }
+
+    /// How the story index has been used (tests prove with it that a code
+    /// path does no linear search per story).
+    pub fn index_stats(&self) -> IndexStats {
+        self.index.stats()
     }
 
     /// Stories by status (running counts as pending).
@@ -316,10 +372,41 @@ impl RunState {
         c
     }
 
-    /// Reads a state file; `Ok(None)` when there is none.
+    /// Reads a state file and the journal that continues it (see the
+    /// `journal` module); `Ok(None)` when there is none.
     pub fn load(path: &Path) -> Result<Option<RunState>, StateError> {
-        let text = match std::fs::read_to_string(path) {
-            Ok(t) => t,
+        RunState::load_with_offset(path).map(|(state, _)| state)
+    }
+
+    /// [`RunState::load`], and how far into the journal it read.
+    pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunState>, u64), StateError> {
+        // The running process may fold the journal into a new document
+        // between our reading the two: then the document is read again.
+        for _ in 0..5 {
+            let Some(mut state) = RunState::load_document(path)? else {
+                return Ok((None, 0));
+            };
+            let replayed = crate::journal::replay(path, &mut state);
+            if let crate::journal::Replay::Current(offset) = replayed {
+                return Ok((Some(state), offset));
+            }
+        }
+        Ok((RunState::load_document(path)?, 0))
+    }
+
+    /// Takes the run's own fields from `run` (a journal's run record),
+    /// keeping the stories and the journal generation.
+    pub(crate) fn take_run_fields(&mut self, mut run: RunState) {
+        run.journal = self.journal;
+        std::mem::swap(&mut run.stories, &mut self.stories);
+        std::mem::swap(&mut run.index, &mut self.index);
+        *self = run;
+    }
+
+    /// Reads the document alone.
+    pub(crate) fn load_document(path: &Path) -> Result<Option<RunState>, StateError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
                 return Err(StateError::Io {
@@ -329,24 +416,34 @@ impl RunState {
                 })
             }
         };
-        // Check the version first so a newer layout is named as such rather
-        // than reported as a parse error.
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) {
-            if let Some(found) = v.get("schema_version").and_then(|x| x.as_u64()) {
-                if found > u64::from(SCHEMA_VERSION) {
-                    return Err(StateError::NewerSchema {
+        let newer = |found: u64| StateError::NewerSchema {
+            path: path.to_path_buf(),
+            found: found.min(u64::from(u32::MAX)) as u32,
+        };
+        match serde_json::from_slice::<RunState>(&bytes) {
+            Ok(st) if st.schema_version > SCHEMA_VERSION => {
+                Err(newer(u64::from(st.schema_version)))
+            }
+            Ok(st) => Ok(Some(st)),
+            Err(source) => {
+                // A newer layout is named as such rather than reported as
+                // a parse error.
+                #[derive(Deserialize)]
+                struct Version {
+                    #[serde(default)]
+                    schema_version: Option<u64>,
+                }
+                match serde_json::from_slice::<Version>(&bytes) {
+                    Ok(Version {
+                        schema_version: Some(found),
+                    }) if found > u64::from(SCHEMA_VERSION) => Err(newer(found)),
+                    _ => Err(StateError::Parse {
                         path: path.to_path_buf(),
-                        found: found as u32,
-                    });
+                        source,
+                    }),
                 }
             }
         }
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|source| StateError::Parse {
-                path: path.to_path_buf(),
-                source,
-            })
     }
 
     /// Writes the state atomically (temp + rename), stamping `updated_at`.

@@ -4,11 +4,9 @@
 //! the agent, prepare the worktree, run the agent, commit, gates, queue for
 //! merge). A failure at any step is classified; the retry manager decides
 //! whether and when the next attempt runs. Every
-//! transition is recorded in the state first, then announced as an event;
-//! it is on disk at once, except a start or a merge, which follow within a
-//! fraction of a second (`Ctx::note_story`: resume restarts a started story
-//! anyway, and a merged story's branch, deleted only at the end of the run,
-//! tells resume it was merged).
+//! transition is recorded in the state first (on disk at once: for a large
+//! plan, one line appended to the state's journal), then announced as an
+//! event.
 //!
 //! Attempt numbers count the story's whole history: a resumed story goes on
 //! after the attempts recorded by earlier runs (so the logs and prompts of
@@ -167,10 +165,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 commit,
                 fast_forward,
             } => {
-                // Not waited for: until the run state is on disk, the
-                // story's branch (deleted at the end of the run) tells
-                // resume that it was merged.
-                ctx.note_story(&id, |s| {
+                ctx.update_story(&id, |s| {
                     s.status = StoryStatus::Complete;
                     s.merge_commit = Some(commit.clone());
                     s.agent = Some(agent.clone());

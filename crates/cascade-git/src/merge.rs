@@ -17,6 +17,8 @@
 //!   Branch names may be short (`main`) or full (`refs/heads/main`).
 //! - [`is_merged`]`(paths, source_oid, target_branch)`: whether the target
 //!   already contains that commit (resume: a merged story is never redone).
+//! - [`reachable_from`]`(repo, tip, &commits)`: which of many commits are on
+//!   a branch's history, in one walk (resume, deleting merged branches).
 //! - [`branch_tip`]`(paths, branch)`: the commit a branch points at, if it exists.
 //! - [`checked_out_in`]`(paths, branch)`: the worktree (main or linked) that has
 //!   the branch checked out.
@@ -310,6 +312,35 @@ pub fn is_merged(paths: &RepoPaths, source: Oid, target_branch: &str) -> Result<
                 branch: target_branch.to_string(),
             })?;
     Ok(target == source || descends(&repo, target, source)?)
+}
+
+/// Which of `commits` are on the history of `tip` (equal to it or its
+/// ancestors). One walk of that history answers for all of them, stopping
+/// once every one is found: asking per commit (`graph_descendant_of`) walks
+/// the history since each commit again, which made resuming or finishing a
+/// run of many stories quadratic. A commit that is not there costs the
+/// whole walk, once.
+pub fn reachable_from(
+    repo: &Repository,
+    tip: Oid,
+    commits: &std::collections::HashSet<Oid>,
+) -> Result<std::collections::HashSet<Oid>, GitError> {
+    let mut found = std::collections::HashSet::new();
+    if commits.is_empty() {
+        return Ok(found);
+    }
+    let mut walk = repo.revwalk().map_err(GitError::git("walk history"))?;
+    walk.push(tip).map_err(GitError::git("walk history"))?;
+    for oid in walk {
+        let oid = oid.map_err(GitError::git("walk history"))?;
+        if commits.contains(&oid) {
+            found.insert(oid);
+            if found.len() == commits.len() {
+                break;
+            }
+        }
+    }
+    Ok(found)
 }
 
 /// The commit `branch` points at; `None` when there is no such branch.

@@ -774,22 +774,28 @@ pub fn delete_merged_branches(
         .filter_map(|h| h.branch)
         .collect();
     let created = created_branches(paths);
-    let mut deleted = Vec::new();
+    // The branches that may go, then which of them are merged: one walk of
+    // the target's history for all of them.
+    let mut candidates = Vec::new();
     for name in branches {
         let name = short_branch(name);
         let ours = is_cascade_branch(name) && created.contains(name);
         if !ours || held.iter().any(|h| h == name) {
             continue;
         }
-        let Ok(mut b) = repo.find_branch(name, BranchType::Local) else {
+        let Ok(b) = repo.find_branch(name, BranchType::Local) else {
             continue;
         };
         let Some(tip) = b.get().target() else {
             continue;
         };
-        let merged =
-            tip == target_tip || repo.graph_descendant_of(target_tip, tip).unwrap_or(false);
-        if merged {
+        candidates.push((b, name, tip));
+    }
+    let tips = candidates.iter().map(|c| c.2).collect();
+    let merged = crate::merge::reachable_from(&repo, target_tip, &tips)?;
+    let mut deleted = Vec::new();
+    for (mut b, name, tip) in candidates {
+        if merged.contains(&tip) {
             b.delete()
                 .map_err(GitError::git(format!("delete branch '{name}'")))?;
             deleted.push(name.to_string());

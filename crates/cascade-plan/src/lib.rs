@@ -15,8 +15,10 @@
 //!   gives [`PlanError::Parse`] with `path`, `line`, `column`; a missing file
 //!   [`PlanError::NotFound`]. `Prd::from_json(bytes, path)` parses text.
 //! - [`Prd`]`::{save(path) (atomic temp + rename; unknown fields and key order
-//!   kept), story(id), story_mut(id), to_json()}`; same for [`MegaPlan`]
-//!   (`feature(id)`, `feature_mut(id)`).
+//!   kept), story(id), story_mut(id) (through an index built on the first
+//!   lookup: [`IdIndex`]; `reindex()` after renaming stories in place,
+//!   `index_stats()`), to_json()}`; same for [`MegaPlan`] (`feature(id)`,
+//!   `feature_mut(id)`, linear: mega-plans hold a handful of features).
 //! - [`Prd`] `{ metadata, goal, objectives, stories: Vec<Story>, quality_gates:
 //!   Option<Value>, extra, source }`.
 //! - [`Story`] `{ id, title, description, priority, dependencies, status,
@@ -87,6 +89,14 @@
 //! `mode(cwd)` (new | legacy | none) and `plan_output(out)` (where `cascade
 //! plan` writes plan files).
 //!
+//! [`IdIndex`]: positions of a list's items by id (the first wins), built
+//! once and rebuilt only when the list's length changed; every hit is
+//! checked against the list. Its [`IndexStats`] (`lookups`, `builds`) let
+//! tests prove that a code path does no linear search per lookup.
+//!
+//! [`synthetic`]: generated plans of any size ([`synthetic::prd_json`]) for
+//! benchmarks and tests at scale.
+//!
 //! Text (`text.rs`): [`text::printable`] / [`text::printable_line`] (text
 //! from a plan file or an agent with its control characters shown as
 //! escapes: the one sanitiser of every output) and [`text::closest`] /
@@ -115,12 +125,14 @@ mod error;
 mod graph;
 mod hash;
 mod id;
+mod index;
 mod model;
 mod names;
 pub mod paths;
 mod plan;
 mod skeleton;
 pub mod strict;
+pub mod synthetic;
 pub mod text;
 mod validate;
 mod vocabulary;
@@ -130,6 +142,7 @@ pub use analysis::{Analysis, Cycle};
 pub use error::PlanError;
 pub use graph::DepGraph;
 pub use id::{InvalidId, StoryId};
+pub use index::{IdIndex, IndexStats};
 pub use model::{
     load_mega, load_prd, Criterion, Feature, MegaPlan, Prd, Priority, Source, Status, Story,
 };

@@ -21,8 +21,13 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use crate::error::PlanError;
+use crate::index::{IdIndex, IndexStats};
 use crate::text::spelled;
 use crate::vocabulary::{self, PlanWarning};
+
+fn story_key(s: &Story) -> &str {
+    &s.id
+}
 
 /// How an object was written in its file: key order and the original spelling
 /// of keywords. Kept so that saving rewrites the file faithfully; objects built
@@ -328,18 +333,36 @@ pub struct Prd {
     /// What reading the file accepted but probably was not meant (an
     /// unknown priority, read as medium); never written back.
     pub warnings: Vec<PlanWarning>,
+    /// The stories by id (built on the first lookup; see [`IdIndex`]).
+    index: IdIndex,
 }
 
 impl Prd {
-    /// The story with this id (linear scan; use [`crate::ValidPlan::position`]
-    /// for repeated lookups in large plans).
+    /// The story with this id (the first one, should the file repeat it),
+    /// through an index built once: looking up every story of a large plan
+    /// stays linear. Code that renames stories in place calls
+    /// [`Prd::reindex`].
     pub fn story(&self, id: &str) -> Option<&Story> {
-        self.stories.iter().find(|s| s.id == id)
+        let i = self.index.position(&self.stories, id, story_key)?;
+        self.stories.get(i)
     }
 
-    /// The story with this id, mutable (linear scan).
+    /// The story with this id, mutable (indexed, like [`Prd::story`]).
     pub fn story_mut(&mut self, id: &str) -> Option<&mut Story> {
-        self.stories.iter_mut().find(|s| s.id == id)
+        let i = self.index.position_mut(&self.stories, id, story_key)?;
+        self.stories.get_mut(i)
+    }
+
+    /// Forgets the story index (after ids were changed in place; adding or
+    /// removing stories is noticed without it).
+    pub fn reindex(&mut self) {
+        self.index.clear();
+    }
+
+    /// How the story index has been used (for tests that prove a code path
+    /// looks stories up without a scan per lookup).
+    pub fn index_stats(&self) -> IndexStats {
+        self.index.stats()
     }
 
     /// Parses a PRD from JSON text; `path` is only used in messages. A

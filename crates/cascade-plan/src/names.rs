@@ -1,5 +1,5 @@
 //! `Names`: every id of a plan stored back to back in one string, with a
-//! compact open-addressing hash index over them.
+//! compact open-addressing hash index over them (`index::Slots`).
 //!
 //! Resolving ~3 dependencies per story on a 100,000-story plan is the hot
 //! loop of validation, and it is bound by cache misses, not arithmetic. A
@@ -9,9 +9,7 @@
 //! compared sit next to each other in one buffer. One allocation instead of
 //! one per id, too.
 
-use std::hash::Hasher;
-
-use crate::hash::FxHasher;
+use crate::index::Slots;
 
 /// The ids of a plan by position, plus an index from id to first position.
 #[derive(Debug, Clone, Default)]
@@ -19,14 +17,8 @@ pub(crate) struct Names {
     text: String,
     /// `end[i]` is where id `i` ends in `text` (it starts at `end[i - 1]`).
     end: Vec<u32>,
-    /// Open addressing, linear probing; 0 = empty, else `hash_hi << 32 | (pos + 1)`.
-    slots: Vec<u64>,
-}
-
-fn hash(s: &str) -> u64 {
-    let mut h = FxHasher::default();
-    h.write(s.as_bytes());
-    h.finish()
+    /// Positions by id.
+    slots: Slots,
 }
 
 impl Names {
@@ -47,7 +39,7 @@ impl Names {
         Names {
             text: String::with_capacity(n * 16),
             end: Vec::with_capacity(n),
-            slots: Vec::new(),
+            slots: Slots::default(),
         }
     }
 
@@ -61,7 +53,7 @@ impl Names {
     /// `(first, later)` position pairs for ids seen twice.
     pub(crate) fn build_index(&mut self) -> Vec<(u32, u32)> {
         let n = self.end.len();
-        self.slots = vec![0; (n * 2).next_power_of_two().max(16)];
+        self.slots = Slots::for_len(n);
         let mut duplicates = Vec::new();
         for pos in 0..n as u32 {
             if let Err(first) = self.insert(pos) {
@@ -78,65 +70,30 @@ impl Names {
 
     /// The id at `pos`.
     pub(crate) fn get(&self, pos: usize) -> &str {
-        let start = if pos == 0 {
-            0
-        } else {
-            self.end[pos - 1] as usize
-        };
-        &self.text[start..self.end[pos] as usize]
+        id_in(&self.text, &self.end, pos)
     }
 
     /// The first position with this id.
     pub(crate) fn find(&self, id: &str) -> Option<u32> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let h = hash(id);
-        let tag = h >> 32;
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                return None;
-            }
-            if slot >> 32 == tag {
-                let pos = (slot as u32) - 1;
-                if self.get(pos as usize) == id {
-                    return Some(pos);
-                }
-            }
-            i = (i + 1) & mask;
-        }
+        self.slots.find(id, |p| self.get(p as usize))
     }
 
     /// Indexes the id at `pos` (unless empty), or returns the position that
     /// already has it.
     fn insert(&mut self, pos: u32) -> Result<(), u32> {
-        let id = self.get(pos as usize);
+        let (text, end) = (&self.text, &self.end);
+        let id = id_in(text, end, pos as usize);
         if id.is_empty() {
             return Ok(());
         }
-        let h = hash(id);
-        let tag = h >> 32;
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                break;
-            }
-            if slot >> 32 == tag {
-                let other = (slot as u32) - 1;
-                if self.get(other as usize) == id {
-                    return Err(other);
-                }
-            }
-            i = (i + 1) & mask;
-        }
-        self.slots[i] = (tag << 32) | (pos as u64 + 1);
-        Ok(())
+        self.slots.insert(pos, id, |p| id_in(text, end, p as usize))
     }
+}
+
+/// The id at `pos` among ids stored back to back in `text` (id `i` ends at `end[i]`).
+fn id_in<'a>(text: &'a str, end: &[u32], pos: usize) -> &'a str {
+    let start = if pos == 0 { 0 } else { end[pos - 1] as usize };
+    &text[start..end[pos] as usize]
 }
 
 #[cfg(test)]

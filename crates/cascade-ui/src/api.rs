@@ -2,14 +2,16 @@
 //! planning sessions, and the actions (see the API section of
 //! docs/dashboard.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use cascade_engine::journal::{FileStamp, StateFollower};
 use cascade_engine::state::{RunState, StoryStatus};
+use cascade_plan::Prd;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -26,20 +28,59 @@ fn ok(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
+/// The run's files as the dashboard last read them: the state (followed:
+/// a live run's journal lines are read as they come, the document only
+/// when it is replaced) and its PRD (read again when it changed on disk).
+/// Requests in a row read only what changed in between.
+pub(crate) struct RunFiles {
+    state: StateFollower,
+    prd: Option<(PathBuf, Option<FileStamp>, Option<Prd>)>,
+}
+
+impl RunFiles {
+    pub fn new(cascade_dir: &Path) -> RunFiles {
+        RunFiles {
+            state: StateFollower::new(&cascade_dir.join("state.json")),
+            prd: None,
+        }
+    }
+
+    /// The state, the PRD's path and the PRD (when it can be read) as they
+    /// are on disk now. `fallback` is the PRD shown before any run.
+    fn current(
+        &mut self,
+        fallback: &Path,
+    ) -> Result<(Option<&RunState>, PathBuf, Option<&Prd>), String> {
+        let state = self.state.refresh().map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, fallback);
+        let stamp = FileStamp::of(&path);
+        let stale = match &self.prd {
+            Some((p, s, _)) => *p != path || *s != stamp,
+            None => true,
+        };
+        if stale {
+            let prd = cascade_plan::load_prd(&path).ok();
+            self.prd = Some((path.clone(), stamp, prd));
+        }
+        let prd = self.prd.as_ref().and_then(|(_, _, p)| p.as_ref());
+        Ok((state, path, prd))
+    }
+}
+
 impl AppState {
     fn cascade_dir(&self) -> PathBuf {
         self.config.repo_root.join(".cascade")
     }
 
-    /// The run state, when there is one that can be read.
-    fn run_state(&self) -> Result<Option<RunState>, String> {
-        RunState::load(&self.cascade_dir().join("state.json")).map_err(|e| e.to_string())
-    }
-
-    fn prd(&self, state: Option<&RunState>) -> (PathBuf, Option<cascade_plan::Prd>) {
-        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
-        let prd = cascade_plan::load_prd(&path).ok();
-        (path, prd)
+    /// Runs `f` on the run state (when there is one), the PRD's path and the
+    /// PRD, as they are on disk now (see [`RunFiles`]).
+    fn with_run<T>(
+        &self,
+        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>) -> T,
+    ) -> Result<T, String> {
+        let mut files = crate::lock(&self.files);
+        let (state, path, prd) = files.current(&self.config.workdir.join("prd.json"))?;
+        Ok(f(state, &path, prd))
     }
 }
 
@@ -59,9 +100,7 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
         if !app.hub.status().live {
             app.hub.load_from_disk();
         }
-        let state = app.run_state()?;
-        let (path, prd) = app.prd(state.as_ref());
-        let records = app.hub.records();
+        let summary = app.hub.summary();
         let status = app.hub.status();
         let dir = app.cascade_dir();
         let art = crate::detail::Artifacts {
@@ -69,16 +108,17 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
             repo: &app.config.repo_root,
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
-        let input = crate::snapshot::Input {
-            state: state.as_ref(),
-            prd: prd.as_ref(),
-            prd_path: Some(&path),
-            records: &records,
-            status: &status,
-            now_ms: chrono::Utc::now().timestamp_millis(),
-            gates: &gates,
-        };
-        Ok::<Value, String>(crate::snapshot::build(&input))
+        app.with_run(|state, path, prd| {
+            crate::snapshot::build(&crate::snapshot::Input {
+                state,
+                prd,
+                prd_path: Some(path),
+                summary: &summary,
+                status: &status,
+                now_ms: chrono::Utc::now().timestamp_millis(),
+                gates: &gates,
+            })
+        })
     })
     .await;
     match r {
@@ -90,21 +130,13 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
 
 pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     let r = blocking(move || {
-        let state = app.run_state()?;
-        let (_, prd) = app.prd(state.as_ref());
-        let records = app.hub.records();
+        let events = app.hub.story_events(&id);
         let dir = app.cascade_dir();
         let art = crate::detail::Artifacts {
             dir: &dir,
             repo: &app.config.repo_root,
         };
-        Ok::<Option<Value>, String>(crate::detail::build(
-            &id,
-            state.as_ref(),
-            prd.as_ref(),
-            &records,
-            &art,
-        ))
+        app.with_run(|state, _, prd| crate::detail::build(&id, state, prd, &events, &art))
     })
     .await;
     match r {
@@ -120,8 +152,8 @@ pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String
 
 pub(crate) async fn mega(State(app): State<Shared>) -> Response {
     let r = blocking(move || {
-        let records = app.hub.records();
-        crate::mega::view(&app.cascade_dir(), &records, &app.hub.status())
+        let summary = app.hub.summary();
+        crate::mega::view(&app.cascade_dir(), &summary, &app.hub.status())
     })
     .await;
     match r {
@@ -199,12 +231,13 @@ pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String
     if app.hub.client().is_some() {
         return steer(&app, "retry", Some(&id), None).await;
     }
-    let state = match app.run_state() {
+    let found = app.with_run(|state, _, _| state.map(|st| st.story(&id).map(|s| s.status)));
+    let status = match found {
         Ok(Some(s)) => s,
         Ok(None) => return error(StatusCode::CONFLICT, "there is no run to retry a story of"),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
     };
-    match state.story(&id).map(|s| s.status) {
+    match status {
         None => {
             return error(
                 StatusCode::NOT_FOUND,

@@ -4,13 +4,10 @@
 //! merge went; the story's diff.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use cascade_engine::state::{RunState, StoryStatus};
 use cascade_plan::Prd;
 use serde_json::{json, Value};
-
-use crate::live::Record;
 
 /// Most bytes of a prompt or log sent (the end of a log is kept).
 pub(crate) const TEXT_MAX: usize = 256 * 1024;
@@ -102,14 +99,11 @@ fn gates_of(report: Option<Value>) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// Verification and review findings of each attempt, from the records.
-fn findings(records: &[Arc<Record>], story: &str) -> std::collections::HashMap<u64, Vec<Value>> {
+/// Verification and review findings of each attempt, from the story's
+/// event records.
+fn findings(events: &[Value]) -> std::collections::HashMap<u64, Vec<Value>> {
     let mut out: std::collections::HashMap<u64, Vec<Value>> = Default::default();
-    for r in records.iter().filter(|r| r.kind == "event") {
-        let d = &r.data;
-        if d.get("story").and_then(Value::as_str) != Some(story) {
-            continue;
-        }
+    for d in events {
         let attempt = d.get("attempt").and_then(Value::as_u64).unwrap_or(0);
         match d.get("event").and_then(Value::as_str) {
             Some("verification_finished") => {
@@ -151,12 +145,13 @@ fn findings(records: &[Arc<Record>], story: &str) -> std::collections::HashMap<u
     out
 }
 
-/// The story document, or `None` for an id the plan and the state do not know.
+/// The story document, or `None` for an id the plan and the state do not
+/// know. `events` are the data of the story's event records, in order.
 pub(crate) fn build(
     id: &str,
     state: Option<&RunState>,
     prd: Option<&Prd>,
-    records: &[Arc<Record>],
+    events: &[Value],
     art: &Artifacts<'_>,
 ) -> Option<Value> {
     let plan = prd.and_then(|p| p.story(id));
@@ -164,13 +159,11 @@ pub(crate) fn build(
     if plan.is_none() && s.is_none() {
         return None;
     }
-    let found = findings(records, id);
-    let conflict: Option<Vec<Value>> = records
+    let found = findings(events);
+    let conflict: Option<Vec<Value>> = events
         .iter()
-        .filter(|r| r.kind == "event")
-        .filter(|r| r.data.get("event").and_then(Value::as_str) == Some("merge_conflict"))
-        .rfind(|r| r.data.get("story").and_then(Value::as_str) == Some(id))
-        .and_then(|r| r.data.get("files").and_then(Value::as_array).cloned());
+        .rfind(|d| d.get("event").and_then(Value::as_str) == Some("merge_conflict"))
+        .and_then(|d| d.get("files").and_then(Value::as_array).cloned());
     let mut attempts = Vec::new();
     let mut previous: Option<(Option<&'static str>, Option<String>)> = None;
     for a in s.map(|s| s.attempts.as_slice()).unwrap_or_default() {

@@ -5,6 +5,13 @@
 //! A background task keeps trying the repository's live socket (a cheap
 //! connect, once a second while nothing is live): when a run starts, the
 //! dashboard switches to it; when it ends, its records stay on show.
+//!
+//! A record is kept as an [`Entry`]: the text every event stream sends
+//! for it and its story, not its parsed data (at 100,000 stories a run has
+//! hundreds of thousands of records, and their `Value` trees were most of
+//! the dashboard's memory). What the run view needs from them is folded
+//! into a [`Summary`] as they arrive; a story's view parses that story's
+//! records again.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -12,15 +19,94 @@ use std::time::Duration;
 
 use tokio::sync::broadcast;
 
+use serde_json::value::RawValue;
+use serde_json::Value;
+
 use crate::live::{journal, LiveClient, Record};
 use crate::lock;
+use crate::snapshot::{Head, Summary};
 
 /// What event streams get.
 #[derive(Debug, Clone)]
 pub(crate) enum Feed {
-    Record(Arc<Record>),
+    Record(Arc<Entry>),
     /// The run on show changed (a new run went live, or the live one ended).
     Source,
+}
+
+/// One record of the run on show, as the dashboard keeps it.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    pub seq: u64,
+    /// An engine event (not agent output).
+    pub event: bool,
+    /// The story it is about, if any.
+    pub story: Option<Box<str>>,
+    /// Its server-sent event text (`sse::message`).
+    pub sse: Box<str>,
+}
+
+impl Entry {
+    /// The entry of a record, and its head when it is an event.
+    fn new(seq: u64, kind: &str, data: &str, times: (u64, u64)) -> (Entry, Option<Head>) {
+        let event = kind == "event";
+        let head: Option<Head> = serde_json::from_str(data).ok();
+        let control = event && head.as_ref().and_then(|h| h.event.as_deref()) == Some("control");
+        let story = head
+            .as_ref()
+            .and_then(|h| h.story.as_deref())
+            .map(Box::from);
+        let entry = Entry {
+            seq,
+            event,
+            story,
+            sse: crate::sse::message(seq, kind, data, times, control).into(),
+        };
+        (entry, head.filter(|_| event))
+    }
+
+    /// From a record of the live channel.
+    fn of(r: &Record) -> (Entry, Option<Head>) {
+        let data = serde_json::to_string(&r.data).unwrap_or_else(|_| "{}".into());
+        Entry::new(r.seq, &r.kind, &data, (r.t_ms, r.ts))
+    }
+
+    /// From a journal line (`None`: not a record, e.g. a torn last line).
+    fn parse(line: &str) -> Option<(Entry, Option<Head>)> {
+        #[derive(serde::Deserialize)]
+        struct Line<'a> {
+            seq: u64,
+            t_ms: u64,
+            ts: u64,
+            #[serde(borrow)]
+            kind: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            data: &'a RawValue,
+        }
+        let l: Line<'_> = serde_json::from_str(line).ok()?;
+        Some(Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)))
+    }
+
+    /// The record's data, parsed again from its text (`t_ms` and `ts`
+    /// included).
+    pub fn data(&self) -> Option<Value> {
+        let json = self.sse.split("\ndata: ").nth(1)?.split('\n').next()?;
+        serde_json::from_str(json).ok()
+    }
+}
+
+/// The records of a journal, in order, with what they say folded in.
+fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Summary) {
+    let mut entries = Vec::new();
+    let mut summary = Summary::default();
+    let text = journal::text(path);
+    for (entry, head) in text.lines().filter_map(Entry::parse) {
+        if let Some(h) = &head {
+            summary.add(h);
+        }
+        entries.push(Arc::new(entry));
+    }
+    (entries, summary)
 }
 
 #[derive(Default)]
@@ -28,7 +114,9 @@ struct View {
     run_id: Option<String>,
     live: bool,
     paused: bool,
-    records: Vec<Arc<Record>>,
+    records: Vec<Arc<Entry>>,
+    /// What `records` say, for the run view.
+    summary: Summary,
     client: Option<Arc<LiveClient>>,
     /// The state's run id whose journal `records` came from (no live run).
     loaded: Option<String>,
@@ -72,7 +160,7 @@ impl Hub {
                 match LiveClient::connect(&hub.cascade_dir).await {
                     Ok((client, hello, mut rx)) => {
                         // The run's history so far, from its journal.
-                        let past = hub.journal_of(hello.run_id.as_deref());
+                        let (past, summary) = hub.journal_of(hello.run_id.as_deref());
                         let replay = past.clone();
                         {
                             let mut v = lock(&hub.view);
@@ -82,6 +170,7 @@ impl Hub {
                                 paused: hello.paused,
                                 journaled: past.last().map_or(0, |r| r.seq),
                                 records: past,
+                                summary,
                                 client: Some(Arc::new(client)),
                                 loaded: None,
                             };
@@ -114,45 +203,38 @@ impl Hub {
     }
 
     /// The journal of `run_id` (empty when there is none).
-    fn journal_of(&self, run_id: Option<&str>) -> Vec<Arc<Record>> {
-        run_id
-            .and_then(|id| journal::path(&self.cascade_dir, id))
-            .and_then(|p| journal::read(&p).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(Arc::new)
-            .collect()
+    fn journal_of(&self, run_id: Option<&str>) -> (Vec<Arc<Entry>>, Summary) {
+        match run_id.and_then(|id| journal::path(&self.cascade_dir, id)) {
+            Some(p) => read_journal(&p),
+            None => Default::default(),
+        }
     }
 
     fn push(&self, r: Record) {
-        let r = Arc::new(r);
+        let (entry, head) = Entry::of(&r);
+        let entry = Arc::new(entry);
         {
             let mut v = lock(&self.view);
-            if r.kind == "event" && r.seq <= v.journaled {
+            if entry.event && entry.seq <= v.journaled {
                 return; // read from the journal already
             }
-            if r.kind == "event" {
-                let event = r.data.get("event").and_then(|e| e.as_str());
+            if let Some(h) = &head {
+                let event = h.event.as_deref();
                 if event == Some("run_started") && v.run_id.is_none() {
-                    v.run_id = r
-                        .data
-                        .get("run_id")
-                        .and_then(|x| x.as_str())
-                        .map(str::to_string);
+                    v.run_id = h.run_id.clone();
                 }
-                if event == Some("control")
-                    && r.data.get("ok") == Some(&serde_json::Value::Bool(true))
-                {
-                    match r.data.get("action").and_then(|a| a.as_str()) {
+                if event == Some("control") && h.ok == Some(true) {
+                    match h.action.as_deref() {
                         Some("pause") => v.paused = true,
                         Some("resume") => v.paused = false,
                         _ => {}
                     }
                 }
+                v.summary.add(h);
             }
-            v.records.push(Arc::clone(&r));
+            v.records.push(Arc::clone(&entry));
         }
-        let _ = self.tx.send(Feed::Record(r));
+        let _ = self.tx.send(Feed::Record(entry));
     }
 
     /// With no live run: the journal of the run the state file names.
@@ -168,7 +250,7 @@ impl Hub {
         if !changed {
             return;
         }
-        let records = self.journal_of(run_id.as_deref());
+        let (records, summary) = self.journal_of(run_id.as_deref());
         {
             let mut v = lock(&self.view);
             if v.live {
@@ -177,6 +259,7 @@ impl Hub {
             v.run_id = run_id.clone();
             v.loaded = run_id;
             v.records = records.clone();
+            v.summary = summary;
             v.journaled = 0;
             let _ = self.tx.send(Feed::Source);
             for r in records {
@@ -197,7 +280,7 @@ impl Hub {
 
     /// The records so far (after `after`), and the feed of the next ones
     /// (subscribed under the same lock: nothing is missed or repeated).
-    pub fn subscribe(&self, after: u64) -> (Vec<Arc<Record>>, broadcast::Receiver<Feed>) {
+    pub fn subscribe(&self, after: u64) -> (Vec<Arc<Entry>>, broadcast::Receiver<Feed>) {
         let v = lock(&self.view);
         let rx = self.tx.subscribe();
         let past = v
@@ -209,9 +292,20 @@ impl Hub {
         (past, rx)
     }
 
-    /// All records of the run on show.
-    pub fn records(&self) -> Vec<Arc<Record>> {
-        lock(&self.view).records.clone()
+    /// What the records of the run on show say, for the run view.
+    pub fn summary(&self) -> Summary {
+        lock(&self.view).summary.clone()
+    }
+
+    /// The data of the event records about `story`, in order.
+    pub fn story_events(&self, story: &str) -> Vec<Value> {
+        let mine: Vec<Arc<Entry>> = lock(&self.view)
+            .records
+            .iter()
+            .filter(|r| r.event && r.story.as_deref() == Some(story))
+            .cloned()
+            .collect();
+        mine.iter().filter_map(|e| e.data()).collect()
     }
 
     /// The live run's channel, if one is live.

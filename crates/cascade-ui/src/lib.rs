@@ -101,6 +101,8 @@ pub(crate) struct AppState {
     /// `host:port` the server is reached at (for the same-origin check).
     pub local: SocketAddr,
     pub hub: Arc<hub::Hub>,
+    /// The run state and PRD as last read.
+    pub files: std::sync::Mutex<api::RunFiles>,
 }
 
 /// A listening dashboard.
@@ -124,6 +126,9 @@ impl Ui {
             listener,
             state: Arc::new(AppState {
                 hub: hub::Hub::new(config.repo_root.join(".cascade")),
+                files: std::sync::Mutex::new(api::RunFiles::new(
+                    &config.repo_root.join(".cascade"),
+                )),
                 config,
                 token,
                 local,

@@ -7,7 +7,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use axum::http::StatusCode;
 use cascade_engine::mega::run::{feature_dir, valid_feature_name};
@@ -16,8 +15,7 @@ use cascade_engine::state::{RunState, StoryStatus};
 use serde_json::{json, Value};
 
 use crate::hub::Status;
-use crate::live::Record;
-use crate::snapshot::{seen, story_state, Seen};
+use crate::snapshot::{story_state, Seen, Summary};
 
 /// The engine state of feature `name` (`None`: its stories have not run).
 fn feature_state(cascade_dir: &Path, name: &str) -> Option<RunState> {
@@ -28,7 +26,7 @@ fn feature_state(cascade_dir: &Path, name: &str) -> Option<RunState> {
 
 /// `GET /api/mega`: the mega run with its features and their stories;
 /// `live` and `paused` when the live run is this mega run.
-pub(crate) fn view(cascade_dir: &Path, records: &[Arc<Record>], status: &Status) -> Value {
+pub(crate) fn view(cascade_dir: &Path, said: &Summary, status: &Status) -> Value {
     let state = match MegaState::load(cascade_dir) {
         Ok(Some(s)) => s,
         Ok(None) => return json!({ "features": [] }),
@@ -39,7 +37,6 @@ pub(crate) fn view(cascade_dir: &Path, records: &[Arc<Record>], status: &Status)
             .run_id
             .as_deref()
             .is_some_and(crate::live::is_mega_run);
-    let (mut said, _) = seen(records);
     let plan = cascade_plan::load_mega(&state.plan).ok();
     let features: Vec<Value> = state
         .ordered_features()
@@ -47,8 +44,8 @@ pub(crate) fn view(cascade_dir: &Path, records: &[Arc<Record>], status: &Status)
             let p = plan
                 .as_ref()
                 .and_then(|p| p.features.iter().find(|x| x.name == *name));
-            let events = said.remove(&Some(name.clone())).unwrap_or_default();
-            let stories = stories(cascade_dir, name, f, &events);
+            let events = said.stories(Some(name));
+            let stories = stories(cascade_dir, name, f, events);
             let c = counts(&stories).unwrap_or(f.stories);
             json!({
                 "name": name,
@@ -87,7 +84,7 @@ fn stories(
     cascade_dir: &Path,
     name: &str,
     f: &FeatureState,
-    events: &HashMap<String, Seen>,
+    events: Option<&HashMap<String, Seen>>,
 ) -> Vec<Value> {
     let state = feature_state(cascade_dir, name);
     // In its worktree while the feature runs; kept beside its state once
@@ -111,7 +108,7 @@ fn stories(
         .into_iter()
         .map(|(id, title)| {
             let s = state.as_ref().and_then(|st| st.story(&id));
-            let said = events.get(&id);
+            let said = events.and_then(|e| e.get(&id));
             let stands = s.filter(|s| s.status != StoryStatus::Complete);
             json!({
                 "state": story_state(s, said.is_some_and(|x| x.skipped), said.is_some_and(|x| x.merging)),

@@ -1,26 +1,29 @@
 //! `GET /api/run`: the run on show as one JSON document: its stories laid
 //! out by batch with the critical path, the attempts per worker slot, and
 //! the totals. Built from the state file (what is true now), the plan
-//! (titles, dependencies) and the run's records (what only the events
-//! say: maximum attempts, skipped stories, cache hits).
+//! (titles, dependencies) and a [`Summary`] of the run's records (what only
+//! the events say: maximum attempts, skipped stories, cache hits), folded
+//! as the records arrive rather than read again for every snapshot.
+//!
+//! Linear in the stories and attempts: stories are found through the
+//! state's index, batches come from one topological pass, and worker slots
+//! from a heap of free ones.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use cascade_engine::state::{RunState, StoryState, StoryStatus};
 use cascade_plan::Prd;
 use serde_json::{json, Value};
 
 use crate::hub::Status;
-use crate::live::Record;
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
     pub state: Option<&'a RunState>,
     pub prd: Option<&'a Prd>,
     pub prd_path: Option<&'a Path>,
-    pub records: &'a [Arc<Record>],
+    pub summary: &'a Summary,
     pub status: &'a Status,
     /// Now, Unix ms.
     pub now_ms: i64,
@@ -56,39 +59,44 @@ pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) 
 
 /// Batch (0-based) of every story over the whole plan (complete ones
 /// included, so a finished run still draws as it ran): 0 without
-/// dependencies, else one more than the deepest dependency.
+/// dependencies, else one more than the deepest dependency. One pass in
+/// topological order (Kahn); unknown and self dependencies are ignored, and
+/// the stories of a cycle (never in a validated plan) get batch 0.
 pub(crate) fn layers(ids: &[String], deps: &[Vec<String>]) -> Vec<usize> {
     let index: HashMap<&str, usize> = ids
         .iter()
         .enumerate()
         .map(|(i, s)| (s.as_str(), i))
         .collect();
-    let mut layer: Vec<Option<usize>> = vec![None; ids.len()];
-    // Plans are validated acyclic; a bad one still ends (depth <= n).
-    for _ in 0..=ids.len() {
-        let mut changed = false;
-        for i in 0..ids.len() {
-            let mut l = 0;
-            let mut ready = true;
-            for d in &deps[i] {
-                match index.get(d.as_str()) {
-                    Some(&j) if j != i => match layer[j] {
-                        Some(lj) => l = l.max(lj + 1),
-                        None => ready = false,
-                    },
-                    _ => {}
-                }
+    let n = ids.len();
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut waiting = vec![0usize; n];
+    for (i, ds) in deps.iter().enumerate().take(n) {
+        for d in ds {
+            if let Some(&j) = index.get(d.as_str()).filter(|&&j| j != i) {
+                dependents[j].push(i);
+                waiting[i] += 1;
             }
-            if ready && layer[i] != Some(l) {
-                layer[i] = Some(l);
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
         }
     }
-    layer.into_iter().map(|l| l.unwrap_or(0)).collect()
+    let mut layer = vec![0usize; n];
+    let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    while let Some(j) = ready.pop() {
+        for &i in &dependents[j] {
+            layer[i] = layer[i].max(layer[j] + 1);
+            waiting[i] -= 1;
+            if waiting[i] == 0 {
+                ready.push(i);
+            }
+        }
+    }
+    // Left waiting: on or behind a cycle.
+    for i in 0..n {
+        if waiting[i] > 0 {
+            layer[i] = 0;
+        }
+    }
+    layer
 }
 
 /// The heaviest dependency chain (ids from first to last), stories
@@ -97,6 +105,7 @@ pub(crate) fn layers(ids: &[String], deps: &[Vec<String>]) -> Vec<usize> {
 pub(crate) fn critical_path(
     ids: &[String],
     deps: &[Vec<String>],
+    layer: &[usize],
     elapsed: &[Option<u64>],
 ) -> Vec<String> {
     let known: Vec<u64> = elapsed.iter().flatten().copied().collect();
@@ -109,7 +118,6 @@ pub(crate) fn critical_path(
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let layer = layers(ids, deps);
     let index: HashMap<&str, usize> = ids
         .iter()
         .enumerate()
@@ -147,80 +155,127 @@ pub(crate) fn critical_path(
 
 /// Worker slots: each attempt takes the lowest slot free at its start.
 pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
     let mut order: Vec<usize> = (0..spans.len()).collect();
     order.sort_by_key(|&i| (spans[i].0, i));
-    let mut busy_until: Vec<i64> = Vec::new();
+    // Slots in use, by when they free up; slots free, lowest first.
+    let mut busy: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
+    let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
     let mut slot = vec![0; spans.len()];
     for i in order {
         let (start, end) = spans[i];
         let end = end.unwrap_or(now.max(start) + 1);
-        let free = busy_until.iter().position(|&u| u <= start);
-        let s = match free {
-            Some(s) => s,
-            None => {
-                busy_until.push(0);
-                busy_until.len() - 1
+        while let Some(&Reverse((until, s))) = busy.peek() {
+            if until > start {
+                break;
             }
+            busy.pop();
+            free.push(Reverse(s));
+        }
+        let s = match free.pop() {
+            Some(Reverse(s)) => s,
+            None => busy.len(),
         };
-        busy_until[s] = end;
+        busy.push(Reverse((end, s)));
         slot[i] = s;
     }
     slot
 }
 
 /// What the records say per story.
-#[derive(Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Seen {
     max_attempts: Option<u64>,
     pub skipped: bool,
     /// In the merge queue's merge (or resolving its conflict) now.
     pub merging: bool,
     worker: Option<String>,
+    /// Gate results served from the cache.
+    cache_hits: u64,
+}
+
+/// The fields of an event record the views look at (the rest of it is
+/// skipped when it is read).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct Head {
+    #[serde(default)]
+    pub event: Option<String>,
+    #[serde(default)]
+    pub story: Option<String>,
+    /// A mega run's feature (story ids repeat across features).
+    #[serde(default)]
+    feature: Option<String>,
+    #[serde(default)]
+    max_attempts: Option<u64>,
+    #[serde(default)]
+    worker: Option<String>,
+    #[serde(default)]
+    cached: Option<bool>,
+    #[serde(default)]
+    pub ok: Option<bool>,
+    #[serde(default)]
+    pub action: Option<String>,
+    #[serde(default)]
+    pub run_id: Option<String>,
 }
 
 /// What the records say, per feature (`None`: a plain run's stories, or
 /// engine events without a feature) and story.
 pub(crate) type SeenStories = HashMap<Option<String>, HashMap<String, Seen>>;
 
-/// One pass over the records: what they say per story, and the gate cache hits.
-pub(crate) fn seen(records: &[Arc<Record>]) -> (SeenStories, u64) {
-    let mut out: SeenStories = HashMap::new();
-    let mut cache_hits = 0;
-    for r in records.iter().filter(|r| r.kind == "event") {
-        let d = &r.data;
-        let Some(story) = d.get("story").and_then(|s| s.as_str()) else {
-            continue;
+/// What the run's event records say, feature by feature and story by
+/// story, folded in as they arrive.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Summary {
+    stories: SeenStories,
+    cache_hits: u64,
+}
+
+impl Summary {
+    /// Takes in one event record.
+    pub fn add(&mut self, head: &Head) {
+        let Some(story) = head.story.as_deref() else {
+            return;
         };
-        let feature = d
-            .get("feature")
-            .and_then(|f| f.as_str())
-            .map(str::to_string);
-        let e = out
-            .entry(feature)
-            .or_default()
-            .entry(story.to_string())
-            .or_default();
-        match d.get("event").and_then(|e| e.as_str()) {
+        // Looked up before inserting: no allocation per record of a
+        // story already seen.
+        let feature = match self.stories.get_mut(&head.feature) {
+            Some(f) => f,
+            None => self.stories.entry(head.feature.clone()).or_default(),
+        };
+        let e = match feature.get_mut(story) {
+            Some(e) => e,
+            None => feature.entry(story.to_string()).or_default(),
+        };
+        match head.event.as_deref() {
             Some("story_started") => {
-                e.max_attempts = d.get("max_attempts").and_then(Value::as_u64);
+                e.max_attempts = head.max_attempts;
                 e.merging = false;
-                e.worker = d.get("worker").and_then(|w| w.as_str()).map(str::to_string);
+                e.worker = head.worker.clone();
             }
             // Fleet runs: the coordinator hears of the worker that took
             // the job (`story_started` is the worker's own event).
             Some("job_started") => {
                 e.merging = false;
-                e.worker = d.get("worker").and_then(|w| w.as_str()).map(str::to_string);
+                e.worker = head.worker.clone();
             }
             Some("story_skipped") => e.skipped = true,
-            Some("review_finished") | Some("verification_finished") => {}
-            Some("gate_finished") if d.get("cached") == Some(&Value::Bool(true)) => cache_hits += 1,
+            Some("gate_finished") if head.cached == Some(true) => {
+                e.cache_hits += 1;
+                self.cache_hits += 1;
+            }
             Some("merge_started") | Some("merge_resolving") => e.merging = true,
             Some("attempt_failed") | Some("retry_scheduled") => e.merging = false,
             _ => {}
         }
     }
-    (out, cache_hits)
+
+    /// What the records say about the stories of `feature` (`None`: a
+    /// plain run's).
+    pub fn stories(&self, feature: Option<&str>) -> Option<&HashMap<String, Seen>> {
+        self.stories.get(&feature.map(str::to_string))
+    }
 }
 
 /// The snapshot document (see the API section of docs/dashboard.md).
@@ -228,8 +283,8 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
-    let (mut seen, cache_hits) = seen(input.records);
-    let seen = seen.remove(&None).unwrap_or_default();
+    let seen = input.summary.stories(None);
+    let cache_hits = input.summary.cache_hits;
 
     // The stories: the plan's, in file order (else the state's).
     let (ids, titles, deps): (Vec<String>, Vec<String>, Vec<Vec<String>>) = match input.prd {
@@ -277,7 +332,11 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
             tokens_out += a.output_tokens.unwrap_or(0);
             cost += a.cost_usd.unwrap_or(0.0);
             estimated |= a.cost_estimated == Some(true);
-            if let Some(g) = (input.gates)(&s.id, a.attempt) {
+            // Only a story with cached gate results has time saved to read.
+            let hits = seen
+                .and_then(|m| m.get(&s.id))
+                .is_some_and(|x| x.cache_hits > 0);
+            if let Some(g) = hits.then(|| (input.gates)(&s.id, a.attempt)).flatten() {
                 for gate in g
                     .get("gates")
                     .and_then(Value::as_array)
@@ -315,7 +374,7 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
         .enumerate()
         .map(|(i, id)| {
             let s = states[i];
-            let seen = seen.get(id);
+            let seen = seen.and_then(|m| m.get(id));
             let last = s.and_then(|s| s.attempts.last());
             let sum = |f: fn(&cascade_engine::state::AttemptRecord) -> Option<u64>| -> Option<u64> {
                 let v: Vec<u64> = s?.attempts.iter().filter_map(f).collect();
@@ -371,7 +430,7 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
         "elapsed_ms": run_start.map(|r| if input.status.live { input.now_ms - r } else { st.and_then(|s| unix_ms(&s.updated_at)).unwrap_or(input.now_ms) - r }),
         "stories": stories,
         "batches": batches,
-        "critical_path": critical_path(&ids, &deps, &elapsed),
+        "critical_path": critical_path(&ids, &deps, &layer, &elapsed),
         "attempts": rows,
         "totals": {
             "tokens_in": tokens_in,
@@ -416,8 +475,24 @@ mod tests {
         let ids = v(&["a", "b", "c", "d"]);
         let deps = vec![v(&[]), v(&["a"]), v(&["a"]), v(&["b", "c"])];
         assert_eq!(layers(&ids, &deps), vec![0, 1, 1, 2]);
-        // Unknown and self dependencies are ignored.
+        // Unknown and self dependencies are ignored; a cycle is batch 0.
         assert_eq!(layers(&v(&["x"]), &[v(&["x", "nope"])]), vec![0]);
+        let cyc = layers(&v(&["a", "b", "c"]), &[v(&["b"]), v(&["a"]), v(&["a"])]);
+        assert_eq!(cyc, vec![0, 0, 0]);
+        // A long chain in reverse file order (the old fixpoint's worst case).
+        let n = 2000;
+        let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
+        let deps: Vec<Vec<String>> = (0..n)
+            .map(|i| {
+                if i + 1 < n {
+                    vec![format!("s{}", i + 1)]
+                } else {
+                    vec![]
+                }
+            })
+            .collect();
+        let l = layers(&ids, &deps);
+        assert_eq!((l[0], l[n - 1]), (n - 1, 0));
     }
 
     #[test]
@@ -425,11 +500,12 @@ mod tests {
         let ids = v(&["a", "b", "c", "d"]);
         let deps = vec![v(&[]), v(&["a"]), v(&["a"]), v(&["b", "c"])];
         // c took longer than b: the path goes through c.
-        let path = critical_path(&ids, &deps, &[Some(10), Some(5), Some(50), None]);
+        let layer = layers(&ids, &deps);
+        let path = critical_path(&ids, &deps, &layer, &[Some(10), Some(5), Some(50), None]);
         assert_eq!(path, v(&["a", "c", "d"]));
-        let path = critical_path(&ids, &deps, &[Some(10), Some(90), Some(50), None]);
+        let path = critical_path(&ids, &deps, &layer, &[Some(10), Some(90), Some(50), None]);
         assert_eq!(path, v(&["a", "b", "d"]));
-        assert!(critical_path(&[], &[], &[]).is_empty());
+        assert!(critical_path(&[], &[], &[], &[]).is_empty());
     }
 
     #[test]
@@ -446,7 +522,8 @@ mod tests {
 
     #[test]
     fn a_story_whose_merge_started_is_merging_until_its_attempt_fails() {
-        let records: Vec<Arc<Record>> = [
+        let mut seen = Summary::default();
+        for data in [
             serde_json::json!({"event": "story_started", "story": "a", "attempt": 1}),
             serde_json::json!({"event": "merge_started", "story": "a", "attempt": 1,
                                "branch": "cascade/a", "target_branch": "main"}),
@@ -454,22 +531,12 @@ mod tests {
             serde_json::json!({"event": "story_started", "story": "a", "feature": "f"}),
             serde_json::json!({"event": "merge_started", "story": "b", "feature": "f"}),
             serde_json::json!({"event": "attempt_failed", "story": "b", "feature": "f"}),
-        ]
-        .into_iter()
-        .enumerate()
-        .map(|(i, data)| {
-            Arc::new(Record {
-                seq: i as u64 + 1,
-                t_ms: 0,
-                ts: 0,
-                kind: "event".into(),
-                data,
-            })
-        })
-        .collect();
-        let (seen, _) = seen(&records);
-        let merging =
-            |feature: Option<&str>, story: &str| seen[&feature.map(str::to_string)][story].merging;
+        ] {
+            seen.add(&serde_json::from_value(data).expect("an event head"));
+        }
+        let merging = |feature: Option<&str>, story: &str| {
+            seen.stories(feature).expect("the feature's stories")[story].merging
+        };
         assert!(merging(None, "a"));
         assert!(!merging(Some("f"), "a"));
         assert!(!merging(Some("f"), "b"));

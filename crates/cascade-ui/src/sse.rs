@@ -17,30 +17,38 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::hub::Feed;
-use crate::live::Record;
 use crate::routes::Shared;
 
-/// The SSE text of one record.
-pub(crate) fn message(r: &Record) -> String {
-    let mut data = r.data.clone();
-    if let Value::Object(m) = &mut data {
-        m.insert("t_ms".into(), json!(r.t_ms));
-        m.insert("ts".into(), json!(r.ts));
+/// The SSE text of one record: `data` is the record's data as compact
+/// JSON (an object), sent with `t_ms` and `ts` added; a control request
+/// (`control`) goes out a second time as `event: control`.
+pub(crate) fn message(
+    seq: u64,
+    kind: &str,
+    data: &str,
+    (t_ms, ts): (u64, u64),
+    control: bool,
+) -> String {
+    let line = with_times(data, t_ms, ts);
+    match kind {
+        "agent_output" => format!("id: {seq}\nevent: agent_output\ndata: {line}\n\n"),
+        _ if control => format!("id: {seq}\ndata: {line}\n\nevent: control\ndata: {line}\n\n"),
+        _ => format!("id: {seq}\ndata: {line}\n\n"),
     }
-    let line = serde_json::to_string(&data).unwrap_or_default();
-    match r.kind.as_str() {
-        "agent_output" => format!("id: {}\nevent: agent_output\ndata: {line}\n\n", r.seq),
-        _ => {
-            let mut out = format!("id: {}\ndata: {line}\n\n", r.seq);
-            if data.get("event").and_then(Value::as_str) == Some("control") {
-                out.push_str(&format!("event: control\ndata: {line}\n\n"));
-            }
-            out
-        }
+}
+
+/// `{...}` with `"t_ms"` and `"ts"` added as its last members (as text:
+/// the object is not parsed again).
+fn with_times(data: &str, t_ms: u64, ts: u64) -> String {
+    let body = data.trim_end();
+    match body.strip_suffix('}') {
+        Some(open) if open.trim_end() == "{" => format!("{{\"t_ms\":{t_ms},\"ts\":{ts}}}"),
+        Some(open) => format!("{open},\"t_ms\":{t_ms},\"ts\":{ts}}}"),
+        // Not an object: sent as it is.
+        None => body.to_string(),
     }
 }
 
@@ -60,7 +68,7 @@ pub(crate) async fn events(
     let first = format!(
         "retry: 2000\nevent: run\ndata: {}\n\n{}",
         serde_json::to_string(&status).unwrap_or_default(),
-        past.iter().map(|r| message(r)).collect::<String>()
+        past.iter().map(|r| &*r.sse).collect::<String>()
     );
     let hub = std::sync::Arc::clone(&app.hub);
     let stream =
@@ -70,7 +78,7 @@ pub(crate) async fn events(
             }
             let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
                 Err(_) => ": keep-alive\n\n".to_string(),
-                Ok(Ok(Feed::Record(r))) => message(&r),
+                Ok(Ok(Feed::Record(r))) => r.sse.to_string(),
                 // The run on show changed, or too slow a reader lost
                 // records: either way the page reloads its snapshot.
                 Ok(Ok(Feed::Source)) | Ok(Err(RecvError::Lagged(_))) => format!(
@@ -97,27 +105,36 @@ mod tests {
 
     #[test]
     fn records_become_sse_messages() {
-        let r = Record {
-            seq: 7,
-            t_ms: 12,
-            ts: 99,
-            kind: "event".into(),
-            data: json!({"event": "story_started", "story": "s1"}),
-        };
-        let m = message(&r);
-        assert!(m.starts_with("id: 7\ndata: {"), "{m}");
-        assert!(m.contains("\"t_ms\":12"));
-        assert!(m.ends_with("\n\n"));
-        let o = Record {
-            kind: "agent_output".into(),
-            data: json!({"story": "s1", "attempt": 1, "text": "hi"}),
-            ..r.clone()
-        };
-        assert!(message(&o).starts_with("id: 7\nevent: agent_output\ndata: "));
-        let c = Record {
-            data: json!({"event": "control", "action": "pause", "by": "ui", "ok": true, "message": "m"}),
-            ..r
-        };
-        assert!(message(&c).contains("event: control\ndata: "));
+        let m = message(
+            7,
+            "event",
+            r#"{"event":"story_started","story":"s1"}"#,
+            (12, 99),
+            false,
+        );
+        assert_eq!(
+            m,
+            "id: 7\ndata: {\"event\":\"story_started\",\"story\":\"s1\",\"t_ms\":12,\"ts\":99}\n\n"
+        );
+        let o = message(
+            7,
+            "agent_output",
+            r#"{"story":"s1","attempt":1,"text":"hi"}"#,
+            (1, 2),
+            false,
+        );
+        assert!(o.starts_with("id: 7\nevent: agent_output\ndata: "));
+        let c = message(
+            7,
+            "event",
+            r#"{"event":"control","action":"pause","by":"ui","ok":true,"message":"m"}"#,
+            (1, 2),
+            true,
+        );
+        assert!(c.contains("event: control\ndata: "));
+        assert_eq!(
+            message(1, "event", "{}", (3, 4), false),
+            "id: 1\ndata: {\"t_ms\":3,\"ts\":4}\n\n"
+        );
     }
 }

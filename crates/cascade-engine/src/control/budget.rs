@@ -136,14 +136,15 @@ impl Spend {
     }
 }
 
-/// The spend of the attempts of `state` (of one story when `story` is given).
+/// The spend of the attempts of `state` (of one story when `story` is
+/// given: found through the state's index, not by a scan).
 pub fn spend(state: &RunState, story: Option<&str>) -> Spend {
     let mut out = Spend::default();
-    for s in state
-        .stories
-        .iter()
-        .filter(|s| story.map_or(true, |id| s.id == id))
-    {
+    let stories: &[crate::state::StoryState] = match story {
+        None => &state.stories,
+        Some(id) => state.story(id).map(std::slice::from_ref).unwrap_or(&[]),
+    };
+    for s in stories {
         for a in &s.attempts {
             match a.cost_usd {
                 Some(c) => out.known_usd += c,
@@ -363,6 +364,12 @@ impl Tracker {
     /// Checks the run's limits against `state`; returns the exhaustion the
     /// first time it happens (later calls: `None`, see [`Tracker::exhausted`]).
     pub fn check_run(&self, state: &RunState) -> Option<Exhausted> {
+        // This runs before every attempt: the run's attempts are summed only
+        // when a limit needs them.
+        let limited = |b: &Budget| b.max_cost.is_some() || b.max_duration.is_some();
+        if !limited(&self.budget) && !limited(&self.pool.budget) {
+            return None;
+        }
         let mine = spend(state, None);
         let Some(part) = &self.part else {
             self.pool.record("", mine);

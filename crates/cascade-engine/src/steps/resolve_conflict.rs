@@ -118,7 +118,7 @@ async fn resolve_with_agent(
     let on_spawn = {
         let (c, id) = (Arc::clone(ctx), id.to_string());
         move |pid: u32| {
-            c.note_story(&id, |s| {
+            c.update_story(&id, |s| {
                 if let Some(r) = s.attempts.last_mut() {
                     r.pid = Some(pid);
                 }

@@ -270,7 +270,7 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
     let fallbacks = assigned.fallbacks.clone();
     let (attempt, max_attempts, phase) = (a.number, a.max, a.phase);
     move |pid: u32| {
-        ctx.note_story(&id, |s| {
+        ctx.update_story(&id, |s| {
             if let Some(r) = s.attempts.last_mut() {
                 r.pid = Some(pid);
             }

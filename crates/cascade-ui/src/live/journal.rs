@@ -44,6 +44,51 @@ pub fn read(path: &Path) -> std::io::Result<Vec<Record>> {
     Ok(out)
 }
 
+/// The text of a journal, one record a line (empty when there is none);
+/// for readers that take the records apart themselves.
+pub fn text(path: &Path) -> String {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        Err(_) => String::new(),
+    }
+}
+
+/// The `seq` of the last whole record of a journal (0: none). Only the end
+/// of the file is read: a resumed run's journal can be large.
+fn last_seq(file: &mut File) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    let len = file.metadata()?.len();
+    // Read backwards until the block holds a whole line before the end
+    // (the last line can be long: `run_finished` carries every story).
+    let mut block = 64 * 1024u64;
+    loop {
+        let start = len.saturating_sub(block);
+        file.seek(SeekFrom::Start(start))?;
+        let mut tail = Vec::with_capacity((len - start) as usize);
+        file.read_to_end(&mut tail)?;
+        let mut lines: Vec<&[u8]> = tail.split(|b| *b == b'\n').collect();
+        if start > 0 {
+            lines.remove(0); // may be cut
+        }
+        let found = lines
+            .iter()
+            .rev()
+            .find_map(|l| serde_json::from_slice::<Seq>(l).ok());
+        if let Some(s) = found {
+            return Ok(s.seq);
+        }
+        if start == 0 {
+            return Ok(0);
+        }
+        block *= 4;
+    }
+}
+
 /// Appends records to one run's journal.
 #[derive(Debug)]
 pub struct Writer {
@@ -59,8 +104,12 @@ impl Writer {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let last = read(path)?.last().map_or(0, |r| r.seq);
-        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)?;
+        let last = last_seq(&mut file)?;
         // A torn last line must not swallow the next record.
         let len = file.metadata()?.len();
         if len > 0 {

@@ -1,0 +1,285 @@
+//! The state a run starts from: fresh, or the previous run's (resume), with
+//! every story whose work is already on the target branch complete
+//! (whatever the state file says: this is what makes a `kill -9` between a
+//! merge and its record safe), what a killed run left running pending
+//! again, and prd.json brought in line.
+//!
+//! One pass over the plan, whatever its size: stories are found through
+//! indexes ([`RunState::story`], [`cascade_plan::Prd::story_mut`]), the story
+//! branches are listed once, and one walk of the target's history tells
+//! which of the candidate commits are already merged
+//! ([`cascade_git::merge::reachable_from`]).
+
+use std::collections::{HashMap, HashSet};
+
+use cascade_git::GitError;
+use cascade_plan::{Prd, Status, ValidPlan};
+use git2::Oid;
+
+use crate::config::{EngineConfig, RunOptions};
+use crate::engine::{story_branch, Prepared};
+use crate::error::EngineError;
+use crate::scheduler::NodeSpec;
+use crate::state::{RunPhase, RunState, StoryState, StoryStatus};
+
+/// Where a run starts.
+pub(crate) struct Start {
+    pub state: RunState,
+    /// Stories found merged already, with why (announced as `story_skipped`).
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The run's starting state (see the module doc). `p.prd` is updated (and
+/// saved when it changed): stories found merged are complete, stories left
+/// in progress pending.
+pub(crate) fn starting_state(
+    config: &EngineConfig,
+    p: &mut Prepared,
+    previous: Option<&RunState>,
+    options: &RunOptions,
+    run_id: impl FnOnce() -> String,
+) -> Result<Start, EngineError> {
+    let mut state = match (previous, options.resume) {
+        (Some(prev), true) => {
+            let mut st = prev.clone();
+            st.status = RunPhase::Running;
+            st.pid = std::process::id();
+            st.target_branch = p.target_branch.clone();
+            let keep: HashSet<&str> = p.prd.stories.iter().map(|s| s.id.as_str()).collect();
+            st.retain_stories(|s| keep.contains(s.id.as_str()));
+            for s in &p.prd.stories {
+                st.position_or_add(&s.id);
+            }
+            // Attempts a killed run left open were interrupted, not judged.
+            for s in &mut st.stories {
+                s.close_unfinished_attempts();
+            }
+            st
+        }
+        _ => RunState::new(
+            run_id(),
+            config.prd_path.display().to_string(),
+            p.target_branch.clone(),
+            config.project_root.display().to_string(),
+            p.prd.stories.iter().map(|s| s.id.clone()),
+        ),
+    };
+    if let Some(flags) = &options.remember {
+        state.options = Some(flags.clone());
+    }
+    // A finished earlier run's commits do not mark stories complete: a
+    // user who reset a story in prd.json wants it done again.
+    let unfinished = previous.filter(|st| {
+        options.resume || !matches!(st.status, RunPhase::Completed | RunPhase::Failed)
+    });
+    let merged = merged_already(config, p, unfinished)?;
+
+    let mut skipped = Vec::new();
+    for story in &p.prd.stories {
+        let id = story.id.as_str();
+        let rec = state.story_mut(id);
+        if story.is_complete() {
+            rec.status = StoryStatus::Complete;
+        } else if let Some(reason) = merged.get(id) {
+            rec.status = StoryStatus::Complete;
+            if let Some(prev) = unfinished.and_then(|st| st.story(id)) {
+                rec.commit = rec.commit.clone().or(prev.commit.clone());
+            }
+            skipped.push((id.to_string(), reason.clone()));
+        } else {
+            // Running (killed), failed or blocked before: try again.
+            rec.status = StoryStatus::Pending;
+            rec.blocked_by.clear();
+        }
+    }
+    sync_prd(&mut p.prd, &p.prd_path, &skipped)?;
+    Ok(Start { state, skipped })
+}
+
+/// A pending story that may be merged already: its id, the commit its
+/// record names, and its own branch with that branch's tip.
+type Candidate<'a> = (&'a str, Option<Oid>, Option<(String, Oid)>);
+
+/// The pending stories whose work is on the target branch already, with
+/// why: their recorded commit, or the tip of their branch (a commit of
+/// their own, titled `<id>: ...`), is the target's tip or an ancestor.
+fn merged_already(
+    config: &EngineConfig,
+    p: &Prepared,
+    previous: Option<&RunState>,
+) -> Result<HashMap<String, String>, EngineError> {
+    let target = &p.target_branch;
+    let Some(tip) = cascade_git::merge::branch_tip(&p.paths, target)? else {
+        return Ok(HashMap::new());
+    };
+    let repo = p.paths.open()?;
+    // The story branches, listed once (not looked up per story).
+    let list = GitError::git("list the story branches");
+    let mut branches: HashMap<String, Oid> = HashMap::new();
+    for r in repo.references_glob("refs/heads/cascade/*").map_err(list)? {
+        let r = r.map_err(GitError::git("list the story branches"))?;
+        if let (Some(name), Some(tip)) = (r.shorthand(), r.target()) {
+            branches.insert(name.to_string(), tip);
+        }
+    }
+    // What could show each pending story merged.
+    let mut candidates: Vec<Candidate<'_>> = Vec::new();
+    for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
+        let id = story.id.as_str();
+        let recorded = previous
+            .and_then(|st| st.story(id))
+            .and_then(|s: &StoryState| s.commit.as_deref())
+            .and_then(|c| Oid::from_str(c).ok());
+        let branch = story_branch(config, id);
+        let own_tip = branches.get(&branch).copied().filter(|&t| {
+            repo.find_commit(t).is_ok_and(|c| {
+                c.summary()
+                    .is_some_and(|s| s.strip_prefix(id).is_some_and(|r| r.starts_with(": ")))
+            })
+        });
+        if recorded.is_some() || own_tip.is_some() {
+            candidates.push((id, recorded, own_tip.map(|t| (branch, t))));
+        }
+    }
+    let wanted: HashSet<Oid> = candidates
+        .iter()
+        .flat_map(|(_, r, b)| r.iter().copied().chain(b.iter().map(|(_, t)| *t)))
+        .collect();
+    let on_target = cascade_git::merge::reachable_from(&repo, tip, &wanted)?;
+    let mut out = HashMap::new();
+    for (id, recorded, own) in candidates {
+        let reason = match (recorded, own) {
+            (Some(c), _) if on_target.contains(&c) => {
+                format!("commit {} is already on '{target}'", short(&c.to_string()))
+            }
+            (_, Some((branch, t))) if on_target.contains(&t) => format!(
+                "branch '{branch}' ({}) is already merged into '{target}'",
+                short(&t.to_string())
+            ),
+            _ => continue,
+        };
+        out.insert(id.to_string(), reason);
+    }
+    Ok(out)
+}
+
+/// prd.json after the starting state: stories found merged are complete,
+/// stories a killed run left in progress pending again (saved once, when
+/// anything changed).
+fn sync_prd(
+    prd: &mut Prd,
+    path: &std::path::Path,
+    skipped: &[(String, String)],
+) -> Result<(), EngineError> {
+    let mut changed = false;
+    for (id, _) in skipped {
+        if let Some(s) = prd.story_mut(id) {
+            s.set_status(Status::Complete);
+            changed = true;
+        }
+    }
+    for s in prd.stories.iter_mut() {
+        if s.status == Status::InProgress {
+            s.set_status(Status::Pending);
+            changed = true;
+        }
+    }
+    if changed {
+        prd.save(path)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(10)]
+}
+
+/// The scheduler's view of the plan: node `i` is the plan's story `i`
+/// (positions are prd.json's), done when its record is complete.
+pub(crate) fn scheduler_nodes(plan: &ValidPlan, state: &RunState) -> Vec<NodeSpec> {
+    plan.nodes()
+        .map(|node| NodeSpec {
+            deps: node
+                .dependency_positions()
+                .iter()
+                .map(|&d| d as usize)
+                .collect(),
+            priority: node.priority().rank(),
+            file_index: node.position(),
+            remaining_path: node.remaining_path_len(),
+            done: state
+                .story(node.id_str())
+                .is_some_and(|s| s.status == StoryStatus::Complete),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Engine;
+    use cascade_plan::synthetic::{prd_json, Shape};
+
+    /// Preparation finds stories only through indexes, each built once: a
+    /// linear search per story (what made 100,000 stories take a minute)
+    /// would show as one build per lookup. Counted, not timed.
+    #[test]
+    fn preparation_does_no_linear_search_per_story() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let n = 3000;
+        std::fs::write(root.join("prd.json"), prd_json(&Shape::new(n))).unwrap();
+        std::fs::write(root.join("README.md"), "scale\n").unwrap();
+        cascade_git::commit::init_repository(root, "main").unwrap();
+        cascade_git::commit::commit_all(root, "init").unwrap();
+        let config = EngineConfig::new(root, "prd.json");
+        let engine = Engine::new(config.clone());
+
+        // A fresh run.
+        let mut p = engine.prepare().unwrap();
+        let options = RunOptions::default();
+        let Start { mut state, skipped } =
+            starting_state(&config, &mut p, None, &options, || "r1".into()).unwrap();
+        assert!(skipped.is_empty());
+        assert_eq!(state.stories.len(), n);
+        let nodes = scheduler_nodes(&p.plan, &state);
+        let done = nodes.iter().filter(|n| n.done).count();
+        assert_eq!(
+            done,
+            p.prd.stories.iter().filter(|s| s.is_complete()).count()
+        );
+        let stats = state.index_stats();
+        assert!(stats.lookups >= 2 * n as u64, "{stats:?}");
+        assert_eq!(stats.builds, 1, "{stats:?}");
+
+        // Resumed from that state, with commits recorded for a third of the
+        // stories (not on main: each is looked up and found not merged).
+        for (i, s) in state.stories.iter_mut().enumerate() {
+            if i % 3 == 0 {
+                s.status = StoryStatus::Failed;
+                s.commit = Some(format!("{:040x}", i + 1));
+            }
+        }
+        let before = state.index_stats();
+        let resume = RunOptions {
+            resume: true,
+            ..RunOptions::default()
+        };
+        let mut p = engine.prepare().unwrap();
+        let Start { state: resumed, .. } =
+            starting_state(&config, &mut p, Some(&state), &resume, || "r2".into()).unwrap();
+        let _ = scheduler_nodes(&p.plan, &resumed);
+        let pending = p.prd.stories.iter().filter(|s| !s.is_complete()).count() as u64;
+        let previous = state.index_stats();
+        assert!(previous.lookups - before.lookups >= pending, "{previous:?}");
+        assert_eq!(previous.builds, before.builds, "{previous:?}");
+        let stats = resumed.index_stats();
+        assert!(stats.lookups >= 2 * n as u64, "{stats:?}");
+        assert!(stats.builds <= 2, "{stats:?}");
+        assert!(p.prd.index_stats().builds <= 1);
+        assert!(resumed
+            .stories
+            .iter()
+            .all(|s| s.status != StoryStatus::Failed));
+    }
+}

@@ -1,0 +1,291 @@
+//! Finding an item of a list by its id without scanning the list: the
+//! open-addressing table ([`Slots`]) behind both the validator's `Names` and
+//! [`IdIndex`], the index a [`crate::Prd`]'s stories (and cascade's run
+//! state) are looked up through.
+//!
+//! The table stores positions, never copies of the ids: a slot is 8 bytes
+//! (32 bits of the id's hash, the position + 1), and every hit is confirmed
+//! by comparing the id at that position, so an index can only be stale in
+//! the list it points into, never wrong about what it found there.
+
+use std::hash::Hasher;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+use crate::hash::FxHasher;
+
+fn hash(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(s.as_bytes());
+    h.finish()
+}
+
+/// Open addressing with linear probing over positions; the ids live in the
+/// caller's list and are read through `id_at`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Slots {
+    /// 0 = empty, else `hash_hi << 32 | (pos + 1)`.
+    slots: Vec<u64>,
+}
+
+impl Slots {
+    /// Room for `n` ids at a load factor of at most 1/2.
+    pub(crate) fn for_len(n: usize) -> Slots {
+        Slots {
+            slots: vec![0; (n * 2).next_power_of_two().max(16)],
+        }
+    }
+
+    /// Ids the table can still take before it must grow.
+    fn room(&self, used: usize) -> bool {
+        (used + 1) * 2 <= self.slots.len()
+    }
+
+    /// Where `id` (hashed to `h`) is: `Ok(position)` when indexed, else
+    /// `Err(slot)`, the empty slot it would go in (the table is never full).
+    fn probe<'a>(&self, id: &str, h: u64, id_at: impl Fn(u32) -> &'a str) -> Result<u32, usize> {
+        let tag = h >> 32;
+        let mask = self.slots.len() - 1;
+        let mut i = h as usize & mask;
+        loop {
+            let slot = self.slots[i];
+            if slot == 0 {
+                return Err(i);
+            }
+            if slot >> 32 == tag {
+                let pos = (slot as u32) - 1;
+                if id_at(pos) == id {
+                    return Ok(pos);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The first position with this id.
+    pub(crate) fn find<'a>(&self, id: &str, id_at: impl Fn(u32) -> &'a str) -> Option<u32> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        self.probe(id, hash(id), id_at).ok()
+    }
+
+    /// Indexes `pos` under `id`, or returns the position that already has it.
+    pub(crate) fn insert<'a>(
+        &mut self,
+        pos: u32,
+        id: &str,
+        id_at: impl Fn(u32) -> &'a str,
+    ) -> Result<(), u32> {
+        let h = hash(id);
+        match self.probe(id, h, id_at) {
+            Ok(other) => Err(other),
+            Err(empty) => {
+                self.slots[empty] = (h >> 32 << 32) | (pos as u64 + 1);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How an [`IdIndex`] has been used: what a test checks to prove that a
+/// code path looks items up by id without scanning the list per lookup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Lookups answered.
+    pub lookups: u64,
+    /// Passes over the whole list: the index (re)built because it was new
+    /// or the list's length had changed. A per-lookup linear search would
+    /// show up here as one pass per lookup.
+    pub builds: u64,
+}
+
+/// Positions of a list's items by id (the first item wins when an id is
+/// repeated, as with a linear search), built on first use and rebuilt when
+/// the list's length has changed since.
+///
+/// The owner keeps the list and passes it to every call (the index holds
+/// no copy of it). It notices items added or removed; it cannot notice an
+/// id changed in place, so an owner that renames items calls
+/// [`IdIndex::clear`]. A hit is always confirmed against the list, so a
+/// stale index never returns an item with another id.
+///
+/// Cloning gives an empty index (rebuilt on first use), and any two indexes
+/// compare equal: it is derived data, not part of its owner's value.
+#[derive(Default)]
+pub struct IdIndex {
+    built: RwLock<Option<Built>>,
+    lookups: AtomicU64,
+    builds: AtomicU64,
+}
+
+struct Built {
+    /// The length of the list it was built from (plus items indexed since).
+    len: usize,
+    slots: Slots,
+}
+
+impl IdIndex {
+    /// The position of the first item whose `key` is `id`.
+    pub fn position<T>(&self, items: &[T], id: &str, key: impl Fn(&T) -> &str) -> Option<usize> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let id_at = |p: u32| key(&items[p as usize]);
+        {
+            let built = self.built.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(b) = built.as_ref().filter(|b| b.len == items.len()) {
+                return b.slots.find(id, id_at).map(|p| p as usize);
+            }
+        }
+        let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
+        current(&mut built, &self.builds, items, &key)
+            .slots
+            .find(id, id_at)
+            .map(|p| p as usize)
+    }
+
+    /// [`IdIndex::position`] without locking (the owner is borrowed mutably).
+    pub fn position_mut<T>(
+        &mut self,
+        items: &[T],
+        id: &str,
+        key: impl Fn(&T) -> &str,
+    ) -> Option<usize> {
+        *self.lookups.get_mut() += 1;
+        let built = self.built.get_mut().unwrap_or_else(|e| e.into_inner());
+        current(built, &self.builds, items, &key)
+            .slots
+            .find(id, |p| key(&items[p as usize]))
+            .map(|p| p as usize)
+    }
+
+    /// The owner has just appended the last item of `items`: it is indexed
+    /// without a rebuild (when the index is current and has room).
+    pub fn pushed<T>(&mut self, items: &[T], key: impl Fn(&T) -> &str) {
+        let built = self.built.get_mut().unwrap_or_else(|e| e.into_inner());
+        let n = items.len();
+        match built.as_mut() {
+            Some(b) if n > 0 && b.len + 1 == n && b.slots.room(b.len) => {
+                let last = (n - 1) as u32;
+                let _ = b
+                    .slots
+                    .insert(last, key(&items[n - 1]), |p| key(&items[p as usize]));
+                b.len = n;
+            }
+            // Out of step, or full: the next lookup rebuilds (at twice the
+            // size, so appending n items costs O(log n) builds).
+            _ => *built = None,
+        }
+    }
+
+    /// Forgets everything (after ids were changed in place).
+    pub fn clear(&mut self) {
+        *self.built.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// How the index has been used so far.
+    pub fn stats(&self) -> IndexStats {
+        IndexStats {
+            lookups: self.lookups.load(Ordering::Relaxed),
+            builds: self.builds.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The index for `items`, built (and counted) when missing or out of date.
+fn current<'b, T>(
+    built: &'b mut Option<Built>,
+    builds: &AtomicU64,
+    items: &[T],
+    key: &impl Fn(&T) -> &str,
+) -> &'b Built {
+    if built.as_ref().is_some_and(|b| b.len != items.len()) {
+        *built = None;
+    }
+    built.get_or_insert_with(|| {
+        builds.fetch_add(1, Ordering::Relaxed);
+        let mut slots = Slots::for_len(items.len());
+        for (pos, item) in items.iter().enumerate() {
+            // A repeated id keeps its first position.
+            let _ = slots.insert(pos as u32, key(item), |p| key(&items[p as usize]));
+        }
+        Built {
+            len: items.len(),
+            slots,
+        }
+    })
+}
+
+impl Clone for IdIndex {
+    fn clone(&self) -> IdIndex {
+        IdIndex::default()
+    }
+}
+
+impl PartialEq for IdIndex {
+    fn eq(&self, _: &IdIndex) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for IdIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IdIndex")
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &String) -> &str {
+        s
+    }
+
+    #[test]
+    fn finds_the_first_item_and_builds_once() {
+        let items: Vec<String> = (0..5000).map(|i| format!("story-{i:06}")).collect();
+        let index = IdIndex::default();
+        for (i, id) in items.iter().enumerate() {
+            assert_eq!(index.position(&items, id, key), Some(i));
+        }
+        assert_eq!(index.position(&items, "story-999999", key), None);
+        assert_eq!(
+            index.stats(),
+            IndexStats {
+                lookups: 5001,
+                builds: 1
+            }
+        );
+        let dup = vec!["a".to_string(), "b".into(), "a".into(), String::new()];
+        let index = IdIndex::default();
+        assert_eq!(index.position(&dup, "a", key), Some(0));
+        assert_eq!(index.position(&dup, "", key), Some(3));
+    }
+
+    #[test]
+    fn follows_pushes_and_rebuilds_when_the_length_changed() {
+        let mut items: Vec<String> = vec!["a".into(), "b".into()];
+        let mut index = IdIndex::default();
+        assert_eq!(index.position_mut(&items, "b", key), Some(1));
+        for i in 0..100 {
+            items.push(format!("n{i}"));
+            index.pushed(&items, key);
+        }
+        assert_eq!(index.position_mut(&items, "n99", key), Some(101));
+        // Growing past the table's room forgot it once (8 -> 16 -> ... slots).
+        let grown = index.stats().builds;
+        assert!(grown <= 6, "{grown}");
+        // Removed behind its back: the length tells.
+        items.retain(|s| s != "a");
+        assert_eq!(index.position(&items, "b", key), Some(0));
+        assert_eq!(index.position(&items, "a", key), None);
+        assert_eq!(index.stats().builds, grown + 1);
+        // Renamed in place: cleared by the owner.
+        items[0] = "z".into();
+        index.clear();
+        assert_eq!(index.position(&items, "z", key), Some(0));
+        assert_eq!(index.clone().stats(), IndexStats::default());
+    }
+}
