@@ -456,7 +456,6 @@ fn allowed_rules_go_and_findings_name_file_line_rule() {
     );
     let intent = Intent {
         allow: vec!["rust-stub-macro".into()],
-        ..Intent::default()
     };
     assert!(scan(&[f], &RuleSet::builtin(), &intent).is_empty());
 }
