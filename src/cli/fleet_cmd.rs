@@ -146,13 +146,6 @@ mod with_fleet {
         Ok(Some(ExecutorHandle(Arc::new(c))))
     }
 
-    fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
-    }
-
     /// `cascade worker`: until SIGTERM/SIGINT (drain: finish the running
     /// jobs, take no new one); a second signal stops the running jobs and
     /// hands them back; a third leaves at once.
@@ -197,7 +190,7 @@ mod with_fleet {
         };
         let json = a.json;
         let sink: cascade_fleet::WorkerSink = Arc::new(move |e: WorkerEvent| print_event(&e, json));
-        let rt = runtime()?;
+        let rt = crate::cli::runtime()?;
         let (drain, kill) = (CancelToken::new(), CancelToken::new());
         let result = rt.block_on(async {
             watch_signals(drain.clone(), kill.clone());
@@ -311,7 +304,7 @@ mod with_fleet {
     /// `cascade fleet status`.
     pub fn run(_g: &Global, c: FleetCommand) -> CliResult {
         let FleetCommand::Status(a) = c;
-        let rt = runtime()?;
+        let rt = crate::cli::runtime()?;
         let st = rt
             .block_on(cascade_fleet::status::status(&a.fleet))
             .map_err(|e| match e {

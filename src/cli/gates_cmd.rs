@@ -218,11 +218,7 @@ fn run_async(
     ),
     Failure,
 > {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(Failure::failed)?;
+    let rt = super::runtime()?;
     let cancel = CancelToken::new();
     let out = rt.block_on(async {
         let c = cancel.clone();

@@ -222,10 +222,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         remember: Some(remember),
         steering,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(anyhow!("cannot start the async runtime: {e}")))?;
+    let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
     let sink: MegaSink = {

@@ -165,6 +165,14 @@ pub enum Command {
 /// Parses the command line like `Cli::parse`, keeping clap's matches too:
 /// `resume` asks them which flags were given explicitly (those override the
 /// options the run was started with; the others are restored).
+/// The async runtime of a command that runs stories, gates or agents.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
+}
+
 pub fn parse() -> (Cli, ArgMatches) {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches)

@@ -529,10 +529,7 @@ fn drive(
         kept.save(&path).map_err(planning_failure)?;
     }
     let detector = Detector::from_env().cache_dir(ctx.paths.cascade_dir());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))?;
+    let rt = super::runtime()?;
     let cancel = CancelToken::new();
     let json = common.json;
     let mut terminal = term::Terminal;

@@ -109,13 +109,6 @@ pub fn engine_failure(e: cascade_engine::error::EngineError) -> Failure {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::failed(anyhow::anyhow!("cannot start the async runtime: {e}")))
-}
-
 fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -> CliResult {
     // `--fleet` in a build without the fleet: say so before anything else.
     super::fleet_cmd::check(&a.flags.fleet)?;
@@ -197,7 +190,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         print_dry_run(&plan, &engine.config().prd_path, a.call.json);
         return Ok(EXIT_OK);
     }
-    let rt = runtime()?;
+    let rt = crate::cli::runtime()?;
     let reporter = Reporter::new(a.call.json);
     let notifier = super::notify::Notifier::new(a.flags.notify_argv());
     let cancel = CancelToken::new();

@@ -9,7 +9,6 @@
 //! with findings, 2 for bad input (a bad range or revision, an unknown
 //! story, a `.cascade/verify.json` that cannot be used).
 
-use anyhow::Context;
 use cascade_process::CancelToken;
 use cascade_verify::{Finding, Intent};
 use clap::Args;
@@ -197,11 +196,7 @@ fn prove(
     files: &[cascade_git::diff::FileDiff],
     rules: &cascade_verify::RuleSet,
 ) -> Result<cascade_verify::prove::Proof, Failure> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")
-        .map_err(Failure::failed)?;
+    let rt = super::runtime()?;
     let cancel = CancelToken::new();
     let mut opts = cascade_verify::prove::ProveOptions::new(&paths.workdir);
     // The project's own build directory, when it has one.

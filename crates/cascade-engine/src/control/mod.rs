@@ -124,6 +124,15 @@ impl Controls {
             agents_cancel: cascade_process::CancelToken::new(),
         })
     }
+
+    /// A shared Cargo target directory nobody else builds in right now, for
+    /// a Cargo project in `worktree` (`None`: sharing off, or not Cargo).
+    pub fn cargo_target(&self, worktree: &Path) -> Option<resources::TargetLease> {
+        self.cargo_targets
+            .as_ref()
+            .filter(|_| resources::is_cargo_project(worktree))
+            .map(|t| t.lease())
+    }
 }
 
 /// The gate slots (`--gate-jobs`, default half the cores) and the memory

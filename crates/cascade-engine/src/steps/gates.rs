@@ -227,12 +227,7 @@ async fn run_gates(
             })
         })
     };
-    let target = ctx
-        .control
-        .cargo_targets
-        .as_ref()
-        .filter(|_| crate::control::resources::is_cargo_project(&wt.path))
-        .map(|t| t.lease());
+    let target = ctx.control.cargo_target(&wt.path);
     let mut extra_env = env.to_vec();
     if let Some(t) = &target {
         extra_env.push(("CARGO_TARGET_DIR".into(), t.path().display().to_string()));

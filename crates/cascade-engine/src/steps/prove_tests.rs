@@ -35,12 +35,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
     let mut opts = cascade_verify::prove::ProveOptions::new(&wt.path);
     opts.env = a.env.to_vec();
     // Rust: a target directory nobody else builds in right now.
-    let target = ctx
-        .control
-        .cargo_targets
-        .as_ref()
-        .filter(|_| crate::control::resources::is_cargo_project(&wt.path))
-        .map(|t| t.lease());
+    let target = ctx.control.cargo_target(&wt.path);
     opts.cargo_target_dir = target.as_ref().map(|t| t.path());
     let proof = cascade_verify::prove::prove(
         &wt.path,
