@@ -126,7 +126,10 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
             });
-            serde_json::to_vec(&snapshot)
+            // Room for the whole document at once (untouched room costs
+            // no memory): no copy as it grows.
+            let mut body = Vec::with_capacity(snapshot.size_hint());
+            serde_json::to_writer(&mut body, &snapshot).map(|()| body)
         })
     })
     .await;

@@ -99,13 +99,14 @@ impl Entry {
 fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Arc<Summary>) {
     let mut entries = Vec::new();
     let mut summary = Summary::default();
-    let text = journal::text(path);
-    for (entry, head) in text.lines().filter_map(Entry::parse) {
-        if let Some(h) = &head {
-            summary.add(h);
+    journal::each_line(path, |line| {
+        if let Some((entry, head)) = Entry::parse(line) {
+            if let Some(h) = &head {
+                summary.add(h);
+            }
+            entries.push(Arc::new(entry));
         }
-        entries.push(Arc::new(entry));
-    }
+    });
     (entries, Arc::new(summary))
 }
 

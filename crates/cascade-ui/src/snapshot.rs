@@ -110,7 +110,11 @@ impl<'a> Plan<'a> {
             Some(p) => Plan {
                 ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
                 titles: p.stories.iter().map(|s| s.title.as_str()).collect(),
-                depends_on: p.stories.iter().map(|s| s.dependencies.as_slice()).collect(),
+                depends_on: p
+                    .stories
+                    .iter()
+                    .map(|s| s.dependencies.as_slice())
+                    .collect(),
                 graph: Graph::from_lists(p.stories.iter().enumerate().map(|(i, s)| {
                     s.dependencies
                         .iter()
@@ -360,6 +364,13 @@ pub(crate) struct Snapshot<'a> {
     totals: Totals,
 }
 
+impl Snapshot<'_> {
+    /// More bytes than the document takes (a story takes about 500).
+    pub fn size_hint(&self) -> usize {
+        4096 + 1024 * self.stories.len() + 512 * self.attempts.len()
+    }
+}
+
 /// A story of the snapshot.
 #[derive(Serialize)]
 struct StoryView<'a> {
@@ -420,11 +431,12 @@ struct Timeline<'a> {
 }
 
 /// The run's attempts, story by story in plan order (`states[i]` is story
-/// `i`'s record), each on the lowest worker slot free at its start.
+/// `i`'s record, `said[i]` what the records say of it), each on the lowest
+/// worker slot free at its start.
 fn timeline<'a>(
     input: &Input<'a>,
     states: &[Option<&'a StoryState>],
-    seen: Option<&HashMap<String, Seen>>,
+    said: &[Option<&Seen>],
     run_start: Option<i64>,
 ) -> Timeline<'a> {
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
@@ -436,9 +448,7 @@ fn timeline<'a>(
     for (i, s) in states.iter().enumerate() {
         let Some(s) = s else { continue };
         // Only a story with cached gate results has time saved to read.
-        let hits = seen
-            .and_then(|m| m.get(&s.id))
-            .is_some_and(|x| x.cache_hits > 0);
+        let hits = said[i].is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
             let Some(start) = rel(&a.started_at) else {
                 continue;
@@ -458,8 +468,8 @@ fn timeline<'a>(
             totals.cost_usd += a.cost_usd.unwrap_or(0.0);
             totals.cost_estimated |= a.cost_estimated == Some(true);
             if hits {
-                totals.gate_cache_saved_ms += (input.gates)(&s.id, a.attempt)
-                    .map_or(0, |g| saved_ms(&g));
+                totals.gate_cache_saved_ms +=
+                    (input.gates)(&s.id, a.attempt).map_or(0, |g| saved_ms(&g));
             }
             spans.push((start, end));
             rows.push(AttemptView {
@@ -510,30 +520,46 @@ fn saved_ms(results: &Value) -> u64 {
         .sum()
 }
 
+/// Each story's record in the state: where the state lists the plan's
+/// stories in its order (as a run writes them), the one at the same
+/// position; else the one its index finds.
+fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a StoryState>> {
+    let Some(st) = state else {
+        return vec![None; ids.len()];
+    };
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| match st.stories.get(i) {
+            Some(s) if s.id == *id => Some(s),
+            _ => st.story(id),
+        })
+        .collect()
+}
+
 /// The snapshot of the run (see [`Snapshot`]).
 pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
-    let seen = input.summary.stories(None);
     let plan = Plan::of(input.prd, st);
     let layer = layers(&plan.graph);
-    // Each story's record, found through the state's index.
-    let states: Vec<Option<&StoryState>> = plan
+    let states = records(&plan.ids, st);
+    let seen = input.summary.stories(None);
+    let said: Vec<Option<&Seen>> = plan
         .ids
         .iter()
-        .map(|id| st.and_then(|s| s.story(id)))
+        .map(|id| seen.and_then(|m| m.get(*id)))
         .collect();
     let Timeline {
         rows,
         elapsed,
         mut totals,
-    } = timeline(input, &states, seen, run_start);
+    } = timeline(input, &states, &said, run_start);
 
     let stories: Vec<StoryView<'a>> = (0..plan.ids.len())
         .map(|i| {
             let s = states[i];
-            let seen = seen.and_then(|m| m.get(plan.ids[i]));
+            let seen = said[i];
             let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
             let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
                 attempts.iter().filter_map(f).reduce(|a, b| a + b)
@@ -585,9 +611,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let flags = st.and_then(|s| s.options.as_ref());
     let status = input.status;
     Snapshot {
-        run_id: st
-            .map(|s| s.run_id.as_str())
-            .or(status.run_id.as_deref()),
+        run_id: st.map(|s| s.run_id.as_str()).or(status.run_id.as_deref()),
         status: st.map(|s| s.status.as_str()),
         live: status.live,
         paused: status.paused,
@@ -604,7 +628,9 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
             if status.live {
                 input.now_ms - r
             } else {
-                st.and_then(|s| unix_ms(&s.updated_at)).unwrap_or(input.now_ms) - r
+                st.and_then(|s| unix_ms(&s.updated_at))
+                    .unwrap_or(input.now_ms)
+                    - r
             }
         }),
         critical_path: critical_path(&plan.graph, &layer, &elapsed)
@@ -642,7 +668,10 @@ mod tests {
 
     #[test]
     fn layers_cover_complete_stories_too() {
-        assert_eq!(layers(&graph(&[&[], &[0], &[0], &[1, 2]])), vec![0, 1, 1, 2]);
+        assert_eq!(
+            layers(&graph(&[&[], &[0], &[0], &[1, 2]])),
+            vec![0, 1, 1, 2]
+        );
         // A cycle is batch 0.
         assert_eq!(layers(&graph(&[&[1], &[0], &[0]])), vec![0, 0, 0]);
         // A long chain in reverse file order (the old fixpoint's worst case).
@@ -723,9 +752,19 @@ mod tests {
                 "started_at": start, "finished_at": end, "outcome": outcome, "duration_ms": 900,
                 "input_tokens": 100 * n, "output_tokens": 10 * n, "cost_usd": 0.25 * n as f64})
         };
-        let mut failed = attempt(1, "2026-01-01T00:00:05Z", Some("2026-01-01T00:00:09Z"), Some("failed"));
+        let mut failed = attempt(
+            1,
+            "2026-01-01T00:00:05Z",
+            Some("2026-01-01T00:00:09Z"),
+            Some("failed"),
+        );
         failed["error_type"] = serde_json::json!("quality_gate");
-        let mut estimated = attempt(2, "2026-01-01T00:00:10Z", Some("2026-01-01T00:00:30.5Z"), Some("passed"));
+        let mut estimated = attempt(
+            2,
+            "2026-01-01T00:00:10Z",
+            Some("2026-01-01T00:00:30.5Z"),
+            Some("passed"),
+        );
         estimated["cost_estimated"] = serde_json::json!(true);
         let mut no_cost = attempt(1, "2026-01-01T00:00:02Z", None, Some("passed"));
         no_cost["cost_usd"] = serde_json::Value::Null;
@@ -827,7 +866,11 @@ mod tests {
         let n = 3000;
         let prd = Prd::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
             .expect("a generated plan");
-        let edges: u64 = prd.stories.iter().map(|s| s.dependencies.len() as u64).sum();
+        let edges: u64 = prd
+            .stories
+            .iter()
+            .map(|s| s.dependencies.len() as u64)
+            .sum();
         assert!(edges > n as u64, "{edges} dependencies");
         // The state lists the stories in another order than the plan.
         let state = RunState::new(
@@ -861,5 +904,20 @@ mod tests {
         assert!(plan.builds - plan_before.builds <= 1, "{plan:?}");
         assert_eq!(run.lookups - state_before.lookups, n as u64);
         assert!(run.builds - state_before.builds <= 1, "{run:?}");
+        // A state in the plan's order (as a run writes it) is read by
+        // position, without a lookup.
+        let in_order = RunState::new(
+            "run-1".into(),
+            "prd.json".into(),
+            "main".into(),
+            "/tmp/p".into(),
+            prd.stories.iter().map(|s| s.id.clone()),
+        );
+        let before = in_order.index_stats();
+        assert_eq!(
+            records(&Plan::of(Some(&prd), None).ids, Some(&in_order)).len(),
+            n
+        );
+        assert_eq!(in_order.index_stats(), before);
     }
 }

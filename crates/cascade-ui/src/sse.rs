@@ -113,7 +113,10 @@ pub(crate) async fn events(
     let stream =
         futures_util::stream::unfold((replay, rx, hub), |(mut replay, mut rx, hub)| async move {
             if let Some(text) = replay.next_piece() {
-                return Some((Ok::<Bytes, Infallible>(Bytes::from(text)), (replay, rx, hub)));
+                return Some((
+                    Ok::<Bytes, Infallible>(Bytes::from(text)),
+                    (replay, rx, hub),
+                ));
             }
             let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
                 Err(_) => ": keep-alive\n\n".to_string(),
