@@ -146,10 +146,10 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut waiting = vec![0usize; n];
-    for i in 0..n {
+    for (i, w) in waiting.iter_mut().enumerate() {
         for &j in graph.deps(i) {
             dependents[j].push(i);
-            waiting[i] += 1;
+            *w += 1;
         }
     }
     let mut layer = vec![0usize; n];
