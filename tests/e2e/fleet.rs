@@ -1111,8 +1111,8 @@ mod measure {
     }
 
     /// Runs the coordinator; returns its wall time and, per event line, the
-    /// moment it was read.
-    fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Instant, Value)>) {
+    /// moment it was read, from the moment it was started.
+    fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Duration, Value)>) {
         let mut args = vec![
             "approve",
             "--auto-run",
@@ -1135,7 +1135,7 @@ mod measure {
         for line in std::io::BufReader::new(out).lines() {
             let line = line.unwrap();
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                lines.push((Instant::now(), v));
+                lines.push((started.elapsed(), v));
             }
         }
         let status = child.wait().unwrap();
@@ -1180,10 +1180,11 @@ mod measure {
             let total = workers * slots;
             let bound = (30.0 * 2.0 / total as f64).max(10.0);
             println!(
-                "MEASURE makespan {workers}x{slots} slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2}); {}",
+                "MEASURE makespan {workers}x{slots} slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2}); {}; {}",
                 took.as_secs_f64(),
                 took.as_secs_f64() / bound,
-                hand_offs(&lines, &deps)
+                hand_offs(took, &lines, &deps),
+                worker_phases(&f)
             );
             assert_eq!(git(f.repo(), &["show", "main:s30.txt"]).trim(), "s30");
         }
@@ -1205,13 +1206,16 @@ mod measure {
 
     /// Where the time between a story's end and its dependent's start goes,
     /// as mean milliseconds from the coordinator's events: ready (the last
-    /// dependency merged) -> job published -> worker started the agent, and
-    /// job finished -> story merged.
+    /// dependency merged) -> job published -> worker started the agent ->
+    /// job finished (the agent's 2 s and the worker's steps after it) ->
+    /// story merged; and the coordinator's start (to the first job
+    /// published) and end (from the last merge to its exit).
     fn hand_offs(
-        lines: &[(Instant, Value)],
+        took: Duration,
+        lines: &[(Duration, Value)],
         deps: &std::collections::HashMap<String, Vec<String>>,
     ) -> String {
-        let mut at: std::collections::HashMap<(String, String), Instant> = Default::default();
+        let mut at: std::collections::HashMap<(String, String), Duration> = Default::default();
         for (t, e) in lines {
             if let (Some(kind), Some(story)) = (e["event"].as_str(), e["story"].as_str()) {
                 at.entry((kind.to_string(), story.to_string()))
@@ -1219,37 +1223,101 @@ mod measure {
             }
         }
         let get = |kind: &str, story: &str| at.get(&(kind.to_string(), story.to_string())).copied();
-        let mean = |v: &[f64]| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
-        };
-        let (mut publish, mut start, mut merge) = (Vec::new(), Vec::new(), Vec::new());
+        let ms = |from: Duration, to: Duration| to.saturating_sub(from).as_secs_f64() * 1000.0;
+        let mut publish = Vec::new();
         for (story, ds) in deps {
             let ready = ds.iter().filter_map(|d| get("story_merged", d)).max();
             if let (Some(r), Some(p)) = (ready, get("job_published", story)) {
-                publish.push(p.saturating_duration_since(r).as_secs_f64() * 1000.0);
+                publish.push(ms(r, p));
             }
         }
+        let mut steps = [Vec::new(), Vec::new(), Vec::new()];
         for (kind, story) in at.keys() {
             if kind != "job_published" {
                 continue;
             }
-            if let (Some(p), Some(s)) = (get("job_published", story), get("job_started", story)) {
-                start.push(s.saturating_duration_since(p).as_secs_f64() * 1000.0);
-            }
-            if let (Some(f), Some(m)) = (get("job_finished", story), get("story_merged", story)) {
-                merge.push(m.saturating_duration_since(f).as_secs_f64() * 1000.0);
+            let chain = [
+                "job_published",
+                "job_started",
+                "job_finished",
+                "story_merged",
+            ]
+            .map(|k| get(k, story));
+            for (i, pair) in chain.windows(2).enumerate() {
+                if let [Some(a), Some(b)] = pair {
+                    steps[i].push(ms(*a, *b));
+                }
             }
         }
+        let first = at
+            .iter()
+            .filter(|((k, _), _)| k == "job_published")
+            .map(|(_, t)| *t)
+            .min()
+            .unwrap_or_default();
+        let last = at
+            .iter()
+            .filter(|((k, _), _)| k == "story_merged")
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap_or_default();
         format!(
-            "hand-offs (mean): ready->published {:.0} ms, published->agent started {:.0} ms, finished->merged {:.0} ms",
+            "hand-offs (mean): ready->published {:.0} ms, published->agent started {:.0} ms, agent started->finished {:.0} ms, finished->merged {:.0} ms; start->first published {:.0} ms, last merged->exit {:.0} ms",
             mean(&publish),
-            mean(&start),
-            mean(&merge)
+            mean(&steps[0]),
+            mean(&steps[1]),
+            mean(&steps[2]),
+            ms(Duration::ZERO, first),
+            ms(last, took)
         )
+    }
+
+    fn mean(v: &[f64]) -> f64 {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// The workers' own account of each job (the phases of their `job_done`
+    /// lines in worker-*.log: `... passed in 2.3s (fetch 80 ms, ...)`), as
+    /// the mean milliseconds per phase.
+    fn worker_phases(f: &Fleet) -> String {
+        let mut sums: Vec<(String, Vec<f64>)> = Vec::new();
+        let logs = std::fs::read_dir(f.tools.path()).unwrap();
+        for log in logs.flatten() {
+            let name = log.file_name().to_string_lossy().to_string();
+            if !(name.starts_with("worker-") && name.ends_with(".log")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            for line in text.lines().filter(|l| l.contains(" passed in ")) {
+                let Some(inner) = line
+                    .rsplit_once(" (")
+                    .and_then(|(_, p)| p.strip_suffix(')'))
+                else {
+                    continue;
+                };
+                for part in inner.split(", ") {
+                    let Some((phase, n)) =
+                        part.strip_suffix(" ms").and_then(|p| p.rsplit_once(' '))
+                    else {
+                        continue;
+                    };
+                    let Ok(n) = n.parse::<f64>() else { continue };
+                    match sums.iter_mut().find(|(p, _)| p == phase) {
+                        Some((_, v)) => v.push(n),
+                        None => sums.push((phase.to_string(), vec![n])),
+                    }
+                }
+            }
+        }
+        let phases: Vec<String> = sums
+            .iter()
+            .map(|(p, v)| format!("{p} {:.0} ms", mean(v)))
+            .collect();
+        format!("worker phases (mean): {}", phases.join(", "))
     }
 
     /// The coordinator's cost per story at `CASCADE_MEASURE_STORIES` (default
@@ -1284,7 +1352,7 @@ mod measure {
                 }
                 Some("story_merged") => {
                     if let Some(s) = finished.get(&story) {
-                        latencies.push(t.duration_since(*s));
+                        latencies.push(t.saturating_sub(*s));
                     }
                     merges.push(*t);
                 }
@@ -1300,7 +1368,7 @@ mod measure {
         let span = merges
             .last()
             .unwrap()
-            .duration_since(merges[0])
+            .saturating_sub(merges[0])
             .as_secs_f64();
         println!(
             "MEASURE merge queue, {n} stories: run {:.1}s; result-to-merged mean {:.0} ms, p50 {:.0} ms, p99 {:.0} ms; merges every {:.0} ms on average ({:.1} merges/s)",

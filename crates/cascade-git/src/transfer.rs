@@ -38,16 +38,74 @@ pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, 
     if tip == base {
         return Ok(None);
     }
+    pack_walk(&repo, tip, &[base]).map(Some)
+}
+
+/// A pack of every object reachable from `tip` and from none of `haves`
+/// (commits the receiving side has, with everything they reach), for a
+/// receiver that lacks `tip`. Haves this repository does not know are left
+/// out; `None` when it knows none of them (the pack would be the whole
+/// history) or does not have `tip`.
+pub fn pack_for(dir: &Path, tip: &str, haves: &[String]) -> Result<Option<Vec<u8>>, GitError> {
+    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let tip = oid(tip)?;
+    if repo.find_commit(tip).is_err() {
+        return Ok(None);
+    }
+    let known: Vec<Oid> = haves
+        .iter()
+        .filter_map(|h| Oid::from_str(h).ok())
+        .filter(|h| repo.find_commit(*h).is_ok())
+        .collect();
+    if known.is_empty() {
+        return Ok(None);
+    }
+    pack_walk(&repo, tip, &known).map(Some)
+}
+
+/// The pack of the commits reachable from `tip` and not from `hide`, with
+/// their trees and blobs that `hide` does not reach.
+fn pack_walk(repo: &Repository, tip: Oid, hide: &[Oid]) -> Result<Vec<u8>, GitError> {
     let mut walk = repo.revwalk().map_err(GitError::git("start a walk"))?;
     walk.push(tip).map_err(GitError::git("walk from the tip"))?;
-    walk.hide(base).map_err(GitError::git("hide the base"))?;
+    for h in hide {
+        walk.hide(*h).map_err(GitError::git("hide the base"))?;
+    }
     let mut pack = repo.packbuilder().map_err(GitError::git("build a pack"))?;
     pack.insert_walk(&mut walk)
         .map_err(GitError::git("add the commits to the pack"))?;
     let mut buf = git2::Buf::new();
     pack.write_buf(&mut buf)
         .map_err(GitError::git("write the pack"))?;
-    Ok(Some(buf.to_vec()))
+    Ok(buf.to_vec())
+}
+
+/// Whether the repository at `dir` has `commit` (fetched or imported with
+/// everything it reaches: neither leaves a commit without its history).
+pub fn has_commit(dir: &Path, commit: &str) -> bool {
+    let Ok(id) = oid(commit) else { return false };
+    Repository::open(dir).is_ok_and(|r| r.find_commit(id).is_ok())
+}
+
+/// The commits the refs `names` of the repository at `dir` point at (refs
+/// that are missing are left out).
+pub fn ref_commits(dir: &Path, names: &[&str]) -> Vec<String> {
+    let Ok(repo) = Repository::open(dir) else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter_map(|n| repo.refname_to_id(n).ok())
+        .map(|id| id.to_string())
+        .collect()
+}
+
+/// Writes the objects of `pack` (a pack from [`pack_for`]: its objects'
+/// history is here already) into the repository at `dir`.
+pub fn import_pack(dir: &Path, pack: &[u8]) -> Result<(), GitError> {
+    let repo = Repository::open(dir).map_err(GitError::git("open repository"))?;
+    let git_dir = repo.commondir().to_path_buf();
+    store(&repo, &git_dir, pack)
 }
 
 /// Writes the objects of `pack` into the repository of `paths` and sets
@@ -67,7 +125,14 @@ pub fn import_onto(
     base: &str,
 ) -> Result<(), TransferError> {
     let repo = paths.open()?;
-    let scratch = Scratch::new(&paths.common_dir)?;
+    store(&repo, &paths.common_dir, pack)?;
+    point_branch(&repo, branch, tip, base)
+}
+
+/// Stores the objects of `pack` loose in `repo` (whose git directory is
+/// `git_dir`), through a scratch index (see [`import_onto`]).
+fn store(repo: &Repository, git_dir: &Path, pack: &[u8]) -> Result<(), GitError> {
+    let scratch = Scratch::new(git_dir)?;
     {
         let dir = scratch.0.join("pack");
         let mut indexer =
@@ -95,7 +160,7 @@ pub fn import_onto(
         copied.map_err(GitError::git("store the pack's objects"))?;
     }
     drop(scratch);
-    point_branch(&repo, branch, tip, base)
+    Ok(())
 }
 
 /// A directory of its own under the git directory, removed on drop.
