@@ -389,6 +389,126 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
         );
     }
 
+    /// s01 and s02, both published at once on the first base, then s03
+    /// needing both in its base, on one worker of one slot; `coordinator_env`
+    /// for the coordinator. s02's merge is a merge commit (main moved on with
+    /// s01), so s03's base is a commit the worker never made: it must come
+    /// from the coordinator or the remote. Returns the fleet and the
+    /// coordinator's output.
+    fn two_then_one(
+        test: &str,
+        coordinator_env: &[(&str, &str)],
+        remote_hook: Option<&str>,
+    ) -> Option<(Fleet, std::process::Output)> {
+        let stories = json!([
+            story("s01", &[]),
+            story("s02", &[]),
+            story("s03", &["s01", "s02"]),
+        ]);
+        let mut f = Fleet::new(test, stories)?;
+        std::fs::write(f.t("needs-s03"), "s01 s02").unwrap();
+        if let Some(hook) = remote_hook {
+            script(&f.remote.join("hooks").join("pre-receive"), hook);
+        }
+        f.worker("w1", 1, &[]);
+        f.wait_for_workers(1);
+        let args = [
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+            "--json",
+            "--schedule",
+            "eager",
+            "--parallel",
+            "2",
+            "--fleet",
+            &f.nats.url,
+        ];
+        let out = f
+            .command(&args)
+            .envs(coordinator_env.iter().copied())
+            .output()
+            .expect("coordinator runs");
+        Some((f, out))
+    }
+
+    /// The three merged, each once, s03 built on the other two.
+    /// Returns what the worker's clone last fetched as a base, if anything,
+    /// and s03's base.
+    fn assert_chain_merged(f: &Fleet, out: &std::process::Output) -> (Option<String>, String) {
+        assert_eq!(code(out), 0, "{}{}", explain(out), f.worker_logs());
+        let evs = events(out);
+        f.assert_all_merged_once(&evs, &ids(3));
+        for id in ids(3) {
+            assert_eq!(f.runs(&id), 1, "{id}: {}", f.worker_logs());
+        }
+        assert_eq!(git(f.repo(), &["show", "main:s03.txt"]).trim(), "s03");
+        let base = of_kind(&evs, "job_published")
+            .into_iter()
+            .find(|e| e["story"] == "s03")
+            .and_then(|e| e["base"].as_str().map(str::to_string))
+            .expect("s03 was published");
+        // The worker's one clone: <workdir>/w1/<repo>/slot-1.
+        let repos = std::fs::read_dir(f.t("work-w1").join("w1")).expect("the worker's directory");
+        let clone = repos
+            .flatten()
+            .map(|r| r.path().join("slot-1"))
+            .find(|c| c.join(".git").exists())
+            .expect("the slot's clone");
+        let fetched = std::process::Command::new("git")
+            .args(["rev-parse", "--verify", "-q", "refs/cascade/fleet-base"])
+            .current_dir(&clone)
+            .output()
+            .expect("git runs");
+        let fetched = String::from_utf8_lossy(&fetched.stdout).trim().to_string();
+        ((!fetched.is_empty()).then_some(fetched), base)
+    }
+
+    #[test]
+    fn a_dependent_gets_its_base_from_the_coordinator_not_the_remote() {
+        // The shared remote takes no base at all: the worker can only have
+        // got s03's base (the merge of s02) from the coordinator's pack.
+        let refuse = r#"while read old new ref; do
+  case "$ref" in refs/cascade/base/*) echo "no bases here" >&2; exit 1;; esac
+done"#;
+        let Some((f, out)) = two_then_one("fleet_bases_nats", &[], Some(refuse)) else {
+            return;
+        };
+        let (fetched, _) = assert_chain_merged(&f, &out);
+        // The first base came with the clone; nothing was ever fetched.
+        assert_eq!(fetched, None, "{}", f.worker_logs());
+        let bases = git(&f.remote, &["for-each-ref", "refs/cascade/base"]);
+        assert_eq!(bases.trim(), "", "the hook let a base through");
+        // The worker says where each job's time went, the base included.
+        let logs = f.worker_logs();
+        let done: Vec<&str> = logs.lines().filter(|l| l.contains(" passed in ")).collect();
+        assert_eq!(done.len(), 3, "{logs}");
+        assert!(
+            done.iter().all(|l| l.contains("(queued ")
+                && l.contains(", base ")
+                && l.contains(", agent ")
+                && l.contains(", publish ")),
+            "{logs}"
+        );
+    }
+
+    #[test]
+    fn without_packs_the_coordinator_has_workers_fetch_the_bases_it_pushed() {
+        // CASCADE_FLEET_MAX_PACK_BYTES=0 on the coordinator: it answers
+        // "fetch" once its push of the base is done, and the worker fetches.
+        let env = [("CASCADE_FLEET_MAX_PACK_BYTES", "0")];
+        let Some((f, out)) = two_then_one("fleet_bases_fetch", &env, None) else {
+            return;
+        };
+        let (fetched, s03_base) = assert_chain_merged(&f, &out);
+        assert_eq!(fetched, Some(s03_base), "{}", f.worker_logs());
+        // Every base was pushed (and deleted at the end of the run).
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+    }
+
     #[test]
     fn a_job_of_a_worker_killed_mid_job_is_redelivered_and_completed() {
         let Some(mut f) = Fleet::new("fleet_worker_kill", json!([story("s01", &[])])) else {

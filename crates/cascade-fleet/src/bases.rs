@@ -100,7 +100,9 @@ pub(crate) async fn ask(
     let have = {
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || {
-            cascade_git::transfer::ref_commits(&dir, &crate::git::HAVE_REFS)
+            let names = crate::git::have_refs();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            cascade_git::transfer::ref_commits(&dir, &names)
         })
         .await
         .unwrap_or_default()

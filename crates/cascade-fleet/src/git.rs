@@ -96,11 +96,13 @@ const FETCHED_BASE: &str = "refs/cascade/fleet-base";
 /// Worker: the refs of a slot's clone at commits it has with their whole
 /// history (the last base checked out, the last base fetched, the remote's
 /// default branch as cloned): what it tells a coordinator it has.
-pub const HAVE_REFS: [&str; 3] = [
-    "refs/heads/cascade-fleet/base",
-    FETCHED_BASE,
-    "refs/remotes/origin/HEAD",
-];
+pub fn have_refs() -> [String; 3] {
+    [
+        format!("refs/heads/{BASE_BRANCH}"),
+        FETCHED_BASE.to_string(),
+        "refs/remotes/origin/HEAD".to_string(),
+    ]
+}
 
 /// Where a worker may get a job's base besides the shared remote: the
 /// coordinators' base service (see the `bases` module).

@@ -336,6 +336,51 @@ mod tests {
     }
 
     #[test]
+    fn a_base_travels_as_a_pack_beyond_the_commits_the_receiver_has() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = repo(a.path(), 50);
+        let to = b.path().join("to");
+        git(
+            b.path(),
+            &[
+                "clone",
+                "-q",
+                "--no-checkout",
+                &a.path().display().to_string(),
+                "to",
+            ],
+        );
+        std::fs::write(a.path().join("f1.txt"), "one\n").unwrap();
+        let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
+        std::fs::write(a.path().join("f2.txt"), "two\n").unwrap();
+        let third = commit_all(a.path(), "three").unwrap().unwrap().to_string();
+
+        // The receiver names what it has: its remote's HEAD as cloned.
+        let have = ref_commits(&to, &["refs/remotes/origin/HEAD", "refs/missing"]);
+        assert_eq!(have, [first.clone()]);
+        assert!(!has_commit(&to, &third));
+        // Commits unknown here do not narrow the pack; none known: no pack.
+        let unknown = "1".repeat(40);
+        assert_eq!(
+            pack_for(a.path(), &third, &[unknown.clone()]).unwrap(),
+            None
+        );
+        assert_eq!(pack_for(a.path(), &unknown, &have).unwrap(), None);
+        let pack = pack_for(a.path(), &third, &[unknown, first.clone()])
+            .unwrap()
+            .unwrap();
+        // Two commits, two trees, two blobs: not the 50 files of `first`.
+        let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
+        assert_eq!(objects, 6, "pack of {} bytes", pack.len());
+        import_pack(&to, &pack).unwrap();
+        assert!(has_commit(&to, &third) && has_commit(&to, &second));
+        check_out(&to, &third, "cascade-fleet/base").unwrap();
+        assert_eq!(std::fs::read_to_string(to.join("f2.txt")).unwrap(), "two\n");
+        // Whole: git itself finds nothing missing.
+        git(&to, &["fsck", "--connectivity-only", "--no-dangling"]);
+    }
+
+    #[test]
     fn a_clone_is_checked_out_at_a_commit_with_a_branch_there() {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let first = repo(a.path(), 3);
