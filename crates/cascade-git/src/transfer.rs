@@ -357,12 +357,12 @@ mod tests {
 
         // The receiver names what it has: its remote's HEAD as cloned.
         let have = ref_commits(&to, &["refs/remotes/origin/HEAD", "refs/missing"]);
-        assert_eq!(have, [first.clone()]);
+        assert_eq!(have, std::slice::from_ref(&first));
         assert!(!has_commit(&to, &third));
         // Commits unknown here do not narrow the pack; none known: no pack.
         let unknown = "1".repeat(40);
         assert_eq!(
-            pack_for(a.path(), &third, &[unknown.clone()]).unwrap(),
+            pack_for(a.path(), &third, std::slice::from_ref(&unknown)).unwrap(),
             None
         );
         assert_eq!(pack_for(a.path(), &unknown, &have).unwrap(), None);
