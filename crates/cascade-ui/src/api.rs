@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -103,17 +104,74 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
+/// A response body written by a blocking task: what is written goes to the
+/// response in pieces of [`crate::sse::PIECE`] bytes, at most two of them
+/// waiting for the client, so the whole body is never held at once. An
+/// `Err` piece is what went wrong (before the first piece: the response is
+/// that error; after it: the connection is cut).
+struct Pieces {
+    piece: Vec<u8>,
+    tx: tokio::sync::mpsc::Sender<Result<Bytes, String>>,
+    runtime: tokio::runtime::Handle,
+}
+
+/// How long a piece waits for the client to take the one before. The
+/// writer holds the run's files meanwhile: a client that stopped reading
+/// must not hold every other request.
+const PIECE_WAIT: Duration = Duration::from_secs(30);
+
+impl Pieces {
+    fn send(&self, piece: Result<Bytes, String>) -> std::io::Result<()> {
+        let sent = self
+            .runtime
+            .block_on(tokio::time::timeout(PIECE_WAIT, self.tx.send(piece)));
+        match sent {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => Err(std::io::ErrorKind::BrokenPipe.into()),
+            Err(_) => Err(std::io::ErrorKind::TimedOut.into()),
+        }
+    }
+}
+
+impl std::io::Write for Pieces {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.piece.extend_from_slice(buf);
+        if self.piece.len() >= crate::sse::PIECE {
+            self.flush()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.piece.is_empty() {
+            return Ok(());
+        }
+        let full = std::mem::replace(
+            &mut self.piece,
+            Vec::with_capacity(crate::sse::PIECE + 8192),
+        );
+        self.send(Ok(Bytes::from(full)))
+    }
+}
+
 /// `GET /api/run`: the snapshot, written from the state and the plan
-/// straight into the response's bytes (no tree of values in between).
+/// straight into the response as it is made (no tree of values in between,
+/// never the whole document in memory).
 pub(crate) async fn run(State(app): State<Shared>) -> Response {
-    let r = blocking(move || {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+    let mut out = Pieces {
+        piece: Vec::with_capacity(crate::sse::PIECE + 8192),
+        tx,
+        runtime: tokio::runtime::Handle::current(),
+    };
+    tokio::task::spawn_blocking(move || {
         let dir = app.cascade_dir();
         let art = crate::detail::Artifacts {
             dir: &dir,
             repo: &app.config.repo_root,
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
-        app.with_run(|state, path, prd| {
+        let written = app.with_run(|state, path, prd| {
             app.hub.show_finished(state.map(|s| s.run_id.as_str()));
             let summary = app.hub.summary();
             let status = app.hub.status();
@@ -126,26 +184,38 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
             });
-            // Room for the whole document at once (untouched room costs
-            // no memory): no copy as it grows.
-            let mut body = Vec::with_capacity(snapshot.size_hint());
-            serde_json::to_writer(&mut body, &snapshot).map(|()| body)
-        })
-    })
-    .await;
-    match r {
-        Ok(Ok(Ok(body))) => (
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response(),
-        Ok(Ok(Err(e))) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot write the run snapshot: {e}"),
-        ),
-        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
-        Err(resp) => resp,
-    }
+            serde_json::to_writer(&mut out, &snapshot)
+                .map_err(std::io::Error::from)
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .map_err(|e| format!("cannot write the run snapshot: {e}"))
+        });
+        // The client gone: nobody to tell.
+        if let Err(e) | Ok(Err(e)) = written {
+            let _ = out.send(Err(e));
+        }
+    });
+    let first = match rx.recv().await {
+        Some(Ok(piece)) => piece,
+        Some(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e),
+        None => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal error: the run snapshot was not written",
+            )
+        }
+    };
+    let body = futures_util::stream::unfold((Some(first), rx), |(first, mut rx)| async move {
+        let piece = match first {
+            Some(p) => Ok(p),
+            None => rx.recv().await?.map_err(std::io::Error::other),
+        };
+        Some((piece, (None, rx)))
+    });
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
 }
 
 pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {

@@ -357,17 +357,75 @@ pub(crate) struct Snapshot<'a> {
     started_at: Option<&'a str>,
     updated_at: Option<&'a str>,
     elapsed_ms: Option<i64>,
-    stories: Vec<StoryView<'a>>,
+    stories: Stories<'a>,
     batches: Vec<Vec<&'a str>>,
     critical_path: Vec<&'a str>,
     attempts: Vec<AttemptView<'a>>,
     totals: Totals,
 }
 
-impl Snapshot<'_> {
-    /// More bytes than the document takes (a story takes about 500).
-    pub fn size_hint(&self) -> usize {
-        4096 + 1024 * self.stories.len() + 512 * self.attempts.len()
+/// The stories of a snapshot, each one made as it is written: the document
+/// never holds them all (at 100,000 stories their views would take 26 MB).
+pub(crate) struct Stories<'a> {
+    plan: Plan<'a>,
+    layer: Vec<usize>,
+    /// Story `i`'s record in the state.
+    states: Vec<Option<&'a StoryState>>,
+    /// What the records say of story `i`.
+    said: Vec<Option<&'a Seen>>,
+    elapsed: Vec<Option<u64>>,
+    run_start: Option<i64>,
+}
+
+impl<'a> Stories<'a> {
+    pub fn len(&self) -> usize {
+        self.plan.ids.len()
+    }
+
+    /// Story `i` as the document shows it.
+    fn view(&self, i: usize) -> StoryView<'a> {
+        let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - self.run_start?) };
+        let s = self.states[i];
+        let seen = self.said[i];
+        let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
+        let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
+            attempts.iter().filter_map(f).reduce(|a, b| a + b)
+        };
+        // A story that made it keeps its last failure in the state;
+        // the graph shows failures only where they stand.
+        let stands = s.filter(|s| s.status != StoryStatus::Complete);
+        StoryView {
+            id: self.plan.ids[i],
+            title: self.plan.titles[i],
+            batch: self.layer[i],
+            depends_on: self.plan.depends_on[i],
+            state: story_state(
+                s,
+                seen.is_some_and(|x| x.skipped),
+                seen.is_some_and(|x| x.merging),
+            ),
+            agent: s.and_then(|s| s.agent.as_deref()),
+            attempt: attempts.last().map(|a| a.attempt),
+            max_attempts: seen.and_then(|x| x.max_attempts),
+            started_at_ms: attempts.first().and_then(|a| rel(&a.started_at)),
+            elapsed_ms: self.elapsed[i],
+            failure_kind: stands.and_then(|s| s.error_type).map(|k| k.as_str()),
+            error: stands.and_then(|s| s.error.as_deref()),
+            blocked_by: s.map_or(&[][..], |s| &s.blocked_by[..]),
+            cost_usd: attempts
+                .iter()
+                .filter_map(|a| a.cost_usd)
+                .reduce(|a, b| a + b),
+            tokens_in: sum(|a| a.input_tokens),
+            tokens_out: sum(|a| a.output_tokens),
+            worker: seen.and_then(|x| x.worker.as_deref()),
+        }
+    }
+}
+
+impl Serialize for Stories<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq((0..self.len()).map(|i| self.view(i)))
     }
 }
 
@@ -540,12 +598,11 @@ fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a Stor
 pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
-    let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
     let plan = Plan::of(input.prd, st);
     let layer = layers(&plan.graph);
     let states = records(&plan.ids, st);
     let seen = input.summary.stories(None);
-    let said: Vec<Option<&Seen>> = plan
+    let said: Vec<Option<&'a Seen>> = plan
         .ids
         .iter()
         .map(|id| seen.and_then(|m| m.get(*id)))
@@ -555,46 +612,6 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
         elapsed,
         mut totals,
     } = timeline(input, &states, &said, run_start);
-
-    let stories: Vec<StoryView<'a>> = (0..plan.ids.len())
-        .map(|i| {
-            let s = states[i];
-            let seen = said[i];
-            let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
-            let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
-                attempts.iter().filter_map(f).reduce(|a, b| a + b)
-            };
-            // A story that made it keeps its last failure in the state;
-            // the graph shows failures only where they stand.
-            let stands = s.filter(|s| s.status != StoryStatus::Complete);
-            StoryView {
-                id: plan.ids[i],
-                title: plan.titles[i],
-                batch: layer[i],
-                depends_on: plan.depends_on[i],
-                state: story_state(
-                    s,
-                    seen.is_some_and(|x| x.skipped),
-                    seen.is_some_and(|x| x.merging),
-                ),
-                agent: s.and_then(|s| s.agent.as_deref()),
-                attempt: attempts.last().map(|a| a.attempt),
-                max_attempts: seen.and_then(|x| x.max_attempts),
-                started_at_ms: attempts.first().and_then(|a| rel(&a.started_at)),
-                elapsed_ms: elapsed[i],
-                failure_kind: stands.and_then(|s| s.error_type).map(|k| k.as_str()),
-                error: stands.and_then(|s| s.error.as_deref()),
-                blocked_by: s.map_or(&[][..], |s| &s.blocked_by[..]),
-                cost_usd: attempts
-                    .iter()
-                    .filter_map(|a| a.cost_usd)
-                    .reduce(|a, b| a + b),
-                tokens_in: sum(|a| a.input_tokens),
-                tokens_out: sum(|a| a.output_tokens),
-                worker: seen.and_then(|x| x.worker.as_deref()),
-            }
-        })
-        .collect();
 
     let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
     let mut batches: Vec<Vec<&str>> = vec![Vec::new(); nb];
@@ -637,8 +654,15 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
             .into_iter()
             .map(|i| plan.ids[i])
             .collect(),
-        stories,
         batches,
+        stories: Stories {
+            plan,
+            layer,
+            states,
+            said,
+            elapsed,
+            run_start,
+        },
         attempts: rows,
         totals,
     }

@@ -53,10 +53,10 @@ fn with_times(data: &str, t_ms: u64, ts: u64) -> String {
     }
 }
 
-/// Replayed records go out in pieces of about this many bytes: the first
-/// ones leave at once, and the history is never copied whole (at 100,000
-/// stories it is tens of megabytes).
-const REPLAY_PIECE: usize = 256 * 1024;
+/// Long bodies (replayed records, the run snapshot) go out in pieces of
+/// about this many bytes: the first ones leave at once, and the whole is
+/// never held at once (at 100,000 stories it is tens of megabytes).
+pub(crate) const PIECE: usize = 256 * 1024;
 
 /// What a new stream sends before the live records: its opening message,
 /// then the records so far.
@@ -71,7 +71,7 @@ impl Replay {
     /// The next piece to send (`None`: all sent).
     fn next_piece(&mut self) -> Option<String> {
         let mut text = self.first.take().unwrap_or_default();
-        while text.len() < REPLAY_PIECE {
+        while text.len() < PIECE {
             let Some(r) = self.past.get(self.next) else {
                 break;
             };
