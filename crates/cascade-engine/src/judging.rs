@@ -32,10 +32,22 @@ pub const VERIFY_JSON: &str = "verify.json";
 #[derive(Debug)]
 pub struct Judges {
     pub gates: GateSet,
-    pub rules: RuleSet,
+    /// Shared by every commit with the same `verify.json` (see [`Judging`]).
+    pub rules: Arc<RuleSet>,
 }
 
+/// The verification file a rule set was built from: where it came from
+/// and its text (`None`: the built-in tables alone).
+type RulesKey = Option<(PathBuf, String)>;
+
 /// Reads the judging files of each base commit (once per commit).
+///
+/// Every story of a run starts from a new commit (the tip after the last
+/// merge), so what is kept per commit must be small: the rule set, whose
+/// compiled patterns take megabytes and tens of milliseconds to build, is
+/// built once per distinct `verify.json` (origin and text) and shared by
+/// every commit that has it; the gates are read per commit (they are
+/// small, and detected gates follow the project's files).
 #[derive(Debug)]
 pub struct Judging {
     /// Any directory of the repository.
@@ -47,6 +59,7 @@ pub struct Judging {
     /// Where the default gates are detected.
     project_root: PathBuf,
     seen: Mutex<HashMap<String, Arc<Judges>>>,
+    rule_sets: Mutex<HashMap<RulesKey, Arc<RuleSet>>>,
 }
 
 impl Judging {
@@ -79,6 +92,7 @@ impl Judging {
             prd_gates: prd_gates.cloned(),
             project_root: project_root.to_path_buf(),
             seen: Mutex::new(HashMap::new()),
+            rule_sets: Mutex::new(HashMap::new()),
         })
     }
 
@@ -108,7 +122,7 @@ impl Judging {
             self.prd_gates.as_ref(),
             &self.project_root,
         )?;
-        let rules = self.rules_at(base)?;
+        let rules = self.shared_rules_at(base)?;
         let judges = Arc::new(Judges { gates, rules });
         if let Ok(mut seen) = self.seen.lock() {
             seen.insert(base.to_string(), Arc::clone(&judges));
@@ -118,10 +132,25 @@ impl Judging {
 
     /// The verification rules alone of commit `base` (`cascade verify`).
     pub fn rules_at(&self, base: &str) -> Result<RuleSet, EngineError> {
-        Ok(match self.file(base, VERIFY_JSON)? {
-            Some((origin, text)) => RuleSet::from_text(&origin, Some(&text))?,
-            None => RuleSet::builtin(),
-        })
+        Ok(build_rules(&self.file(base, VERIFY_JSON)?)?)
+    }
+
+    /// [`Judging::rules_at`], built once per distinct file.
+    fn shared_rules_at(&self, base: &str) -> Result<Arc<RuleSet>, EngineError> {
+        let key = self.file(base, VERIFY_JSON)?;
+        if let Some(r) = self
+            .rule_sets
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+        {
+            return Ok(r);
+        }
+        let rules = Arc::new(build_rules(&key)?);
+        if let Ok(mut m) = self.rule_sets.lock() {
+            m.insert(key, Arc::clone(&rules));
+        }
+        Ok(rules)
     }
 
     /// A judging file for `base`: where it came from (for messages) and its
@@ -138,6 +167,13 @@ impl Judging {
             .untracked
             .get(name)
             .map(|t| (self.cascade_dir.join(name), t.clone())))
+    }
+}
+
+fn build_rules(file: &RulesKey) -> Result<RuleSet, cascade_verify::VerifyError> {
+    match file {
+        Some((origin, text)) => RuleSet::from_text(origin, Some(text)),
+        None => Ok(RuleSet::builtin()),
     }
 }
 
