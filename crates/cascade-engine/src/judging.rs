@@ -12,6 +12,12 @@
 //! was allowed and merged is judged by the edited files.
 //!
 //! `cascade verify --range A..B` reads them from `A` the same way.
+//!
+//! Judges are kept by what they are made of, not by commit: each base names
+//! its judging files by blob id (no file read), and bases that hold the same
+//! files share one [`Judges`]. In a run where every merge moves the base,
+//! keeping them per commit compiled the rule tables again for every story
+//! and held each copy to the end of the run (megabytes per story).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,22 +38,10 @@ pub const VERIFY_JSON: &str = "verify.json";
 #[derive(Debug)]
 pub struct Judges {
     pub gates: GateSet,
-    /// Shared by every commit with the same `verify.json` (see [`Judging`]).
-    pub rules: Arc<RuleSet>,
+    pub rules: RuleSet,
 }
 
-/// The verification file a rule set was built from: where it came from
-/// and its text (`None`: the built-in tables alone).
-type RulesKey = Option<(PathBuf, String)>;
-
 /// Reads the judging files of each base commit (once per commit).
-///
-/// Every story of a run starts from a new commit (the tip after the last
-/// merge), so what is kept per commit must be small: the rule set, whose
-/// compiled patterns take megabytes and tens of milliseconds to build, is
-/// built once per distinct `verify.json` (origin and text) and shared by
-/// every commit that has it; the gates are read per commit (they are
-/// small, and detected gates follow the project's files).
 #[derive(Debug)]
 pub struct Judging {
     /// Any directory of the repository.
@@ -58,9 +52,13 @@ pub struct Judging {
     prd_gates: Option<serde_json::Value>,
     /// Where the default gates are detected.
     project_root: PathBuf,
-    seen: Mutex<HashMap<String, Arc<Judges>>>,
-    rule_sets: Mutex<HashMap<RulesKey, Arc<RuleSet>>>,
+    /// Judges by the blob ids of the judging files at a base.
+    seen: Mutex<HashMap<FilesKey, Arc<Judges>>>,
 }
+
+/// What decides a base's judges: per judging file, its blob id at the base,
+/// or none (then the run's untracked copy, the same for every base).
+type FilesKey = [Option<git2::Oid>; JUDGING_FILES.len()];
 
 impl Judging {
     /// Takes the main worktree's untracked judging files as they are now
@@ -92,7 +90,6 @@ impl Judging {
             prd_gates: prd_gates.cloned(),
             project_root: project_root.to_path_buf(),
             seen: Mutex::new(HashMap::new()),
-            rule_sets: Mutex::new(HashMap::new()),
         })
     }
 
@@ -113,7 +110,11 @@ impl Judging {
 
     /// The gates and rules of the stories started from commit `base`.
     pub fn at(&self, base: &str) -> Result<Arc<Judges>, EngineError> {
-        if let Some(j) = self.seen.lock().ok().and_then(|s| s.get(base).cloned()) {
+        let rels = JUDGING_FILES.map(rel);
+        let ids =
+            cascade_git::diff::blob_ids_at(&self.repo, base, &rels.each_ref().map(String::as_str))?;
+        let key: FilesKey = std::array::from_fn(|i| ids.get(i).copied().flatten());
+        if let Some(j) = self.seen.lock().ok().and_then(|s| s.get(&key).cloned()) {
             return Ok(j);
         }
         let gates_json = self.file(base, GATES_JSON)?;
@@ -122,35 +123,20 @@ impl Judging {
             self.prd_gates.as_ref(),
             &self.project_root,
         )?;
-        let rules = self.shared_rules_at(base)?;
+        let rules = self.rules_at(base)?;
         let judges = Arc::new(Judges { gates, rules });
         if let Ok(mut seen) = self.seen.lock() {
-            seen.insert(base.to_string(), Arc::clone(&judges));
+            seen.insert(key, Arc::clone(&judges));
         }
         Ok(judges)
     }
 
     /// The verification rules alone of commit `base` (`cascade verify`).
     pub fn rules_at(&self, base: &str) -> Result<RuleSet, EngineError> {
-        Ok(build_rules(&self.file(base, VERIFY_JSON)?)?)
-    }
-
-    /// [`Judging::rules_at`], built once per distinct file.
-    fn shared_rules_at(&self, base: &str) -> Result<Arc<RuleSet>, EngineError> {
-        let key = self.file(base, VERIFY_JSON)?;
-        if let Some(r) = self
-            .rule_sets
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&key).cloned())
-        {
-            return Ok(r);
-        }
-        let rules = Arc::new(build_rules(&key)?);
-        if let Ok(mut m) = self.rule_sets.lock() {
-            m.insert(key, Arc::clone(&rules));
-        }
-        Ok(rules)
+        Ok(match self.file(base, VERIFY_JSON)? {
+            Some((origin, text)) => RuleSet::from_text(&origin, Some(&text))?,
+            None => RuleSet::builtin(),
+        })
     }
 
     /// A judging file for `base`: where it came from (for messages) and its
@@ -167,13 +153,6 @@ impl Judging {
             .untracked
             .get(name)
             .map(|t| (self.cascade_dir.join(name), t.clone())))
-    }
-}
-
-fn build_rules(file: &RulesKey) -> Result<RuleSet, cascade_verify::VerifyError> {
-    match file {
-        Some((origin, text)) => RuleSet::from_text(origin, Some(text)),
-        None => Ok(RuleSet::builtin()),
     }
 }
 
@@ -205,8 +184,8 @@ mod tests {
         r#"{"gates": [{"name": "tests", "command": "python3", "args": ["-m", "unittest"]}]}"#;
     const TRUE: &str = r#"{"gates": [{"name": "tests", "command": "true"}]}"#;
 
-    #[test]
-    fn judges_come_from_the_base_commit_else_the_untracked_copy_as_it_was() {
+    /// A repository whose one commit (returned) tracks `.cascade/gates.json`.
+    fn repo_with_gates() -> (tempfile::TempDir, String) {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path();
         git(d, &["init", "-q", "-b", "main"]);
@@ -214,7 +193,14 @@ mod tests {
         std::fs::write(d.join(".cascade/gates.json"), TESTS).unwrap();
         git(d, &["add", "-A"]);
         git(d, &["commit", "-q", "-m", "base"]);
-        let base = git(d, &["rev-parse", "HEAD"]);
+        let head = git(d, &["rev-parse", "HEAD"]);
+        (tmp, head)
+    }
+
+    #[test]
+    fn judges_come_from_the_base_commit_else_the_untracked_copy_as_it_was() {
+        let (tmp, base) = repo_with_gates();
+        let d = tmp.path();
         // An untracked verify.json of the main worktree, and an edit of the
         // committed gates.json on a later commit.
         std::fs::write(
@@ -264,5 +250,43 @@ mod tests {
             .with_untracked(theirs.into_iter().collect());
         assert_eq!(worker.untracked().len(), 1);
         assert_eq!(worker.at(&none).unwrap().gates.gates[0].program, "true");
+    }
+
+    #[test]
+    fn bases_holding_the_same_judging_files_share_one_set_of_judges() {
+        let (tmp, first) = repo_with_gates();
+        let d = tmp.path();
+        // Stories merging other files move the base, not the judging files.
+        let mut same = vec![first.clone()];
+        for i in 0..5 {
+            std::fs::write(d.join(format!("f{i}.txt")), "x").unwrap();
+            git(d, &["add", "-A"]);
+            git(d, &["commit", "-q", "-m", "story"]);
+            same.push(git(d, &["rev-parse", "HEAD"]));
+        }
+        let paths = RepoPaths::discover(d).unwrap();
+        let judging = Judging::new(&paths, d, None).unwrap();
+        let one = judging.at(&first).unwrap();
+        for base in &same {
+            assert!(Arc::ptr_eq(&one, &judging.at(base).unwrap()), "{base}");
+        }
+        // A base whose verify.json differs is judged by its own rules, and
+        // a later base back at the first files shares the first judges.
+        std::fs::write(
+            d.join(".cascade/verify.json"),
+            r#"{"disable": ["rust-stub-macro"]}"#,
+        )
+        .unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "rules"]);
+        let other = judging.at(&git(d, &["rev-parse", "HEAD"])).unwrap();
+        assert!(!Arc::ptr_eq(&one, &other));
+        assert!(!other.rules.ids().contains(&"rust-stub-macro"));
+        assert!(one.rules.ids().contains(&"rust-stub-macro"));
+        git(d, &["rm", "-q", ".cascade/verify.json"]);
+        git(d, &["commit", "-q", "-m", "back"]);
+        let back = judging.at(&git(d, &["rev-parse", "HEAD"])).unwrap();
+        assert!(Arc::ptr_eq(&one, &back));
+        assert_eq!(judging.seen.lock().unwrap().len(), 2);
     }
 }

@@ -11,13 +11,14 @@
 //! (nothing a person wrote by hand is that large).
 //!
 //! [`file_at`] reads one file of a commit without checking anything out,
+//! [`blob_ids_at`] names a commit's files by blob id without reading them,
 //! [`is_tracked`] says whether a path is in a worktree's index, and
 //! [`export_tree`] writes a commit's whole tree into a directory (a scratch
 //! copy of a base commit to run tests in).
 
 use std::path::Path;
 
-use git2::{Delta, DiffOptions, Patch, Repository};
+use git2::{Delta, DiffOptions, ObjectType, Oid, Patch, Repository};
 
 use crate::status::is_cascade_path;
 use crate::GitError;
@@ -192,17 +193,10 @@ fn own_state(delta: &git2::DiffDelta<'_>) -> bool {
 /// (`None` when the commit has no such file). `workdir` is any directory of
 /// the repository.
 pub fn file_at(workdir: &Path, rev: &str, path: &str) -> Result<Option<Vec<u8>>, GitError> {
-    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
-        path: workdir.to_path_buf(),
-    })?;
-    let tree = repo
-        .revparse_single(rev)
-        .and_then(|o| o.peel_to_tree())
-        .map_err(GitError::git(format!("resolve revision '{rev}'")))?;
-    let entry = match tree.get_path(Path::new(path)) {
-        Ok(e) => e,
-        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(None),
-        Err(e) => return Err(GitError::git(format!("read '{path}' at '{rev}'"))(e)),
+    let repo = discover(workdir)?;
+    let tree = tree_at(&repo, rev)?;
+    let Some(entry) = entry_at(&tree, rev, path)? else {
+        return Ok(None);
     };
     let bytes = match entry.to_object(&repo).map(|o| o.into_blob()) {
         Ok(Ok(blob)) => Some(blob.content().to_vec()),
@@ -213,12 +207,55 @@ pub fn file_at(workdir: &Path, rev: &str, path: &str) -> Result<Option<Vec<u8>>,
     Ok(bytes)
 }
 
+/// The blob id of each repository-relative path in `paths` at revision
+/// `rev` (`None` where the commit has no file there), without reading the
+/// files: two commits whose ids agree hold the same contents.
+pub fn blob_ids_at(
+    workdir: &Path,
+    rev: &str,
+    paths: &[&str],
+) -> Result<Vec<Option<Oid>>, GitError> {
+    let repo = discover(workdir)?;
+    let tree = tree_at(&repo, rev)?;
+    paths
+        .iter()
+        .map(|path| {
+            Ok(entry_at(&tree, rev, path)?
+                .filter(|e| e.kind() == Some(ObjectType::Blob))
+                .map(|e| e.id()))
+        })
+        .collect()
+}
+
+fn discover(workdir: &Path) -> Result<Repository, GitError> {
+    Repository::discover(workdir).map_err(|_| GitError::NotARepo {
+        path: workdir.to_path_buf(),
+    })
+}
+
+fn tree_at<'r>(repo: &'r Repository, rev: &str) -> Result<git2::Tree<'r>, GitError> {
+    repo.revparse_single(rev)
+        .and_then(|o| o.peel_to_tree())
+        .map_err(GitError::git(format!("resolve revision '{rev}'")))
+}
+
+/// The entry at `path` in `tree` (of revision `rev`, for messages).
+fn entry_at(
+    tree: &git2::Tree<'_>,
+    rev: &str,
+    path: &str,
+) -> Result<Option<git2::TreeEntry<'static>>, GitError> {
+    match tree.get_path(Path::new(path)) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+        Err(e) => Err(GitError::git(format!("read '{path}' at '{rev}'"))(e)),
+    }
+}
+
 /// Whether repository-relative `path` is tracked (in the index of the
 /// worktree containing `workdir`).
 pub fn is_tracked(workdir: &Path, path: &str) -> Result<bool, GitError> {
-    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
-        path: workdir.to_path_buf(),
-    })?;
+    let repo = discover(workdir)?;
     let index = repo.index().map_err(GitError::git("read index"))?;
     Ok(index.get_path(Path::new(path), 0).is_some())
 }
@@ -227,13 +264,8 @@ pub fn is_tracked(workdir: &Path, path: &str) -> Result<bool, GitError> {
 /// already there are overwritten), without touching any worktree, index or
 /// branch of the repository.
 pub fn export_tree(workdir: &Path, rev: &str, dest: &Path) -> Result<(), GitError> {
-    let repo = Repository::discover(workdir).map_err(|_| GitError::NotARepo {
-        path: workdir.to_path_buf(),
-    })?;
-    let tree = repo
-        .revparse_single(rev)
-        .and_then(|o| o.peel_to_tree())
-        .map_err(GitError::git(format!("resolve revision '{rev}'")))?;
+    let repo = discover(workdir)?;
+    let tree = tree_at(&repo, rev)?;
     std::fs::create_dir_all(dest).map_err(GitError::io("create", dest))?;
     let mut co = git2::build::CheckoutBuilder::new();
     co.target_dir(dest)
@@ -261,15 +293,10 @@ fn diff_of<'r>(
     to: Option<&str>,
     opts: &mut DiffOptions,
 ) -> Result<git2::Diff<'r>, GitError> {
-    let tree_of = |rev: &str| {
-        repo.revparse_single(rev)
-            .and_then(|o| o.peel_to_tree())
-            .map_err(GitError::git(format!("resolve revision '{rev}'")))
-    };
-    let old_tree = tree_of(from)?;
+    let old_tree = tree_at(repo, from)?;
     match to {
         Some(rev) => {
-            let new_tree = tree_of(rev)?;
+            let new_tree = tree_at(repo, rev)?;
             repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(opts))
         }
         None => {

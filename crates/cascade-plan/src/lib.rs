@@ -15,7 +15,7 @@
 //!   gives [`PlanError::Parse`] with `path`, `line`, `column`; a missing file
 //!   [`PlanError::NotFound`]. `Prd::from_json(bytes, path)` parses text.
 //! - [`Prd`]`::{save(path) (atomic temp + rename; unknown fields and key order
-//!   kept), story(id), story_mut(id) (through an index built on the first
+//!   kept), story(id), position(id), story_mut(id) (through an index built on the first
 //!   lookup: [`IdIndex`]; `reindex()` after renaming stories in place,
 //!   `index_stats()`), to_json()}`; same for [`MegaPlan`] (`feature(id)`,
 //!   `feature_mut(id)`, linear: mega-plans hold a handful of features).

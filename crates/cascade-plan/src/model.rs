@@ -343,8 +343,13 @@ impl Prd {
     /// stays linear. Code that renames stories in place calls
     /// [`Prd::reindex`].
     pub fn story(&self, id: &str) -> Option<&Story> {
-        let i = self.index.position(&self.stories, id, story_key)?;
-        self.stories.get(i)
+        self.stories.get(self.position(id)?)
+    }
+
+    /// Where the story with this id is in [`Prd::stories`] (indexed, like
+    /// [`Prd::story`]).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.position(&self.stories, id, story_key)
     }
 
     /// The story with this id, mutable (indexed, like [`Prd::story`]).

@@ -72,6 +72,14 @@ impl AppState {
         self.config.repo_root.join(".cascade")
     }
 
+    /// With no live run: shows the records of the run the state names
+    /// (for event streams opened before any snapshot was asked for).
+    pub(crate) fn show_last_run(&self) {
+        let _ = self.with_run(|state, _, _| {
+            self.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        });
+    }
+
     /// Runs `f` on the run state (when there is one), the PRD's path and the
     /// PRD, as they are on disk now (see [`RunFiles`]).
     fn with_run<T>(
@@ -95,13 +103,10 @@ async fn blocking<T: Send + 'static>(
     })
 }
 
+/// `GET /api/run`: the snapshot, written from the state and the plan
+/// straight into the response's bytes (no tree of values in between).
 pub(crate) async fn run(State(app): State<Shared>) -> Response {
     let r = blocking(move || {
-        if !app.hub.status().live {
-            app.hub.load_from_disk();
-        }
-        let summary = app.hub.summary();
-        let status = app.hub.status();
         let dir = app.cascade_dir();
         let art = crate::detail::Artifacts {
             dir: &dir,
@@ -109,7 +114,10 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
         app.with_run(|state, path, prd| {
-            crate::snapshot::build(&crate::snapshot::Input {
+            app.hub.show_finished(state.map(|s| s.run_id.as_str()));
+            let summary = app.hub.summary();
+            let status = app.hub.status();
+            let snapshot = crate::snapshot::build(&crate::snapshot::Input {
                 state,
                 prd,
                 prd_path: Some(path),
@@ -117,12 +125,24 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
                 status: &status,
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
-            })
+            });
+            // Room for the whole document at once (untouched room costs
+            // no memory): no copy as it grows.
+            let mut body = Vec::with_capacity(snapshot.size_hint());
+            serde_json::to_writer(&mut body, &snapshot).map(|()| body)
         })
     })
     .await;
     match r {
-        Ok(Ok(v)) => ok(StatusCode::OK, v),
+        Ok(Ok(Ok(body))) => (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        Ok(Ok(Err(e))) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write the run snapshot: {e}"),
+        ),
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e),
         Err(resp) => resp,
     }

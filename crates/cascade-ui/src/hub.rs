@@ -96,17 +96,18 @@ impl Entry {
 }
 
 /// The records of a journal, in order, with what they say folded in.
-fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Summary) {
+fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Arc<Summary>) {
     let mut entries = Vec::new();
     let mut summary = Summary::default();
-    let text = journal::text(path);
-    for (entry, head) in text.lines().filter_map(Entry::parse) {
-        if let Some(h) = &head {
-            summary.add(h);
+    journal::each_line(path, |line| {
+        if let Some((entry, head)) = Entry::parse(line) {
+            if let Some(h) = &head {
+                summary.add(h);
+            }
+            entries.push(Arc::new(entry));
         }
-        entries.push(Arc::new(entry));
-    }
-    (entries, summary)
+    });
+    (entries, Arc::new(summary))
 }
 
 #[derive(Default)]
@@ -115,8 +116,9 @@ struct View {
     live: bool,
     paused: bool,
     records: Vec<Arc<Entry>>,
-    /// What `records` say, for the run view.
-    summary: Summary,
+    /// What `records` say, for the run view (shared with the snapshots
+    /// being built: a record that arrives meanwhile copies it first).
+    summary: Arc<Summary>,
     client: Option<Arc<LiveClient>>,
     /// The state's run id whose journal `records` came from (no live run).
     loaded: Option<String>,
@@ -155,7 +157,6 @@ impl Hub {
     pub fn spawn_watch(self: &Arc<Hub>) -> tokio::task::JoinHandle<()> {
         let hub = Arc::clone(self);
         tokio::spawn(async move {
-            hub.load_from_disk();
             loop {
                 match LiveClient::connect(&hub.cascade_dir).await {
                     Ok((client, hello, mut rx)) => {
@@ -203,7 +204,7 @@ impl Hub {
     }
 
     /// The journal of `run_id` (empty when there is none).
-    fn journal_of(&self, run_id: Option<&str>) -> (Vec<Arc<Entry>>, Summary) {
+    fn journal_of(&self, run_id: Option<&str>) -> (Vec<Arc<Entry>>, Arc<Summary>) {
         match run_id.and_then(|id| journal::path(&self.cascade_dir, id)) {
             Some(p) => read_journal(&p),
             None => Default::default(),
@@ -230,34 +231,32 @@ impl Hub {
                         _ => {}
                     }
                 }
-                v.summary.add(h);
+                Arc::make_mut(&mut v.summary).add(h);
             }
             v.records.push(Arc::clone(&entry));
         }
         let _ = self.tx.send(Feed::Record(entry));
     }
 
-    /// With no live run: the journal of the run the state file names.
-    pub fn load_from_disk(&self) {
-        let run_id = cascade_engine::state::RunState::load(&self.cascade_dir.join("state.json"))
-            .ok()
-            .flatten()
-            .map(|s| s.run_id);
+    /// With no live run: shows the records of `run_id` (the run the state
+    /// file names; the caller has read it) from its journal, unless they are
+    /// on show already.
+    pub fn show_finished(&self, run_id: Option<&str>) {
         let changed = {
             let v = lock(&self.view);
-            !v.live && v.loaded != run_id
+            !v.live && v.loaded.as_deref() != run_id
         };
         if !changed {
             return;
         }
-        let (records, summary) = self.journal_of(run_id.as_deref());
+        let (records, summary) = self.journal_of(run_id);
         {
             let mut v = lock(&self.view);
             if v.live {
                 return;
             }
-            v.run_id = run_id.clone();
-            v.loaded = run_id;
+            v.run_id = run_id.map(str::to_string);
+            v.loaded = v.run_id.clone();
             v.records = records.clone();
             v.summary = summary;
             v.journaled = 0;
@@ -293,8 +292,8 @@ impl Hub {
     }
 
     /// What the records of the run on show say, for the run view.
-    pub fn summary(&self) -> Summary {
-        lock(&self.view).summary.clone()
+    pub fn summary(&self) -> Arc<Summary> {
+        Arc::clone(&lock(&self.view).summary)
     }
 
     /// The data of the event records about `story`, in order.

@@ -166,6 +166,11 @@ impl Ui {
         let app = routes::router(Arc::clone(&self.state));
         // Follows the repository's live runs while serving.
         let _watch = AbortOnDrop(self.state.hub.spawn_watch());
+        // Meanwhile, the last run is on show (read once, in the background).
+        let _last = AbortOnDrop({
+            let state = Arc::clone(&self.state);
+            tokio::task::spawn_blocking(move || state.show_last_run())
+        });
         axum::serve(self.listener, app)
             .with_graceful_shutdown(shutdown)
             .await

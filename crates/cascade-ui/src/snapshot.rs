@@ -5,16 +5,22 @@
 //! the events say: maximum attempts, skipped stories, cache hits), folded
 //! as the records arrive rather than read again for every snapshot.
 //!
-//! Linear in the stories and attempts: stories are found through the
-//! state's index, batches come from one topological pass, and worker slots
+//! Linear in the stories and attempts, and written without a tree of
+//! values: the document ([`Snapshot`]) borrows the state's and the plan's
+//! strings and is serialized straight into the response. Every story's
+//! record and every dependency is found through an index (the state's and
+//! the plan's [`cascade_plan::IdIndex`], once per story and per dependency),
+//! batches come from one topological pass over positions, and worker slots
 //! from a heap of free ones.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cascade_engine::state::{RunState, StoryState, StoryStatus};
+use cascade_engine::state::{AttemptRecord, RunState, StoryState, StoryStatus};
 use cascade_plan::Prd;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::hub::Status;
 
@@ -57,26 +63,93 @@ pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) 
     }
 }
 
+/// Each story's dependencies as positions in the plan (`deps(i)`), resolved
+/// from ids once.
+pub(crate) struct Graph {
+    /// Story `i`'s dependencies are `edges[starts[i]..starts[i + 1]]`.
+    starts: Vec<usize>,
+    edges: Vec<usize>,
+}
+
+impl Graph {
+    /// From each story's dependency positions, in plan order.
+    pub fn from_lists<L: IntoIterator<Item = usize>>(lists: impl IntoIterator<Item = L>) -> Graph {
+        let mut g = Graph {
+            starts: vec![0],
+            edges: Vec::new(),
+        };
+        for l in lists {
+            g.edges.extend(l);
+            g.starts.push(g.edges.len());
+        }
+        g
+    }
+
+    fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    fn deps(&self, i: usize) -> &[usize] {
+        &self.edges[self.starts[i]..self.starts[i + 1]]
+    }
+}
+
+/// The stories a snapshot shows: the plan's, in file order (else the
+/// state's, without titles or dependencies), borrowed.
+struct Plan<'a> {
+    ids: Vec<&'a str>,
+    titles: Vec<&'a str>,
+    depends_on: Vec<&'a [String]>,
+    /// Dependencies found in the plan (through its index), itself left out.
+    graph: Graph,
+}
+
+impl<'a> Plan<'a> {
+    fn of(prd: Option<&'a Prd>, state: Option<&'a RunState>) -> Plan<'a> {
+        match prd {
+            Some(p) => Plan {
+                ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
+                titles: p.stories.iter().map(|s| s.title.as_str()).collect(),
+                depends_on: p
+                    .stories
+                    .iter()
+                    .map(|s| s.dependencies.as_slice())
+                    .collect(),
+                graph: Graph::from_lists(p.stories.iter().enumerate().map(|(i, s)| {
+                    s.dependencies
+                        .iter()
+                        .filter_map(|d| p.position(d))
+                        .filter(move |&j| j != i)
+                })),
+            },
+            None => {
+                let ids: Vec<&str> = state
+                    .map(|s| s.stories.iter().map(|x| x.id.as_str()).collect())
+                    .unwrap_or_default();
+                Plan {
+                    titles: ids.clone(),
+                    depends_on: vec![&[]; ids.len()],
+                    graph: Graph::from_lists(ids.iter().map(|_| None)),
+                    ids,
+                }
+            }
+        }
+    }
+}
+
 /// Batch (0-based) of every story over the whole plan (complete ones
 /// included, so a finished run still draws as it ran): 0 without
 /// dependencies, else one more than the deepest dependency. One pass in
-/// topological order (Kahn); unknown and self dependencies are ignored, and
-/// the stories of a cycle (never in a validated plan) get batch 0.
-pub(crate) fn layers(ids: &[String], deps: &[Vec<String>]) -> Vec<usize> {
-    let index: HashMap<&str, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i))
-        .collect();
-    let n = ids.len();
+/// topological order (Kahn); the stories of a cycle (never in a validated
+/// plan) get batch 0.
+pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
+    let n = graph.len();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut waiting = vec![0usize; n];
-    for (i, ds) in deps.iter().enumerate().take(n) {
-        for d in ds {
-            if let Some(&j) = index.get(d.as_str()).filter(|&&j| j != i) {
-                dependents[j].push(i);
-                waiting[i] += 1;
-            }
+    for (i, w) in waiting.iter_mut().enumerate() {
+        for &j in graph.deps(i) {
+            dependents[j].push(i);
+            *w += 1;
         }
     }
     let mut layer = vec![0usize; n];
@@ -99,15 +172,11 @@ pub(crate) fn layers(ids: &[String], deps: &[Vec<String>]) -> Vec<usize> {
     layer
 }
 
-/// The heaviest dependency chain (ids from first to last), stories
+/// The heaviest dependency chain (positions from first to last), stories
 /// weighing their elapsed time where known, the mean of the known ones
 /// (or 1) where not.
-pub(crate) fn critical_path(
-    ids: &[String],
-    deps: &[Vec<String>],
-    layer: &[usize],
-    elapsed: &[Option<u64>],
-) -> Vec<String> {
+pub(crate) fn critical_path(graph: &Graph, layer: &[usize], elapsed: &[Option<u64>]) -> Vec<usize> {
+    let n = graph.len();
     let known: Vec<u64> = elapsed.iter().flatten().copied().collect();
     let default = if known.is_empty() {
         1
@@ -118,35 +187,28 @@ pub(crate) fn critical_path(
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let index: HashMap<&str, usize> = ids
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.as_str(), i))
-        .collect();
-    let mut order: Vec<usize> = (0..ids.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (layer[i], i));
-    let mut best: Vec<u64> = vec![0; ids.len()];
-    let mut prev: Vec<Option<usize>> = vec![None; ids.len()];
+    let mut best: Vec<u64> = vec![0; n];
+    let mut prev: Vec<Option<usize>> = vec![None; n];
     for &i in &order {
         let mut from = None;
         let mut base = 0;
-        for d in &deps[i] {
-            if let Some(&j) = index.get(d.as_str()) {
-                if j != i && layer[j] < layer[i] && best[j] > base {
-                    base = best[j];
-                    from = Some(j);
-                }
+        for &j in graph.deps(i) {
+            if layer[j] < layer[i] && best[j] > base {
+                base = best[j];
+                from = Some(j);
             }
         }
         best[i] = base + weight[i];
         prev[i] = from;
     }
-    let Some(mut at) = (0..ids.len()).max_by_key(|&i| (best[i], std::cmp::Reverse(i))) else {
+    let Some(mut at) = (0..n).max_by_key(|&i| (best[i], std::cmp::Reverse(i))) else {
         return Vec::new();
     };
-    let mut path = vec![ids[at].clone()];
+    let mut path = vec![at];
     while let Some(p) = prev[at] {
-        path.push(ids[p].clone());
+        path.push(p);
         at = p;
     }
     path.reverse();
@@ -278,41 +340,115 @@ impl Summary {
     }
 }
 
-/// The snapshot document (see the API section of docs/dashboard.md).
-pub(crate) fn build(input: &Input<'_>) -> Value {
-    let st = input.state;
-    let run_start = st.and_then(|s| unix_ms(&s.started_at));
+/// The snapshot document (see the API section of docs/dashboard.md),
+/// borrowing from the state and the plan: serialized straight to the
+/// response, members in this order.
+#[derive(Serialize)]
+pub(crate) struct Snapshot<'a> {
+    run_id: Option<&'a str>,
+    status: Option<&'static str>,
+    live: bool,
+    paused: bool,
+    last_event_id: u64,
+    prd: Option<Cow<'a, str>>,
+    target_branch: Option<&'a str>,
+    schedule: Option<&'a Value>,
+    parallel: Option<&'a Value>,
+    started_at: Option<&'a str>,
+    updated_at: Option<&'a str>,
+    elapsed_ms: Option<i64>,
+    stories: Vec<StoryView<'a>>,
+    batches: Vec<Vec<&'a str>>,
+    critical_path: Vec<&'a str>,
+    attempts: Vec<AttemptView<'a>>,
+    totals: Totals,
+}
+
+impl Snapshot<'_> {
+    /// More bytes than the document takes (a story takes about 500).
+    pub fn size_hint(&self) -> usize {
+        4096 + 1024 * self.stories.len() + 512 * self.attempts.len()
+    }
+}
+
+/// A story of the snapshot.
+#[derive(Serialize)]
+struct StoryView<'a> {
+    id: &'a str,
+    title: &'a str,
+    batch: usize,
+    depends_on: &'a [String],
+    state: &'static str,
+    agent: Option<&'a str>,
+    attempt: Option<u32>,
+    max_attempts: Option<u64>,
+    started_at_ms: Option<i64>,
+    elapsed_ms: Option<u64>,
+    failure_kind: Option<&'static str>,
+    error: Option<&'a str>,
+    blocked_by: &'a [String],
+    cost_usd: Option<f64>,
+    tokens_in: Option<u64>,
+    tokens_out: Option<u64>,
+    worker: Option<&'a str>,
+}
+
+/// An attempt on the timeline.
+#[derive(Serialize)]
+struct AttemptView<'a> {
+    story: &'a str,
+    attempt: u32,
+    agent: &'a str,
+    phase: &'a str,
+    start_ms: i64,
+    end_ms: Option<i64>,
+    outcome: &'a str,
+    failure_kind: Option<&'static str>,
+    slot: usize,
+}
+
+#[derive(Serialize, Default)]
+struct Totals {
+    tokens_in: u64,
+    tokens_out: u64,
+    cost_usd: f64,
+    cost_estimated: bool,
+    gate_cache_hits: u64,
+    gate_cache_saved_ms: u64,
+    merged: usize,
+    failed: usize,
+    blocked: usize,
+    pending: usize,
+    total: usize,
+}
+
+/// What the attempts of the run add up to: the timeline, each story's
+/// elapsed time, and the run's totals.
+struct Timeline<'a> {
+    rows: Vec<AttemptView<'a>>,
+    elapsed: Vec<Option<u64>>,
+    totals: Totals,
+}
+
+/// The run's attempts, story by story in plan order (`states[i]` is story
+/// `i`'s record, `said[i]` what the records say of it), each on the lowest
+/// worker slot free at its start.
+fn timeline<'a>(
+    input: &Input<'a>,
+    states: &[Option<&'a StoryState>],
+    said: &[Option<&Seen>],
+    run_start: Option<i64>,
+) -> Timeline<'a> {
     let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
-    let seen = input.summary.stories(None);
-    let cache_hits = input.summary.cache_hits;
-
-    // The stories: the plan's, in file order (else the state's).
-    let (ids, titles, deps): (Vec<String>, Vec<String>, Vec<Vec<String>>) = match input.prd {
-        Some(p) => (
-            p.stories.iter().map(|s| s.id.clone()).collect(),
-            p.stories.iter().map(|s| s.title.clone()).collect(),
-            p.stories.iter().map(|s| s.dependencies.clone()).collect(),
-        ),
-        None => {
-            let ids: Vec<String> = st
-                .map(|s| s.stories.iter().map(|x| x.id.clone()).collect())
-                .unwrap_or_default();
-            let n = ids.len();
-            (ids.clone(), ids, vec![Vec::new(); n])
-        }
-    };
-    let layer = layers(&ids, &deps);
-    let states: Vec<Option<&StoryState>> =
-        ids.iter().map(|id| st.and_then(|s| s.story(id))).collect();
-
-    // Attempts (timeline) and per-story sums.
+    let now_rel = run_start.map_or(0, |r| input.now_ms - r);
     let mut spans = Vec::new();
     let mut rows = Vec::new();
-    let mut elapsed: Vec<Option<u64>> = vec![None; ids.len()];
-    let (mut tokens_in, mut tokens_out, mut cost, mut estimated, mut saved) =
-        (0u64, 0u64, 0f64, false, 0u64);
+    let mut elapsed: Vec<Option<u64>> = vec![None; states.len()];
+    let mut totals = Totals::default();
     for (i, s) in states.iter().enumerate() {
         let Some(s) = s else { continue };
+        // Only a story with cached gate results has time saved to read.
+        let hits = said[i].is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
             let Some(start) = rel(&a.started_at) else {
                 continue;
@@ -325,127 +461,187 @@ pub(crate) fn build(input: &Input<'_>) -> Value {
             });
             let running = a.outcome.is_none() && s.status == StoryStatus::Running;
             let end = if running { None } else { end.or(Some(start)) };
-            let now_rel = run_start.map_or(0, |r| input.now_ms - r);
             let took = end.unwrap_or(now_rel).saturating_sub(start).max(0) as u64;
             *elapsed[i].get_or_insert(0) += took;
-            tokens_in += a.input_tokens.unwrap_or(0);
-            tokens_out += a.output_tokens.unwrap_or(0);
-            cost += a.cost_usd.unwrap_or(0.0);
-            estimated |= a.cost_estimated == Some(true);
-            // Only a story with cached gate results has time saved to read.
-            let hits = seen
-                .and_then(|m| m.get(&s.id))
-                .is_some_and(|x| x.cache_hits > 0);
-            if let Some(g) = hits.then(|| (input.gates)(&s.id, a.attempt)).flatten() {
-                for gate in g
-                    .get("gates")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if gate.get("cached") == Some(&Value::Bool(true)) {
-                        saved += gate
-                            .get("original_duration_ms")
-                            .and_then(Value::as_u64)
-                            .unwrap_or(0);
-                    }
-                }
+            totals.tokens_in += a.input_tokens.unwrap_or(0);
+            totals.tokens_out += a.output_tokens.unwrap_or(0);
+            totals.cost_usd += a.cost_usd.unwrap_or(0.0);
+            totals.cost_estimated |= a.cost_estimated == Some(true);
+            if hits {
+                totals.gate_cache_saved_ms +=
+                    (input.gates)(&s.id, a.attempt).map_or(0, |g| saved_ms(&g));
             }
             spans.push((start, end));
-            rows.push(json!({
-                "story": s.id,
-                "attempt": a.attempt,
-                "agent": a.agent,
-                "phase": a.phase,
-                "start_ms": start,
-                "end_ms": end,
-                "outcome": if running { "running" } else { match a.outcome.as_deref() { Some("passed") => "ok", Some(o) => o, None => "interrupted" } },
-                "failure_kind": a.error_type.map(|k| k.as_str()),
-            }));
+            rows.push(AttemptView {
+                story: &s.id,
+                attempt: a.attempt,
+                agent: &a.agent,
+                phase: &a.phase,
+                start_ms: start,
+                end_ms: end,
+                outcome: if running {
+                    "running"
+                } else {
+                    match a.outcome.as_deref() {
+                        Some("passed") => "ok",
+                        Some(o) => o,
+                        None => "interrupted",
+                    }
+                },
+                failure_kind: a.error_type.map(|k| k.as_str()),
+                slot: 0,
+            });
         }
     }
-    let now_rel = run_start.map_or(0, |r| input.now_ms - r);
     for (row, slot) in rows.iter_mut().zip(slots(&spans, now_rel)) {
-        row["slot"] = json!(slot);
+        row.slot = slot;
     }
+    Timeline {
+        rows,
+        elapsed,
+        totals,
+    }
+}
 
-    let stories: Vec<Value> = ids
-        .iter()
+/// The original run time of an attempt's gates that were served from the
+/// cache, from its gate results.
+fn saved_ms(results: &Value) -> u64 {
+    results
+        .get("gates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|g| g.get("cached") == Some(&Value::Bool(true)))
+        .map(|g| {
+            g.get("original_duration_ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Each story's record in the state: where the state lists the plan's
+/// stories in its order (as a run writes them), the one at the same
+/// position; else the one its index finds.
+fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a StoryState>> {
+    let Some(st) = state else {
+        return vec![None; ids.len()];
+    };
+    ids.iter()
         .enumerate()
-        .map(|(i, id)| {
+        .map(|(i, id)| match st.stories.get(i) {
+            Some(s) if s.id == *id => Some(s),
+            _ => st.story(id),
+        })
+        .collect()
+}
+
+/// The snapshot of the run (see [`Snapshot`]).
+pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
+    let st = input.state;
+    let run_start = st.and_then(|s| unix_ms(&s.started_at));
+    let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
+    let plan = Plan::of(input.prd, st);
+    let layer = layers(&plan.graph);
+    let states = records(&plan.ids, st);
+    let seen = input.summary.stories(None);
+    let said: Vec<Option<&Seen>> = plan
+        .ids
+        .iter()
+        .map(|id| seen.and_then(|m| m.get(*id)))
+        .collect();
+    let Timeline {
+        rows,
+        elapsed,
+        mut totals,
+    } = timeline(input, &states, &said, run_start);
+
+    let stories: Vec<StoryView<'a>> = (0..plan.ids.len())
+        .map(|i| {
             let s = states[i];
-            let seen = seen.and_then(|m| m.get(id));
-            let last = s.and_then(|s| s.attempts.last());
-            let sum = |f: fn(&cascade_engine::state::AttemptRecord) -> Option<u64>| -> Option<u64> {
-                let v: Vec<u64> = s?.attempts.iter().filter_map(f).collect();
-                (!v.is_empty()).then(|| v.iter().sum())
+            let seen = said[i];
+            let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
+            let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
+                attempts.iter().filter_map(f).reduce(|a, b| a + b)
             };
-            let story_cost: Option<f64> = s.and_then(|s| {
-                let v: Vec<f64> = s.attempts.iter().filter_map(|a| a.cost_usd).collect();
-                (!v.is_empty()).then(|| v.iter().sum())
-            });
-            json!({
-                "id": id,
-                "title": titles[i],
-                "batch": layer[i],
-                "depends_on": deps[i],
-                "state": story_state(s, seen.is_some_and(|x| x.skipped), seen.is_some_and(|x| x.merging)),
-                "agent": s.and_then(|s| s.agent.clone()),
-                "attempt": last.map(|a| a.attempt),
-                "max_attempts": seen.and_then(|x| x.max_attempts),
-                "started_at_ms": s.and_then(|s| s.attempts.first()).and_then(|a| rel(&a.started_at)),
-                "elapsed_ms": elapsed[i],
-                // A story that made it keeps its last failure in the
-                // state; the graph shows failures only where they stand.
-                "failure_kind": s.filter(|s| s.status != StoryStatus::Complete).and_then(|s| s.error_type).map(|k| k.as_str()),
-                "error": s.filter(|s| s.status != StoryStatus::Complete).and_then(|s| s.error.clone()),
-                "blocked_by": s.map(|s| s.blocked_by.clone()).unwrap_or_default(),
-                "cost_usd": story_cost,
-                "tokens_in": sum(|a| a.input_tokens),
-                "tokens_out": sum(|a| a.output_tokens),
-                "worker": seen.and_then(|x| x.worker.clone()),
-            })
+            // A story that made it keeps its last failure in the state;
+            // the graph shows failures only where they stand.
+            let stands = s.filter(|s| s.status != StoryStatus::Complete);
+            StoryView {
+                id: plan.ids[i],
+                title: plan.titles[i],
+                batch: layer[i],
+                depends_on: plan.depends_on[i],
+                state: story_state(
+                    s,
+                    seen.is_some_and(|x| x.skipped),
+                    seen.is_some_and(|x| x.merging),
+                ),
+                agent: s.and_then(|s| s.agent.as_deref()),
+                attempt: attempts.last().map(|a| a.attempt),
+                max_attempts: seen.and_then(|x| x.max_attempts),
+                started_at_ms: attempts.first().and_then(|a| rel(&a.started_at)),
+                elapsed_ms: elapsed[i],
+                failure_kind: stands.and_then(|s| s.error_type).map(|k| k.as_str()),
+                error: stands.and_then(|s| s.error.as_deref()),
+                blocked_by: s.map_or(&[][..], |s| &s.blocked_by[..]),
+                cost_usd: attempts
+                    .iter()
+                    .filter_map(|a| a.cost_usd)
+                    .reduce(|a, b| a + b),
+                tokens_in: sum(|a| a.input_tokens),
+                tokens_out: sum(|a| a.output_tokens),
+                worker: seen.and_then(|x| x.worker.as_deref()),
+            }
         })
         .collect();
 
     let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
-    let mut batches: Vec<Vec<String>> = vec![Vec::new(); nb];
-    for (i, id) in ids.iter().enumerate() {
-        batches[layer[i]].push(id.clone());
+    let mut batches: Vec<Vec<&str>> = vec![Vec::new(); nb];
+    for (i, id) in plan.ids.iter().enumerate() {
+        batches[layer[i]].push(id);
     }
     let counts = st.map(|s| s.counts()).unwrap_or_default();
+    totals.gate_cache_hits = input.summary.cache_hits;
+    totals.merged = counts.complete;
+    totals.failed = counts.failed;
+    totals.blocked = counts.blocked;
+    totals.pending = counts.pending;
+    totals.total = plan.ids.len();
     let flags = st.and_then(|s| s.options.as_ref());
-    json!({
-        "run_id": st.map(|s| s.run_id.clone()).or_else(|| input.status.run_id.clone()),
-        "status": st.map(|s| s.status.as_str()),
-        "live": input.status.live,
-        "paused": input.status.paused,
-        "last_event_id": input.status.last_event_id,
-        "prd": st.map(|s| s.prd.clone()).or_else(|| input.prd_path.map(|p| p.display().to_string())),
-        "target_branch": st.map(|s| s.target_branch.clone()),
-        "schedule": flags.and_then(|f| f.get("schedule").cloned()),
-        "parallel": flags.and_then(|f| f.get("parallel").cloned()),
-        "started_at": st.map(|s| s.started_at.clone()),
-        "updated_at": st.map(|s| s.updated_at.clone()),
-        "elapsed_ms": run_start.map(|r| if input.status.live { input.now_ms - r } else { st.and_then(|s| unix_ms(&s.updated_at)).unwrap_or(input.now_ms) - r }),
-        "stories": stories,
-        "batches": batches,
-        "critical_path": critical_path(&ids, &deps, &layer, &elapsed),
-        "attempts": rows,
-        "totals": {
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "cost_usd": cost,
-            "cost_estimated": estimated,
-            "gate_cache_hits": cache_hits,
-            "gate_cache_saved_ms": saved,
-            "merged": counts.complete,
-            "failed": counts.failed,
-            "blocked": counts.blocked,
-            "pending": counts.pending,
-            "total": ids.len(),
-        },
-    })
+    let status = input.status;
+    Snapshot {
+        run_id: st.map(|s| s.run_id.as_str()).or(status.run_id.as_deref()),
+        status: st.map(|s| s.status.as_str()),
+        live: status.live,
+        paused: status.paused,
+        last_event_id: status.last_event_id,
+        prd: st
+            .map(|s| Cow::Borrowed(s.prd.as_str()))
+            .or_else(|| input.prd_path.map(|p| Cow::Owned(p.display().to_string()))),
+        target_branch: st.map(|s| s.target_branch.as_str()),
+        schedule: flags.and_then(|f| f.get("schedule")),
+        parallel: flags.and_then(|f| f.get("parallel")),
+        started_at: st.map(|s| s.started_at.as_str()),
+        updated_at: st.map(|s| s.updated_at.as_str()),
+        elapsed_ms: run_start.map(|r| {
+            if status.live {
+                input.now_ms - r
+            } else {
+                st.and_then(|s| unix_ms(&s.updated_at))
+                    .unwrap_or(input.now_ms)
+                    - r
+            }
+        }),
+        critical_path: critical_path(&plan.graph, &layer, &elapsed)
+            .into_iter()
+            .map(|i| plan.ids[i])
+            .collect(),
+        stories,
+        batches,
+        attempts: rows,
+        totals,
+    }
 }
 
 /// The PRD of the run: the one the state names (relative to where the run
@@ -466,46 +662,35 @@ pub(crate) fn prd_path(state: Option<&RunState>, fallback: &Path) -> PathBuf {
 mod tests {
     use super::*;
 
-    fn v(xs: &[&str]) -> Vec<String> {
-        xs.iter().map(|s| s.to_string()).collect()
+    fn graph(deps: &[&[usize]]) -> Graph {
+        Graph::from_lists(deps.iter().map(|d| d.iter().copied()))
     }
 
     #[test]
     fn layers_cover_complete_stories_too() {
-        let ids = v(&["a", "b", "c", "d"]);
-        let deps = vec![v(&[]), v(&["a"]), v(&["a"]), v(&["b", "c"])];
-        assert_eq!(layers(&ids, &deps), vec![0, 1, 1, 2]);
-        // Unknown and self dependencies are ignored; a cycle is batch 0.
-        assert_eq!(layers(&v(&["x"]), &[v(&["x", "nope"])]), vec![0]);
-        let cyc = layers(&v(&["a", "b", "c"]), &[v(&["b"]), v(&["a"]), v(&["a"])]);
-        assert_eq!(cyc, vec![0, 0, 0]);
+        assert_eq!(
+            layers(&graph(&[&[], &[0], &[0], &[1, 2]])),
+            vec![0, 1, 1, 2]
+        );
+        // A cycle is batch 0.
+        assert_eq!(layers(&graph(&[&[1], &[0], &[0]])), vec![0, 0, 0]);
         // A long chain in reverse file order (the old fixpoint's worst case).
         let n = 2000;
-        let ids: Vec<String> = (0..n).map(|i| format!("s{i}")).collect();
-        let deps: Vec<Vec<String>> = (0..n)
-            .map(|i| {
-                if i + 1 < n {
-                    vec![format!("s{}", i + 1)]
-                } else {
-                    vec![]
-                }
-            })
-            .collect();
-        let l = layers(&ids, &deps);
+        let chain = Graph::from_lists((0..n).map(|i| (i + 1 < n).then_some(i + 1)));
+        let l = layers(&chain);
         assert_eq!((l[0], l[n - 1]), (n - 1, 0));
     }
 
     #[test]
     fn critical_path_weighs_elapsed_time() {
-        let ids = v(&["a", "b", "c", "d"]);
-        let deps = vec![v(&[]), v(&["a"]), v(&["a"]), v(&["b", "c"])];
+        let g = graph(&[&[], &[0], &[0], &[1, 2]]);
         // c took longer than b: the path goes through c.
-        let layer = layers(&ids, &deps);
-        let path = critical_path(&ids, &deps, &layer, &[Some(10), Some(5), Some(50), None]);
-        assert_eq!(path, v(&["a", "c", "d"]));
-        let path = critical_path(&ids, &deps, &layer, &[Some(10), Some(90), Some(50), None]);
-        assert_eq!(path, v(&["a", "b", "d"]));
-        assert!(critical_path(&[], &[], &[], &[]).is_empty());
+        let layer = layers(&g);
+        let path = critical_path(&g, &layer, &[Some(10), Some(5), Some(50), None]);
+        assert_eq!(path, vec![0, 2, 3]);
+        let path = critical_path(&g, &layer, &[Some(10), Some(90), Some(50), None]);
+        assert_eq!(path, vec![0, 1, 3]);
+        assert!(critical_path(&graph(&[]), &[], &[]).is_empty());
     }
 
     #[test]
@@ -545,5 +730,194 @@ mod tests {
                 .expect("a story state");
         assert_eq!(story_state(Some(&running), false, true), "merging");
         assert_eq!(story_state(Some(&running), false, false), "running");
+    }
+
+    /// A run with a story in every state the page draws, and a plan with
+    /// unknown and self dependencies and a story the run never saw.
+    fn varied_run() -> (Prd, RunState, Summary) {
+        let story = |id: &str, deps: &[&str]| {
+            serde_json::json!({"id": id, "title": format!("Title {id}"), "description": "d",
+                "priority": "medium", "dependencies": deps, "status": "pending",
+                "acceptance_criteria": ["it works"]})
+        };
+        let prd = serde_json::json!({"metadata": {}, "goal": "g", "objectives": [], "stories": [
+            story("a", &[]), story("b", &["a", "nope"]), story("c", &["a", "c"]),
+            story("d", &["b", "c"]), story("e", &[]), story("f", &["e"]),
+            story("g", &["d"]), story("h", &["g", "f"]), story("i", &[]), story("j", &["i"]),
+        ]});
+        let prd = Prd::from_json(prd.to_string().as_bytes(), Path::new("prd.json"))
+            .expect("a valid plan");
+        let attempt = |n: u32, start: &str, end: Option<&str>, outcome: Option<&str>| {
+            serde_json::json!({"attempt": n, "agent": "claude", "phase": if n == 1 { "implementation" } else { "retry" },
+                "started_at": start, "finished_at": end, "outcome": outcome, "duration_ms": 900,
+                "input_tokens": 100 * n, "output_tokens": 10 * n, "cost_usd": 0.25 * n as f64})
+        };
+        let mut failed = attempt(
+            1,
+            "2026-01-01T00:00:05Z",
+            Some("2026-01-01T00:00:09Z"),
+            Some("failed"),
+        );
+        failed["error_type"] = serde_json::json!("quality_gate");
+        let mut estimated = attempt(
+            2,
+            "2026-01-01T00:00:10Z",
+            Some("2026-01-01T00:00:30.5Z"),
+            Some("passed"),
+        );
+        estimated["cost_estimated"] = serde_json::json!(true);
+        let mut no_cost = attempt(1, "2026-01-01T00:00:02Z", None, Some("passed"));
+        no_cost["cost_usd"] = serde_json::Value::Null;
+        no_cost["input_tokens"] = serde_json::Value::Null;
+        let state = serde_json::json!({
+            "schema_version": 1, "run_id": "run-1", "prd": "prd.json", "target_branch": "main",
+            "project_root": "/tmp/p", "status": "running", "pid": 7,
+            "started_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:01:00Z",
+            "options": {"schedule": "eager", "parallel": 3},
+            "stories": [
+                {"id": "a", "status": "complete", "agent": "claude",
+                 "attempts": [failed, estimated], "error_type": "quality_gate", "error": "old"},
+                {"id": "b", "status": "running", "agent": "claude",
+                 "attempts": [attempt(1, "2026-01-01T00:00:31Z", None, None)]},
+                {"id": "c", "status": "running", "agent": "codex",
+                 "attempts": [attempt(1, "2026-01-01T00:00:31Z", Some("2026-01-01T00:00:40Z"), Some("passed"))]},
+                {"id": "d", "status": "failed", "agent": "claude", "error_type": "cancelled",
+                 "error": "cancelled by ui",
+                 "attempts": [attempt(1, "2026-01-01T00:00:41Z", Some("2026-01-01T00:00:42Z"), Some("cancelled"))]},
+                {"id": "e", "status": "complete", "agent": "claude", "attempts": [no_cost]},
+                {"id": "f", "status": "failed", "agent": "claude", "error_type": "timeout",
+                 "error": "timed out", "attempts": [attempt(1, "2026-01-01T00:00:03Z", None, Some("timeout"))]},
+                {"id": "g", "status": "blocked", "blocked_by": ["d"], "attempts": []},
+                {"id": "h", "status": "pending", "attempts": []},
+                {"id": "i", "status": "complete", "attempts": []},
+                {"id": "x", "status": "complete", "attempts": [attempt(1, "bad time", None, None)]},
+            ],
+        });
+        let state: RunState = serde_json::from_value(state).expect("a run state");
+        let mut summary = Summary::default();
+        for data in [
+            serde_json::json!({"event": "story_started", "story": "a", "max_attempts": 3, "worker": "w1"}),
+            serde_json::json!({"event": "gate_finished", "story": "a", "cached": true}),
+            serde_json::json!({"event": "gate_finished", "story": "a", "cached": false}),
+            serde_json::json!({"event": "story_started", "story": "b", "max_attempts": 2}),
+            serde_json::json!({"event": "job_started", "story": "c", "worker": "w2"}),
+            serde_json::json!({"event": "merge_started", "story": "c"}),
+            serde_json::json!({"event": "story_skipped", "story": "i"}),
+            serde_json::json!({"event": "story_started", "story": "a", "feature": "other"}),
+        ] {
+            summary.add(&serde_json::from_value(data).expect("an event head"));
+        }
+        (prd, state, summary)
+    }
+
+    /// The document as the page reads it, byte for byte: a run with a
+    /// story in every state, the same with no plan, and no run at all.
+    #[test]
+    fn the_snapshot_document_keeps_its_shape() {
+        let (prd, state, summary) = varied_run();
+        let status = Status {
+            run_id: Some("run-1".into()),
+            live: true,
+            paused: false,
+            last_event_id: 42,
+        };
+        let gates = |story: &str, attempt: u32| {
+            (story == "a" && attempt == 2).then(|| {
+                serde_json::json!({"gates": [
+                    {"name": "tests", "cached": true, "original_duration_ms": 1500},
+                    {"name": "lint", "cached": false, "original_duration_ms": 99},
+                ]})
+            })
+        };
+        let input = |state, prd, status| Input {
+            state,
+            prd,
+            prd_path: Some(Path::new("/tmp/p/prd.json")),
+            summary: &summary,
+            status,
+            now_ms: unix_ms("2026-01-01T00:01:10Z").expect("a time"),
+            gates: &gates,
+        };
+        let idle = Status {
+            run_id: None,
+            live: false,
+            paused: false,
+            last_event_id: 0,
+        };
+        let docs = [
+            build(&input(Some(&state), Some(&prd), &status)),
+            build(&input(Some(&state), None, &idle)),
+            build(&input(None, Some(&prd), &idle)),
+        ];
+        let text: Vec<String> = docs
+            .iter()
+            .map(|d| serde_json::to_string(d).expect("serializable"))
+            .collect();
+        let golden = include_str!("snapshot_golden.txt");
+        assert_eq!(text.join("\n") + "\n", golden);
+    }
+
+    /// No story is searched for along a list: each story's record is found
+    /// through the state's index and each dependency through the plan's,
+    /// one lookup apiece, each index built once.
+    #[test]
+    fn the_snapshot_finds_stories_and_dependencies_through_indexes() {
+        use cascade_plan::synthetic::{prd_json, Shape};
+        let n = 3000;
+        let prd = Prd::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
+            .expect("a generated plan");
+        let edges: u64 = prd
+            .stories
+            .iter()
+            .map(|s| s.dependencies.len() as u64)
+            .sum();
+        assert!(edges > n as u64, "{edges} dependencies");
+        // The state lists the stories in another order than the plan.
+        let state = RunState::new(
+            "run-1".into(),
+            "prd.json".into(),
+            "main".into(),
+            "/tmp/p".into(),
+            prd.stories.iter().rev().map(|s| s.id.clone()),
+        );
+        let (plan_before, state_before) = (prd.index_stats(), state.index_stats());
+        let status = Status {
+            run_id: None,
+            live: false,
+            paused: false,
+            last_event_id: 0,
+        };
+        let summary = Summary::default();
+        let snapshot = build(&Input {
+            state: Some(&state),
+            prd: Some(&prd),
+            prd_path: None,
+            summary: &summary,
+            status: &status,
+            now_ms: 0,
+            gates: &|_, _| None,
+        });
+        assert_eq!(snapshot.stories.len(), n);
+        assert!(snapshot.batches.len() > 1);
+        let (plan, run) = (prd.index_stats(), state.index_stats());
+        assert_eq!(plan.lookups - plan_before.lookups, edges);
+        assert!(plan.builds - plan_before.builds <= 1, "{plan:?}");
+        assert_eq!(run.lookups - state_before.lookups, n as u64);
+        assert!(run.builds - state_before.builds <= 1, "{run:?}");
+        // A state in the plan's order (as a run writes it) is read by
+        // position, without a lookup.
+        let in_order = RunState::new(
+            "run-1".into(),
+            "prd.json".into(),
+            "main".into(),
+            "/tmp/p".into(),
+            prd.stories.iter().map(|s| s.id.clone()),
+        );
+        let before = in_order.index_stats();
+        assert_eq!(
+            records(&Plan::of(Some(&prd), None).ids, Some(&in_order)).len(),
+            n
+        );
+        assert_eq!(in_order.index_stats(), before);
     }
 }

@@ -11,6 +11,7 @@
 //! every 15 s keeps proxies from closing an idle stream.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -19,7 +20,7 @@ use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::hub::Feed;
+use crate::hub::{Entry, Feed};
 use crate::routes::Shared;
 
 /// The SSE text of one record: `data` is the record's data as compact
@@ -52,6 +53,40 @@ fn with_times(data: &str, t_ms: u64, ts: u64) -> String {
     }
 }
 
+/// Replayed records go out in pieces of about this many bytes: the first
+/// ones leave at once, and the history is never copied whole (at 100,000
+/// stories it is tens of megabytes).
+const REPLAY_PIECE: usize = 256 * 1024;
+
+/// What a new stream sends before the live records: its opening message,
+/// then the records so far.
+struct Replay {
+    first: Option<String>,
+    past: Vec<Arc<Entry>>,
+    /// The first record of `past` not sent yet.
+    next: usize,
+}
+
+impl Replay {
+    /// The next piece to send (`None`: all sent).
+    fn next_piece(&mut self) -> Option<String> {
+        let mut text = self.first.take().unwrap_or_default();
+        while text.len() < REPLAY_PIECE {
+            let Some(r) = self.past.get(self.next) else {
+                break;
+            };
+            text.push_str(&r.sse);
+            self.next += 1;
+        }
+        if self.next == self.past.len() {
+            // Sent: the stream goes on without holding the records.
+            self.past = Vec::new();
+            self.next = 0;
+        }
+        (!text.is_empty()).then_some(text)
+    }
+}
+
 pub(crate) async fn events(
     State(app): State<Shared>,
     headers: HeaderMap,
@@ -66,15 +101,22 @@ pub(crate) async fn events(
     let (past, rx) = app.hub.subscribe(after);
     let status = app.hub.status();
     let first = format!(
-        "retry: 2000\nevent: run\ndata: {}\n\n{}",
+        "retry: 2000\nevent: run\ndata: {}\n\n",
         serde_json::to_string(&status).unwrap_or_default(),
-        past.iter().map(|r| &*r.sse).collect::<String>()
     );
+    let replay = Replay {
+        first: Some(first),
+        past,
+        next: 0,
+    };
     let hub = std::sync::Arc::clone(&app.hub);
     let stream =
-        futures_util::stream::unfold((Some(first), rx, hub), |(first, mut rx, hub)| async move {
-            if let Some(text) = first {
-                return Some((Ok::<Bytes, Infallible>(Bytes::from(text)), (None, rx, hub)));
+        futures_util::stream::unfold((replay, rx, hub), |(mut replay, mut rx, hub)| async move {
+            if let Some(text) = replay.next_piece() {
+                return Some((
+                    Ok::<Bytes, Infallible>(Bytes::from(text)),
+                    (replay, rx, hub),
+                ));
             }
             let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
                 Err(_) => ": keep-alive\n\n".to_string(),
@@ -87,7 +129,7 @@ pub(crate) async fn events(
                 ),
                 Ok(Err(RecvError::Closed)) => return None,
             };
-            Some((Ok(Bytes::from(text)), (None, rx, hub)))
+            Some((Ok(Bytes::from(text)), (replay, rx, hub)))
         });
     (
         [

@@ -44,13 +44,21 @@ pub fn read(path: &Path) -> std::io::Result<Vec<Record>> {
     Ok(out)
 }
 
-/// The text of a journal, one record a line (empty when there is none);
-/// for readers that take the records apart themselves.
-pub fn text(path: &Path) -> String {
-    match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
-        Err(_) => String::new(),
+/// Calls `f` with each line of a journal, in order (none when there is no
+/// journal; a line that is not UTF-8 is read lossily), for readers that take
+/// the records apart themselves. The file is read a block at a time: a
+/// large run's journal is tens of megabytes, never held whole.
+pub fn each_line(path: &Path, mut f: impl FnMut(&str)) {
+    let Ok(file) = File::open(path) else {
+        return;
+    };
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut line = Vec::new();
+    while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+        let text = String::from_utf8_lossy(&line);
+        let text = text.strip_suffix('\n').unwrap_or(&text);
+        f(text.strip_suffix('\r').unwrap_or(text));
+        line.clear();
     }
 }
 
