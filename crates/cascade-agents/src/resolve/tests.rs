@@ -575,7 +575,12 @@ fn stories_of_one_kind_resolve_alike() {
                 w.resolve(s, phase, Overrides::default()).unwrap(),
                 w.resolve(first, phase, Overrides::default()).unwrap(),
             );
-            assert_eq!((a.agent, a.fallbacks), (b.agent, b.fallbacks), "{}", s.title);
+            assert_eq!(
+                (a.agent, a.fallbacks),
+                (b.agent, b.fallbacks),
+                "{}",
+                s.title
+            );
         }
     }
 }
