@@ -166,6 +166,13 @@ async fn worker(url: String) {
             let m: JobMsg = serde_json::from_slice(&msg.payload).unwrap();
             let (remote, base, story) = (m.remote.clone(), m.job.base.clone(), m.job.story.clone());
             let (commit, pack) = tokio::task::spawn_blocking(move || {
+                // The coordinator publishes a job without waiting for its
+                // base's push (workers ask it for the base): wait for it here.
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !cascade_git::transfer::has_commit(Path::new(&remote), &base) {
+                    assert!(Instant::now() < deadline, "base {base} never pushed");
+                    std::thread::sleep(Duration::from_millis(5));
+                }
                 let commit = story_commit(Path::new(&remote), &base, &story);
                 let pack = cascade_git::transfer::pack_since(Path::new(&remote), &commit, &base)
                     .unwrap()

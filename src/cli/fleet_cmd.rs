@@ -250,8 +250,13 @@ mod with_fleet {
                     status,
                     error,
                     duration_ms,
+                    phases,
                 } => {
-                    serde_json::json!({"event": "job_done", "story": story, "attempt": attempt, "status": status, "error": error, "duration_ms": duration_ms})
+                    let phases: Vec<_> = phases
+                        .iter()
+                        .map(|(phase, ms)| serde_json::json!({"phase": phase, "ms": ms}))
+                        .collect();
+                    serde_json::json!({"event": "job_done", "story": story, "attempt": attempt, "status": status, "error": error, "duration_ms": duration_ms, "phases": phases})
                 }
                 WorkerEvent::JobReturned {
                     story,
@@ -287,10 +292,14 @@ mod with_fleet {
             }
             WorkerEvent::Engine(Event::Notice { message }) => format!("note: {message}"),
             WorkerEvent::Engine(_) => return,
-            WorkerEvent::JobDone { story, attempt, status, error, duration_ms } => format!(
-                "{story}: attempt {attempt} {status} in {:.1}s{}",
+            WorkerEvent::JobDone { story, attempt, status, error, duration_ms, phases } => format!(
+                "{story}: attempt {attempt} {status} in {:.1}s{}{}",
                 *duration_ms as f64 / 1000.0,
-                error.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+                error.as_ref().map(|e| format!(": {e}")).unwrap_or_default(),
+                match phases.is_empty() {
+                    true => String::new(),
+                    false => format!(" ({})", cascade_fleet::timing::describe(phases)),
+                }
             ),
             WorkerEvent::JobReturned { story, attempt, why } => format!("{story}: attempt {attempt} handed back: {why}"),
             WorkerEvent::Draining { running } => format!(

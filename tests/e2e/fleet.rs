@@ -389,6 +389,126 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
         );
     }
 
+    /// s01 and s02, both published at once on the first base, then s03
+    /// needing both in its base, on one worker of one slot; `coordinator_env`
+    /// for the coordinator. s02's merge is a merge commit (main moved on with
+    /// s01), so s03's base is a commit the worker never made: it must come
+    /// from the coordinator or the remote. Returns the fleet and the
+    /// coordinator's output.
+    fn two_then_one(
+        test: &str,
+        coordinator_env: &[(&str, &str)],
+        remote_hook: Option<&str>,
+    ) -> Option<(Fleet, std::process::Output)> {
+        let stories = json!([
+            story("s01", &[]),
+            story("s02", &[]),
+            story("s03", &["s01", "s02"]),
+        ]);
+        let mut f = Fleet::new(test, stories)?;
+        std::fs::write(f.t("needs-s03"), "s01 s02").unwrap();
+        if let Some(hook) = remote_hook {
+            script(&f.remote.join("hooks").join("pre-receive"), hook);
+        }
+        f.worker("w1", 1, &[]);
+        f.wait_for_workers(1);
+        let args = [
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-retries",
+            "0",
+            "--json",
+            "--schedule",
+            "eager",
+            "--parallel",
+            "2",
+            "--fleet",
+            &f.nats.url,
+        ];
+        let out = f
+            .command(&args)
+            .envs(coordinator_env.iter().copied())
+            .output()
+            .expect("coordinator runs");
+        Some((f, out))
+    }
+
+    /// The three merged, each once, s03 built on the other two.
+    /// Returns what the worker's clone last fetched as a base, if anything,
+    /// and s03's base.
+    fn assert_chain_merged(f: &Fleet, out: &std::process::Output) -> (Option<String>, String) {
+        assert_eq!(code(out), 0, "{}{}", explain(out), f.worker_logs());
+        let evs = events(out);
+        f.assert_all_merged_once(&evs, &ids(3));
+        for id in ids(3) {
+            assert_eq!(f.runs(&id), 1, "{id}: {}", f.worker_logs());
+        }
+        assert_eq!(git(f.repo(), &["show", "main:s03.txt"]).trim(), "s03");
+        let base = of_kind(&evs, "job_published")
+            .into_iter()
+            .find(|e| e["story"] == "s03")
+            .and_then(|e| e["base"].as_str().map(str::to_string))
+            .expect("s03 was published");
+        // The worker's one clone: <workdir>/w1/<repo>/slot-1.
+        let repos = std::fs::read_dir(f.t("work-w1").join("w1")).expect("the worker's directory");
+        let clone = repos
+            .flatten()
+            .map(|r| r.path().join("slot-1"))
+            .find(|c| c.join(".git").exists())
+            .expect("the slot's clone");
+        let fetched = std::process::Command::new("git")
+            .args(["rev-parse", "--verify", "-q", "refs/cascade/fleet-base"])
+            .current_dir(&clone)
+            .output()
+            .expect("git runs");
+        let fetched = String::from_utf8_lossy(&fetched.stdout).trim().to_string();
+        ((!fetched.is_empty()).then_some(fetched), base)
+    }
+
+    #[test]
+    fn a_dependent_gets_its_base_from_the_coordinator_not_the_remote() {
+        // The shared remote takes no base at all: the worker can only have
+        // got s03's base (the merge of s02) from the coordinator's pack.
+        let refuse = r#"while read old new ref; do
+  case "$ref" in refs/cascade/base/*) echo "no bases here" >&2; exit 1;; esac
+done"#;
+        let Some((f, out)) = two_then_one("fleet_bases_nats", &[], Some(refuse)) else {
+            return;
+        };
+        let (fetched, _) = assert_chain_merged(&f, &out);
+        // The first base came with the clone; nothing was ever fetched.
+        assert_eq!(fetched, None, "{}", f.worker_logs());
+        let bases = git(&f.remote, &["for-each-ref", "refs/cascade/base"]);
+        assert_eq!(bases.trim(), "", "the hook let a base through");
+        // The worker says where each job's time went, the base included.
+        let logs = f.worker_logs();
+        let done: Vec<&str> = logs.lines().filter(|l| l.contains(" passed in ")).collect();
+        assert_eq!(done.len(), 3, "{logs}");
+        assert!(
+            done.iter().all(|l| l.contains("(queued ")
+                && l.contains(", base ")
+                && l.contains(", agent ")
+                && l.contains(", publish ")),
+            "{logs}"
+        );
+    }
+
+    #[test]
+    fn without_packs_the_coordinator_has_workers_fetch_the_bases_it_pushed() {
+        // CASCADE_FLEET_MAX_PACK_BYTES=0 on the coordinator: it answers
+        // "fetch" once its push of the base is done, and the worker fetches.
+        let env = [("CASCADE_FLEET_MAX_PACK_BYTES", "0")];
+        let Some((f, out)) = two_then_one("fleet_bases_fetch", &env, None) else {
+            return;
+        };
+        let (fetched, s03_base) = assert_chain_merged(&f, &out);
+        assert_eq!(fetched, Some(s03_base), "{}", f.worker_logs());
+        // Every base was pushed (and deleted at the end of the run).
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+    }
+
     #[test]
     fn a_job_of_a_worker_killed_mid_job_is_redelivered_and_completed() {
         let Some(mut f) = Fleet::new("fleet_worker_kill", json!([story("s01", &[])])) else {
@@ -1111,8 +1231,8 @@ mod measure {
     }
 
     /// Runs the coordinator; returns its wall time and, per event line, the
-    /// moment it was read.
-    fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Instant, Value)>) {
+    /// moment it was read, from the moment it was started.
+    fn run(f: &Fleet, extra: &[&str]) -> (Duration, Vec<(Duration, Value)>) {
         let mut args = vec![
             "approve",
             "--auto-run",
@@ -1135,7 +1255,7 @@ mod measure {
         for line in std::io::BufReader::new(out).lines() {
             let line = line.unwrap();
             if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                lines.push((Instant::now(), v));
+                lines.push((started.elapsed(), v));
             }
         }
         let status = child.wait().unwrap();
@@ -1180,10 +1300,11 @@ mod measure {
             let total = workers * slots;
             let bound = (30.0 * 2.0 / total as f64).max(10.0);
             println!(
-                "MEASURE makespan {workers}x{slots} slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2}); {}",
+                "MEASURE makespan {workers}x{slots} slots={total}: {:.1}s (bound max(critical path 10s, 60s/{total}) = {bound:.1}s, ratio {:.2}); {}; {}",
                 took.as_secs_f64(),
                 took.as_secs_f64() / bound,
-                hand_offs(&lines, &deps)
+                hand_offs(took, &lines, &deps),
+                worker_phases(&f)
             );
             assert_eq!(git(f.repo(), &["show", "main:s30.txt"]).trim(), "s30");
         }
@@ -1205,13 +1326,16 @@ mod measure {
 
     /// Where the time between a story's end and its dependent's start goes,
     /// as mean milliseconds from the coordinator's events: ready (the last
-    /// dependency merged) -> job published -> worker started the agent, and
-    /// job finished -> story merged.
+    /// dependency merged) -> job published -> worker started the agent ->
+    /// job finished (the agent's 2 s and the worker's steps after it) ->
+    /// story merged; and the coordinator's start (to the first job
+    /// published) and end (from the last merge to its exit).
     fn hand_offs(
-        lines: &[(Instant, Value)],
+        took: Duration,
+        lines: &[(Duration, Value)],
         deps: &std::collections::HashMap<String, Vec<String>>,
     ) -> String {
-        let mut at: std::collections::HashMap<(String, String), Instant> = Default::default();
+        let mut at: std::collections::HashMap<(String, String), Duration> = Default::default();
         for (t, e) in lines {
             if let (Some(kind), Some(story)) = (e["event"].as_str(), e["story"].as_str()) {
                 at.entry((kind.to_string(), story.to_string()))
@@ -1219,37 +1343,101 @@ mod measure {
             }
         }
         let get = |kind: &str, story: &str| at.get(&(kind.to_string(), story.to_string())).copied();
-        let mean = |v: &[f64]| {
-            if v.is_empty() {
-                0.0
-            } else {
-                v.iter().sum::<f64>() / v.len() as f64
-            }
-        };
-        let (mut publish, mut start, mut merge) = (Vec::new(), Vec::new(), Vec::new());
+        let ms = |from: Duration, to: Duration| to.saturating_sub(from).as_secs_f64() * 1000.0;
+        let mut publish = Vec::new();
         for (story, ds) in deps {
             let ready = ds.iter().filter_map(|d| get("story_merged", d)).max();
             if let (Some(r), Some(p)) = (ready, get("job_published", story)) {
-                publish.push(p.saturating_duration_since(r).as_secs_f64() * 1000.0);
+                publish.push(ms(r, p));
             }
         }
+        let mut steps = [Vec::new(), Vec::new(), Vec::new()];
         for (kind, story) in at.keys() {
             if kind != "job_published" {
                 continue;
             }
-            if let (Some(p), Some(s)) = (get("job_published", story), get("job_started", story)) {
-                start.push(s.saturating_duration_since(p).as_secs_f64() * 1000.0);
-            }
-            if let (Some(f), Some(m)) = (get("job_finished", story), get("story_merged", story)) {
-                merge.push(m.saturating_duration_since(f).as_secs_f64() * 1000.0);
+            let chain = [
+                "job_published",
+                "job_started",
+                "job_finished",
+                "story_merged",
+            ]
+            .map(|k| get(k, story));
+            for (i, pair) in chain.windows(2).enumerate() {
+                if let [Some(a), Some(b)] = pair {
+                    steps[i].push(ms(*a, *b));
+                }
             }
         }
+        let first = at
+            .iter()
+            .filter(|((k, _), _)| k == "job_published")
+            .map(|(_, t)| *t)
+            .min()
+            .unwrap_or_default();
+        let last = at
+            .iter()
+            .filter(|((k, _), _)| k == "story_merged")
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap_or_default();
         format!(
-            "hand-offs (mean): ready->published {:.0} ms, published->agent started {:.0} ms, finished->merged {:.0} ms",
+            "hand-offs (mean): ready->published {:.0} ms, published->agent started {:.0} ms, agent started->finished {:.0} ms, finished->merged {:.0} ms; start->first published {:.0} ms, last merged->exit {:.0} ms",
             mean(&publish),
-            mean(&start),
-            mean(&merge)
+            mean(&steps[0]),
+            mean(&steps[1]),
+            mean(&steps[2]),
+            ms(Duration::ZERO, first),
+            ms(last, took)
         )
+    }
+
+    fn mean(v: &[f64]) -> f64 {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    }
+
+    /// The workers' own account of each job (the phases of their `job_done`
+    /// lines in worker-*.log: `... passed in 2.3s (fetch 80 ms, ...)`), as
+    /// the mean milliseconds per phase.
+    fn worker_phases(f: &Fleet) -> String {
+        let mut sums: Vec<(String, Vec<f64>)> = Vec::new();
+        let logs = std::fs::read_dir(f.tools.path()).unwrap();
+        for log in logs.flatten() {
+            let name = log.file_name().to_string_lossy().to_string();
+            if !(name.starts_with("worker-") && name.ends_with(".log")) {
+                continue;
+            }
+            let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+            for line in text.lines().filter(|l| l.contains(" passed in ")) {
+                let Some(inner) = line
+                    .rsplit_once(" (")
+                    .and_then(|(_, p)| p.strip_suffix(')'))
+                else {
+                    continue;
+                };
+                for part in inner.split(", ") {
+                    let Some((phase, n)) =
+                        part.strip_suffix(" ms").and_then(|p| p.rsplit_once(' '))
+                    else {
+                        continue;
+                    };
+                    let Ok(n) = n.parse::<f64>() else { continue };
+                    match sums.iter_mut().find(|(p, _)| p == phase) {
+                        Some((_, v)) => v.push(n),
+                        None => sums.push((phase.to_string(), vec![n])),
+                    }
+                }
+            }
+        }
+        let phases: Vec<String> = sums
+            .iter()
+            .map(|(p, v)| format!("{p} {:.0} ms", mean(v)))
+            .collect();
+        format!("worker phases (mean): {}", phases.join(", "))
     }
 
     /// The coordinator's cost per story at `CASCADE_MEASURE_STORIES` (default
@@ -1284,7 +1472,7 @@ mod measure {
                 }
                 Some("story_merged") => {
                     if let Some(s) = finished.get(&story) {
-                        latencies.push(t.duration_since(*s));
+                        latencies.push(t.saturating_sub(*s));
                     }
                     merges.push(*t);
                 }
@@ -1300,7 +1488,7 @@ mod measure {
         let span = merges
             .last()
             .unwrap()
-            .duration_since(merges[0])
+            .saturating_sub(merges[0])
             .as_secs_f64();
         println!(
             "MEASURE merge queue, {n} stories: run {:.1}s; result-to-merged mean {:.0} ms, p50 {:.0} ms, p99 {:.0} ms; merges every {:.0} ms on average ({:.1} merges/s)",

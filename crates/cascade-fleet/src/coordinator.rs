@@ -183,6 +183,12 @@ impl Coordinator {
             Arc::clone(&ledger),
         ));
         let pusher = refs.pusher();
+        let bases = crate::bases::serve(
+            fleet.client.clone(),
+            bases_subject(&repo_key),
+            cfg.repo.clone(),
+            Arc::clone(&refs),
+        );
         Ok(Coordinator {
             fleet,
             remote,
@@ -200,6 +206,7 @@ impl Coordinator {
                 AbortOnDrop(reader),
                 AbortOnDrop(watcher),
                 AbortOnDrop(pusher),
+                AbortOnDrop(bases),
             ],
             cfg,
         })
@@ -249,7 +256,7 @@ impl Coordinator {
         let (job_id, attempt) = match &adopted {
             Some(o) => {
                 job.base = o.base.clone();
-                self.refs.adopt_base(&job.base);
+                self.refs.adopt_base(&job.base, &job.target_branch);
                 (o.job_id.clone(), o.attempt)
             }
             None => (job_id(&job), job.attempt),
@@ -319,11 +326,22 @@ impl Coordinator {
         }
     }
 
-    /// Waits for a worker able to run the job, pushes its base, publishes it.
+    /// Waits for a worker able to run the job, has its base pushed,
+    /// publishes it.
     async fn publish(&self, job: &Job, job_id: &str, cx: &ExecContext) -> Result<(), Executed> {
         self.wait_for_worker(job, cx).await?;
-        // The base, once per commit (and the work a resolution starts from).
-        match self.refs.use_base(job, &cx.cancel).await {
+        // The base is pushed once per commit, without waiting: the worker
+        // asks this coordinator for it meanwhile (the `bases` module). The
+        // work a resolution starts from is on the remote first: its worker
+        // fetches it.
+        let pushed = match job.resolve {
+            None => {
+                self.refs.take_base(job);
+                Ok(())
+            }
+            Some(_) => self.refs.use_base(job, &cx.cancel).await,
+        };
+        match pushed {
             Ok(()) => {}
             Err(FleetError::Cancelled) => return Err(Executed::Interrupted),
             Err(e) => {

@@ -88,16 +88,42 @@ pub async fn fetch_objects(
     Ok(())
 }
 
+/// Worker: the branch of a slot's clone at the job's base (the engine's
+/// target branch there).
+pub const BASE_BRANCH: &str = "cascade-fleet/base";
+/// Worker: where a slot's clone fetches a job's base to.
+const FETCHED_BASE: &str = "refs/cascade/fleet-base";
+/// Worker: the refs of a slot's clone at commits it has with their whole
+/// history (the last base checked out, the last base fetched, the remote's
+/// default branch as cloned): what it tells a coordinator it has.
+pub fn have_refs() -> [String; 3] {
+    [
+        format!("refs/heads/{BASE_BRANCH}"),
+        FETCHED_BASE.to_string(),
+        "refs/remotes/origin/HEAD".to_string(),
+    ]
+}
+
+/// Where a worker may get a job's base besides the shared remote: the
+/// coordinators' base service (see the `bases` module).
+pub struct BaseSource<'a> {
+    pub client: &'a async_nats::Client,
+    pub subject: String,
+}
+
 /// Worker: a clone of `remote` at `dir` (created once, no checkout), with
-/// the job's base fetched, checked out (detached) in the main worktree and
-/// set as branch `target`; `work`, a branch of the remote holding earlier
-/// work of the story (a conflict to resolve), is fetched with it.
+/// the job's base checked out (detached) in the main worktree and set as
+/// branch [`BASE_BRANCH`]. The base comes from the clone itself when an
+/// earlier job brought it, else from `source` (a pack from the
+/// coordinator), else it is fetched; `work`, a branch of the remote holding
+/// earlier work of the story (a conflict to resolve), is always fetched
+/// with it.
 pub async fn prepare_clone(
     dir: &Path,
     remote: &str,
     base: &str,
-    target: &str,
     work: Option<&str>,
+    source: Option<BaseSource<'_>>,
     cancel: &CancelToken,
 ) -> Result<(), FleetError> {
     if !dir.join(".git").exists() {
@@ -116,26 +142,47 @@ pub async fn prepare_clone(
         )
         .await?;
     }
+    if work.is_none() {
+        let here = {
+            let (dir, base) = (dir.to_path_buf(), base.to_string());
+            tokio::task::spawn_blocking(move || cascade_git::transfer::has_commit(&dir, &base))
+                .await
+                .unwrap_or(false)
+        };
+        let here = here
+            || match &source {
+                Some(s) => crate::bases::ask(s.client, &s.subject, dir, base).await,
+                None => false,
+            };
+        // A base that cannot be checked out after all is fetched.
+        if here && check_out(dir, base).await.is_ok() {
+            return Ok(());
+        }
+    }
     // Into fixed local refs (replaced job after job): a clone that fetched
     // every base under its own name would collect thousands of refs.
-    let mut refspecs = vec![format!("+{}:refs/cascade/fleet-base", base_ref(base))];
+    let mut refspecs = vec![format!("+{}:{FETCHED_BASE}", base_ref(base))];
     if let Some(work) = work {
         refspecs.push(format!("+refs/heads/{work}:refs/cascade/fleet-work"));
     }
     let mut args = vec!["fetch", "--quiet", "--no-tags", remote];
     args.extend(refspecs.iter().map(String::as_str));
     git(dir, &args, cancel).await?;
-    let (dir, base, target) = (dir.to_path_buf(), base.to_string(), target.to_string());
-    // In-process (no git processes on the way to the agent).
-    tokio::task::spawn_blocking(move || cascade_git::transfer::check_out(&dir, &base, &target))
+    check_out(dir, base).await
+}
+
+/// Checks `base` out in the clone at `dir` as [`BASE_BRANCH`], in-process
+/// (no git processes on the way to the agent).
+async fn check_out(dir: &Path, base: &str) -> Result<(), FleetError> {
+    let (dir, base) = (dir.to_path_buf(), base.to_string());
+    tokio::task::spawn_blocking(move || cascade_git::transfer::check_out(&dir, &base, BASE_BRANCH))
         .await
         .map_err(|e| e.to_string())
         .and_then(|done| done.map_err(|e| e.to_string()))
         .map_err(|message| FleetError::Git {
             command: "check out the base".into(),
             message,
-        })?;
-    Ok(())
+        })
 }
 
 /// Worker: pushes the local `branch` to `to` on the remote.

@@ -22,6 +22,7 @@
 //!   [`protocol::Heartbeat`]).
 //! - [`FleetError`]: `is_usage()` => exit 2.
 
+mod bases;
 pub mod coordinator;
 pub mod error;
 pub mod git;
@@ -31,6 +32,7 @@ pub mod protocol;
 mod refs;
 mod registry;
 pub mod status;
+pub mod timing;
 pub mod workdir;
 pub mod worker;
 

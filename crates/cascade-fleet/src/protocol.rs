@@ -13,6 +13,9 @@
 //!   [`relayed`]) and a `finished` message per run of a job. The coordinator
 //!   reads new ones live and, for a job it adopts after a restart, the last
 //!   one stored for the job's subject.
+//! - Bases: subject `cascade.bases.<repo>` (core NATS request-reply, not
+//!   stored): a worker asks for its job's base ([`BaseRequest`]), a
+//!   coordinator answers with a pack (see the `bases` module).
 //! - Workers: key-value bucket `cascade_workers` (entries expire after
 //!   [`WORKER_TTL`]), key = worker id, value = its latest [`Heartbeat`].
 
@@ -55,6 +58,11 @@ pub fn jobs_subject(repo: &str, run: &str) -> String {
 /// The results subject of one job.
 pub fn results_subject(repo: &str, job_id: &str) -> String {
     format!("cascade.results.{}.{}", token(repo), token(job_id))
+}
+
+/// The subject a repository's coordinators answer base requests on.
+pub fn bases_subject(repo: &str) -> String {
+    format!("cascade.bases.{}", token(repo))
 }
 
 /// Every result subject of a repository.
@@ -137,6 +145,14 @@ pub struct JobMsg {
     /// Where the worker publishes what happens (see [`ResultMsg`]).
     pub results: String,
     pub job: Job,
+}
+
+/// A worker's request for a job's base commit: `have`, the commits its
+/// clone has (with their whole history), which the answer's pack leaves out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaseRequest {
+    pub base: String,
+    pub have: Vec<String>,
 }
 
 /// A worker's word about a job, on the job's results subject.

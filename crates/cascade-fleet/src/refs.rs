@@ -122,11 +122,7 @@ impl RemoteRefs {
         }
         let base = job.base.clone();
         let mut rounds = self.rounds.subscribe();
-        self.state(|st| {
-            *st.users.entry(base.clone()).or_default() += 1;
-            st.failed.remove(&base);
-        });
-        self.ask(&base, &job.target_branch);
+        self.take_base(job);
         loop {
             let (done, failed) = self.state(|st| {
                 (
@@ -154,9 +150,45 @@ impl RemoteRefs {
         }
     }
 
-    /// A job out from before a restart uses `base` (pushed then).
-    pub fn adopt_base(&self, base: &str) {
+    /// A new job uses its base, which is pushed in the next round (without
+    /// waiting for it: workers get a base from the coordinator, see the
+    /// `bases` module, and [`RemoteRefs::pushed`] says when it is there).
+    pub fn take_base(&self, job: &Job) {
+        let base = job.base.clone();
+        self.state(|st| {
+            *st.users.entry(base.clone()).or_default() += 1;
+            st.failed.remove(&base);
+        });
+        self.ask(&base, &job.target_branch);
+    }
+
+    /// Whether `base`, used by a job of this coordinator, is on the remote:
+    /// waits for its push when that is under way. `false`: not a base of
+    /// this coordinator's jobs, or its push failed.
+    pub async fn pushed(&self, base: &str) -> bool {
+        let mut rounds = self.rounds.subscribe();
+        loop {
+            let (done, waiting) = self.state(|st| {
+                let used = st.users.get(base).copied().unwrap_or(0) > 0;
+                (
+                    st.on_remote.contains_key(base),
+                    used && !st.failed.contains_key(base),
+                )
+            });
+            if done {
+                return true;
+            }
+            if !waiting || rounds.changed().await.is_err() {
+                return false;
+            }
+        }
+    }
+
+    /// A job out from before a restart uses `base` (pushed again: the
+    /// coordinator that published it may have stopped before its push).
+    pub fn adopt_base(&self, base: &str, target: &str) {
         self.state(|st| *st.users.entry(base.to_string()).or_default() += 1);
+        self.ask(base, target);
     }
 
     /// A job using `base` is over.

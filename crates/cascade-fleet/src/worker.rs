@@ -42,6 +42,7 @@ use crate::error::FleetError;
 use crate::git;
 use crate::nats::{max_deliveries, progress_every, Fleet};
 use crate::protocol::*;
+use crate::timing::Timeline;
 
 /// How a worker is set up.
 #[derive(Debug, Clone)]
@@ -86,6 +87,9 @@ pub enum WorkerEvent {
         status: String,
         error: Option<String>,
         duration_ms: u64,
+        /// Where the job's time went on this worker: each phase and its
+        /// milliseconds, in order (see the `timing` module).
+        phases: Vec<(String, u64)>,
     },
     /// A job handed back (labels missing, or stopped by a second signal).
     JobReturned {
@@ -254,6 +258,12 @@ async fn beat(s: &Shared, store: &kv::Store) {
     }
 }
 
+/// A heartbeat now, without holding up the caller (a job's start or end).
+fn beat_soon(s: &Arc<Shared>) {
+    let s = Arc::clone(s);
+    tokio::spawn(async move { beat(&s, &s.store).await });
+}
+
 /// One slot: pulls and runs jobs one at a time.
 async fn slot(n: usize, s: Arc<Shared>) {
     loop {
@@ -306,7 +316,15 @@ async fn slot(n: usize, s: Arc<Shared>) {
 /// Runs one job: keeps its message alive, runs the engine, pushes, reports.
 async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message, m: JobMsg) {
     let job = &m.job;
-    let delivery = msg.info().map(|i| i.delivered as u64).unwrap_or(1);
+    let info = msg.info().ok();
+    let delivery = info.as_ref().map(|i| i.delivered as u64).unwrap_or(1);
+    // In the stream since (the server's clock: meaningful when it and this
+    // machine agree, as on one host).
+    let queued = info.as_ref().and_then(|i| {
+        let ms = (time_now_ms() - i.published.unix_timestamp_nanos() / 1_000_000).max(0);
+        Some(Duration::from_millis(u64::try_from(ms).ok()?))
+    });
+    let timeline = Arc::new(Timeline::new(queued));
     (s.sink)(WorkerEvent::JobTaken {
         story: job.story.clone(),
         attempt: job.attempt,
@@ -326,10 +344,8 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
             since: now(),
         });
     }
-    // Seen by `fleet status` at once, not at the next beat (without
-    // holding up the job).
-    let seen = Arc::clone(s);
-    tokio::spawn(async move { beat(&seen, &seen.store).await });
+    // Seen by `fleet status` at once, not at the next beat.
+    beat_soon(s);
     let msg = Arc::new(msg);
     let progress = {
         let msg = Arc::clone(&msg);
@@ -344,12 +360,12 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
     };
     let remote = s.cfg.remote.clone().unwrap_or_else(|| m.remote.clone());
     let started = std::time::Instant::now();
-    let (report, pack) = execute(n, s, &m, &remote).await;
+    let (report, pack) = execute(n, s, &m, &remote, &timeline).await;
     progress.abort();
     if let Ok(mut r) = s.running.lock() {
         r.retain(|j| j.job_id != m.id);
     }
-    beat(s, &s.store).await;
+    beat_soon(s);
     if matches!(report.outcome, JobOutcome::Interrupted) {
         // Stopped by a second signal: another worker takes it at once.
         let _ = msg.ack_with(AckKind::Nak(None)).await;
@@ -375,6 +391,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
     // The result first, then the ack: a worker killed in between runs the
     // job twice, never zero times (the coordinator ignores the duplicate).
     if publish_result(s, &m.results, &result).await {
+        timeline.mark("publish");
         let _ = msg.double_ack().await;
     } else {
         (s.sink)(WorkerEvent::Problem {
@@ -391,6 +408,7 @@ async fn run_one(n: usize, s: &Arc<Shared>, msg: async_nats::jetstream::Message,
         status: status.into(),
         error,
         duration_ms: started.elapsed().as_millis() as u64,
+        phases: timeline.phases(),
     });
 }
 
@@ -429,6 +447,7 @@ async fn report_poison(
         status: "failed".into(),
         error: Some(error),
         duration_ms: 0,
+        phases: Vec::new(),
     });
 }
 
@@ -495,6 +514,7 @@ async fn execute(
     s: &Arc<Shared>,
     m: &JobMsg,
     remote: &str,
+    timeline: &Arc<Timeline>,
 ) -> (JobReport, Option<String>) {
     let job = &m.job;
     let repo_dir = s.dir.join(repo_key(&m.remote));
@@ -505,19 +525,31 @@ async fn execute(
         let report = failed_report(job, kind, error, started.elapsed().as_millis() as u64);
         (report, None)
     };
-    const TARGET: &str = "cascade-fleet/base";
     let work = job.resolve.as_ref().map(|_| job.attempt_branch());
-    match git::prepare_clone(&clone, remote, &job.base, TARGET, work.as_deref(), &s.kill).await {
+    let source = git::BaseSource {
+        client: &s.fleet.client,
+        subject: bases_subject(&repo_key(&m.remote)),
+    };
+    let prepared = git::prepare_clone(
+        &clone,
+        remote,
+        &job.base,
+        work.as_deref(),
+        Some(source),
+        &s.kill,
+    );
+    match prepared.await {
         Ok(()) => {}
         Err(FleetError::Cancelled) => return (interrupted(job), None),
         Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
     }
+    timeline.mark("base");
     if let Err(e) = write_job_files(&job_dir, m) {
         return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id));
     }
     let mut config = EngineConfig::new(&clone, job_dir.join("prd.json"));
     config.agents_path = s.cfg.agents_path.clone();
-    config.target_branch = Some(TARGET.to_string());
+    config.target_branch = Some(git::BASE_BRANCH.to_string());
     config.state_path = Some(job_dir.join("state.json"));
     config.progress_path = Some(job_dir.join("progress.txt"));
     config.artifacts_dir = Some(job_dir.clone());
@@ -529,7 +561,11 @@ async fn execute(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let sink: cascade_engine::EventSink = {
         let out = Arc::clone(&s.sink);
+        let timeline = Arc::clone(timeline);
         Arc::new(move |e: &Event| {
+            if let Some(phase) = phase_ended(e) {
+                timeline.mark(phase);
+            }
             out(WorkerEvent::Engine(e.clone()));
             if matches!(e, Event::StoryStarted { .. }) || relayed(e) {
                 let _ = tx.send(e.clone());
@@ -564,7 +600,9 @@ async fn execute(
     let pools = s.pools_for(job);
     let ran = engine.run_job(job, Some(pools), sink, &s.kill).await;
     drop(engine);
+    timeline.mark("checks");
     let _ = tokio::time::timeout(Duration::from_secs(2), forward).await;
+    timeline.mark("relay");
     let mut report = match ran {
         Ok(r) => r,
         Err(e) => return fail(FailureKind::Setup, format!("worker '{}': {e}", s.id)),
@@ -572,7 +610,10 @@ async fn execute(
     let mut pack = None;
     if let JobOutcome::Passed { commit } = &report.outcome {
         match deliver(&clone, remote, job, commit, &s.kill).await {
-            Ok(p) => pack = p,
+            Ok(p) => {
+                pack = p;
+                timeline.mark("pack");
+            }
             Err(FleetError::Cancelled) => return (interrupted(job), None),
             Err(e) => {
                 let agent = report.agent.clone();
@@ -649,6 +690,23 @@ fn write_job_files(dir: &Path, m: &JobMsg) -> Result<(), FleetError> {
         std::fs::write(dir.join("design_doc.json"), doc).map_err(io)?;
     }
     Ok(())
+}
+
+/// The phase of a job that an engine event ends (see `timing`).
+fn phase_ended(e: &Event) -> Option<&'static str> {
+    Some(match e {
+        // Everything from the base checked out to the agent's process:
+        // the engine's setup, the worktree, the agent's resolution.
+        Event::StoryStarted { .. } => "setup",
+        Event::AgentFinished { .. } => "agent",
+        Event::StoryCommitted { .. } => "commit",
+        Event::VerificationFinished { .. } => "verify",
+        _ => return None,
+    })
+}
+
+fn time_now_ms() -> i128 {
+    chrono::Utc::now().timestamp_millis() as i128
 }
 
 fn now() -> String {

@@ -38,16 +38,74 @@ pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, 
     if tip == base {
         return Ok(None);
     }
+    pack_walk(&repo, tip, &[base]).map(Some)
+}
+
+/// A pack of every object reachable from `tip` and from none of `haves`
+/// (commits the receiving side has, with everything they reach), for a
+/// receiver that lacks `tip`. Haves this repository does not know are left
+/// out; `None` when it knows none of them (the pack would be the whole
+/// history) or does not have `tip`.
+pub fn pack_for(dir: &Path, tip: &str, haves: &[String]) -> Result<Option<Vec<u8>>, GitError> {
+    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let tip = oid(tip)?;
+    if repo.find_commit(tip).is_err() {
+        return Ok(None);
+    }
+    let known: Vec<Oid> = haves
+        .iter()
+        .filter_map(|h| Oid::from_str(h).ok())
+        .filter(|h| repo.find_commit(*h).is_ok())
+        .collect();
+    if known.is_empty() {
+        return Ok(None);
+    }
+    pack_walk(&repo, tip, &known).map(Some)
+}
+
+/// The pack of the commits reachable from `tip` and not from `hide`, with
+/// their trees and blobs that `hide` does not reach.
+fn pack_walk(repo: &Repository, tip: Oid, hide: &[Oid]) -> Result<Vec<u8>, GitError> {
     let mut walk = repo.revwalk().map_err(GitError::git("start a walk"))?;
     walk.push(tip).map_err(GitError::git("walk from the tip"))?;
-    walk.hide(base).map_err(GitError::git("hide the base"))?;
+    for h in hide {
+        walk.hide(*h).map_err(GitError::git("hide the base"))?;
+    }
     let mut pack = repo.packbuilder().map_err(GitError::git("build a pack"))?;
     pack.insert_walk(&mut walk)
         .map_err(GitError::git("add the commits to the pack"))?;
     let mut buf = git2::Buf::new();
     pack.write_buf(&mut buf)
         .map_err(GitError::git("write the pack"))?;
-    Ok(Some(buf.to_vec()))
+    Ok(buf.to_vec())
+}
+
+/// Whether the repository at `dir` has `commit` (fetched or imported with
+/// everything it reaches: neither leaves a commit without its history).
+pub fn has_commit(dir: &Path, commit: &str) -> bool {
+    let Ok(id) = oid(commit) else { return false };
+    Repository::open(dir).is_ok_and(|r| r.find_commit(id).is_ok())
+}
+
+/// The commits the refs `names` of the repository at `dir` point at (refs
+/// that are missing are left out).
+pub fn ref_commits(dir: &Path, names: &[&str]) -> Vec<String> {
+    let Ok(repo) = Repository::open(dir) else {
+        return Vec::new();
+    };
+    names
+        .iter()
+        .filter_map(|n| repo.refname_to_id(n).ok())
+        .map(|id| id.to_string())
+        .collect()
+}
+
+/// Writes the objects of `pack` (a pack from [`pack_for`]: its objects'
+/// history is here already) into the repository at `dir`.
+pub fn import_pack(dir: &Path, pack: &[u8]) -> Result<(), GitError> {
+    let repo = Repository::open(dir).map_err(GitError::git("open repository"))?;
+    let git_dir = repo.commondir().to_path_buf();
+    store(&repo, &git_dir, pack)
 }
 
 /// Writes the objects of `pack` into the repository of `paths` and sets
@@ -67,7 +125,14 @@ pub fn import_onto(
     base: &str,
 ) -> Result<(), TransferError> {
     let repo = paths.open()?;
-    let scratch = Scratch::new(&paths.common_dir)?;
+    store(&repo, &paths.common_dir, pack)?;
+    point_branch(&repo, branch, tip, base)
+}
+
+/// Stores the objects of `pack` loose in `repo` (whose git directory is
+/// `git_dir`), through a scratch index (see [`import_onto`]).
+fn store(repo: &Repository, git_dir: &Path, pack: &[u8]) -> Result<(), GitError> {
+    let scratch = Scratch::new(git_dir)?;
     {
         let dir = scratch.0.join("pack");
         let mut indexer =
@@ -95,7 +160,7 @@ pub fn import_onto(
         copied.map_err(GitError::git("store the pack's objects"))?;
     }
     drop(scratch);
-    point_branch(&repo, branch, tip, base)
+    Ok(())
 }
 
 /// A directory of its own under the git directory, removed on drop.
@@ -268,6 +333,51 @@ mod tests {
         assert_eq!(git(&to, &["show", "cascade/s1:new.txt"]), "new");
         assert!(descends_from(&paths, &tip, &base).unwrap());
         assert_eq!(pack_since(a.path(), &base, &base).unwrap(), None);
+    }
+
+    #[test]
+    fn a_base_travels_as_a_pack_beyond_the_commits_the_receiver_has() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = repo(a.path(), 50);
+        let to = b.path().join("to");
+        git(
+            b.path(),
+            &[
+                "clone",
+                "-q",
+                "--no-checkout",
+                &a.path().display().to_string(),
+                "to",
+            ],
+        );
+        std::fs::write(a.path().join("f1.txt"), "one\n").unwrap();
+        let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
+        std::fs::write(a.path().join("f2.txt"), "two\n").unwrap();
+        let third = commit_all(a.path(), "three").unwrap().unwrap().to_string();
+
+        // The receiver names what it has: its remote's HEAD as cloned.
+        let have = ref_commits(&to, &["refs/remotes/origin/HEAD", "refs/missing"]);
+        assert_eq!(have, std::slice::from_ref(&first));
+        assert!(!has_commit(&to, &third));
+        // Commits unknown here do not narrow the pack; none known: no pack.
+        let unknown = "1".repeat(40);
+        assert_eq!(
+            pack_for(a.path(), &third, std::slice::from_ref(&unknown)).unwrap(),
+            None
+        );
+        assert_eq!(pack_for(a.path(), &unknown, &have).unwrap(), None);
+        let pack = pack_for(a.path(), &third, &[unknown, first.clone()])
+            .unwrap()
+            .unwrap();
+        // Two commits, two trees, two blobs: not the 50 files of `first`.
+        let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
+        assert_eq!(objects, 6, "pack of {} bytes", pack.len());
+        import_pack(&to, &pack).unwrap();
+        assert!(has_commit(&to, &third) && has_commit(&to, &second));
+        check_out(&to, &third, "cascade-fleet/base").unwrap();
+        assert_eq!(std::fs::read_to_string(to.join("f2.txt")).unwrap(), "two\n");
+        // Whole: git itself finds nothing missing.
+        git(&to, &["fsck", "--connectivity-only", "--no-dangling"]);
     }
 
     #[test]

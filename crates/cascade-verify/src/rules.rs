@@ -315,8 +315,17 @@ pub struct RuleSet {
 impl RuleSet {
     /// The built-in tables.
     pub fn builtin() -> RuleSet {
-        // The tables ship with the crate and are tested: failing here is a bug.
-        RuleSet::build(None).unwrap_or_else(|e| panic!("built-in verify rules: {e}"))
+        // Built once per process and cloned (the patterns are shared):
+        // compiling the tables costs more than the rest of a story's setup,
+        // and every new base commit of a run, every job of a fleet worker,
+        // asks for them again.
+        static BUILTIN: std::sync::OnceLock<RuleSet> = std::sync::OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                // The tables ship with the crate and are tested: failing here is a bug.
+                RuleSet::build(None).unwrap_or_else(|e| panic!("built-in verify rules: {e}"))
+            })
+            .clone()
     }
 
     /// The built-in tables with `.cascade/verify.json` of `root` applied
@@ -329,7 +338,7 @@ impl RuleSet {
     pub fn load_file(path: &Path) -> Result<RuleSet, VerifyError> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RuleSet::build(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RuleSet::builtin()),
             Err(e) => {
                 return Err(VerifyError::Read {
                     path: path.to_path_buf(),
@@ -345,7 +354,7 @@ impl RuleSet {
     /// commit).
     pub fn from_text(origin: &Path, text: Option<&str>) -> Result<RuleSet, VerifyError> {
         let Some(text) = text else {
-            return RuleSet::build(None);
+            return Ok(RuleSet::builtin());
         };
         let user: UserConfig = serde_json::from_str(text).map_err(|e| VerifyError::Parse {
             path: origin.to_path_buf(),
