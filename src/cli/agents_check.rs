@@ -168,7 +168,7 @@ pub fn before_run(
     g: &Global,
     cwd: &Path,
     overrides: &Overrides,
-    stories: &[Story],
+    stories: &[&Story],
     phases: &[Phase],
     writes: bool,
 ) -> Result<(), Failure> {
@@ -179,6 +179,7 @@ pub fn before_run(
     };
     let config = &loaded.config;
     let (_, cache) = detector(cwd, writes);
+    let kinds = cascade_agents::resolve::story_kinds(stories.iter().copied());
     let mut checked: Vec<AgentCheck> = Vec::new();
     let mut said: BTreeSet<String> = BTreeSet::new();
     // Each round checks the agents chosen so far; a failure changes the
@@ -188,7 +189,8 @@ pub fn before_run(
         let (detector, _) = detector(cwd, writes);
         let resolver = Resolver::new(config, &detector, overrides.clone());
         let mut chosen: BTreeSet<String> = BTreeSet::new();
-        for story in stories {
+        // Stories of one kind resolve alike: each kind is resolved once.
+        for story in &kinds {
             for phase in phases {
                 match resolver.resolve(story, *phase) {
                     Ok(a) => {
@@ -262,7 +264,7 @@ pub fn before_run(
 /// PRD that cannot be read is left to the run to report.
 pub fn before_prd_run(
     g: &Global,
-    prd: &Path,
+    prd: &cascade_plan::Prd,
     overrides: Overrides,
     retries: bool,
     writes: bool,
@@ -270,14 +272,7 @@ pub fn before_prd_run(
     let Ok(cwd) = std::env::current_dir() else {
         return Ok(());
     };
-    let Ok(prd) = cascade_plan::load_prd(prd) else {
-        return Ok(());
-    };
-    let pending: Vec<Story> = prd
-        .stories
-        .into_iter()
-        .filter(|s| !s.is_complete())
-        .collect();
+    let pending: Vec<&Story> = prd.stories.iter().filter(|s| !s.is_complete()).collect();
     let phases: &[Phase] = if retries {
         &[Phase::Implementation, Phase::Retry]
     } else {

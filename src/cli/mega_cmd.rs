@@ -198,7 +198,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         &g,
         &cwd,
         &overrides,
-        &[cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        &[&cascade_plan::Story::new("mega-plan", "mega-plan features")],
         phases,
         !a.call.dry_run,
     )?;

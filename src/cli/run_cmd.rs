@@ -116,6 +116,8 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let mut g = g.clone();
     let mut notice = None;
     let mut recorded = None;
+    // The state `resume` read, handed to the engine (read once).
+    let mut read_state = None;
     if resume {
         if let Some(repo) = &project.repo {
             let state_path = repo.cascade_dir().join("state.json");
@@ -129,8 +131,9 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
             }
             // Continue the way the run was started. A state that cannot be
             // read is reported by the engine itself, with what to do.
-            if let Ok(Some(state)) = RunState::load(&state_path) {
-                recorded = recorded_prd(&state, &project.cwd);
+            let loaded = RunState::load(&state_path);
+            if let Ok(Some(state)) = &loaded {
+                recorded = recorded_prd(state, &project.cwd);
                 if let Some(stored) = &state.options {
                     let mut r = run_flags::restore(&mut a.flags, &mut g.agents, stored, matches)?;
                     // The run's own PRD (kept in the state, wherever discovery
@@ -154,6 +157,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                     notice = r.message();
                 }
             }
+            read_state = loaded.ok();
         }
     }
     let prd = choose_prd(&project, &a, recorded)?;
@@ -169,7 +173,17 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // fleet's executor (below).
     let local = a.flags.fleet.fleet.is_none();
     let checked = if local && !a.call.dry_run {
-        Some(engine.check(&options).map_err(engine_failure)?)
+        Some(
+            engine
+                .check_with_state(&options, read_state)
+                .map_err(engine_failure)?,
+        )
+    } else {
+        None
+    };
+    // A dry run reads the plan once, for the agents check and itself.
+    let prepared = if a.call.dry_run {
+        Some(engine.prepare().map_err(engine_failure)?)
     } else {
         None
     };
@@ -177,16 +191,24 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // (here; with --fleet they run on the workers). A dry run only reads
     // what earlier checks found.
     if local {
-        super::agents_check::before_prd_run(
-            &g,
-            &engine.config().prd_path,
-            a.flags.overrides(),
-            a.flags.max_retries > 0,
-            !a.call.dry_run,
-        )?;
+        let prd = checked
+            .as_ref()
+            .map(|c| c.prd())
+            .or(prepared.as_ref().map(|p| p.prd()));
+        if let Some(prd) = prd {
+            super::agents_check::before_prd_run(
+                &g,
+                prd,
+                a.flags.overrides(),
+                a.flags.max_retries > 0,
+                !a.call.dry_run,
+            )?;
+        }
     }
-    if a.call.dry_run {
-        let plan = engine.dry_run(&options).map_err(engine_failure)?;
+    if let Some(prepared) = prepared {
+        let plan = engine
+            .dry_run_prepared(prepared, &options)
+            .map_err(engine_failure)?;
         print_dry_run(&plan, &engine.config().prd_path, a.call.json);
         return Ok(EXIT_OK);
     }

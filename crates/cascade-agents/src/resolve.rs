@@ -416,6 +416,25 @@ fn missing_reason(command: &str) -> String {
     }
 }
 
+/// The first story of each kind in `stories`, in order. Stories of one
+/// kind name the same agent (`story.agent`) and have the same inferred
+/// type, so a [`Resolver`] gives them the same agent with the same
+/// fallbacks in every phase (only the evidence quoted in a reason
+/// differs): resolving these checks them all, and the first story that
+/// gets no agent is among them. A large plan is checked at the cost of
+/// its kinds of stories, not of its stories.
+pub fn story_kinds<'s>(stories: impl IntoIterator<Item = &'s Story>) -> Vec<&'s Story> {
+    let mut seen: std::collections::HashSet<(Option<&'s str>, StoryType)> =
+        std::collections::HashSet::new();
+    stories
+        .into_iter()
+        .filter(|story| {
+            let own = story.agent.as_deref().filter(|a| !a.trim().is_empty());
+            seen.insert((own, story_type::infer_story_type(story)))
+        })
+        .collect()
+}
+
 fn evidence_text(e: &TypeEvidence) -> String {
     match e {
         TypeEvidence::Explicit => "explicit".to_string(),

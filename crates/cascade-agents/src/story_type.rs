@@ -294,30 +294,43 @@ pub fn infer_parts(
             };
         }
     }
+    let vocab = Vocabulary::get();
     let mut scores = [0u32; 6];
-    let mut matched: Vec<String> = Vec::new();
+    // Keywords and phrases as they matched, first match first.
+    let mut matched: Vec<Match> = Vec::new();
+    let mut words: Vec<Option<u16>> = Vec::new();
     for (text, weight) in [(title, TITLE_WEIGHT), (description, DESCRIPTION_WEIGHT)] {
-        let words = words(text);
+        words.clear();
+        words.extend(
+            text.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(|w| vocab.id_of(w)),
+        );
         for (i, w) in words.iter().enumerate() {
-            for (t, list) in WORDS {
-                if list.contains(&w.as_str()) {
-                    scores[index(*t)] += weight;
-                    if !matched.contains(w) {
-                        matched.push(w.clone());
+            let Some(id) = *w else {
+                continue;
+            };
+            let types = vocab.types[id as usize];
+            if types != 0 {
+                for (k, score) in scores.iter_mut().enumerate() {
+                    if types & (1 << k) != 0 {
+                        *score += weight;
                     }
                 }
+                if !matched.contains(&Match::Word(id)) {
+                    matched.push(Match::Word(id));
+                }
             }
-            for (t, phrase) in PHRASES {
-                if words[i..].len() >= phrase.len()
+            for (p, (t, phrase)) in vocab.phrases.iter().enumerate() {
+                if words.len() - i >= phrase.len()
                     && words[i..i + phrase.len()]
                         .iter()
-                        .zip(phrase.iter())
-                        .all(|(a, b)| a == b)
+                        .zip(phrase)
+                        .all(|(a, b)| *a == Some(*b))
                 {
                     scores[index(*t)] += weight;
-                    let p = phrase.join(" ");
-                    if !matched.contains(&p) {
-                        matched.push(p);
+                    if !matched.contains(&Match::Phrase(p)) {
+                        matched.push(Match::Phrase(p));
                     }
                 }
             }
@@ -337,7 +350,8 @@ pub fn infer_parts(
             evidence: TypeEvidence::Keywords(
                 matched
                     .into_iter()
-                    .filter(|w| keyword_type(w) == Some(t))
+                    .filter(|m| vocab.first_type(*m) == Some(t))
+                    .map(|m| vocab.text(m))
                     .collect(),
             ),
         },
@@ -352,26 +366,105 @@ fn index(t: StoryType) -> usize {
     StoryType::ALL.iter().position(|x| *x == t).unwrap_or(0)
 }
 
-fn keyword_type(word: &str) -> Option<StoryType> {
-    WORDS
-        .iter()
-        .find(|(_, list)| list.contains(&word))
-        .map(|(t, _)| *t)
-        .or_else(|| {
-            PHRASES
-                .iter()
-                .find(|(_, p)| p.join(" ") == word)
-                .map(|(t, _)| *t)
-        })
+/// A keyword (by its id in the [`Vocabulary`]) or a phrase (by its
+/// position in [`PHRASES`]) found in a story's text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Match {
+    Word(u16),
+    Phrase(usize),
 }
 
-/// Lower-case words: runs of letters and digits (so `fix:` and `(docs)`
-/// match, `prefix` and `latest` do not).
-fn words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+/// Every word of [`WORDS`] and [`PHRASES`] by id, built once: a story's
+/// words are looked up in it without allocating (a large plan infers the
+/// type of every story, more than once).
+struct Vocabulary {
+    ids: std::collections::HashMap<&'static str, u16>,
+    words: Vec<&'static str>,
+    /// Per word id, the types whose lists hold it (bit `index(t)`).
+    types: Vec<u8>,
+    /// [`PHRASES`] as word ids.
+    phrases: Vec<(StoryType, Vec<u16>)>,
+    /// The longest word: a longer one is none of them.
+    longest: usize,
+}
+
+impl Vocabulary {
+    fn get() -> &'static Vocabulary {
+        static VOCABULARY: std::sync::OnceLock<Vocabulary> = std::sync::OnceLock::new();
+        VOCABULARY.get_or_init(Vocabulary::build)
+    }
+
+    fn build() -> Vocabulary {
+        let mut v = Vocabulary {
+            ids: Default::default(),
+            words: Vec::new(),
+            types: Vec::new(),
+            phrases: Vec::new(),
+            longest: 0,
+        };
+        for (t, list) in WORDS {
+            for w in *list {
+                let id = v.intern(w);
+                v.types[id as usize] |= 1 << index(*t);
+            }
+        }
+        for (t, phrase) in PHRASES {
+            let ids = phrase.iter().map(|w| v.intern(w)).collect();
+            v.phrases.push((*t, ids));
+        }
+        v
+    }
+
+    fn intern(&mut self, word: &'static str) -> u16 {
+        if let Some(&id) = self.ids.get(word) {
+            return id;
+        }
+        let id = self.words.len() as u16;
+        self.ids.insert(word, id);
+        self.words.push(word);
+        self.types.push(0);
+        self.longest = self.longest.max(word.len());
+        id
+    }
+
+    /// The id of `word` lower-cased (as `str::to_lowercase` does), if it
+    /// is one of the vocabulary's.
+    fn id_of(&self, word: &str) -> Option<u16> {
+        if !word.is_ascii() {
+            return self.ids.get(word.to_lowercase().as_str()).copied();
+        }
+        if word.len() > self.longest {
+            return None;
+        }
+        let mut buf = [0u8; 32];
+        let lower = buf.get_mut(..word.len())?;
+        lower.copy_from_slice(word.as_bytes());
+        lower.make_ascii_lowercase();
+        let lower = std::str::from_utf8(lower).ok()?;
+        self.ids.get(lower).copied()
+    }
+
+    /// The type a matched keyword or phrase counts as in the evidence:
+    /// the first list of [`WORDS`] holding the word, or the phrase's.
+    fn first_type(&self, m: Match) -> Option<StoryType> {
+        match m {
+            Match::Word(id) => {
+                let word = self.words[id as usize];
+                WORDS
+                    .iter()
+                    .find(|(_, list)| list.contains(&word))
+                    .map(|(t, _)| *t)
+            }
+            Match::Phrase(p) => PHRASES.get(p).map(|(t, _)| *t),
+        }
+    }
+
+    fn text(&self, m: Match) -> String {
+        match m {
+            Match::Word(id) => self.words[id as usize].to_string(),
+            Match::Phrase(p) => PHRASES.get(p).map(|(_, w)| w.join(" ")).unwrap_or_default(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -319,17 +319,34 @@ pub struct CheckedRun {
     half_merged: bool,
 }
 
-/// What preparation produced.
-pub(crate) struct Prepared {
-    pub paths: RepoPaths,
-    pub cascade_dir: PathBuf,
-    pub prd_path: PathBuf,
-    pub prd: Prd,
-    pub plan: ValidPlan,
-    pub agents: AgentsConfig,
-    pub detector: Detector,
-    pub target_branch: String,
-    pub notices: Vec<String>,
+impl CheckedRun {
+    /// The PRD the run will work on, as loaded.
+    pub fn prd(&self) -> &Prd {
+        &self.p.prd
+    }
+}
+
+/// What preparation produced: the plan loaded and checked, the agents
+/// configured, the target branch ([`Engine::prepare`]). A dry run and a run
+/// take it, so that a caller that reads the plan too (the agents check
+/// before a run) reads the one copy.
+pub struct Prepared {
+    pub(crate) paths: RepoPaths,
+    pub(crate) cascade_dir: PathBuf,
+    pub(crate) prd_path: PathBuf,
+    pub(crate) prd: Prd,
+    pub(crate) plan: ValidPlan,
+    pub(crate) agents: AgentsConfig,
+    pub(crate) detector: Detector,
+    pub(crate) target_branch: String,
+    pub(crate) notices: Vec<String>,
+}
+
+impl Prepared {
+    /// The PRD as loaded.
+    pub fn prd(&self) -> &Prd {
+        &self.prd
+    }
 }
 
 /// What every attempt of a run reads: the judging files (gates and
@@ -392,7 +409,7 @@ impl Engine {
     /// Loads and checks everything a run (or a dry run) needs. Writes
     /// nothing: a refused command leaves no trace (the detector only reads
     /// its cache until [`Engine::run`] starts).
-    pub(crate) fn prepare(&self) -> Result<Prepared, EngineError> {
+    pub fn prepare(&self) -> Result<Prepared, EngineError> {
         let paths = RepoPaths::discover(&self.config.project_root)?;
         let prd_path = self.config.prd_file();
         let cascade_dir = paths.cascade_dir();
@@ -522,7 +539,15 @@ impl Engine {
 
     /// The schedule with agents and fallbacks; runs nothing, writes nothing.
     pub fn dry_run(&self, options: &RunOptions) -> Result<DryRun, EngineError> {
-        let p = self.prepare()?;
+        self.dry_run_prepared(self.prepare()?, options)
+    }
+
+    /// [`Engine::dry_run`] of what [`Engine::prepare`] loaded.
+    pub fn dry_run_prepared(
+        &self,
+        p: Prepared,
+        options: &RunOptions,
+    ) -> Result<DryRun, EngineError> {
         let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
         resolver
             .check_overrides()
@@ -595,6 +620,18 @@ impl Engine {
     /// their own PATH), the gates and project settings, the state to
     /// resume, the user's uncommitted changes. Only a checked run starts.
     pub fn check(&self, options: &RunOptions) -> Result<CheckedRun, EngineError> {
+        self.check_with_state(options, None)
+    }
+
+    /// [`Engine::check`] with the run state the caller has read already
+    /// (`resume` reads it for the options the run started with): `Some`
+    /// is what [`RunState::load`] returned, used instead of reading the
+    /// file again; `None` reads it.
+    pub fn check_with_state(
+        &self,
+        options: &RunOptions,
+        state: Option<Option<RunState>>,
+    ) -> Result<CheckedRun, EngineError> {
         let p = self.prepare()?;
         let state_path = match &self.config.state_path {
             Some(s) => s.clone(),
@@ -605,7 +642,9 @@ impl Engine {
             resolver
                 .check_overrides()
                 .map_err(EngineError::UnknownAgent)?;
-            for story in p.prd.stories.iter().filter(|s| !s.is_complete()) {
+            // Stories of one kind resolve alike: each kind is resolved once.
+            let pending = p.prd.stories.iter().filter(|s| !s.is_complete());
+            for story in cascade_agents::resolve::story_kinds(pending) {
                 resolver
                     .resolve(story, Phase::Implementation)
                     .map_err(|source| EngineError::NoAgent {
@@ -615,7 +654,10 @@ impl Engine {
             }
         }
         let inputs = self.inputs(&p, options)?;
-        let previous = RunState::load(&state_path)?;
+        let previous = match state {
+            Some(read) => read,
+            None => RunState::load(&state_path)?,
+        };
         if options.resume && previous.is_none() {
             return Err(EngineError::NothingToResume { path: state_path });
         }
@@ -733,6 +775,8 @@ impl Engine {
             &options,
             new_run_id,
         )?;
+        // The previous state is in the new one now: not kept for the whole run.
+        drop(previous);
         let store = crate::journal::Store::open(state, &state_path)?;
         let prd = p.prd;
 
@@ -778,7 +822,9 @@ impl Engine {
                 agents.cancel();
             }))
         };
-        let stories: Vec<cascade_plan::Story> = prd.stories.clone();
+        // The stories' ids by plan position (the stories themselves are
+        // in `ctx.prd`, not copied).
+        let ids: Vec<String> = prd.stories.iter().map(|s| s.id.clone()).collect();
         let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config.feature.clone());
         let ctx = Arc::new(Ctx {
             paths: p.paths,
@@ -819,7 +865,7 @@ impl Engine {
             run_id: run_id.clone(),
             prd: self.config.prd_path.display().to_string(),
             target_branch: ctx.target_branch.clone(),
-            total: stories.len(),
+            total: ids.len(),
             already_complete: complete_count(&ctx),
             schedule: discipline_name(&options),
             parallel: options.parallel,
@@ -838,7 +884,6 @@ impl Engine {
         // Agents started too late to be recorded. Only with the run lock held
         // here: then no live run of this repository owns an agent in it.
         if self.config.take_lock {
-            let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
             let found = crate::leftover::scan(&ids, ctx.paths.cascade_dir().as_path(), &leftovers);
             leftovers.extend(found);
         }
@@ -894,7 +939,6 @@ impl Engine {
         crate::control::check_run_budget(&ctx);
         // Requests from outside (dashboard): pause, resume, cancel, retry.
         let steer = ctx.options.steering.clone();
-        let ids: Vec<String> = stories.iter().map(|s| s.id.clone()).collect();
         let _attached = steer.as_ref().map(crate::control::steer::Attached::new);
         loop {
             crate::control::steer::apply(&ctx, &mut sched, &ids);
@@ -911,11 +955,12 @@ impl Engine {
                         stories: sched.layers()[layer]
                             .iter()
                             .filter(|&&j| sched.state(j) != NodeState::Blocked)
-                            .map(|&j| stories[j].id.clone())
+                            .map(|&j| ids[j].clone())
                             .collect(),
                     });
                 }
-                let story = stories[i].clone();
+                // Node `i` is the plan's story `i`: prd.json's position `i`.
+                let story = ctx.prd.lock().unwrap_or_else(|e| e.into_inner()).stories[i].clone();
                 let c = Arc::clone(&ctx);
                 tasks.spawn(async move { (i, story::run_story(c, story).await) });
             }
@@ -953,7 +998,7 @@ impl Engine {
                             .map(|m| {
                                 m.iter()
                                     .filter(|&&j| sched.state(j) == NodeState::Waiting)
-                                    .map(|&j| stories[j].id.clone())
+                                    .map(|&j| ids[j].clone())
                                     .collect()
                             })
                             .unwrap_or_default();
@@ -983,7 +1028,7 @@ impl Engine {
                 continue;
             };
             let (i, end) = joined.map_err(|e| EngineError::Internal(format!("story task: {e}")))?;
-            let id = stories[i].id.clone();
+            let id = ids[i].clone();
             match end {
                 StoryEnd::Merged => sched.complete(i),
                 StoryEnd::Failed => {

@@ -420,7 +420,7 @@ impl RunState {
             path: path.to_path_buf(),
             found: found.min(u64::from(u32::MAX)) as u32,
         };
-        match serde_json::from_slice::<RunState>(&bytes) {
+        match cascade_plan::json::from_slice::<RunState>(&bytes) {
             Ok(st) if st.schema_version > SCHEMA_VERSION => {
                 Err(newer(u64::from(st.schema_version)))
             }

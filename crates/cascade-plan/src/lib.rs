@@ -126,6 +126,7 @@ mod graph;
 mod hash;
 mod id;
 mod index;
+pub mod json;
 mod model;
 mod names;
 pub mod paths;

@@ -377,7 +377,7 @@ impl Prd {
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<Prd, PlanError> {
         let bytes = json_text(bytes, path, PRD_EXPECTED)?;
         let mut prd: Prd =
-            serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+            crate::json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
         prd.warnings = vocabulary::check(
             bytes,
             path,

@@ -539,3 +539,48 @@ fn an_api_agent_is_available_when_its_key_is_set_not_by_path() {
     assert!(d.is_available(config.agent("model").unwrap()));
     std::env::remove_var(var);
 }
+
+/// A kind of story (its own agent, its inferred type) resolves alike in
+/// every phase: checking the first story of each kind checks them all.
+#[test]
+fn stories_of_one_kind_resolve_alike() {
+    let w = World::new(&["amp", "codex", "aider", "gemini"]);
+    let stories = [
+        story("Profile page"),
+        story("Fix login crash"),
+        story("Settings page"),
+        with_agent("Profile export", "codex"),
+        story("Fix the parser bug"),
+        with_agent("Team page", "codex"),
+        with_agent("Team page", " "),
+    ];
+    let kinds = story_kinds(stories.iter());
+    let titles: Vec<&str> = kinds.iter().map(|s| s.title.as_str()).collect();
+    assert_eq!(
+        titles,
+        ["Profile page", "Fix login crash", "Profile export"],
+        "a blank story.agent is no agent of its own"
+    );
+    for phase in [Phase::Implementation, Phase::Retry] {
+        for s in &stories {
+            let first = kinds
+                .iter()
+                .find(|k| {
+                    story_type::infer_story_type(k) == story_type::infer_story_type(s)
+                        && k.agent.as_deref().filter(|a| !a.trim().is_empty())
+                            == s.agent.as_deref().filter(|a| !a.trim().is_empty())
+                })
+                .unwrap();
+            let (a, b) = (
+                w.resolve(s, phase, Overrides::default()).unwrap(),
+                w.resolve(first, phase, Overrides::default()).unwrap(),
+            );
+            assert_eq!(
+                (a.agent, a.fallbacks),
+                (b.agent, b.fallbacks),
+                "{}",
+                s.title
+            );
+        }
+    }
+}
