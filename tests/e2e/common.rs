@@ -6,6 +6,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
 /// The `cascade` binary, with a clean environment for reproducible output.
+/// `approve` that runs at once and fails at once: no confirmation, no
+/// pause between attempts, no retries (what most end-to-end runs start with).
+pub const APPROVE_NOW: [&str; 6] = [
+    "approve",
+    "--auto-run",
+    "--retry-delay",
+    "0",
+    "--max-retries",
+    "0",
+];
+
 pub fn cascade(dir: &Path) -> assert_cmd::Command {
     assert_cmd::Command::from_std(cascade_command(dir))
 }

@@ -1227,17 +1227,7 @@ fn agent_control_characters_never_reach_the_terminal_raw() {
         json!({"noisy": {"type": "cli", "command": noisy.display().to_string(), "args": []}}),
         None,
     );
-    let out = f
-        .cascade(&[
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
-        ])
-        .output()
-        .unwrap();
+    let out = f.cascade(&crate::common::APPROVE_NOW).output().unwrap();
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let text = [out.stdout.clone(), out.stderr.clone()].concat();
     assert!(

@@ -20,7 +20,9 @@ mod real {
 
     use serde_json::{json, Value};
 
-    use crate::common::{code, events, explain, git, init_repo, of_kind, script, write_json};
+    use crate::common::{
+        code, events, explain, git, init_repo, of_kind, script, write_json, APPROVE_NOW,
+    };
 
     pub use super::nats_server::Nats;
 
@@ -412,13 +414,8 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
         }
         f.worker("w1", 1, &[]);
         f.wait_for_workers(1);
-        let args = [
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
+        let mut args = APPROVE_NOW.to_vec();
+        args.extend([
             "--json",
             "--schedule",
             "eager",
@@ -426,7 +423,7 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
             "2",
             "--fleet",
             &f.nats.url,
-        ];
+        ]);
         let out = f
             .command(&args)
             .envs(coordinator_env.iter().copied())

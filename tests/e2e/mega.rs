@@ -34,14 +34,7 @@ impl Mega {
         c
     }
     fn approve(&self, extra: &[&str]) -> std::process::Output {
-        let mut args = vec![
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
-        ];
+        let mut args = crate::common::APPROVE_NOW.to_vec();
         args.extend_from_slice(extra);
         self.cmd(&args).output().expect("cascade runs")
     }
@@ -559,15 +552,8 @@ fn kill_9_then_resume_merges_each_feature_once() {
         .env("HOME", m.root())
         .args(["--agents"])
         .arg(m.agents())
-        .args([
-            "mega",
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
-        ])
+        .arg("mega")
+        .args(crate::common::APPROVE_NOW)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

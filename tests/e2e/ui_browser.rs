@@ -245,21 +245,10 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
 
     // Phase 3: a run starts next to it; the page follows without reloading.
     b.js("window.__sameDocument = true; return true", json!([]));
-    let _run = spawn_cascade(
-        repo.path(),
-        &[
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
-            "--json",
-            "--agents",
-            &tools.path().join("agents.json").display().to_string(),
-        ],
-        Stdio::null(),
-    );
+    let agents = tools.path().join("agents.json").display().to_string();
+    let mut args = crate::common::APPROVE_NOW.to_vec();
+    args.extend(["--json", "--agents", &agents]);
+    let _run = spawn_cascade(repo.path(), &args, Stdio::null());
     wait_state(&b, "story-001", "running", 30);
     // A running node shows its agent and attempt; its elapsed time ticks.
     let meta = b.js(

@@ -335,21 +335,18 @@ mod tests {
         assert_eq!(pack_since(a.path(), &base, &base).unwrap(), None);
     }
 
+    /// `<parent>/to`: a clone of `from` with nothing checked out.
+    fn clone_without_checkout(from: &Path, parent: &Path) -> std::path::PathBuf {
+        let from = from.display().to_string();
+        git(parent, &["clone", "-q", "--no-checkout", &from, "to"]);
+        parent.join("to")
+    }
+
     #[test]
     fn a_base_travels_as_a_pack_beyond_the_commits_the_receiver_has() {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let first = repo(a.path(), 50);
-        let to = b.path().join("to");
-        git(
-            b.path(),
-            &[
-                "clone",
-                "-q",
-                "--no-checkout",
-                &a.path().display().to_string(),
-                "to",
-            ],
-        );
+        let to = clone_without_checkout(a.path(), b.path());
         std::fs::write(a.path().join("f1.txt"), "one\n").unwrap();
         let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
         std::fs::write(a.path().join("f2.txt"), "two\n").unwrap();
@@ -387,17 +384,7 @@ mod tests {
         std::fs::write(a.path().join("f0.txt"), "changed\n").unwrap();
         std::fs::remove_file(a.path().join("f1.txt")).unwrap();
         let second = commit_all(a.path(), "two").unwrap().unwrap().to_string();
-        let to = b.path().join("to");
-        git(
-            b.path(),
-            &[
-                "clone",
-                "-q",
-                "--no-checkout",
-                &a.path().display().to_string(),
-                "to",
-            ],
-        );
+        let to = clone_without_checkout(a.path(), b.path());
         check_out(&to, &second, "cascade-fleet/base").unwrap();
         assert_eq!(
             std::fs::read_to_string(to.join("f0.txt")).unwrap(),
