@@ -5,10 +5,11 @@
 //! Errors are the same either way (same message, line and column): bytes
 //! that are not UTF-8 are handed to the byte parser, which names where.
 
-use serde::de::DeserializeOwned;
+use serde::Deserialize;
 
-/// `serde_json::from_slice`, faster on large documents (see the module doc).
-pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
+/// `serde_json::from_slice`, faster on large documents (see the module doc);
+/// `T` may borrow from `bytes` as with serde_json.
+pub fn from_slice<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> serde_json::Result<T> {
     match std::str::from_utf8(bytes) {
         Ok(text) => serde_json::from_str(text),
         Err(_) => serde_json::from_slice(bytes),

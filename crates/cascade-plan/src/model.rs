@@ -444,7 +444,7 @@ impl MegaPlan {
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<MegaPlan, PlanError> {
         let bytes = json_text(bytes, path, "a mega-plan object with \"features\"")?;
         let mut mega: MegaPlan =
-            serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+            crate::json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
         mega.warnings = vocabulary::check(
             bytes,
             path,

@@ -55,7 +55,7 @@ pub fn validate_prd_json_warned(
 ) -> Result<(ValidPlan, Vec<PlanWarning>), CheckError> {
     let bytes = crate::model::json_text(bytes, path, crate::model::PRD_EXPECTED)?;
     let skeleton: Skeleton<'_> =
-        serde_json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
+        crate::json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
     let warnings = vocabulary::check(
         bytes,
         path,
