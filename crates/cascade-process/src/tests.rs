@@ -85,8 +85,9 @@ async fn timeout_kills_the_whole_group() {
         "hang",
         &format!("sleep 300 & echo $! > {}; wait", pidfile.display()),
     );
+    // Long enough for a loaded machine to start the shell and write the pid.
     let out = Spec::new(&hang)
-        .timeout(Duration::from_millis(300))
+        .timeout(Duration::from_millis(1500))
         .grace(Duration::from_millis(200))
         .run(&CancelToken::new())
         .await

@@ -206,7 +206,12 @@ async fn cancellation_kills_the_group() {
     let pidfile = f.root.join("gc.pid");
     let cmd = script(
         &f.root.join("hang.sh"),
-        &format!("sleep 1000 &\necho $! > '{}'\nwait", pidfile.display()),
+        // Written whole then renamed: the canceller waits for the file to
+        // exist, and a file seen before `echo` wrote to it would be empty.
+        &format!(
+            "sleep 1000 &\necho $! > '{0}.tmp'\nmv '{0}.tmp' '{0}'\nwait",
+            pidfile.display()
+        ),
     );
     let cancel = CancelToken::new();
     let trigger = cancel.clone();
