@@ -18,6 +18,7 @@ use std::time::Duration;
 
 fn main() -> ExitCode {
     install_panic_hook();
+    cascade_git::configure_libgit2();
     let (args, matches) = cli::parse();
     let code = match cli::dispatch(args, &matches) {
         Ok(code) => code,

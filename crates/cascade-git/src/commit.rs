@@ -125,18 +125,11 @@ fn added_paths(repo: &Repository, since: Option<Oid>, tree: Oid) -> Result<Vec<S
         ),
         None => None,
     };
-    let diff = repo
-        .diff_tree_to_tree(old.as_ref(), Some(&new), None)
-        .map_err(GitError::git("diff trees"))?;
-    let mut out: Vec<String> = diff
-        .deltas()
-        .filter(|d| d.status() == git2::Delta::Added)
-        .filter_map(|d| {
-            d.new_file()
-                .path()
-                .and_then(|p| p.to_str())
-                .map(str::to_string)
-        })
+    let mut out: Vec<String> = crate::treediff::changed_paths(repo, old.as_ref(), &new)
+        .map_err(GitError::git("diff trees"))?
+        .into_iter()
+        .filter(|(_, change)| *change == crate::treediff::Change::Added)
+        .map(|(path, _)| String::from_utf8_lossy(&path).into_owned())
         .collect();
     out.sort();
     Ok(out)

@@ -296,7 +296,21 @@ fn diff_of<'r>(
     let old_tree = tree_at(repo, from)?;
     match to {
         Some(rev) => {
+            // libgit2 would read every subtree of both sides; limited to
+            // the files that differ, its iterators skip the rest unread.
             let new_tree = tree_at(repo, rev)?;
+            let changed = crate::treediff::changed_paths(repo, Some(&old_tree), &new_tree)
+                .map_err(GitError::git("diff"))?;
+            if changed.is_empty() {
+                // (An empty pathspec would mean every path.)
+                return repo
+                    .diff_tree_to_tree(None, None, Some(opts))
+                    .map_err(GitError::git("diff"));
+            }
+            opts.disable_pathspec_match(true);
+            for (path, _) in changed {
+                opts.pathspec(path);
+            }
             repo.diff_tree_to_tree(Some(&old_tree), Some(&new_tree), Some(opts))
         }
         None => {

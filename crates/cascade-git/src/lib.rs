@@ -18,6 +18,8 @@
 //!   or setup left behind, which its commits never contain.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
 //!   a story's worktree with conflict markers), concluded or aborted.
+//! - [`treediff`]: the files that differ between two trees, reading only
+//!   the subtrees that differ (libgit2's own diff reads them all).
 //! - [`transfer`]: a story's commits from one repository to another as a
 //!   pack, without a git process (the fleet's workers and coordinator).
 //!
@@ -36,7 +38,23 @@ pub mod resolve;
 pub mod statindex;
 pub mod status;
 pub mod transfer;
+pub mod treediff;
 pub mod worktree;
 
 pub use error::GitError;
 pub use repo::RepoPaths;
+
+/// Sets libgit2's process-wide options as cascade wants them; the binary
+/// calls it first thing (library users may too; it is idempotent).
+///
+/// - No hash check of every object read: libgit2 re-hashes each object it
+///   reads off disk by default; git does not (`git fsck` does), and in a
+///   run the same trees are read again per story.
+/// - No existence check of every entry of every tree and commit written:
+///   cascade writes trees only from its own indexes, whose blobs it has just
+///   written or read; libgit2 would open and inflate each entry's object to
+///   check it (git stats it), which grew with the repository per commit.
+pub fn configure_libgit2() {
+    git2::opts::strict_hash_verification(false);
+    git2::opts::strict_object_creation(false);
+}

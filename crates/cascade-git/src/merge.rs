@@ -28,6 +28,7 @@
 //! detected ([`MergeError::TargetMoved`]) rather than lost.
 
 use std::cell::RefCell;
+use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 use git2::build::CheckoutBuilder;
@@ -413,9 +414,9 @@ fn conflict_paths(index: &git2::Index) -> Result<Vec<String>, GitError> {
 
 /// Brings the worktree that has `branch` checked out (its HEAD still at
 /// `old_tip`) to `new_tip`: files and index, safely. Only the paths that
-/// differ between the two trees are looked at, so the cost follows the size
-/// of the change, not of the repository (this runs in the serial merge
-/// queue). libgit2 computes every conflict before writing anything, so a
+/// differ between the two trees are looked at (found without reading equal
+/// subtrees, [`crate::treediff`]), so the cost follows the size of the
+/// change, not of the repository (this runs in the serial merge queue). libgit2 computes every conflict before writing anything, so a
 /// refusal leaves the worktree as it was.
 fn update_worktree(
     worktree: &PathBuf,
@@ -436,17 +437,11 @@ fn update_worktree(
         .and_then(|c| c.tree())
         .map_err(GitError::git("read target tree"))?;
     let new_tree = commit.tree().map_err(GitError::git("read merged tree"))?;
-    let diff = repo
-        .diff_tree_to_tree(Some(&old_tree), Some(&new_tree), None)
-        .map_err(GitError::git("compare trees"))?;
-    let mut changed: Vec<PathBuf> = Vec::new();
-    for delta in diff.deltas() {
-        for file in [delta.old_file(), delta.new_file()] {
-            if let Some(p) = file.path() {
-                changed.push(p.to_path_buf());
-            }
-        }
-    }
+    let changed: Vec<PathBuf> = crate::treediff::changed_paths(&repo, Some(&old_tree), &new_tree)
+        .map_err(GitError::git("compare trees"))?
+        .into_iter()
+        .map(|(path, _)| PathBuf::from(std::ffi::OsString::from_vec(path)))
+        .collect();
     if changed.is_empty() {
         return Ok(());
     }

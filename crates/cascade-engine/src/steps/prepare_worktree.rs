@@ -68,7 +68,8 @@ pub(super) async fn run_from(
         a.check_cancel()?;
         return Err(f.into());
     }
-    keep_local(&path).await?;
+    let touched = !(ctx.project.worktree.copy.is_empty() && ctx.project.worktree.setup.is_empty());
+    keep_local(&path, touched).await?;
     // The run's findings files, for the agent to read and append to.
     let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
     for e in problems {
@@ -112,10 +113,17 @@ async fn lease(
 
 /// Records everything copy and setup changed in the fresh worktree as its
 /// own exclude, so the story's commits contain only what the agent did.
-async fn keep_local(path: &Path) -> Result<(), Failure> {
+/// Without copy or setup (`touched` false) nothing can have changed: a
+/// leased worktree is checked clean, so the status scan, which grows with
+/// the repository, is skipped and the list is emptied.
+async fn keep_local(path: &Path, touched: bool) -> Result<(), Failure> {
     let p = path.to_path_buf();
     let recorded = tokio::task::spawn_blocking(move || {
-        let changed = cascade_git::local_files::changed(&p)?;
+        let changed = if touched {
+            cascade_git::local_files::changed(&p)?
+        } else {
+            Vec::new()
+        };
         cascade_git::local_files::record(&p, &changed)
     })
     .await;
