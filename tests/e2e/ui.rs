@@ -504,11 +504,12 @@ fn listens_on_loopback_only_by_default() {
 }
 
 /// The agent: the first attempt of `story-a` hangs (until cancelled);
-/// everything else writes a file and succeeds.
+/// everything else writes a file and succeeds. Pid files are written whole
+/// (renamed into place): the test acts the moment one appears.
 const AGENT: &str = r#"id="$CASCADE_STORY_ID"
 if [ "$id" = story-a ] && [ "$CASCADE_ATTEMPT" = 1 ]; then
   echo "story-a is thinking"
-  echo $$ > "$T/hang.pid"
+  echo $$ > "$T/hang.tmp" && mv "$T/hang.tmp" "$T/hang.pid"
   exec sleep 120
 fi
 echo "working on $id"
@@ -817,7 +818,7 @@ pub(crate) const MEGA_AGENT: &str = r#"b=$(git rev-parse --abbrev-ref HEAD); f=$
 id="$CASCADE_STORY_ID"
 echo "working on $id of $f"
 if [ "$id" = s-hang ] && [ "$CASCADE_ATTEMPT" = 1 ]; then
-  echo $$ > "$T/$f.hang.pid"
+  echo $$ > "$T/$f.hang.tmp" && mv "$T/$f.hang.tmp" "$T/$f.hang.pid"
   i=0
   while [ ! -f "$T/$f.go" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done
 fi
