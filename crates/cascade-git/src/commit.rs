@@ -136,8 +136,8 @@ fn added_paths(repo: &Repository, since: Option<Oid>, tree: Oid) -> Result<Vec<S
 }
 
 /// Stages every change of the worktree in `index`: deletions and
-/// modifications of tracked files, then new files (`add_all` skips ignored
-/// paths unless they are already tracked). Staging a conflicted path
+/// modifications of tracked files, and new files (ignored paths are skipped
+/// unless already tracked). Staging a conflicted path
 /// resolves its conflict, as `git add` does. The worktree's own exclude
 /// ([`crate::local_files`]) is skipped: those paths stay as in the index.
 pub(crate) fn stage_all(repo: &Repository, index: &mut git2::Index) -> Result<(), GitError> {
@@ -151,17 +151,14 @@ pub(crate) fn stage_all(repo: &Repository, index: &mut git2::Index) -> Result<()
     } else {
         Some(&mut skip)
     };
-    index
-        .update_all(["*"].iter(), cb)
-        .map_err(GitError::git("stage changes"))?;
-    let cb: Option<&mut git2::IndexMatchedPath<'_>> = if local.is_empty() {
-        None
-    } else {
-        Some(&mut skip)
-    };
+    // One pass over the worktree: libgit2's `add_all` compares the index
+    // with the worktree (untracked files included) and adds what exists and
+    // removes what does not, so it stages deletions and modifications as
+    // `update_all` would, whose comparison is the same without untracked
+    // files. Both were called once, two full scans per commit.
     index
         .add_all(["*"].iter(), IndexAddOption::DEFAULT, cb)
-        .map_err(GitError::git("stage new files"))?;
+        .map_err(GitError::git("stage changes"))?;
     Ok(())
 }
 
