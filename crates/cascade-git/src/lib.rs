@@ -13,7 +13,8 @@
 //!   file texts on both sides (for stub detection and reviews).
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
 //!   committing everything an agent changed, and merging a story branch into
-//!   its feature branch with conflict detection.
+//!   its feature branch with conflict detection (the private `disjoint` merges changes
+//!   to different files without a three-way merge).
 //! - [`local_files`]: a worktree's own exclude, the files cascade copied in
 //!   or setup left behind, which its commits never contain.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
@@ -29,6 +30,7 @@
 pub mod commit;
 pub mod diff;
 mod dirent;
+mod disjoint;
 pub mod error;
 pub mod fingerprint;
 pub mod local_files;

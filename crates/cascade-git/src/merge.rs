@@ -131,19 +131,27 @@ pub fn merge_into(
         let theirs = repo
             .find_commit(source)
             .map_err(GitError::git("read source commit"))?;
-        let mut index = repo
-            .merge_commits(&ours, &theirs, None)
-            .map_err(GitError::git(format!(
-                "merge '{source_branch}' into '{target_branch}'"
-            )))?;
-        if index.has_conflicts() {
-            return Ok(MergeOutcome::Conflict {
-                files: conflict_paths(&index)?,
-            });
-        }
-        let tree_id = index
-            .write_tree_to(&repo)
-            .map_err(GitError::git("write merged tree"))?;
+        // Changes to different files merge at the cost of the changes;
+        // anything else (or any trouble on that path) takes libgit2's
+        // three-way merge, which reads all three trees.
+        let tree_id = match crate::disjoint::merged_tree(&repo, &ours, &theirs) {
+            Ok(Some(tree)) => tree,
+            Ok(None) | Err(_) => {
+                let mut index = repo
+                    .merge_commits(&ours, &theirs, None)
+                    .map_err(GitError::git(format!(
+                        "merge '{source_branch}' into '{target_branch}'"
+                    )))?;
+                if index.has_conflicts() {
+                    return Ok(MergeOutcome::Conflict {
+                        files: conflict_paths(&index)?,
+                    });
+                }
+                index
+                    .write_tree_to(&repo)
+                    .map_err(GitError::git("write merged tree"))?
+            }
+        };
         let tree = repo
             .find_tree(tree_id)
             .map_err(GitError::git("read merged tree"))?;

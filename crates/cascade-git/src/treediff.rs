@@ -181,4 +181,4 @@ fn join(prefix: &[u8], e: &TreeEntry<'_>) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,12 +8,12 @@ use proptest::prelude::*;
 
 use super::*;
 
-const FILE: i32 = 0o100644;
-const EXEC: i32 = 0o100755;
-const LINK: i32 = 0o120000;
+pub(crate) const FILE: i32 = 0o100644;
+pub(crate) const EXEC: i32 = 0o100755;
+pub(crate) const LINK: i32 = 0o120000;
 
 /// Writes a tree of `files` (path -> (contents, mode)) into `repo`.
-fn write_tree(repo: &Repository, files: &BTreeMap<String, (String, i32)>) -> Oid {
+pub(crate) fn write_tree(repo: &Repository, files: &BTreeMap<String, (String, i32)>) -> Oid {
     // Group by first component: files here, the rest one level down.
     let mut here: BTreeMap<&str, (&str, i32)> = BTreeMap::new();
     let mut below: BTreeMap<&str, BTreeMap<String, (String, i32)>> = BTreeMap::new();
@@ -180,7 +180,7 @@ fn a_subtree_equal_on_both_sides_is_never_read() {
 }
 
 /// Small trees over a few names that sort awkwardly against each other.
-fn tree_strategy() -> impl Strategy<Value = BTreeMap<String, (String, i32)>> {
+pub(crate) fn tree_strategy() -> impl Strategy<Value = BTreeMap<String, (String, i32)>> {
     let name = prop::sample::select(vec!["a", "a.b", "a-b", "ab", "b", "x"]);
     let path = prop::collection::vec(name, 1..4).prop_map(|v| v.join("/"));
     let mode = prop::sample::select(vec![FILE, EXEC, LINK]);
