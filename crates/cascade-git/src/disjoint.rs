@@ -61,7 +61,7 @@ pub(crate) fn merged_tree(
 
 /// Whether no file changed on one side is changed on the other, or lies
 /// where the other side has a file among its parent directories (and
-/// theirs turned no file into a directory or back).
+/// theirs changed the kind of no file).
 fn disjoint(ours: &[(Vec<u8>, Change)], theirs: &[(Vec<u8>, Change)]) -> bool {
     let files = |side: &[(Vec<u8>, Change)]| -> HashSet<Vec<u8>> {
         side.iter().map(|(p, _)| p.clone()).collect()
@@ -78,11 +78,13 @@ fn disjoint(ours: &[(Vec<u8>, Change)], theirs: &[(Vec<u8>, Change)]) -> bool {
             .all(|(path, _)| !other.contains(path) && under_none_of(path, other))
     };
     // A file of theirs turned into a directory or back (`x` and `x/...`
-    // both changed) is left to the merge too: the tree update cannot
-    // replace a tree with a file in one step.
-    let no_kind_change = theirs
-        .iter()
-        .all(|(path, _)| under_none_of(path, &their_files));
+    // both changed), or into a symlink or back (`x` deleted and added), is
+    // left to the merge too: the tree update takes one change per path and
+    // cannot replace a tree with a file in one step.
+    let no_kind_change = their_files.len() == theirs.len()
+        && theirs
+            .iter()
+            .all(|(path, _)| under_none_of(path, &their_files));
     no_kind_change && clear(theirs, &our_files) && clear(ours, &their_files)
 }
 
