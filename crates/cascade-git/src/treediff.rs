@@ -16,7 +16,7 @@
 use git2::{ObjectType, Oid, Repository, Tree, TreeEntry};
 
 /// How a path differs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Change {
     /// Only the new tree has it.
     Added,

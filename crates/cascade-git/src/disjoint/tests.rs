@@ -7,7 +7,7 @@ use git2::{Oid, Repository, Signature};
 use proptest::prelude::*;
 
 use super::*;
-use crate::treediff::tests::{tree_strategy, write_tree, EXEC, FILE};
+use crate::treediff::tests::{files, repo, tree_strategy, write_tree, EXEC, FILE};
 
 type Files = BTreeMap<String, (String, i32)>;
 
@@ -51,18 +51,6 @@ fn fast(repo: &Repository, ours: Oid, theirs: Oid) -> Option<Oid> {
         repo.find_commit(theirs).unwrap(),
     );
     merged_tree(repo, &o, &t).unwrap()
-}
-
-fn files(list: &[(&str, &str, i32)]) -> Files {
-    list.iter()
-        .map(|(p, b, m)| (p.to_string(), (b.to_string(), *m)))
-        .collect()
-}
-
-fn repo() -> (tempfile::TempDir, Repository) {
-    let tmp = tempfile::tempdir().unwrap();
-    let repo = Repository::init_bare(tmp.path()).unwrap();
-    (tmp, repo)
 }
 
 #[test]

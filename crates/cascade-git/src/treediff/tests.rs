@@ -60,10 +60,7 @@ fn libgit2_says(repo: &Repository, old: Oid, new: Oid) -> Vec<(String, Change)> 
             (file.path().unwrap().to_str().unwrap().to_string(), change)
         })
         .collect();
-    out.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then(format!("{:?}", a.1).cmp(&format!("{:?}", b.1)))
-    });
+    out.sort();
     out
 }
 
@@ -74,20 +71,18 @@ fn ours(repo: &Repository, old: Oid, new: Oid) -> Vec<(String, Change)> {
         .into_iter()
         .map(|(p, c)| (String::from_utf8(p).unwrap(), c))
         .collect();
-    out.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then(format!("{:?}", a.1).cmp(&format!("{:?}", b.1)))
-    });
+    out.sort();
     out
 }
 
-fn files(list: &[(&str, &str, i32)]) -> BTreeMap<String, (String, i32)> {
+pub(crate) fn files(list: &[(&str, &str, i32)]) -> BTreeMap<String, (String, i32)> {
     list.iter()
         .map(|(p, b, m)| (p.to_string(), (b.to_string(), *m)))
         .collect()
 }
 
-fn repo() -> (tempfile::TempDir, Repository) {
+/// A bare repository in a temporary directory.
+pub(crate) fn repo() -> (tempfile::TempDir, Repository) {
     let tmp = tempfile::tempdir().unwrap();
     let repo = Repository::init_bare(tmp.path()).unwrap();
     (tmp, repo)
