@@ -1389,6 +1389,43 @@ mod measure {
         )
     }
 
+    /// Where a story's time from result to merge goes, from the events'
+    /// arrival times: the work taken (`job_finished` -> `story_committed`),
+    /// the wait for the merge queue (-> `merge_started`) and the merge with
+    /// its bookkeeping (-> `story_merged`), as means in milliseconds.
+    fn merge_phases(lines: &[(Duration, Value)]) -> String {
+        let kinds = [
+            "job_finished",
+            "story_committed",
+            "merge_started",
+            "story_merged",
+        ];
+        let mut at: std::collections::HashMap<(usize, String), Duration> = Default::default();
+        for (t, e) in lines {
+            let (Some(kind), Some(story)) = (e["event"].as_str(), e["story"].as_str()) else {
+                continue;
+            };
+            if let Some(k) = kinds.iter().position(|x| *x == kind) {
+                at.entry((k, story.to_string())).or_insert(*t);
+            }
+        }
+        let mut steps = [Vec::new(), Vec::new(), Vec::new()];
+        for ((k, story), t) in &at {
+            if let Some(next) = kinds
+                .get(k + 1)
+                .and_then(|_| at.get(&(k + 1, story.clone())))
+            {
+                steps[*k].push(next.saturating_sub(*t).as_secs_f64() * 1000.0);
+            }
+        }
+        format!(
+            "result to merged (mean): work taken {:.1} ms, waiting for the queue {:.1} ms, merge {:.1} ms",
+            mean(&steps[0]),
+            mean(&steps[1]),
+            mean(&steps[2])
+        )
+    }
+
     fn mean(v: &[f64]) -> f64 {
         if v.is_empty() {
             0.0
@@ -1477,6 +1514,7 @@ mod measure {
             }
         }
         assert_eq!(merges.len(), n);
+        println!("MEASURE {}", merge_phases(&lines));
         latencies.sort();
         let mean =
             latencies.iter().map(Duration::as_secs_f64).sum::<f64>() / latencies.len() as f64;

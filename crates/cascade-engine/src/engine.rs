@@ -96,7 +96,7 @@ pub(crate) struct Ctx {
     /// Group commit of `prd` (see the `persist` module).
     pub prd_writer: crate::persist::GroupWriter,
     /// The serial merge queue: one merge into the target branch at a time.
-    pub merge_lock: tokio::sync::Mutex<()>,
+    pub merge_lock: tokio::sync::Mutex<crate::steps::MergeQueue>,
     /// Idle story worktrees, reused from story to story.
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
@@ -847,7 +847,7 @@ impl Engine {
             state_path: state_path.clone(),
             state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
-            merge_lock: tokio::sync::Mutex::new(()),
+            merge_lock: tokio::sync::Mutex::new(Default::default()),
             pool,
             prompt,
             checks,

@@ -32,6 +32,14 @@ fn git(dir: &Path, args: &[&str]) -> String {
 }
 
 fn repo_with_plan() -> tempfile::TempDir {
+    let stories = serde_json::json!([
+        {"id": "s1", "title": "one", "description": "", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": []},
+        {"id": "s2", "title": "two", "description": "", "priority": "high", "dependencies": ["s1"], "status": "pending", "acceptance_criteria": []}
+    ]);
+    repo_with_stories(stories)
+}
+
+fn repo_with_stories(stories: serde_json::Value) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
     git(p, &["init", "-q", "-b", "main"]);
@@ -42,10 +50,8 @@ fn repo_with_plan() -> tempfile::TempDir {
     git(p, &["commit", "-q", "-m", "init"]);
     let prd = serde_json::json!({
         "goal": "g",
-        "stories": [
-            {"id": "s1", "title": "one", "description": "", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": []},
-            {"id": "s2", "title": "two", "description": "", "priority": "high", "dependencies": ["s1"], "status": "pending", "acceptance_criteria": []}
-        ],
+        "x-team": "kept",
+        "stories": stories,
         "quality_gates": {"enabled": false, "gates": []}
     });
     std::fs::write(p.join("prd.json"), serde_json::to_vec_pretty(&prd).unwrap()).unwrap();
@@ -159,7 +165,13 @@ async fn an_executor_does_the_work_and_the_engine_merges_it_in_dependency_order(
     assert!(base_has_s1.lines().any(|l| l == "s1.txt"), "{base_has_s1}");
     let stories = jobs[1].prd["stories"].as_array().unwrap();
     assert_eq!(stories.len(), 1);
+    assert_eq!(stories[0]["id"], "s2");
     assert_eq!(stories[0]["dependencies"], serde_json::json!([]));
+    assert_eq!(stories[0]["status"], "pending");
+    // The plan around it travels whole, unknown fields too.
+    assert_eq!(jobs[1].prd["goal"], "g");
+    assert_eq!(jobs[1].prd["x-team"], "kept");
+    assert_eq!(jobs[1].prd["quality_gates"]["enabled"], false);
     let merged: Vec<Option<String>> = events
         .iter()
         .filter_map(|e| match e {
@@ -193,4 +205,47 @@ async fn a_job_no_worker_can_run_fails_the_story_and_blocks_its_dependents() {
     assert!(events
         .iter()
         .any(|e| matches!(e, Event::StoryBlocked { story, .. } if story == "s2")));
+}
+
+/// The loose objects in the repository's store.
+fn loose_objects(dir: &Path) -> usize {
+    let objects = dir.join(".git/objects");
+    std::fs::read_dir(&objects)
+        .unwrap()
+        .flatten()
+        .filter(|d| d.file_name().len() == 2)
+        .map(|d| std::fs::read_dir(d.path()).unwrap().count())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_long_run_packs_the_loose_objects_it_writes() {
+    let stories: Vec<serde_json::Value> = (0..205)
+        .map(|i| serde_json::json!({"id": format!("p{i:03}"), "title": "t", "description": "", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": []}))
+        .collect();
+    let dir = repo_with_stories(serde_json::Value::Array(stories));
+    let worker = Arc::new(FakeWorker {
+        fail_with: None,
+        jobs: Mutex::new(Vec::new()),
+    });
+    let (status, events) = run(dir.path(), worker).await;
+    assert_eq!(status, RunStatus::Completed);
+    assert!(!events
+        .iter()
+        .any(|e| matches!(e, Event::Notice { message } if message.contains("pack"))));
+    // 205 stories wrote over 800 objects (a commit, a tree and a blob
+    // each, a merge commit and its tree); the 200th merge packed them, so
+    // only the last stories' objects are loose.
+    let loose = loose_objects(dir.path());
+    assert!(loose < 40, "{loose} loose objects");
+    let packs = std::fs::read_dir(dir.path().join(".git/objects/pack"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pack"))
+        .count();
+    assert_eq!(packs, 1);
+    git(dir.path(), &["fsck", "--strict", "--no-dangling"]);
+    let files = git(dir.path(), &["ls-tree", "--name-only", "main"]);
+    assert_eq!(files.lines().filter(|l| l.starts_with('p')).count(), 205);
+    assert_eq!(git(dir.path(), &["show", "main:p000.txt"]), "p000");
 }

@@ -19,16 +19,26 @@ use git2::{Commit, FileMode, Oid, Repository};
 
 use crate::treediff::{changed_paths, Change};
 
+/// The best common ancestors of two commits; none for unrelated histories.
+pub(crate) fn bases(repo: &Repository, a: Oid, b: Oid) -> Result<Vec<Oid>, git2::Error> {
+    match repo.merge_bases(a, b) {
+        Ok(found) => Ok(found.iter().copied().collect()),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
 /// The merged tree of `ours` and `theirs` when their changes since their
-/// merge base touch different files; `None` when a real three-way merge is
-/// needed (or may be). Errors are libgit2's, for the caller to report.
+/// merge bases (`bases`, found by the caller) touch different files; `None`
+/// when a real three-way merge is needed (or may be): several bases or
+/// none among them. Errors are libgit2's, for the caller to report.
 pub(crate) fn merged_tree(
     repo: &Repository,
+    bases: &[Oid],
     ours: &Commit<'_>,
     theirs: &Commit<'_>,
 ) -> Result<Option<Oid>, git2::Error> {
-    let bases = repo.merge_bases(ours.id(), theirs.id())?;
-    let [base] = &bases[..] else {
+    let [base] = bases else {
         return Ok(None);
     };
     let base_tree = repo.find_commit(*base)?.tree()?;

@@ -118,10 +118,18 @@ pub fn merge_into(
                 branch: source_branch.to_string(),
             })?;
 
-    if target == source || descends(&repo, target, source)? {
+    // One walk of the history answers all three questions: the source is
+    // already in (it is the merge base), the target can fast-forward (the
+    // target is), or which base a merge starts from.
+    let bases = if target == source {
+        vec![source]
+    } else {
+        crate::disjoint::bases(&repo, target, source).map_err(GitError::git("compare commits"))?
+    };
+    if bases == [source] {
         return Ok(MergeOutcome::UpToDate);
     }
-    let fast_forward = opts.ff_allowed && descends(&repo, source, target)?;
+    let fast_forward = opts.ff_allowed && bases == [target];
     let (new_tip, outcome) = if fast_forward {
         (source, MergeOutcome::FastForward(source))
     } else {
@@ -134,7 +142,7 @@ pub fn merge_into(
         // Changes to different files merge at the cost of the changes;
         // anything else (or any trouble on that path) takes libgit2's
         // three-way merge, which reads all three trees.
-        let tree_id = match crate::disjoint::merged_tree(&repo, &ours, &theirs) {
+        let tree_id = match crate::disjoint::merged_tree(&repo, &bases, &ours, &theirs) {
             Ok(Some(tree)) => tree,
             Ok(None) | Err(_) => {
                 let mut index = repo

@@ -33,7 +33,7 @@ pub enum TransferError {
 /// A pack of every object reachable from `tip` and not from `base`, from
 /// the repository at (or around) `dir`. `None` when `tip` adds nothing.
 pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, GitError> {
-    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let repo = crate::objects::packer(dir)?;
     let (tip, base) = (oid(tip)?, oid(base)?);
     if tip == base {
         return Ok(None);
@@ -47,7 +47,7 @@ pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, 
 /// out; `None` when it knows none of them (the pack would be the whole
 /// history) or does not have `tip`.
 pub fn pack_for(dir: &Path, tip: &str, haves: &[String]) -> Result<Option<Vec<u8>>, GitError> {
-    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let repo = crate::objects::packer(dir)?;
     let tip = oid(tip)?;
     if repo.find_commit(tip).is_err() {
         return Ok(None);
@@ -273,6 +273,7 @@ fn oid(hex: &str) -> Result<Oid, GitError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commit::testutil::git;
     use crate::commit::{commit_all, init_repository};
 
     /// A repository with `files` committed on main; returns its tip.
@@ -282,16 +283,6 @@ mod tests {
         }
         init_repository(dir, "main").unwrap();
         commit_all(dir, "init").unwrap().unwrap().to_string()
-    }
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
     }
 
     #[test]
@@ -333,6 +324,44 @@ mod tests {
         assert_eq!(git(&to, &["show", "cascade/s1:new.txt"]), "new");
         assert!(descends_from(&paths, &tip, &base).unwrap());
         assert_eq!(pack_since(a.path(), &base, &base).unwrap(), None);
+    }
+
+    #[test]
+    fn packs_are_built_in_a_repository_with_no_references_borrowing_the_objects() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("repo");
+        std::fs::create_dir(&dir).unwrap();
+        let base = repo(&dir, 3);
+        // A branch per story, as a long run leaves them.
+        let r = Repository::open(&dir).unwrap();
+        let head = r.head().unwrap().peel_to_commit().unwrap();
+        for i in 0..300 {
+            r.branch(&format!("cascade/s{i}"), &head, false).unwrap();
+        }
+        std::fs::write(dir.join("new.txt"), "new\n").unwrap();
+        let tip = commit_all(&dir, "story").unwrap().unwrap().to_string();
+
+        let pack = pack_since(&dir, &tip, &base).unwrap().unwrap();
+        let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
+        assert_eq!(objects, 3, "the commit, its tree and the new blob");
+        let p = crate::objects::packer(&dir).unwrap();
+        assert_eq!(p.references().unwrap().count(), 0);
+        assert!(p.find_commit(oid(&tip).unwrap()).is_ok());
+        // Borrowed, not copied: the packer's own store stays empty.
+        let own = |sub: &str| {
+            std::fs::read_dir(dir.join(".git/cascade-packer/objects").join(sub))
+                .unwrap()
+                .count()
+        };
+        assert_eq!((own("pack"), own("info")), (0, 1));
+
+        // A repository moved elsewhere: the packer follows it.
+        let moved = t.path().join("moved");
+        std::fs::rename(&dir, &moved).unwrap();
+        let again = pack_for(&moved, &tip, std::slice::from_ref(&base))
+            .unwrap()
+            .unwrap();
+        assert_eq!(again, pack);
     }
 
     /// `<parent>/to`: a clone of `from` with nothing checked out.

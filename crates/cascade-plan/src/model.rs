@@ -391,6 +391,23 @@ impl Prd {
         Ok(prd)
     }
 
+    /// The plan's header (goal, objectives, metadata, gates, unknown
+    /// fields) around `stories` alone: what a fleet job carries for its one
+    /// story, built without copying the other stories.
+    pub fn with_stories(&self, stories: Vec<Story>) -> Prd {
+        Prd {
+            metadata: self.metadata.clone(),
+            goal: self.goal.clone(),
+            objectives: self.objectives.clone(),
+            stories,
+            quality_gates: self.quality_gates.clone(),
+            extra: self.extra.clone(),
+            source: self.source.clone(),
+            warnings: Vec::new(),
+            index: IdIndex::default(),
+        }
+    }
+
     /// The PRD as pretty JSON (two-space indent, keys in their original order).
     pub fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
         to_pretty(self)

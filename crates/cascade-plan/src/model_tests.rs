@@ -106,6 +106,22 @@ fn rewrite_loses_nothing_and_keeps_order() {
 }
 
 #[test]
+fn the_plan_around_one_story_keeps_the_header_and_that_story_only() {
+    let p = prd();
+    let one = p.with_stories(vec![p.stories[1].clone()]);
+    let mut expected: serde_json::Value = serde_json::from_str(PRD).unwrap();
+    let second = expected["stories"][1].clone();
+    expected["stories"] = json!([second]);
+    let got: serde_json::Value = serde_json::from_slice(&one.to_json().unwrap()).unwrap();
+    assert_eq!(got, expected);
+    assert_eq!(
+        one.story("story-002").map(|s| s.title.as_str()),
+        Some("Second")
+    );
+    assert!(one.story("story-001").is_none());
+}
+
+#[test]
 fn changed_status_is_written_canonically_and_new_fields_appear() {
     let mut p = prd();
     let s = p.story_mut("story-003").unwrap();

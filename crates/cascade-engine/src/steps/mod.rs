@@ -17,6 +17,7 @@
 mod commit;
 mod gates;
 mod merge;
+pub(crate) use merge::MergeQueue;
 mod prepare_worktree;
 mod prove_tests;
 mod remote;

@@ -206,7 +206,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         phase: a.phase.as_str().to_string(),
         base: base.to_string(),
         target_branch: ctx.target_branch.clone(),
-        prd: one_story_prd(ctx, a.id()),
+        prd: one_story_prd(a),
         design_doc: design_doc(ctx),
         agents: JobAgents {
             agent: o.agent.clone(),
@@ -231,22 +231,21 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
     }
 }
 
-/// prd.json as on disk (unknown fields kept) with only story `id`, its
-/// dependencies dropped (they are in the base). (The coordinator's
-/// untracked `.cascade/gates.json` travels in the job's `judging`.)
-fn one_story_prd(ctx: &crate::engine::Ctx, id: &str) -> serde_json::Value {
-    let mut prd: serde_json::Value = std::fs::read(&ctx.prd_path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_else(|| serde_json::json!({}));
-    if let Some(stories) = prd.get_mut("stories").and_then(|s| s.as_array_mut()) {
-        stories.retain(|s| s.get("id").and_then(|v| v.as_str()) == Some(id));
-        for s in stories.iter_mut() {
-            s["dependencies"] = serde_json::json!([]);
-            s["status"] = serde_json::json!("pending");
-        }
-    }
-    prd
+/// The plan (unknown fields kept) with only the attempt's story, its
+/// dependencies dropped (they are in the base) and its status pending.
+/// Built from the plan in memory, so a job costs the same whatever the
+/// plan's size (reading prd.json per job made a fleet run quadratic). (The
+/// coordinator's untracked `.cascade/gates.json` travels in the job's
+/// `judging`.)
+fn one_story_prd(a: &Attempt<'_>) -> serde_json::Value {
+    let mut story = a.story.clone();
+    story.dependencies.clear();
+    story.set_status(cascade_plan::Status::Pending);
+    let one = match a.ctx.prd.lock() {
+        Ok(prd) => prd.with_stories(vec![story]),
+        Err(_) => return serde_json::json!({}),
+    };
+    serde_json::to_value(&one).unwrap_or_else(|_| serde_json::json!({}))
 }
 
 /// The design document the coordinator's own prompts would use.

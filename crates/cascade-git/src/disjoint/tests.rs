@@ -50,7 +50,8 @@ fn fast(repo: &Repository, ours: Oid, theirs: Oid) -> Option<Oid> {
         repo.find_commit(ours).unwrap(),
         repo.find_commit(theirs).unwrap(),
     );
-    merged_tree(repo, &o, &t).unwrap()
+    let found = bases(repo, ours, theirs).unwrap();
+    merged_tree(repo, &found, &o, &t).unwrap()
 }
 
 #[test]
