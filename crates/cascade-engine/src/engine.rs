@@ -1050,6 +1050,7 @@ impl Engine {
             }
         }
 
+        crate::steps::finish_packing(&ctx).await;
         // The pool's idle worktrees go (merged stories leave nothing behind).
         let notes = {
             let c = Arc::clone(&ctx);

@@ -7,10 +7,13 @@
 //! `resolve_conflict` step; off with `--no-resolve`).
 
 use cascade_git::merge::{MergeError, MergeOptions, MergeOutcome};
+use cascade_git::objects::Packed;
+use cascade_git::GitError;
 
 use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, Failure, Stop};
+use crate::engine::Ctx;
 use crate::events::Event;
 use crate::retry::FailureKind;
 
@@ -28,7 +31,7 @@ pub(super) async fn run(
     let mut turn = turn(a).await;
     let merged = merge_with_resolution(a, wt, committed).await;
     if merged.is_ok() {
-        pack_when_due(a, &mut turn).await;
+        pack_when_due(a.ctx, &mut turn).await;
     }
     merged
 }
@@ -70,7 +73,7 @@ pub(super) async fn queued(
     let mut turn = turn(a).await;
     let merged = merge_once(a, committed).await;
     if matches!(merged, Ok(Ok(_))) {
-        pack_when_due(a, &mut turn).await;
+        pack_when_due(a.ctx, &mut turn).await;
     }
     merged
 }
@@ -82,6 +85,8 @@ pub(crate) struct MergeQueue {
     merges: u64,
     /// Merges since the loose objects were last packed.
     since_pack: u64,
+    /// The packing of loose objects running beside the queue, if any.
+    packing: Option<tokio::task::JoinHandle<Result<Packed, GitError>>>,
 }
 
 /// Merges between two packings of the loose objects, at least.
@@ -103,23 +108,48 @@ impl MergeQueue {
     }
 }
 
-/// After a merge, in the queue: packs the repository's loose objects when
-/// due (see [`cascade_git::objects::pack_loose`]; libgit2 never does, and
-/// every later tree read pays for each loose file). Trouble is a notice:
-/// the objects stay loose and the run goes on.
-async fn pack_when_due(a: &Attempt<'_>, queue: &mut MergeQueue) {
+/// After a merge, in the queue: starts packing the repository's loose
+/// objects when due (see [`cascade_git::objects::pack_loose`]; libgit2
+/// never does, and every later read of a loose object costs a file). The
+/// packing runs beside the queue, not in it: it is safe beside merges
+/// (only what it listed is removed, once packed), and holding the queue
+/// for it would hold every waiting story. One at a time: when the last one
+/// is still running, these objects wait for the next.
+async fn pack_when_due(ctx: &Ctx, queue: &mut MergeQueue) {
     if !queue.merged() {
         return;
     }
-    let paths = a.ctx.paths.clone();
-    let packed =
-        tokio::task::spawn_blocking(move || cascade_git::objects::pack_loose(&paths)).await;
+    if let Some(previous) = queue.packing.take() {
+        if !previous.is_finished() {
+            queue.packing = Some(previous);
+            return;
+        }
+        report_packing(ctx, previous.await);
+    }
+    let paths = ctx.paths.clone();
+    queue.packing = Some(tokio::task::spawn_blocking(move || {
+        cascade_git::objects::pack_loose(&paths)
+    }));
+}
+
+/// The end of the run: waits for a packing still running, so the
+/// process's exit does not cut it off (that would leave a temporary pack
+/// file behind).
+pub(crate) async fn finish_packing(ctx: &Ctx) {
+    let running = ctx.merge_lock.lock().await.packing.take();
+    if let Some(packing) = running {
+        report_packing(ctx, packing.await);
+    }
+}
+
+/// Trouble packing is a notice: the objects stay loose and the run goes on.
+fn report_packing(ctx: &Ctx, packed: Result<Result<Packed, GitError>, tokio::task::JoinError>) {
     let error = match packed {
         Ok(Ok(_)) => return,
         Ok(Err(e)) => e.to_string(),
         Err(e) => e.to_string(),
     };
-    a.ctx.emit(Event::Notice {
+    ctx.emit(Event::Notice {
         message: format!(
             "could not pack the repository's loose objects (they stay loose): {error}"
         ),

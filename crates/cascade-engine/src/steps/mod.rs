@@ -17,7 +17,7 @@
 mod commit;
 mod gates;
 mod merge;
-pub(crate) use merge::MergeQueue;
+pub(crate) use merge::{finish_packing, MergeQueue};
 mod prepare_worktree;
 mod prove_tests;
 mod remote;
