@@ -28,6 +28,8 @@ use crate::hub::Status;
 pub(crate) struct Input<'a> {
     pub state: Option<&'a RunState>,
     pub prd: Option<&'a Prd>,
+    /// The plan's [`Shape`] when the caller keeps it (else it is made).
+    pub shape: Option<&'a Shape>,
     pub prd_path: Option<&'a Path>,
     pub summary: &'a Summary,
     pub status: &'a Status,
@@ -125,6 +127,7 @@ pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) 
 
 /// Each story's dependencies as positions in the plan (`deps(i)`), resolved
 /// from ids once.
+#[derive(Debug, Clone)]
 pub(crate) struct Graph {
     /// Story `i`'s dependencies are `edges[starts[i]..starts[i + 1]]`.
     starts: Vec<usize>,
@@ -154,18 +157,45 @@ impl Graph {
     }
 }
 
+/// What a snapshot takes from the plan alone: each story's dependencies
+/// found in the plan (through its index, itself left out) and its batch.
+/// The dashboard keeps it with the plan it read (`api::RunFiles`) rather
+/// than making it again for every snapshot.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    graph: Graph,
+    layer: Vec<usize>,
+}
+
+impl Shape {
+    pub fn of(p: &Prd) -> Shape {
+        Shape::from_graph(Graph::from_lists(p.stories.iter().enumerate().map(
+            |(i, s)| {
+                s.dependencies
+                    .iter()
+                    .filter_map(|d| p.position(d))
+                    .filter(move |&j| j != i)
+            },
+        )))
+    }
+
+    fn from_graph(graph: Graph) -> Shape {
+        let layer = layers(&graph);
+        Shape { graph, layer }
+    }
+}
+
 /// The stories a snapshot shows: the plan's, in file order (else the
 /// state's, without titles or dependencies), borrowed.
 struct Plan<'a> {
     ids: Vec<&'a str>,
     titles: Vec<&'a str>,
     depends_on: Vec<&'a [String]>,
-    /// Dependencies found in the plan (through its index), itself left out.
-    graph: Graph,
+    shape: Cow<'a, Shape>,
 }
 
 impl<'a> Plan<'a> {
-    fn of(prd: Option<&'a Prd>, state: Option<&'a RunState>) -> Plan<'a> {
+    fn of(prd: Option<&'a Prd>, shape: Option<&'a Shape>, state: Option<&'a RunState>) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
                 ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
@@ -175,12 +205,7 @@ impl<'a> Plan<'a> {
                     .iter()
                     .map(|s| s.dependencies.as_slice())
                     .collect(),
-                graph: Graph::from_lists(p.stories.iter().enumerate().map(|(i, s)| {
-                    s.dependencies
-                        .iter()
-                        .filter_map(|d| p.position(d))
-                        .filter(move |&j| j != i)
-                })),
+                shape: shape.map_or_else(|| Cow::Owned(Shape::of(p)), Cow::Borrowed),
             },
             None => {
                 let ids: Vec<&str> = state
@@ -189,7 +214,9 @@ impl<'a> Plan<'a> {
                 Plan {
                     titles: ids.clone(),
                     depends_on: vec![&[]; ids.len()],
-                    graph: Graph::from_lists(ids.iter().map(|_| None)),
+                    shape: Cow::Owned(Shape::from_graph(Graph::from_lists(
+                        ids.iter().map(|_| None),
+                    ))),
                     ids,
                 }
             }
@@ -428,7 +455,6 @@ pub(crate) struct Snapshot<'a> {
 /// never holds them all (at 100,000 stories their views would take 26 MB).
 pub(crate) struct Stories<'a> {
     plan: Plan<'a>,
-    layer: Vec<usize>,
     /// Story `i`'s record in the state.
     states: Vec<Option<&'a StoryState>>,
     /// What the records say of story `i`.
@@ -457,7 +483,7 @@ impl<'a> Stories<'a> {
         StoryView {
             id: self.plan.ids[i],
             title: self.plan.titles[i],
-            batch: self.layer[i],
+            batch: self.plan.shape.layer[i],
             depends_on: self.plan.depends_on[i],
             state: story_state(
                 s,
@@ -658,8 +684,8 @@ fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a Stor
 pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
-    let plan = Plan::of(input.prd, st);
-    let layer = layers(&plan.graph);
+    let plan = Plan::of(input.prd, input.shape, st);
+    let layer = &plan.shape.layer;
     let states = records(&plan.ids, st);
     let seen = input.summary.stories(None);
     let said: Vec<Option<&'a Seen>> = plan
@@ -710,14 +736,13 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
                     - r
             }
         }),
-        critical_path: critical_path(&plan.graph, &layer, &elapsed)
+        critical_path: critical_path(&plan.shape.graph, layer, &elapsed)
             .into_iter()
             .map(|i| plan.ids[i])
             .collect(),
         batches,
         stories: Stories {
             plan,
-            layer,
             states,
             said,
             elapsed,
@@ -951,6 +976,7 @@ mod tests {
         let input = |state, prd, status| Input {
             state,
             prd,
+            shape: None,
             prd_path: Some(Path::new("/tmp/p/prd.json")),
             summary: &summary,
             status,
@@ -1010,6 +1036,7 @@ mod tests {
         let snapshot = build(&Input {
             state: Some(&state),
             prd: Some(&prd),
+            shape: None,
             prd_path: None,
             summary: &summary,
             status: &status,
@@ -1034,7 +1061,7 @@ mod tests {
         );
         let before = in_order.index_stats();
         assert_eq!(
-            records(&Plan::of(Some(&prd), None).ids, Some(&in_order)).len(),
+            records(&Plan::of(Some(&prd), None, None).ids, Some(&in_order)).len(),
             n
         );
         assert_eq!(in_order.index_stats(), before);
