@@ -37,8 +37,11 @@ fn ok(status: StatusCode, body: Value) -> Response {
 pub(crate) struct RunFiles {
     state: StateFollower,
     /// The PRD's path and stamp as read, and the PRD with its shape.
-    prd: Option<(PathBuf, Option<FileStamp>, Option<(Prd, Shape)>)>,
+    prd: Option<(PathBuf, Option<FileStamp>, Option<PlanRead>)>,
 }
+
+/// A PRD as the dashboard read it, with its [`Shape`].
+type PlanRead = (Prd, Shape);
 
 impl RunFiles {
     pub fn new(cascade_dir: &Path) -> RunFiles {
