@@ -20,12 +20,11 @@ mod channel {
     use std::sync::Mutex;
 
     use cascade_engine::control::steer::Steering;
-    use cascade_ui::live::Publisher;
-    use serde_json::Value;
+    use cascade_ui::live::{event_head, Publisher};
 
     pub enum State {
-        /// Not open yet: the events so far.
-        Waiting(Vec<Value>),
+        /// Not open yet: the events so far (JSON text).
+        Waiting(Vec<String>),
         Open(Publisher),
         Off,
     }
@@ -37,18 +36,23 @@ mod channel {
     }
 
     impl Channel {
-        /// Publishes `v`, opening the channel at the run's start; returns
-        /// a notice to show (the journal cannot be written).
-        pub fn feed(&self, v: Value) -> Option<String> {
+        /// Publishes `v` (an event's JSON text), opening the channel at
+        /// the run's start; returns a notice to show (the journal cannot be
+        /// written).
+        pub fn feed(&self, v: String) -> Option<String> {
             let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-            let starts = matches!(
-                v.get("event").and_then(Value::as_str),
-                Some("run_started" | "mega_started")
-            );
+            // Only read while waiting for the start: the events after it
+            // (a run's last one lists every story) are not read again.
+            let starts = |v: &str| {
+                matches!(
+                    event_head(v).0.as_deref(),
+                    Some("run_started" | "mega_started")
+                )
+            };
             match &mut *st {
-                State::Open(p) => p.publish(v),
+                State::Open(p) => p.publish_text(v),
                 State::Off => None,
-                State::Waiting(early) if !starts => {
+                State::Waiting(early) if !starts(&v) => {
                     early.push(v);
                     None
                 }
@@ -58,7 +62,7 @@ mod channel {
                         Ok(p) => {
                             let mut note = None;
                             for e in early.into_iter().chain(std::iter::once(v)) {
-                                note = note.or(p.publish(e));
+                                note = note.or(p.publish_text(e));
                             }
                             *st = State::Open(p);
                             note
@@ -129,7 +133,7 @@ impl Live {
         if let Some(c) = &self.channel {
             let c = std::sync::Arc::clone(c);
             return std::sync::Arc::new(move |e: &cascade_engine::Event| {
-                let note = serde_json::to_value(e).ok().and_then(|v| c.feed(v));
+                let note = serde_json::to_string(e).ok().and_then(|v| c.feed(v));
                 sink(e);
                 if let Some(message) = note {
                     sink(&cascade_engine::Event::Notice { message });
@@ -145,7 +149,7 @@ impl Live {
     pub fn publish(&self, line: &impl serde::Serialize) -> Option<String> {
         #[cfg(feature = "ui")]
         if let Some(c) = &self.channel {
-            return serde_json::to_value(line).ok().and_then(|v| c.feed(v));
+            return serde_json::to_string(line).ok().and_then(|v| c.feed(v));
         }
         None
     }

@@ -3,14 +3,16 @@
 //! module), whether or not a run is going on.
 //!
 //! One pass over the stories, written through one buffered handle: a
-//! 100,000-story run prints as fast as a small one per story. The JSON is
-//! serialized straight from the state (no intermediate `Value` tree).
+//! 100,000-story run prints as fast as a small one per story. The state is
+//! read as [`StoryBrief`]s borrowed from the file's text (the fields shown,
+//! nothing else), and the JSON is serialized straight from them (no
+//! intermediate `Value` tree).
 
 use std::io::Write;
 
 use cascade_engine::lock::{LockHolder, RunLock};
 use cascade_engine::state::{
-    CooldownRecord, ReviewRecord, RunPhase, RunState, StoryState, StoryStatus,
+    read_brief, CooldownRecord, ReviewRecord, RunDoc, RunPhase, StoryBrief, StoryStatus, Text,
 };
 use cascade_engine::StoryCounts;
 use cascade_plan::paths::PlanKind;
@@ -33,62 +35,61 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
     let state_path = paths.cascade_dir().join("state.json");
-    let state = RunState::load(&state_path).map_err(Failure::usage)?;
-    // A failed write is recorded by `out`: the exit code tells it (141 for
-    // a closed pipe, `cascade status | head -1`).
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
-    let Some(mut state) = state else {
-        // Say which plan `approve` would run (quietly: no plan is no error here).
-        let next = Project::of(cwd.clone()).peek(PlanKind::Prd);
-        let written = if a.json {
-            let prd = next.as_ref().map(|p| p.display().to_string());
-            writeln!(
-                out,
-                "{}",
-                serde_json::json!({"status": "none", "stories": {}, "prd": prd})
-            )
-        } else {
-            match &next {
-                Some(p) => writeln!(
-                    out,
-                    "No run yet: start one with `cascade approve` (it would run {}).",
-                    p.display()
-                ),
-                None => writeln!(out, "No run yet: start one with `cascade approve`."),
+    read_brief(&state_path, |state| {
+        // A state that says "running" without a live lock holder (asked
+        // after reading it) was killed: its open attempts were interrupted
+        // and are not charged.
+        let live = state.and_then(|_| RunLock::holder(&paths.cascade_dir().join("lock")));
+        // A failed write is recorded by `out`: the exit code tells it (141
+        // for a closed pipe, `cascade status | head -1`).
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
+        let written = match state {
+            Some(state) => {
+                let view = View {
+                    state,
+                    live: live.as_ref(),
+                };
+                if a.json {
+                    serde_json::to_writer(&mut out, &view.json())
+                        .map_err(std::io::Error::from)
+                        .and_then(|()| writeln!(out))
+                } else {
+                    view.text(&mut out)
+                }
             }
+            None => no_run(&mut out, &cwd, a.json),
         };
         let _ = written.and_then(|()| out.flush());
-        return Ok(EXIT_OK);
-    };
-    // A state that says "running" without a live lock holder was killed:
-    // its open attempts were interrupted and are not charged.
-    let live = RunLock::holder(&paths.cascade_dir().join("lock"));
-    if live.is_none() {
-        for s in &mut state.stories {
-            s.close_unfinished_attempts();
-        }
-    }
-    let view = View {
-        state: &state,
-        live: live.as_ref(),
-    };
-    let written = if a.json {
-        serde_json::to_writer(&mut out, &view.json())
-            .map_err(std::io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        view.text(&mut out)
-    };
-    let _ = written.and_then(|()| out.flush());
-    // The process is about to exit: let the OS reclaim the state rather
-    // than freeing it piece by piece.
-    std::mem::forget(state);
+    })
+    .map_err(Failure::usage)?;
     Ok(EXIT_OK)
+}
+
+/// Says there is no run yet, and which plan `approve` would run (quietly:
+/// no plan is no error here).
+fn no_run(out: &mut impl Write, cwd: &std::path::Path, json: bool) -> std::io::Result<()> {
+    let next = Project::of(cwd.to_path_buf()).peek(PlanKind::Prd);
+    if json {
+        let prd = next.as_ref().map(|p| p.display().to_string());
+        return writeln!(
+            out,
+            "{}",
+            serde_json::json!({"status": "none", "stories": {}, "prd": prd})
+        );
+    }
+    match &next {
+        Some(p) => writeln!(
+            out,
+            "No run yet: start one with `cascade approve` (it would run {}).",
+            p.display()
+        ),
+        None => writeln!(out, "No run yet: start one with `cascade approve`."),
+    }
 }
 
 /// The state as `status` shows it.
 struct View<'a> {
-    state: &'a RunState,
+    state: &'a RunDoc<StoryBrief<'a>>,
     /// The process running the run now, if one is.
     live: Option<&'a LockHolder>,
 }
@@ -105,7 +106,7 @@ impl<'a> View<'a> {
 
     /// Nothing runs without a live lock holder: a story the killed run left
     /// "running" is pending again (`resume` restarts it from a fresh worktree).
-    fn story_status(&self, s: &StoryState) -> &'static str {
+    fn story_status(&self, s: &StoryBrief<'_>) -> &'static str {
         match s.status {
             StoryStatus::Running if self.live.is_none() => "pending",
             other => other.as_str(),
@@ -182,10 +183,10 @@ impl<'a> View<'a> {
             writeln!(
                 out,
                 "{:<width$}  {:<9}  {:<14}  {:>8}  {}",
-                s.id,
+                &*s.id,
                 self.story_status(s),
                 s.agent.as_deref().unwrap_or("-"),
-                s.charged_attempts(),
+                s.attempts.charged(self.live.is_some()),
                 detail(s)
             )?;
         }
@@ -203,9 +204,10 @@ impl<'a> View<'a> {
 }
 
 /// The DETAIL column: what blocks the story, why it failed, or its merge.
-fn detail(s: &StoryState) -> String {
+fn detail(s: &StoryBrief<'_>) -> String {
     if !s.blocked_by.is_empty() {
-        format!("blocked by {}", s.blocked_by.join(", "))
+        let ids: Vec<&str> = s.blocked_by.iter().map(|b| &**b).collect();
+        format!("blocked by {}", ids.join(", "))
     } else if s.status == StoryStatus::Failed {
         let first = s
             .error
@@ -253,7 +255,7 @@ impl Serialize for Stories<'_> {
         let stories = &self.0.state.stories;
         let mut map = ser.serialize_map(Some(stories.len()))?;
         for s in stories {
-            map.serialize_entry(&s.id, &StoryJson::of(self.0, s))?;
+            map.serialize_entry(&*s.id, &StoryJson::of(self.0, s))?;
         }
         map.end()
     }
@@ -274,22 +276,22 @@ struct StoryJson<'a> {
     error_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    blocked_by: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    verification: &'a [String],
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    verification_allowed: &'a [String],
+    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
+    blocked_by: &'a [Text<'a>],
+    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
+    verification: &'a [Text<'a>],
+    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
+    verification_allowed: &'a [Text<'a>],
     #[serde(skip_serializing_if = "Option::is_none")]
     review: Option<&'a ReviewRecord>,
 }
 
 impl<'a> StoryJson<'a> {
-    fn of(view: &View<'_>, s: &'a StoryState) -> StoryJson<'a> {
+    fn of(view: &View<'_>, s: &'a StoryBrief<'a>) -> StoryJson<'a> {
         StoryJson {
             status: view.story_status(s),
             agent: s.agent.as_deref(),
-            attempts: s.charged_attempts(),
+            attempts: s.attempts.charged(view.live.is_some()),
             branch: s.branch.as_deref(),
             worktree: s.worktree.as_deref(),
             merge_commit: s.merge_commit.as_deref(),

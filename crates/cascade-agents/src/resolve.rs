@@ -424,8 +424,10 @@ fn missing_reason(command: &str) -> String {
 /// gets no agent is among them. A large plan is checked at the cost of
 /// its kinds of stories, not of its stories.
 pub fn story_kinds<'s>(stories: impl IntoIterator<Item = &'s Story>) -> Vec<&'s Story> {
-    let mut seen: std::collections::HashSet<(Option<&'s str>, StoryType)> =
-        std::collections::HashSet::new();
+    let mut seen: std::collections::HashSet<
+        (Option<&'s str>, StoryType),
+        cascade_plan::hash::FxBuild,
+    > = Default::default();
     stories
         .into_iter()
         .filter(|story| {

@@ -258,9 +258,18 @@ const PHRASES: &[(StoryType, &[&str])] = &[
 const TITLE_WEIGHT: u32 = 3;
 const DESCRIPTION_WEIGHT: u32 = 1;
 
-/// The story's type (see the module doc for the rules).
+/// The story's type (see the module doc for the rules), without the
+/// evidence for it (finding which list a keyword came from is most of the
+/// work, and a large plan infers every story's type).
 pub fn infer_story_type(story: &Story) -> StoryType {
-    infer(story).story_type
+    infer_with(
+        story.story_type.as_deref(),
+        &story.tags,
+        &story.title,
+        &story.description,
+        false,
+    )
+    .story_type
 }
 
 /// The story's type with the evidence for it.
@@ -279,6 +288,18 @@ pub fn infer_parts(
     tags: &[String],
     title: &str,
     description: &str,
+) -> Inferred {
+    infer_with(explicit, tags, title, description, true)
+}
+
+/// [`infer_parts`]; the keywords of the evidence only when `evidence` asks
+/// for them (else the list is empty).
+fn infer_with(
+    explicit: Option<&str>,
+    tags: &[String],
+    title: &str,
+    description: &str,
+    evidence: bool,
 ) -> Inferred {
     if let Some(t) = explicit.and_then(|e| e.parse::<StoryType>().ok()) {
         return Inferred {
@@ -317,7 +338,7 @@ pub fn infer_parts(
                         *score += weight;
                     }
                 }
-                if !matched.contains(&Match::Word(id)) {
+                if evidence && !matched.contains(&Match::Word(id)) {
                     matched.push(Match::Word(id));
                 }
             }
@@ -329,7 +350,7 @@ pub fn infer_parts(
                         .all(|(a, b)| *a == Some(*b))
                 {
                     scores[index(*t)] += weight;
-                    if !matched.contains(&Match::Phrase(p)) {
+                    if evidence && !matched.contains(&Match::Phrase(p)) {
                         matched.push(Match::Phrase(p));
                     }
                 }
@@ -378,7 +399,9 @@ enum Match {
 /// words are looked up in it without allocating (a large plan infers the
 /// type of every story, more than once).
 struct Vocabulary {
-    ids: std::collections::HashMap<&'static str, u16>,
+    /// Looked up once per word of every story: hashed with the plan's fast
+    /// hasher (the words are cascade's own, no flooding to fear).
+    ids: cascade_plan::hash::FxHashMap<&'static str, u16>,
     words: Vec<&'static str>,
     /// Per word id, the types whose lists hold it (bit `index(t)`).
     types: Vec<u8>,
@@ -473,6 +496,47 @@ mod tests {
 
     fn t(title: &str, description: &str) -> StoryType {
         infer_parts(None, &[], title, description).story_type
+    }
+
+    #[test]
+    fn the_type_alone_is_the_type_with_evidence() {
+        let texts = [
+            ("Fix the login crash", "users see an error", None, vec![]),
+            (
+                "Clean up the tech debt",
+                "refactor the build system",
+                None,
+                vec![],
+            ),
+            (
+                "Add API reference docs",
+                "document github actions",
+                None,
+                vec![],
+            ),
+            (
+                "Story number 5",
+                "Implement part 5 of the synthetic system.",
+                None,
+                vec![],
+            ),
+            ("Nothing", "at all", None, vec![]),
+            ("Add tests", "", Some("bug"), vec![]),
+            ("Add tests", "", None, vec!["docs".to_string()]),
+            ("ÉCRIRE la doc", "Ünïcode words and TESTS", None, vec![]),
+        ];
+        for (title, description, explicit, tags) in texts {
+            let story: Story = serde_json::from_value(serde_json::json!({
+                "id": "s", "title": title, "description": description,
+                "type": explicit, "tags": tags,
+            }))
+            .expect("a story");
+            assert_eq!(
+                infer_story_type(&story),
+                infer(&story).story_type,
+                "{title}"
+            );
+        }
     }
 
     #[test]

@@ -28,12 +28,14 @@
 //! leaves one plain file to read.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::state::{now_rfc3339, RunState, StateError, StoryState, COMPACT_ABOVE};
+use crate::state::{
+    now_rfc3339, RunDoc, RunState, StateError, StoryRecord, StoryState, COMPACT_ABOVE,
+};
 
 /// The journal is folded into the document once it holds this many bytes,
 /// or as many as the document if that is more.
@@ -58,17 +60,24 @@ struct Out<'a> {
     at: Option<&'a str>,
 }
 
-/// A journal line as read.
+/// A journal line as read (the header is read as a [`Head`]), with what
+/// is read of a story (`S`, see [`RunDoc`]).
 #[derive(Deserialize)]
-struct In {
+#[serde(bound(deserialize = "S: Deserialize<'de>"))]
+struct In<S> {
     #[serde(default)]
-    journal: Option<u64>,
+    story: Option<S>,
     #[serde(default)]
-    story: Option<StoryState>,
-    #[serde(default)]
-    run: Option<RunState>,
+    run: Option<RunDoc<S>>,
     #[serde(default)]
     at: Option<String>,
+}
+
+/// The header line of a journal.
+#[derive(Deserialize)]
+struct Head {
+    #[serde(default)]
+    journal: Option<u64>,
 }
 
 /// What [`replay`] found.
@@ -81,54 +90,54 @@ pub(crate) enum Replay {
     Newer,
 }
 
-/// Applies the journal that continues `state` (read from `state_path`).
-pub(crate) fn replay(state_path: &Path, state: &mut RunState) -> Replay {
+/// Applies the journal that continues `state` (`journal`: the text of the
+/// journal file beside its document, read after it; empty: none).
+pub(crate) fn replay<'a, S>(journal: &'a [u8], state: &mut RunDoc<S>) -> Replay
+where
+    S: StoryRecord + Deserialize<'a>,
+{
     if state.journal == 0 {
         return Replay::Current(0);
     }
-    let Ok(file) = File::open(journal_path(state_path)) else {
-        return Replay::Current(0);
+    let first = match journal.iter().position(|&b| b == b'\n') {
+        Some(end) => &journal[..=end],
+        None => return Replay::Current(0),
     };
-    let mut reader = BufReader::new(file);
-    let mut first = Vec::new();
-    let header = match reader.read_until(b'\n', &mut first) {
-        Ok(n) if n > 0 && first.ends_with(b"\n") => serde_json::from_slice::<In>(&first)
-            .ok()
-            .and_then(|h| h.journal),
-        _ => None,
-    };
+    let header = serde_json::from_slice::<Head>(first)
+        .ok()
+        .and_then(|h| h.journal);
     match header {
         Some(g) if g == state.journal => {}
         Some(g) if g > state.journal => return Replay::Newer,
         // An older journal (folded into this document), or no header.
         _ => return Replay::Current(0),
     }
-    let applied = apply_lines(&mut reader, state);
+    let applied = apply_lines(&journal[first.len()..], state);
     Replay::Current(first.len() as u64 + applied)
 }
 
-/// Applies every complete line `reader` has left; returns the bytes of
-/// those lines (a line still being written is left for later).
-fn apply_lines(reader: &mut impl BufRead, state: &mut RunState) -> u64 {
-    let mut done = 0u64;
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(n) if n > 0 && line.ends_with(b"\n") => {
-                done += n as u64;
-                // A line that does not parse (cut short by a full disk)
-                // is skipped; the writer starts afresh after it.
-                if let Ok(record) = serde_json::from_slice::<In>(&line) {
-                    apply(state, record);
-                }
-            }
-            _ => return done,
+/// Applies every complete line of `text`; returns the bytes of those lines
+/// (a line still being written is left for later).
+fn apply_lines<'a, S>(text: &'a [u8], state: &mut RunDoc<S>) -> u64
+where
+    S: StoryRecord + Deserialize<'a>,
+{
+    let mut done = 0usize;
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        if !line.ends_with(b"\n") {
+            break;
+        }
+        done += line.len();
+        // A line that does not parse (cut short by a full disk) is
+        // skipped; the writer starts afresh after it.
+        if let Ok(record) = serde_json::from_slice::<In<S>>(line) {
+            apply(state, record);
         }
     }
+    done as u64
 }
 
-fn apply(state: &mut RunState, record: In) {
+fn apply<S: StoryRecord>(state: &mut RunDoc<S>, record: In<S>) {
     if let Some(story) = record.story {
         state.put_story(story);
     }
@@ -203,7 +212,8 @@ impl StateFollower {
                     false
                 } else {
                     // The journal did not exist yet when the document was read.
-                    match replay(&self.path, state) {
+                    let journal = std::fs::read(journal_path(&self.path)).unwrap_or_default();
+                    match replay(&journal, state) {
                         Replay::Current(o) => {
                             self.offset = o;
                             false
@@ -234,10 +244,11 @@ fn follow(state_path: &Path, state: &mut RunState, offset: u64) -> u64 {
     let Ok(mut file) = File::open(journal_path(state_path)) else {
         return 0;
     };
-    if file.seek(SeekFrom::Start(offset)).is_err() {
+    let mut text = Vec::new();
+    if file.seek(SeekFrom::Start(offset)).is_err() || file.read_to_end(&mut text).is_err() {
         return 0;
     }
-    apply_lines(&mut BufReader::new(file), state)
+    apply_lines(&text, state)
 }
 
 /// The generation named by the header of the journal at `path`, if any.
@@ -245,7 +256,7 @@ fn header(path: &Path) -> Option<u64> {
     let file = File::open(path).ok()?;
     let mut first = String::new();
     BufReader::new(file).read_line(&mut first).ok()?;
-    serde_json::from_str::<In>(&first).ok()?.journal
+    serde_json::from_str::<Head>(&first).ok()?.journal
 }
 
 /// The run state of a running run: the document in memory, what changed
@@ -532,7 +543,10 @@ mod tests {
         )
         .unwrap();
         let mut read = RunState::load_document(&path).unwrap().unwrap();
-        assert_eq!(replay(&path, &mut read), Replay::Newer);
+        assert_eq!(
+            replay(&std::fs::read(&jpath).unwrap(), &mut read),
+            Replay::Newer
+        );
         assert_eq!(read, *store);
         assert_eq!(RunState::load(&path).unwrap().unwrap(), *store);
     }

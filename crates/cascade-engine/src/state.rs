@@ -14,6 +14,12 @@
 //!
 //! Stories are looked up by id through an index ([`cascade_plan::IdIndex`],
 //! built on the first lookup), never by scanning the list.
+//!
+//! The document's shape is [`RunDoc`], over what is read of each story:
+//! the whole record ([`StoryState`]; a [`RunState`] is what a run works
+//! on), or a [`StoryBrief`] that borrows its strings from the file's text
+//! ([`read_brief`]: `cascade status` reads a 100,000-story state without
+//! making a million small strings of it).
 
 use std::path::{Path, PathBuf};
 
@@ -22,7 +28,10 @@ use serde::{Deserialize, Serialize};
 use cascade_plan::{IdIndex, IndexStats};
 
 use crate::events::{GateSummary, RunStatus, StoryCounts};
+
+mod brief;
 use crate::retry::FailureKind;
+pub use brief::{AttemptTally, StoryBrief, Text};
 
 /// Version of the document layout; bumped on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -54,9 +63,13 @@ impl StoryStatus {
     }
 }
 
-/// The state of a run, or of the last one.
+/// The state of a run, or of the last one, with every story's whole record.
+pub type RunState = RunDoc<StoryState>;
+
+/// A state document, with what is read of each story (`S`): the whole
+/// record ([`RunState`]) or a [`StoryBrief`].
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunState {
+pub struct RunDoc<S> {
     pub schema_version: u32,
     pub run_id: String,
     /// The PRD that was run (as given).
@@ -85,7 +98,7 @@ pub struct RunState {
     pub journal: u64,
     /// In plan order. Add stories with [`RunState::story_mut`] and remove
     /// them with [`RunState::retain_stories`] (the index follows either way).
-    pub stories: Vec<StoryState>,
+    pub stories: Vec<S>,
     /// The stories by id.
     #[serde(skip)]
     index: IdIndex,
@@ -95,8 +108,28 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-fn story_key(s: &StoryState) -> &str {
-    &s.id
+/// A story's record as a state document holds it, read whole or in part.
+pub trait StoryRecord {
+    fn id(&self) -> &str;
+    fn status(&self) -> StoryStatus;
+    /// A pending story's record (one new to the state).
+    fn pending(id: String) -> Self;
+}
+
+impl StoryRecord for StoryState {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn status(&self) -> StoryStatus {
+        self.status
+    }
+    fn pending(id: String) -> Self {
+        StoryState::new(id, StoryStatus::Pending)
+    }
+}
+
+fn story_key<S: StoryRecord>(s: &S) -> &str {
+    s.id()
 }
 
 /// An agent's rate-limit cooldown, as `cascade status` shows it.
@@ -206,8 +239,7 @@ impl StoryState {
     pub fn charged_attempts(&self) -> u32 {
         self.attempts
             .iter()
-            .filter(|a| a.error_type != Some(FailureKind::RateLimited))
-            .filter(|a| a.outcome.as_deref() != Some(INTERRUPTED))
+            .filter(|a| charged(a.error_type, a.outcome.as_deref()))
             .count() as u32
     }
 
@@ -222,6 +254,12 @@ impl StoryState {
 
 /// The outcome of an attempt an interruption ended.
 pub const INTERRUPTED: &str = "interrupted";
+
+/// Whether an attempt that ended so (`outcome` `None`: still going) is
+/// charged to its story (see [`StoryState::charged_attempts`]).
+fn charged(error_type: Option<FailureKind>, outcome: Option<&str>) -> bool {
+    error_type != Some(FailureKind::RateLimited) && outcome != Some(INTERRUPTED)
+}
 
 /// One attempt of a story.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -282,6 +320,75 @@ pub enum StateError {
     NewerSchema { path: PathBuf, found: u32 },
 }
 
+impl<S: StoryRecord> RunDoc<S> {
+    /// The story's record (indexed).
+    pub fn story(&self, id: &str) -> Option<&S> {
+        self.stories.get(self.position(id)?)
+    }
+
+    /// Where the story's record is in [`RunState::stories`].
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.position(&self.stories, id, story_key)
+    }
+
+    /// The story's record, added (pending) if it is new to the state.
+    pub fn story_mut(&mut self, id: &str) -> &mut S {
+        let i = self.position_or_add(id);
+        &mut self.stories[i]
+    }
+
+    /// The position of the story's record, added (pending) if it is new.
+    pub fn position_or_add(&mut self, id: &str) -> usize {
+        if let Some(i) = self.index.position_mut(&self.stories, id, story_key) {
+            return i;
+        }
+        self.stories.push(S::pending(id.to_string()));
+        self.index.pushed(&self.stories, story_key);
+        self.stories.len() - 1
+    }
+
+    /// Keeps only the stories `keep` says yes to.
+    pub fn retain_stories(&mut self, keep: impl FnMut(&S) -> bool) {
+        self.stories.retain(keep);
+        self.index.clear();
+    }
+
+    /// Puts a whole story record in place of the one with its id (or adds it).
+    pub fn put_story(&mut self, record: S) {
+        let i = self.position_or_add(record.id());
+        self.stories[i] = record;
+    }
+
+    /// How the story index has been used (tests prove with it that a code
+    /// path does no linear search per story).
+    pub fn index_stats(&self) -> IndexStats {
+        self.index.stats()
+    }
+
+    /// Stories by status (running counts as pending).
+    pub fn counts(&self) -> StoryCounts {
+        let mut c = StoryCounts::default();
+        for s in &self.stories {
+            match s.status() {
+                StoryStatus::Complete => c.complete += 1,
+                StoryStatus::Failed => c.failed += 1,
+                StoryStatus::Blocked => c.blocked += 1,
+                StoryStatus::Pending | StoryStatus::Running => c.pending += 1,
+            }
+        }
+        c
+    }
+
+    /// Takes the run's own fields from `run` (a journal's run record),
+    /// keeping the stories and the journal generation.
+    pub(crate) fn take_run_fields(&mut self, mut run: RunDoc<S>) {
+        run.journal = self.journal;
+        std::mem::swap(&mut run.stories, &mut self.stories);
+        std::mem::swap(&mut run.index, &mut self.index);
+        *self = run;
+    }
+}
+
 impl RunState {
     /// A fresh state for the given stories (all pending).
     pub fn new(
@@ -313,65 +420,6 @@ impl RunState {
         }
     }
 
-    /// The story's record (indexed).
-    pub fn story(&self, id: &str) -> Option<&StoryState> {
-        self.stories.get(self.position(id)?)
-    }
-
-    /// Where the story's record is in [`RunState::stories`].
-    pub fn position(&self, id: &str) -> Option<usize> {
-        self.index.position(&self.stories, id, story_key)
-    }
-
-    /// The story's record, added (pending) if it is new to the state.
-    pub fn story_mut(&mut self, id: &str) -> &mut StoryState {
-        let i = self.position_or_add(id);
-        &mut self.stories[i]
-    }
-
-    /// The position of the story's record, added (pending) if it is new.
-    pub fn position_or_add(&mut self, id: &str) -> usize {
-        if let Some(i) = self.index.position_mut(&self.stories, id, story_key) {
-            return i;
-        }
-        self.stories
-            .push(StoryState::new(id.to_string(), StoryStatus::Pending));
-        self.index.pushed(&self.stories, story_key);
-        self.stories.len() - 1
-    }
-
-    /// Keeps only the stories `keep` says yes to.
-    pub fn retain_stories(&mut self, keep: impl FnMut(&StoryState) -> bool) {
-        self.stories.retain(keep);
-        self.index.clear();
-    }
-
-    /// Puts a whole story record in place of the one with its id (or adds it).
-    pub fn put_story(&mut self, record: StoryState) {
-        let i = self.position_or_add(&record.id);
-        self.stories[i] = record;
-    }
-
-    /// How the story index has been used (tests prove with it that a code
-    /// path does no linear search per story).
-    pub fn index_stats(&self) -> IndexStats {
-        self.index.stats()
-    }
-
-    /// Stories by status (running counts as pending).
-    pub fn counts(&self) -> StoryCounts {
-        let mut c = StoryCounts::default();
-        for s in &self.stories {
-            match s.status {
-                StoryStatus::Complete => c.complete += 1,
-                StoryStatus::Failed => c.failed += 1,
-                StoryStatus::Blocked => c.blocked += 1,
-                StoryStatus::Pending | StoryStatus::Running => c.pending += 1,
-            }
-        }
-        c
-    }
-
     /// Reads a state file and the journal that continues it (see the
     /// `journal` module); `Ok(None)` when there is none.
     pub fn load(path: &Path) -> Result<Option<RunState>, StateError> {
@@ -383,10 +431,11 @@ impl RunState {
         // The running process may fold the journal into a new document
         // between our reading the two: then the document is read again.
         for _ in 0..5 {
-            let Some(mut state) = RunState::load_document(path)? else {
+            let Some(text) = StateText::read(path)? else {
                 return Ok((None, 0));
             };
-            let replayed = crate::journal::replay(path, &mut state);
+            let mut state = RunState::parse(path, &text.document)?;
+            let replayed = crate::journal::replay(&text.journal, &mut state);
             if let crate::journal::Replay::Current(offset) = replayed {
                 return Ok((Some(state), offset));
             }
@@ -394,55 +443,11 @@ impl RunState {
         Ok((RunState::load_document(path)?, 0))
     }
 
-    /// Takes the run's own fields from `run` (a journal's run record),
-    /// keeping the stories and the journal generation.
-    pub(crate) fn take_run_fields(&mut self, mut run: RunState) {
-        run.journal = self.journal;
-        std::mem::swap(&mut run.stories, &mut self.stories);
-        std::mem::swap(&mut run.index, &mut self.index);
-        *self = run;
-    }
-
     /// Reads the document alone.
     pub(crate) fn load_document(path: &Path) -> Result<Option<RunState>, StateError> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(StateError::Io {
-                    op: "read",
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
-        let newer = |found: u64| StateError::NewerSchema {
-            path: path.to_path_buf(),
-            found: found.min(u64::from(u32::MAX)) as u32,
-        };
-        match cascade_plan::json::from_slice::<RunState>(&bytes) {
-            Ok(st) if st.schema_version > SCHEMA_VERSION => {
-                Err(newer(u64::from(st.schema_version)))
-            }
-            Ok(st) => Ok(Some(st)),
-            Err(source) => {
-                // A newer layout is named as such rather than reported as
-                // a parse error.
-                #[derive(Deserialize)]
-                struct Version {
-                    #[serde(default)]
-                    schema_version: Option<u64>,
-                }
-                match serde_json::from_slice::<Version>(&bytes) {
-                    Ok(Version {
-                        schema_version: Some(found),
-                    }) if found > u64::from(SCHEMA_VERSION) => Err(newer(found)),
-                    _ => Err(StateError::Parse {
-                        path: path.to_path_buf(),
-                        source,
-                    }),
-                }
-            }
+        match read_file(path)? {
+            Some(bytes) => RunState::parse(path, &bytes).map(Some),
+            None => Ok(None),
         }
     }
 
@@ -467,6 +472,99 @@ impl RunState {
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })
+    }
+}
+
+impl<'a, S: StoryRecord + Deserialize<'a>> RunDoc<S> {
+    /// Parses a state document's text (read from `path`, named in errors).
+    pub(crate) fn parse(path: &Path, bytes: &'a [u8]) -> Result<RunDoc<S>, StateError> {
+        let newer = |found: u64| StateError::NewerSchema {
+            path: path.to_path_buf(),
+            found: found.min(u64::from(u32::MAX)) as u32,
+        };
+        match cascade_plan::json::from_slice::<RunDoc<S>>(bytes) {
+            Ok(st) if st.schema_version > SCHEMA_VERSION => {
+                Err(newer(u64::from(st.schema_version)))
+            }
+            Ok(st) => Ok(st),
+            Err(source) => {
+                // A newer layout is named as such rather than reported as
+                // a parse error.
+                #[derive(Deserialize)]
+                struct Version {
+                    #[serde(default)]
+                    schema_version: Option<u64>,
+                }
+                match serde_json::from_slice::<Version>(bytes) {
+                    Ok(Version {
+                        schema_version: Some(found),
+                    }) if found > u64::from(SCHEMA_VERSION) => Err(newer(found)),
+                    _ => Err(StateError::Parse {
+                        path: path.to_path_buf(),
+                        source,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// The text of a run state: the document and the journal that continues
+/// it (empty when there is none), read in that order.
+struct StateText {
+    document: Vec<u8>,
+    journal: Vec<u8>,
+}
+
+impl StateText {
+    /// `None` when there is no document.
+    fn read(path: &Path) -> Result<Option<StateText>, StateError> {
+        let Some(document) = read_file(path)? else {
+            return Ok(None);
+        };
+        let journal = read_file(&crate::journal::journal_path(path))
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Ok(Some(StateText { document, journal }))
+    }
+}
+
+/// Reads the state at `path` and its journal as [`StoryBrief`]s borrowed
+/// from their text, and hands them to `f` (`None`: no run yet). What a
+/// reader that looks once needs, at a fraction of [`RunState::load`]'s cost.
+pub fn read_brief<T>(
+    path: &Path,
+    f: impl FnOnce(Option<&RunDoc<StoryBrief<'_>>>) -> T,
+) -> Result<T, StateError> {
+    // Read again when a fold raced us, as `RunState::load` does.
+    for _ in 0..5 {
+        let Some(text) = StateText::read(path)? else {
+            return Ok(f(None));
+        };
+        let mut state = RunDoc::<StoryBrief<'_>>::parse(path, &text.document)?;
+        let replayed = crate::journal::replay(&text.journal, &mut state);
+        if let crate::journal::Replay::Current(_) = replayed {
+            return Ok(f(Some(&state)));
+        }
+    }
+    let Some(document) = read_file(path)? else {
+        return Ok(f(None));
+    };
+    let state = RunDoc::<StoryBrief<'_>>::parse(path, &document)?;
+    Ok(f(Some(&state)))
+}
+
+/// The bytes of the file at `path`; `None` when there is none.
+fn read_file(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StateError::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 

@@ -11,7 +11,7 @@ const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
 
 /// The hasher; use through [`FxBuild`].
 #[derive(Default, Clone, Copy)]
-pub(crate) struct FxHasher(u64);
+pub struct FxHasher(u64);
 
 impl FxHasher {
     #[inline]
@@ -72,10 +72,10 @@ impl Hasher for FxHasher {
 }
 
 /// `BuildHasher` for [`FxHasher`].
-pub(crate) type FxBuild = BuildHasherDefault<FxHasher>;
+pub type FxBuild = BuildHasherDefault<FxHasher>;
 
 /// A `HashMap` using [`FxHasher`].
-pub(crate) type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
+pub type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 
 #[cfg(test)]
 mod tests {

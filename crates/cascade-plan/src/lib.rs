@@ -123,7 +123,7 @@
 mod analysis;
 mod error;
 mod graph;
-mod hash;
+pub mod hash;
 mod id;
 mod index;
 pub mod json;

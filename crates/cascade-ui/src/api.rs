@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::plans::{self, Ran};
 use crate::routes::Shared;
+use crate::snapshot::Shape;
 use crate::AppState;
 
 /// `{"error": message}` with `status`.
@@ -35,8 +36,12 @@ fn ok(status: StatusCode, body: Value) -> Response {
 /// Requests in a row read only what changed in between.
 pub(crate) struct RunFiles {
     state: StateFollower,
-    prd: Option<(PathBuf, Option<FileStamp>, Option<Prd>)>,
+    /// The PRD's path and stamp as read, and the PRD with its shape.
+    prd: Option<(PathBuf, Option<FileStamp>, Option<PlanRead>)>,
 }
+
+/// A PRD as the dashboard read it, with its [`Shape`].
+type PlanRead = (Prd, Shape);
 
 impl RunFiles {
     pub fn new(cascade_dir: &Path) -> RunFiles {
@@ -48,10 +53,7 @@ impl RunFiles {
 
     /// The state, the PRD's path and the PRD (when it can be read) as they
     /// are on disk now. `fallback` is the PRD shown before any run.
-    fn current(
-        &mut self,
-        fallback: &Path,
-    ) -> Result<(Option<&RunState>, PathBuf, Option<&Prd>), String> {
+    fn current(&mut self, fallback: &Path) -> Result<RunOnDisk<'_>, String> {
         let state = self.state.refresh().map_err(|e| e.to_string())?;
         let path = crate::snapshot::prd_path(state, fallback);
         let stamp = FileStamp::of(&path);
@@ -60,13 +62,24 @@ impl RunFiles {
             None => true,
         };
         if stale {
-            let prd = cascade_plan::load_prd(&path).ok();
+            let prd = cascade_plan::load_prd(&path).ok().map(|p| {
+                let shape = Shape::of(&p);
+                (p, shape)
+            });
             self.prd = Some((path.clone(), stamp, prd));
         }
         let prd = self.prd.as_ref().and_then(|(_, _, p)| p.as_ref());
-        Ok((state, path, prd))
+        Ok((state, path, prd.map(|p| &p.0), prd.map(|p| &p.1)))
     }
 }
+
+/// The run state, the PRD's path, the PRD and its shape, as on disk now.
+type RunOnDisk<'a> = (
+    Option<&'a RunState>,
+    PathBuf,
+    Option<&'a Prd>,
+    Option<&'a Shape>,
+);
 
 impl AppState {
     fn cascade_dir(&self) -> PathBuf {
@@ -87,9 +100,17 @@ impl AppState {
         &self,
         f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>) -> T,
     ) -> Result<T, String> {
+        self.with_run_shaped(|state, path, prd, _| f(state, path, prd))
+    }
+
+    /// [`AppState::with_run`], with the PRD's [`Shape`] too.
+    fn with_run_shaped<T>(
+        &self,
+        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>, Option<&Shape>) -> T,
+    ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let (state, path, prd) = files.current(&self.config.workdir.join("prd.json"))?;
-        Ok(f(state, &path, prd))
+        let (state, path, prd, shape) = files.current(&self.config.workdir.join("prd.json"))?;
+        Ok(f(state, &path, prd, shape))
     }
 }
 
@@ -171,23 +192,29 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
             repo: &app.config.repo_root,
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
-        let written = app.with_run(|state, path, prd| {
+        let written = app.with_run_shaped(|state, path, prd, shape| {
             app.hub.show_finished(state.map(|s| s.run_id.as_str()));
             let summary = app.hub.summary();
             let status = app.hub.status();
             let snapshot = crate::snapshot::build(&crate::snapshot::Input {
                 state,
                 prd,
+                shape,
                 prd_path: Some(path),
                 summary: &summary,
                 status: &status,
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
             });
-            serde_json::to_writer(&mut out, &snapshot)
+            // serde_json writes token by token: buffered, a token is a copy
+            // into the buffer rather than a call into the piece logic.
+            let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut out);
+            let written = serde_json::to_writer(&mut buffered, &snapshot)
                 .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::flush(&mut out))
-                .map_err(|e| format!("cannot write the run snapshot: {e}"))
+                .and_then(|()| std::io::Write::flush(&mut buffered));
+            // After an error what is left is dropped, not written again.
+            let _ = buffered.into_parts();
+            written.map_err(|e| format!("cannot write the run snapshot: {e}"))
         });
         // The client gone: nobody to tell.
         if let Err(e) | Ok(Err(e)) = written {

@@ -28,6 +28,8 @@ use crate::hub::Status;
 pub(crate) struct Input<'a> {
     pub state: Option<&'a RunState>,
     pub prd: Option<&'a Prd>,
+    /// The plan's [`Shape`] when the caller keeps it (else it is made).
+    pub shape: Option<&'a Shape>,
     pub prd_path: Option<&'a Path>,
     pub summary: &'a Summary,
     pub status: &'a Status,
@@ -39,9 +41,69 @@ pub(crate) struct Input<'a> {
 
 /// Milliseconds since the Unix epoch of an RFC 3339 time.
 pub(crate) fn unix_ms(t: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(t)
-        .ok()
-        .map(|d| d.timestamp_millis())
+    utc_millis(t).or_else(|| {
+        chrono::DateTime::parse_from_rfc3339(t)
+            .ok()
+            .map(|d| d.timestamp_millis())
+    })
+}
+
+/// [`unix_ms`] of the form the state is written in
+/// (`2026-01-01T00:00:00.000Z`), without a general parser: a snapshot reads
+/// three times per attempt. `None` for anything else, valid or not.
+fn utc_millis(t: &str) -> Option<i64> {
+    let b = t.as_bytes();
+    if b.len() != 24 || b[23] != b'Z' {
+        return None;
+    }
+    let num = |from: usize, to: usize| -> Option<i64> {
+        b[from..to].iter().try_fold(0i64, |n, &c| {
+            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
+        })
+    };
+    let seps = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'.'),
+    ];
+    if seps.iter().any(|&(i, c)| b[i] != c) {
+        return None;
+    }
+    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
+    let (h, min, sec, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
+        return None;
+    }
+    if h > 23 || min > 59 || sec > 59 {
+        return None;
+    }
+    // Days from the civil date (Howard Hinnant's `days_from_civil`).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(((days * 24 + h) * 60 + min) * 60_000 + sec * 1000 + ms)
 }
 
 /// The state the page colours a story by.
@@ -65,6 +127,7 @@ pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) 
 
 /// Each story's dependencies as positions in the plan (`deps(i)`), resolved
 /// from ids once.
+#[derive(Debug, Clone)]
 pub(crate) struct Graph {
     /// Story `i`'s dependencies are `edges[starts[i]..starts[i + 1]]`.
     starts: Vec<usize>,
@@ -94,18 +157,45 @@ impl Graph {
     }
 }
 
+/// What a snapshot takes from the plan alone: each story's dependencies
+/// found in the plan (through its index, itself left out) and its batch.
+/// The dashboard keeps it with the plan it read (`api::RunFiles`) rather
+/// than making it again for every snapshot.
+#[derive(Debug, Clone)]
+pub(crate) struct Shape {
+    graph: Graph,
+    layer: Vec<usize>,
+}
+
+impl Shape {
+    pub fn of(p: &Prd) -> Shape {
+        Shape::from_graph(Graph::from_lists(p.stories.iter().enumerate().map(
+            |(i, s)| {
+                s.dependencies
+                    .iter()
+                    .filter_map(|d| p.position(d))
+                    .filter(move |&j| j != i)
+            },
+        )))
+    }
+
+    fn from_graph(graph: Graph) -> Shape {
+        let layer = layers(&graph);
+        Shape { graph, layer }
+    }
+}
+
 /// The stories a snapshot shows: the plan's, in file order (else the
 /// state's, without titles or dependencies), borrowed.
 struct Plan<'a> {
     ids: Vec<&'a str>,
     titles: Vec<&'a str>,
     depends_on: Vec<&'a [String]>,
-    /// Dependencies found in the plan (through its index), itself left out.
-    graph: Graph,
+    shape: Cow<'a, Shape>,
 }
 
 impl<'a> Plan<'a> {
-    fn of(prd: Option<&'a Prd>, state: Option<&'a RunState>) -> Plan<'a> {
+    fn of(prd: Option<&'a Prd>, shape: Option<&'a Shape>, state: Option<&'a RunState>) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
                 ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
@@ -115,12 +205,7 @@ impl<'a> Plan<'a> {
                     .iter()
                     .map(|s| s.dependencies.as_slice())
                     .collect(),
-                graph: Graph::from_lists(p.stories.iter().enumerate().map(|(i, s)| {
-                    s.dependencies
-                        .iter()
-                        .filter_map(|d| p.position(d))
-                        .filter(move |&j| j != i)
-                })),
+                shape: shape.map_or_else(|| Cow::Owned(Shape::of(p)), Cow::Borrowed),
             },
             None => {
                 let ids: Vec<&str> = state
@@ -129,7 +214,9 @@ impl<'a> Plan<'a> {
                 Plan {
                     titles: ids.clone(),
                     depends_on: vec![&[]; ids.len()],
-                    graph: Graph::from_lists(ids.iter().map(|_| None)),
+                    shape: Cow::Owned(Shape::from_graph(Graph::from_lists(
+                        ids.iter().map(|_| None),
+                    ))),
                     ids,
                 }
             }
@@ -368,7 +455,6 @@ pub(crate) struct Snapshot<'a> {
 /// never holds them all (at 100,000 stories their views would take 26 MB).
 pub(crate) struct Stories<'a> {
     plan: Plan<'a>,
-    layer: Vec<usize>,
     /// Story `i`'s record in the state.
     states: Vec<Option<&'a StoryState>>,
     /// What the records say of story `i`.
@@ -397,7 +483,7 @@ impl<'a> Stories<'a> {
         StoryView {
             id: self.plan.ids[i],
             title: self.plan.titles[i],
-            batch: self.layer[i],
+            batch: self.plan.shape.layer[i],
             depends_on: self.plan.depends_on[i],
             state: story_state(
                 s,
@@ -598,8 +684,8 @@ fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a Stor
 pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
-    let plan = Plan::of(input.prd, st);
-    let layer = layers(&plan.graph);
+    let plan = Plan::of(input.prd, input.shape, st);
+    let layer = &plan.shape.layer;
     let states = records(&plan.ids, st);
     let seen = input.summary.stories(None);
     let said: Vec<Option<&'a Seen>> = plan
@@ -650,14 +736,13 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
                     - r
             }
         }),
-        critical_path: critical_path(&plan.graph, &layer, &elapsed)
+        critical_path: critical_path(&plan.shape.graph, layer, &elapsed)
             .into_iter()
             .map(|i| plan.ids[i])
             .collect(),
         batches,
         stories: Stories {
             plan,
-            layer,
             states,
             said,
             elapsed,
@@ -688,6 +773,41 @@ mod tests {
 
     fn graph(deps: &[&[usize]]) -> Graph {
         Graph::from_lists(deps.iter().map(|d| d.iter().copied()))
+    }
+
+    #[test]
+    fn the_fast_time_reader_agrees_with_chrono() {
+        let chrono_ms = |t: &str| {
+            chrono::DateTime::parse_from_rfc3339(t)
+                .ok()
+                .map(|d| d.timestamp_millis())
+        };
+        let mut times: Vec<String> = vec![
+            "1970-01-01T00:00:00.000Z".into(),
+            "2000-02-29T23:59:59.999Z".into(),
+            "2100-02-29T00:00:00.000Z".into(),
+            "2026-13-01T00:00:00.000Z".into(),
+            "2026-04-31T00:00:00.000Z".into(),
+            "2026-01-01T24:00:00.000Z".into(),
+            "2026-01-01T00:00:60.000Z".into(),
+            "2026-01-01T00:00:00.000+01:00".into(),
+            "2026-01-01T00:00:00Z".into(),
+            "2026-01-01 00:00:00.000Z".into(),
+            "2026-01-01T00:00:0x.000Z".into(),
+            "garbage".into(),
+        ];
+        let mut t = chrono::DateTime::parse_from_rfc3339("1969-12-30T00:00:00.000Z").unwrap();
+        for _ in 0..3000 {
+            times.push(
+                t.with_timezone(&chrono::Utc)
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            );
+            t += chrono::Duration::milliseconds(86_400_000 * 47 + 3_723_456);
+        }
+        for t in &times {
+            assert_eq!(unix_ms(t), chrono_ms(t), "{t}");
+        }
+        assert!(utc_millis(&times[20]).is_some(), "the fast path is taken");
     }
 
     #[test]
@@ -856,6 +976,7 @@ mod tests {
         let input = |state, prd, status| Input {
             state,
             prd,
+            shape: None,
             prd_path: Some(Path::new("/tmp/p/prd.json")),
             summary: &summary,
             status,
@@ -915,6 +1036,7 @@ mod tests {
         let snapshot = build(&Input {
             state: Some(&state),
             prd: Some(&prd),
+            shape: None,
             prd_path: None,
             summary: &summary,
             status: &status,
@@ -939,7 +1061,7 @@ mod tests {
         );
         let before = in_order.index_stats();
         assert_eq!(
-            records(&Plan::of(Some(&prd), None).ids, Some(&in_order)).len(),
+            records(&Plan::of(Some(&prd), None, None).ids, Some(&in_order)).len(),
             n
         );
         assert_eq!(in_order.index_stats(), before);

@@ -137,9 +137,16 @@ impl Writer {
 
     /// Appends one record (a whole line in one write).
     pub fn append(&mut self, record: &Record) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        self.file.write_all(&line)
+        let line = serde_json::to_string(record).map_err(std::io::Error::other)?;
+        self.append_line(&line)
+    }
+
+    /// Appends one record's line as it was serialized (without its newline).
+    pub fn append_line(&mut self, line: &str) -> std::io::Result<()> {
+        let mut bytes = Vec::with_capacity(line.len() + 1);
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
+        self.file.write_all(&bytes)
     }
 }
 

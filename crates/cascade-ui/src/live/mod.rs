@@ -40,6 +40,36 @@ pub fn is_mega_run(run_id: &str) -> bool {
     run_id.starts_with(MEGA_RUN_PREFIX)
 }
 
+/// The `event` and `run_id` of an event's JSON text (the rest is skipped,
+/// not read into values).
+pub fn event_head(text: &str) -> (Option<String>, Option<String>) {
+    #[derive(Deserialize)]
+    struct Head {
+        #[serde(default)]
+        event: Option<String>,
+        #[serde(default)]
+        run_id: Option<String>,
+    }
+    match serde_json::from_str::<Head>(text) {
+        Ok(h) => (h.event, h.run_id),
+        Err(_) => (None, None),
+    }
+}
+
+/// A record's line as `serde_json::to_string(&Record)` writes it, from its
+/// data as JSON text: an event is serialized once, never turned into a
+/// tree of values first (a run's last event lists every story).
+pub(crate) fn record_line(seq: u64, t_ms: u64, ts: u64, kind: &str, data: &str) -> String {
+    let kind = serde_json::to_string(kind).unwrap_or_default();
+    let mut line = String::with_capacity(data.len() + kind.len() + 64);
+    use std::fmt::Write;
+    let _ = write!(
+        line,
+        "{{\"seq\":{seq},\"t_ms\":{t_ms},\"ts\":{ts},\"kind\":{kind},\"data\":{data}}}"
+    );
+    line
+}
+
 /// One thing that happened in a run, as stored and sent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
@@ -120,6 +150,42 @@ mod tests {
     use cascade_engine::control::steer::Steering;
     use cascade_engine::{Event, EventSink};
     use std::sync::{Arc, Mutex};
+
+    #[test]
+    fn an_event_serialized_once_makes_the_same_line_as_its_record() {
+        let finished: Event = serde_json::from_value(serde_json::json!({
+            "event": "run_finished", "status": "failed",
+            "stories": {"complete": 1, "failed": 1, "blocked": 0, "pending": 0},
+            "duration_ms": 12,
+            "summary": [
+                {"story": "a\"\n\u{e9}\u{1}", "status": "failed", "agent": null, "attempts": 2,
+                 "gates": [], "duration_ms": 5, "cost_usd": 0.1 , "input_tokens": 7},
+                {"story": "b", "status": "complete", "agent": "x", "attempts": 1,
+                 "gates": [], "duration_ms": 1000, "cost_usd": 1e-7}
+            ]
+        }))
+        .expect("a run_finished event");
+        for e in [started("r-1"), finished] {
+            let text = serde_json::to_string(&e).unwrap();
+            let record = Record {
+                seq: 7,
+                t_ms: 8,
+                ts: 9,
+                kind: "event".into(),
+                data: serde_json::to_value(&e).unwrap(),
+            };
+            assert_eq!(
+                record_line(7, 8, 9, "event", &text),
+                serde_json::to_string(&record).unwrap()
+            );
+        }
+        let (event, run_id) = event_head(&serde_json::to_string(&started("r-2")).unwrap());
+        assert_eq!(
+            (event.as_deref(), run_id.as_deref()),
+            (Some("run_started"), Some("r-2"))
+        );
+        assert_eq!(event_head("not json"), (None, None));
+    }
 
     fn started(run_id: &str) -> Event {
         Event::RunStarted {

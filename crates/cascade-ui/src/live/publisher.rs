@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::broadcast;
 
-use super::{journal, unix_ms, Hello, Line, Record, Reply, Request};
+use super::{event_head, journal, record_line, unix_ms, Hello, Line, Record, Reply, Request};
 
 /// Agent output lines kept for a client that connects late.
 const OUTPUT_KEPT: usize = 20_000;
@@ -163,7 +163,7 @@ impl Publisher {
     pub fn wrap(&self, sink: EventSink) -> EventSink {
         let s = Arc::clone(&self.shared);
         Arc::new(move |e: &Event| {
-            let note = serde_json::to_value(e).ok().and_then(|v| s.event(v));
+            let note = serde_json::to_string(e).ok().and_then(|t| s.event(t));
             sink(e);
             if let Some(message) = note {
                 sink(&Event::Notice { message });
@@ -176,6 +176,11 @@ impl Publisher {
     /// Publishes and journals one line of another event stream (a mega
     /// run's); returns a notice when the journal cannot be written (once).
     pub fn publish(&self, data: serde_json::Value) -> Option<String> {
+        self.shared.event(data.to_string())
+    }
+
+    /// [`Publisher::publish`] of an event serialized already (JSON text).
+    pub fn publish_text(&self, data: String) -> Option<String> {
         self.shared.event(data)
     }
 }
@@ -211,29 +216,33 @@ fn blake_ish(bytes: &[u8]) -> u64 {
 
 impl Shared {
     fn record(&self, st: &mut State, kind: &str, data: serde_json::Value) -> Record {
-        let r = Record {
-            seq: st.next_seq,
-            t_ms: self.started.elapsed().as_millis() as u64,
-            ts: unix_ms(),
+        let (seq, t_ms, ts) = self.stamp(st);
+        Record {
+            seq,
+            t_ms,
+            ts,
             kind: kind.to_string(),
             data,
-        };
+        }
+    }
+
+    /// The next record's `seq`, `t_ms` and `ts`.
+    fn stamp(&self, st: &mut State) -> (u64, u64, u64) {
+        let seq = st.next_seq;
         st.next_seq += 1;
-        r
+        (seq, self.started.elapsed().as_millis() as u64, unix_ms())
     }
 
     /// Publishes and journals an event (an engine event, or a mega run's
     /// line); returns a notice to show when the journal could not be
     /// written (once). The journal is the first run's of this process: a
     /// PRD run's `run_started`, or a mega run's `mega_started`.
-    fn event(&self, data: serde_json::Value) -> Option<String> {
+    fn event(&self, data: String) -> Option<String> {
         let mut st = lock(&self.state);
         if st.run_id.is_none() {
-            let run_id = match data.get("event").and_then(|e| e.as_str()) {
-                Some("run_started") => data
-                    .get("run_id")
-                    .and_then(|r| r.as_str())
-                    .map(str::to_string),
+            let (event, run_id) = event_head(&data);
+            let run_id = match event.as_deref() {
+                Some("run_started") => run_id,
                 Some("mega_started") => Some(format!(
                     "{}{}-{}",
                     super::MEGA_RUN_PREFIX,
@@ -246,12 +255,13 @@ impl Shared {
                 self.open_journal(&mut st, &run_id);
             }
         }
-        let r = self.record(&mut st, "event", data);
+        let (seq, t_ms, ts) = self.stamp(&mut st);
+        let line = record_line(seq, t_ms, ts, "event", &data);
         let mut note = None;
         let before_start = st.run_id.is_none();
         match st.journal.as_mut() {
             Some(j) => {
-                if let Err(err) = j.append(&r) {
+                if let Err(err) = j.append_line(&line) {
                     if st.journal_error.is_none() {
                         let m = format!("live view: cannot append to the event journal: {err}");
                         st.journal_error = Some(m.clone());
@@ -259,12 +269,19 @@ impl Shared {
                     }
                 }
             }
-            None if before_start => st.unjournaled.push(r.clone()),
+            // Early records are few and small (notices before the start).
+            None if before_start => st.unjournaled.push(Record {
+                seq,
+                t_ms,
+                ts,
+                kind: "event".into(),
+                data: serde_json::from_str(&data).unwrap_or_default(),
+            }),
             None => {}
         }
-        let line: Arc<str> = serde_json::to_string(&r).unwrap_or_default().into();
+        let line: Arc<str> = line.into();
         st.events.push(Arc::clone(&line));
-        let _ = self.live.send((r.seq, line));
+        let _ = self.live.send((seq, line));
         note
     }
 
