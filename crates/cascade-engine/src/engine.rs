@@ -96,7 +96,7 @@ pub(crate) struct Ctx {
     /// Group commit of `prd` (see the `persist` module).
     pub prd_writer: crate::persist::GroupWriter,
     /// The serial merge queue: one merge into the target branch at a time.
-    pub merge_lock: tokio::sync::Mutex<crate::steps::MergeQueue>,
+    pub merge_lock: tokio::sync::Mutex<()>,
     /// Idle story worktrees, reused from story to story.
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
@@ -847,7 +847,7 @@ impl Engine {
             state_path: state_path.clone(),
             state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
-            merge_lock: tokio::sync::Mutex::new(Default::default()),
+            merge_lock: tokio::sync::Mutex::new(()),
             pool,
             prompt,
             checks,
@@ -1050,7 +1050,6 @@ impl Engine {
             }
         }
 
-        crate::steps::finish_packing(&ctx).await;
         // The pool's idle worktrees go (merged stories leave nothing behind).
         let notes = {
             let c = Arc::clone(&ctx);

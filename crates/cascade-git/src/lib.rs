@@ -21,8 +21,6 @@
 //!   a story's worktree with conflict markers), concluded or aborted.
 //! - [`treediff`]: the files that differ between two trees, reading only
 //!   the subtrees that differ (libgit2's own diff reads them all).
-//! - [`objects`]: the object store: packing the loose objects a run writes,
-//!   and the reference-free repository packs are built in.
 //! - [`transfer`]: a story's commits from one repository to another as a
 //!   pack, without a git process (the fleet's workers and coordinator).
 //!
@@ -37,7 +35,6 @@ pub mod error;
 pub mod fingerprint;
 pub mod local_files;
 pub mod merge;
-pub mod objects;
 pub mod repo;
 pub mod resolve;
 pub mod statindex;

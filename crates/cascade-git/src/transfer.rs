@@ -33,7 +33,7 @@ pub enum TransferError {
 /// A pack of every object reachable from `tip` and not from `base`, from
 /// the repository at (or around) `dir`. `None` when `tip` adds nothing.
 pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, GitError> {
-    let repo = crate::objects::packer(dir)?;
+    let repo = packer(dir)?;
     let (tip, base) = (oid(tip)?, oid(base)?);
     if tip == base {
         return Ok(None);
@@ -47,7 +47,7 @@ pub fn pack_since(dir: &Path, tip: &str, base: &str) -> Result<Option<Vec<u8>>, 
 /// out; `None` when it knows none of them (the pack would be the whole
 /// history) or does not have `tip`.
 pub fn pack_for(dir: &Path, tip: &str, haves: &[String]) -> Result<Option<Vec<u8>>, GitError> {
-    let repo = crate::objects::packer(dir)?;
+    let repo = packer(dir)?;
     let tip = oid(tip)?;
     if repo.find_commit(tip).is_err() {
         return Ok(None);
@@ -61,6 +61,38 @@ pub fn pack_for(dir: &Path, tip: &str, haves: &[String]) -> Result<Option<Vec<u8
         return Ok(None);
     }
     pack_walk(&repo, tip, &known).map(Some)
+}
+
+/// Where packs are built for the repository at (or around) `dir`: a bare
+/// repository without references (`cascade-packer` in the git directory)
+/// that borrows every object of the real one through
+/// `objects/info/alternates`, created on first use.
+///
+/// libgit2's pack builder lists every reference of its repository to put
+/// tagged objects first (`git_tag_foreach` in its write order), reading
+/// each loose ref's file. A run keeps a branch per story, so in the real
+/// repository every pack cost one file read per story ever run: the
+/// coordinator's packs of bases and the workers' packs of results grew
+/// with the run. The packer has no references to list.
+fn packer(dir: &Path) -> Result<Repository, GitError> {
+    let repo = Repository::discover(dir).map_err(GitError::git("open repository"))?;
+    let common = repo.commondir();
+    let objects = common.join("objects");
+    let objects = objects.canonicalize().unwrap_or(objects);
+    let packer = common.join("cascade-packer");
+    let alternates = packer.join("objects").join("info").join("alternates");
+    let mut line = std::os::unix::ffi::OsStrExt::as_bytes(objects.as_os_str()).to_vec();
+    line.push(b'\n');
+    if std::fs::read(&alternates).ok() != Some(line.clone()) {
+        Repository::init_bare(&packer).map_err(GitError::git("create the packing repository"))?;
+        // Written whole, then renamed: a concurrent packer never reads half
+        // a path (two writers write the same text).
+        let tmp = alternates.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, &line)
+            .and_then(|()| std::fs::rename(&tmp, &alternates))
+            .map_err(GitError::io("write", &alternates))?;
+    }
+    Repository::open_bare(&packer).map_err(GitError::git("open the packing repository"))
 }
 
 /// The pack of the commits reachable from `tip` and not from `hide`, with
@@ -344,7 +376,7 @@ mod tests {
         let pack = pack_since(&dir, &tip, &base).unwrap().unwrap();
         let objects = u32::from_be_bytes([pack[8], pack[9], pack[10], pack[11]]);
         assert_eq!(objects, 3, "the commit, its tree and the new blob");
-        let p = crate::objects::packer(&dir).unwrap();
+        let p = packer(&dir).unwrap();
         assert_eq!(p.references().unwrap().count(), 0);
         assert!(p.find_commit(oid(&tip).unwrap()).is_ok());
         // Borrowed, not copied: the packer's own store stays empty.

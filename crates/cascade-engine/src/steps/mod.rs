@@ -17,7 +17,6 @@
 mod commit;
 mod gates;
 mod merge;
-pub(crate) use merge::{finish_packing, MergeQueue};
 mod prepare_worktree;
 mod prove_tests;
 mod remote;
