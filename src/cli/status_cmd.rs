@@ -35,33 +35,32 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
     let state_path = paths.cascade_dir().join("state.json");
-    read_brief(&state_path, |state| {
+    // A failed write is recorded by `out`: the exit code tells it (141 for
+    // a closed pipe, `cascade status | head -1`).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
+    let shown = read_brief(&state_path, |state| {
         // A state that says "running" without a live lock holder (asked
         // after reading it) was killed: its open attempts were interrupted
         // and are not charged.
-        let live = state.and_then(|_| RunLock::holder(&paths.cascade_dir().join("lock")));
-        // A failed write is recorded by `out`: the exit code tells it (141
-        // for a closed pipe, `cascade status | head -1`).
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
-        let written = match state {
-            Some(state) => {
-                let view = View {
-                    state,
-                    live: live.as_ref(),
-                };
-                if a.json {
-                    serde_json::to_writer(&mut out, &view.json())
-                        .map_err(std::io::Error::from)
-                        .and_then(|()| writeln!(out))
-                } else {
-                    view.text(&mut out)
-                }
-            }
-            None => no_run(&mut out, &cwd, a.json),
+        let live = RunLock::holder(&paths.cascade_dir().join("lock"));
+        let view = View {
+            state,
+            live: live.as_ref(),
         };
-        let _ = written.and_then(|()| out.flush());
+        if a.json {
+            serde_json::to_writer(&mut out, &view.json())
+                .map_err(std::io::Error::from)
+                .and_then(|()| writeln!(out))
+        } else {
+            view.text(&mut out)
+        }
     })
     .map_err(Failure::usage)?;
+    let written = match shown {
+        Some(written) => written,
+        None => no_run(&mut out, &cwd, a.json),
+    };
+    let _ = written.and_then(|()| out.flush());
     Ok(EXIT_OK)
 }
 

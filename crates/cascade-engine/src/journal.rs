@@ -542,7 +542,7 @@ mod tests {
             "{\"journal\": 99}\n{\"story\": {\"id\": \"s1\", \"status\": \"failed\"}}\n",
         )
         .unwrap();
-        let mut read = RunState::load_document(&path).unwrap().unwrap();
+        let mut read = RunState::parse(&path, &std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(
             replay(&std::fs::read(&jpath).unwrap(), &mut read),
             Replay::Newer

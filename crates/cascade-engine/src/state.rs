@@ -428,27 +428,17 @@ impl RunState {
 
     /// [`RunState::load`], and how far into the journal it read.
     pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunState>, u64), StateError> {
-        // The running process may fold the journal into a new document
-        // between our reading the two: then the document is read again.
-        for _ in 0..5 {
-            let Some(text) = StateText::read(path)? else {
-                return Ok((None, 0));
-            };
-            let mut state = RunState::parse(path, &text.document)?;
-            let replayed = crate::journal::replay(&text.journal, &mut state);
-            if let crate::journal::Replay::Current(offset) = replayed {
-                return Ok((Some(state), offset));
-            }
-        }
-        Ok((RunState::load_document(path)?, 0))
-    }
-
-    /// Reads the document alone.
-    pub(crate) fn load_document(path: &Path) -> Result<Option<RunState>, StateError> {
-        match read_file(path)? {
-            Some(bytes) => RunState::parse(path, &bytes).map(Some),
-            None => Ok(None),
-        }
+        let read = read_consistent(path, |document, journal| {
+            let mut state = RunState::parse(path, document)?;
+            Ok(match crate::journal::replay(journal, &mut state) {
+                crate::journal::Replay::Current(offset) => Some((state, offset)),
+                crate::journal::Replay::Newer => None,
+            })
+        })?;
+        Ok(match read {
+            Some((state, offset)) => (Some(state), offset),
+            None => (None, 0),
+        })
     }
 
     /// Writes the state atomically (temp + rename), stamping `updated_at`.
@@ -509,16 +499,17 @@ impl<'a, S: StoryRecord + Deserialize<'a>> RunDoc<S> {
     }
 }
 
-/// The text of a run state: the document and the journal that continues
-/// it (empty when there is none), read in that order.
-struct StateText {
-    document: Vec<u8>,
-    journal: Vec<u8>,
-}
-
-impl StateText {
-    /// `None` when there is no document.
-    fn read(path: &Path) -> Result<Option<StateText>, StateError> {
+/// One consistent reading of the state at `path`: the document's text and
+/// the journal's that continues it (empty when there is none), read in that
+/// order and handed to `read`. The running process may fold the journal
+/// into a new document between the two reads; `read` then answers `None`
+/// (its replay found a newer journal) and both are read again, up to five
+/// times, before the document is taken alone. `Ok(None)`: no document.
+fn read_consistent<T>(
+    path: &Path,
+    mut read: impl FnMut(&[u8], &[u8]) -> Result<Option<T>, StateError>,
+) -> Result<Option<T>, StateError> {
+    for _ in 0..5 {
         let Some(document) = read_file(path)? else {
             return Ok(None);
         };
@@ -526,33 +517,32 @@ impl StateText {
             .ok()
             .flatten()
             .unwrap_or_default();
-        Ok(Some(StateText { document, journal }))
+        if let Some(done) = read(&document, &journal)? {
+            return Ok(Some(done));
+        }
+    }
+    match read_file(path)? {
+        Some(document) => read(&document, &[]),
+        None => Ok(None),
     }
 }
 
 /// Reads the state at `path` and its journal as [`StoryBrief`]s borrowed
-/// from their text, and hands them to `f` (`None`: no run yet). What a
-/// reader that looks once needs, at a fraction of [`RunState::load`]'s cost.
+/// from their text, and hands them to `f`; `None` when there is no run yet.
+/// What a reader that looks once needs, at a fraction of
+/// [`RunState::load`]'s cost.
 pub fn read_brief<T>(
     path: &Path,
-    f: impl FnOnce(Option<&RunDoc<StoryBrief<'_>>>) -> T,
-) -> Result<T, StateError> {
-    // Read again when a fold raced us, as `RunState::load` does.
-    for _ in 0..5 {
-        let Some(text) = StateText::read(path)? else {
-            return Ok(f(None));
-        };
-        let mut state = RunDoc::<StoryBrief<'_>>::parse(path, &text.document)?;
-        let replayed = crate::journal::replay(&text.journal, &mut state);
-        if let crate::journal::Replay::Current(_) = replayed {
-            return Ok(f(Some(&state)));
-        }
-    }
-    let Some(document) = read_file(path)? else {
-        return Ok(f(None));
-    };
-    let state = RunDoc::<StoryBrief<'_>>::parse(path, &document)?;
-    Ok(f(Some(&state)))
+    f: impl FnOnce(&RunDoc<StoryBrief<'_>>) -> T,
+) -> Result<Option<T>, StateError> {
+    let mut f = Some(f);
+    read_consistent(path, |document, journal| {
+        let mut state = RunDoc::<StoryBrief<'_>>::parse(path, document)?;
+        Ok(match crate::journal::replay(journal, &mut state) {
+            crate::journal::Replay::Current(_) => f.take().map(|f| f(&state)),
+            crate::journal::Replay::Newer => None,
+        })
+    })
 }
 
 /// The bytes of the file at `path`; `None` when there is none.

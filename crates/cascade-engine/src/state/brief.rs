@@ -232,7 +232,6 @@ mod tests {
     fn check(path: &std::path::Path) {
         let full = RunState::load(path).unwrap().unwrap();
         read_brief(path, |brief| {
-            let brief = brief.expect("a state");
             assert_eq!(brief.run_id, full.run_id);
             assert_eq!(brief.updated_at, full.updated_at);
             assert_eq!(brief.status, full.status);
@@ -242,7 +241,8 @@ mod tests {
             }
             assert_eq!(brief.counts(), full.counts());
         })
-        .unwrap();
+        .unwrap()
+        .expect("a state");
     }
 
     #[test]
@@ -252,7 +252,7 @@ mod tests {
         std::fs::write(&path, DOCUMENT).unwrap();
         check(&path);
         read_brief(&path, |b| {
-            let s = &b.unwrap().stories[0];
+            let s = &b.stories[0];
             assert_eq!(&*s.id, "a\"b");
             assert_eq!(s.error.as_deref(), Some("line one\nline \"two\""));
             assert_eq!(&*s.blocked_by[0], "c\u{301}");
@@ -263,12 +263,13 @@ mod tests {
                 (1, 2)
             );
             // Strings without escapes are borrowed, not copied.
-            assert!(matches!(b.unwrap().stories[1].id.0, Cow::Borrowed(_)));
+            assert!(matches!(b.stories[1].id.0, Cow::Borrowed(_)));
         })
-        .unwrap();
+        .unwrap()
+        .expect("a state");
         // No state: `None`, no error.
-        let none = read_brief(&dir.path().join("missing.json"), |b| b.is_none()).unwrap();
-        assert!(none);
+        let none = read_brief(&dir.path().join("missing.json"), |_| ()).unwrap();
+        assert!(none.is_none());
         // Garbage is the same error as the full reader's.
         std::fs::write(&path, "{\"schema_version\": 1, \"stories\": [").unwrap();
         let e = read_brief(&path, |_| ()).unwrap_err().to_string();
@@ -299,13 +300,13 @@ mod tests {
         drop(f);
         check(&path);
         read_brief(&path, |b| {
-            let b = b.unwrap();
             assert_eq!(b.status, super::super::RunPhase::Paused);
             let s1 = b.story("s1").unwrap();
             assert_eq!(s1.error.as_deref(), Some("quoted \"x\"\nand more"));
             assert_eq!(b.story("s2").unwrap().status, StoryStatus::Pending);
             assert_eq!(b.story("new \u{e9}").unwrap().status, StoryStatus::Complete);
         })
-        .unwrap();
+        .unwrap()
+        .expect("a state");
     }
 }
