@@ -55,6 +55,9 @@ pub fn resume(g: &Global, a: RunArgs, matches: Option<&ArgMatches>) -> CliResult
 fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
     let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
+    // A run is the last thing its process does (also under `plan --run`
+    // and `demo`): its plan and state are left to the exit, not freed.
+    config.exits_after_run = true;
     config
 }
 
@@ -191,14 +194,16 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // (here; with --fleet they run on the workers). A dry run only reads
     // what earlier checks found.
     if local {
-        let prd = checked
+        // The kinds of pending stories the engine found (once, for its
+        // check and this one).
+        let kinds = checked
             .as_ref()
-            .map(|c| c.prd())
-            .or(prepared.as_ref().map(|p| p.prd()));
-        if let Some(prd) = prd {
+            .map(|c| c.pending_kinds())
+            .or(prepared.as_ref().map(|p| p.pending_kinds()));
+        if let Some(kinds) = kinds {
             super::agents_check::before_prd_run(
                 &g,
-                prd,
+                &kinds,
                 a.flags.overrides(),
                 a.flags.max_retries > 0,
                 !a.call.dry_run,
@@ -245,13 +250,17 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     rt.shutdown_timeout(Duration::from_secs(5));
     reporter.finish();
     let summary = result?;
-    Ok(match summary.status {
+    let code = match summary.status {
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
         RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
-    })
+    };
+    // A row per story, left to the exit like the engine's plan and state
+    // (`exits_after_run`).
+    std::mem::forget(summary.stories);
+    Ok(code)
 }
 
 /// `sink`, followed by a notice with `message` right after `run_started`

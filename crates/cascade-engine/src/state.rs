@@ -300,6 +300,31 @@ pub struct AttemptRecord {
     pub session_id: Option<String>,
 }
 
+impl AttemptRecord {
+    /// An attempt that has just started: nothing known of it yet but its
+    /// number, agent, phase and start time.
+    pub fn started(attempt: u32, agent: String, phase: String, started_at: String) -> Self {
+        AttemptRecord {
+            attempt,
+            agent,
+            phase,
+            started_at,
+            finished_at: None,
+            pid: None,
+            outcome: None,
+            error_type: None,
+            error: None,
+            duration_ms: None,
+            log: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            cost_estimated: None,
+            session_id: None,
+        }
+    }
+}
+
 /// Reading or writing the state file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -329,6 +354,30 @@ impl<S: StoryRecord> RunDoc<S> {
     /// Where the story's record is in [`RunState::stories`].
     pub fn position(&self, id: &str) -> Option<usize> {
         self.index.position(&self.stories, id, story_key)
+    }
+
+    /// [`RunDoc::position`], looking at `hint` first: a state keeps its
+    /// plan's order (a fresh one always, a resumed one unless the plan
+    /// changed), so a story's position in the plan is where its record is,
+    /// and the index is neither used nor built. Ids are unique in a state.
+    pub fn position_hinted(&self, hint: usize, id: &str) -> Option<usize> {
+        match self.stories.get(hint) {
+            Some(s) if s.id() == id => Some(hint),
+            _ => self.position(id),
+        }
+    }
+
+    /// The story's record, looked for at `hint` first ([`RunDoc::position_hinted`]).
+    pub fn story_hinted(&self, hint: usize, id: &str) -> Option<&S> {
+        self.stories.get(self.position_hinted(hint, id)?)
+    }
+
+    /// [`RunDoc::position_or_add`], looking at `hint` first.
+    pub fn position_hinted_or_add(&mut self, hint: usize, id: &str) -> usize {
+        match self.stories.get(hint) {
+            Some(s) if s.id() == id => hint,
+            _ => self.position_or_add(id),
+        }
     }
 
     /// The story's record, added (pending) if it is new to the state.
@@ -617,22 +666,12 @@ mod tests {
         st.story_mut("a").status = StoryStatus::Complete;
         st.story_mut("b").status = StoryStatus::Failed;
         st.story_mut("b").attempts.push(AttemptRecord {
-            attempt: 1,
-            agent: "x".into(),
-            phase: "implementation".into(),
-            started_at: now_rfc3339(),
-            finished_at: None,
             pid: Some(3),
             outcome: Some("failed".into()),
             error_type: Some(FailureKind::QualityGate),
             error: Some("gate 'tests' failed".into()),
             duration_ms: Some(4),
-            log: None,
-            input_tokens: None,
-            output_tokens: None,
-            cost_usd: None,
-            cost_estimated: None,
-            session_id: None,
+            ..AttemptRecord::started(1, "x".into(), "implementation".into(), now_rfc3339())
         });
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();
