@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use cascade_engine::config::EngineConfig;
 use cascade_engine::engine::{DryRun, Engine};
-use cascade_engine::state::RunState;
+use cascade_engine::state::RunHead;
 use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args};
@@ -83,7 +83,7 @@ fn choose_prd(
 /// The PRD a stored run was started on, when it is still there: as
 /// recorded when that is relative to the directory resumed from, else
 /// absolute (a file in Plan Cascade's data directory is recorded absolute).
-fn recorded_prd(state: &RunState, cwd: &Path) -> Option<PathBuf> {
+fn recorded_prd(state: &RunHead, cwd: &Path) -> Option<PathBuf> {
     let recorded = PathBuf::from(&state.prd);
     if state.prd.is_empty() {
         return None;
@@ -119,8 +119,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let mut g = g.clone();
     let mut notice = None;
     let mut recorded = None;
-    // The state `resume` read, handed to the engine (read once).
-    let mut read_state = None;
     if resume {
         if let Some(repo) = &project.repo {
             let state_path = repo.cascade_dir().join("state.json");
@@ -132,10 +130,11 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                     cascade_engine::error::EngineError::NothingToResume { path: state_path },
                 ));
             }
-            // Continue the way the run was started. A state that cannot be
-            // read is reported by the engine itself, with what to do.
-            let loaded = RunState::load(&state_path);
-            if let Ok(Some(state)) = &loaded {
+            // Continue the way the run was started (only that is read here:
+            // the engine reads the whole state beside the plan). A state
+            // that cannot be read is reported by the engine itself, with
+            // what to do.
+            if let Ok(Some(state)) = &RunHead::load(&state_path) {
                 recorded = recorded_prd(state, &project.cwd);
                 if let Some(stored) = &state.options {
                     let mut r = run_flags::restore(&mut a.flags, &mut g.agents, stored, matches)?;
@@ -160,7 +159,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                     notice = r.message();
                 }
             }
-            read_state = loaded.ok();
         }
     }
     let prd = choose_prd(&project, &a, recorded)?;
@@ -176,11 +174,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // fleet's executor (below).
     let local = a.flags.fleet.fleet.is_none();
     let checked = if local && !a.call.dry_run {
-        Some(
-            engine
-                .check_with_state(&options, read_state)
-                .map_err(engine_failure)?,
-        )
+        Some(engine.check(&options).map_err(engine_failure)?)
     } else {
         None
     };
@@ -363,14 +357,14 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn state(prd: &str, root: &Path) -> RunState {
-        RunState::new(
-            "r".into(),
-            prd.into(),
-            "main".into(),
-            root.display().to_string(),
-            Vec::<String>::new(),
-        )
+    fn state(prd: &str, root: &Path) -> RunHead {
+        RunHead {
+            schema_version: cascade_engine::state::SCHEMA_VERSION,
+            run_id: "r".into(),
+            prd: prd.into(),
+            project_root: root.display().to_string(),
+            options: None,
+        }
     }
 
     #[test]

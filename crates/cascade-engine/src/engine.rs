@@ -659,7 +659,26 @@ impl Engine {
         options: &RunOptions,
         state: Option<Option<RunState>>,
     ) -> Result<CheckedRun, EngineError> {
-        let p = self.prepare()?;
+        let (p, read) = match (state, self.state_path()) {
+            // The state (tens of megabytes at 100,000 stories) is read while
+            // the plan is (on another thread).
+            (None, Ok(path)) => {
+                let (p, read) = std::thread::scope(|s| {
+                    let reading = s.spawn(|| RunState::load(&path));
+                    let p = self.prepare();
+                    let read = reading.join().unwrap_or_else(|_| {
+                        Err(crate::state::StateError::Io {
+                            op: "read",
+                            path: path.clone(),
+                            source: std::io::Error::other("the reading thread failed"),
+                        })
+                    });
+                    (p, read)
+                });
+                (p?, Some(read))
+            }
+            (state, _) => (self.prepare()?, state.map(Ok)),
+        };
         let state_path = match &self.config.state_path {
             Some(s) => s.clone(),
             None => p.cascade_dir.join("state.json"),
@@ -680,8 +699,8 @@ impl Engine {
             }
         }
         let inputs = self.inputs(&p, options)?;
-        let previous = match state {
-            Some(read) => read,
+        let previous = match read {
+            Some(read) => read?,
             None => RunState::load(&state_path)?,
         };
         if options.resume && previous.is_none() {

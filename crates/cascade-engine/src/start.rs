@@ -162,7 +162,12 @@ fn merged_already(
             .and_then(|st| st.story_hinted(i, id))
             .and_then(|s: &StoryState| s.commit.as_deref())
             .and_then(|c| Oid::from_str(c).ok());
-        let branch = story_branch(config, id);
+        // (Not named at all when there are no story branches.)
+        let branch = if branches.is_empty() {
+            String::new()
+        } else {
+            story_branch(config, id)
+        };
         let own_tip = branches.get(&branch).copied().filter(|&t| {
             repo.find_commit(t).is_ok_and(|c| {
                 c.summary()

@@ -576,6 +576,46 @@ fn read_consistent<T>(
     }
 }
 
+/// The fields of a run that stay as it started: what `resume` reads before
+/// anything else (how the run was started), from the state document alone
+/// and without reading its stories (most of the document: the whole state
+/// is read by the engine, beside the plan).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RunHead {
+    pub schema_version: u32,
+    pub run_id: String,
+    /// The PRD that was run (as given).
+    pub prd: String,
+    /// The directory the run started in.
+    pub project_root: String,
+    /// The options the run was started with (see [`RunDoc::options`]).
+    #[serde(default)]
+    pub options: Option<serde_json::Value>,
+}
+
+impl RunHead {
+    /// The head of the state at `path`; `Ok(None)` when there is none.
+    /// Errors as [`RunState::load`]'s.
+    pub fn load(path: &Path) -> Result<Option<RunHead>, StateError> {
+        let Some(bytes) = read_file(path)? else {
+            return Ok(None);
+        };
+        let head = cascade_plan::json::from_slice::<RunHead>(&bytes).map_err(|source| {
+            StateError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        if head.schema_version > SCHEMA_VERSION {
+            return Err(StateError::NewerSchema {
+                path: path.to_path_buf(),
+                found: head.schema_version,
+            });
+        }
+        Ok(Some(head))
+    }
+}
+
 /// Reads the state at `path` and its journal as [`StoryBrief`]s borrowed
 /// from their text, and hands them to `f`; `None` when there is no run yet.
 /// What a reader that looks once needs, at a fraction of
