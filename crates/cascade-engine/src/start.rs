@@ -426,7 +426,7 @@ mod tests {
             let s2 = resumed.story("story-000002").unwrap();
             assert_eq!(s2.status, StoryStatus::Pending);
             assert_eq!(s2.attempts[0].outcome.as_deref(), Some("interrupted"));
-            let on_disk = cascade_plan::load_prd(&root.join("prd.json")).unwrap();
+            let on_disk = cascade_plan::load_prd(root.join("prd.json")).unwrap();
             let merged = on_disk.story("story-000001").unwrap();
             assert!(merged.is_complete(), "prd.json in line");
             assert!(!on_disk.story("story-000000").unwrap().is_complete());

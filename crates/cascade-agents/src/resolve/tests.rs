@@ -602,7 +602,7 @@ fn kind_positions_are_the_kinds_of_the_included_stories() {
     // Past the parallel threshold, with the kinds first met late in the plan.
     let plan: Vec<Story> = (0..10_000)
         .map(|i| {
-            let mut s = Story::new(&format!("s-{i}"), titles[(i / 7 + i % 5) % titles.len()]);
+            let mut s = Story::new(format!("s-{i}"), titles[(i / 7 + i % 5) % titles.len()]);
             s.agent = agents[(i / 1_000) % agents.len()].map(str::to_string);
             s
         })
