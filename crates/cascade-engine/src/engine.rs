@@ -352,7 +352,7 @@ pub struct Prepared {
     pub(crate) target_branch: String,
     pub(crate) notices: Vec<String>,
     /// [`Prepared::pending_kinds`], found on first use.
-    kinds: std::sync::OnceLock<Vec<usize>>,
+    pub(crate) kinds: std::sync::OnceLock<Vec<usize>>,
 }
 
 impl Prepared {

@@ -356,6 +356,50 @@ mod tests {
             .all(|s| s.status != StoryStatus::Failed));
     }
 
+    /// The kinds the engine resolves and hands to the binary's agent check
+    /// are those of the pending stories ([`cascade_agents::resolve::story_kinds`]),
+    /// inferred once however often they are asked for.
+    #[test]
+    fn pending_kinds_are_the_kinds_of_the_pending_stories_found_once() {
+        let titles = [
+            "Profile page",
+            "Fix login crash",
+            "Write the README",
+            "Add tests",
+        ];
+        let stories: Vec<serde_json::Value> = (0..6000)
+            .map(|i| {
+                let mut s = serde_json::json!({
+                    "id": format!("s-{i}"),
+                    "title": titles[(i / 3 + i % 2) % titles.len()],
+                    "status": if i % 7 == 0 { "complete" } else { "pending" },
+                });
+                if i % 1000 == 999 {
+                    s["agent"] = "codex".into();
+                }
+                s
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let plan = serde_json::json!({"goal": "g", "stories": stories}).to_string();
+        let (_, engine) = repo(dir.path(), &plan);
+        let p = engine.prepare().unwrap();
+        let ids = |kinds: Vec<&cascade_plan::Story>| -> Vec<String> {
+            kinds.iter().map(|s| s.id.clone()).collect()
+        };
+        let pending = p.prd.stories.iter().filter(|s| !s.is_complete());
+        let expected = ids(cascade_agents::resolve::story_kinds(pending));
+        assert_eq!(ids(p.pending_kinds()), expected);
+        assert_eq!(
+            expected.len(),
+            7,
+            "4 types, 3 of them with codex: {expected:?}"
+        );
+        let found = p.kinds.get().map(|k| k.as_ptr());
+        assert_eq!(ids(p.pending_kinds()), expected);
+        assert_eq!(p.kinds.get().map(|k| k.as_ptr()), found, "found once");
+    }
+
     /// What a resume keeps of the state it continues (taken over, not
     /// copied): attempts, branches and commits; a story whose recorded
     /// commit is on the target is complete (and so in prd.json), an
