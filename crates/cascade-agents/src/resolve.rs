@@ -437,12 +437,18 @@ pub fn story_kinds<'s>(stories: impl IntoIterator<Item = &'s Story>) -> Vec<&'s 
 /// order, so the answer is the same as [`story_kinds`]'.
 pub fn story_kind_positions(plan: &[Story], include: impl Fn(&Story) -> bool + Sync) -> Vec<usize> {
     use rayon::prelude::*;
-    let types: Vec<Option<StoryType>> = plan
-        .par_iter()
-        // Small plans are not worth handing to other threads.
-        .with_min_len(4096)
-        .map(|s| include(s).then(|| story_type::infer_story_type(s)))
-        .collect();
+    /// Below this many stories the work is not worth other threads (nor
+    /// starting rayon's).
+    const PARALLEL_FROM: usize = 4096;
+    let infer = |s: &Story| include(s).then(|| story_type::infer_story_type(s));
+    let types: Vec<Option<StoryType>> = if plan.len() < PARALLEL_FROM {
+        plan.iter().map(infer).collect()
+    } else {
+        plan.par_iter()
+            .with_min_len(PARALLEL_FROM / 4)
+            .map(infer)
+            .collect()
+    };
     first_of_each_kind(
         plan.iter()
             .zip(types)

@@ -622,4 +622,16 @@ fn kind_positions_are_the_kinds_of_the_included_stories() {
     assert_eq!(positions.len(), 18);
     assert!(positions.iter().all(|&i| include(&plan[i])));
     assert!(positions.windows(2).all(|w| w[0] < w[1]));
+    // A small plan (inferred on this thread) alike.
+    let small = &plan[..1500];
+    let expected: Vec<*const Story> = story_kinds(small.iter().filter(|s| include(s)))
+        .into_iter()
+        .map(|s| s as *const Story)
+        .collect();
+    let got: Vec<*const Story> = story_kind_positions(small, include)
+        .iter()
+        .map(|&i| &small[i] as *const Story)
+        .collect();
+    assert_eq!(got, expected);
+    assert!(got.len() >= 6);
 }
