@@ -9,7 +9,8 @@
 //! - `prepare`: `approve --dry-run`; a real run's preparation
 //!   (`approve --auto-run --max-cost 0`: the run state, prd.json in line,
 //!   merged-story detection, then the budget stops the run before any story
-//!   starts); `resume`'s preparation of the state that leaves.
+//!   starts); `resume`'s preparation of the state that leaves, and again
+//!   once the plan's stories are in another order than the state's.
 //! - `status`: `status` and `status --json` on a run state with attempts
 //!   (60% of the stories merged, 5% failed twice, 5% blocked).
 //! - `dashboard`: a `cascade ui` on that run: `GET /api/run` (the run
@@ -140,6 +141,18 @@ fn prepare(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("resume (preparation)", n), &p, |b, p| {
             b.iter(|| p.cascade(&resume))
         });
+        // The plan's stories in another order than the state's records:
+        // those are then found through the state's index, not by position.
+        let path = p.repo.join("prd.json");
+        let mut plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        plan["stories"].as_array_mut().unwrap().reverse();
+        std::fs::write(&path, plan.to_string()).unwrap();
+        g.bench_with_input(
+            BenchmarkId::new("resume (plan reordered)", n),
+            &p,
+            |b, p| b.iter(|| p.cascade(&resume)),
+        );
     }
     g.finish();
 }

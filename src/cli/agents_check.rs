@@ -159,8 +159,10 @@ fn run_checks(
     )))
 }
 
-/// Before a run: checks the agents `stories` resolve to in `phases` (cached
-/// per agent version, so a second run costs a `stat` per agent). An agent
+/// Before a run: checks the agents `kinds` resolve to in `phases` (cached
+/// per agent version, so a second run costs a `stat` per agent). `kinds`
+/// are the run's stories one per kind ([`cascade_agents::resolve::story_kinds`]:
+/// stories of one kind resolve alike), as the engine found them. An agent
 /// that fails makes its stories fall back (said on stderr); the agents
 /// fallen back to are checked too. Exit 2 with the report when a story is
 /// left without a usable agent, or when `--no-fallback` keeps a failing one.
@@ -168,7 +170,7 @@ pub fn before_run(
     g: &Global,
     cwd: &Path,
     overrides: &Overrides,
-    stories: &[&Story],
+    kinds: &[&Story],
     phases: &[Phase],
     writes: bool,
 ) -> Result<(), Failure> {
@@ -179,7 +181,6 @@ pub fn before_run(
     };
     let config = &loaded.config;
     let (_, cache) = detector(cwd, writes);
-    let kinds = cascade_agents::resolve::story_kinds(stories.iter().copied());
     let mut checked: Vec<AgentCheck> = Vec::new();
     let mut said: BTreeSet<String> = BTreeSet::new();
     // Each round checks the agents chosen so far; a failure changes the
@@ -189,8 +190,7 @@ pub fn before_run(
         let (detector, _) = detector(cwd, writes);
         let resolver = Resolver::new(config, &detector, overrides.clone());
         let mut chosen: BTreeSet<String> = BTreeSet::new();
-        // Stories of one kind resolve alike: each kind is resolved once.
-        for story in &kinds {
+        for story in kinds {
             for phase in phases {
                 match resolver.resolve(story, *phase) {
                     Ok(a) => {
@@ -259,12 +259,13 @@ pub fn before_run(
     Ok(())
 }
 
-/// [`before_run`] for a PRD run: the pending stories of `prd`, in the
-/// implementation phase and (when retries are allowed) the retry phase. A
-/// PRD that cannot be read is left to the run to report.
+/// [`before_run`] for a PRD run: `kinds` are the kinds of its pending
+/// stories (the engine's [`cascade_engine::engine::Prepared::pending_kinds`],
+/// inferred once for its check and this one), in the implementation phase
+/// and (when retries are allowed) the retry phase.
 pub fn before_prd_run(
     g: &Global,
-    prd: &cascade_plan::Prd,
+    kinds: &[&Story],
     overrides: Overrides,
     retries: bool,
     writes: bool,
@@ -272,11 +273,10 @@ pub fn before_prd_run(
     let Ok(cwd) = std::env::current_dir() else {
         return Ok(());
     };
-    let pending: Vec<&Story> = prd.stories.iter().filter(|s| !s.is_complete()).collect();
     let phases: &[Phase] = if retries {
         &[Phase::Implementation, Phase::Retry]
     } else {
         &[Phase::Implementation]
     };
-    before_run(g, &cwd, &overrides, &pending, phases, writes)
+    before_run(g, &cwd, &overrides, kinds, phases, writes)
 }

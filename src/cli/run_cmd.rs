@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use cascade_engine::config::EngineConfig;
 use cascade_engine::engine::{DryRun, Engine};
-use cascade_engine::state::RunState;
+use cascade_engine::state::RunHead;
 use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args};
@@ -55,6 +55,9 @@ pub fn resume(g: &Global, a: RunArgs, matches: Option<&ArgMatches>) -> CliResult
 fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
     let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
+    // A run is the last thing its process does (also under `plan --run`
+    // and `demo`): its plan and state are left to the exit, not freed.
+    config.exits_after_run = true;
     config
 }
 
@@ -80,7 +83,7 @@ fn choose_prd(
 /// The PRD a stored run was started on, when it is still there: as
 /// recorded when that is relative to the directory resumed from, else
 /// absolute (a file in Plan Cascade's data directory is recorded absolute).
-fn recorded_prd(state: &RunState, cwd: &Path) -> Option<PathBuf> {
+fn recorded_prd(state: &RunHead, cwd: &Path) -> Option<PathBuf> {
     let recorded = PathBuf::from(&state.prd);
     if state.prd.is_empty() {
         return None;
@@ -116,8 +119,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let mut g = g.clone();
     let mut notice = None;
     let mut recorded = None;
-    // The state `resume` read, handed to the engine (read once).
-    let mut read_state = None;
     if resume {
         if let Some(repo) = &project.repo {
             let state_path = repo.cascade_dir().join("state.json");
@@ -129,10 +130,11 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                     cascade_engine::error::EngineError::NothingToResume { path: state_path },
                 ));
             }
-            // Continue the way the run was started. A state that cannot be
-            // read is reported by the engine itself, with what to do.
-            let loaded = RunState::load(&state_path);
-            if let Ok(Some(state)) = &loaded {
+            // Continue the way the run was started (only that is read here:
+            // the engine reads the whole state beside the plan). A state
+            // that cannot be read is reported by the engine itself, with
+            // what to do.
+            if let Ok(Some(state)) = &RunHead::load(&state_path) {
                 recorded = recorded_prd(state, &project.cwd);
                 if let Some(stored) = &state.options {
                     let mut r = run_flags::restore(&mut a.flags, &mut g.agents, stored, matches)?;
@@ -157,7 +159,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
                     notice = r.message();
                 }
             }
-            read_state = loaded.ok();
         }
     }
     let prd = choose_prd(&project, &a, recorded)?;
@@ -173,11 +174,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // fleet's executor (below).
     let local = a.flags.fleet.fleet.is_none();
     let checked = if local && !a.call.dry_run {
-        Some(
-            engine
-                .check_with_state(&options, read_state)
-                .map_err(engine_failure)?,
-        )
+        Some(engine.check(&options).map_err(engine_failure)?)
     } else {
         None
     };
@@ -191,14 +188,16 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     // (here; with --fleet they run on the workers). A dry run only reads
     // what earlier checks found.
     if local {
-        let prd = checked
+        // The kinds of pending stories the engine found (once, for its
+        // check and this one).
+        let kinds = checked
             .as_ref()
-            .map(|c| c.prd())
-            .or(prepared.as_ref().map(|p| p.prd()));
-        if let Some(prd) = prd {
+            .map(|c| c.pending_kinds())
+            .or(prepared.as_ref().map(|p| p.pending_kinds()));
+        if let Some(kinds) = kinds {
             super::agents_check::before_prd_run(
                 &g,
-                prd,
+                &kinds,
                 a.flags.overrides(),
                 a.flags.max_retries > 0,
                 !a.call.dry_run,
@@ -245,13 +244,17 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     rt.shutdown_timeout(Duration::from_secs(5));
     reporter.finish();
     let summary = result?;
-    Ok(match summary.status {
+    let code = match summary.status {
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
         RunStatus::Completed | RunStatus::Paused => EXIT_OK,
         RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
-    })
+    };
+    // A row per story, left to the exit like the engine's plan and state
+    // (`exits_after_run`).
+    std::mem::forget(summary.stories);
+    Ok(code)
 }
 
 /// `sink`, followed by a notice with `message` right after `run_started`
@@ -354,14 +357,14 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn state(prd: &str, root: &Path) -> RunState {
-        RunState::new(
-            "r".into(),
-            prd.into(),
-            "main".into(),
-            root.display().to_string(),
-            Vec::<String>::new(),
-        )
+    fn state(prd: &str, root: &Path) -> RunHead {
+        RunHead {
+            schema_version: cascade_engine::state::SCHEMA_VERSION,
+            run_id: "r".into(),
+            prd: prd.into(),
+            project_root: root.display().to_string(),
+            options: None,
+        }
     }
 
     #[test]

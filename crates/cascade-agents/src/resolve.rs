@@ -424,16 +424,52 @@ fn missing_reason(command: &str) -> String {
 /// gets no agent is among them. A large plan is checked at the cost of
 /// its kinds of stories, not of its stories.
 pub fn story_kinds<'s>(stories: impl IntoIterator<Item = &'s Story>) -> Vec<&'s Story> {
+    first_of_each_kind(
+        stories
+            .into_iter()
+            .map(|s| (s, s, story_type::infer_story_type(s))),
+    )
+}
+
+/// [`story_kinds`] of the stories of `plan` that `include` keeps, as
+/// positions in `plan`. The types (most of the work) are inferred in
+/// parallel on a large plan; the first of each kind is then picked in plan
+/// order, so the answer is the same as [`story_kinds`]'.
+pub fn story_kind_positions(plan: &[Story], include: impl Fn(&Story) -> bool + Sync) -> Vec<usize> {
+    use rayon::prelude::*;
+    /// Below this many stories the work is not worth other threads (nor
+    /// starting rayon's).
+    const PARALLEL_FROM: usize = 4096;
+    let infer = |s: &Story| include(s).then(|| story_type::infer_story_type(s));
+    let types: Vec<Option<StoryType>> = if plan.len() < PARALLEL_FROM {
+        plan.iter().map(infer).collect()
+    } else {
+        plan.par_iter()
+            .with_min_len(PARALLEL_FROM / 4)
+            .map(infer)
+            .collect()
+    };
+    first_of_each_kind(
+        plan.iter()
+            .zip(types)
+            .enumerate()
+            .filter_map(|(i, (s, t))| Some((i, s, t?))),
+    )
+}
+
+/// The items (`T`, each with its story and that story's type) whose kind
+/// was not met before them, in order.
+fn first_of_each_kind<'s, T>(items: impl Iterator<Item = (T, &'s Story, StoryType)>) -> Vec<T> {
     let mut seen: std::collections::HashSet<
         (Option<&'s str>, StoryType),
         cascade_plan::hash::FxBuild,
     > = Default::default();
-    stories
-        .into_iter()
-        .filter(|story| {
+    items
+        .filter(|(_, story, t)| {
             let own = story.agent.as_deref().filter(|a| !a.trim().is_empty());
-            seen.insert((own, story_type::infer_story_type(story)))
+            seen.insert((own, *t))
         })
+        .map(|(item, _, _)| item)
         .collect()
 }
 

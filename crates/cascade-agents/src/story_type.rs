@@ -246,13 +246,13 @@ const WORDS: &[(StoryType, &[&str])] = &[
     ),
 ];
 
-/// Multi-word keywords (matched as consecutive words).
-const PHRASES: &[(StoryType, &[&str])] = &[
-    (StoryType::Refactor, &["clean", "up"]),
-    (StoryType::Refactor, &["tech", "debt"]),
-    (StoryType::Infrastructure, &["github", "actions"]),
-    (StoryType::Infrastructure, &["build", "system"]),
-    (StoryType::Documentation, &["api", "reference"]),
+/// Two-word keywords (matched as consecutive words).
+const PHRASES: &[(StoryType, [&str; 2])] = &[
+    (StoryType::Refactor, ["clean", "up"]),
+    (StoryType::Refactor, ["tech", "debt"]),
+    (StoryType::Infrastructure, ["github", "actions"]),
+    (StoryType::Infrastructure, ["build", "system"]),
+    (StoryType::Documentation, ["api", "reference"]),
 ];
 
 const TITLE_WEIGHT: u32 = 3;
@@ -319,16 +319,27 @@ fn infer_with(
     let mut scores = [0u32; 6];
     // Keywords and phrases as they matched, first match first.
     let mut matched: Vec<Match> = Vec::new();
-    let mut words: Vec<Option<u16>> = Vec::new();
     for (text, weight) in [(title, TITLE_WEIGHT), (description, DESCRIPTION_WEIGHT)] {
-        words.clear();
-        words.extend(
-            text.split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .map(|w| vocab.id_of(w)),
-        );
-        for (i, w) in words.iter().enumerate() {
-            let Some(id) = *w else {
+        // Every phrase is two words: one ends at this word when the word
+        // before it starts one.
+        let mut previous: Option<u16> = None;
+        for word in text.split(|c: char| !c.is_alphanumeric()) {
+            if word.is_empty() {
+                continue;
+            }
+            let id = vocab.id_of(word);
+            if let (Some(first), Some(second)) = (previous, id) {
+                for (p, (t, phrase)) in vocab.phrases.iter().enumerate() {
+                    if *phrase == [first, second] {
+                        scores[index(*t)] += weight;
+                        if evidence && !matched.contains(&Match::Phrase(p)) {
+                            matched.push(Match::Phrase(p));
+                        }
+                    }
+                }
+            }
+            previous = id.filter(|&i| vocab.starts_phrase[i as usize]);
+            let Some(id) = id else {
                 continue;
             };
             let types = vocab.types[id as usize];
@@ -340,19 +351,6 @@ fn infer_with(
                 }
                 if evidence && !matched.contains(&Match::Word(id)) {
                     matched.push(Match::Word(id));
-                }
-            }
-            for (p, (t, phrase)) in vocab.phrases.iter().enumerate() {
-                if words.len() - i >= phrase.len()
-                    && words[i..i + phrase.len()]
-                        .iter()
-                        .zip(phrase)
-                        .all(|(a, b)| *a == Some(*b))
-                {
-                    scores[index(*t)] += weight;
-                    if evidence && !matched.contains(&Match::Phrase(p)) {
-                        matched.push(Match::Phrase(p));
-                    }
                 }
             }
         }
@@ -406,7 +404,9 @@ struct Vocabulary {
     /// Per word id, the types whose lists hold it (bit `index(t)`).
     types: Vec<u8>,
     /// [`PHRASES`] as word ids.
-    phrases: Vec<(StoryType, Vec<u16>)>,
+    phrases: Vec<(StoryType, [u16; 2])>,
+    /// Per word id, whether a phrase starts with it.
+    starts_phrase: Vec<bool>,
     /// The longest word: a longer one is none of them.
     longest: usize,
 }
@@ -423,6 +423,7 @@ impl Vocabulary {
             words: Vec::new(),
             types: Vec::new(),
             phrases: Vec::new(),
+            starts_phrase: Vec::new(),
             longest: 0,
         };
         for (t, list) in WORDS {
@@ -431,9 +432,13 @@ impl Vocabulary {
                 v.types[id as usize] |= 1 << index(*t);
             }
         }
-        for (t, phrase) in PHRASES {
-            let ids = phrase.iter().map(|w| v.intern(w)).collect();
+        for (t, [first, second]) in PHRASES {
+            let ids = [v.intern(first), v.intern(second)];
             v.phrases.push((*t, ids));
+        }
+        v.starts_phrase = vec![false; v.words.len()];
+        for (_, ids) in &v.phrases {
+            v.starts_phrase[ids[0] as usize] = true;
         }
         v
     }
@@ -537,6 +542,25 @@ mod tests {
                 "{title}"
             );
         }
+    }
+
+    /// Two-word keywords count where their words are consecutive in one
+    /// text, and the evidence lists matches in the order they appear.
+    #[test]
+    fn phrases_match_consecutive_words_in_order() {
+        let i = infer_parts(None, &[], "Refactor: clean clean up the build system", "");
+        assert_eq!(i.story_type, StoryType::Refactor);
+        assert_eq!(
+            i.evidence,
+            TypeEvidence::Keywords(vec!["refactor".into(), "clean up".into()])
+        );
+        let i = infer_parts(None, &[], "Tech debt", "and the api reference");
+        assert_eq!(i.story_type, StoryType::Refactor);
+        // A phrase never spans the title and the description, nor a word
+        // in between.
+        assert_eq!(t("Clean", "up the parser"), StoryType::Feature);
+        assert_eq!(t("Clean the up", ""), StoryType::Feature);
+        assert_eq!(t("", "the API reference"), StoryType::Documentation);
     }
 
     #[test]

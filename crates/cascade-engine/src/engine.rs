@@ -116,7 +116,12 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     pub fn emit(&self, event: Event) {
-        (self.sink)(&event);
+        self.emit_ref(&event);
+    }
+
+    /// [`Ctx::emit`] of an event the caller keeps.
+    pub fn emit_ref(&self, event: &Event) {
+        (self.sink)(event);
     }
 
     pub fn overrides(&self) -> Overrides {
@@ -324,6 +329,12 @@ impl CheckedRun {
     pub fn prd(&self) -> &Prd {
         &self.p.prd
     }
+
+    /// [`Prepared::pending_kinds`]: the kinds the check resolved (not
+    /// inferred again).
+    pub fn pending_kinds(&self) -> Vec<&cascade_plan::Story> {
+        self.p.pending_kinds()
+    }
 }
 
 /// What preparation produced: the plan loaded and checked, the agents
@@ -340,12 +351,27 @@ pub struct Prepared {
     pub(crate) detector: Detector,
     pub(crate) target_branch: String,
     pub(crate) notices: Vec<String>,
+    /// [`Prepared::pending_kinds`], found on first use.
+    pub(crate) kinds: std::sync::OnceLock<Vec<usize>>,
 }
 
 impl Prepared {
     /// The PRD as loaded.
     pub fn prd(&self) -> &Prd {
         &self.prd
+    }
+
+    /// The first pending story of each kind, in plan order
+    /// ([`cascade_agents::resolve::story_kinds`]): resolving these resolves
+    /// every pending story. Inferring every story's type is most of the
+    /// cost of a check at 100,000 stories, so it is done once, here, for
+    /// the engine's check and the caller's agent check alike.
+    pub fn pending_kinds(&self) -> Vec<&cascade_plan::Story> {
+        let stories = &self.prd.stories;
+        let kinds = self.kinds.get_or_init(|| {
+            cascade_agents::resolve::story_kind_positions(stories, |s| !s.is_complete())
+        });
+        kinds.iter().filter_map(|&i| stories.get(i)).collect()
     }
 }
 
@@ -458,6 +484,7 @@ impl Engine {
             detector,
             target_branch,
             notices,
+            kinds: std::sync::OnceLock::new(),
         })
     }
 
@@ -632,7 +659,26 @@ impl Engine {
         options: &RunOptions,
         state: Option<Option<RunState>>,
     ) -> Result<CheckedRun, EngineError> {
-        let p = self.prepare()?;
+        let (p, read) = match (state, self.state_path()) {
+            // The state (tens of megabytes at 100,000 stories) is read while
+            // the plan is (on another thread).
+            (None, Ok(path)) => {
+                let (p, read) = std::thread::scope(|s| {
+                    let reading = s.spawn(|| RunState::load(&path));
+                    let p = self.prepare();
+                    let read = reading.join().unwrap_or_else(|_| {
+                        Err(crate::state::StateError::Io {
+                            op: "read",
+                            path: path.clone(),
+                            source: std::io::Error::other("the reading thread failed"),
+                        })
+                    });
+                    (p, read)
+                });
+                (p?, Some(read))
+            }
+            (state, _) => (self.prepare()?, state.map(Ok)),
+        };
         let state_path = match &self.config.state_path {
             Some(s) => s.clone(),
             None => p.cascade_dir.join("state.json"),
@@ -643,8 +689,7 @@ impl Engine {
                 .check_overrides()
                 .map_err(EngineError::UnknownAgent)?;
             // Stories of one kind resolve alike: each kind is resolved once.
-            let pending = p.prd.stories.iter().filter(|s| !s.is_complete());
-            for story in cascade_agents::resolve::story_kinds(pending) {
+            for story in p.pending_kinds() {
                 resolver
                     .resolve(story, Phase::Implementation)
                     .map_err(|source| EngineError::NoAgent {
@@ -654,8 +699,8 @@ impl Engine {
             }
         }
         let inputs = self.inputs(&p, options)?;
-        let previous = match state {
-            Some(read) => read,
+        let previous = match read {
+            Some(read) => read?,
             None => RunState::load(&state_path)?,
         };
         if options.resume && previous.is_none() {
@@ -768,15 +813,8 @@ impl Engine {
         }
 
         // State: resumed or fresh; stories already merged are complete.
-        let crate::start::Start { state, skipped } = crate::start::starting_state(
-            &self.config,
-            &mut p,
-            previous.as_ref(),
-            &options,
-            new_run_id,
-        )?;
-        // The previous state is in the new one now: not kept for the whole run.
-        drop(previous);
+        let crate::start::Start { state, skipped } =
+            crate::start::starting_state(&self.config, &mut p, previous, &options, new_run_id)?;
         let store = crate::journal::Store::open(state, &state_path)?;
         let prd = p.prd;
 
@@ -1145,12 +1183,21 @@ impl Engine {
             }
         }
         let duration_ms = started.elapsed().as_millis() as u64;
-        ctx.emit(Event::RunFinished {
+        let finished = Event::RunFinished {
             status,
             stories: counts,
             duration_ms,
-            summary: summary.clone(),
-        });
+            summary,
+        };
+        ctx.emit_ref(&finished);
+        // The rows go to the caller too, not copied (one per story).
+        let summary = match finished {
+            Event::RunFinished { summary, .. } => summary,
+            _ => Vec::new(),
+        };
+        if self.config.exits_after_run {
+            leave_to_exit(&ctx, (ids, sched, p.plan));
+        }
         // Stopped for want of disk space: an error, so that nobody mistakes
         // it for a Ctrl-C (the state says interrupted; resume continues).
         let halt = ctx.halt.lock().ok().and_then(|mut h| h.take());
@@ -1165,6 +1212,17 @@ impl Engine {
             duration_ms,
         })
     }
+}
+
+/// [`EngineConfig::exits_after_run`]: the run is over and the process is
+/// about to exit, so the plan, the run state's stories and `more` (the
+/// schedule and the like) are not freed. Plain data only: the run state's
+/// file is closed already ([`Ctx::finish_state`]); what `ctx` keeps besides
+/// (channels, the lock, caches) is dropped as usual by the caller.
+fn leave_to_exit<T>(ctx: &Ctx, more: T) {
+    let prd = ctx.prd.lock().map(|mut p| std::mem::take(&mut *p)).ok();
+    let stories = ctx.state.lock().map(|mut st| st.take_stories()).ok();
+    std::mem::forget((prd, stories, more));
 }
 
 fn poisoned() -> EngineError {

@@ -277,6 +277,21 @@ pub(crate) struct Store {
     dirty: Vec<usize>,
     /// The run's own fields changed since the last commit.
     run_dirty: bool,
+    /// The last compact document made, which the next fold copies the
+    /// records of unchanged stories from.
+    written: Option<Written>,
+    /// Per story position, changed since `written` was made.
+    changed: Vec<bool>,
+}
+
+/// A compact state document as serialized, with where each story's record
+/// is in it. Serializing 100,000 records is most of the cost of a fold;
+/// copying the bytes of those that did not change is a small part of it.
+#[derive(Debug)]
+struct Written {
+    bytes: Vec<u8>,
+    /// Per story position, its record's span in `bytes`.
+    spans: Vec<std::ops::Range<usize>>,
 }
 
 impl std::ops::Deref for Store {
@@ -299,6 +314,8 @@ impl Store {
             document_bytes: 0,
             dirty: Vec::new(),
             run_dirty: false,
+            written: None,
+            changed: Vec::new(),
         };
         store.fold(store.journaled())?;
         Ok(store)
@@ -309,11 +326,16 @@ impl Store {
     pub fn change_story<R>(&mut self, id: &str, f: impl FnOnce(&mut StoryState) -> R) -> R {
         let i = self.state.position_or_add(id);
         self.dirty.push(i);
+        if self.changed.len() <= i {
+            self.changed.resize(i + 1, false);
+        }
+        self.changed[i] = true;
         f(&mut self.state.stories[i])
     }
 
-    /// Changes the run's own fields (not its stories: see [`Store::change_story`]);
-    /// written by the next commit.
+    /// Changes the run's own fields (not its stories: see [`Store::change_story`];
+    /// neither the journal nor the next document would see a story changed
+    /// here); written by the next commit.
     pub fn change_run<R>(&mut self, f: impl FnOnce(&mut RunState) -> R) -> R {
         self.run_dirty = true;
         f(&mut self.state)
@@ -351,6 +373,17 @@ impl Store {
     /// end of a run: what is left is one plain file).
     pub fn finish(&mut self) -> Result<(), StateError> {
         self.fold(false)
+    }
+
+    /// Takes the stories out of the state once the run is over and its
+    /// state is on disk (a journal no longer open): nothing is written
+    /// after this (see `engine::leave_to_exit`).
+    pub fn take_stories(&mut self) -> Vec<StoryState> {
+        self.file = None;
+        self.dirty.clear();
+        self.run_dirty = false;
+        self.written = None;
+        std::mem::take(&mut self.state.stories)
     }
 
     /// Whether this plan's transitions go to a journal.
@@ -405,9 +438,19 @@ impl Store {
         // the new document, even if a kill leaves it behind.
         let next = self.state.journal.max(header(&jpath).unwrap_or(0)) + 1;
         self.state.journal = if journal { next } else { 0 };
-        let bytes = self.state.snapshot(&self.path)?;
-        crate::state::write_snapshot(&self.path, &bytes)?;
+        let written = self.document()?;
+        let indented;
+        let bytes = match &written {
+            Some(w) => &w.bytes,
+            None => {
+                indented = self.state.snapshot(&self.path)?;
+                &indented
+            }
+        };
+        crate::state::write_snapshot(&self.path, bytes)?;
         self.document_bytes = bytes.len() as u64;
+        self.written = written;
+        self.changed.clear();
         self.dirty.clear();
         self.run_dirty = false;
         self.file = None;
@@ -438,6 +481,55 @@ impl Store {
         self.file = Some(file);
         self.journal_bytes = head.len() as u64;
         Ok(())
+    }
+}
+
+impl Store {
+    /// The state as a compact document (a large plan's), the records of
+    /// stories unchanged since the last one copied from it; what
+    /// [`RunState::snapshot`] makes, byte for byte. `None`: a small plan's
+    /// document (indented), made by the snapshot itself.
+    fn document(&mut self) -> Result<Option<Written>, StateError> {
+        if !self.journaled() {
+            return Ok(None);
+        }
+        let serialize = |e: serde_json::Error| StateError::Io {
+            op: "serialize",
+            path: self.path.clone(),
+            source: std::io::Error::other(e),
+        };
+        self.state.updated_at = now_rfc3339();
+        // The run's own fields: `stories` is the last of them, written `[]`
+        // while the records are set aside.
+        let stories = std::mem::take(&mut self.state.stories);
+        let head = serde_json::to_vec(&self.state);
+        self.state.stories = stories;
+        let mut head = head.map_err(serialize)?;
+        if !head.ends_with(b"\"stories\":[]}") {
+            return Ok(None);
+        }
+        head.truncate(head.len() - 2);
+        let previous = self.written.take();
+        let mut bytes = head;
+        bytes.reserve(previous.as_ref().map_or(0, |w| w.bytes.len()));
+        let mut spans = Vec::with_capacity(self.state.stories.len());
+        for (i, story) in self.state.stories.iter().enumerate() {
+            if i > 0 {
+                bytes.push(b',');
+            }
+            let start = bytes.len();
+            let kept = previous
+                .as_ref()
+                .filter(|_| !self.changed.get(i).copied().unwrap_or(false))
+                .and_then(|w| Some(&w.bytes[w.spans.get(i)?.clone()]));
+            match kept {
+                Some(record) => bytes.extend_from_slice(record),
+                None => serde_json::to_writer(&mut bytes, story).map_err(serialize)?,
+            }
+            spans.push(start..bytes.len());
+        }
+        bytes.extend_from_slice(b"]}");
+        Ok(Some(Written { bytes, spans }))
     }
 }
 
@@ -485,6 +577,49 @@ mod tests {
         assert!(!journal_path(&path).exists());
         let back = RunState::load(&path).unwrap().unwrap();
         assert_eq!((back.journal, back.counts().complete), (0, 50));
+    }
+
+    /// A fold copies the records of stories unchanged since the last one
+    /// and serializes the others: the document is byte for byte the one a
+    /// whole serialization of the state makes, through changed, added and
+    /// escaped records, run fields and several folds.
+    #[test]
+    fn a_fold_reusing_unchanged_records_writes_the_whole_serialization() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut store = Store::open(fresh(400), &path).unwrap();
+        let whole = |store: &Store| {
+            let mut copy = store.state.clone();
+            let bytes = std::fs::read(&path).unwrap();
+            // The time the fold stamped, then the state's own serialization.
+            let on_disk: RunState = serde_json::from_slice(&bytes).unwrap();
+            copy.updated_at = on_disk.updated_at;
+            (bytes, serde_json::to_vec(&copy).unwrap())
+        };
+        let (bytes, expected) = whole(&store);
+        assert_eq!(bytes, expected);
+        for round in 0..3 {
+            for i in (round..400).step_by(7) {
+                store.change_story(&format!("s{i}"), |s| {
+                    s.status = StoryStatus::Failed;
+                    s.error = Some(format!("round {round}: \"quoted\"\n\u{e9}"));
+                });
+            }
+            store.change_story(&format!("added-{round}"), |s| {
+                s.agent = Some("codex".into())
+            });
+            store.change_run(|st| st.cooldowns.clear());
+            store.commit().unwrap();
+            store.fold(true).unwrap();
+            let (bytes, expected) = whole(&store);
+            assert_eq!(bytes, expected, "round {round}");
+            assert_eq!(RunState::load(&path).unwrap().unwrap(), *store);
+        }
+        store.change_run(|st| st.status = crate::state::RunPhase::Paused);
+        store.finish().unwrap();
+        let (bytes, expected) = whole(&store);
+        assert_eq!(bytes, expected);
+        assert_eq!(RunState::load(&path).unwrap().unwrap(), *store);
     }
 
     #[test]

@@ -300,6 +300,31 @@ pub struct AttemptRecord {
     pub session_id: Option<String>,
 }
 
+impl AttemptRecord {
+    /// An attempt that has just started: nothing known of it yet but its
+    /// number, agent, phase and start time.
+    pub fn started(attempt: u32, agent: String, phase: String, started_at: String) -> Self {
+        AttemptRecord {
+            attempt,
+            agent,
+            phase,
+            started_at,
+            finished_at: None,
+            pid: None,
+            outcome: None,
+            error_type: None,
+            error: None,
+            duration_ms: None,
+            log: None,
+            input_tokens: None,
+            output_tokens: None,
+            cost_usd: None,
+            cost_estimated: None,
+            session_id: None,
+        }
+    }
+}
+
 /// Reading or writing the state file failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -329,6 +354,30 @@ impl<S: StoryRecord> RunDoc<S> {
     /// Where the story's record is in [`RunState::stories`].
     pub fn position(&self, id: &str) -> Option<usize> {
         self.index.position(&self.stories, id, story_key)
+    }
+
+    /// [`RunDoc::position`], looking at `hint` first: a state keeps its
+    /// plan's order (a fresh one always, a resumed one unless the plan
+    /// changed), so a story's position in the plan is where its record is,
+    /// and the index is neither used nor built. Ids are unique in a state.
+    pub fn position_hinted(&self, hint: usize, id: &str) -> Option<usize> {
+        match self.stories.get(hint) {
+            Some(s) if s.id() == id => Some(hint),
+            _ => self.position(id),
+        }
+    }
+
+    /// The story's record, looked for at `hint` first ([`RunDoc::position_hinted`]).
+    pub fn story_hinted(&self, hint: usize, id: &str) -> Option<&S> {
+        self.stories.get(self.position_hinted(hint, id)?)
+    }
+
+    /// [`RunDoc::position_or_add`], looking at `hint` first.
+    pub fn position_hinted_or_add(&mut self, hint: usize, id: &str) -> usize {
+        match self.stories.get(hint) {
+            Some(s) if s.id() == id => hint,
+            _ => self.position_or_add(id),
+        }
     }
 
     /// The story's record, added (pending) if it is new to the state.
@@ -527,6 +576,46 @@ fn read_consistent<T>(
     }
 }
 
+/// The fields of a run that stay as it started: what `resume` reads before
+/// anything else (how the run was started), from the state document alone
+/// and without reading its stories (most of the document: the whole state
+/// is read by the engine, beside the plan).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct RunHead {
+    pub schema_version: u32,
+    pub run_id: String,
+    /// The PRD that was run (as given).
+    pub prd: String,
+    /// The directory the run started in.
+    pub project_root: String,
+    /// The options the run was started with (see [`RunDoc::options`]).
+    #[serde(default)]
+    pub options: Option<serde_json::Value>,
+}
+
+impl RunHead {
+    /// The head of the state at `path`; `Ok(None)` when there is none.
+    /// Errors as [`RunState::load`]'s.
+    pub fn load(path: &Path) -> Result<Option<RunHead>, StateError> {
+        let Some(bytes) = read_file(path)? else {
+            return Ok(None);
+        };
+        let head = cascade_plan::json::from_slice::<RunHead>(&bytes).map_err(|source| {
+            StateError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        if head.schema_version > SCHEMA_VERSION {
+            return Err(StateError::NewerSchema {
+                path: path.to_path_buf(),
+                found: head.schema_version,
+            });
+        }
+        Ok(Some(head))
+    }
+}
+
 /// Reads the state at `path` and its journal as [`StoryBrief`]s borrowed
 /// from their text, and hands them to `f`; `None` when there is no run yet.
 /// What a reader that looks once needs, at a fraction of
@@ -617,22 +706,12 @@ mod tests {
         st.story_mut("a").status = StoryStatus::Complete;
         st.story_mut("b").status = StoryStatus::Failed;
         st.story_mut("b").attempts.push(AttemptRecord {
-            attempt: 1,
-            agent: "x".into(),
-            phase: "implementation".into(),
-            started_at: now_rfc3339(),
-            finished_at: None,
             pid: Some(3),
             outcome: Some("failed".into()),
             error_type: Some(FailureKind::QualityGate),
             error: Some("gate 'tests' failed".into()),
             duration_ms: Some(4),
-            log: None,
-            input_tokens: None,
-            output_tokens: None,
-            cost_usd: None,
-            cost_estimated: None,
-            session_id: None,
+            ..AttemptRecord::started(1, "x".into(), "implementation".into(), now_rfc3339())
         });
         st.save(&path).unwrap();
         let back = RunState::load(&path).unwrap().unwrap();

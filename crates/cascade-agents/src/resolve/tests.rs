@@ -584,3 +584,54 @@ fn stories_of_one_kind_resolve_alike() {
         }
     }
 }
+
+/// The kinds of a large plan (types inferred in parallel) are the stories
+/// the sequential definition picks, as positions, with the stories left
+/// out never chosen.
+#[test]
+fn kind_positions_are_the_kinds_of_the_included_stories() {
+    let titles = [
+        "Profile page",
+        "Fix login crash",
+        "Refactor the parser",
+        "Add tests for export",
+        "Write the README",
+        "Deploy with docker",
+    ];
+    let agents = [None, Some("codex"), Some(" "), Some("aider")];
+    // Past the parallel threshold, with the kinds first met late in the plan.
+    let plan: Vec<Story> = (0..10_000)
+        .map(|i| {
+            let mut s = Story::new(format!("s-{i}"), titles[(i / 7 + i % 5) % titles.len()]);
+            s.agent = agents[(i / 1_000) % agents.len()].map(str::to_string);
+            s
+        })
+        .collect();
+    let include = |s: &Story| !s.id.ends_with('3');
+    let positions = story_kind_positions(&plan, include);
+    let expected: Vec<*const Story> = story_kinds(plan.iter().filter(|s| include(s)))
+        .into_iter()
+        .map(|s| s as *const Story)
+        .collect();
+    let got: Vec<*const Story> = positions
+        .iter()
+        .map(|&i| &plan[i] as *const Story)
+        .collect();
+    assert_eq!(got, expected);
+    // Every agent-and-type pair present is a kind: 6 types x 3 own agents.
+    assert_eq!(positions.len(), 18);
+    assert!(positions.iter().all(|&i| include(&plan[i])));
+    assert!(positions.windows(2).all(|w| w[0] < w[1]));
+    // A small plan (inferred on this thread) alike.
+    let small = &plan[..1500];
+    let expected: Vec<*const Story> = story_kinds(small.iter().filter(|s| include(s)))
+        .into_iter()
+        .map(|s| s as *const Story)
+        .collect();
+    let got: Vec<*const Story> = story_kind_positions(small, include)
+        .iter()
+        .map(|&i| &small[i] as *const Story)
+        .collect();
+    assert_eq!(got, expected);
+    assert!(got.len() >= 6);
+}

@@ -452,22 +452,10 @@ mod tests {
 
     fn attempt(cost: Option<f64>, ran: bool) -> AttemptRecord {
         AttemptRecord {
-            attempt: 1,
-            agent: "a".into(),
-            phase: "implementation".into(),
-            started_at: String::new(),
-            finished_at: None,
             pid: ran.then_some(1),
             outcome: Some("failed".into()),
-            error_type: None,
-            error: None,
-            duration_ms: None,
-            log: None,
-            input_tokens: None,
-            output_tokens: None,
             cost_usd: cost,
-            cost_estimated: None,
-            session_id: None,
+            ..AttemptRecord::started(1, "a".into(), "implementation".into(), String::new())
         }
     }
 

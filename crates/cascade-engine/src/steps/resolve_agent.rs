@@ -76,24 +76,12 @@ pub(super) fn record_attempt(a: &Attempt<'_>) {
     let agent = a.agent.clone();
     a.ctx.amend_story(a.id(), |s| {
         s.agent = Some(agent.clone());
-        s.attempts.push(AttemptRecord {
-            attempt: a.number,
+        s.attempts.push(AttemptRecord::started(
+            a.number,
             agent,
-            phase: a.phase.as_str().to_string(),
-            started_at: now_rfc3339(),
-            finished_at: None,
-            pid: None,
-            outcome: None,
-            error_type: None,
-            error: None,
-            duration_ms: None,
-            log: None,
-            input_tokens: None,
-            output_tokens: None,
-            cost_usd: None,
-            cost_estimated: None,
-            session_id: None,
-        });
+            a.phase.as_str().to_string(),
+            now_rfc3339(),
+        ));
     });
 }
 

@@ -62,39 +62,76 @@ pub fn each_line(path: &Path, mut f: impl FnMut(&str)) {
     }
 }
 
-/// The `seq` of the last whole record of a journal (0: none). Only the end
-/// of the file is read: a resumed run's journal can be large.
-fn last_seq(file: &mut File) -> std::io::Result<u64> {
-    use std::io::{Read, Seek, SeekFrom};
-    #[derive(serde::Deserialize)]
-    struct Seq {
-        seq: u64,
-    }
+/// The `seq` of the last whole record of a journal (0: none). Lines are
+/// looked at from the end, each as little as it takes: a resumed run's
+/// journal can be large, and its last line long (`run_finished` carries
+/// every story).
+fn last_seq(file: &File) -> std::io::Result<u64> {
     let len = file.metadata()?.len();
-    // Read backwards until the block holds a whole line before the end
-    // (the last line can be long: `run_finished` carries every story).
-    let mut block = 64 * 1024u64;
+    // The line being looked at ends here (a newline, or the file's end).
+    let mut end = len;
     loop {
-        let start = len.saturating_sub(block);
-        file.seek(SeekFrom::Start(start))?;
-        let mut tail = Vec::with_capacity((len - start) as usize);
-        file.read_to_end(&mut tail)?;
-        let mut lines: Vec<&[u8]> = tail.split(|b| *b == b'\n').collect();
-        if start > 0 {
-            lines.remove(0); // may be cut
-        }
-        let found = lines
-            .iter()
-            .rev()
-            .find_map(|l| serde_json::from_slice::<Seq>(l).ok());
-        if let Some(s) = found {
-            return Ok(s.seq);
+        let start = line_start(file, end)?;
+        if let Some(seq) = seq_of(file, start..end, end < len)? {
+            return Ok(seq);
         }
         if start == 0 {
             return Ok(0);
         }
-        block *= 4;
+        end = start - 1;
     }
+}
+
+/// Where the line that ends at `end` starts: after the newline before it,
+/// or at the file's start. Read backwards a block at a time.
+fn line_start(file: &File, end: u64) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut block = vec![0u8; 64 * 1024];
+    let mut pos = end;
+    while pos > 0 {
+        let from = pos.saturating_sub(block.len() as u64);
+        let chunk = &mut block[..(pos - from) as usize];
+        file.read_exact_at(chunk, from)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(from + i as u64 + 1);
+        }
+        pos = from;
+    }
+    Ok(0)
+}
+
+/// The `seq` of the record on the line at `span`: read from its first
+/// bytes when the line is whole (`ended`: a newline follows it, and it
+/// closes its object) and opens as [`super::record_line`] writes a record,
+/// else parsed whole (a torn or foreign line: `None`).
+fn seq_of(file: &File, span: std::ops::Range<u64>, ended: bool) -> std::io::Result<Option<u64>> {
+    use std::os::unix::fs::FileExt;
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: u64,
+    }
+    if span.is_empty() {
+        return Ok(None);
+    }
+    let len = (span.end - span.start) as usize;
+    if ended {
+        let mut head = [0u8; 32];
+        let head = &mut head[..len.min(32)];
+        file.read_exact_at(head, span.start)?;
+        let mut last = [0u8; 1];
+        file.read_exact_at(&mut last, span.end - 1)?;
+        let seq = head.strip_prefix(b"{\"seq\":").and_then(|rest| {
+            let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            let number = std::str::from_utf8(&rest[..digits]).ok()?;
+            (rest.get(digits) == Some(&b',')).then(|| number.parse::<u64>().ok())?
+        });
+        if let (Some(seq), b'}') = (seq, last[0]) {
+            return Ok(Some(seq));
+        }
+    }
+    let mut line = vec![0u8; len];
+    file.read_exact_at(&mut line, span.start)?;
+    Ok(serde_json::from_slice::<Seq>(&line).ok().map(|s| s.seq))
 }
 
 /// Appends records to one run's journal.
@@ -117,7 +154,7 @@ impl Writer {
             .read(true)
             .append(true)
             .open(path)?;
-        let last = last_seq(&mut file)?;
+        let last = last_seq(&file)?;
         // A torn last line must not swallow the next record.
         let len = file.metadata()?.len();
         if len > 0 {
@@ -183,6 +220,37 @@ mod tests {
         assert_eq!(w.next_seq, 3);
         w.append(&rec(3)).unwrap();
         assert_eq!(read(&p).unwrap(), vec![rec(1), rec(2), rec(3)]);
+    }
+
+    /// The numbering goes on after the last whole record however long its
+    /// line (longer than a block read backwards), past a torn line, a line
+    /// made whole by the newline after it, and a record written otherwise.
+    #[test]
+    fn numbering_goes_on_after_a_long_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = path(dir.path(), "run-1").unwrap();
+        let mut w = Writer::open(&p).unwrap();
+        w.append(&rec(1)).unwrap();
+        let long = format!(
+            "{{\"event\": \"run_finished\", \"x\": \"{}\"}}",
+            "y".repeat(300_000)
+        );
+        w.append_line(&super::super::record_line(2, 5, 6, "event", &long))
+            .unwrap();
+        drop(w);
+        assert_eq!(Writer::open(&p).unwrap().next_seq, 3);
+        // A torn line: skipped, and ended so that the next record is whole.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":3,\"t_ms\":1,\"data\":{\"y\"")
+            .unwrap();
+        drop(f);
+        assert_eq!(Writer::open(&p).unwrap().next_seq, 3);
+        // Then a record with its fields in another order and spacing.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"kind\": \"event\", \"seq\": 7, \"t_ms\": 1, \"ts\": 2, \"data\": {}}\n")
+            .unwrap();
+        drop(f);
+        assert_eq!(Writer::open(&p).unwrap().next_seq, 8);
     }
 
     #[test]
