@@ -228,22 +228,25 @@ pub struct RunningJob {
     pub since: String,
 }
 
+/// A job for tests: story `story`'s attempt from `base` into `main`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(feature: Option<&str>, story: &str, attempt: u32, base: &str) -> Job {
-        let mut j: Job = serde_json::from_value(serde_json::json!({
+pub(crate) fn test_job(feature: Option<&str>, story: &str, attempt: u32, base: &str) -> Job {
+    let mut j: Job = serde_json::from_value(serde_json::json!({
             "run_id": "20260101T000000Z-12", "story": story, "title": "t", "attempt": attempt,
             "max_attempts": 3, "phase": "implementation", "base": base, "target_branch": "main",
             "prd": {}, "agents": {"agent": null, "impl_agent": null, "retry_agent": null,
             "review_agent": null, "no_fallback": false, "candidates": []},
             "use_gate_cache": true, "excerpt_bytes": 100
-        }))
-        .unwrap();
-        j.feature = feature.map(str::to_string);
-        j
-    }
+    }))
+    .unwrap();
+    j.feature = feature.map(str::to_string);
+    j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_job as job;
 
     #[test]
     fn subjects_are_single_tokens() {
