@@ -103,6 +103,15 @@ pub fn job_id(job: &Job) -> String {
     ))
 }
 
+/// The de-duplication id a job is published with (`Nats-Msg-Id`): the job
+/// id within its repository. The jobs stream serves every repository, and
+/// run ids (time and pid) and bases (commit ids) can repeat across
+/// repositories: two projects with the same content started in the same
+/// second, as a benchmark does, would lose the second one's job.
+pub fn publish_id(repo_key: &str, job_id: &str) -> String {
+    format!("{repo_key}.{job_id}")
+}
+
 /// A repository's key in subjects: a short stable hash of the shared
 /// remote's URL (the same on every machine using that URL).
 pub fn repo_key(remote: &str) -> String {
@@ -256,6 +265,10 @@ mod tests {
         assert!(id.ends_with("-a3-0123456789ab"), "{id}");
         assert_ne!(id, job_id(&job(None, "api.v2", 3, "fedcba9876543210")));
         assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
+        // One job published again is one message; the same job id in
+        // another repository is another.
+        assert_eq!(publish_id("r1", &id), publish_id("r1", &id));
+        assert_ne!(publish_id("r1", &id), publish_id("r2", &id));
         assert_eq!(repo_key("git@h:x.git"), repo_key("git@h:x.git/"));
         assert_ne!(repo_key("a"), repo_key("b"));
     }
