@@ -117,9 +117,17 @@ fn story_commit(repo_dir: &Path, base: &str, story: &str) -> String {
 }
 
 /// The in-process worker: its heartbeat, and every job answered at once
-/// with a one-file commit on the job's base (made in the shared remote,
-/// where the coordinator pushed the base) in a pack.
-async fn worker(url: String) {
+/// with a one-file commit on the job's base in a pack. Its repository is
+/// the shared remote; it gets each base as a real worker does, as a pack
+/// from the coordinator's repository (at `root`) of what the base adds to
+/// the last base it got.
+async fn worker(url: String, root: PathBuf) {
+    let remote_main = {
+        let repo = git2::Repository::open(&root).unwrap();
+        let main = repo.refname_to_id("refs/heads/main").unwrap();
+        main.to_string()
+    };
+    let have = Arc::new(Mutex::new(remote_main));
     let fleet = cascade_fleet::nats::Fleet::connect(&url, "bench-worker")
         .await
         .unwrap();
@@ -165,13 +173,14 @@ async fn worker(url: String) {
         while let Some(Ok(msg)) = batch.next().await {
             let m: JobMsg = serde_json::from_slice(&msg.payload).unwrap();
             let (remote, base, story) = (m.remote.clone(), m.job.base.clone(), m.job.story.clone());
+            let (root, have) = (root.clone(), Arc::clone(&have));
             let (commit, pack) = tokio::task::spawn_blocking(move || {
-                // The coordinator publishes a job without waiting for its
-                // base's push (workers ask it for the base): wait for it here.
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !cascade_git::transfer::has_commit(Path::new(&remote), &base) {
-                    assert!(Instant::now() < deadline, "base {base} never pushed");
-                    std::thread::sleep(Duration::from_millis(5));
+                use cascade_git::transfer::{has_commit, import_pack, pack_for};
+                if !has_commit(Path::new(&remote), &base) {
+                    let mut have = have.lock().unwrap();
+                    let pack = pack_for(&root, &base, &[have.clone()]).unwrap().unwrap();
+                    import_pack(Path::new(&remote), &pack).unwrap();
+                    *have = base.clone();
                 }
                 let commit = story_commit(Path::new(&remote), &base, &story);
                 let pack = cascade_git::transfer::pack_since(Path::new(&remote), &commit, &base)
@@ -239,7 +248,8 @@ fn coordinator_run(nats: &Nats, n: usize) -> Duration {
         })
     };
     let summary = rt.block_on(async {
-        let worker = cascade_process::AbortOnDrop(tokio::spawn(worker(nats.url.clone())));
+        let worker =
+            cascade_process::AbortOnDrop(tokio::spawn(worker(nats.url.clone(), root.clone())));
         let paths = RepoPaths::discover(&root).unwrap();
         let mut cfg = CoordinatorConfig::new(
             &nats.url,

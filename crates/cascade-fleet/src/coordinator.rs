@@ -377,7 +377,7 @@ impl Coordinator {
         // the stream's de-duplication (Nats-Msg-Id) drops. From another base
         // it is another job; the first one's result is then ignored.
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", job_id);
+        headers.insert("Nats-Msg-Id", publish_id(&self.repo_key, job_id).as_str());
         loop {
             let sent = async {
                 let ack = self

@@ -103,6 +103,15 @@ pub fn job_id(job: &Job) -> String {
     ))
 }
 
+/// The de-duplication id a job is published with (`Nats-Msg-Id`): the job
+/// id within its repository. The jobs stream serves every repository, and
+/// run ids (time and pid) and bases (commit ids) can repeat across
+/// repositories: two projects with the same content started in the same
+/// second, as a benchmark does, would lose the second one's job.
+pub fn publish_id(repo_key: &str, job_id: &str) -> String {
+    format!("{repo_key}.{job_id}")
+}
+
 /// A repository's key in subjects: a short stable hash of the shared
 /// remote's URL (the same on every machine using that URL).
 pub fn repo_key(remote: &str) -> String {
@@ -228,22 +237,25 @@ pub struct RunningJob {
     pub since: String,
 }
 
+/// A job for tests: story `story`'s attempt from `base` into `main`.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn job(feature: Option<&str>, story: &str, attempt: u32, base: &str) -> Job {
-        let mut j: Job = serde_json::from_value(serde_json::json!({
+pub(crate) fn test_job(feature: Option<&str>, story: &str, attempt: u32, base: &str) -> Job {
+    let mut j: Job = serde_json::from_value(serde_json::json!({
             "run_id": "20260101T000000Z-12", "story": story, "title": "t", "attempt": attempt,
             "max_attempts": 3, "phase": "implementation", "base": base, "target_branch": "main",
             "prd": {}, "agents": {"agent": null, "impl_agent": null, "retry_agent": null,
             "review_agent": null, "no_fallback": false, "candidates": []},
             "use_gate_cache": true, "excerpt_bytes": 100
-        }))
-        .unwrap();
-        j.feature = feature.map(str::to_string);
-        j
-    }
+    }))
+    .unwrap();
+    j.feature = feature.map(str::to_string);
+    j
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use test_job as job;
 
     #[test]
     fn subjects_are_single_tokens() {
@@ -253,6 +265,10 @@ mod tests {
         assert!(id.ends_with("-a3-0123456789ab"), "{id}");
         assert_ne!(id, job_id(&job(None, "api.v2", 3, "fedcba9876543210")));
         assert!(results_subject("r1", &id).starts_with("cascade.results.r1."));
+        // One job published again is one message; the same job id in
+        // another repository is another.
+        assert_eq!(publish_id("r1", &id), publish_id("r1", &id));
+        assert_ne!(publish_id("r1", &id), publish_id("r2", &id));
         assert_eq!(repo_key("git@h:x.git"), repo_key("git@h:x.git/"));
         assert_ne!(repo_key("a"), repo_key("b"));
     }

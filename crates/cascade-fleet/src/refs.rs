@@ -12,9 +12,13 @@
 //!
 //! Every change goes through one task, in rounds: a round is one `git push`
 //! with all the bases asked for meanwhile and all the refs that became
-//! garbage (deletions alone wait [`SWEEP_DELAY`] to gather). The ledger
-//! remembers every ref not deleted yet, so a restarted coordinator still
-//! deletes them.
+//! garbage. A round nobody waits for gathers for [`GATHER`] first: workers
+//! get their bases from the coordinator (the `bases` module), so a base on
+//! the remote is a fallback, and one push per merge (a handful of git
+//! processes on each side) took a third of a busy coordinator's CPU. A
+//! round somebody waits for (a resolution's job, a worker told to fetch)
+//! starts at once. The ledger remembers every ref not deleted yet, so a
+//! restarted coordinator still deletes them.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
@@ -30,8 +34,8 @@ use crate::git;
 use crate::ledger::Ledger;
 use crate::protocol::base_ref;
 
-/// How long deletions gather before a round runs for them alone.
-const SWEEP_DELAY: Duration = Duration::from_millis(500);
+/// How long the changes of a round nobody waits for gather.
+const GATHER: Duration = Duration::from_secs(1);
 
 /// The coordinator's refs on the shared remote.
 pub(crate) struct RemoteRefs {
@@ -40,6 +44,8 @@ pub(crate) struct RemoteRefs {
     ledger: Arc<Ledger>,
     state: Mutex<State>,
     wake: Notify,
+    /// Somebody waits for a push: the round starts without gathering.
+    urgent: Notify,
     /// Rounds done (waiters of a push watch it).
     rounds: watch::Sender<u64>,
     /// One round at a time.
@@ -58,6 +64,8 @@ struct State {
     failed: HashMap<String, String>,
     /// Jobs out per base.
     users: HashMap<String, usize>,
+    /// Callers waiting for a push to be done.
+    waiting: usize,
     /// The newest base pushed per target branch.
     newest: HashMap<String, String>,
     /// Branches to delete.
@@ -84,6 +92,7 @@ impl RemoteRefs {
             ledger,
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            urgent: Notify::new(),
             rounds: watch::channel(0).0,
             turn: tokio::sync::Mutex::new(()),
             problems: Mutex::new(Vec::new()),
@@ -96,11 +105,10 @@ impl RemoteRefs {
         tokio::spawn(async move {
             loop {
                 refs.wake.notified().await;
-                // Deletions alone wait to gather (a push cuts that short).
-                if refs.state(|st| st.to_push.is_empty()) {
+                if refs.gathers() {
                     tokio::select! {
-                        _ = tokio::time::sleep(SWEEP_DELAY) => {}
-                        _ = refs.wake.notified() => {}
+                        _ = tokio::time::sleep(GATHER) => {}
+                        _ = refs.urgent.notified() => {}
                     }
                 }
                 refs.round().await;
@@ -123,6 +131,7 @@ impl RemoteRefs {
         let base = job.base.clone();
         let mut rounds = self.rounds.subscribe();
         self.take_base(job);
+        let mut waiting = None;
         loop {
             let (done, failed) = self.state(|st| {
                 (
@@ -140,6 +149,7 @@ impl RemoteRefs {
                     message,
                 });
             }
+            waiting.get_or_insert_with(|| self.wait_for_rounds());
             tokio::select! {
                 _ = rounds.changed() => {}
                 _ = cancel.cancelled() => {
@@ -167,8 +177,9 @@ impl RemoteRefs {
     /// this coordinator's jobs, or its push failed.
     pub async fn pushed(&self, base: &str) -> bool {
         let mut rounds = self.rounds.subscribe();
+        let mut waiting = None;
         loop {
-            let (done, waiting) = self.state(|st| {
+            let (done, pending) = self.state(|st| {
                 let used = st.users.get(base).copied().unwrap_or(0) > 0;
                 (
                     st.on_remote.contains_key(base),
@@ -178,7 +189,11 @@ impl RemoteRefs {
             if done {
                 return true;
             }
-            if !waiting || rounds.changed().await.is_err() {
+            if !pending {
+                return false;
+            }
+            waiting.get_or_insert_with(|| self.wait_for_rounds());
+            if rounds.changed().await.is_err() {
                 return false;
             }
         }
@@ -225,6 +240,19 @@ impl RemoteRefs {
             .lock()
             .map(|mut p| std::mem::take(&mut *p))
             .unwrap_or_default()
+    }
+
+    /// Whether the next round gathers first (nobody waits for it).
+    fn gathers(&self) -> bool {
+        self.state(|st| st.waiting == 0)
+    }
+
+    /// Says a caller waits for pushes until the guard is dropped: the
+    /// rounds meanwhile start without gathering.
+    fn wait_for_rounds(&self) -> Waiting<'_> {
+        self.state(|st| st.waiting += 1);
+        self.urgent.notify_one();
+        Waiting(self)
     }
 
     /// Queues `base` for the next round (unless it is there or queued).
@@ -335,6 +363,15 @@ impl RemoteRefs {
     }
 }
 
+/// A caller waiting for pushes ([`RemoteRefs::wait_for_rounds`]).
+struct Waiting<'a>(&'a RemoteRefs);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.state(|st| st.waiting = st.waiting.saturating_sub(1));
+    }
+}
+
 impl State {
     /// What the next round changes: the bases asked for; the bases on the
     /// remote no job uses (but the newest of a target still running); the
@@ -419,6 +456,62 @@ mod tests {
         let r = st.plan(&[], &BTreeSet::new());
         assert_eq!(r.push, [("ftip".to_string(), "feature".to_string())]);
         assert_eq!(r.bases, ["b1", "b2"]);
+    }
+
+    fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    #[tokio::test]
+    async fn a_base_somebody_waits_for_is_pushed_at_once_with_what_gathered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (repo, remote) = (tmp.path().join("repo"), tmp.path().join("remote.git"));
+        std::fs::create_dir(&repo).unwrap();
+        git(tmp.path(), &["init", "-q", "--bare", "remote.git"]);
+        git(&repo, &["init", "-q", "-b", "main"]);
+        git(
+            &repo,
+            &["remote", "add", "origin", &remote.to_string_lossy()],
+        );
+        let mut tips = Vec::new();
+        for n in 1..=2 {
+            let args = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q"];
+            git(
+                &repo,
+                &[&args[..], &["--allow-empty", "-m", &format!("c{n}")]].concat(),
+            );
+            tips.push(git(&repo, &["rev-parse", "HEAD"]));
+        }
+        let ledger = Arc::new(Ledger::open(tmp.path().join("ledger.json")));
+        let refs = Arc::new(RemoteRefs::new(repo.clone(), "origin".into(), ledger));
+        let pusher = refs.pusher();
+
+        // A merge's tip is pushed ahead, when the round has gathered.
+        assert!(refs.gathers());
+        refs.merged("s1", "main", &tips[0]);
+        // A job's base its publisher waits for does not wait for the
+        // gathering: its round starts at once and takes the tip along.
+        let job = crate::protocol::test_job(None, "s2", 1, &tips[1]);
+        refs.use_base(&job, &CancelToken::new()).await.unwrap();
+        assert_eq!(*refs.rounds.borrow(), 1, "one round for both");
+        let on_remote = git(&repo, &["ls-remote", "origin", "refs/cascade/base/*"]);
+        for tip in &tips {
+            assert!(on_remote.contains(&base_ref(tip)), "{tip}: {on_remote}");
+        }
+        // Nobody waits any more: the rounds gather again.
+        assert!(refs.gathers());
+        {
+            let _waiting = refs.wait_for_rounds();
+            assert!(!refs.gathers());
+        }
+        assert!(refs.gathers());
+        pusher.abort();
     }
 
     #[test]
