@@ -458,14 +458,11 @@ mod tests {
         assert_eq!(r.bases, ["b1", "b2"]);
     }
 
-    fn git(dir: &std::path::Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    /// `git <args>` in `dir` (the crate's own runner); its stdout, trimmed.
+    async fn git(dir: &std::path::Path, args: &[&str]) -> String {
+        crate::git::git(dir, args, &CancelToken::new())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -473,20 +470,22 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let (repo, remote) = (tmp.path().join("repo"), tmp.path().join("remote.git"));
         std::fs::create_dir(&repo).unwrap();
-        git(tmp.path(), &["init", "-q", "--bare", "remote.git"]);
-        git(&repo, &["init", "-q", "-b", "main"]);
+        git(tmp.path(), &["init", "-q", "--bare", "remote.git"]).await;
+        git(&repo, &["init", "-q", "-b", "main"]).await;
         git(
             &repo,
             &["remote", "add", "origin", &remote.to_string_lossy()],
-        );
+        )
+        .await;
         let mut tips = Vec::new();
         for n in 1..=2 {
             let args = ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q"];
             git(
                 &repo,
                 &[&args[..], &["--allow-empty", "-m", &format!("c{n}")]].concat(),
-            );
-            tips.push(git(&repo, &["rev-parse", "HEAD"]));
+            )
+            .await;
+            tips.push(git(&repo, &["rev-parse", "HEAD"]).await);
         }
         let ledger = Arc::new(Ledger::open(tmp.path().join("ledger.json")));
         let refs = Arc::new(RemoteRefs::new(repo.clone(), "origin".into(), ledger));
@@ -500,7 +499,7 @@ mod tests {
         let job = crate::protocol::test_job(None, "s2", 1, &tips[1]);
         refs.use_base(&job, &CancelToken::new()).await.unwrap();
         assert_eq!(*refs.rounds.borrow(), 1, "one round for both");
-        let on_remote = git(&repo, &["ls-remote", "origin", "refs/cascade/base/*"]);
+        let on_remote = git(&repo, &["ls-remote", "origin", "refs/cascade/base/*"]).await;
         for tip in &tips {
             assert!(on_remote.contains(&base_ref(tip)), "{tip}: {on_remote}");
         }
