@@ -358,13 +358,13 @@ mod tests {
     use super::*;
 
     fn state(prd: &str, root: &Path) -> RunHead {
-        RunHead {
-            schema_version: cascade_engine::state::SCHEMA_VERSION,
-            run_id: "r".into(),
-            prd: prd.into(),
-            project_root: root.display().to_string(),
-            options: None,
-        }
+        let document = serde_json::json!({
+            "schema_version": cascade_engine::state::SCHEMA_VERSION, "run_id": "r",
+            "prd": prd, "target_branch": "main", "project_root": root.display().to_string(),
+            "status": "interrupted", "pid": 1, "started_at": "t", "updated_at": "t",
+            "stories": [{"id": "s1", "status": "pending"}]
+        });
+        serde_json::from_value(document).unwrap()
     }
 
     #[test]

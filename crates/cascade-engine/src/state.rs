@@ -576,43 +576,41 @@ fn read_consistent<T>(
     }
 }
 
-/// The fields of a run that stay as it started: what `resume` reads before
-/// anything else (how the run was started), from the state document alone
-/// and without reading its stories (most of the document: the whole state
-/// is read by the engine, beside the plan).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct RunHead {
-    pub schema_version: u32,
-    pub run_id: String,
-    /// The PRD that was run (as given).
-    pub prd: String,
-    /// The directory the run started in.
-    pub project_root: String,
-    /// The options the run was started with (see [`RunDoc::options`]).
-    #[serde(default)]
-    pub options: Option<serde_json::Value>,
+/// A story's record left unread: [`RunHead`]'s stories.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unread;
+
+impl<'de> Deserialize<'de> for Unread {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unread, D::Error> {
+        serde::de::IgnoredAny::deserialize(d).map(|_| Unread)
+    }
 }
+
+impl StoryRecord for Unread {
+    fn id(&self) -> &str {
+        ""
+    }
+    fn status(&self) -> StoryStatus {
+        StoryStatus::Pending
+    }
+    fn pending(_: String) -> Self {
+        Unread
+    }
+}
+
+/// A run as it started, its stories left unread: what `resume` reads
+/// before anything else (how the run was started) from the state document
+/// alone (the whole state is read by the engine, beside the plan).
+pub type RunHead = RunDoc<Unread>;
 
 impl RunHead {
     /// The head of the state at `path`; `Ok(None)` when there is none.
     /// Errors as [`RunState::load`]'s.
     pub fn load(path: &Path) -> Result<Option<RunHead>, StateError> {
-        let Some(bytes) = read_file(path)? else {
-            return Ok(None);
-        };
-        let head = cascade_plan::json::from_slice::<RunHead>(&bytes).map_err(|source| {
-            StateError::Parse {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
-        if head.schema_version > SCHEMA_VERSION {
-            return Err(StateError::NewerSchema {
-                path: path.to_path_buf(),
-                found: head.schema_version,
-            });
+        match read_file(path)? {
+            Some(bytes) => RunHead::parse(path, &bytes).map(Some),
+            None => Ok(None),
         }
-        Ok(Some(head))
     }
 }
 
