@@ -114,7 +114,7 @@ impl AppState {
     }
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, Response> {
     tokio::task::spawn_blocking(f).await.map_err(|e| {

@@ -47,10 +47,16 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    /// The entry of a record, and its head when it is an event.
-    fn new(seq: u64, kind: &str, data: &str, times: (u64, u64)) -> (Entry, Option<Head>) {
+    /// The entry of a record, and its head when it is an event (borrowed
+    /// from `data`).
+    fn new<'d>(
+        seq: u64,
+        kind: &str,
+        data: &'d str,
+        times: (u64, u64),
+    ) -> (Entry, Option<Head<'d>>) {
         let event = kind == "event";
-        let head: Option<Head> = serde_json::from_str(data).ok();
+        let head: Option<Head<'d>> = serde_json::from_str(data).ok();
         let control = event && head.as_ref().and_then(|h| h.event.as_deref()) == Some("control");
         let story = head
             .as_ref()
@@ -65,25 +71,9 @@ impl Entry {
         (entry, head.filter(|_| event))
     }
 
-    /// From a record of the live channel.
-    fn of(r: &Record) -> (Entry, Option<Head>) {
-        let data = serde_json::to_string(&r.data).unwrap_or_else(|_| "{}".into());
-        Entry::new(r.seq, &r.kind, &data, (r.t_ms, r.ts))
-    }
-
     /// From a journal line (`None`: not a record, e.g. a torn last line).
-    fn parse(line: &str) -> Option<(Entry, Option<Head>)> {
-        #[derive(serde::Deserialize)]
-        struct Line<'a> {
-            seq: u64,
-            t_ms: u64,
-            ts: u64,
-            #[serde(borrow)]
-            kind: std::borrow::Cow<'a, str>,
-            #[serde(borrow)]
-            data: &'a RawValue,
-        }
-        let l: Line<'_> = serde_json::from_str(line).ok()?;
+    fn parse(line: &str) -> Option<(Entry, Option<Head<'_>>)> {
+        let l = Line::of(line)?;
         Some(Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)))
     }
 
@@ -93,6 +83,48 @@ impl Entry {
         let json = self.sse.split("\ndata: ").nth(1)?.split('\n').next()?;
         serde_json::from_str(json).ok()
     }
+}
+
+/// A journal line's parts (its data left unparsed).
+#[derive(serde::Deserialize)]
+struct Line<'a> {
+    seq: u64,
+    t_ms: u64,
+    ts: u64,
+    #[serde(borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+}
+
+impl Line<'_> {
+    /// `None`: not a record (a torn or foreign line).
+    fn of(line: &str) -> Option<Line<'_>> {
+        serde_json::from_str(line).ok()
+    }
+}
+
+/// What [`read_journal`] folds of a journal and the `seq` of the last record
+/// it would keep, without making the records: the lines of events the
+/// summary does not fold are known by their opening and skipped unread, and
+/// the last record is found from the end. What the run view needs of a
+/// finished run's journal when nobody asked for its records yet.
+fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
+    let mut summary = Summary::default();
+    journal::each_line(path, |line| {
+        let skip = journal::Opening::of(line)
+            .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !Summary::folds(e)));
+        if skip {
+            return;
+        }
+        if let Some(l) = Line::of(line).filter(|l| l.kind == "event") {
+            if let Ok(h) = serde_json::from_str::<Head>(l.data.get()) {
+                summary.add(&h);
+            }
+        }
+    });
+    let last = journal::last_line(path, |l| Line::of(l).map(|l| l.seq)).unwrap_or(0);
+    (summary, last)
 }
 
 /// The records of a journal, in order, with what they say folded in.
@@ -126,12 +158,20 @@ struct View {
     /// engine events up to it are already in `records` (a resumed run's
     /// earlier events come from the journal, this process's from it too).
     journaled: u64,
+    /// A finished run on show whose records are not read yet (only their
+    /// `summary`): its journal and the `seq` of its last record. Streams
+    /// and story views read them when they first ask
+    /// ([`Hub::with_records`]); the run view never does.
+    unread: Option<(PathBuf, u64)>,
 }
 
 pub(crate) struct Hub {
     cascade_dir: PathBuf,
     view: Mutex<View>,
     tx: broadcast::Sender<Feed>,
+    /// Held while the unread records of the run on show are read (one
+    /// reader at a time; the view stays free meanwhile).
+    reading: Mutex<()>,
 }
 
 /// How the run on show stands.
@@ -150,6 +190,7 @@ impl Hub {
             cascade_dir,
             view: Mutex::new(View::default()),
             tx,
+            reading: Mutex::new(()),
         })
     }
 
@@ -174,6 +215,7 @@ impl Hub {
                                 summary,
                                 client: Some(Arc::new(client)),
                                 loaded: None,
+                                unread: None,
                             };
                             // Streams already open get the history too
                             // (under the lock: a stream opening now gets
@@ -212,7 +254,8 @@ impl Hub {
     }
 
     fn push(&self, r: Record) {
-        let (entry, head) = Entry::of(&r);
+        let data = serde_json::to_string(&r.data).unwrap_or_else(|_| "{}".into());
+        let (entry, head) = Entry::new(r.seq, &r.kind, &data, (r.t_ms, r.ts));
         let entry = Arc::new(entry);
         {
             let mut v = lock(&self.view);
@@ -222,7 +265,7 @@ impl Hub {
             if let Some(h) = &head {
                 let event = h.event.as_deref();
                 if event == Some("run_started") && v.run_id.is_none() {
-                    v.run_id = h.run_id.clone();
+                    v.run_id = h.run_id.as_deref().map(str::to_string);
                 }
                 if event == Some("control") && h.ok == Some(true) {
                     match h.action.as_deref() {
@@ -238,9 +281,11 @@ impl Hub {
         let _ = self.tx.send(Feed::Record(entry));
     }
 
-    /// With no live run: shows the records of `run_id` (the run the state
-    /// file names; the caller has read it) from its journal, unless they are
-    /// on show already.
+    /// With no live run: shows the run `run_id` (the run the state file
+    /// names; the caller has read it) from its journal, unless it is on
+    /// show already. Only what the run view needs is read (see
+    /// [`summarize_journal`]), unless event streams are open: they get the
+    /// records at once.
     pub fn show_finished(&self, run_id: Option<&str>) {
         let changed = {
             let v = lock(&self.view);
@@ -249,20 +294,62 @@ impl Hub {
         if !changed {
             return;
         }
-        let (records, summary) = self.journal_of(run_id);
-        {
-            let mut v = lock(&self.view);
-            if v.live {
-                return;
+        let path = run_id.and_then(|id| journal::path(&self.cascade_dir, id));
+        let (records, summary, unread) = match path {
+            Some(p) if self.tx.receiver_count() == 0 => {
+                let (summary, last) = summarize_journal(&p);
+                (Vec::new(), Arc::new(summary), Some((p, last)))
             }
-            v.run_id = run_id.map(str::to_string);
-            v.loaded = v.run_id.clone();
-            v.records = records.clone();
-            v.summary = summary;
-            v.journaled = 0;
+            Some(p) => {
+                let (records, summary) = read_journal(&p);
+                (records, summary, None)
+            }
+            None => Default::default(),
+        };
+        let mut v = lock(&self.view);
+        if v.live {
+            return;
+        }
+        v.run_id = run_id.map(str::to_string);
+        v.loaded = v.run_id.clone();
+        v.summary = summary;
+        v.journaled = 0;
+        v.records = records;
+        v.unread = unread;
+        // Streams open now get the records (under the lock: a stream
+        // opening later gets them from `records` instead). One opened since
+        // the look above has them read here.
+        if self.tx.receiver_count() > 0 {
+            if let Some((p, _)) = v.unread.take() {
+                v.records = read_journal(&p).0;
+            }
             let _ = self.tx.send(Feed::Source);
-            for r in records {
-                let _ = self.tx.send(Feed::Record(r));
+            for r in &v.records {
+                let _ = self.tx.send(Feed::Record(Arc::clone(r)));
+            }
+        }
+    }
+
+    /// Runs `f` on the view once the records of the run on show are read
+    /// (see [`View::unread`]): they are read outside the view's lock, and
+    /// again if the run on show changed meanwhile.
+    fn with_records<T>(&self, f: impl FnOnce(&View) -> T) -> T {
+        loop {
+            {
+                let v = lock(&self.view);
+                if v.unread.is_none() {
+                    return f(&v);
+                }
+            }
+            let _one = lock(&self.reading);
+            let Some(path) = lock(&self.view).unread.as_ref().map(|(p, _)| p.clone()) else {
+                continue;
+            };
+            let (records, _) = read_journal(&path);
+            let mut v = lock(&self.view);
+            if v.unread.as_ref().is_some_and(|(p, _)| *p == path) {
+                v.unread = None;
+                v.records = records;
             }
         }
     }
@@ -273,22 +360,27 @@ impl Hub {
             run_id: v.run_id.clone(),
             live: v.live,
             paused: v.paused,
-            last_event_id: v.records.last().map_or(0, |r| r.seq),
+            last_event_id: match &v.unread {
+                Some((_, last)) => *last,
+                None => v.records.last().map_or(0, |r| r.seq),
+            },
         }
     }
 
     /// The records so far (after `after`), and the feed of the next ones
     /// (subscribed under the same lock: nothing is missed or repeated).
+    /// The records are read first if they were not (a blocking call).
     pub fn subscribe(&self, after: u64) -> (Vec<Arc<Entry>>, broadcast::Receiver<Feed>) {
-        let v = lock(&self.view);
-        let rx = self.tx.subscribe();
-        let past = v
-            .records
-            .iter()
-            .filter(|r| r.seq > after)
-            .cloned()
-            .collect();
-        (past, rx)
+        self.with_records(|v| {
+            let rx = self.tx.subscribe();
+            let past = v
+                .records
+                .iter()
+                .filter(|r| r.seq > after)
+                .cloned()
+                .collect();
+            (past, rx)
+        })
     }
 
     /// What the records of the run on show say, for the run view.
@@ -298,17 +390,156 @@ impl Hub {
 
     /// The data of the event records about `story`, in order.
     pub fn story_events(&self, story: &str) -> Vec<Value> {
-        let mine: Vec<Arc<Entry>> = lock(&self.view)
-            .records
-            .iter()
-            .filter(|r| r.event && r.story.as_deref() == Some(story))
-            .cloned()
-            .collect();
+        let mine: Vec<Arc<Entry>> = self.with_records(|v| {
+            v.records
+                .iter()
+                .filter(|r| r.event && r.story.as_deref() == Some(story))
+                .cloned()
+                .collect()
+        });
         mine.iter().filter_map(|e| e.data()).collect()
     }
 
     /// The live run's channel, if one is live.
     pub fn client(&self) -> Option<Arc<LiveClient>> {
         lock(&self.view).client.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::live::record_line;
+
+    /// A finished run's journal with every kind of line a reader meets:
+    /// events the summary folds and events it does not, agent output, a
+    /// mega run's feature, escapes, another layout, lines that do not parse,
+    /// and a torn last line.
+    fn journal(dir: &std::path::Path) -> PathBuf {
+        let p = journal::path(dir, "run-1").expect("a plain run id");
+        let mut w = journal::Writer::open(&p).expect("the journal");
+        let lines = [
+            (
+                "event",
+                r#"{"event":"run_started","run_id":"run-1","total":3}"#,
+            ),
+            (
+                "event",
+                r#"{"event":"story_started","story":"a","attempt":1,"max_attempts":3,"worker":"w1"}"#,
+            ),
+            (
+                "agent_output",
+                r#"{"story":"a","attempt":1,"text":"{\"event\":\"story_skipped\",\"story\":\"a\"}"}"#,
+            ),
+            (
+                "event",
+                r#"{"event":"gate_finished","story":"a","cached":true,"name":"tests"}"#,
+            ),
+            (
+                "event",
+                r#"{"event":"gate_finished","story":"a","cached":false}"#,
+            ),
+            ("event", r#"{"event":"merge_started","story":"a"}"#),
+            (
+                "event",
+                r#"{"event":"agent_finished","story":"c","attempt":1}"#,
+            ),
+            ("event", r#"{"story":"b","event":"story_skipped"}"#),
+            (
+                "event",
+                r#"{"event":"story\u005fstarted","story":"q\"uote","max_attempts":2}"#,
+            ),
+            (
+                "event",
+                r#"{"event":"job_started","story":"a","feature":"f","worker":"w2"}"#,
+            ),
+            ("event", r#"{"event":"retry_scheduled","story":"a"}"#),
+            (
+                "event",
+                r#"{"event":"run_finished","stories":[{"id":"a"}]}"#,
+            ),
+        ];
+        for (seq, (kind, data)) in lines.iter().enumerate() {
+            w.append_line(&record_line(seq as u64 + 1, 1, 2, kind, data))
+                .expect("a line");
+        }
+        for raw in [
+            r#"{"kind": "event", "seq": 20, "t_ms": 1, "ts": 2, "data": {"event": "story_skipped", "story": "c"}}"#,
+            r#"{"seq":21,"t_ms":1,"ts":2,"kind":"event","data":{"event":"story_skipped","story":"d"}, oops}"#,
+            r#"{"seq":22,"t_ms":1,"ts":2,"kind":"event","data":{"event":"agent_finished","story":"d"}, oops}"#,
+            "not json",
+            r#"{"seq":23,"t_ms":1,"ts":2,"kind":"event","data":{"event":"story_started","sto"#,
+        ] {
+            w.append_line(raw).expect("a raw line");
+        }
+        p
+    }
+
+    #[test]
+    fn a_journal_summarized_unread_says_what_its_records_say() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let p = journal(dir.path());
+        let (records, summary) = read_journal(&p);
+        let (quick, last) = summarize_journal(&p);
+        assert_eq!(quick, *summary);
+        assert_eq!(Some(last), records.last().map(|r| r.seq));
+        assert_eq!(last, 20);
+        // What it says, to be sure the journal says something.
+        let plain = summary.stories(None).expect("the plain run's stories");
+        assert_eq!(plain["a"].max_attempts, Some(3));
+        assert!(!plain["a"].merging, "a retry after the merge started");
+        assert_eq!(plain["a"].cache_hits, 1);
+        assert!(plain["b"].skipped && plain["c"].skipped);
+        assert_eq!(plain["q\"uote"].max_attempts, Some(2));
+        assert!(!plain.contains_key("d"));
+        assert!(summary.stories(Some("f")).is_some());
+    }
+
+    #[test]
+    fn a_finished_run_shows_its_summary_first_and_its_records_when_asked() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let p = journal(dir.path());
+        let (records, summary) = read_journal(&p);
+        let hub = Hub::new(dir.path().to_path_buf());
+        hub.show_finished(Some("run-1"));
+        assert!(lock(&hub.view).unread.is_some(), "records left unread");
+        assert_eq!(*hub.summary(), *summary);
+        assert_eq!(hub.status().last_event_id, 20);
+        assert_eq!(hub.status().run_id.as_deref(), Some("run-1"));
+        // A story's view and a stream read them.
+        let events = hub.story_events("a");
+        assert_eq!(events.len(), 6);
+        assert_eq!(events[0]["event"], "story_started");
+        assert_eq!(events[0]["t_ms"], 1);
+        let (past, _rx) = hub.subscribe(3);
+        let seqs: Vec<u64> = past.iter().map(|r| r.seq).collect();
+        let want: Vec<u64> = records.iter().map(|r| r.seq).filter(|&s| s > 3).collect();
+        assert_eq!(seqs, want);
+        let sse: Vec<&str> = past.iter().map(|r| &*r.sse).collect();
+        let want: Vec<&str> = records
+            .iter()
+            .filter(|r| r.seq > 3)
+            .map(|r| &*r.sse)
+            .collect();
+        assert_eq!(sse, want);
+        assert_eq!(hub.status().last_event_id, 20);
+    }
+
+    #[test]
+    fn streams_open_when_a_run_is_shown_get_its_records_at_once() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let p = journal(dir.path());
+        let (records, _) = read_journal(&p);
+        let hub = Hub::new(dir.path().to_path_buf());
+        let (past, mut rx) = hub.subscribe(0);
+        assert!(past.is_empty());
+        hub.show_finished(Some("run-1"));
+        assert!(lock(&hub.view).unread.is_none());
+        assert!(matches!(rx.try_recv(), Ok(Feed::Source)));
+        let mut sent = Vec::new();
+        while let Ok(Feed::Record(r)) = rx.try_recv() {
+            sent.push(r.seq);
+        }
+        assert_eq!(sent, records.iter().map(|r| r.seq).collect::<Vec<_>>());
     }
 }

@@ -5,13 +5,13 @@
 //! before `cascade mega resume --yes` is started for it. Steering a live
 //! mega run goes through the live channel like a plain run's (see `api`).
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use axum::http::StatusCode;
 use cascade_engine::mega::run::{feature_dir, valid_feature_name};
 use cascade_engine::mega::state::{FeatureState, MegaState, StoryCounts};
 use cascade_engine::state::{RunState, StoryStatus};
+use cascade_plan::hash::FxHashMap;
 use serde_json::{json, Value};
 
 use crate::hub::Status;
@@ -84,7 +84,7 @@ fn stories(
     cascade_dir: &Path,
     name: &str,
     f: &FeatureState,
-    events: Option<&HashMap<String, Seen>>,
+    events: Option<&FxHashMap<String, Seen>>,
 ) -> Vec<Value> {
     let state = feature_state(cascade_dir, name);
     // In its worktree while the feature runs; kept beside its state once

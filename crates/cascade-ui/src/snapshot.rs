@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cascade_engine::state::{AttemptRecord, RunState, StoryState, StoryStatus};
+use cascade_plan::hash::FxHashMap;
 use cascade_plan::Prd;
 use serde::Serialize;
 use serde_json::Value;
@@ -333,49 +334,75 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
 }
 
 /// What the records say per story.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Seen {
-    max_attempts: Option<u64>,
+    pub max_attempts: Option<u64>,
     pub skipped: bool,
     /// In the merge queue's merge (or resolving its conflict) now.
     pub merging: bool,
-    worker: Option<String>,
+    pub worker: Option<String>,
     /// Gate results served from the cache.
-    cache_hits: u64,
+    pub cache_hits: u64,
 }
 
 /// The fields of an event record the views look at (the rest of it is
-/// skipped when it is read).
+/// skipped when it is read), borrowed from the record's text: a run's
+/// journal has hundreds of thousands of records, read at once when the
+/// dashboard starts.
 #[derive(Debug, Default, serde::Deserialize)]
-pub(crate) struct Head {
-    #[serde(default)]
-    pub event: Option<String>,
-    #[serde(default)]
-    pub story: Option<String>,
+pub(crate) struct Head<'a> {
+    #[serde(default, borrow)]
+    pub event: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub story: Option<Cow<'a, str>>,
     /// A mega run's feature (story ids repeat across features).
-    #[serde(default)]
-    feature: Option<String>,
+    #[serde(default, borrow)]
+    feature: Option<Cow<'a, str>>,
     #[serde(default)]
     max_attempts: Option<u64>,
-    #[serde(default)]
-    worker: Option<String>,
+    #[serde(default, borrow)]
+    worker: Option<Cow<'a, str>>,
     #[serde(default)]
     cached: Option<bool>,
     #[serde(default)]
     pub ok: Option<bool>,
-    #[serde(default)]
-    pub action: Option<String>,
-    #[serde(default)]
-    pub run_id: Option<String>,
+    #[serde(default, borrow)]
+    pub action: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    pub run_id: Option<Cow<'a, str>>,
 }
 
 /// What the records say, per feature (`None`: a plain run's stories, or
 /// engine events without a feature) and story.
-pub(crate) type SeenStories = HashMap<Option<String>, HashMap<String, Seen>>;
+pub(crate) type SeenStories = HashMap<Option<String>, FxHashMap<String, Seen>>;
+
+/// What [`Summary::add`] does with an event, by its name.
+enum Fold {
+    Started,
+    JobStarted,
+    Skipped,
+    Gate,
+    Merging,
+    NotMerging,
+}
+
+impl Fold {
+    fn of(event: &str) -> Option<Fold> {
+        Some(match event {
+            "story_started" => Fold::Started,
+            "job_started" => Fold::JobStarted,
+            "story_skipped" => Fold::Skipped,
+            "gate_finished" => Fold::Gate,
+            "merge_started" | "merge_resolving" => Fold::Merging,
+            "attempt_failed" | "retry_scheduled" => Fold::NotMerging,
+            _ => return None,
+        })
+    }
+}
 
 /// What the run's event records say, feature by feature and story by
 /// story, folded in as they arrive.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Summary {
     stories: SeenStories,
     cache_hits: u64,
@@ -383,46 +410,57 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// Takes in one event record.
-    pub fn add(&mut self, head: &Head) {
-        let Some(story) = head.story.as_deref() else {
+    pub fn add(&mut self, head: &Head<'_>) {
+        let (Some(story), Some(fold)) = (
+            head.story.as_deref(),
+            head.event.as_deref().and_then(Fold::of),
+        ) else {
             return;
         };
         // Looked up before inserting: no allocation per record of a
-        // story already seen.
-        let feature = match self.stories.get_mut(&head.feature) {
+        // story already seen (a plain run's key, `None`, costs none).
+        let key = head.feature.as_deref().map(str::to_string);
+        let feature = match self.stories.get_mut(&key) {
             Some(f) => f,
-            None => self.stories.entry(head.feature.clone()).or_default(),
+            None => self.stories.entry(key).or_default(),
         };
         let e = match feature.get_mut(story) {
             Some(e) => e,
             None => feature.entry(story.to_string()).or_default(),
         };
-        match head.event.as_deref() {
-            Some("story_started") => {
+        match fold {
+            Fold::Started => {
                 e.max_attempts = head.max_attempts;
                 e.merging = false;
-                e.worker = head.worker.clone();
+                e.worker = head.worker.as_deref().map(str::to_string);
             }
             // Fleet runs: the coordinator hears of the worker that took
             // the job (`story_started` is the worker's own event).
-            Some("job_started") => {
+            Fold::JobStarted => {
                 e.merging = false;
-                e.worker = head.worker.clone();
+                e.worker = head.worker.as_deref().map(str::to_string);
             }
-            Some("story_skipped") => e.skipped = true,
-            Some("gate_finished") if head.cached == Some(true) => {
+            Fold::Skipped => e.skipped = true,
+            Fold::Gate if head.cached == Some(true) => {
                 e.cache_hits += 1;
                 self.cache_hits += 1;
             }
-            Some("merge_started") | Some("merge_resolving") => e.merging = true,
-            Some("attempt_failed") | Some("retry_scheduled") => e.merging = false,
-            _ => {}
+            Fold::Gate => {}
+            Fold::Merging => e.merging = true,
+            Fold::NotMerging => e.merging = false,
         }
+    }
+
+    /// Whether [`Summary::add`] takes anything from an event named `event`
+    /// (the others leave the summary as it was: a reader may skip them
+    /// unread).
+    pub fn folds(event: &str) -> bool {
+        Fold::of(event).is_some()
     }
 
     /// What the records say about the stories of `feature` (`None`: a
     /// plain run's).
-    pub fn stories(&self, feature: Option<&str>) -> Option<&HashMap<String, Seen>> {
+    pub fn stories(&self, feature: Option<&str>) -> Option<&FxHashMap<String, Seen>> {
         self.stories.get(&feature.map(str::to_string))
     }
 }
@@ -861,7 +899,8 @@ mod tests {
             serde_json::json!({"event": "merge_started", "story": "b", "feature": "f"}),
             serde_json::json!({"event": "attempt_failed", "story": "b", "feature": "f"}),
         ] {
-            seen.add(&serde_json::from_value(data).expect("an event head"));
+            let data = data.to_string();
+            seen.add(&serde_json::from_str(&data).expect("an event head"));
         }
         let merging = |feature: Option<&str>, story: &str| {
             seen.stories(feature).expect("the feature's stories")[story].merging
@@ -949,7 +988,8 @@ mod tests {
             serde_json::json!({"event": "story_skipped", "story": "i"}),
             serde_json::json!({"event": "story_started", "story": "a", "feature": "other"}),
         ] {
-            summary.add(&serde_json::from_value(data).expect("an event head"));
+            let data = data.to_string();
+            summary.add(&serde_json::from_str(&data).expect("an event head"));
         }
         (prd, state, summary)
     }

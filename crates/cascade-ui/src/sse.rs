@@ -25,7 +25,9 @@ use crate::routes::Shared;
 
 /// The SSE text of one record: `data` is the record's data as compact
 /// JSON (an object), sent with `t_ms` and `ts` added; a control request
-/// (`control`) goes out a second time as `event: control`.
+/// (`control`) goes out a second time as `event: control`. Written into
+/// one string of the right size: the dashboard makes one per record of a
+/// run's journal when it starts.
 pub(crate) fn message(
     seq: u64,
     kind: &str,
@@ -33,23 +35,48 @@ pub(crate) fn message(
     (t_ms, ts): (u64, u64),
     control: bool,
 ) -> String {
-    let line = with_times(data, t_ms, ts);
-    match kind {
-        "agent_output" => format!("id: {seq}\nevent: agent_output\ndata: {line}\n\n"),
-        _ if control => format!("id: {seq}\ndata: {line}\n\nevent: control\ndata: {line}\n\n"),
-        _ => format!("id: {seq}\ndata: {line}\n\n"),
+    let copies = if control { 2 } else { 1 };
+    let mut out = String::with_capacity(copies * (data.len() + 64) + 32);
+    out.push_str("id: ");
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push('\n');
+    if kind == "agent_output" {
+        out.push_str("event: agent_output\n");
     }
+    out.push_str("data: ");
+    with_times(&mut out, data, t_ms, ts);
+    out.push_str("\n\n");
+    if control && kind != "agent_output" {
+        out.push_str("event: control\ndata: ");
+        with_times(&mut out, data, t_ms, ts);
+        out.push_str("\n\n");
+    }
+    out
 }
 
-/// `{...}` with `"t_ms"` and `"ts"` added as its last members (as text:
-/// the object is not parsed again).
-fn with_times(data: &str, t_ms: u64, ts: u64) -> String {
+/// Appends `{...}` with `"t_ms"` and `"ts"` added as its last members (as
+/// text: the object is not parsed again).
+fn with_times(out: &mut String, data: &str, t_ms: u64, ts: u64) {
+    let times = |out: &mut String| {
+        out.push_str("\"t_ms\":");
+        out.push_str(itoa::Buffer::new().format(t_ms));
+        out.push_str(",\"ts\":");
+        out.push_str(itoa::Buffer::new().format(ts));
+        out.push('}');
+    };
     let body = data.trim_end();
     match body.strip_suffix('}') {
-        Some(open) if open.trim_end() == "{" => format!("{{\"t_ms\":{t_ms},\"ts\":{ts}}}"),
-        Some(open) => format!("{open},\"t_ms\":{t_ms},\"ts\":{ts}}}"),
+        Some(open) if open.trim_end() == "{" => {
+            out.push('{');
+            times(out);
+        }
+        Some(open) => {
+            out.push_str(open);
+            out.push(',');
+            times(out);
+        }
         // Not an object: sent as it is.
-        None => body.to_string(),
+        None => out.push_str(body),
     }
 }
 
@@ -98,7 +125,12 @@ pub(crate) async fn events(
         .or(q.get("last_event_id").map(String::as_str))
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let (past, rx) = app.hub.subscribe(after);
+    // A finished run's records may be read first: off the async workers.
+    let hub = std::sync::Arc::clone(&app.hub);
+    let (past, rx) = match crate::api::blocking(move || hub.subscribe(after)).await {
+        Ok(subscribed) => subscribed,
+        Err(response) => return response,
+    };
     let status = app.hub.status();
     let first = format!(
         "retry: 2000\nevent: run\ndata: {}\n\n",
@@ -165,7 +197,10 @@ mod tests {
             (1, 2),
             false,
         );
-        assert!(o.starts_with("id: 7\nevent: agent_output\ndata: "));
+        assert_eq!(
+            o,
+            "id: 7\nevent: agent_output\ndata: {\"story\":\"s1\",\"attempt\":1,\"text\":\"hi\",\"t_ms\":1,\"ts\":2}\n\n"
+        );
         let c = message(
             7,
             "event",
@@ -173,7 +208,21 @@ mod tests {
             (1, 2),
             true,
         );
-        assert!(c.contains("event: control\ndata: "));
+        let line = r#"{"event":"control","action":"pause","by":"ui","ok":true,"message":"m","t_ms":1,"ts":2}"#;
+        assert_eq!(
+            c,
+            format!("id: 7\ndata: {line}\n\nevent: control\ndata: {line}\n\n")
+        );
+        // Not an object: sent as it is; white space after an object is
+        // dropped, and an empty object gets the times alone.
+        assert_eq!(
+            message(18_446_744_073_709_551_615, "event", "\"x\" ", (0, 0), false),
+            "id: 18446744073709551615\ndata: \"x\"\n\n"
+        );
+        assert_eq!(
+            message(2, "event", "{ } \n", (5, 6), false),
+            "id: 2\ndata: {\"t_ms\":5,\"ts\":6}\n\n"
+        );
         assert_eq!(
             message(1, "event", "{}", (3, 4), false),
             "id: 1\ndata: {\"t_ms\":3,\"ts\":4}\n\n"

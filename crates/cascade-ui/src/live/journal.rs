@@ -55,10 +55,84 @@ pub fn each_line(path: &Path, mut f: impl FnMut(&str)) {
     let mut reader = BufReader::with_capacity(1 << 16, file);
     let mut line = Vec::new();
     while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
-        let text = String::from_utf8_lossy(&line);
+        let text = text_of(&line);
         let text = text.strip_suffix('\n').unwrap_or(&text);
         f(text.strip_suffix('\r').unwrap_or(text));
         line.clear();
+    }
+}
+
+/// A line's text, read lossily when it is not UTF-8 (checked the fast way
+/// first: the lossy reader walks a line in chunks even when it is valid).
+fn text_of(line: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(line) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(line),
+    }
+}
+
+/// What the opening of a journal line says, when it opens as
+/// [`super::record_line`] writes a record: its kind and, when its data opens
+/// with an `"event"` member (as an engine event's does), that event's name.
+/// Only the opening is looked at: a reader may skip a line by its kind or
+/// event unread, but must still parse a line it keeps (it may be torn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Opening<'a> {
+    pub kind: &'a str,
+    pub event: Option<&'a str>,
+}
+
+impl<'a> Opening<'a> {
+    /// `None`: the line does not open that way (or its kind or event name
+    /// has escapes); read it whole.
+    pub fn of(line: &'a str) -> Option<Opening<'a>> {
+        let number = |rest: &'a str, member: &str| -> Option<&'a str> {
+            let rest = rest.strip_prefix(member)?;
+            let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+            (digits > 0).then(|| &rest[digits..])
+        };
+        // A JSON string without escapes, and what follows it.
+        let plain = |rest: &'a str| -> Option<(&'a str, &'a str)> {
+            let end = rest.find(['"', '\\'])?;
+            rest[end..]
+                .starts_with('"')
+                .then(|| (&rest[..end], &rest[end + 1..]))
+        };
+        let rest = number(line, "{\"seq\":")?;
+        let rest = number(rest, ",\"t_ms\":")?;
+        let rest = number(rest, ",\"ts\":")?;
+        let (kind, rest) = plain(rest.strip_prefix(",\"kind\":\"")?)?;
+        let data = rest.strip_prefix(",\"data\":")?;
+        let event = match data.strip_prefix("{\"event\":\"") {
+            Some(name) => Some(plain(name)?.0),
+            None => None,
+        };
+        Some(Opening { kind, event })
+    }
+}
+
+/// The last line of a journal that `parse` accepts, as `parse` answers
+/// (`None`: no line does, or no journal). Lines are split and read as
+/// [`each_line`] reads them, from the end, one at a time: what a reader of
+/// every line would have last, without reading the others.
+pub(crate) fn last_line<T>(path: &Path, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
+    use std::os::unix::fs::FileExt;
+    let file = File::open(path).ok()?;
+    let mut end = file.metadata().ok()?.len();
+    loop {
+        let start = line_start(&file, end).ok()?;
+        let mut bytes = vec![0u8; (end - start) as usize];
+        file.read_exact_at(&mut bytes, start).ok()?;
+        if !bytes.is_empty() {
+            let text = text_of(&bytes);
+            if let Some(found) = parse(text.strip_suffix('\r').unwrap_or(&text)) {
+                return Some(found);
+            }
+        }
+        if start == 0 {
+            return None;
+        }
+        end = start - 1;
     }
 }
 
@@ -271,5 +345,86 @@ mod tests {
         assert!(read(Path::new("/nonexistent/events.jsonl"))
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn an_opening_says_the_kind_and_event_of_a_written_record() {
+        let line = |kind: &str, data: &str| {
+            super::super::record_line(12, 3, 1_767_225_600_000, kind, data)
+        };
+        let open =
+            |l: &str| Opening::of(l).map(|o| (o.kind.to_string(), o.event.map(str::to_string)));
+        let e = line("event", r#"{"event":"story_started","story":"a"}"#);
+        assert_eq!(
+            open(&e),
+            Some(("event".into(), Some("story_started".into())))
+        );
+        let o = line(
+            "agent_output",
+            r#"{"story":"a","attempt":1,"text":"{\"event\":\"x\"}"}"#,
+        );
+        assert_eq!(open(&o), Some(("agent_output".into(), None)));
+        // Data that does not open with its event's name: no name.
+        let late = line("event", r#"{"story":"a","event":"story_skipped"}"#);
+        assert_eq!(open(&late), Some(("event".into(), None)));
+        // Escapes in the kind or the name, another layout, spacing, a line
+        // torn in its opening: read whole.
+        assert_eq!(open(&line("ev\"ent", "{}")), None);
+        assert_eq!(
+            open(&line("event", r#"{"event":"story\u005fskipped"}"#)),
+            None
+        );
+        assert_eq!(
+            open(r#"{"kind":"event","seq":7,"t_ms":1,"ts":2,"data":{}}"#),
+            None
+        );
+        assert_eq!(
+            open(r#"{"seq": 7, "t_ms": 1, "ts": 2, "kind": "event", "data": {}}"#),
+            None
+        );
+        assert_eq!(
+            open(r#"{"seq":7,"t_ms":,"ts":2,"kind":"event","data":{}}"#),
+            None
+        );
+        assert_eq!(open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"eve"#), None);
+        // Only the opening is looked at: a line torn after it still opens.
+        assert_eq!(
+            open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"event","data":{"event":"notice","mes"#),
+            Some(("event".into(), Some("notice".into())))
+        );
+    }
+
+    #[test]
+    fn the_last_line_is_the_last_one_that_parses_read_from_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = path(dir.path(), "run-1").unwrap();
+        let seq = |l: &str| serde_json::from_str::<Record>(l).ok().map(|r| r.seq);
+        assert_eq!(last_line(&p, seq), None, "no journal");
+        let mut w = Writer::open(&p).unwrap();
+        assert_eq!(last_line(&p, seq), None, "an empty journal");
+        w.append(&rec(1)).unwrap();
+        let long = format!(
+            "{{\"event\":\"run_finished\",\"x\":\"{}\"}}",
+            "y".repeat(200_000)
+        );
+        w.append_line(&super::super::record_line(2, 5, 6, "event", &long))
+            .unwrap();
+        drop(w);
+        assert_eq!(last_line(&p, seq), Some(2));
+        // A torn line without a newline, then lines that do not parse and
+        // a carriage return: each as `each_line` sees it.
+        let mut f = OpenOptions::new().append(true).open(&p).unwrap();
+        f.write_all(b"{\"seq\":3,\"t_ms\":1,\"data\":{\"y\"")
+            .unwrap();
+        assert_eq!(last_line(&p, seq), Some(2));
+        f.write_all(
+            b"\n\n{\"seq\":4,\"t_ms\":1,\"ts\":2,\"kind\":\"event\",\"data\":{}}\r\nnot json\n",
+        )
+        .unwrap();
+        drop(f);
+        assert_eq!(last_line(&p, seq), Some(4));
+        let mut every = Vec::new();
+        each_line(&p, |l| every.extend(seq(l)));
+        assert_eq!(every, vec![1, 2, 4]);
     }
 }
