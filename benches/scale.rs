@@ -15,7 +15,10 @@
 //!   (60% of the stories merged, 5% failed twice, 5% blocked).
 //! - `dashboard`: a `cascade ui` on that run: `GET /api/run` (the run
 //!   snapshot) and the event replay (`GET /api/events` read until its last
-//!   record: four records per story that ran).
+//!   record: four records per story that ran); then each of them as the
+//!   first request of a dashboard just started (`first ...`: it waits for
+//!   the files the dashboard reads when it starts, and the first replay
+//!   reads the run's records, which the snapshot does not).
 //!
 //! The agent is an installed scripted one (`instant-agent`, a shell script
 //! that writes one file): without an installed agent, `approve` stops before
@@ -28,7 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use cascade_plan::synthetic::{prd_json, story_id, Shape};
-use criterion::{criterion_group, BenchmarkId, Criterion};
+use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use serde_json::json;
 
 #[path = "support/mod.rs"]
@@ -370,6 +373,21 @@ fn dashboard(c: &mut Criterion) {
         let replayed = |t: &[u8]| t.windows(marker.len()).any(|w| w == marker.as_bytes());
         g.bench_with_input(BenchmarkId::new("event replay", n), &ui, |b, ui| {
             b.iter(|| ui.get("/api/events", replayed))
+        });
+        drop(ui);
+        // A dashboard started for each: only its first request is timed.
+        let first = |b: &mut criterion::Bencher, path: &str, done: &dyn Fn(&[u8]) -> bool| {
+            b.iter_batched_ref(
+                || Dashboard::start(&p.repo),
+                |ui| ui.get(path, done),
+                BatchSize::PerIteration,
+            )
+        };
+        g.bench_function(BenchmarkId::new("first GET /api/run", n), |b| {
+            first(b, "/api/run", &snapshot_done)
+        });
+        g.bench_function(BenchmarkId::new("first event replay", n), |b| {
+            first(b, "/api/events", &replayed)
         });
     }
     g.finish();
