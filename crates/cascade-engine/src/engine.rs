@@ -95,8 +95,8 @@ pub(crate) struct Ctx {
     pub state: Mutex<crate::journal::Store>,
     /// Group commit of `prd` (see the `persist` module).
     pub prd_writer: crate::persist::GroupWriter,
-    /// The serial merge queue: one merge into the target branch at a time.
-    pub merge_lock: tokio::sync::Mutex<()>,
+    /// The serial merge queue: one merge (or group) into the target branch at a time.
+    pub merge_queue: crate::steps::merge::MergeQueue,
     /// Idle story worktrees, reused from story to story.
     pub pool: crate::pool::WorktreePool,
     /// Skills and design context for every prompt (the retry part is added per attempt).
@@ -885,7 +885,7 @@ impl Engine {
             state_path: state_path.clone(),
             state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
-            merge_lock: tokio::sync::Mutex::new(()),
+            merge_queue: Default::default(),
             pool,
             prompt,
             checks,

@@ -102,7 +102,7 @@ impl Engine {
             state_path: state_path.clone(),
             state: Mutex::new(store),
             prd_writer: crate::persist::GroupWriter::default(),
-            merge_lock: tokio::sync::Mutex::new(()),
+            merge_queue: Default::default(),
             pool,
             prompt,
             checks,

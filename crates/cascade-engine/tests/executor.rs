@@ -122,8 +122,20 @@ impl Executor for FakeWorker {
 }
 
 async fn run(dir: &Path, worker: Arc<FakeWorker>) -> (RunStatus, Vec<Event>) {
+    run_watched(dir, worker, 2, |_| {}).await
+}
+
+/// A run with `parallel` slots whose events also go to `watch` (called on
+/// the emitting thread, before the event is kept).
+async fn run_watched(
+    dir: &Path,
+    worker: Arc<FakeWorker>,
+    parallel: usize,
+    watch: impl Fn(&Event) + Send + Sync + 'static,
+) -> (RunStatus, Vec<Event>) {
     let engine = Engine::new(EngineConfig::new(dir, dir.join("prd.json")));
     let options = RunOptions {
+        parallel,
         retry: RetryPolicy {
             max_retries: 0,
             base_delay: std::time::Duration::ZERO,
@@ -135,7 +147,10 @@ async fn run(dir: &Path, worker: Arc<FakeWorker>) -> (RunStatus, Vec<Event>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink: cascade_engine::EventSink = {
         let seen = Arc::clone(&seen);
-        Arc::new(move |e: &Event| seen.lock().unwrap().push(e.clone()))
+        Arc::new(move |e: &Event| {
+            watch(e);
+            seen.lock().unwrap().push(e.clone())
+        })
     };
     let summary = engine
         .run(options, sink, &CancelToken::new())
@@ -205,4 +220,84 @@ async fn a_job_no_worker_can_run_fails_the_story_and_blocks_its_dependents() {
     assert!(events
         .iter()
         .any(|e| matches!(e, Event::StoryBlocked { story, .. } if story == "s2")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn stories_waiting_for_the_merge_queue_together_merge_in_one_turn() {
+    const N: usize = 6;
+    let stories: Vec<serde_json::Value> = (1..=N)
+        .map(|i| serde_json::json!({"id": format!("s{i}"), "title": format!("story {i}"), "description": "", "priority": "high", "dependencies": [], "status": "pending", "acceptance_criteria": []}))
+        .collect();
+    let dir = repo_with_stories(serde_json::Value::Array(stories));
+    let worker = Arc::new(FakeWorker {
+        fail_with: None,
+        jobs: Mutex::new(Vec::new()),
+    });
+    // The first turn's merge waits (in the event sink, before it starts)
+    // until every other story has its work and queues behind it: they
+    // then wait together for the next turn.
+    let committed = Arc::new((Mutex::new(0usize), std::sync::Condvar::new()));
+    let first_turn = std::sync::Once::new();
+    let watch = {
+        let committed = Arc::clone(&committed);
+        move |e: &Event| match e {
+            Event::StoryCommitted { .. } => {
+                *committed.0.lock().unwrap() += 1;
+                committed.1.notify_all();
+            }
+            Event::MergeStarted { .. } => first_turn.call_once(|| {
+                let all = committed.0.lock().unwrap();
+                let _ =
+                    committed
+                        .1
+                        .wait_timeout_while(all, std::time::Duration::from_secs(20), |n| *n < N);
+            }),
+            _ => {}
+        }
+    };
+    let moves_before = git(dir.path(), &["reflog", "show", "--format=%H", "main"])
+        .lines()
+        .count();
+    let (status, events) = run_watched(dir.path(), Arc::clone(&worker), N, watch).await;
+    assert_eq!(status, RunStatus::Completed, "{events:#?}");
+    // Every story is merged, with its own merge commit (or the first's
+    // fast-forward) on main's first-parent line, its merge announced first.
+    for i in 1..=N {
+        let story = format!("s{i}");
+        assert_eq!(
+            git(dir.path(), &["show", &format!("main:{story}.txt")]),
+            story
+        );
+        let at = |want: fn(&Event) -> Option<&str>| {
+            events.iter().position(|e| want(e) == Some(story.as_str()))
+        };
+        let started = at(|e| match e {
+            Event::MergeStarted { story, .. } => Some(story),
+            _ => None,
+        });
+        let merged = at(|e| match e {
+            Event::StoryMerged { story, .. } => Some(story),
+            _ => None,
+        });
+        assert!(
+            started.is_some() && started < merged,
+            "{story}: {events:#?}"
+        );
+    }
+    let line = git(
+        dir.path(),
+        &["log", "--first-parent", "--format=%s", "main"],
+    );
+    let merges = line
+        .lines()
+        .filter(|l| l.starts_with("Merge cascade/"))
+        .count();
+    assert!(merges >= N - 1, "{line}");
+    // ...yet main moved fewer times than there are stories: the stories
+    // that waited together merged in one turn.
+    let moves = git(dir.path(), &["reflog", "show", "--format=%H", "main"])
+        .lines()
+        .count()
+        - moves_before;
+    assert!(moves < N, "main moved {moves} times for {N} stories");
 }

@@ -12,7 +12,8 @@
 //!
 //! Every change goes through one task, in rounds: a round is one `git push`
 //! with all the bases asked for meanwhile and all the refs that became
-//! garbage. A round nobody waits for gathers for [`GATHER`] first: workers
+//! garbage. A round nobody waits for gathers first (for [`GATHER`], or ten
+//! times as long as the last round took, see [`gather_after`]): workers
 //! get their bases from the coordinator (the `bases` module), so a base on
 //! the remote is a fallback, and one push per merge (a handful of git
 //! processes on each side) took a third of a busy coordinator's CPU. A
@@ -34,8 +35,21 @@ use crate::git;
 use crate::ledger::Ledger;
 use crate::protocol::base_ref;
 
-/// How long the changes of a round nobody waits for gather.
+/// How long the changes of a round nobody waits for gather at least...
 const GATHER: Duration = Duration::from_secs(1);
+/// ...and at most.
+const GATHER_MAX: Duration = Duration::from_secs(30);
+/// Within those bounds, a round nobody waits for gathers for this many
+/// times as long as the last round took, so pushes take about a tenth of
+/// the time at most, whatever a push costs on this remote (a round's `git
+/// push` grows with the refs and objects the remote has; the rule is the
+/// one prd.json's writes follow).
+const SPACING: u32 = 10;
+
+/// How long a round nobody waits for gathers after a round that took `last`.
+fn gather_after(last: Duration) -> Duration {
+    last.saturating_mul(SPACING).clamp(GATHER, GATHER_MAX)
+}
 
 /// The coordinator's refs on the shared remote.
 pub(crate) struct RemoteRefs {
@@ -103,15 +117,18 @@ impl RemoteRefs {
     pub fn pusher(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
         let refs = Arc::clone(self);
         tokio::spawn(async move {
+            let mut last = Duration::ZERO;
             loop {
                 refs.wake.notified().await;
                 if refs.gathers() {
                     tokio::select! {
-                        _ = tokio::time::sleep(GATHER) => {}
+                        _ = tokio::time::sleep(gather_after(last)) => {}
                         _ = refs.urgent.notified() => {}
                     }
                 }
+                let started = std::time::Instant::now();
                 refs.round().await;
+                last = started.elapsed();
             }
         })
     }
@@ -463,6 +480,21 @@ mod tests {
         crate::git::git(dir, args, &CancelToken::new())
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn rounds_gather_ten_times_as_long_as_the_last_round_took_within_bounds() {
+        // A cheap push: a second.
+        assert_eq!(gather_after(Duration::ZERO), GATHER);
+        assert_eq!(gather_after(Duration::from_millis(40)), GATHER);
+        // A push of 300 ms: three seconds, so pushing takes a tenth at most.
+        assert_eq!(
+            gather_after(Duration::from_millis(300)),
+            Duration::from_secs(3)
+        );
+        // A very slow remote: never more than the cap.
+        assert_eq!(gather_after(Duration::from_secs(20)), GATHER_MAX);
+        assert_eq!(gather_after(Duration::MAX), GATHER_MAX);
     }
 
     #[tokio::test]

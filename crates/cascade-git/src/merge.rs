@@ -15,6 +15,10 @@
 //!   `MergeOutcome::{UpToDate, FastForward(oid), Merged(oid), Conflict{files}}`.
 //!   `ff_allowed: false` always makes a merge commit (`--no-ff`, for features).
 //!   Branch names may be short (`main`) or full (`refs/heads/main`).
+//! - [`merge_group`]`(paths, target_branch, &[GroupMember{source_branch, message}], &opts)
+//!   -> Vec<Result<MergeOutcome, MergeError>>`: several branches merged in
+//!   order with one worktree update and one ref move (the merge queue's turn
+//!   when several stories wait for it).
 //! - [`is_merged`]`(paths, source_oid, target_branch)`: whether the target
 //!   already contains that commit (resume: a merged story is never redone).
 //! - [`reachable_from`]`(repo, tip, &commits)`: which of many commits are on
@@ -105,6 +109,70 @@ pub fn merge_into(
     message: &str,
     opts: &MergeOptions,
 ) -> Result<MergeOutcome, MergeError> {
+    let one = GroupMember {
+        source_branch: source_branch.to_string(),
+        message: message.to_string(),
+    };
+    let mut outcomes = merge_all(paths, target_branch, std::slice::from_ref(&one), opts)?;
+    outcomes.pop().unwrap_or(Ok(MergeOutcome::UpToDate))
+}
+
+/// One branch of a [`merge_group`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    pub source_branch: String,
+    /// The message of its merge commit (when it gets one).
+    pub message: String,
+}
+
+/// Merges the branches of `group` into `target_branch` in order, each onto
+/// the tip the previous ones left (the commits are those that as many
+/// [`merge_into`] calls would make), then brings the target's worktree and
+/// the branch to the last tip once: one journal, one checkout of the paths
+/// the whole group changed, one ref update, where one merge at a time pays
+/// each per branch. A conflict leaves its member out (its outcome says so)
+/// and the next member merges onto the same tip. An outcome per member, in
+/// order.
+///
+/// When the group cannot move the target as a whole (the user's
+/// uncommitted change is in the way of one member's files, say), nothing
+/// has moved and every member is merged on its own instead, so each gets
+/// its own answer: the one in the way is refused, the others merge.
+pub fn merge_group(
+    paths: &RepoPaths,
+    target_branch: &str,
+    group: &[GroupMember],
+    opts: &MergeOptions,
+) -> Vec<Result<MergeOutcome, MergeError>> {
+    match merge_all(paths, target_branch, group, opts) {
+        Ok(outcomes) => outcomes,
+        Err(e) if group.len() == 1 => vec![Err(e)],
+        // The files are the group's and the branch moved elsewhere (the
+        // user committed meanwhile): merging again would find them dirty.
+        Err(MergeError::TargetMoved { branch, worktree }) => group
+            .iter()
+            .map(|_| {
+                Err(MergeError::TargetMoved {
+                    branch: branch.clone(),
+                    worktree: worktree.clone(),
+                })
+            })
+            .collect(),
+        Err(_) => group
+            .iter()
+            .map(|m| merge_into(paths, target_branch, &m.source_branch, &m.message, opts))
+            .collect(),
+    }
+}
+
+/// The merges of `group` in memory, then the target moved once (see
+/// [`merge_group`]); an error of the move is the group's.
+fn merge_all(
+    paths: &RepoPaths,
+    target_branch: &str,
+    group: &[GroupMember],
+    opts: &MergeOptions,
+) -> Result<Vec<Result<MergeOutcome, MergeError>>, MergeError> {
     let repo = open_main(paths)?;
     let target_ref = full_ref(target_branch);
     let target = repo
@@ -112,6 +180,33 @@ pub fn merge_into(
         .map_err(|_| MergeError::NoSuchBranch {
             branch: target_branch.to_string(),
         })?;
+    let mut tip = target;
+    let mut outcomes = Vec::with_capacity(group.len());
+    for member in group {
+        let outcome = merge_commit(&repo, target_branch, tip, member, opts);
+        if let Ok(moved) = &outcome {
+            tip = moved.new_tip().unwrap_or(tip);
+        }
+        outcomes.push(outcome);
+    }
+    if tip != target {
+        let sources: Vec<&str> = group.iter().map(|m| m.source_branch.as_str()).collect();
+        let reflog = format!("cascade: merge {} into {target_branch}", sources.join(", "));
+        advance(paths, &repo, target_branch, target, tip, &reflog)?;
+    }
+    Ok(outcomes)
+}
+
+/// The merge of `member` onto `tip` of `target_branch`, in memory: the
+/// commit it needs is written, nothing moves.
+fn merge_commit(
+    repo: &Repository,
+    target_branch: &str,
+    target: Oid,
+    member: &GroupMember,
+    opts: &MergeOptions,
+) -> Result<MergeOutcome, MergeError> {
+    let source_branch = member.source_branch.as_str();
     let source =
         repo.refname_to_id(&full_ref(source_branch))
             .map_err(|_| MergeError::NoSuchBranch {
@@ -124,53 +219,61 @@ pub fn merge_into(
     let bases = if target == source {
         vec![source]
     } else {
-        crate::disjoint::bases(&repo, target, source).map_err(GitError::git("compare commits"))?
+        crate::disjoint::bases(repo, target, source).map_err(GitError::git("compare commits"))?
     };
     if bases == [source] {
         return Ok(MergeOutcome::UpToDate);
     }
-    let fast_forward = opts.ff_allowed && bases == [target];
-    let (new_tip, outcome) = if fast_forward {
-        (source, MergeOutcome::FastForward(source))
-    } else {
-        let ours = repo
-            .find_commit(target)
-            .map_err(GitError::git("read target commit"))?;
-        let theirs = repo
-            .find_commit(source)
-            .map_err(GitError::git("read source commit"))?;
-        // Changes to different files merge at the cost of the changes;
-        // anything else (or any trouble on that path) takes libgit2's
-        // three-way merge, which reads all three trees.
-        let tree_id = match crate::disjoint::merged_tree(&repo, &bases, &ours, &theirs) {
-            Ok(Some(tree)) => tree,
-            Ok(None) | Err(_) => {
-                let mut index = repo
-                    .merge_commits(&ours, &theirs, None)
-                    .map_err(GitError::git(format!(
-                        "merge '{source_branch}' into '{target_branch}'"
-                    )))?;
-                if index.has_conflicts() {
-                    return Ok(MergeOutcome::Conflict {
-                        files: conflict_paths(&index)?,
-                    });
-                }
-                index
-                    .write_tree_to(&repo)
-                    .map_err(GitError::git("write merged tree"))?
+    if opts.ff_allowed && bases == [target] {
+        return Ok(MergeOutcome::FastForward(source));
+    }
+    let ours = repo
+        .find_commit(target)
+        .map_err(GitError::git("read target commit"))?;
+    let theirs = repo
+        .find_commit(source)
+        .map_err(GitError::git("read source commit"))?;
+    // Changes to different files merge at the cost of the changes;
+    // anything else (or any trouble on that path) takes libgit2's
+    // three-way merge, which reads all three trees.
+    let tree_id = match crate::disjoint::merged_tree(repo, &bases, &ours, &theirs) {
+        Ok(Some(tree)) => tree,
+        Ok(None) | Err(_) => {
+            let mut index = repo
+                .merge_commits(&ours, &theirs, None)
+                .map_err(GitError::git(format!(
+                    "merge '{source_branch}' into '{target_branch}'"
+                )))?;
+            if index.has_conflicts() {
+                return Ok(MergeOutcome::Conflict {
+                    files: conflict_paths(&index)?,
+                });
             }
-        };
-        let tree = repo
-            .find_tree(tree_id)
-            .map_err(GitError::git("read merged tree"))?;
-        let sig = signature(&repo)?;
-        let oid = repo
-            .commit(None, &sig, &sig, message, &tree, &[&ours, &theirs])
-            .map_err(GitError::git("write merge commit"))?;
-        (oid, MergeOutcome::Merged(oid))
+            index
+                .write_tree_to(repo)
+                .map_err(GitError::git("write merged tree"))?
+        }
     };
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(GitError::git("read merged tree"))?;
+    let sig = signature(repo)?;
+    let oid = repo
+        .commit(None, &sig, &sig, &member.message, &tree, &[&ours, &theirs])
+        .map_err(GitError::git("write merge commit"))?;
+    Ok(MergeOutcome::Merged(oid))
+}
 
-    let reflog = format!("cascade: merge {source_branch} into {target_branch}");
+/// Moves `target_branch` from `target` to `new_tip`, bringing the worktree
+/// that has it checked out along first.
+fn advance(
+    paths: &RepoPaths,
+    repo: &Repository,
+    target_branch: &str,
+    target: Oid,
+    new_tip: Oid,
+    reflog: &str,
+) -> Result<(), MergeError> {
     let holder = checked_out_in(paths, target_branch)?;
     // Between the files changing and the branch moving, a killed process
     // would leave the worktree ahead of its branch (a "dirty" tree that
@@ -192,18 +295,18 @@ pub fn merge_into(
             return Err(e);
         }
     }
-    let moved = repo.reference_matching(&target_ref, new_tip, true, target, &reflog);
+    let moved = repo.reference_matching(&full_ref(target_branch), new_tip, true, target, reflog);
     remove_journal(journal.as_deref());
-    if let Err(e) = moved {
-        return Err(match holder {
+    match moved {
+        Ok(_) => Ok(()),
+        Err(e) => Err(match holder {
             Some(worktree) if e.code() == git2::ErrorCode::Modified => MergeError::TargetMoved {
                 branch: target_branch.to_string(),
                 worktree,
             },
             _ => GitError::git(format!("update branch '{target_branch}'"))(e).into(),
-        });
+        }),
     }
-    Ok(outcome)
 }
 
 /// Whether a killed process left a merge into `branch` half done (its
@@ -705,6 +808,159 @@ mod tests {
         assert_eq!(c.message(), Some("Merge feature feat"));
         assert_eq!(tip(&repo, "main"), m);
         assert!(paths.workdir.join("f.txt").exists());
+    }
+
+    fn member(branch: &str) -> GroupMember {
+        GroupMember {
+            source_branch: branch.to_string(),
+            message: format!("merge {branch}"),
+        }
+    }
+
+    /// The commits of main from its tip back, first parents only.
+    fn first_parents(repo: &Repository) -> Vec<Oid> {
+        let mut walk = repo.revwalk().unwrap();
+        walk.push(tip(repo, "main")).unwrap();
+        walk.simplify_first_parent().unwrap();
+        walk.map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn a_group_makes_the_commits_of_merges_one_at_a_time_and_moves_main_once() {
+        let (_tmp, repo, paths) = init_repo();
+        let base = tip(&repo, "main");
+        let a = story(&paths, "a", &[("a.txt", "a\n")]);
+        let b = story(&paths, "b", &[("dir/b.txt", "b\n")]);
+        let c = story(&paths, "c", &[("README.md", "from c\n")]);
+        let reflog_before = repo.reflog("refs/heads/main").unwrap().len();
+        let group = [
+            member("cascade/a"),
+            member("cascade/b"),
+            member("cascade/c"),
+        ];
+        let out: Vec<MergeOutcome> = merge_group(&paths, "main", &group, &MergeOptions::default())
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        // a fast-forwards; b and c merge onto the tip the previous one left.
+        assert_eq!(out[0], MergeOutcome::FastForward(a));
+        let (MergeOutcome::Merged(mb), MergeOutcome::Merged(mc)) = (&out[1], &out[2]) else {
+            panic!("expected two merge commits, got {out:?}")
+        };
+        let parents = |m: Oid| {
+            repo.find_commit(m)
+                .unwrap()
+                .parent_ids()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(parents(*mb), vec![a, b]);
+        assert_eq!(parents(*mc), vec![*mb, c]);
+        assert_eq!(
+            repo.find_commit(*mc).unwrap().message(),
+            Some("merge cascade/c")
+        );
+        assert_eq!(first_parents(&repo), vec![*mc, *mb, a, base]);
+        // One move of the branch, and the worktree is at the last tip.
+        assert_eq!(
+            repo.reflog("refs/heads/main").unwrap().len(),
+            reflog_before + 1
+        );
+        for (file, text) in [
+            ("a.txt", "a\n"),
+            ("dir/b.txt", "b\n"),
+            ("README.md", "from c\n"),
+        ] {
+            assert_eq!(
+                std::fs::read_to_string(paths.workdir.join(file)).unwrap(),
+                text
+            );
+        }
+        assert_eq!(changes(&repo), Vec::<String>::new());
+        assert!(!journal_file(&paths, "main").exists());
+        // Merged again as a group, each is up to date.
+        let again = merge_group(&paths, "main", &group, &MergeOptions::default());
+        assert!(again
+            .into_iter()
+            .all(|o| o.unwrap() == MergeOutcome::UpToDate));
+    }
+
+    #[test]
+    fn a_conflicting_member_is_left_out_and_the_next_merges_onto_the_same_tip() {
+        let (_tmp, repo, paths) = init_repo();
+        let a = story(&paths, "a", &[("README.md", "from a\n")]);
+        let b = story(&paths, "b", &[("README.md", "from b\n")]);
+        let c = story(&paths, "c", &[("c.txt", "c\n")]);
+        let group = [
+            member("cascade/a"),
+            member("cascade/b"),
+            member("cascade/nope"),
+            member("cascade/c"),
+        ];
+        let out = merge_group(&paths, "main", &group, &MergeOptions::default());
+        assert_eq!(out[0].as_ref().unwrap(), &MergeOutcome::FastForward(a));
+        assert_eq!(
+            out[1].as_ref().unwrap(),
+            &MergeOutcome::Conflict {
+                files: vec!["README.md".to_string()]
+            }
+        );
+        assert!(
+            matches!(&out[2], Err(MergeError::NoSuchBranch { branch }) if branch == "cascade/nope")
+        );
+        let MergeOutcome::Merged(mc) = out[3].as_ref().unwrap() else {
+            panic!("expected a merge commit, got {:?}", out[3])
+        };
+        assert_eq!(
+            repo.find_commit(*mc)
+                .unwrap()
+                .parent_ids()
+                .collect::<Vec<_>>(),
+            vec![a, c]
+        );
+        assert_eq!(tip(&repo, "main"), *mc);
+        assert_eq!(tip(&repo, "cascade/b"), b);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "from a\n"
+        );
+        assert_eq!(changes(&repo), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_change_of_the_users_in_one_members_way_refuses_that_member_only() {
+        let (_tmp, repo, paths) = init_repo();
+        let a = story(&paths, "a", &[("a.txt", "a\n")]);
+        story(&paths, "b", &[("README.md", "from b\n")]);
+        let c = story(&paths, "c", &[("c.txt", "c\n")]);
+        std::fs::write(paths.workdir.join("README.md"), "the user's edit\n").unwrap();
+        let group = [
+            member("cascade/a"),
+            member("cascade/b"),
+            member("cascade/c"),
+        ];
+        let out = merge_group(&paths, "main", &group, &MergeOptions::default());
+        assert_eq!(out[0].as_ref().unwrap(), &MergeOutcome::FastForward(a));
+        assert!(
+            matches!(&out[1], Err(MergeError::TargetDirty { files, .. }) if files == &["README.md"]),
+            "{:?}",
+            out[1]
+        );
+        let MergeOutcome::Merged(mc) = out[2].as_ref().unwrap() else {
+            panic!("expected a merge commit, got {:?}", out[2])
+        };
+        assert_eq!(
+            repo.find_commit(*mc)
+                .unwrap()
+                .parent_ids()
+                .collect::<Vec<_>>(),
+            vec![a, c]
+        );
+        assert_eq!(tip(&repo, "main"), *mc);
+        assert_eq!(
+            std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
+            "the user's edit\n"
+        );
+        assert!(paths.workdir.join("c.txt").exists());
     }
 
     #[test]

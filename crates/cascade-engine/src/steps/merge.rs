@@ -1,12 +1,16 @@
-//! Step: queue for merge: one story at a time merges its branch into the
-//! target branch (a `merge_started` event says when its turn came, local
-//! or fleet attempt alike). A conflict fails the attempt as `merge_conflict` (the retry
+//! Step: queue for merge: one turn at a time merges into the target branch
+//! (a `merge_started` event says when a story's turn came, local or fleet
+//! attempt alike). A local story takes a turn of its own (a conflict's
+//! resolution holds it); fleet stories that wait together merge together
+//! in one turn (see [`queued`]). A conflict fails the attempt as `merge_conflict` (the retry
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
 //! Before a conflict fails the attempt, an agent may resolve it (the
 //! `resolve_conflict` step; off with `--no-resolve`).
 
-use cascade_git::merge::{MergeError, MergeOptions, MergeOutcome};
+use cascade_git::merge::{
+    merge_group, merge_into, GroupMember, MergeError, MergeOptions, MergeOutcome,
+};
 
 use super::commit::Committed;
 use super::prepare_worktree::Worktree;
@@ -51,18 +55,54 @@ pub(super) async fn run(
 
 /// One turn of the merge queue without a resolution (the fleet: a conflict
 /// is resolved on a worker, outside the queue; see the `remote` step).
+/// Stories that wait for the queue together merge together: whoever gets
+/// the turn merges every story waiting at that moment as one group
+/// ([`cascade_git::merge::merge_group`]: the same commits, one worktree
+/// update and one branch move), so a busy queue pays its fixed costs once
+/// per turn instead of once per story.
 pub(super) async fn queued(
     a: &Attempt<'_>,
     committed: &Committed,
 ) -> Result<Result<Merged, Stop>, Conflict> {
-    let _turn = turn(a).await;
-    merge_once(a, committed).await
+    let ctx = a.ctx;
+    let queue = &ctx.merge_queue;
+    let (reply, mut answer) = tokio::sync::oneshot::channel();
+    queue.waiting().push(Waiting {
+        story: a.id().to_string(),
+        attempt: a.number,
+        member: GroupMember {
+            source_branch: a.branch.to_string(),
+            message: message(a),
+        },
+        reply,
+    });
+    let merged = loop {
+        let turn = tokio::select! {
+            biased;
+            merged = &mut answer => break merged.ok(),
+            turn = std::sync::Arc::clone(&queue.turn).lock_owned() => turn,
+        };
+        match answer.try_recv() {
+            // The turn before this one took this story along.
+            Ok(merged) => break Some(merged),
+            Err(tokio::sync::oneshot::error::TryRecvError::Empty) => lead(ctx, turn).await,
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed) => break None,
+        }
+    };
+    match merged {
+        Some(merged) => outcome(a, committed, merged),
+        None => Ok(Err(Failure::new(
+            FailureKind::Setup,
+            "the merge queue stopped before merging the story".to_string(),
+        )
+        .into())),
+    }
 }
 
 /// Waits for the story's turn in the serial merge queue and says that its
 /// merge starts (held until the merge, and any resolution, is done).
 async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
-    let turn = a.ctx.merge_lock.lock().await;
+    let turn = a.ctx.merge_queue.turn.lock().await;
     a.ctx.emit(Event::MergeStarted {
         story: a.id().to_string(),
         attempt: a.number,
@@ -70,6 +110,68 @@ async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
         target_branch: a.ctx.target_branch.clone(),
     });
     turn
+}
+
+/// The serial merge queue of one target branch.
+#[derive(Default)]
+pub(crate) struct MergeQueue {
+    /// Held by the merge in progress (and a local story's resolution).
+    turn: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Stories waiting to be merged by the next turn ([`queued`]).
+    waiting: std::sync::Mutex<Vec<Waiting>>,
+}
+
+impl MergeQueue {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+        // A plain list: consistent whatever panicked.
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A story waiting for its merge, and where its outcome goes.
+struct Waiting {
+    story: String,
+    attempt: u32,
+    member: GroupMember,
+    reply: tokio::sync::oneshot::Sender<Result<MergeOutcome, MergeError>>,
+}
+
+/// Merges every story waiting, as one group, holding the turn until the
+/// merges are done (even if the task that took the turn is cancelled: the
+/// merges run on, and their stories get their outcomes).
+async fn lead(ctx: &crate::engine::Ctx, turn: tokio::sync::OwnedMutexGuard<()>) {
+    let group = std::mem::take(&mut *ctx.merge_queue.waiting());
+    let mut members = Vec::with_capacity(group.len());
+    let mut replies = Vec::with_capacity(group.len());
+    // A story whose task is gone (cancelled while it waited) is not merged,
+    // as it would not have been had it waited for the turn itself.
+    for w in group.into_iter().filter(|w| !w.reply.is_closed()) {
+        ctx.emit(Event::MergeStarted {
+            story: w.story,
+            attempt: w.attempt,
+            branch: w.member.source_branch.clone(),
+            target_branch: ctx.target_branch.clone(),
+        });
+        members.push(w.member);
+        replies.push(w.reply);
+    }
+    if members.is_empty() {
+        return;
+    }
+    let (paths, target) = (ctx.paths.clone(), ctx.target_branch.clone());
+    let _ = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        let outcomes = merge_group(&paths, &target, &members, &MergeOptions::default());
+        for (reply, merged) in replies.into_iter().zip(outcomes) {
+            let _ = reply.send(merged);
+        }
+    })
+    .await;
+}
+
+/// The message of the story's merge commit.
+fn message(a: &Attempt<'_>) -> String {
+    format!("Merge {}: {}: {}", a.branch, a.id(), a.story.title)
 }
 
 /// A merge that conflicted: the files, and the failure it is without resolution.
@@ -94,19 +196,30 @@ async fn merge_once(
     committed: &Committed,
 ) -> Result<Result<Merged, Stop>, Conflict> {
     let ctx = a.ctx;
-    let id = a.id();
-    let branch = a.branch;
     let paths = ctx.paths.clone();
-    let (target, b) = (ctx.target_branch.clone(), branch.to_string());
-    let msg = format!("Merge {b}: {id}: {}", a.story.title);
-    let merged = match tokio::task::spawn_blocking(move || {
-        cascade_git::merge::merge_into(&paths, &target, &b, &msg, &MergeOptions::default())
+    let (target, b) = (ctx.target_branch.clone(), a.branch.to_string());
+    let msg = message(a);
+    match tokio::task::spawn_blocking(move || {
+        merge_into(&paths, &target, &b, &msg, &MergeOptions::default())
     })
     .await
     {
-        Ok(m) => m,
-        Err(e) => return Ok(Err(Failure::new(FailureKind::Setup, e.to_string()).into())),
-    };
+        Ok(merged) => outcome(a, committed, merged),
+        Err(e) => Ok(Err(Failure::new(FailureKind::Setup, e.to_string()).into())),
+    }
+}
+
+/// What the story's merge means for its attempt.
+// The shape of the async steps it serves (which the lint does not check);
+// the large `Err` is a conflict, once per conflicting merge.
+#[allow(clippy::result_large_err)]
+fn outcome(
+    a: &Attempt<'_>,
+    committed: &Committed,
+    merged: Result<MergeOutcome, MergeError>,
+) -> Result<Result<Merged, Stop>, Conflict> {
+    let ctx = a.ctx;
+    let (id, branch) = (a.id(), a.branch);
     Ok(match merged {
         Ok(MergeOutcome::FastForward(oid)) => Ok(Merged {
             commit: oid.to_string(),

@@ -16,7 +16,7 @@
 
 mod commit;
 mod gates;
-mod merge;
+pub(crate) mod merge;
 mod prepare_worktree;
 mod prove_tests;
 mod remote;
