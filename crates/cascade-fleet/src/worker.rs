@@ -124,6 +124,11 @@ struct Shared {
     sink: WorkerSink,
     drain: CancelToken,
     kill: CancelToken,
+    /// Heartbeats one at a time, and `true` once the worker left: a
+    /// heartbeat of a job's end (sent without holding the slot up) that
+    /// landed after the worker purged its entry would list a worker that is
+    /// gone until the entry expired.
+    left: tokio::sync::Mutex<bool>,
     /// Gate slots and cooldowns shared by the slots' jobs, per `--gate-jobs`
     /// the jobs name.
     pools: Mutex<HashMap<Option<usize>, RunPools>>,
@@ -165,6 +170,7 @@ pub async fn run(
         agents: agents.clone(),
         running: Mutex::new(Vec::new()),
         done: AtomicU64::new(0),
+        left: tokio::sync::Mutex::new(false),
         draining: AtomicBool::new(false),
         started_at: now(),
         sink: Arc::clone(&sink),
@@ -215,8 +221,12 @@ pub async fn run(
     while slots.join_next().await.is_some() {}
     heartbeat.abort();
     announce.abort();
-    // Gone: not listed by `fleet status`, not counted by coordinators.
+    // Gone: not listed by `fleet status`, not counted by coordinators
+    // (after any heartbeat in flight, and before any later one: see `left`).
+    let mut left = shared.left.lock().await;
+    *left = true;
     let _ = store.purge(&id).await;
+    drop(left);
     drop(claimed);
     Ok(shared.done.load(Ordering::SeqCst))
 }
@@ -240,6 +250,10 @@ fn available_agents(agents_path: Option<&Path>) -> Result<Vec<String>, FleetErro
 }
 
 async fn beat(s: &Shared, store: &kv::Store) {
+    let left = s.left.lock().await;
+    if *left {
+        return;
+    }
     let hb = Heartbeat {
         id: s.id.clone(),
         host: cascade_engine::lock::hostname(),
