@@ -817,6 +817,10 @@ mod tests {
         }
     }
 
+    fn parents(repo: &Repository, commit: Oid) -> Vec<Oid> {
+        repo.find_commit(commit).unwrap().parent_ids().collect()
+    }
+
     /// The commits of main from its tip back, first parents only.
     fn first_parents(repo: &Repository) -> Vec<Oid> {
         let mut walk = repo.revwalk().unwrap();
@@ -910,13 +914,7 @@ mod tests {
         let MergeOutcome::Merged(mc) = out[3].as_ref().unwrap() else {
             panic!("expected a merge commit, got {:?}", out[3])
         };
-        assert_eq!(
-            repo.find_commit(*mc)
-                .unwrap()
-                .parent_ids()
-                .collect::<Vec<_>>(),
-            vec![a, c]
-        );
+        assert_eq!(parents(&repo, *mc), vec![a, c]);
         assert_eq!(tip(&repo, "main"), *mc);
         assert_eq!(tip(&repo, "cascade/b"), b);
         assert_eq!(
@@ -948,13 +946,7 @@ mod tests {
         let MergeOutcome::Merged(mc) = out[2].as_ref().unwrap() else {
             panic!("expected a merge commit, got {:?}", out[2])
         };
-        assert_eq!(
-            repo.find_commit(*mc)
-                .unwrap()
-                .parent_ids()
-                .collect::<Vec<_>>(),
-            vec![a, c]
-        );
+        assert_eq!(parents(&repo, *mc), vec![a, c]);
         assert_eq!(tip(&repo, "main"), *mc);
         assert_eq!(
             std::fs::read_to_string(paths.workdir.join("README.md")).unwrap(),
