@@ -118,22 +118,17 @@ impl<'a> Opening<'a> {
 pub(crate) fn last_line<T>(path: &Path, parse: impl Fn(&str) -> Option<T>) -> Option<T> {
     use std::os::unix::fs::FileExt;
     let file = File::open(path).ok()?;
-    let mut end = file.metadata().ok()?.len();
-    loop {
-        let start = line_start(&file, end).ok()?;
-        let mut bytes = vec![0u8; (end - start) as usize];
-        file.read_exact_at(&mut bytes, start).ok()?;
-        if !bytes.is_empty() {
-            let text = text_of(&bytes);
-            if let Some(found) = parse(text.strip_suffix('\r').unwrap_or(&text)) {
-                return Some(found);
-            }
+    from_the_end(&file, |span, _| {
+        if span.is_empty() {
+            return Ok(None);
         }
-        if start == 0 {
-            return None;
-        }
-        end = start - 1;
-    }
+        let mut bytes = vec![0u8; (span.end - span.start) as usize];
+        file.read_exact_at(&mut bytes, span.start)?;
+        let text = text_of(&bytes);
+        Ok(parse(text.strip_suffix('\r').unwrap_or(&text)))
+    })
+    .ok()
+    .flatten()
 }
 
 /// The `seq` of the last whole record of a journal (0: none). Lines are
@@ -141,16 +136,27 @@ pub(crate) fn last_line<T>(path: &Path, parse: impl Fn(&str) -> Option<T>) -> Op
 /// journal can be large, and its last line long (`run_finished` carries
 /// every story).
 fn last_seq(file: &File) -> std::io::Result<u64> {
+    Ok(from_the_end(file, |span, ended| seq_of(file, span, ended))?.unwrap_or(0))
+}
+
+/// The lines of `file` from its end, one at a time, until `look` answers
+/// for one (`None`: none did). `look` gets a line's span, without its
+/// newline, and whether a newline follows it (a line without one may be
+/// torn).
+fn from_the_end<T>(
+    file: &File,
+    mut look: impl FnMut(std::ops::Range<u64>, bool) -> std::io::Result<Option<T>>,
+) -> std::io::Result<Option<T>> {
     let len = file.metadata()?.len();
     // The line being looked at ends here (a newline, or the file's end).
     let mut end = len;
     loop {
         let start = line_start(file, end)?;
-        if let Some(seq) = seq_of(file, start..end, end < len)? {
-            return Ok(seq);
+        if let Some(found) = look(start..end, end < len)? {
+            return Ok(Some(found));
         }
         if start == 0 {
-            return Ok(0);
+            return Ok(None);
         }
         end = start - 1;
     }
