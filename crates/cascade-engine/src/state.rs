@@ -475,21 +475,6 @@ impl RunState {
         RunState::load_with_offset(path).map(|(state, _)| state)
     }
 
-    /// [`RunState::load`], and how far into the journal it read.
-    pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunState>, u64), StateError> {
-        let read = read_consistent(path, |document, journal| {
-            let mut state = RunState::parse(path, document)?;
-            Ok(match crate::journal::replay(journal, &mut state) {
-                crate::journal::Replay::Current(offset) => Some((state, offset)),
-                crate::journal::Replay::Newer => None,
-            })
-        })?;
-        Ok(match read {
-            Some((state, offset)) => (Some(state), offset),
-            None => (None, 0),
-        })
-    }
-
     /// Writes the state atomically (temp + rename), stamping `updated_at`.
     pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
         let bytes = self.snapshot(path)?;
@@ -510,6 +495,24 @@ impl RunState {
             op: "serialize",
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
+        })
+    }
+}
+
+impl<S: StoryRecord + serde::de::DeserializeOwned> RunDoc<S> {
+    /// [`RunState::load`] for any owned view of a story's record, and how
+    /// far into the journal it read.
+    pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunDoc<S>>, u64), StateError> {
+        let read = read_consistent(path, |document, journal| {
+            let mut state = RunDoc::<S>::parse(path, document)?;
+            Ok(match crate::journal::replay(journal, &mut state) {
+                crate::journal::Replay::Current(offset) => Some((state, offset)),
+                crate::journal::Replay::Newer => None,
+            })
+        })?;
+        Ok(match read {
+            Some((state, offset)) => (Some(state), offset),
+            None => (None, 0),
         })
     }
 }

@@ -12,10 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cascade_engine::journal::{FileStamp, StateFollower};
 use cascade_engine::state::{RunState, StoryStatus};
-use cascade_plan::Prd;
+use cascade_plan::{Outline, Prd};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::glance::{RunGlance, StoryGlance};
 use crate::plans::{self, Ran};
 use crate::routes::Shared;
 use crate::snapshot::Shape;
@@ -30,56 +31,61 @@ fn ok(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The run's files as the dashboard last read them: the state (followed:
-/// a live run's journal lines are read as they come, the document only
-/// when it is replaced) and its PRD (read again when it changed on disk).
-/// Requests in a row read only what changed in between.
+/// The run's files as the dashboard last read them. Requests in a row read
+/// only what changed in between: the state is followed (a live run's
+/// journal lines are read as they come, the document only when it is
+/// replaced) and the PRD is read again when it changed on disk.
+///
+/// The run view reads only what it shows ([`StoryGlance`], the plan's
+/// [`Outline`]); the whole records (a story's view shows every field of
+/// one) are read when a story's view first asks, and followed from then on.
 pub(crate) struct RunFiles {
-    state: StateFollower,
-    /// The PRD's path and stamp as read, and the PRD with its shape.
-    prd: Option<(PathBuf, Option<FileStamp>, Option<PlanRead>)>,
+    view: StateFollower<StoryGlance>,
+    outline: Cached<(Outline, Shape)>,
+    full: StateFollower,
+    prd: Cached<Prd>,
 }
 
-/// A PRD as the dashboard read it, with its [`Shape`].
-type PlanRead = (Prd, Shape);
+/// What was made of a file, read again when the file changed on disk: its
+/// path and stamp as read, and the result (`None`: it could not be read).
+struct Cached<T>(Option<(PathBuf, Option<FileStamp>, Option<T>)>);
 
-impl RunFiles {
-    pub fn new(cascade_dir: &Path) -> RunFiles {
-        RunFiles {
-            state: StateFollower::new(&cascade_dir.join("state.json")),
-            prd: None,
-        }
-    }
-
-    /// The state, the PRD's path and the PRD (when it can be read) as they
-    /// are on disk now. `fallback` is the PRD shown before any run.
-    fn current(&mut self, fallback: &Path) -> Result<RunOnDisk<'_>, String> {
-        let state = self.state.refresh().map_err(|e| e.to_string())?;
-        let path = crate::snapshot::prd_path(state, fallback);
-        let stamp = FileStamp::of(&path);
-        let stale = match &self.prd {
-            Some((p, s, _)) => *p != path || *s != stamp,
+impl<T> Cached<T> {
+    /// What `read` makes of `path`, read again only when the path or the
+    /// file changed since the last time.
+    fn get(&mut self, path: &Path, read: impl FnOnce(&Path) -> Option<T>) -> Option<&T> {
+        let stamp = FileStamp::of(path);
+        let stale = match &self.0 {
+            Some((p, s, _)) => p != path || *s != stamp,
             None => true,
         };
         if stale {
-            let prd = cascade_plan::load_prd(&path).ok().map(|p| {
-                let shape = Shape::of(&p);
-                (p, shape)
-            });
-            self.prd = Some((path.clone(), stamp, prd));
+            self.0 = Some((path.to_path_buf(), stamp, read(path)));
         }
-        let prd = self.prd.as_ref().and_then(|(_, _, p)| p.as_ref());
-        Ok((state, path, prd.map(|p| &p.0), prd.map(|p| &p.1)))
+        self.0.as_ref().and_then(|(_, _, t)| t.as_ref())
     }
 }
 
-/// The run state, the PRD's path, the PRD and its shape, as on disk now.
-type RunOnDisk<'a> = (
-    Option<&'a RunState>,
-    PathBuf,
-    Option<&'a Prd>,
-    Option<&'a Shape>,
-);
+impl RunFiles {
+    pub fn new(cascade_dir: &Path) -> RunFiles {
+        let state = cascade_dir.join("state.json");
+        RunFiles {
+            view: StateFollower::new(&state),
+            outline: Cached(None),
+            full: StateFollower::new(&state),
+            prd: Cached(None),
+        }
+    }
+}
+
+/// What the run view is made of, as on disk now: the state, the PRD's path,
+/// the plan's outline and its shape.
+pub(crate) struct RunView<'a> {
+    pub state: Option<&'a RunGlance>,
+    pub prd_path: &'a Path,
+    pub outline: Option<&'a Outline>,
+    pub shape: Option<&'a Shape>,
+}
 
 impl AppState {
     fn cascade_dir(&self) -> PathBuf {
@@ -89,28 +95,48 @@ impl AppState {
     /// With no live run: shows the records of the run the state names
     /// (for event streams opened before any snapshot was asked for).
     pub(crate) fn show_last_run(&self) {
-        let _ = self.with_run(|state, _, _| {
-            self.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let _ = self.with_view(|_| ());
+    }
+
+    /// Runs `f` on what the run view is made of, as on disk now (see
+    /// [`RunFiles`]), once the hub shows the run the state names (with no
+    /// live run). The plan and the run's records are read at once, the
+    /// records on a thread of their own: a dashboard just started reads
+    /// both before its first view.
+    fn with_view<T>(&self, f: impl FnOnce(RunView<'_>) -> T) -> Result<T, String> {
+        let mut files = crate::lock(&self.files);
+        let RunFiles { view, outline, .. } = &mut *files;
+        let state = view.refresh().map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
+        let run_id = state.map(|s| s.run_id.as_str());
+        let outline = std::thread::scope(|scope| {
+            scope.spawn(|| self.hub.show_finished(run_id));
+            outline.get(&path, |p| {
+                let o = cascade_plan::load_outline(p).ok()?;
+                let shape = Shape::of(&o);
+                Some((o, shape))
+            })
         });
+        Ok(f(RunView {
+            state,
+            prd_path: &path,
+            outline: outline.map(|o| &o.0),
+            shape: outline.map(|o| &o.1),
+        }))
     }
 
-    /// Runs `f` on the run state (when there is one), the PRD's path and the
-    /// PRD, as they are on disk now (see [`RunFiles`]).
-    fn with_run<T>(
+    /// Runs `f` on the whole run state (when there is one) and the whole
+    /// PRD, as on disk now (see [`RunFiles`]).
+    fn with_records<T>(
         &self,
-        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>) -> T,
-    ) -> Result<T, String> {
-        self.with_run_shaped(|state, path, prd, _| f(state, path, prd))
-    }
-
-    /// [`AppState::with_run`], with the PRD's [`Shape`] too.
-    fn with_run_shaped<T>(
-        &self,
-        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>, Option<&Shape>) -> T,
+        f: impl FnOnce(Option<&RunState>, Option<&Prd>) -> T,
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let (state, path, prd, shape) = files.current(&self.config.workdir.join("prd.json"))?;
-        Ok(f(state, &path, prd, shape))
+        let RunFiles { full, prd, .. } = &mut *files;
+        let state = full.refresh().map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
+        let prd = prd.get(&path, |p| cascade_plan::load_prd(p).ok());
+        Ok(f(state, prd))
     }
 }
 
@@ -192,15 +218,14 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
             repo: &app.config.repo_root,
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
-        let written = app.with_run_shaped(|state, path, prd, shape| {
-            app.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let written = app.with_view(|view| {
             let summary = app.hub.summary();
             let status = app.hub.status();
             let snapshot = crate::snapshot::build(&crate::snapshot::Input {
-                state,
-                prd,
-                shape,
-                prd_path: Some(path),
+                state: view.state,
+                prd: view.outline,
+                shape: view.shape,
+                prd_path: Some(view.prd_path),
                 summary: &summary,
                 status: &status,
                 now_ms: chrono::Utc::now().timestamp_millis(),
@@ -253,7 +278,7 @@ pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String
             dir: &dir,
             repo: &app.config.repo_root,
         };
-        app.with_run(|state, _, prd| crate::detail::build(&id, state, prd, &events, &art))
+        app.with_records(|state, prd| crate::detail::build(&id, state, prd, &events, &art))
     })
     .await;
     match r {
@@ -348,7 +373,7 @@ pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String
     if app.hub.client().is_some() {
         return steer(&app, "retry", Some(&id), None).await;
     }
-    let found = app.with_run(|state, _, _| state.map(|st| st.story(&id).map(|s| s.status)));
+    let found = app.with_view(|v| v.state.map(|st| st.story(&id).map(|s| s.status)));
     let status = match found {
         Ok(Some(s)) => s,
         Ok(None) => return error(StatusCode::CONFLICT, "there is no run to retry a story of"),
