@@ -58,7 +58,7 @@ pub fn validate_prd_json_warned(
     let graph = build(Kind::Story, &skeleton.stories);
     let mut problems = Vec::new();
     for (index, s) in skeleton.stories.iter().enumerate() {
-        let title_blank = s.title.as_ref().is_none_or(|t| t.0.trim().is_empty());
+        let title_blank = s.title.as_ref().map_or(true, |t| t.0.trim().is_empty());
         check_story(index, &s.id, s.has_id, title_blank, &mut problems);
     }
     Ok((finish(graph, problems)?, warnings))
