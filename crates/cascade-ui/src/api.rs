@@ -40,6 +40,8 @@ fn ok(status: StatusCode, body: Value) -> Response {
 /// [`Outline`]); the whole records (a story's view shows every field of
 /// one) are read when a story's view first asks, and followed from then on.
 pub(crate) struct RunFiles {
+    /// `.cascade/state.json`.
+    state_path: PathBuf,
     view: StateFollower<StoryGlance>,
     outline: Cached<(Outline, Shape)>,
     full: StateFollower,
@@ -73,10 +75,79 @@ impl RunFiles {
             view: StateFollower::new(&state),
             outline: Cached(None),
             full: StateFollower::new(&state),
+            state_path: state,
             prd: Cached(None),
         }
     }
 }
+
+/// What a state document names before its stories, as far as the run view
+/// needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Named {
+    run_id: String,
+    prd: String,
+    project_root: String,
+}
+
+impl Named {
+    /// What the state at `path` most likely names, from the document's
+    /// first bytes alone (the run's own fields come before its stories):
+    /// a guess, to read what it names while the state itself is read, not
+    /// an answer (a journal may change them; the document may be replaced
+    /// meanwhile). `None`: no document, or no such opening.
+    fn guess(path: &Path) -> Option<Named> {
+        use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+        use std::io::Read;
+        #[derive(Default)]
+        struct Found {
+            run_id: Option<String>,
+            prd: Option<String>,
+            project_root: Option<String>,
+        }
+        struct Opening<'f>(&'f mut Found);
+        impl<'de> Visitor<'de> for Opening<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a state document")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+                while let Some(key) = map.next_key::<String>()? {
+                    let field = match key.as_str() {
+                        "stories" => return Ok(()),
+                        "run_id" => &mut self.0.run_id,
+                        "prd" => &mut self.0.prd,
+                        "project_root" => &mut self.0.project_root,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *field = map.next_value()?;
+                }
+                Ok(())
+            }
+        }
+        let mut head = Vec::with_capacity(OPENING);
+        std::fs::File::open(path)
+            .ok()?
+            .take(OPENING as u64)
+            .read_to_end(&mut head)
+            .ok()?;
+        let mut found = Found::default();
+        // Cut short, the document does not parse to its end: what was
+        // found on the way is the answer.
+        let _ = serde_json::Deserializer::from_slice(&head).deserialize_map(Opening(&mut found));
+        Some(Named {
+            run_id: found.run_id?,
+            prd: found.prd?,
+            project_root: found.project_root?,
+        })
+    }
+}
+
+/// How much of a state document [`Named::guess`] reads.
+const OPENING: usize = 16 << 10;
 
 /// What the run view is made of, as on disk now: the state, the PRD's path,
 /// the plan's outline and its shape.
@@ -100,23 +171,42 @@ impl AppState {
 
     /// Runs `f` on what the run view is made of, as on disk now (see
     /// [`RunFiles`]), once the hub shows the run the state names (with no
-    /// live run). The plan and the run's records are read at once, the
-    /// records on a thread of their own: a dashboard just started reads
-    /// both before its first view.
+    /// live run). What the state most likely names ([`Named::guess`]) is
+    /// read while the state is, the plan and the run's records each on a
+    /// thread of their own: a dashboard just started reads all three before
+    /// its first view. What the state does name is read after it (nothing,
+    /// when the guess was right).
     fn with_view<T>(&self, f: impl FnOnce(RunView<'_>) -> T) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let RunFiles { view, outline, .. } = &mut *files;
-        let state = view.refresh().map_err(|e| e.to_string())?;
-        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
-        let run_id = state.map(|s| s.run_id.as_str());
-        let outline = std::thread::scope(|scope| {
-            scope.spawn(|| self.hub.show_finished(run_id));
-            outline.get(&path, |p| {
-                let o = cascade_plan::load_outline(p).ok()?;
-                let shape = Shape::of(&o);
-                Some((o, shape))
-            })
+        let RunFiles {
+            state_path,
+            view,
+            outline,
+            ..
+        } = &mut *files;
+        let fallback = self.config.workdir.join("prd.json");
+        let read_outline = |p: &Path| {
+            let o = cascade_plan::load_outline(p).ok()?;
+            let shape = Shape::of(&o);
+            Some((o, shape))
+        };
+        let state = std::thread::scope(|scope| {
+            if let Some(named) = Named::guess(state_path) {
+                let path =
+                    crate::snapshot::prd_named(Some((&named.prd, &named.project_root)), &fallback);
+                let run_id = named.run_id.clone();
+                let ahead = &mut *outline;
+                scope.spawn(move || self.hub.show_finished(Some(&run_id)));
+                scope.spawn(move || {
+                    ahead.get(&path, read_outline);
+                });
+            }
+            view.refresh()
         });
+        let state = state.map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, &fallback);
+        self.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let outline = outline.get(&path, read_outline);
         Ok(f(RunView {
             state,
             prd_path: &path,
@@ -576,5 +666,107 @@ async fn plan_command(app: &AppState, id: &str, args: Vec<String>) -> Response {
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot start cascade: {e}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cascade_engine::journal::journal_path;
+    use cascade_engine::state::RunState;
+
+    use super::*;
+
+    fn state(prd: &str, stories: usize) -> RunState {
+        let ids = (0..stories).map(|i| format!("s{i}"));
+        RunState::new("run-1".into(), prd.into(), "main".into(), "/p".into(), ids)
+    }
+
+    #[test]
+    fn the_guess_is_what_a_saved_state_names_before_its_stories() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("state.json");
+        let named = Named {
+            run_id: "run-1".into(),
+            prd: "plan/prd.json".into(),
+            project_root: "/p".into(),
+        };
+        // Indented (a small plan's) and compact (a large plan's).
+        for n in [3, 300] {
+            state("plan/prd.json", n).save(&path).expect("saved");
+            assert_eq!(Named::guess(&path), Some(named.clone()), "{n}");
+        }
+        // A document whose run fields do not fit the opening read, one cut
+        // before them, none at all: no guess.
+        let text = serde_json::to_string(&state("plan/prd.json", 3)).expect("serializable");
+        let late = format!("{{\"padding\": \"{}\", {}", "x".repeat(OPENING), &text[1..]);
+        std::fs::write(&path, late).expect("written");
+        assert_eq!(Named::guess(&path), None);
+        std::fs::write(&path, "{\"schema_version\": 1, \"run_id\": \"r").expect("written");
+        assert_eq!(Named::guess(&path), None);
+        assert_eq!(Named::guess(&dir.path().join("none.json")), None);
+    }
+
+    fn app(repo: &Path) -> AppState {
+        let config = crate::UiConfig::new(repo);
+        let cascade = repo.join(".cascade");
+        AppState {
+            hub: crate::hub::Hub::new(cascade.clone()),
+            files: std::sync::Mutex::new(RunFiles::new(&cascade)),
+            token: crate::auth::Token::generate().expect("random bytes"),
+            local: "127.0.0.1:1".parse().expect("an address"),
+            config,
+        }
+    }
+
+    /// A plan of stories `ids` at `path`.
+    fn plan(path: &Path, ids: &[&str]) {
+        let stories: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"id": id, "title": format!("T {id}")}))
+            .collect();
+        std::fs::write(path, json!({ "stories": stories }).to_string()).expect("a plan");
+    }
+
+    #[test]
+    fn the_run_view_reads_the_plan_the_state_names_when_the_guess_was_wrong() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let repo = dir.path();
+        let cascade = repo.join(".cascade");
+        std::fs::create_dir_all(&cascade).expect("the state's directory");
+        plan(&repo.join("a.json"), &["a1"]);
+        plan(&repo.join("b.json"), &["b1", "b2"]);
+        // The document names a.json; the journal that continues it, b.json
+        // (its run record replaces the run's fields).
+        let root = repo.display().to_string();
+        let mut st = state("a.json", 3);
+        st.project_root = root.clone();
+        st.journal = 1;
+        let path = cascade.join("state.json");
+        st.save(&path).expect("the document");
+        let guessed = Named::guess(&path).expect("a guess");
+        assert_eq!(guessed.prd, "a.json");
+        let mut run = state("b.json", 0);
+        run.project_root = root;
+        run.journal = 1;
+        let line = json!({"run": run, "at": "2026-01-01T00:00:00.000Z"});
+        std::fs::write(journal_path(&path), format!("{{\"journal\": 1}}\n{line}\n"))
+            .expect("the journal");
+        let app = Arc::new(app(repo));
+        let seen = app
+            .with_view(|v| {
+                let ids: Vec<String> = v
+                    .outline
+                    .map(|o| o.stories.iter().map(|s| s.id.clone()).collect())
+                    .unwrap_or_default();
+                (v.prd_path.to_path_buf(), ids, v.shape.is_some())
+            })
+            .expect("a view");
+        assert_eq!(
+            seen,
+            (repo.join("b.json"), vec!["b1".into(), "b2".into()], true)
+        );
+        assert_eq!(app.hub.status().run_id.as_deref(), Some("run-1"));
     }
 }

@@ -112,15 +112,22 @@ impl Line<'_> {
 fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
     let mut summary = Summary::default();
     journal::each_line(path, |line| {
-        let skip = journal::Opening::of(line)
+        let opening = journal::Opening::of(line);
+        let skip = opening
             .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !Summary::folds(e)));
         if skip {
             return;
         }
-        if let Some(l) = Line::of(line).filter(|l| l.kind == "event") {
-            if let Ok(h) = serde_json::from_str::<Head>(l.data.get()) {
-                summary.add(&h);
-            }
+        // A whole line in the written layout: its data is parsed alone
+        // (when it does not parse, neither does the line).
+        let data = match opening.and_then(|o| o.data()) {
+            Some(data) => Some(data),
+            None => Line::of(line)
+                .filter(|l| l.kind == "event")
+                .map(|l| l.data.get()),
+        };
+        if let Some(h) = data.and_then(|d| serde_json::from_str::<Head>(d).ok()) {
+            summary.add(&h);
         }
     });
     let last = journal::last_line(path, |l| Line::of(l).map(|l| l.seq)).unwrap_or(0);

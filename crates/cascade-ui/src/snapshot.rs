@@ -162,6 +162,29 @@ impl Graph {
     fn deps(&self, i: usize) -> &[usize] {
         &self.edges[self.starts[i]..self.starts[i + 1]]
     }
+
+    /// The same edges the other way: story `j`'s "dependencies" here are
+    /// the stories that depend on it, in plan order. Laid out in place
+    /// (a count per story, then a fill) rather than as a list per story.
+    fn reversed(&self) -> Graph {
+        let n = self.len();
+        let mut starts = vec![0usize; n + 1];
+        for &j in &self.edges {
+            starts[j + 1] += 1;
+        }
+        for j in 0..n {
+            starts[j + 1] += starts[j];
+        }
+        let mut next = starts.clone();
+        let mut edges = vec![0usize; self.edges.len()];
+        for i in 0..n {
+            for &j in self.deps(i) {
+                edges[next[j]] = i;
+                next[j] += 1;
+            }
+        }
+        Graph { starts, edges }
+    }
 }
 
 /// What a snapshot takes from the plan alone: each story's dependencies
@@ -242,18 +265,12 @@ impl<'a> Plan<'a> {
 /// plan) get batch 0.
 pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut waiting = vec![0usize; n];
-    for (i, w) in waiting.iter_mut().enumerate() {
-        for &j in graph.deps(i) {
-            dependents[j].push(i);
-            *w += 1;
-        }
-    }
+    let dependents = graph.reversed();
+    let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
     let mut layer = vec![0usize; n];
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
-        for &i in &dependents[j] {
+        for &i in dependents.deps(j) {
             layer[i] = layer[i].max(layer[j] + 1);
             waiting[i] -= 1;
             if waiting[i] == 0 {
@@ -805,12 +822,20 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
 /// The PRD of the run: the one the state names (relative to where the run
 /// was started), else `fallback` (`./prd.json` where `cascade ui` runs).
 pub(crate) fn prd_path<S>(state: Option<&RunDoc<S>>, fallback: &Path) -> PathBuf {
-    if let Some(s) = state.filter(|s| !s.prd.is_empty()) {
-        let p = PathBuf::from(&s.prd);
+    prd_named(
+        state.map(|s| (s.prd.as_str(), s.project_root.as_str())),
+        fallback,
+    )
+}
+
+/// [`prd_path`] from what a state names: its `prd` and `project_root`.
+pub(crate) fn prd_named(named: Option<(&str, &str)>, fallback: &Path) -> PathBuf {
+    if let Some((prd, root)) = named.filter(|(prd, _)| !prd.is_empty()) {
+        let p = PathBuf::from(prd);
         return if p.is_absolute() {
             p
         } else {
-            Path::new(&s.project_root).join(p)
+            Path::new(root).join(p)
         };
     }
     fallback.to_path_buf()
@@ -857,6 +882,14 @@ mod tests {
             assert_eq!(unix_ms(t), chrono_ms(t), "{t}");
         }
         assert!(utc_millis(&times[20]).is_some(), "the fast path is taken");
+    }
+
+    #[test]
+    fn a_reversed_graph_lists_each_storys_dependents_in_plan_order() {
+        let g = graph(&[&[], &[0], &[0], &[1, 2, 0], &[]]);
+        let r = g.reversed();
+        let lists: Vec<&[usize]> = (0..r.len()).map(|j| r.deps(j)).collect();
+        assert_eq!(lists, vec![&[1, 2, 3][..], &[3], &[3], &[], &[]]);
     }
 
     #[test]

@@ -80,16 +80,20 @@ fn text_of(line: &[u8]) -> std::borrow::Cow<'_, str> {
 pub(crate) struct Opening<'a> {
     pub kind: &'a str,
     pub event: Option<&'a str>,
+    /// The line from its data's first byte on.
+    pub rest: &'a str,
 }
 
 impl<'a> Opening<'a> {
     /// `None`: the line does not open that way (or its kind or event name
     /// has escapes); read it whole.
     pub fn of(line: &'a str) -> Option<Opening<'a>> {
+        // Digits that make a `u64` (as a record's numbers must).
         let number = |rest: &'a str, member: &str| -> Option<&'a str> {
             let rest = rest.strip_prefix(member)?;
             let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            (digits > 0).then(|| &rest[digits..])
+            rest[..digits].parse::<u64>().ok()?;
+            Some(&rest[digits..])
         };
         // A JSON string without escapes, and what follows it.
         let plain = |rest: &'a str| -> Option<(&'a str, &'a str)> {
@@ -107,7 +111,20 @@ impl<'a> Opening<'a> {
             Some(name) => Some(plain(name)?.0),
             None => None,
         };
-        Some(Opening { kind, event })
+        Some(Opening {
+            kind,
+            event,
+            rest: data,
+        })
+    }
+
+    /// The record's data as text, when the line is a whole record in this
+    /// layout: its data and the closing brace, nothing else. `None`: the
+    /// line must be read whole to know (it may be torn or another layout).
+    /// Whatever parses as one JSON value from this text is the data the
+    /// record's reader would find.
+    pub fn data(&self) -> Option<&'a str> {
+        self.rest.strip_suffix('}')
     }
 }
 
@@ -393,6 +410,17 @@ mod tests {
             None
         );
         assert_eq!(open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"eve"#), None);
+        // A number no record holds (past u64).
+        assert_eq!(
+            open(r#"{"seq":18446744073709551616,"t_ms":1,"ts":2,"kind":"event","data":{}}"#),
+            None
+        );
+        // The data of a whole line, up to its closing brace.
+        let data = |l: &str| Opening::of(l).and_then(|o| o.data().map(str::to_string));
+        assert_eq!(
+            data(&e).as_deref(),
+            Some(r#"{"event":"story_started","story":"a"}"#)
+        );
         // Only the opening is looked at: a line torn after it still opens.
         assert_eq!(
             open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"event","data":{"event":"notice","mes"#),
