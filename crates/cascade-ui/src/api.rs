@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cascade_engine::journal::{FileStamp, StateFollower};
-use cascade_engine::state::{RunState, StoryStatus};
+use cascade_engine::state::{StoryState, StoryStatus};
 use cascade_plan::{Outline, Prd};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -37,14 +37,14 @@ fn ok(status: StatusCode, body: Value) -> Response {
 /// replaced) and the PRD is read again when it changed on disk.
 ///
 /// The run view reads only what it shows ([`StoryGlance`], the plan's
-/// [`Outline`]); the whole records (a story's view shows every field of
-/// one) are read when a story's view first asks, and followed from then on.
+/// [`Outline`]). A story's view shows every field of one story: it reads
+/// that story's record whole each time ([`crate::glance::story_record`]),
+/// and the whole plan when it is first opened.
 pub(crate) struct RunFiles {
     /// `.cascade/state.json`.
     state_path: PathBuf,
     view: StateFollower<StoryGlance>,
     outline: Cached<(Outline, Shape)>,
-    full: StateFollower,
     prd: Cached<Prd>,
 }
 
@@ -74,7 +74,6 @@ impl RunFiles {
         RunFiles {
             view: StateFollower::new(&state),
             outline: Cached(None),
-            full: StateFollower::new(&state),
             state_path: state,
             prd: Cached(None),
         }
@@ -215,18 +214,28 @@ impl AppState {
         }))
     }
 
-    /// Runs `f` on the whole run state (when there is one) and the whole
-    /// PRD, as on disk now (see [`RunFiles`]).
-    fn with_records<T>(
+    /// Runs `f` on the whole record of story `id` in the run state (when
+    /// there is one) and the whole PRD, as on disk now (see [`RunFiles`]).
+    fn with_story<T>(
         &self,
-        f: impl FnOnce(Option<&RunState>, Option<&Prd>) -> T,
+        id: &str,
+        f: impl FnOnce(Option<&StoryState>, Option<&Prd>) -> T,
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let RunFiles { full, prd, .. } = &mut *files;
-        let state = full.refresh().map_err(|e| e.to_string())?;
+        let RunFiles {
+            state_path,
+            view,
+            prd,
+            ..
+        } = &mut *files;
+        let state = view.refresh().map_err(|e| e.to_string())?;
         let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
+        let record = match state {
+            Some(_) => crate::glance::story_record(state_path, id)?,
+            None => None,
+        };
         let prd = prd.get(&path, |p| cascade_plan::load_prd(p).ok());
-        Ok(f(state, prd))
+        Ok(f(record.as_ref(), prd))
     }
 }
 
@@ -368,7 +377,9 @@ pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String
             dir: &dir,
             repo: &app.config.repo_root,
         };
-        app.with_records(|state, prd| crate::detail::build(&id, state, prd, &events, &art))
+        app.with_story(&id, |story, prd| {
+            crate::detail::build(&id, story, prd, &events, &art)
+        })
     })
     .await;
     match r {

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use cascade_engine::state::{RunState, StoryStatus};
+use cascade_engine::state::{StoryState, StoryStatus};
 use cascade_plan::Prd;
 use serde_json::{json, Value};
 
@@ -146,16 +146,15 @@ fn findings(events: &[Value]) -> std::collections::HashMap<u64, Vec<Value>> {
 }
 
 /// The story document, or `None` for an id the plan and the state do not
-/// know. `events` are the data of the story's event records, in order.
+/// know (`s`: the story's record in the state, if any). `events` are the data of the story's event records, in order.
 pub(crate) fn build(
     id: &str,
-    state: Option<&RunState>,
+    s: Option<&StoryState>,
     prd: Option<&Prd>,
     events: &[Value],
     art: &Artifacts<'_>,
 ) -> Option<Value> {
     let plan = prd.and_then(|p| p.story(id));
-    let s = state.and_then(|st| st.story(id));
     if plan.is_none() && s.is_none() {
         return None;
     }

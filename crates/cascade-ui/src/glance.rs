@@ -13,12 +13,15 @@
 
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use cascade_engine::state::{RunDoc, StoryRecord, StoryStatus};
 use cascade_engine::FailureKind;
 
+use cascade_engine::state::StoryState;
+
 #[cfg(doc)]
-use cascade_engine::state::{AttemptRecord, StoryState};
+use cascade_engine::state::AttemptRecord;
 
 /// The state as the run view reads it.
 pub(crate) type RunGlance = RunDoc<StoryGlance>;
@@ -117,10 +120,67 @@ impl<'de> Deserialize<'de> for Millis {
     }
 }
 
+/// A story's record with its text left unparsed (but its id): what a
+/// story's view reads of every record, to parse only its own whole
+/// ([`story_record`]).
+#[derive(Debug, Clone)]
+pub(crate) struct RawStory {
+    id: String,
+    raw: Box<RawValue>,
+}
+
+impl<'de> Deserialize<'de> for RawStory {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawStory, D::Error> {
+        #[derive(Deserialize)]
+        struct Id<'a> {
+            #[serde(borrow)]
+            id: std::borrow::Cow<'a, str>,
+        }
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let id = serde_json::from_str::<Id<'_>>(raw.get())
+            .map_err(serde::de::Error::custom)?
+            .id
+            .into_owned();
+        Ok(RawStory { id, raw })
+    }
+}
+
+impl StoryRecord for RawStory {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn status(&self) -> StoryStatus {
+        StoryStatus::Pending
+    }
+    fn pending(id: String) -> Self {
+        let record = StoryState::new(id.clone(), StoryStatus::Pending);
+        let raw = serde_json::value::to_raw_value(&record).unwrap_or_default();
+        RawStory { id, raw }
+    }
+}
+
+/// The whole record of story `id` in the state at `path`, as
+/// [`cascade_engine::state::RunState::load`] would read it (journal
+/// included), the other records read only for their ids and left
+/// unparsed: a story's view of a large run keeps no copy of the whole state.
+/// `Ok(None)`: no state, or no such story.
+pub(crate) fn story_record(path: &std::path::Path, id: &str) -> Result<Option<StoryState>, String> {
+    let mut follower = cascade_engine::journal::StateFollower::<RawStory>::new(path);
+    let Some(state) = follower.refresh().map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let Some(record) = state.story(id) else {
+        return Ok(None);
+    };
+    serde_json::from_str(record.raw.get())
+        .map(Some)
+        .map_err(|e| format!("run state '{}': story '{id}': {e}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use cascade_engine::journal::StateFollower;
-    use cascade_engine::state::{AttemptRecord, RunState, StoryState};
+    use cascade_engine::state::{AttemptRecord, RunState};
 
     use super::*;
     use crate::snapshot::unix_ms;
@@ -197,6 +257,16 @@ mod tests {
             same(g, f);
         }
         assert_eq!(glance.counts(), full.counts());
+        // A story's view reads its record whole, and only its own.
+        for f in &full.stories {
+            assert_eq!(
+                story_record(&path, &f.id).expect("readable").as_ref(),
+                Some(f)
+            );
+        }
+        assert_eq!(story_record(&path, "nope").expect("readable"), None);
+        let none = dir.path().join("none.json");
+        assert_eq!(story_record(&none, "a").expect("no state"), None);
         // Each kind of time, to be sure the document says something.
         let a = &glance.stories[0].attempts;
         assert_eq!(a[0].finished(), unix_ms("2026-01-01T00:00:02.500Z"));
@@ -250,6 +320,12 @@ mod tests {
             same(g, f);
         }
         assert_eq!(glance.updated_at, full.updated_at);
+        for f in &full.stories {
+            assert_eq!(
+                story_record(&path, &f.id).expect("readable").as_ref(),
+                Some(f)
+            );
+        }
         let s1 = glance.story("s1").expect("s1");
         assert_eq!(
             s1.attempts[0].started_ms.0,
