@@ -12,11 +12,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cascade_engine::journal::{FileStamp, StateFollower};
 use cascade_engine::state::{StoryState, StoryStatus};
-use cascade_plan::{Outline, Prd};
+use cascade_plan::{Outline, Story};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::glance::{RunGlance, StoryGlance};
+use crate::glance::{PlanRecords, RawStory, RunGlance, StoryGlance};
 use crate::plans::{self, Ran};
 use crate::routes::Shared;
 use crate::snapshot::Shape;
@@ -37,15 +37,17 @@ fn ok(status: StatusCode, body: Value) -> Response {
 /// replaced) and the PRD is read again when it changed on disk.
 ///
 /// The run view reads only what it shows ([`StoryGlance`], the plan's
-/// [`Outline`]). A story's view shows every field of one story: it reads
-/// that story's record whole each time ([`crate::glance::story_record`]),
-/// and the whole plan when it is first opened.
+/// [`Outline`]). A story's view shows every field of one story: the
+/// records of the state and the plan are kept as text ([`RawStory`],
+/// [`PlanRecords`]) from the first story's view on, and the one story shown
+/// is parsed whole from them.
 pub(crate) struct RunFiles {
     /// `.cascade/state.json`.
     state_path: PathBuf,
     view: StateFollower<StoryGlance>,
     outline: Cached<(Outline, Shape)>,
-    prd: Cached<Prd>,
+    records: StateFollower<RawStory>,
+    plan: Cached<PlanRecords>,
 }
 
 /// What was made of a file, read again when the file changed on disk: its
@@ -74,8 +76,9 @@ impl RunFiles {
         RunFiles {
             view: StateFollower::new(&state),
             outline: Cached(None),
+            records: StateFollower::new(&state),
+            plan: Cached(None),
             state_path: state,
-            prd: Cached(None),
         }
     }
 }
@@ -214,28 +217,23 @@ impl AppState {
         }))
     }
 
-    /// Runs `f` on the whole record of story `id` in the run state (when
-    /// there is one) and the whole PRD, as on disk now (see [`RunFiles`]).
+    /// Runs `f` on the whole record of story `id` in the run state and in
+    /// the PRD (where they have one), as on disk now (see [`RunFiles`]).
     fn with_story<T>(
         &self,
         id: &str,
-        f: impl FnOnce(Option<&StoryState>, Option<&Prd>) -> T,
+        f: impl FnOnce(Option<&StoryState>, Option<&Story>) -> T,
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let RunFiles {
-            state_path,
-            view,
-            prd,
-            ..
-        } = &mut *files;
-        let state = view.refresh().map_err(|e| e.to_string())?;
+        let RunFiles { records, plan, .. } = &mut *files;
+        let state = records.refresh().map_err(|e| e.to_string())?;
         let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
         let record = match state {
-            Some(_) => crate::glance::story_record(state_path, id)?,
+            Some(st) => crate::glance::story_record(st, id)?,
             None => None,
         };
-        let prd = prd.get(&path, |p| cascade_plan::load_prd(p).ok());
-        Ok(f(record.as_ref(), prd))
+        let story = plan.get(&path, PlanRecords::load).and_then(|p| p.story(id));
+        Ok(f(record.as_ref(), story.as_ref()))
     }
 }
 

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use cascade_engine::state::{StoryState, StoryStatus};
-use cascade_plan::Prd;
+use cascade_plan::Story;
 use serde_json::{json, Value};
 
 /// Most bytes of a prompt or log sent (the end of a log is kept).
@@ -146,15 +146,14 @@ fn findings(events: &[Value]) -> std::collections::HashMap<u64, Vec<Value>> {
 }
 
 /// The story document, or `None` for an id the plan and the state do not
-/// know (`s`: the story's record in the state, if any). `events` are the data of the story's event records, in order.
+/// know (`s` and `plan`: the story's record in the state and in the plan). `events` are the data of the story's event records, in order.
 pub(crate) fn build(
     id: &str,
     s: Option<&StoryState>,
-    prd: Option<&Prd>,
+    plan: Option<&Story>,
     events: &[Value],
     art: &Artifacts<'_>,
 ) -> Option<Value> {
-    let plan = prd.and_then(|p| p.story(id));
     if plan.is_none() && s.is_none() {
         return None;
     }

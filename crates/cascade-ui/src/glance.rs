@@ -159,22 +159,68 @@ impl StoryRecord for RawStory {
     }
 }
 
-/// The whole record of story `id` in the state at `path`, as
-/// [`cascade_engine::state::RunState::load`] would read it (journal
-/// included), the other records read only for their ids and left
-/// unparsed: a story's view of a large run keeps no copy of the whole state.
-/// `Ok(None)`: no state, or no such story.
-pub(crate) fn story_record(path: &std::path::Path, id: &str) -> Result<Option<StoryState>, String> {
-    let mut follower = cascade_engine::journal::StateFollower::<RawStory>::new(path);
-    let Some(state) = follower.refresh().map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
+/// The whole record of story `id` in `state` (a state read as
+/// [`RawStory`]s), as [`cascade_engine::state::RunState::load`] would read
+/// it. `Ok(None)`: no such story.
+pub(crate) fn story_record(
+    state: &RunDoc<RawStory>,
+    id: &str,
+) -> Result<Option<StoryState>, String> {
     let Some(record) = state.story(id) else {
         return Ok(None);
     };
     serde_json::from_str(record.raw.get())
         .map(Some)
-        .map_err(|e| format!("run state '{}': story '{id}': {e}", path.display()))
+        .map_err(|e| format!("the run state's record of story '{id}' does not read: {e}"))
+}
+
+/// A plan's stories with their text left unparsed, found through its
+/// [`Outline`] (so the plan is one that [`cascade_plan::load_prd`] reads,
+/// and a story is where the model would find it): a story's view parses
+/// its one story whole.
+pub(crate) struct PlanRecords {
+    outline: cascade_plan::Outline,
+    stories: Vec<Box<RawValue>>,
+}
+
+impl PlanRecords {
+    /// The plan at `path`; `None` when it does not read.
+    pub fn load(path: &std::path::Path) -> Option<PlanRecords> {
+        use serde::de::{IgnoredAny, MapAccess};
+        struct Stories;
+        impl<'de> Visitor<'de> for Stories {
+            type Value = Vec<Box<RawValue>>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a PRD object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                // As the model reads it: the last `stories` counts.
+                let mut stories = Vec::new();
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "stories" {
+                        stories = map.next_value::<Option<_>>()?.unwrap_or_default();
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(stories)
+            }
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let outline = cascade_plan::Outline::from_json(&bytes, path).ok()?;
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        let stories = serde_json::Deserializer::from_slice(text)
+            .deserialize_map(Stories)
+            .ok()?;
+        Some(PlanRecords { outline, stories })
+    }
+
+    /// Story `id` of the plan, read whole (as [`cascade_plan::Prd::story`]
+    /// finds it).
+    pub fn story(&self, id: &str) -> Option<cascade_plan::Story> {
+        let raw = self.stories.get(self.outline.position(id)?)?;
+        serde_json::from_str(raw.get()).ok()
+    }
 }
 
 #[cfg(test)]
@@ -212,6 +258,46 @@ mod tests {
         assert_eq!(g.output_tokens, f.output_tokens);
         assert_eq!(g.cost_usd, f.cost_usd);
         assert_eq!(g.cost_estimated, f.cost_estimated);
+    }
+
+    /// Each story's record read whole from the state kept as text is the
+    /// record the full reader reads.
+    fn records_say_what_the_state_says(path: &std::path::Path, full: &RunState) {
+        let mut records = StateFollower::<RawStory>::new(path);
+        let raw = records.refresh().expect("readable").expect("a state");
+        assert_eq!(raw.stories.len(), full.stories.len());
+        for f in &full.stories {
+            let record = story_record(raw, &f.id).expect("readable");
+            assert_eq!(record.as_ref(), Some(f));
+        }
+    }
+
+    #[test]
+    fn a_plans_story_read_from_its_text_is_the_models() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("prd.json");
+        let text = "\u{feff}{\"goal\": \"g\", \"stories\": [{\"id\": \"x\", \"title\": \"old\"}],
+            \"stories\": [{\"id\": \"a\", \"title\": \"A \\\"q\\\"\", \"description\": \"d\",
+              \"acceptance_criteria\": [\"one\", {\"description\": \"two\"}], \"dependencies\": [\"b\"]},
+             {\"id\": \"b\", \"title\": \"B\", \"extra\": [1]}, {\"id\": \"a\", \"title\": \"again\"}]}";
+        std::fs::write(&path, text).expect("a plan");
+        let model = cascade_plan::load_prd(&path).expect("a plan");
+        let plan = PlanRecords::load(&path).expect("a plan");
+        for id in ["a", "b", "x", "none"] {
+            assert_eq!(plan.story(id).as_ref(), model.story(id), "{id}");
+        }
+        assert_eq!(
+            plan.story("a").map(|s| s.title),
+            Some("A \"q\"".to_string())
+        );
+        // What the model does not read, neither does this.
+        std::fs::write(
+            &path,
+            "{\"stories\": [{\"id\": \"a\", \"status\": \"done\"}]}",
+        )
+        .expect("a plan");
+        assert!(cascade_plan::load_prd(&path).is_err());
+        assert!(PlanRecords::load(&path).is_none());
     }
 
     /// A state whose strings have escapes, whose records carry fields this
@@ -258,15 +344,10 @@ mod tests {
         }
         assert_eq!(glance.counts(), full.counts());
         // A story's view reads its record whole, and only its own.
-        for f in &full.stories {
-            assert_eq!(
-                story_record(&path, &f.id).expect("readable").as_ref(),
-                Some(f)
-            );
-        }
-        assert_eq!(story_record(&path, "nope").expect("readable"), None);
-        let none = dir.path().join("none.json");
-        assert_eq!(story_record(&none, "a").expect("no state"), None);
+        records_say_what_the_state_says(&path, &full);
+        let mut records = StateFollower::<RawStory>::new(&path);
+        let raw = records.refresh().expect("readable").expect("a state");
+        assert_eq!(story_record(raw, "nope").expect("readable"), None);
         // Each kind of time, to be sure the document says something.
         let a = &glance.stories[0].attempts;
         assert_eq!(a[0].finished(), unix_ms("2026-01-01T00:00:02.500Z"));
@@ -320,12 +401,7 @@ mod tests {
             same(g, f);
         }
         assert_eq!(glance.updated_at, full.updated_at);
-        for f in &full.stories {
-            assert_eq!(
-                story_record(&path, &f.id).expect("readable").as_ref(),
-                Some(f)
-            );
-        }
+        records_say_what_the_state_says(&path, &full);
         let s1 = glance.story("s1").expect("s1");
         assert_eq!(
             s1.attempts[0].started_ms.0,
