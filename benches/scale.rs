@@ -18,7 +18,9 @@
 //!   record: four records per story that ran); then each of them as the
 //!   first request of a dashboard just started (`first ...`: it waits for
 //!   the files the dashboard reads when it starts, and the first replay
-//!   reads the run's records, which the snapshot does not).
+//!   reads the run's records, which the snapshot does not); and a story's
+//!   view (`GET /api/stories/ID`), again and as the first request (it
+//!   reads the state's and the plan's records, which the run view does not).
 //!
 //! The agent is an installed scripted one (`instant-agent`, a shell script
 //! that writes one file): without an installed agent, `approve` stops before
@@ -374,6 +376,13 @@ fn dashboard(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("event replay", n), &ui, |b, ui| {
             b.iter(|| ui.get("/api/events", replayed))
         });
+        // A story's view: the state's and the plan's records are kept
+        // (as text) from the first one on.
+        let story = format!("/api/stories/{}", story_id(n / 2));
+        assert!(ui.get(&story, snapshot_done) > 100, "a story view");
+        g.bench_with_input(BenchmarkId::new("GET /api/stories/ID", n), &ui, |b, ui| {
+            b.iter(|| ui.get(&story, snapshot_done))
+        });
         drop(ui);
         // A dashboard started for each: only its first request is timed.
         let first = |b: &mut criterion::Bencher, path: &str, done: &dyn Fn(&[u8]) -> bool| {
@@ -388,6 +397,9 @@ fn dashboard(c: &mut Criterion) {
         });
         g.bench_function(BenchmarkId::new("first event replay", n), |b| {
             first(b, "/api/events", &replayed)
+        });
+        g.bench_function(BenchmarkId::new("first GET /api/stories/ID", n), |b| {
+            first(b, &story, &snapshot_done)
         });
     }
     g.finish();

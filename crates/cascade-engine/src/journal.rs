@@ -31,6 +31,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::state::{
@@ -175,19 +176,23 @@ impl FileStamp {
 /// the whole document when it was replaced, else only the journal lines
 /// appended since the last look (for readers that look again and again,
 /// such as the dashboard).
+///
+/// What is kept of each story is `S`: the whole record (the default), or a
+/// reader's own owned view of it (the dashboard's run view reads fewer
+/// fields), which the journal's story records are read as too.
 #[derive(Debug)]
-pub struct StateFollower {
+pub struct StateFollower<S = StoryState> {
     path: PathBuf,
-    state: Option<RunState>,
+    state: Option<RunDoc<S>>,
     /// The document the state was read from.
     document: Option<FileStamp>,
     /// How far the journal has been applied.
     offset: u64,
 }
 
-impl StateFollower {
+impl<S: StoryRecord + DeserializeOwned> StateFollower<S> {
     /// Follows the state document at `path` (nothing read yet).
-    pub fn new(path: &Path) -> StateFollower {
+    pub fn new(path: &Path) -> StateFollower<S> {
         StateFollower {
             path: path.to_path_buf(),
             state: None,
@@ -197,7 +202,7 @@ impl StateFollower {
     }
 
     /// The state as it is on disk now (`None`: no run yet).
-    pub fn refresh(&mut self) -> Result<Option<&RunState>, StateError> {
+    pub fn refresh(&mut self) -> Result<Option<&RunDoc<S>>, StateError> {
         let stamp = FileStamp::of(&self.path);
         if stamp.is_none() {
             self.state = None;
@@ -226,7 +231,7 @@ impl StateFollower {
             None => true,
         };
         if reload {
-            let (state, offset) = RunState::load_with_offset(&self.path)?;
+            let (state, offset) = RunDoc::<S>::load_with_offset(&self.path)?;
             self.state = state;
             self.offset = offset;
             // Stamped after reading: a document replaced meanwhile is read
@@ -239,7 +244,11 @@ impl StateFollower {
 
 /// Applies the journal lines of `state_path` from `offset` on; returns the
 /// bytes applied.
-fn follow(state_path: &Path, state: &mut RunState, offset: u64) -> u64 {
+fn follow<S: StoryRecord + DeserializeOwned>(
+    state_path: &Path,
+    state: &mut RunDoc<S>,
+    offset: u64,
+) -> u64 {
     use std::io::{Seek, SeekFrom};
     let Ok(mut file) = File::open(journal_path(state_path)) else {
         return 0;

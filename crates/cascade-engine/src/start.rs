@@ -112,11 +112,10 @@ fn resumed(mut st: RunState, p: &Prepared) -> RunState {
             .zip(&p.prd.stories)
             .all(|(a, b)| a.id == b.id);
     if !same {
-        let keep: HashSet<&str> = p.prd.stories.iter().map(|s| s.id.as_str()).collect();
+        let keep: HashSet<&str, cascade_plan::hash::FxBuild> =
+            p.prd.stories.iter().map(|s| s.id.as_str()).collect();
         st.retain_stories(|s| keep.contains(s.id.as_str()));
-        for (i, s) in p.prd.stories.iter().enumerate() {
-            st.position_hinted_or_add(i, &s.id);
-        }
+        st.follow_plan_order(p.prd.stories.iter().map(|s| s.id.as_str()));
     }
     // Attempts a killed run left open were interrupted, not judged.
     for s in &mut st.stories {
@@ -339,16 +338,26 @@ mod tests {
             .iter()
             .all(|s| s.status != StoryStatus::Failed));
 
-        // The plan reordered: positions no longer say where a record is, and
-        // the index is built once for all lookups.
+        // The plan reordered: positions no longer say where a record is. The
+        // index is built once and each story looked up once, to learn where
+        // its record is; every later look goes straight there.
         reverse_plan(root);
         let mut p = engine.prepare().unwrap();
+        let order: Vec<String> = state.stories.iter().map(|s| s.id.clone()).collect();
         let Start { state: resumed, .. } =
             starting_state(&config, &mut p, Some(state), &resume(), || "r3".into()).unwrap();
-        let _ = scheduler_nodes(&p.plan, &resumed);
+        let nodes = scheduler_nodes(&p.plan, &resumed);
         let stats = resumed.index_stats();
-        assert!(stats.lookups >= 2 * n as u64, "{stats:?}");
-        assert!(stats.builds <= 2, "{stats:?}");
+        assert_eq!(stats.lookups, n as u64, "{stats:?}");
+        assert!(stats.builds <= 1, "{stats:?}");
+        // The records keep their order; each plan position finds its own.
+        let kept: Vec<&str> = resumed.stories.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(kept, order);
+        for (i, s) in p.prd.stories.iter().enumerate() {
+            let found = resumed.story_hinted(i, &s.id).map(|r| r.id.as_str());
+            assert_eq!(found, Some(s.id.as_str()));
+            assert_eq!(nodes[i].done, s.is_complete());
+        }
         assert!(p.prd.index_stats().builds <= 1);
         assert!(resumed
             .stories

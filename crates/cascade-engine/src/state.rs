@@ -102,10 +102,34 @@ pub struct RunDoc<S> {
     /// The stories by id.
     #[serde(skip)]
     index: IdIndex,
+    /// Where the record of each plan position is, when the records are
+    /// not in the plan's order (see [`RunDoc::follow_plan_order`]).
+    #[serde(skip)]
+    order: PlanOrder,
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// The record positions of a plan's stories, in plan order (empty: the
+/// records are in the plan's order). Only ever a hint: what it points at is
+/// checked by id, so a stale one costs a lookup, never a wrong record; two
+/// states are equal whatever their hints.
+#[derive(Debug, Clone, Default)]
+struct PlanOrder(Vec<u32>);
+
+impl PartialEq for PlanOrder {
+    fn eq(&self, _: &PlanOrder) -> bool {
+        true
+    }
+}
+
+impl PlanOrder {
+    /// Where the record of plan position `i` most likely is.
+    fn at(&self, i: usize) -> usize {
+        self.0.get(i).map_or(i, |&p| p as usize)
+    }
 }
 
 /// A story's record as a state document holds it, read whole or in part.
@@ -356,13 +380,15 @@ impl<S: StoryRecord> RunDoc<S> {
         self.index.position(&self.stories, id, story_key)
     }
 
-    /// [`RunDoc::position`], looking at `hint` first: a state keeps its
-    /// plan's order (a fresh one always, a resumed one unless the plan
-    /// changed), so a story's position in the plan is where its record is,
+    /// [`RunDoc::position`], looking at `hint` (a plan position) first: a
+    /// state keeps its plan's order (a fresh one always, a resumed one
+    /// unless the plan changed, and then [`RunDoc::follow_plan_order`] says
+    /// where each plan position's record is), so the record is found there
     /// and the index is neither used nor built. Ids are unique in a state.
     pub fn position_hinted(&self, hint: usize, id: &str) -> Option<usize> {
-        match self.stories.get(hint) {
-            Some(s) if s.id() == id => Some(hint),
+        let at = self.order.at(hint);
+        match self.stories.get(at) {
+            Some(s) if s.id() == id => Some(at),
             _ => self.position(id),
         }
     }
@@ -374,9 +400,29 @@ impl<S: StoryRecord> RunDoc<S> {
 
     /// [`RunDoc::position_or_add`], looking at `hint` first.
     pub fn position_hinted_or_add(&mut self, hint: usize, id: &str) -> usize {
-        match self.stories.get(hint) {
-            Some(s) if s.id() == id => hint,
+        let at = self.order.at(hint);
+        match self.stories.get(at) {
+            Some(s) if s.id() == id => at,
             _ => self.position_or_add(id),
+        }
+    }
+
+    /// Gives every story of the plan (`ids`, in plan order) a record (new
+    /// ones pending, at the end) and remembers where each one is: a plan
+    /// whose stories are in another order than the records looks each one
+    /// up once here, and its plan positions find them after
+    /// ([`RunDoc::position_hinted`]). The records keep their order.
+    pub fn follow_plan_order<'i>(&mut self, ids: impl IntoIterator<Item = &'i str>) {
+        self.order = PlanOrder(Vec::new());
+        let mut order = Vec::new();
+        let mut in_order = true;
+        for (i, id) in ids.into_iter().enumerate() {
+            let at = self.position_hinted_or_add(i, id);
+            in_order &= at == i;
+            order.push(at as u32);
+        }
+        if !in_order {
+            self.order = PlanOrder(order);
         }
     }
 
@@ -400,6 +446,7 @@ impl<S: StoryRecord> RunDoc<S> {
     pub fn retain_stories(&mut self, keep: impl FnMut(&S) -> bool) {
         self.stories.retain(keep);
         self.index.clear();
+        self.order = PlanOrder::default();
     }
 
     /// Puts a whole story record in place of the one with its id (or adds it).
@@ -434,6 +481,7 @@ impl<S: StoryRecord> RunDoc<S> {
         run.journal = self.journal;
         std::mem::swap(&mut run.stories, &mut self.stories);
         std::mem::swap(&mut run.index, &mut self.index);
+        std::mem::swap(&mut run.order, &mut self.order);
         *self = run;
     }
 }
@@ -466,6 +514,7 @@ impl RunState {
                 .map(|id| StoryState::new(id, StoryStatus::Pending))
                 .collect(),
             index: IdIndex::default(),
+            order: PlanOrder::default(),
         }
     }
 
@@ -473,21 +522,6 @@ impl RunState {
     /// `journal` module); `Ok(None)` when there is none.
     pub fn load(path: &Path) -> Result<Option<RunState>, StateError> {
         RunState::load_with_offset(path).map(|(state, _)| state)
-    }
-
-    /// [`RunState::load`], and how far into the journal it read.
-    pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunState>, u64), StateError> {
-        let read = read_consistent(path, |document, journal| {
-            let mut state = RunState::parse(path, document)?;
-            Ok(match crate::journal::replay(journal, &mut state) {
-                crate::journal::Replay::Current(offset) => Some((state, offset)),
-                crate::journal::Replay::Newer => None,
-            })
-        })?;
-        Ok(match read {
-            Some((state, offset)) => (Some(state), offset),
-            None => (None, 0),
-        })
     }
 
     /// Writes the state atomically (temp + rename), stamping `updated_at`.
@@ -510,6 +544,24 @@ impl RunState {
             op: "serialize",
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
+        })
+    }
+}
+
+impl<S: StoryRecord + serde::de::DeserializeOwned> RunDoc<S> {
+    /// [`RunState::load`] for any owned view of a story's record, and how
+    /// far into the journal it read.
+    pub(crate) fn load_with_offset(path: &Path) -> Result<(Option<RunDoc<S>>, u64), StateError> {
+        let read = read_consistent(path, |document, journal| {
+            let mut state = RunDoc::<S>::parse(path, document)?;
+            Ok(match crate::journal::replay(journal, &mut state) {
+                crate::journal::Replay::Current(offset) => Some((state, offset)),
+                crate::journal::Replay::Newer => None,
+            })
+        })?;
+        Ok(match read {
+            Some((state, offset)) => (Some(state), offset),
+            None => (None, 0),
         })
     }
 }
@@ -688,6 +740,28 @@ pub fn now_rfc3339() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plan_positions_find_their_records_when_the_plan_was_reordered() {
+        let ids = ["a", "b", "c", "d"].map(String::from);
+        let mut st = RunState::new("r".into(), "p".into(), "main".into(), "/x".into(), ids);
+        st.retain_stories(|s| s.id != "b");
+        // The plan now: d, new, a, c.
+        st.follow_plan_order(["d", "new", "a", "c"]);
+        let kept: Vec<&str> = st.stories.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(kept, ["a", "c", "d", "new"], "records keep their order");
+        let looked_up = st.index_stats().lookups;
+        for (i, id) in ["d", "new", "a", "c"].into_iter().enumerate() {
+            assert_eq!(st.story_hinted(i, id).map(|s| s.id.as_str()), Some(id));
+        }
+        assert_eq!(st.index_stats().lookups, looked_up, "found by position");
+        // A stale hint is only a hint.
+        assert_eq!(st.position_hinted(0, "a"), Some(0));
+        assert_eq!(st.position_hinted(1, "zz"), None);
+        // Back in the plan's order: no hints kept.
+        st.follow_plan_order(["a", "c", "d", "new"]);
+        assert!(st.order.0.is_empty());
+    }
 
     #[test]
     fn round_trips_atomically_and_counts() {

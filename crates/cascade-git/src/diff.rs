@@ -57,6 +57,26 @@ pub struct FileDiff {
 /// working tree when `to` is `None`. `workdir` is any directory of the
 /// repository (a linked worktree diffs its own working tree).
 pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<FileDiff>, GitError> {
+    diff_lines_as(workdir, from, to, Lines::Counted)
+}
+
+/// How [`diff_lines_as`] numbers the lines of a whole file added or deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lines {
+    /// Counted from its text, where that is provably what a patch says
+    /// ([`whole_file_lines`]).
+    Counted,
+    /// Always from a patch (what `Counted` must agree with).
+    #[cfg(test)]
+    Patched,
+}
+
+fn diff_lines_as(
+    workdir: &Path,
+    from: &str,
+    to: Option<&str>,
+    lines: Lines,
+) -> Result<Vec<FileDiff>, GitError> {
     let repo = open(workdir)?;
     let mut opts = DiffOptions::new();
     opts.context_lines(0).include_typechange(true);
@@ -64,6 +84,11 @@ pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<Fi
     diff.find_similar(None)
         .map_err(GitError::git("find renames"))?;
     let root = repo.workdir().map(Path::to_path_buf);
+    // Between two commits, with no attributes anywhere, a file added or
+    // deleted whole is all added or all removed lines (see
+    // `whole_file_lines`): counted rather than diffed, which at 100,000
+    // files is most of the time (libgit2 looks up each file's attributes).
+    let counted = lines == Lines::Counted && to.is_some() && no_attributes(&repo, &diff);
     let mut out = Vec::new();
     for idx in 0..diff.deltas().len() {
         let Some(delta) = diff.get_delta(idx) else {
@@ -120,7 +145,22 @@ pub fn diff_lines(workdir: &Path, from: &str, to: Option<&str>) -> Result<Vec<Fi
             old_text,
             new_text,
         };
-        if let Ok(Some(patch)) = Patch::from_diff(&diff, idx) {
+        let whole = match delta.status() {
+            Delta::Added if counted => Some((true, delta.new_file().id())),
+            Delta::Deleted if counted => Some((false, delta.old_file().id())),
+            _ => None,
+        };
+        if let Some((added, id)) = whole {
+            let n = repo
+                .find_blob(id)
+                .map_or(0, |b| whole_file_lines(b.content()));
+            let numbers = if added {
+                &mut file.added
+            } else {
+                &mut file.removed
+            };
+            numbers.extend(1..=n);
+        } else if let Ok(Some(patch)) = Patch::from_diff(&diff, idx) {
             for h in 0..patch.num_hunks() {
                 let lines = patch.num_lines_in_hunk(h).unwrap_or(0);
                 for l in 0..lines {
@@ -324,6 +364,91 @@ fn diff_of<'r>(
 }
 
 /// The bytes as text, unless binary or too large.
+/// The lines a patch of a whole file added (or deleted) has, one per line of
+/// its text, when nothing but its content decides how it diffs (libgit2's
+/// default diff driver, no attributes): none when it is binary (larger than
+/// libgit2's 512 MiB limit, or a NUL byte in its first 8,000), else every
+/// line, the last one counting without its newline too.
+fn whole_file_lines(content: &[u8]) -> u32 {
+    const MAX_DIFF_BYTES: usize = 512 * 1024 * 1024;
+    const BYTES_TO_CHECK_NUL: usize = 8000;
+    let head = &content[..content.len().min(BYTES_TO_CHECK_NUL)];
+    if content.len() > MAX_DIFF_BYTES || head.contains(&0) {
+        return 0;
+    }
+    let newlines = content.iter().filter(|&&b| b == b'\n').count();
+    let unended = content.last().is_some_and(|&b| b != b'\n');
+    (newlines + usize::from(unended)) as u32
+}
+
+/// Whether no gitattributes can apply to any file of `diff`, so that each
+/// diffs with libgit2's default driver. Every place libgit2 reads them from
+/// is looked at (`collect_attr_files` in its attr.c): the repository's
+/// `info/attributes`, a `.gitattributes` in each directory on the way to a
+/// changed file (on disk, and in the index: here, any in the index at all),
+/// `core.attributesFile` (set at all: not sure) or the XDG default
+/// `git/attributes`, and the system's `/etc/gitattributes`. Anything found,
+/// or a home not known: `false` (the files are diffed one by one).
+fn no_attributes(repo: &Repository, diff: &git2::Diff<'_>) -> bool {
+    let Some(workdir) = repo.workdir() else {
+        return false;
+    };
+    let exists = |p: &Path| p.symlink_metadata().is_ok();
+    if [repo.path(), repo.commondir()]
+        .iter()
+        .any(|d| exists(&d.join("info").join("attributes")))
+    {
+        return false;
+    }
+    if repo
+        .config()
+        .ok()
+        .map_or(true, |c| c.get_entry("core.attributesfile").is_ok())
+    {
+        return false;
+    }
+    let homes = [
+        ("XDG_CONFIG_HOME", "git/attributes"),
+        ("HOME", ".config/git/attributes"),
+    ];
+    let mut known = false;
+    for (var, file) in homes {
+        if let Some(home) = std::env::var_os(var).filter(|h| !h.is_empty()) {
+            known = true;
+            if exists(&Path::new(&home).join(file)) {
+                return false;
+            }
+        }
+    }
+    if !known || exists(Path::new("/etc/gitattributes")) {
+        return false;
+    }
+    let Ok(index) = repo.index() else {
+        return false;
+    };
+    let named = |p: &[u8]| p == b".gitattributes" || p.ends_with(b"/.gitattributes");
+    if index.iter().any(|e| named(&e.path)) {
+        return false;
+    }
+    // The directories on the way to each changed file, each looked at once.
+    let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file().path(), delta.new_file().path()] {
+            let mut dir = file.and_then(Path::parent);
+            while let Some(d) = dir {
+                if !seen.insert(d) {
+                    break;
+                }
+                if exists(&workdir.join(d).join(".gitattributes")) {
+                    return false;
+                }
+                dir = d.parent();
+            }
+        }
+    }
+    true
+}
+
 fn text_of(bytes: &[u8]) -> Option<String> {
     if bytes.len() > MAX_TEXT_BYTES || bytes.contains(&0) {
         return None;
@@ -390,6 +515,96 @@ mod tests {
         assert!(patch.contains("+++ b/new.txt"), "{patch}");
         let cut = diff_patch(d, "HEAD~1", Some("HEAD"), 40).unwrap();
         assert!(cut.contains("more bytes of the diff left out"), "{cut}");
+    }
+
+    /// Files added and deleted whole are counted only where that is what
+    /// their patches say: every shape of text (no lines, no last newline,
+    /// CRLF, a NUL within libgit2's first 8,000 bytes and after them), in
+    /// the root and in a directory; and not where an attribute decides.
+    #[test]
+    fn whole_files_counted_say_what_their_patches_say() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        let late_nul = [&b"a\n".repeat(4001)[..], b"\0\n"].concat();
+        let shapes: Vec<(&str, Vec<u8>)> = vec![
+            ("empty", Vec::new()),
+            ("one", b"x".to_vec()),
+            ("one-ended", b"x\n".to_vec()),
+            ("two-unended", b"a\nb".to_vec()),
+            ("crlf", b"a\r\nb\r\n".to_vec()),
+            ("blank", b"\n\n\n".to_vec()),
+            ("nul", b"\0abc\n".to_vec()),
+            ("late-nul", late_nul),
+        ];
+        std::fs::create_dir_all(d.join("sub/deeper")).unwrap();
+        std::fs::write(d.join("keep.txt"), "one\ntwo\n").unwrap();
+        for (name, bytes) in &shapes {
+            std::fs::write(d.join(format!("old-{name}")), bytes).unwrap();
+        }
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "base"]);
+        // Deleted in one commit, added in the next (together, they would
+        // be renames).
+        std::fs::write(d.join("keep.txt"), "one\nTWO\n").unwrap();
+        for (name, _) in &shapes {
+            std::fs::remove_file(d.join(format!("old-{name}"))).unwrap();
+        }
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "deleted"]);
+        for (name, bytes) in &shapes {
+            std::fs::write(d.join(format!("new-{name}")), bytes).unwrap();
+            std::fs::write(d.join(format!("sub/deeper/{name}.txt")), bytes).unwrap();
+        }
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "added"]);
+        let same = |from: &str, to: &str| {
+            let counted = diff_lines_as(d, from, Some(to), Lines::Counted).unwrap();
+            let patched = diff_lines_as(d, from, Some(to), Lines::Patched).unwrap();
+            assert_eq!(counted, patched);
+            counted
+        };
+        let deleted = same("HEAD~2", "HEAD~1");
+        let removed = |path: &str| {
+            deleted
+                .iter()
+                .find(|f| f.path == path)
+                .unwrap()
+                .removed
+                .clone()
+        };
+        assert_eq!(removed("old-crlf"), [1, 2]);
+        assert_eq!(removed("old-nul"), Vec::<u32>::new(), "binary");
+        let files = same("HEAD~1", "HEAD");
+        let repo = open(d).unwrap();
+        let diff = diff_of(&repo, "HEAD~1", Some("HEAD"), &mut DiffOptions::new()).unwrap();
+        assert!(no_attributes(&repo, &diff), "the counted way is taken");
+        let added = |path: &str| files.iter().find(|f| f.path == path).unwrap().added.clone();
+        assert_eq!(added("new-two-unended"), [1, 2]);
+        assert_eq!(added("new-nul"), Vec::<u32>::new(), "binary");
+        assert_eq!(
+            added("new-late-nul").len(),
+            4002,
+            "a NUL past 8,000 bytes: text"
+        );
+        assert_eq!(added("sub/deeper/crlf.txt"), [1, 2]);
+
+        // An attribute in a directory on the way makes a text file binary.
+        std::fs::write(d.join("sub/.gitattributes"), "*.txt -diff\n").unwrap();
+        std::fs::write(d.join("sub/deeper/late.txt"), "text\n").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "attributes"]);
+        let files = same("HEAD~1", "HEAD");
+        let late = files
+            .iter()
+            .find(|f| f.path == "sub/deeper/late.txt")
+            .unwrap();
+        assert!(late.added.is_empty(), "{late:?}");
+        let diff = diff_of(&repo, "HEAD~1", Some("HEAD"), &mut DiffOptions::new()).unwrap();
+        assert!(!no_attributes(&repo, &diff));
+        // Only on disk (not committed), it counts too.
+        git(d, &["rm", "-q", "--cached", "sub/.gitattributes"]);
+        assert!(!no_attributes(&repo, &diff));
     }
 
     #[test]

@@ -149,8 +149,8 @@ pub use model::{
 };
 pub use plan::{Node, ValidPlan};
 pub use skeleton::{
-    load_valid_plan, load_valid_plan_warned, validate_prd_json, validate_prd_json_warned,
-    CheckError,
+    load_outline, load_valid_plan, load_valid_plan_warned, validate_prd_json,
+    validate_prd_json_warned, CheckError, Outline, OutlineStory,
 };
 pub use validate::{validate_mega, validate_prd, Problem, ValidationErrors};
 pub use vocabulary::PlanWarning;

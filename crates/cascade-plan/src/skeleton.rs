@@ -22,6 +22,7 @@ use serde::Deserialize;
 
 use crate::error::PlanError;
 use crate::graph::{build, trim, Item, Kind};
+use crate::index::{IdIndex, IndexStats};
 use crate::model::{Priority, Status, Story};
 use crate::plan::ValidPlan;
 use crate::validate::{check_story, finish, ValidationErrors};
@@ -53,6 +54,22 @@ pub fn validate_prd_json_warned(
     bytes: &[u8],
     path: &Path,
 ) -> Result<(ValidPlan, Vec<PlanWarning>), CheckError> {
+    let (skeleton, warnings) = read_skeleton(bytes, path)?;
+    let graph = build(Kind::Story, &skeleton.stories);
+    let mut problems = Vec::new();
+    for (index, s) in skeleton.stories.iter().enumerate() {
+        let title_blank = s.title.as_ref().map_or(true, |t| t.0.trim().is_empty());
+        check_story(index, &s.id, s.has_id, title_blank, &mut problems);
+    }
+    Ok((finish(graph, problems)?, warnings))
+}
+
+/// PRD text read as the model's reader reads it (the same errors, the same
+/// warnings), keeping only the [`Skeleton`].
+fn read_skeleton<'b>(
+    bytes: &'b [u8],
+    path: &Path,
+) -> Result<(Skeleton<'b>, Vec<PlanWarning>), PlanError> {
     let bytes = crate::model::json_text(bytes, path, crate::model::PRD_EXPECTED)?;
     let skeleton: Skeleton<'_> =
         crate::json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
@@ -66,12 +83,7 @@ pub fn validate_prd_json_warned(
             priority: s.priority_raw.as_deref(),
         }),
     )?;
-    let graph = build(Kind::Story, &skeleton.stories);
-    let mut problems = Vec::new();
-    for (index, s) in skeleton.stories.iter().enumerate() {
-        check_story(index, &s.id, s.has_id, s.title_blank, &mut problems);
-    }
-    Ok((finish(graph, problems)?, warnings))
+    Ok((skeleton, warnings))
 }
 
 /// Reads `path` and does [`validate_prd_json`]: the fast way from a
@@ -89,11 +101,74 @@ pub fn load_valid_plan_warned(
     validate_prd_json_warned(&bytes, path)
 }
 
-/// What scheduling needs of a story.
+/// What a view of a plan shows of its stories, in file order: each one's
+/// id, title and dependencies as written ([`load_outline`]). The model's
+/// reader ([`crate::Prd::from_json`]) would give the same three fields of
+/// the same stories, and accepts and rejects exactly the same files, at a
+/// fraction of the cost on a large plan (nothing else is kept).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Outline {
+    pub stories: Vec<OutlineStory>,
+    /// The stories by id.
+    index: IdIndex,
+}
+
+/// A story of an [`Outline`]: the [`Story`] fields of the same names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutlineStory {
+    pub id: String,
+    pub title: String,
+    pub dependencies: Vec<String>,
+}
+
+fn outline_key(s: &OutlineStory) -> &str {
+    &s.id
+}
+
+impl Outline {
+    /// Where the story with this id is (indexed, as [`crate::Prd::position`]).
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.index.position(&self.stories, id, outline_key)
+    }
+
+    /// How the story index has been used.
+    pub fn index_stats(&self) -> IndexStats {
+        self.index.stats()
+    }
+
+    /// Parses PRD text (`path` is only used in messages) as
+    /// [`crate::Prd::from_json`] does, keeping only the outline.
+    pub fn from_json(bytes: &[u8], path: &Path) -> Result<Outline, PlanError> {
+        let (skeleton, _) = read_skeleton(bytes, path)?;
+        let stories = skeleton
+            .stories
+            .into_iter()
+            .map(|s| OutlineStory {
+                id: s.id.into_owned(),
+                title: s.title.map(|t| t.0.into_owned()).unwrap_or_default(),
+                dependencies: s.deps.into_iter().map(|d| d.0.into_owned()).collect(),
+            })
+            .collect();
+        Ok(Outline {
+            stories,
+            index: IdIndex::default(),
+        })
+    }
+}
+
+/// Reads `path` as [`crate::load_prd`] does, keeping only the [`Outline`].
+pub fn load_outline(path: impl AsRef<Path>) -> Result<Outline, PlanError> {
+    let path = path.as_ref();
+    let bytes = crate::model::read(path, "prd")?;
+    Outline::from_json(&bytes, path)
+}
+
+/// What scheduling (and an [`Outline`]) needs of a story.
 struct Skel<'de> {
     id: Cow<'de, str>,
     has_id: bool,
-    title_blank: bool,
+    /// As written (`None`: absent or null, which the model reads as "").
+    title: Option<Text<'de>>,
     priority: Priority,
     status: Status,
     deps: Vec<Text<'de>>,
@@ -161,20 +236,19 @@ impl<'de> Deserialize<'de> for Text<'de> {
     }
 }
 
-/// Checks that a value is a string (as `String` would) and tells whether it
-/// is blank, without keeping it.
-struct Blank(bool);
+/// Checks that a value is a string (as `String` would), without keeping it.
+struct AString;
 
-impl<'de> Deserialize<'de> for Blank {
+impl<'de> Deserialize<'de> for AString {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Blank;
+            type Value = AString;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("a string")
             }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Blank, E> {
-                Ok(Blank(v.trim().is_empty()))
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<AString, E> {
+                Ok(AString)
             }
         }
         d.deserialize_string(V)
@@ -303,7 +377,7 @@ impl<'de> Deserialize<'de> for Skel<'de> {
                 let mut s = Skel {
                     id: Cow::Borrowed(""),
                     has_id: false,
-                    title_blank: true,
+                    title: None,
                     priority: Priority::default(),
                     status: Status::default(),
                     deps: Vec::new(),
@@ -318,9 +392,7 @@ impl<'de> Deserialize<'de> for Skel<'de> {
                             s.id = map.next_value::<Text<'de>>()?.0;
                             s.has_id = true;
                         }
-                        1 => {
-                            s.title_blank = map.next_value::<Option<Blank>>()?.map_or(true, |b| b.0)
-                        }
+                        1 => s.title = map.next_value::<Option<Text<'de>>>()?,
                         3 => {
                             let Keyword(p, raw) = map.next_value::<Keyword<Priority>>()?;
                             (s.priority, s.priority_raw) = (p, raw);
@@ -338,10 +410,10 @@ impl<'de> Deserialize<'de> for Skel<'de> {
                             map.next_value::<Option<ListOf<CriterionCheck>>>()?;
                         }
                         2 | 7 | 8 | 9 => {
-                            map.next_value::<Option<Blank>>()?;
+                            map.next_value::<Option<AString>>()?;
                         }
                         10 | 11 => {
-                            map.next_value::<Option<ListOf<Blank>>>()?;
+                            map.next_value::<Option<ListOf<AString>>>()?;
                         }
                         _ => s.weight = map.next_value::<Option<Weight>>()?.and_then(|w| w.0),
                     }
@@ -368,10 +440,10 @@ impl<'de> Deserialize<'de> for Skeleton<'de> {
                 read_object(map, <crate::model::Prd as Fields>::NAMES, |i, map| {
                     match i {
                         1 => {
-                            map.next_value::<Option<Blank>>()?;
+                            map.next_value::<Option<AString>>()?;
                         }
                         2 => {
-                            map.next_value::<Option<ListOf<Blank>>>()?;
+                            map.next_value::<Option<ListOf<AString>>>()?;
                         }
                         3 => {
                             stories = map
@@ -399,9 +471,28 @@ mod tests {
 
     use super::*;
 
-    /// Both readers give the same batches, or the same error message.
+    /// Both readers give the same batches, or the same error message; and
+    /// the outline says what the model says of each story, or fails the
+    /// same way reading does.
     fn same(text: &str) {
         let path = Path::new("p.json");
+        let model = Prd::from_json(text.as_bytes(), path).map_err(|e| e.to_string());
+        let outline = Outline::from_json(text.as_bytes(), path).map_err(|e| e.to_string());
+        match (&model, &outline) {
+            (Ok(m), Ok(o)) => {
+                assert_eq!(m.stories.len(), o.stories.len(), "{text}");
+                for (ms, os) in m.stories.iter().zip(&o.stories) {
+                    assert_eq!(ms.id, os.id, "{text}");
+                    assert_eq!(ms.title, os.title, "{text}");
+                    assert_eq!(ms.dependencies, os.dependencies, "{text}");
+                    for id in std::iter::once(&ms.id).chain(&ms.dependencies) {
+                        assert_eq!(m.position(id), o.position(id), "{text}: {id}");
+                    }
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{text}"),
+            (a, b) => panic!("outline disagrees on {text}: {a:?} vs {b:?}"),
+        }
         let full = Prd::from_json(text.as_bytes(), path)
             .map_err(|e| e.to_string())
             .and_then(|p| validate_prd(&p).map_err(|e| e.to_string()));
@@ -476,6 +567,8 @@ mod tests {
             "{\"stories\": [{\"id\": \"a\", \"title\": \"t\"},]}",
             "{\"stories\": [{\"id\": \"a\" \"title\": \"t\"}]}",
             "{\"stories\": []} x",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"status\": \"done\"}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"priority\": \"urgent\"}]}",
             "{\"stories\": [{\"title\": \"\"}, {\"id\": \"\"}, {\"id\": \"a b\", \"title\": \"x\"},
               {\"id\": \"d\", \"title\": \"x\"}, {\"id\": \"d\", \"title\": \"y\", \"dependencies\": [\"d\", \"zz\"]},
               {\"id\": \"e\", \"title\": \"x\", \"dependencies\": [\"f\"]},

@@ -11,11 +11,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use cascade_engine::journal::{FileStamp, StateFollower};
-use cascade_engine::state::{RunState, StoryStatus};
-use cascade_plan::Prd;
+use cascade_engine::state::{StoryState, StoryStatus};
+use cascade_plan::{Outline, Story};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::glance::{PlanRecords, RawStory, RunGlance, StoryGlance};
 use crate::plans::{self, Ran};
 use crate::routes::Shared;
 use crate::snapshot::Shape;
@@ -30,56 +31,134 @@ fn ok(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The run's files as the dashboard last read them: the state (followed:
-/// a live run's journal lines are read as they come, the document only
-/// when it is replaced) and its PRD (read again when it changed on disk).
-/// Requests in a row read only what changed in between.
+/// The run's files as the dashboard last read them. Requests in a row read
+/// only what changed in between: the state is followed (a live run's
+/// journal lines are read as they come, the document only when it is
+/// replaced) and the PRD is read again when it changed on disk.
+///
+/// The run view reads only what it shows ([`StoryGlance`], the plan's
+/// [`Outline`]). A story's view shows every field of one story: the
+/// records of the state and the plan are kept as text ([`RawStory`],
+/// [`PlanRecords`]) from the first story's view on, and the one story shown
+/// is parsed whole from them.
 pub(crate) struct RunFiles {
-    state: StateFollower,
-    /// The PRD's path and stamp as read, and the PRD with its shape.
-    prd: Option<(PathBuf, Option<FileStamp>, Option<PlanRead>)>,
+    /// `.cascade/state.json`.
+    state_path: PathBuf,
+    view: StateFollower<StoryGlance>,
+    outline: Cached<(Outline, Shape)>,
+    records: StateFollower<RawStory>,
+    plan: Cached<PlanRecords>,
 }
 
-/// A PRD as the dashboard read it, with its [`Shape`].
-type PlanRead = (Prd, Shape);
+/// What was made of a file, read again when the file changed on disk: its
+/// path and stamp as read, and the result (`None`: it could not be read).
+struct Cached<T>(Option<(PathBuf, Option<FileStamp>, Option<T>)>);
 
-impl RunFiles {
-    pub fn new(cascade_dir: &Path) -> RunFiles {
-        RunFiles {
-            state: StateFollower::new(&cascade_dir.join("state.json")),
-            prd: None,
-        }
-    }
-
-    /// The state, the PRD's path and the PRD (when it can be read) as they
-    /// are on disk now. `fallback` is the PRD shown before any run.
-    fn current(&mut self, fallback: &Path) -> Result<RunOnDisk<'_>, String> {
-        let state = self.state.refresh().map_err(|e| e.to_string())?;
-        let path = crate::snapshot::prd_path(state, fallback);
-        let stamp = FileStamp::of(&path);
-        let stale = match &self.prd {
-            Some((p, s, _)) => *p != path || *s != stamp,
+impl<T> Cached<T> {
+    /// What `read` makes of `path`, read again only when the path or the
+    /// file changed since the last time.
+    fn get(&mut self, path: &Path, read: impl FnOnce(&Path) -> Option<T>) -> Option<&T> {
+        let stamp = FileStamp::of(path);
+        let stale = match &self.0 {
+            Some((p, s, _)) => p != path || *s != stamp,
             None => true,
         };
         if stale {
-            let prd = cascade_plan::load_prd(&path).ok().map(|p| {
-                let shape = Shape::of(&p);
-                (p, shape)
-            });
-            self.prd = Some((path.clone(), stamp, prd));
+            self.0 = Some((path.to_path_buf(), stamp, read(path)));
         }
-        let prd = self.prd.as_ref().and_then(|(_, _, p)| p.as_ref());
-        Ok((state, path, prd.map(|p| &p.0), prd.map(|p| &p.1)))
+        self.0.as_ref().and_then(|(_, _, t)| t.as_ref())
     }
 }
 
-/// The run state, the PRD's path, the PRD and its shape, as on disk now.
-type RunOnDisk<'a> = (
-    Option<&'a RunState>,
-    PathBuf,
-    Option<&'a Prd>,
-    Option<&'a Shape>,
-);
+impl RunFiles {
+    pub fn new(cascade_dir: &Path) -> RunFiles {
+        let state = cascade_dir.join("state.json");
+        RunFiles {
+            view: StateFollower::new(&state),
+            outline: Cached(None),
+            records: StateFollower::new(&state),
+            plan: Cached(None),
+            state_path: state,
+        }
+    }
+}
+
+/// What a state document names before its stories, as far as the run view
+/// needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Named {
+    run_id: String,
+    prd: String,
+    project_root: String,
+}
+
+impl Named {
+    /// What the state at `path` most likely names, from the document's
+    /// first bytes alone (the run's own fields come before its stories):
+    /// a guess, to read what it names while the state itself is read, not
+    /// an answer (a journal may change them; the document may be replaced
+    /// meanwhile). `None`: no document, or no such opening.
+    fn guess(path: &Path) -> Option<Named> {
+        use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
+        use std::io::Read;
+        #[derive(Default)]
+        struct Found {
+            run_id: Option<String>,
+            prd: Option<String>,
+            project_root: Option<String>,
+        }
+        struct Opening<'f>(&'f mut Found);
+        impl<'de> Visitor<'de> for Opening<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a state document")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+                while let Some(key) = map.next_key::<String>()? {
+                    let field = match key.as_str() {
+                        "stories" => return Ok(()),
+                        "run_id" => &mut self.0.run_id,
+                        "prd" => &mut self.0.prd,
+                        "project_root" => &mut self.0.project_root,
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *field = map.next_value()?;
+                }
+                Ok(())
+            }
+        }
+        let mut head = Vec::with_capacity(OPENING);
+        std::fs::File::open(path)
+            .ok()?
+            .take(OPENING as u64)
+            .read_to_end(&mut head)
+            .ok()?;
+        let mut found = Found::default();
+        // Cut short, the document does not parse to its end: what was
+        // found on the way is the answer.
+        let _ = serde_json::Deserializer::from_slice(&head).deserialize_map(Opening(&mut found));
+        Some(Named {
+            run_id: found.run_id?,
+            prd: found.prd?,
+            project_root: found.project_root?,
+        })
+    }
+}
+
+/// How much of a state document [`Named::guess`] reads.
+const OPENING: usize = 16 << 10;
+
+/// What the run view is made of, as on disk now: the state, the PRD's path,
+/// the plan's outline and its shape.
+pub(crate) struct RunView<'a> {
+    pub state: Option<&'a RunGlance>,
+    pub prd_path: &'a Path,
+    pub outline: Option<&'a Outline>,
+    pub shape: Option<&'a Shape>,
+}
 
 impl AppState {
     fn cascade_dir(&self) -> PathBuf {
@@ -89,28 +168,72 @@ impl AppState {
     /// With no live run: shows the records of the run the state names
     /// (for event streams opened before any snapshot was asked for).
     pub(crate) fn show_last_run(&self) {
-        let _ = self.with_run(|state, _, _| {
-            self.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let _ = self.with_view(|_| ());
+    }
+
+    /// Runs `f` on what the run view is made of, as on disk now (see
+    /// [`RunFiles`]), once the hub shows the run the state names (with no
+    /// live run). What the state most likely names ([`Named::guess`]) is
+    /// read while the state is, the plan and the run's records each on a
+    /// thread of their own: a dashboard just started reads all three before
+    /// its first view. What the state does name is read after it (nothing,
+    /// when the guess was right).
+    fn with_view<T>(&self, f: impl FnOnce(RunView<'_>) -> T) -> Result<T, String> {
+        let mut files = crate::lock(&self.files);
+        let RunFiles {
+            state_path,
+            view,
+            outline,
+            ..
+        } = &mut *files;
+        let fallback = self.config.workdir.join("prd.json");
+        let read_outline = |p: &Path| {
+            let o = cascade_plan::load_outline(p).ok()?;
+            let shape = Shape::of(&o);
+            Some((o, shape))
+        };
+        let state = std::thread::scope(|scope| {
+            if let Some(named) = Named::guess(state_path) {
+                let path =
+                    crate::snapshot::prd_named(Some((&named.prd, &named.project_root)), &fallback);
+                let run_id = named.run_id.clone();
+                let ahead = &mut *outline;
+                scope.spawn(move || self.hub.show_finished(Some(&run_id)));
+                scope.spawn(move || {
+                    ahead.get(&path, read_outline);
+                });
+            }
+            view.refresh()
         });
+        let state = state.map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, &fallback);
+        self.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let outline = outline.get(&path, read_outline);
+        Ok(f(RunView {
+            state,
+            prd_path: &path,
+            outline: outline.map(|o| &o.0),
+            shape: outline.map(|o| &o.1),
+        }))
     }
 
-    /// Runs `f` on the run state (when there is one), the PRD's path and the
-    /// PRD, as they are on disk now (see [`RunFiles`]).
-    fn with_run<T>(
+    /// Runs `f` on the whole record of story `id` in the run state and in
+    /// the PRD (where they have one), as on disk now (see [`RunFiles`]).
+    fn with_story<T>(
         &self,
-        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>) -> T,
-    ) -> Result<T, String> {
-        self.with_run_shaped(|state, path, prd, _| f(state, path, prd))
-    }
-
-    /// [`AppState::with_run`], with the PRD's [`Shape`] too.
-    fn with_run_shaped<T>(
-        &self,
-        f: impl FnOnce(Option<&RunState>, &Path, Option<&Prd>, Option<&Shape>) -> T,
+        id: &str,
+        f: impl FnOnce(Option<&StoryState>, Option<&Story>) -> T,
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let (state, path, prd, shape) = files.current(&self.config.workdir.join("prd.json"))?;
-        Ok(f(state, &path, prd, shape))
+        let RunFiles { records, plan, .. } = &mut *files;
+        let state = records.refresh().map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
+        let record = match state {
+            Some(st) => crate::glance::story_record(st, id)?,
+            None => None,
+        };
+        let story = plan.get(&path, PlanRecords::load).and_then(|p| p.story(id));
+        Ok(f(record.as_ref(), story.as_ref()))
     }
 }
 
@@ -192,15 +315,14 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
             repo: &app.config.repo_root,
         };
         let gates = |story: &str, n: u32| art.gates(story, n);
-        let written = app.with_run_shaped(|state, path, prd, shape| {
-            app.hub.show_finished(state.map(|s| s.run_id.as_str()));
+        let written = app.with_view(|view| {
             let summary = app.hub.summary();
             let status = app.hub.status();
             let snapshot = crate::snapshot::build(&crate::snapshot::Input {
-                state,
-                prd,
-                shape,
-                prd_path: Some(path),
+                state: view.state,
+                prd: view.outline,
+                shape: view.shape,
+                prd_path: Some(view.prd_path),
                 summary: &summary,
                 status: &status,
                 now_ms: chrono::Utc::now().timestamp_millis(),
@@ -253,7 +375,9 @@ pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String
             dir: &dir,
             repo: &app.config.repo_root,
         };
-        app.with_run(|state, _, prd| crate::detail::build(&id, state, prd, &events, &art))
+        app.with_story(&id, |story, prd| {
+            crate::detail::build(&id, story, prd, &events, &art)
+        })
     })
     .await;
     match r {
@@ -348,7 +472,7 @@ pub(crate) async fn retry(State(app): State<Shared>, UrlPath(id): UrlPath<String
     if app.hub.client().is_some() {
         return steer(&app, "retry", Some(&id), None).await;
     }
-    let found = app.with_run(|state, _, _| state.map(|st| st.story(&id).map(|s| s.status)));
+    let found = app.with_view(|v| v.state.map(|st| st.story(&id).map(|s| s.status)));
     let status = match found {
         Ok(Some(s)) => s,
         Ok(None) => return error(StatusCode::CONFLICT, "there is no run to retry a story of"),
@@ -551,5 +675,107 @@ async fn plan_command(app: &AppState, id: &str, args: Vec<String>) -> Response {
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("cannot start cascade: {e}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cascade_engine::journal::journal_path;
+    use cascade_engine::state::RunState;
+
+    use super::*;
+
+    fn state(prd: &str, stories: usize) -> RunState {
+        let ids = (0..stories).map(|i| format!("s{i}"));
+        RunState::new("run-1".into(), prd.into(), "main".into(), "/p".into(), ids)
+    }
+
+    #[test]
+    fn the_guess_is_what_a_saved_state_names_before_its_stories() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("state.json");
+        let named = Named {
+            run_id: "run-1".into(),
+            prd: "plan/prd.json".into(),
+            project_root: "/p".into(),
+        };
+        // Indented (a small plan's) and compact (a large plan's).
+        for n in [3, 300] {
+            state("plan/prd.json", n).save(&path).expect("saved");
+            assert_eq!(Named::guess(&path), Some(named.clone()), "{n}");
+        }
+        // A document whose run fields do not fit the opening read, one cut
+        // before them, none at all: no guess.
+        let text = serde_json::to_string(&state("plan/prd.json", 3)).expect("serializable");
+        let late = format!("{{\"padding\": \"{}\", {}", "x".repeat(OPENING), &text[1..]);
+        std::fs::write(&path, late).expect("written");
+        assert_eq!(Named::guess(&path), None);
+        std::fs::write(&path, "{\"schema_version\": 1, \"run_id\": \"r").expect("written");
+        assert_eq!(Named::guess(&path), None);
+        assert_eq!(Named::guess(&dir.path().join("none.json")), None);
+    }
+
+    fn app(repo: &Path) -> AppState {
+        let config = crate::UiConfig::new(repo);
+        let cascade = repo.join(".cascade");
+        AppState {
+            hub: crate::hub::Hub::new(cascade.clone()),
+            files: std::sync::Mutex::new(RunFiles::new(&cascade)),
+            token: crate::auth::Token::generate().expect("random bytes"),
+            local: "127.0.0.1:1".parse().expect("an address"),
+            config,
+        }
+    }
+
+    /// A plan of stories `ids` at `path`.
+    fn plan(path: &Path, ids: &[&str]) {
+        let stories: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"id": id, "title": format!("T {id}")}))
+            .collect();
+        std::fs::write(path, json!({ "stories": stories }).to_string()).expect("a plan");
+    }
+
+    #[test]
+    fn the_run_view_reads_the_plan_the_state_names_when_the_guess_was_wrong() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let repo = dir.path();
+        let cascade = repo.join(".cascade");
+        std::fs::create_dir_all(&cascade).expect("the state's directory");
+        plan(&repo.join("a.json"), &["a1"]);
+        plan(&repo.join("b.json"), &["b1", "b2"]);
+        // The document names a.json; the journal that continues it, b.json
+        // (its run record replaces the run's fields).
+        let root = repo.display().to_string();
+        let mut st = state("a.json", 3);
+        st.project_root = root.clone();
+        st.journal = 1;
+        let path = cascade.join("state.json");
+        st.save(&path).expect("the document");
+        let guessed = Named::guess(&path).expect("a guess");
+        assert_eq!(guessed.prd, "a.json");
+        let mut run = state("b.json", 0);
+        run.project_root = root;
+        run.journal = 1;
+        let line = json!({"run": run, "at": "2026-01-01T00:00:00.000Z"});
+        std::fs::write(journal_path(&path), format!("{{\"journal\": 1}}\n{line}\n"))
+            .expect("the journal");
+        let app = Arc::new(app(repo));
+        let seen = app
+            .with_view(|v| {
+                let ids: Vec<String> = v
+                    .outline
+                    .map(|o| o.stories.iter().map(|s| s.id.clone()).collect())
+                    .unwrap_or_default();
+                (v.prd_path.to_path_buf(), ids, v.shape.is_some())
+            })
+            .expect("a view");
+        assert_eq!(
+            seen,
+            (repo.join("b.json"), vec!["b1".into(), "b2".into()], true)
+        );
+        assert_eq!(app.hub.status().run_id.as_deref(), Some("run-1"));
     }
 }

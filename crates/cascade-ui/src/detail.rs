@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use cascade_engine::state::{RunState, StoryStatus};
-use cascade_plan::Prd;
+use cascade_engine::state::{StoryState, StoryStatus};
+use cascade_plan::Story;
 use serde_json::{json, Value};
 
 /// Most bytes of a prompt or log sent (the end of a log is kept).
@@ -146,16 +146,14 @@ fn findings(events: &[Value]) -> std::collections::HashMap<u64, Vec<Value>> {
 }
 
 /// The story document, or `None` for an id the plan and the state do not
-/// know. `events` are the data of the story's event records, in order.
+/// know (`s` and `plan`: the story's record in the state and in the plan). `events` are the data of the story's event records, in order.
 pub(crate) fn build(
     id: &str,
-    state: Option<&RunState>,
-    prd: Option<&Prd>,
+    s: Option<&StoryState>,
+    plan: Option<&Story>,
     events: &[Value],
     art: &Artifacts<'_>,
 ) -> Option<Value> {
-    let plan = prd.and_then(|p| p.story(id));
-    let s = state.and_then(|st| st.story(id));
     if plan.is_none() && s.is_none() {
         return None;
     }

@@ -55,8 +55,19 @@ impl Entry {
         data: &'d str,
         times: (u64, u64),
     ) -> (Entry, Option<Head<'d>>) {
+        Entry::with_head(seq, kind, data, times, serde_json::from_str(data).ok())
+    }
+
+    /// [`Entry::new`] with the head of `data` parsed already (`None`: it
+    /// does not parse as one).
+    fn with_head<'d>(
+        seq: u64,
+        kind: &str,
+        data: &'d str,
+        times: (u64, u64),
+        head: Option<Head<'d>>,
+    ) -> (Entry, Option<Head<'d>>) {
         let event = kind == "event";
-        let head: Option<Head<'d>> = serde_json::from_str(data).ok();
         let control = event && head.as_ref().and_then(|h| h.event.as_deref()) == Some("control");
         let story = head
             .as_ref()
@@ -72,7 +83,18 @@ impl Entry {
     }
 
     /// From a journal line (`None`: not a record, e.g. a torn last line).
+    /// A whole line in the written layout ([`journal::Opening::data`]) is
+    /// parsed once, its data alone; any other is read whole first.
     fn parse(line: &str) -> Option<(Entry, Option<Head<'_>>)> {
+        if let Some(o) = journal::Opening::of(line) {
+            if let Some(data) = o.data() {
+                // Parsed, the data is a JSON value, and the line a record.
+                if let Ok(head) = serde_json::from_str::<Head>(data) {
+                    let times = (o.t_ms, o.ts);
+                    return Some(Entry::with_head(o.seq, o.kind, data, times, Some(head)));
+                }
+            }
+        }
         let l = Line::of(line)?;
         Some(Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)))
     }
@@ -112,15 +134,22 @@ impl Line<'_> {
 fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
     let mut summary = Summary::default();
     journal::each_line(path, |line| {
-        let skip = journal::Opening::of(line)
+        let opening = journal::Opening::of(line);
+        let skip = opening
             .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !Summary::folds(e)));
         if skip {
             return;
         }
-        if let Some(l) = Line::of(line).filter(|l| l.kind == "event") {
-            if let Ok(h) = serde_json::from_str::<Head>(l.data.get()) {
-                summary.add(&h);
-            }
+        // A whole line in the written layout: its data is parsed alone
+        // (when it does not parse, neither does the line).
+        let data = match opening.and_then(|o| o.data()) {
+            Some(data) => Some(data),
+            None => Line::of(line)
+                .filter(|l| l.kind == "event")
+                .map(|l| l.data.get()),
+        };
+        if let Some(h) = data.and_then(|d| serde_json::from_str::<Head>(d).ok()) {
+            summary.add(&h);
         }
     });
     let last = journal::last_line(path, |l| Line::of(l).map(|l| l.seq)).unwrap_or(0);
@@ -464,6 +493,8 @@ mod tests {
                 .expect("a line");
         }
         for raw in [
+            r#"{"seq":18,"t_ms":1,"ts":2,"kind":"event","data":{"event":5,"story":"e"}}"#,
+            r#"{"seq":19,"t_ms":1,"ts":2,"kind":"event","data": {"event":"story_skipped","story":"e"} }"#,
             r#"{"kind": "event", "seq": 20, "t_ms": 1, "ts": 2, "data": {"event": "story_skipped", "story": "c"}}"#,
             r#"{"seq":21,"t_ms":1,"ts":2,"kind":"event","data":{"event":"story_skipped","story":"d"}, oops}"#,
             r#"{"seq":22,"t_ms":1,"ts":2,"kind":"event","data":{"event":"agent_finished","story":"d"}, oops}"#,
@@ -493,6 +524,23 @@ mod tests {
         assert_eq!(plain["q\"uote"].max_attempts, Some(2));
         assert!(!plain.contains_key("d"));
         assert!(summary.stories(Some("f")).is_some());
+    }
+
+    #[test]
+    fn a_record_read_from_its_opening_is_the_record_read_whole() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let p = journal(dir.path());
+        let said = |e: Option<(Entry, Option<Head<'_>>)>| {
+            e.map(|(e, h)| (e.seq, e.event, e.story, e.sse, h.map(|h| format!("{h:?}"))))
+        };
+        let mut lines = 0;
+        journal::each_line(&p, |line| {
+            let whole =
+                Line::of(line).map(|l| Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)));
+            assert_eq!(said(Entry::parse(line)), said(whole), "{line}");
+            lines += 1;
+        });
+        assert_eq!(lines, 19);
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod api;
 pub mod assets;
 pub mod auth;
 mod detail;
+mod glance;
 mod hub;
 pub mod live;
 mod mega;

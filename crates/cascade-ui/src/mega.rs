@@ -111,7 +111,7 @@ fn stories(
             let said = events.and_then(|e| e.get(&id));
             let stands = s.filter(|s| s.status != StoryStatus::Complete);
             json!({
-                "state": story_state(s, said.is_some_and(|x| x.skipped), said.is_some_and(|x| x.merging)),
+                "state": story_state(s.map(|s| (s.status, s.error_type)), said.is_some_and(|x| x.skipped), said.is_some_and(|x| x.merging)),
                 "agent": s.and_then(|s| s.agent.clone()),
                 "attempt": s.and_then(|s| s.attempts.last()).map(|a| a.attempt),
                 "failure_kind": stands.and_then(|s| s.error_type).map(|k| k.as_str()),

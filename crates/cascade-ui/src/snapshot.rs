@@ -1,9 +1,10 @@
 //! `GET /api/run`: the run on show as one JSON document: its stories laid
 //! out by batch with the critical path, the attempts per worker slot, and
-//! the totals. Built from the state file (what is true now), the plan
-//! (titles, dependencies) and a [`Summary`] of the run's records (what only
-//! the events say: maximum attempts, skipped stories, cache hits), folded
-//! as the records arrive rather than read again for every snapshot.
+//! the totals. Built from the state file (what is true now, as
+//! [`crate::glance`] reads it), the plan's [`Outline`] (titles,
+//! dependencies) and a [`Summary`] of the run's records (what only the
+//! events say: maximum attempts, skipped stories, cache hits), folded as the
+//! records arrive rather than read again for every snapshot.
 //!
 //! Linear in the stories and attempts, and written without a tree of
 //! values: the document ([`Snapshot`]) borrows the state's and the plan's
@@ -17,18 +18,20 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use cascade_engine::state::{AttemptRecord, RunState, StoryState, StoryStatus};
+use cascade_engine::state::{RunDoc, StoryStatus};
+use cascade_engine::FailureKind;
 use cascade_plan::hash::FxHashMap;
-use cascade_plan::Prd;
+use cascade_plan::Outline;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::glance::{AttemptGlance, RunGlance, StoryGlance};
 use crate::hub::Status;
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
-    pub state: Option<&'a RunState>,
-    pub prd: Option<&'a Prd>,
+    pub state: Option<&'a RunGlance>,
+    pub prd: Option<&'a Outline>,
     /// The plan's [`Shape`] when the caller keeps it (else it is made).
     pub shape: Option<&'a Shape>,
     pub prd_path: Option<&'a Path>,
@@ -107,20 +110,23 @@ fn utc_millis(t: &str) -> Option<i64> {
     Some(((days * 24 + h) * 60 + min) * 60_000 + sec * 1000 + ms)
 }
 
-/// The state the page colours a story by.
-pub(crate) fn story_state(s: Option<&StoryState>, skipped: bool, merging: bool) -> &'static str {
-    let Some(s) = s else {
+/// The state the page colours a story by, from its record's status and
+/// error type (`None`: no record).
+pub(crate) fn story_state(
+    s: Option<(StoryStatus, Option<FailureKind>)>,
+    skipped: bool,
+    merging: bool,
+) -> &'static str {
+    let Some((status, error_type)) = s else {
         return "pending";
     };
-    match s.status {
+    match status {
         StoryStatus::Pending => "pending",
         StoryStatus::Running if merging => "merging",
         StoryStatus::Running => "running",
         StoryStatus::Complete if skipped => "skipped",
         StoryStatus::Complete => "complete",
-        StoryStatus::Failed if s.error_type == Some(cascade_engine::FailureKind::Cancelled) => {
-            "cancelled"
-        }
+        StoryStatus::Failed if error_type == Some(FailureKind::Cancelled) => "cancelled",
         StoryStatus::Failed => "failed",
         StoryStatus::Blocked => "blocked",
     }
@@ -156,6 +162,29 @@ impl Graph {
     fn deps(&self, i: usize) -> &[usize] {
         &self.edges[self.starts[i]..self.starts[i + 1]]
     }
+
+    /// The same edges the other way: story `j`'s "dependencies" here are
+    /// the stories that depend on it, in plan order. Laid out in place
+    /// (a count per story, then a fill) rather than as a list per story.
+    fn reversed(&self) -> Graph {
+        let n = self.len();
+        let mut starts = vec![0usize; n + 1];
+        for &j in &self.edges {
+            starts[j + 1] += 1;
+        }
+        for j in 0..n {
+            starts[j + 1] += starts[j];
+        }
+        let mut next = starts.clone();
+        let mut edges = vec![0usize; self.edges.len()];
+        for i in 0..n {
+            for &j in self.deps(i) {
+                edges[next[j]] = i;
+                next[j] += 1;
+            }
+        }
+        Graph { starts, edges }
+    }
 }
 
 /// What a snapshot takes from the plan alone: each story's dependencies
@@ -169,7 +198,7 @@ pub(crate) struct Shape {
 }
 
 impl Shape {
-    pub fn of(p: &Prd) -> Shape {
+    pub fn of(p: &Outline) -> Shape {
         Shape::from_graph(Graph::from_lists(p.stories.iter().enumerate().map(
             |(i, s)| {
                 s.dependencies
@@ -196,7 +225,11 @@ struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    fn of(prd: Option<&'a Prd>, shape: Option<&'a Shape>, state: Option<&'a RunState>) -> Plan<'a> {
+    fn of(
+        prd: Option<&'a Outline>,
+        shape: Option<&'a Shape>,
+        state: Option<&'a RunGlance>,
+    ) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
                 ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
@@ -232,18 +265,12 @@ impl<'a> Plan<'a> {
 /// plan) get batch 0.
 pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
-    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
-    let mut waiting = vec![0usize; n];
-    for (i, w) in waiting.iter_mut().enumerate() {
-        for &j in graph.deps(i) {
-            dependents[j].push(i);
-            *w += 1;
-        }
-    }
+    let dependents = graph.reversed();
+    let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
     let mut layer = vec![0usize; n];
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
-        for &i in &dependents[j] {
+        for &i in dependents.deps(j) {
             layer[i] = layer[i].max(layer[j] + 1);
             waiting[i] -= 1;
             if waiting[i] == 0 {
@@ -494,7 +521,7 @@ pub(crate) struct Snapshot<'a> {
 pub(crate) struct Stories<'a> {
     plan: Plan<'a>,
     /// Story `i`'s record in the state.
-    states: Vec<Option<&'a StoryState>>,
+    states: Vec<Option<&'a StoryGlance>>,
     /// What the records say of story `i`.
     said: Vec<Option<&'a Seen>>,
     elapsed: Vec<Option<u64>>,
@@ -508,11 +535,10 @@ impl<'a> Stories<'a> {
 
     /// Story `i` as the document shows it.
     fn view(&self, i: usize) -> StoryView<'a> {
-        let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - self.run_start?) };
         let s = self.states[i];
         let seen = self.said[i];
         let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
-        let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
+        let sum = |f: fn(&AttemptGlance) -> Option<u64>| -> Option<u64> {
             attempts.iter().filter_map(f).reduce(|a, b| a + b)
         };
         // A story that made it keeps its last failure in the state;
@@ -524,14 +550,16 @@ impl<'a> Stories<'a> {
             batch: self.plan.shape.layer[i],
             depends_on: self.plan.depends_on[i],
             state: story_state(
-                s,
+                s.map(|s| (s.status, s.error_type)),
                 seen.is_some_and(|x| x.skipped),
                 seen.is_some_and(|x| x.merging),
             ),
             agent: s.and_then(|s| s.agent.as_deref()),
             attempt: attempts.last().map(|a| a.attempt),
             max_attempts: seen.and_then(|x| x.max_attempts),
-            started_at_ms: attempts.first().and_then(|a| rel(&a.started_at)),
+            started_at_ms: attempts
+                .first()
+                .and_then(|a| Some(a.started_ms.0? - self.run_start?)),
             elapsed_ms: self.elapsed[i],
             failure_kind: stands.and_then(|s| s.error_type).map(|k| k.as_str()),
             error: stands.and_then(|s| s.error.as_deref()),
@@ -617,11 +645,11 @@ struct Timeline<'a> {
 /// worker slot free at its start.
 fn timeline<'a>(
     input: &Input<'a>,
-    states: &[Option<&'a StoryState>],
+    states: &[Option<&'a StoryGlance>],
     said: &[Option<&Seen>],
     run_start: Option<i64>,
 ) -> Timeline<'a> {
-    let rel = |t: &str| -> Option<i64> { Some(unix_ms(t)? - run_start?) };
+    let rel = |ms: Option<i64>| -> Option<i64> { Some(ms? - run_start?) };
     let now_rel = run_start.map_or(0, |r| input.now_ms - r);
     let mut spans = Vec::new();
     let mut rows = Vec::new();
@@ -632,10 +660,10 @@ fn timeline<'a>(
         // Only a story with cached gate results has time saved to read.
         let hits = said[i].is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
-            let Some(start) = rel(&a.started_at) else {
+            let Some(start) = rel(a.started_ms.0) else {
                 continue;
             };
-            let end = a.finished_at.as_deref().and_then(rel).or_else(|| {
+            let end = rel(a.finished()).or_else(|| {
                 a.outcome
                     .as_ref()
                     .and(a.duration_ms)
@@ -705,7 +733,7 @@ fn saved_ms(results: &Value) -> u64 {
 /// Each story's record in the state: where the state lists the plan's
 /// stories in its order (as a run writes them), the one at the same
 /// position; else the one its index finds.
-fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a StoryState>> {
+fn records<'a>(ids: &[&str], state: Option<&'a RunGlance>) -> Vec<Option<&'a StoryGlance>> {
     let Some(st) = state else {
         return vec![None; ids.len()];
     };
@@ -793,13 +821,21 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
 
 /// The PRD of the run: the one the state names (relative to where the run
 /// was started), else `fallback` (`./prd.json` where `cascade ui` runs).
-pub(crate) fn prd_path(state: Option<&RunState>, fallback: &Path) -> PathBuf {
-    if let Some(s) = state.filter(|s| !s.prd.is_empty()) {
-        let p = PathBuf::from(&s.prd);
+pub(crate) fn prd_path<S>(state: Option<&RunDoc<S>>, fallback: &Path) -> PathBuf {
+    prd_named(
+        state.map(|s| (s.prd.as_str(), s.project_root.as_str())),
+        fallback,
+    )
+}
+
+/// [`prd_path`] from what a state names: its `prd` and `project_root`.
+pub(crate) fn prd_named(named: Option<(&str, &str)>, fallback: &Path) -> PathBuf {
+    if let Some((prd, root)) = named.filter(|(prd, _)| !prd.is_empty()) {
+        let p = PathBuf::from(prd);
         return if p.is_absolute() {
             p
         } else {
-            Path::new(&s.project_root).join(p)
+            Path::new(root).join(p)
         };
     }
     fallback.to_path_buf()
@@ -846,6 +882,14 @@ mod tests {
             assert_eq!(unix_ms(t), chrono_ms(t), "{t}");
         }
         assert!(utc_millis(&times[20]).is_some(), "the fast path is taken");
+    }
+
+    #[test]
+    fn a_reversed_graph_lists_each_storys_dependents_in_plan_order() {
+        let g = graph(&[&[], &[0], &[0], &[1, 2, 0], &[]]);
+        let r = g.reversed();
+        let lists: Vec<&[usize]> = (0..r.len()).map(|j| r.deps(j)).collect();
+        assert_eq!(lists, vec![&[1, 2, 3][..], &[3], &[3], &[], &[]]);
     }
 
     #[test]
@@ -908,16 +952,14 @@ mod tests {
         assert!(merging(None, "a"));
         assert!(!merging(Some("f"), "a"));
         assert!(!merging(Some("f"), "b"));
-        let running: StoryState =
-            serde_json::from_value(serde_json::json!({"id": "a", "status": "running"}))
-                .expect("a story state");
-        assert_eq!(story_state(Some(&running), false, true), "merging");
-        assert_eq!(story_state(Some(&running), false, false), "running");
+        let running = Some((StoryStatus::Running, None));
+        assert_eq!(story_state(running, false, true), "merging");
+        assert_eq!(story_state(running, false, false), "running");
     }
 
     /// A run with a story in every state the page draws, and a plan with
     /// unknown and self dependencies and a story the run never saw.
-    fn varied_run() -> (Prd, RunState, Summary) {
+    fn varied_run() -> (Outline, RunGlance, Summary) {
         let story = |id: &str, deps: &[&str]| {
             serde_json::json!({"id": id, "title": format!("Title {id}"), "description": "d",
                 "priority": "medium", "dependencies": deps, "status": "pending",
@@ -928,7 +970,7 @@ mod tests {
             story("d", &["b", "c"]), story("e", &[]), story("f", &["e"]),
             story("g", &["d"]), story("h", &["g", "f"]), story("i", &[]), story("j", &["i"]),
         ]});
-        let prd = Prd::from_json(prd.to_string().as_bytes(), Path::new("prd.json"))
+        let prd = Outline::from_json(prd.to_string().as_bytes(), Path::new("prd.json"))
             .expect("a valid plan");
         let attempt = |n: u32, start: &str, end: Option<&str>, outcome: Option<&str>| {
             serde_json::json!({"attempt": n, "agent": "claude", "phase": if n == 1 { "implementation" } else { "retry" },
@@ -976,7 +1018,7 @@ mod tests {
                 {"id": "x", "status": "complete", "attempts": [attempt(1, "bad time", None, None)]},
             ],
         });
-        let state: RunState = serde_json::from_value(state).expect("a run state");
+        let state: RunGlance = serde_json::from_value(state).expect("a run state");
         let mut summary = Summary::default();
         for data in [
             serde_json::json!({"event": "story_started", "story": "a", "max_attempts": 3, "worker": "w1"}),
@@ -1042,6 +1084,19 @@ mod tests {
         assert_eq!(text.join("\n") + "\n", golden);
     }
 
+    /// A fresh run's state of these stories, as the run view reads it.
+    fn glance(ids: impl Iterator<Item = String>) -> RunGlance {
+        let state = cascade_engine::state::RunState::new(
+            "run-1".into(),
+            "prd.json".into(),
+            "main".into(),
+            "/tmp/p".into(),
+            ids,
+        );
+        let text = serde_json::to_string(&state).expect("serializable");
+        serde_json::from_str(&text).expect("a run state")
+    }
+
     /// No story is searched for along a list: each story's record is found
     /// through the state's index and each dependency through the plan's,
     /// one lookup apiece, each index built once.
@@ -1049,7 +1104,7 @@ mod tests {
     fn the_snapshot_finds_stories_and_dependencies_through_indexes() {
         use cascade_plan::synthetic::{prd_json, Shape};
         let n = 3000;
-        let prd = Prd::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
+        let prd = Outline::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
             .expect("a generated plan");
         let edges: u64 = prd
             .stories
@@ -1058,13 +1113,7 @@ mod tests {
             .sum();
         assert!(edges > n as u64, "{edges} dependencies");
         // The state lists the stories in another order than the plan.
-        let state = RunState::new(
-            "run-1".into(),
-            "prd.json".into(),
-            "main".into(),
-            "/tmp/p".into(),
-            prd.stories.iter().rev().map(|s| s.id.clone()),
-        );
+        let state = glance(prd.stories.iter().rev().map(|s| s.id.clone()));
         let (plan_before, state_before) = (prd.index_stats(), state.index_stats());
         let status = Status {
             run_id: None,
@@ -1092,13 +1141,7 @@ mod tests {
         assert!(run.builds - state_before.builds <= 1, "{run:?}");
         // A state in the plan's order (as a run writes it) is read by
         // position, without a lookup.
-        let in_order = RunState::new(
-            "run-1".into(),
-            "prd.json".into(),
-            "main".into(),
-            "/tmp/p".into(),
-            prd.stories.iter().map(|s| s.id.clone()),
-        );
+        let in_order = glance(prd.stories.iter().map(|s| s.id.clone()));
         let before = in_order.index_stats();
         assert_eq!(
             records(&Plan::of(Some(&prd), None, None).ids, Some(&in_order)).len(),

@@ -78,36 +78,60 @@ fn text_of(line: &[u8]) -> std::borrow::Cow<'_, str> {
 /// event unread, but must still parse a line it keeps (it may be torn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Opening<'a> {
+    pub seq: u64,
+    pub t_ms: u64,
+    pub ts: u64,
     pub kind: &'a str,
     pub event: Option<&'a str>,
+    /// The line from its data's first byte on.
+    pub rest: &'a str,
 }
 
 impl<'a> Opening<'a> {
     /// `None`: the line does not open that way (or its kind or event name
     /// has escapes); read it whole.
     pub fn of(line: &'a str) -> Option<Opening<'a>> {
-        let number = |rest: &'a str, member: &str| -> Option<&'a str> {
+        // Digits that make a `u64` (as a record's numbers must).
+        let number = |rest: &'a str, member: &str| -> Option<(u64, &'a str)> {
             let rest = rest.strip_prefix(member)?;
             let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-            (digits > 0).then(|| &rest[digits..])
+            Some((rest[..digits].parse().ok()?, &rest[digits..]))
         };
-        // A JSON string without escapes, and what follows it.
+        // A JSON string without escapes (nor the control characters a JSON
+        // string cannot hold), and what follows it.
         let plain = |rest: &'a str| -> Option<(&'a str, &'a str)> {
             let end = rest.find(['"', '\\'])?;
-            rest[end..]
-                .starts_with('"')
-                .then(|| (&rest[..end], &rest[end + 1..]))
+            let text = &rest[..end];
+            (rest[end..].starts_with('"') && !text.bytes().any(|b| b < 0x20))
+                .then(|| (text, &rest[end + 1..]))
         };
-        let rest = number(line, "{\"seq\":")?;
-        let rest = number(rest, ",\"t_ms\":")?;
-        let rest = number(rest, ",\"ts\":")?;
+        let (seq, rest) = number(line, "{\"seq\":")?;
+        let (t_ms, rest) = number(rest, ",\"t_ms\":")?;
+        let (ts, rest) = number(rest, ",\"ts\":")?;
         let (kind, rest) = plain(rest.strip_prefix(",\"kind\":\"")?)?;
         let data = rest.strip_prefix(",\"data\":")?;
         let event = match data.strip_prefix("{\"event\":\"") {
             Some(name) => Some(plain(name)?.0),
             None => None,
         };
-        Some(Opening { kind, event })
+        Some(Opening {
+            seq,
+            t_ms,
+            ts,
+            kind,
+            event,
+            rest: data,
+        })
+    }
+
+    /// The record's data as text, when the line is a whole record in this
+    /// layout: its data and the closing brace, nothing else. `None`: the
+    /// line must be read whole to know (it may be torn or another layout).
+    /// Whatever parses as one JSON value from this text is the data the
+    /// record's reader would find.
+    pub fn data(&self) -> Option<&'a str> {
+        let data = self.rest.strip_suffix('}')?;
+        Some(data.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r')))
     }
 }
 
@@ -393,6 +417,27 @@ mod tests {
             None
         );
         assert_eq!(open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"eve"#), None);
+        assert_eq!(
+            open("{\"seq\":7,\"t_ms\":1,\"ts\":2,\"kind\":\"ev\u{1}ent\",\"data\":{}}"),
+            None
+        );
+        // A number no record holds (past u64).
+        assert_eq!(
+            open(r#"{"seq":18446744073709551616,"t_ms":1,"ts":2,"kind":"event","data":{}}"#),
+            None
+        );
+        // The data of a whole line, up to its closing brace.
+        let data = |l: &str| Opening::of(l).and_then(|o| o.data().map(str::to_string));
+        assert_eq!(
+            data(&e).as_deref(),
+            Some(r#"{"event":"story_started","story":"a"}"#)
+        );
+        assert_eq!(
+            data(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"event","data": {"a":1} }"#).as_deref(),
+            Some(r#"{"a":1}"#)
+        );
+        let o = Opening::of(&e).expect("an opening");
+        assert_eq!((o.seq, o.t_ms, o.ts), (12, 3, 1_767_225_600_000));
         // Only the opening is looked at: a line torn after it still opens.
         assert_eq!(
             open(r#"{"seq":7,"t_ms":1,"ts":2,"kind":"event","data":{"event":"notice","mes"#),
