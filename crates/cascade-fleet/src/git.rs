@@ -142,6 +142,7 @@ pub async fn prepare_clone(
         )
         .await?;
     }
+    roll_up_packs(dir, cancel).await;
     if work.is_none() {
         let here = {
             let (dir, base) = (dir.to_path_buf(), base.to_string());
@@ -169,6 +170,36 @@ pub async fn prepare_clone(
     args.extend(refspecs.iter().map(String::as_str));
     git(dir, &args, cancel).await?;
     check_out(dir, base).await
+}
+
+/// Worker: how many packs a slot's clone collects (one per base a
+/// coordinator sent, see [`cascade_git::transfer::import_pack`]) before
+/// [`roll_up_packs`] combines them: every lookup of an object goes through
+/// each pack's index.
+pub const MAX_PACKS: usize = 16;
+
+/// Worker: combines the packs of the clone at `dir` when it has more than
+/// [`MAX_PACKS`], between two jobs of its slot (nothing else uses the
+/// clone then). `git repack -d --geometric=2` keeps each pack at least
+/// twice the size of the next smaller one, so the count stays logarithmic
+/// and an object is rewritten a logarithmic number of times; it packs the
+/// loose objects (the agents' commits) too. A git without `--geometric`
+/// (before 2.33) repacks everything. Housekeeping: a failure leaves the
+/// packs as they were (the next job tries again) and the job goes on.
+pub async fn roll_up_packs(dir: &Path, cancel: &CancelToken) {
+    let count = {
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || cascade_git::transfer::pack_count(&dir))
+            .await
+            .unwrap_or(0)
+    };
+    if count <= MAX_PACKS {
+        return;
+    }
+    let geometric = git(dir, &["repack", "-d", "-q", "--geometric=2"], cancel).await;
+    if matches!(geometric, Err(FleetError::Git { .. })) {
+        let _ = git(dir, &["repack", "-a", "-d", "-q"], cancel).await;
+    }
 }
 
 /// Checks `base` out in the clone at `dir` as [`BASE_BRANCH`], in-process
@@ -268,4 +299,62 @@ pub async fn update_refs(
         }
     }
     failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A commit of one more file in `repo` (`-c` identity: no config here).
+    async fn commit(repo: &Path, i: usize) -> String {
+        let cancel = CancelToken::new();
+        std::fs::write(repo.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+        git(repo, &["add", "-A"], &cancel).await.unwrap();
+        let msg = format!("c{i}");
+        let identity = ["-c", "user.name=t", "-c", "user.email=t@t"];
+        let args = [&identity[..], &["commit", "-q", "-m", &msg]].concat();
+        git(repo, &args, &cancel).await.unwrap();
+        git(repo, &["rev-parse", "HEAD"], &cancel).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_clone_rolls_up_the_packs_of_its_bases_past_the_limit_and_keeps_every_object() {
+        let t = tempfile::tempdir().unwrap();
+        let (from, to) = (t.path().join("from"), t.path().join("to"));
+        std::fs::create_dir(&from).unwrap();
+        let cancel = CancelToken::new();
+        git(&from, &["init", "-q", "-b", "main"], &cancel)
+            .await
+            .unwrap();
+        let mut have = commit(&from, 0).await;
+        let shown = from.display().to_string();
+        let clone = ["clone", "-q", "--no-checkout", &shown, "to"];
+        git(t.path(), &clone, &cancel).await.unwrap();
+        let mut tips = Vec::new();
+        // One base after another, as a coordinator sends them.
+        for i in 1..=MAX_PACKS + 1 {
+            let tip = commit(&from, i).await;
+            let pack = cascade_git::transfer::pack_for(&from, &tip, &[have])
+                .unwrap()
+                .unwrap();
+            cascade_git::transfer::import_pack(&to, &pack).unwrap();
+            have = tip.clone();
+            tips.push(tip);
+            let before = cascade_git::transfer::pack_count(&to);
+            roll_up_packs(&to, &cancel).await;
+            let after = cascade_git::transfer::pack_count(&to);
+            if i < MAX_PACKS {
+                // Up to the limit they stay as they came.
+                assert_eq!(after, before, "after base {i}");
+            }
+        }
+        let count = cascade_git::transfer::pack_count(&to);
+        assert!((1..=2).contains(&count), "{count} packs after the roll-up");
+        for tip in &tips {
+            assert!(cascade_git::transfer::has_commit(&to, tip), "{tip}");
+        }
+        // Whole: git itself finds nothing missing from the last base down.
+        let fsck = ["fsck", "--connectivity-only", "--no-dangling", &have];
+        git(&to, &fsck, &cancel).await.unwrap();
+    }
 }
