@@ -142,7 +142,7 @@ pub async fn prepare_clone(
         )
         .await?;
     }
-    roll_up_packs(dir, cancel).await;
+    roll_up_packs(dir, cancel).await?;
     if work.is_none() {
         let here = {
             let (dir, base) = (dir.to_path_buf(), base.to_string());
@@ -185,8 +185,10 @@ pub const MAX_PACKS: usize = 16;
 /// and an object is rewritten a logarithmic number of times; it packs the
 /// loose objects (the agents' commits) too. A git without `--geometric`
 /// (before 2.33) repacks everything. Housekeeping: a failure leaves the
-/// packs as they were (the next job tries again) and the job goes on.
-pub async fn roll_up_packs(dir: &Path, cancel: &CancelToken) {
+/// packs as they were (the next job tries again) and the job goes on; only
+/// `cancel` stops it (a repack killed halfway leaves its temporary pack,
+/// which the next repack removes).
+pub async fn roll_up_packs(dir: &Path, cancel: &CancelToken) -> Result<(), FleetError> {
     let count = {
         let dir = dir.to_path_buf();
         tokio::task::spawn_blocking(move || cascade_git::transfer::pack_count(&dir))
@@ -194,11 +196,15 @@ pub async fn roll_up_packs(dir: &Path, cancel: &CancelToken) {
             .unwrap_or(0)
     };
     if count <= MAX_PACKS {
-        return;
+        return Ok(());
     }
-    let geometric = git(dir, &["repack", "-d", "-q", "--geometric=2"], cancel).await;
-    if matches!(geometric, Err(FleetError::Git { .. })) {
-        let _ = git(dir, &["repack", "-a", "-d", "-q"], cancel).await;
+    let mut rolled = git(dir, &["repack", "-d", "-q", "--geometric=2"], cancel).await;
+    if matches!(rolled, Err(FleetError::Git { .. })) {
+        rolled = git(dir, &["repack", "-a", "-d", "-q"], cancel).await;
+    }
+    match rolled {
+        Err(FleetError::Cancelled) => Err(FleetError::Cancelled),
+        _ => Ok(()),
     }
 }
 
@@ -341,7 +347,15 @@ mod tests {
             have = tip.clone();
             tips.push(tip);
             let before = cascade_git::transfer::pack_count(&to);
-            roll_up_packs(&to, &cancel).await;
+            if i == MAX_PACKS + 1 {
+                // A worker stopping meanwhile stops the roll-up, and its job.
+                let stopped = CancelToken::new();
+                stopped.cancel();
+                let r = roll_up_packs(&to, &stopped).await;
+                assert!(matches!(r, Err(FleetError::Cancelled)), "{r:?}");
+                assert_eq!(cascade_git::transfer::pack_count(&to), before);
+            }
+            roll_up_packs(&to, &cancel).await.unwrap();
             let after = cascade_git::transfer::pack_count(&to);
             if i < MAX_PACKS {
                 // Up to the limit they stay as they came.
