@@ -115,24 +115,29 @@ fn diff_lines_as(
         if own_state(&delta) {
             continue;
         }
-        let blob_text = |id: git2::Oid| -> Option<String> {
-            if id.is_zero() {
-                return None;
-            }
-            let blob = repo.find_blob(id).ok()?;
-            text_of(blob.content())
+        // Each side's blob is read once: for its text, and for its lines
+        // when the file is counted whole.
+        let blob = |id: git2::Oid| match id.is_zero() {
+            true => None,
+            false => repo.find_blob(id).ok(),
         };
-        let old_text = match status {
+        let old_blob = match status {
             FileStatus::Added => None,
-            _ => blob_text(delta.old_file().id()),
+            _ => blob(delta.old_file().id()),
         };
+        let new_blob = match status {
+            FileStatus::Deleted => None,
+            _ if to.is_none() => None,
+            _ => blob(delta.new_file().id()),
+        };
+        let old_text = old_blob.as_ref().and_then(|b| text_of(b.content()));
         let new_text = match status {
             FileStatus::Deleted => None,
             _ if to.is_none() => root
                 .as_ref()
                 .and_then(|r| std::fs::read(r.join(&path)).ok())
                 .and_then(|b| text_of(&b)),
-            _ => blob_text(delta.new_file().id()),
+            _ => new_blob.as_ref().and_then(|b| text_of(b.content())),
         };
         let mut file = FileDiff {
             path,
@@ -146,19 +151,12 @@ fn diff_lines_as(
             new_text,
         };
         let whole = match delta.status() {
-            Delta::Added if counted => Some((true, delta.new_file().id())),
-            Delta::Deleted if counted => Some((false, delta.old_file().id())),
+            Delta::Added if counted => Some((&mut file.added, &new_blob)),
+            Delta::Deleted if counted => Some((&mut file.removed, &old_blob)),
             _ => None,
         };
-        if let Some((added, id)) = whole {
-            let n = repo
-                .find_blob(id)
-                .map_or(0, |b| whole_file_lines(b.content()));
-            let numbers = if added {
-                &mut file.added
-            } else {
-                &mut file.removed
-            };
+        if let Some((numbers, blob)) = whole {
+            let n = blob.as_ref().map_or(0, |b| whole_file_lines(b.content()));
             numbers.extend(1..=n);
         } else if let Ok(Some(patch)) = Patch::from_diff(&diff, idx) {
             for h in 0..patch.num_hunks() {
@@ -363,7 +361,6 @@ fn diff_of<'r>(
     .map_err(GitError::git("diff"))
 }
 
-/// The bytes as text, unless binary or too large.
 /// The lines a patch of a whole file added (or deleted) has, one per line of
 /// its text, when nothing but its content decides how it diffs (libgit2's
 /// default diff driver, no attributes): none when it is binary (larger than
@@ -449,6 +446,7 @@ fn no_attributes(repo: &Repository, diff: &git2::Diff<'_>) -> bool {
     true
 }
 
+/// The bytes as text, unless binary or too large.
 fn text_of(bytes: &[u8]) -> Option<String> {
     if bytes.len() > MAX_TEXT_BYTES || bytes.contains(&0) {
         return None;
