@@ -173,11 +173,12 @@ impl AppState {
 
     /// Runs `f` on what the run view is made of, as on disk now (see
     /// [`RunFiles`]), once the hub shows the run the state names (with no
-    /// live run). What the state most likely names ([`Named::guess`]) is
-    /// read while the state is, the plan and the run's records each on a
-    /// thread of their own: a dashboard just started reads all three before
-    /// its first view. What the state does name is read after it (nothing,
-    /// when the guess was right).
+    /// live run). On the first view (a dashboard just started reads all
+    /// three files before it), what the state most likely names
+    /// ([`Named::guess`]) is read while the state is, the plan and the
+    /// run's records each on a thread of their own; later views find them
+    /// read already, and re-read only what changed. What the state does name
+    /// is read after it (nothing, when the guess was right).
     fn with_view<T>(&self, f: impl FnOnce(RunView<'_>) -> T) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
         let RunFiles {
@@ -192,8 +193,9 @@ impl AppState {
             let shape = Shape::of(&o);
             Some((o, shape))
         };
+        let first = outline.0.is_none();
         let state = std::thread::scope(|scope| {
-            if let Some(named) = Named::guess(state_path) {
+            if let Some(named) = first.then(|| Named::guess(state_path)).flatten() {
                 let path =
                     crate::snapshot::prd_named(Some((&named.prd, &named.project_root)), &fallback);
                 let run_id = named.run_id.clone();
