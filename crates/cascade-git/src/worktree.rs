@@ -640,9 +640,9 @@ pub fn slot_number(path: &Path, feature: Option<&str>) -> Option<usize> {
 /// (re)created at `from`, and makes its files and index exactly `from`'s
 /// tree: tracked changes are reverted, untracked files removed, and only
 /// ignored files (build outputs such as `target/`: warm caches) are kept.
-/// Only what differs is written, so the cost follows the change, not the
-/// size of the tree. The result is checked with a status scan; when
-/// anything is left over (or `path` is not a usable cascade worktree), the
+/// Only the paths that can differ are looked at and written (one status
+/// scan finds them, see [`bring_to`]), and afterwards those paths are
+/// checked again; when anything is left over (or `path` is not a usable cascade worktree), the
 /// worktree is made from scratch with [`create`] instead.
 pub fn reuse(
     paths: &RepoPaths,
@@ -692,18 +692,12 @@ pub fn reuse(
     let Some((name, start)) = prepared else {
         return create(paths, &path, &branch, from);
     };
-    let checked_out = Repository::open(&path).and_then(|repo| {
-        let commit = repo.find_commit(start)?;
-        let mut co = git2::build::CheckoutBuilder::new();
-        co.force().remove_untracked(true);
-        repo.checkout_tree(commit.as_object(), Some(&mut co))
-    });
+    let checked_out = bring_to(&path, start);
     {
         let _guard = serialised();
         write_head(paths, &name, &format!("ref: {refname}\n"))?;
     }
-    let clean = checked_out.is_ok() && is_clean(&path);
-    if !clean {
+    if !checked_out.is_some_and(|c| c.is_clean()) {
         // Something the checkout could not clear (a nested repository, an
         // unwritable directory): start over from an empty directory.
         return create(paths, &path, &branch, &start.to_string());
@@ -857,20 +851,110 @@ fn clear_stale_ref_lock(paths: &RepoPaths, branch: &str) {
     }
 }
 
-/// Whether the worktree at `path` has no change and no untracked file that
-/// is not ignored.
-fn is_clean(path: &Path) -> bool {
-    let Ok(repo) = Repository::open(path) else {
-        return false;
-    };
+/// Makes the files and index of the worktree at `path` (HEAD detached at
+/// the commit they belong to) exactly `start`'s tree but for ignored files;
+/// `None` when that failed.
+///
+/// Only the paths that can differ are checked out: those that differ
+/// between HEAD and `start` (a tree diff, which skips equal subtrees) and
+/// those a status scan finds changed since HEAD (tracked changes, untracked
+/// files and directories). A path outside both has the same content in the
+/// worktree, HEAD and `start`. The check afterwards looks at those paths
+/// only. So a reuse costs one scan of the tree (the status) and work in the
+/// size of the change; a forced checkout of the whole tree and a second
+/// scan to check it cost three times as much on a large tree. When the
+/// status cannot be read, the whole tree is checked out and scanned.
+fn bring_to(path: &Path, start: Oid) -> Option<CheckedOut> {
+    let repo = Repository::open(path).ok()?;
+    let paths = check_out(&repo, start)?;
+    Some(CheckedOut { repo, paths })
+}
+
+/// [`bring_to`]'s checkout: the paths it wrote (`None`: the whole tree).
+fn check_out(repo: &Repository, start: Oid) -> Option<Option<Vec<Vec<u8>>>> {
+    let commit = repo.find_commit(start).ok()?;
+    let differing = differing_paths(repo, &commit).ok();
+    if differing.as_ref().is_some_and(Vec::is_empty) {
+        return Some(differing);
+    }
+    let mut co = git2::build::CheckoutBuilder::new();
+    co.force().remove_untracked(true);
+    if let Some(paths) = &differing {
+        co.disable_pathspec_match(true);
+        for p in paths {
+            co.path(p.as_slice());
+        }
+    }
+    repo.checkout_tree(commit.as_object(), Some(&mut co))
+        .ok()
+        .map(|()| differing)
+}
+
+/// The paths (as in git: `/`-separated, an untracked directory as `dir/`)
+/// whose content in the worktree of `repo` may differ from `target`'s: what
+/// differs between HEAD and `target`, and what the status finds changed
+/// since HEAD. Sorted, without duplicates.
+fn differing_paths(
+    repo: &Repository,
+    target: &git2::Commit<'_>,
+) -> Result<Vec<Vec<u8>>, git2::Error> {
+    let head = repo.head()?.peel_to_tree()?;
+    let new = target.tree()?;
+    let mut out: Vec<Vec<u8>> = crate::treediff::changed_paths(repo, Some(&head), &new)?
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let mut so = status_options();
+    let statuses = repo.statuses(Some(&mut so))?;
+    out.extend(
+        statuses
+            .iter()
+            .filter(|e| e.status() != git2::Status::CURRENT)
+            .map(|e| e.path_bytes().to_vec()),
+    );
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// A worktree brought to a commit by [`bring_to`], to be checked once its
+/// HEAD names that commit.
+struct CheckedOut {
+    repo: Repository,
+    /// The paths checked out (`None`: the whole tree).
+    paths: Option<Vec<Vec<u8>>>,
+}
+
+impl CheckedOut {
+    /// Whether nothing is left over where the checkout wrote: no change and
+    /// no untracked file that is not ignored.
+    fn is_clean(&self) -> bool {
+        let mut so = status_options();
+        if let Some(paths) = &self.paths {
+            if paths.is_empty() {
+                return true;
+            }
+            so.disable_pathspec_match(true);
+            for p in paths {
+                so.pathspec(p.as_slice());
+            }
+        }
+        self.repo
+            .statuses(Some(&mut so))
+            .map(|s| s.is_empty())
+            .unwrap_or(false)
+    }
+}
+
+/// What a cleanliness check looks at: tracked changes, and untracked files
+/// that are not ignored (an untracked directory as one entry).
+fn status_options() -> git2::StatusOptions {
     let mut so = git2::StatusOptions::new();
     so.include_untracked(true)
         .recurse_untracked_dirs(false)
         .include_ignored(false)
         .exclude_submodules(true);
-    repo.statuses(Some(&mut so))
-        .map(|s| s.is_empty())
-        .unwrap_or(false)
+    so
 }
 
 /// Replaces a linked worktree's HEAD file atomically (temp file + rename),
@@ -1742,6 +1826,40 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].branch.as_deref(), Some("cascade/two"));
         assert!(listed[0].is_cascade);
+    }
+
+    #[test]
+    fn a_reuse_looks_only_at_what_the_story_or_the_base_changed() {
+        let (_tmp, repo, paths) = init_repo();
+        commit_file(&repo, ".gitignore", "*.log\n", "ignore");
+        commit_file(&repo, "kept.txt", "k", "a file nobody changes");
+        let slot = slot_path(&paths, None, 1);
+        let wt = create(&paths, &slot, "cascade/one", "main").unwrap();
+        let wrepo = Repository::open(&wt.path).unwrap();
+        commit_file(&wrepo, "one.txt", "1", "one: story");
+        make_a_mess(&wt.path);
+        std::fs::write(wt.path.join("build.log"), "log").unwrap();
+        let base = commit_file(&repo, "other.txt", "o", "another story merged");
+        let target = repo.find_commit(base).unwrap();
+        let found: Vec<String> = differing_paths(&wrepo, &target)
+            .unwrap()
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        // The story's commit and main's new file (the trees differ), the
+        // agent's leftovers (the status): not kept.txt, .gitignore or the
+        // ignored log.
+        assert_eq!(
+            found,
+            [
+                "README.md",
+                "newdir/",
+                "one.txt",
+                "other.txt",
+                "staged.txt",
+                "stray.txt"
+            ]
+        );
     }
 
     #[test]
