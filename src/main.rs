@@ -12,11 +12,13 @@
 
 #[macro_use]
 mod cli;
+mod memory;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 fn main() -> ExitCode {
+    memory::limit_malloc_arenas();
     install_panic_hook();
     cascade_git::configure_libgit2();
     let (args, matches) = cli::parse();
