@@ -5,7 +5,8 @@
 //! - `git`: the per-story git work in isolation: creating and removing a
 //!   story worktree (alone, and eight at once), handing a pooled worktree
 //!   to the next story (what the engine does instead: detach, new branch,
-//!   check out only the difference, clear leftovers), committing an agent's change,
+//!   check out only the difference, clear leftovers; on 200 and on 10,000
+//!   files), committing an agent's change,
 //!   merging a story branch into the checked-out main branch (fast-forward and
 //!   true merge).
 //! - `engine`: whole runs of a flat plan with instant agents (a tiny `/bin/sh`
@@ -182,6 +183,26 @@ fn flat_setup(n: usize) -> (tempfile::TempDir, PathBuf, PathBuf) {
 // ---------------------------------------------------------------------------
 // Criterion groups
 
+/// Benchmarks handing the pooled worktree of `paths` from story to story.
+fn reuse_bench(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    paths: &RepoPaths,
+    name: &str,
+) {
+    g.bench_function(name, |b| {
+        let slot = worktree::slot_path(paths, None, 1);
+        worktree::create(paths, &slot, "cascade/reuse-0", "main").unwrap();
+        let mut i = 0u64;
+        b.iter(|| {
+            i += 1;
+            std::fs::write(slot.join("leftover.txt"), format!("{i}")).unwrap();
+            worktree::detach(paths, &slot, true).unwrap();
+            worktree::reuse(paths, &slot, &format!("cascade/reuse-{i}"), "main").unwrap();
+        });
+        worktree::remove(paths, &slot, true).unwrap();
+    });
+}
+
 fn git_ops(c: &mut Criterion) {
     let mut g = c.benchmark_group("git");
     g.sample_size(20);
@@ -219,19 +240,13 @@ fn git_ops(c: &mut Criterion) {
     });
 
     // A pooled worktree passed from story to story: the previous story left
-    // an untracked file; the next one starts at the tip of main.
-    g.bench_function("worktree_reuse_200_files", |b| {
-        let slot = worktree::slot_path(&paths, None, 1);
-        worktree::create(&paths, &slot, "cascade/reuse-0", "main").unwrap();
-        let mut i = 0u64;
-        b.iter(|| {
-            i += 1;
-            std::fs::write(slot.join("leftover.txt"), format!("{i}")).unwrap();
-            worktree::detach(&paths, &slot, true).unwrap();
-            worktree::reuse(&paths, &slot, &format!("cascade/reuse-{i}"), "main").unwrap();
-        });
-        worktree::remove(&paths, &slot, true).unwrap();
-    });
+    // an untracked file; the next one starts at the tip of main. On 200
+    // files, and on 10,000 (what a reuse costs as the tree grows: one
+    // status scan of it).
+    reuse_bench(&mut g, &paths, "worktree_reuse_200_files");
+    let large_tmp = tempfile::tempdir().unwrap();
+    let large = project(&large_tmp.path().join("repo"), 10_000);
+    reuse_bench(&mut g, &large, "worktree_reuse_10000_files");
 
     let wt_path = worktree::path_for(&paths, "cascade/commits");
     worktree::create(&paths, &wt_path, "cascade/commits", "main").unwrap();
