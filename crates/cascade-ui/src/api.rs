@@ -330,15 +330,10 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
             });
-            // serde_json writes token by token: buffered, a token is a copy
-            // into the buffer rather than a call into the piece logic.
-            let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut out);
-            let written = serde_json::to_writer(&mut buffered, &snapshot)
-                .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::flush(&mut buffered));
-            // After an error what is left is dropped, not written again.
-            let _ = buffered.into_parts();
-            written.map_err(|e| format!("cannot write the run snapshot: {e}"))
+            snapshot
+                .write_json(&mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .map_err(|e| format!("cannot write the run snapshot: {e}"))
         });
         // The client gone: nobody to tell.
         if let Err(e) | Ok(Err(e)) = written {

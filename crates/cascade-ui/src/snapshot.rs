@@ -28,6 +28,8 @@ use serde_json::Value;
 use crate::glance::{AttemptGlance, RunGlance, StoryGlance};
 use crate::hub::Status;
 
+mod write;
+
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
     pub state: Option<&'a RunGlance>,
@@ -1082,6 +1084,17 @@ mod tests {
             .collect();
         let golden = include_str!("snapshot_golden.txt");
         assert_eq!(text.join("\n") + "\n", golden);
+        // What the dashboard sends: the same bytes.
+        for (doc, text) in docs.iter().zip(&text) {
+            assert_eq!(written(doc), *text);
+        }
+    }
+
+    /// The document as `GET /api/run` writes it.
+    fn written(doc: &Snapshot<'_>) -> String {
+        let mut out = Vec::new();
+        doc.write_json(&mut out).expect("written");
+        String::from_utf8(out).expect("UTF-8")
     }
 
     /// A fresh run's state of these stories, as the run view reads it.
@@ -1134,6 +1147,11 @@ mod tests {
         });
         assert_eq!(snapshot.stories.len(), n);
         assert!(snapshot.batches.len() > 1);
+        // Long enough to be written in many pieces: the same bytes.
+        assert_eq!(
+            written(&snapshot),
+            serde_json::to_string(&snapshot).expect("serializable")
+        );
         let (plan, run) = (prd.index_stats(), state.index_stats());
         assert_eq!(plan.lookups - plan_before.lookups, edges);
         assert!(plan.builds - plan_before.builds <= 1, "{plan:?}");
