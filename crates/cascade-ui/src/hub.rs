@@ -146,9 +146,11 @@ fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
             return;
         }
         // A whole line in the written layout: its data is parsed alone
-        // (when it does not parse, neither does the line).
-        let data = match opening.and_then(|o| o.data()) {
-            Some(data) => Some(data),
+        // (when it does not parse, neither does the line), unless it
+        // surely adds nothing.
+        let data = match opening.and_then(|o| Some((o.event, o.data()?))) {
+            Some((Some(event), data)) if Summary::skips(event, data) => return,
+            Some((_, data)) => Some(data),
             None => Line::of(line)
                 .filter(|l| l.kind == "event")
                 .map(|l| l.data.get()),

@@ -446,6 +446,12 @@ impl Summary {
         ) else {
             return;
         };
+        // A gate result not from the cache says nothing (a story seen with
+        // nothing said reads as one not seen): no entry is made for it, so
+        // a reader may skip such a record unread (see [`Summary::skips`]).
+        if matches!(fold, Fold::Gate) && head.cached != Some(true) {
+            return;
+        }
         // Looked up before inserting: no allocation per record of a
         // story already seen (a plain run's key, `None`, costs none).
         let key = head.feature.as_deref().map(str::to_string);
@@ -485,6 +491,29 @@ impl Summary {
     /// unread).
     pub fn folds(event: &str) -> bool {
         Fold::of(event).is_some()
+    }
+
+    /// Whether [`Summary::add`] surely takes nothing from the event record
+    /// named `event` whose data is `data` (JSON text), known without
+    /// parsing it: a `gate_finished` with no `"cached"` member set to
+    /// `true` in it. `false`: parse it to know. Only text without escapes
+    /// is judged (an escaped member name may spell `cached`); a `"cached"`
+    /// that is not a member name only makes the record parsed.
+    pub fn skips(event: &str, data: &str) -> bool {
+        if event != "gate_finished" || data.contains('\\') {
+            return false;
+        }
+        fn ws(t: &str) -> &str {
+            t.trim_start_matches([' ', '\t', '\n', '\r'])
+        }
+        let set = |rest: &str| {
+            ws(rest)
+                .strip_prefix(':')
+                .is_some_and(|v| ws(v).starts_with("true"))
+        };
+        !data
+            .match_indices("\"cached\"")
+            .any(|(at, m)| set(&data[at + m.len()..]))
     }
 
     /// What the records say about the stories of `feature` (`None`: a
@@ -884,6 +913,55 @@ mod tests {
             assert_eq!(unix_ms(t), chrono_ms(t), "{t}");
         }
         assert!(utc_millis(&times[20]).is_some(), "the fast path is taken");
+    }
+
+    #[test]
+    fn a_gate_record_is_skipped_unread_only_when_it_surely_says_nothing() {
+        let cases = [
+            (
+                r#"{"event":"gate_finished","story":"a","passed":true,"cached":false}"#,
+                true,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","gate":"cached"}"#,
+                true,
+            ),
+            (r#"{"event":"gate_finished","story":"a"}"#, true),
+            (
+                r#"{"event":"gate_finished","story":"a","cached":true}"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","cached" :	true }"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","cach\u0065d":true}"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a\"","cached":false}"#,
+                false,
+            ),
+            (
+                r#"{"event":"story_started","story":"a","cached":false}"#,
+                false,
+            ),
+        ];
+        for (data, skipped) in cases {
+            let event = if data.contains("story_started") {
+                "story_started"
+            } else {
+                "gate_finished"
+            };
+            assert_eq!(Summary::skips(event, data), skipped, "{data}");
+            // What is skipped adds nothing when it is read.
+            if skipped {
+                let mut summary = Summary::default();
+                summary.add(&serde_json::from_str(data).expect("a head"));
+                assert_eq!(summary, Summary::default(), "{data}");
+            }
+        }
     }
 
     #[test]

@@ -161,8 +161,8 @@ pub(crate) async fn events(
                         replay.next = 0;
                         continue;
                     }
-                // The run on show changed, or too slow a reader lost
-                // records: either way the page reloads its snapshot.
+                    // The run on show changed, or too slow a reader lost
+                    // records: either way the page reloads its snapshot.
                     Ok(Ok(Feed::Source)) | Ok(Err(RecvError::Lagged(_))) => format!(
                         "event: run\ndata: {}\n\n",
                         serde_json::to_string(&hub.status()).unwrap_or_default()

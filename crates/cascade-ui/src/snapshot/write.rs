@@ -310,13 +310,25 @@ mod tests {
         for s in strings {
             assert_eq!(ours(s), serde_json::to_string(s).expect("json"), "{s:?}");
         }
-        for f in [0.0, -0.0, 0.1 + 0.2, 1e21, 1e-7, 12.5, f64::NAN, f64::INFINITY] {
+        for f in [
+            0.0,
+            -0.0,
+            0.1 + 0.2,
+            1e21,
+            1e-7,
+            12.5,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
             assert_eq!(ours(&f), serde_json::to_string(&f).expect("json"), "{f}");
         }
         for n in [0u64, 7, u64::MAX] {
             assert_eq!(ours(&n), serde_json::to_string(&n).expect("json"));
         }
-        assert_eq!(ours(&i64::MIN), serde_json::to_string(&i64::MIN).expect("json"));
+        assert_eq!(
+            ours(&i64::MIN),
+            serde_json::to_string(&i64::MIN).expect("json")
+        );
         let none: Option<&str> = None;
         assert_eq!(ours(&none), "null");
         let lists: Vec<Vec<&str>> = vec![vec![], vec!["a", "b\"c"]];
