@@ -15,6 +15,7 @@ use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use cascade_engine::journal::FileStamp;
 use cascade_engine::state::{RunDoc, StoryRecord, StoryStatus};
 use cascade_engine::FailureKind;
 
@@ -179,13 +180,20 @@ pub(crate) fn story_record(
 /// and a story is where the model would find it): a story's view parses
 /// its one story whole.
 pub(crate) struct PlanRecords {
-    outline: cascade_plan::Outline,
+    outline: std::sync::Arc<cascade_plan::Outline>,
     stories: Vec<Box<RawValue>>,
 }
 
 impl PlanRecords {
-    /// The plan at `path`; `None` when it does not read.
-    pub fn load(path: &std::path::Path) -> Option<PlanRecords> {
+    /// The plan at `path`; `None` when it does not read. `known`: its
+    /// outline as read already (the run view's) and the file's stamp then:
+    /// used when the file is still the one it was read from, rather than
+    /// reading it again (at 100,000 stories a third of a story view's
+    /// first reading).
+    pub fn load(
+        path: &std::path::Path,
+        known: Option<(std::sync::Arc<cascade_plan::Outline>, FileStamp)>,
+    ) -> Option<PlanRecords> {
         use serde::de::{IgnoredAny, MapAccess};
         struct Stories;
         impl<'de> Visitor<'de> for Stories {
@@ -207,12 +215,23 @@ impl PlanRecords {
             }
         }
         let bytes = std::fs::read(path).ok()?;
-        let outline = cascade_plan::Outline::from_json(&bytes, path).ok()?;
+        // Stamped after reading: the file read is the one the outline was
+        // made of only if its stamp has not changed since.
+        let outline = match known {
+            Some((outline, stamp)) if FileStamp::of(path) == Some(stamp) => outline,
+            _ => std::sync::Arc::new(cascade_plan::Outline::from_json(&bytes, path).ok()?),
+        };
         let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
         let stories = serde_json::Deserializer::from_slice(text)
             .deserialize_map(Stories)
             .ok()?;
         Some(PlanRecords { outline, stories })
+    }
+
+    /// The outline the stories are found through.
+    #[cfg(test)]
+    pub fn outline(&self) -> &std::sync::Arc<cascade_plan::Outline> {
+        &self.outline
     }
 
     /// Story `id` of the plan, read whole (as [`cascade_plan::Prd::story`]
@@ -282,7 +301,7 @@ mod tests {
              {\"id\": \"b\", \"title\": \"B\", \"extra\": [1]}, {\"id\": \"a\", \"title\": \"again\"}]}";
         std::fs::write(&path, text).expect("a plan");
         let model = cascade_plan::load_prd(&path).expect("a plan");
-        let plan = PlanRecords::load(&path).expect("a plan");
+        let plan = PlanRecords::load(&path, None).expect("a plan");
         for id in ["a", "b", "x", "none"] {
             assert_eq!(plan.story(id).as_ref(), model.story(id), "{id}");
         }
@@ -297,7 +316,7 @@ mod tests {
         )
         .expect("a plan");
         assert!(cascade_plan::load_prd(&path).is_err());
-        assert!(PlanRecords::load(&path).is_none());
+        assert!(PlanRecords::load(&path, None).is_none());
     }
 
     /// A state whose strings have escapes, whose records carry fields this
