@@ -808,7 +808,7 @@ mod tests {
             .with_view(|v| {
                 let ids: Vec<String> = v
                     .outline
-                    .map(|o| o.stories.iter().map(|s| s.id.clone()).collect())
+                    .map(|o| o.stories().map(|s| s.id.to_string()).collect())
                     .unwrap_or_default();
                 (v.prd_path.to_path_buf(), ids, v.shape.is_some())
             })

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use cascade_engine::state::{RunDoc, StoryStatus};
 use cascade_engine::FailureKind;
 use cascade_plan::hash::FxHashMap;
-use cascade_plan::Outline;
+use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -201,14 +201,12 @@ pub(crate) struct Shape {
 
 impl Shape {
     pub fn of(p: &Outline) -> Shape {
-        Shape::from_graph(Graph::from_lists(p.stories.iter().enumerate().map(
-            |(i, s)| {
-                s.dependencies
-                    .iter()
-                    .filter_map(|d| p.position(d))
-                    .filter(move |&j| j != i)
-            },
-        )))
+        Shape::from_graph(Graph::from_lists(p.stories().enumerate().map(|(i, s)| {
+            s.dependencies
+                .iter()
+                .filter_map(|d| p.position(d))
+                .filter(move |&j| j != i)
+        })))
     }
 
     fn from_graph(graph: Graph) -> Shape {
@@ -222,7 +220,7 @@ impl Shape {
 struct Plan<'a> {
     ids: Vec<&'a str>,
     titles: Vec<&'a str>,
-    depends_on: Vec<&'a [String]>,
+    depends_on: Vec<Dependencies<'a>>,
     shape: Cow<'a, Shape>,
 }
 
@@ -234,13 +232,9 @@ impl<'a> Plan<'a> {
     ) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
-                ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
-                titles: p.stories.iter().map(|s| s.title.as_str()).collect(),
-                depends_on: p
-                    .stories
-                    .iter()
-                    .map(|s| s.dependencies.as_slice())
-                    .collect(),
+                ids: p.stories().map(|s| s.id).collect(),
+                titles: p.stories().map(|s| s.title).collect(),
+                depends_on: p.stories().map(|s| s.dependencies).collect(),
                 shape: shape.map_or_else(|| Cow::Owned(Shape::of(p)), Cow::Borrowed),
             },
             None => {
@@ -249,7 +243,7 @@ impl<'a> Plan<'a> {
                     .unwrap_or_default();
                 Plan {
                     titles: ids.clone(),
-                    depends_on: vec![&[]; ids.len()],
+                    depends_on: vec![Dependencies::default(); ids.len()],
                     shape: Cow::Owned(Shape::from_graph(Graph::from_lists(
                         ids.iter().map(|_| None),
                     ))),
@@ -618,7 +612,7 @@ struct StoryView<'a> {
     id: &'a str,
     title: &'a str,
     batch: usize,
-    depends_on: &'a [String],
+    depends_on: Dependencies<'a>,
     state: &'static str,
     agent: Option<&'a str>,
     attempt: Option<u32>,
@@ -1197,14 +1191,10 @@ mod tests {
         let n = 3000;
         let prd = Outline::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
             .expect("a generated plan");
-        let edges: u64 = prd
-            .stories
-            .iter()
-            .map(|s| s.dependencies.len() as u64)
-            .sum();
+        let edges: u64 = prd.stories().map(|s| s.dependencies.len() as u64).sum();
         assert!(edges > n as u64, "{edges} dependencies");
         // The state lists the stories in another order than the plan.
-        let state = glance(prd.stories.iter().rev().map(|s| s.id.clone()));
+        let state = glance(prd.stories().rev().map(|s| s.id.to_string()));
         let (plan_before, state_before) = (prd.index_stats(), state.index_stats());
         let status = Status {
             run_id: None,
@@ -1237,7 +1227,7 @@ mod tests {
         assert!(run.builds - state_before.builds <= 1, "{run:?}");
         // A state in the plan's order (as a run writes it) is read by
         // position, without a lookup.
-        let in_order = glance(prd.stories.iter().map(|s| s.id.clone()));
+        let in_order = glance(prd.stories().map(|s| s.id.to_string()));
         let before = in_order.index_stats();
         assert_eq!(
             records(&Plan::of(Some(&prd), None, None).ids, Some(&in_order)).len(),

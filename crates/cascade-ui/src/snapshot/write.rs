@@ -150,6 +150,20 @@ impl<T: Json> Json for &[T] {
     }
 }
 
+impl Json for cascade_plan::Dependencies<'_> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        o.put(b"[");
+        for (k, d) in self.iter().enumerate() {
+            if k > 0 {
+                o.put(b",");
+            }
+            d.write(o)?;
+        }
+        o.put(b"]");
+        Ok(())
+    }
+}
+
 impl<T: Json> Json for Vec<T> {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
         self.as_slice().write(o)
