@@ -393,6 +393,9 @@ pub(crate) struct Head<'a> {
     pub action: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub run_id: Option<Cow<'a, str>>,
+    /// `run_started`: how many stories the run has.
+    #[serde(default)]
+    total: Option<u64>,
 }
 
 /// What the records say, per feature (`None`: a plain run's stories, or
@@ -423,6 +426,10 @@ impl Fold {
     }
 }
 
+/// The most stories [`Summary::add`] makes room for ahead (a `total` is
+/// only a hint, and the room costs memory).
+const MAX_ROOM: u64 = 1 << 20;
+
 /// What the run's event records say, feature by feature and story by
 /// story, folded in as they arrive.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -434,6 +441,16 @@ pub(crate) struct Summary {
 impl Summary {
     /// Takes in one event record.
     pub fn add(&mut self, head: &Head<'_>) {
+        if head.event.as_deref() == Some("run_started") {
+            // Room for the stories the run will speak of, made once
+            // rather than grown as they come (a plain run's only: a mega
+            // run counts features).
+            if let (Some(total), None) = (head.total, head.feature.as_deref()) {
+                let room = usize::try_from(total.min(MAX_ROOM)).unwrap_or(0);
+                self.stories.entry(None).or_default().reserve(room);
+            }
+            return;
+        }
         let (Some(story), Some(fold)) = (
             head.story.as_deref(),
             head.event.as_deref().and_then(Fold::of),
@@ -484,7 +501,7 @@ impl Summary {
     /// (the others leave the summary as it was: a reader may skip them
     /// unread).
     pub fn folds(event: &str) -> bool {
-        Fold::of(event).is_some()
+        Fold::of(event).is_some() || event == "run_started"
     }
 
     /// Whether [`Summary::add`] surely takes nothing from the event record
