@@ -128,19 +128,7 @@ struct Built {
 impl IdIndex {
     /// The position of the first item whose `key` is `id`.
     pub fn position<T>(&self, items: &[T], id: &str, key: impl Fn(&T) -> &str) -> Option<usize> {
-        self.lookups.fetch_add(1, Ordering::Relaxed);
-        let id_at = |p: u32| key(&items[p as usize]);
-        {
-            let built = self.built.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(b) = built.as_ref().filter(|b| b.len == items.len()) {
-                return b.slots.find(id, id_at).map(|p| p as usize);
-            }
-        }
-        let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
-        current(&mut built, &self.builds, items, &key)
-            .slots
-            .find(id, id_at)
-            .map(|p| p as usize)
+        self.position_by(items.len(), id, |p| key(&items[p]))
     }
 
     /// [`IdIndex::position`] without locking (the owner is borrowed mutably).

@@ -67,12 +67,6 @@ impl Json for str {
     }
 }
 
-impl Json for &str {
-    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        (**self).write(o)
-    }
-}
-
 impl Json for String {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
         self.as_str().write(o)
@@ -111,10 +105,30 @@ impl Json for f64 {
     }
 }
 
-impl Json for &Value {
+impl Json for Value {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        serde_json::to_writer(&mut o.buf, *self).map_err(io::Error::from)
+        serde_json::to_writer(&mut o.buf, self).map_err(io::Error::from)
     }
+}
+
+impl<T: Json + ?Sized> Json for &T {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        (**self).write(o)
+    }
+}
+
+/// A list of these values: `[…,…]`, handed to the writer as it grows.
+fn list<T: Json>(o: &mut Out<'_>, values: impl Iterator<Item = T>) -> io::Result<()> {
+    o.put(b"[");
+    for (k, v) in values.enumerate() {
+        if k > 0 {
+            o.put(b",");
+        }
+        v.write(o)?;
+        o.spill()?;
+    }
+    o.put(b"]");
+    Ok(())
 }
 
 impl<T: Json> Json for Option<T> {
@@ -131,36 +145,13 @@ impl<T: Json> Json for Option<T> {
 
 impl<T: Json> Json for [T] {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        o.put(b"[");
-        for (k, v) in self.iter().enumerate() {
-            if k > 0 {
-                o.put(b",");
-            }
-            v.write(o)?;
-            o.spill()?;
-        }
-        o.put(b"]");
-        Ok(())
-    }
-}
-
-impl<T: Json> Json for &[T] {
-    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        (**self).write(o)
+        list(o, self.iter())
     }
 }
 
 impl Json for cascade_plan::Dependencies<'_> {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        o.put(b"[");
-        for (k, d) in self.iter().enumerate() {
-            if k > 0 {
-                o.put(b",");
-            }
-            d.write(o)?;
-        }
-        o.put(b"]");
-        Ok(())
+        list(o, self.iter())
     }
 }
 
@@ -249,16 +240,7 @@ struct Each<'s, 'a>(&'s super::Stories<'a>);
 
 impl Json for Each<'_, '_> {
     fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
-        o.put(b"[");
-        for i in 0..self.0.len() {
-            if i > 0 {
-                o.put(b",");
-            }
-            self.0.view(i).write(o)?;
-            o.spill()?;
-        }
-        o.put(b"]");
-        Ok(())
+        list(o, (0..self.0.len()).map(|i| self.0.view(i)))
     }
 }
 
