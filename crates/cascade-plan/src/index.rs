@@ -128,19 +128,7 @@ struct Built {
 impl IdIndex {
     /// The position of the first item whose `key` is `id`.
     pub fn position<T>(&self, items: &[T], id: &str, key: impl Fn(&T) -> &str) -> Option<usize> {
-        self.lookups.fetch_add(1, Ordering::Relaxed);
-        let id_at = |p: u32| key(&items[p as usize]);
-        {
-            let built = self.built.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(b) = built.as_ref().filter(|b| b.len == items.len()) {
-                return b.slots.find(id, id_at).map(|p| p as usize);
-            }
-        }
-        let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
-        current(&mut built, &self.builds, items, &key)
-            .slots
-            .find(id, id_at)
-            .map(|p| p as usize)
+        self.position_by(items.len(), id, |p| key(&items[p]))
     }
 
     /// [`IdIndex::position`] without locking (the owner is borrowed mutably).
@@ -155,6 +143,30 @@ impl IdIndex {
         current(built, &self.builds, items, &key)
             .slots
             .find(id, |p| key(&items[p as usize]))
+            .map(|p| p as usize)
+    }
+
+    /// [`IdIndex::position`] in a list of `len` items whose ids are read
+    /// through `id_at` (an owner that keeps its ids elsewhere than in its
+    /// items).
+    pub fn position_by<'a>(
+        &self,
+        len: usize,
+        id: &str,
+        id_at: impl Fn(usize) -> &'a str,
+    ) -> Option<usize> {
+        self.lookups.fetch_add(1, Ordering::Relaxed);
+        let at = |p: u32| id_at(p as usize);
+        {
+            let built = self.built.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(b) = built.as_ref().filter(|b| b.len == len) {
+                return b.slots.find(id, at).map(|p| p as usize);
+            }
+        }
+        let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
+        current_by(&mut built, &self.builds, len, &id_at)
+            .slots
+            .find(id, at)
             .map(|p| p as usize)
     }
 
@@ -198,20 +210,28 @@ fn current<'b, T>(
     items: &[T],
     key: &impl Fn(&T) -> &str,
 ) -> &'b Built {
-    if built.as_ref().is_some_and(|b| b.len != items.len()) {
+    current_by(built, builds, items.len(), &|p| key(&items[p]))
+}
+
+/// The index for a list of `len` items whose ids `id_at` reads, built (and
+/// counted) when missing or out of date.
+fn current_by<'a, 'b>(
+    built: &'b mut Option<Built>,
+    builds: &AtomicU64,
+    len: usize,
+    id_at: &impl Fn(usize) -> &'a str,
+) -> &'b Built {
+    if built.as_ref().is_some_and(|b| b.len != len) {
         *built = None;
     }
     built.get_or_insert_with(|| {
         builds.fetch_add(1, Ordering::Relaxed);
-        let mut slots = Slots::for_len(items.len());
-        for (pos, item) in items.iter().enumerate() {
+        let mut slots = Slots::for_len(len);
+        for pos in 0..len {
             // A repeated id keeps its first position.
-            let _ = slots.insert(pos as u32, key(item), |p| key(&items[p as usize]));
+            let _ = slots.insert(pos as u32, id_at(pos), |p| id_at(p as usize));
         }
-        Built {
-            len: items.len(),
-            slots,
-        }
+        Built { len, slots }
     })
 }
 

@@ -150,7 +150,7 @@ pub use model::{
 pub use plan::{Node, ValidPlan};
 pub use skeleton::{
     load_outline, load_valid_plan, load_valid_plan_warned, validate_prd_json,
-    validate_prd_json_warned, CheckError, Outline, OutlineStory,
+    validate_prd_json_warned, CheckError, Dependencies, Outline, OutlineStory,
 };
 pub use validate::{validate_mega, validate_prd, Problem, ValidationErrors};
 pub use vocabulary::PlanWarning;

@@ -3,6 +3,7 @@
 //! docs/dashboard.md).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
@@ -45,7 +46,7 @@ pub(crate) struct RunFiles {
     /// `.cascade/state.json`.
     state_path: PathBuf,
     view: StateFollower<StoryGlance>,
-    outline: Cached<(Outline, Shape)>,
+    outline: Cached<(Arc<Outline>, Shape)>,
     records: StateFollower<RawStory>,
     plan: Cached<PlanRecords>,
 }
@@ -191,7 +192,7 @@ impl AppState {
         let read_outline = |p: &Path| {
             let o = cascade_plan::load_outline(p).ok()?;
             let shape = Shape::of(&o);
-            Some((o, shape))
+            Some((Arc::new(o), shape))
         };
         let first = outline.0.is_none();
         let state = std::thread::scope(|scope| {
@@ -214,7 +215,7 @@ impl AppState {
         Ok(f(RunView {
             state,
             prd_path: &path,
-            outline: outline.map(|o| &o.0),
+            outline: outline.map(|o| &*o.0),
             shape: outline.map(|o| &o.1),
         }))
     }
@@ -227,14 +228,26 @@ impl AppState {
         f: impl FnOnce(Option<&StoryState>, Option<&Story>) -> T,
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
-        let RunFiles { records, plan, .. } = &mut *files;
+        let RunFiles {
+            records,
+            plan,
+            outline,
+            ..
+        } = &mut *files;
         let state = records.refresh().map_err(|e| e.to_string())?;
         let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
         let record = match state {
             Some(st) => crate::glance::story_record(st, id)?,
             None => None,
         };
-        let story = plan.get(&path, PlanRecords::load).and_then(|p| p.story(id));
+        // The run view's outline of the same file, when it has one.
+        let known = match &outline.0 {
+            Some((p, Some(stamp), Some((o, _)))) if *p == path => Some((Arc::clone(o), *stamp)),
+            _ => None,
+        };
+        let story = plan
+            .get(&path, |p| PlanRecords::load(p, known))
+            .and_then(|p| p.story(id));
         Ok(f(record.as_ref(), story.as_ref()))
     }
 }
@@ -330,15 +343,10 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
                 now_ms: chrono::Utc::now().timestamp_millis(),
                 gates: &gates,
             });
-            // serde_json writes token by token: buffered, a token is a copy
-            // into the buffer rather than a call into the piece logic.
-            let mut buffered = std::io::BufWriter::with_capacity(1 << 16, &mut out);
-            let written = serde_json::to_writer(&mut buffered, &snapshot)
-                .map_err(std::io::Error::from)
-                .and_then(|()| std::io::Write::flush(&mut buffered));
-            // After an error what is left is dropped, not written again.
-            let _ = buffered.into_parts();
-            written.map_err(|e| format!("cannot write the run snapshot: {e}"))
+            snapshot
+                .write_json(&mut out)
+                .and_then(|()| std::io::Write::flush(&mut out))
+                .map_err(|e| format!("cannot write the run snapshot: {e}"))
         });
         // The client gone: nobody to tell.
         if let Err(e) | Ok(Err(e)) = written {
@@ -741,6 +749,37 @@ mod tests {
     }
 
     #[test]
+    fn a_story_view_finds_its_story_through_the_run_views_outline_of_the_same_file() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let repo = dir.path();
+        std::fs::create_dir_all(repo.join(".cascade")).expect("the state's directory");
+        let prd = repo.join("prd.json");
+        plan(&prd, &["a1", "a2"]);
+        let app = app(repo);
+        app.with_view(|v| assert!(v.outline.is_some()))
+            .expect("a view");
+        let title = |id: &str| {
+            app.with_story(id, |_, story| story.map(|s| s.title.clone()))
+                .expect("a story view")
+        };
+        assert_eq!(title("a2").as_deref(), Some("T a2"));
+        let shared = {
+            let files = crate::lock(&app.files);
+            let run_view = &files.outline.0.as_ref().expect("read").2;
+            let records = files.plan.0.as_ref().expect("read").2.as_ref();
+            Arc::ptr_eq(
+                &run_view.as_ref().expect("an outline").0,
+                records.expect("records").outline(),
+            )
+        };
+        assert!(shared, "the outline was read again");
+        // The file changed since the run view read it: read again, whole.
+        plan(&prd, &["b1", "a2", "a3"]);
+        assert_eq!(title("a3").as_deref(), Some("T a3"));
+        assert_eq!(title("a1"), None);
+    }
+
+    #[test]
     fn the_run_view_reads_the_plan_the_state_names_when_the_guess_was_wrong() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let repo = dir.path();
@@ -769,7 +808,7 @@ mod tests {
             .with_view(|v| {
                 let ids: Vec<String> = v
                     .outline
-                    .map(|o| o.stories.iter().map(|s| s.id.clone()).collect())
+                    .map(|o| o.stories().map(|s| s.id.to_string()).collect())
                     .unwrap_or_default();
                 (v.prd_path.to_path_buf(), ids, v.shape.is_some())
             })

@@ -15,6 +15,7 @@ use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use cascade_engine::journal::FileStamp;
 use cascade_engine::state::{RunDoc, StoryRecord, StoryStatus};
 use cascade_engine::FailureKind;
 
@@ -33,9 +34,9 @@ pub(crate) struct StoryGlance {
     pub status: StoryStatus,
     #[serde(default)]
     pub agent: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "few")]
     pub attempts: Vec<AttemptGlance>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "few")]
     pub blocked_by: Vec<String>,
     #[serde(default)]
     pub error_type: Option<FailureKind>,
@@ -61,6 +62,33 @@ impl StoryRecord for StoryGlance {
             error: None,
         }
     }
+}
+
+/// A short list (a story's attempts, its blockers) read into a `Vec` of
+/// exactly its length up to 8 elements: a `Vec` grown by pushes holds at
+/// least 4, and at 100,000 stories of one attempt each (200 bytes an
+/// attempt) the room never used was most of the memory the state's reading
+/// touched, and its first touch most of the time.
+fn few<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    use serde::de::SeqAccess;
+    struct Few<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Few<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a sequence")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut v = Vec::new();
+            while let Some(x) = seq.next_element()? {
+                if v.len() == v.capacity() && v.len() < 8 {
+                    v.reserve_exact(1);
+                }
+                v.push(x);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_seq(Few(std::marker::PhantomData))
 }
 
 /// What the run view reads of an attempt: [`AttemptRecord`]'s fields of the
@@ -179,13 +207,20 @@ pub(crate) fn story_record(
 /// and a story is where the model would find it): a story's view parses
 /// its one story whole.
 pub(crate) struct PlanRecords {
-    outline: cascade_plan::Outline,
+    outline: std::sync::Arc<cascade_plan::Outline>,
     stories: Vec<Box<RawValue>>,
 }
 
 impl PlanRecords {
-    /// The plan at `path`; `None` when it does not read.
-    pub fn load(path: &std::path::Path) -> Option<PlanRecords> {
+    /// The plan at `path`; `None` when it does not read. `known`: its
+    /// outline as read already (the run view's) and the file's stamp then:
+    /// used when the file is still the one it was read from, rather than
+    /// reading it again (at 100,000 stories a third of a story view's
+    /// first reading).
+    pub fn load(
+        path: &std::path::Path,
+        known: Option<(std::sync::Arc<cascade_plan::Outline>, FileStamp)>,
+    ) -> Option<PlanRecords> {
         use serde::de::{IgnoredAny, MapAccess};
         struct Stories;
         impl<'de> Visitor<'de> for Stories {
@@ -207,12 +242,23 @@ impl PlanRecords {
             }
         }
         let bytes = std::fs::read(path).ok()?;
-        let outline = cascade_plan::Outline::from_json(&bytes, path).ok()?;
+        // Stamped after reading: the file read is the one the outline was
+        // made of only if its stamp has not changed since.
+        let outline = match known {
+            Some((outline, stamp)) if FileStamp::of(path) == Some(stamp) => outline,
+            _ => std::sync::Arc::new(cascade_plan::Outline::from_json(&bytes, path).ok()?),
+        };
         let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
         let stories = serde_json::Deserializer::from_slice(text)
             .deserialize_map(Stories)
             .ok()?;
         Some(PlanRecords { outline, stories })
+    }
+
+    /// The outline the stories are found through.
+    #[cfg(test)]
+    pub fn outline(&self) -> &std::sync::Arc<cascade_plan::Outline> {
+        &self.outline
     }
 
     /// Story `id` of the plan, read whole (as [`cascade_plan::Prd::story`]
@@ -282,7 +328,7 @@ mod tests {
              {\"id\": \"b\", \"title\": \"B\", \"extra\": [1]}, {\"id\": \"a\", \"title\": \"again\"}]}";
         std::fs::write(&path, text).expect("a plan");
         let model = cascade_plan::load_prd(&path).expect("a plan");
-        let plan = PlanRecords::load(&path).expect("a plan");
+        let plan = PlanRecords::load(&path, None).expect("a plan");
         for id in ["a", "b", "x", "none"] {
             assert_eq!(plan.story(id).as_ref(), model.story(id), "{id}");
         }
@@ -297,7 +343,7 @@ mod tests {
         )
         .expect("a plan");
         assert!(cascade_plan::load_prd(&path).is_err());
-        assert!(PlanRecords::load(&path).is_none());
+        assert!(PlanRecords::load(&path, None).is_none());
     }
 
     /// A state whose strings have escapes, whose records carry fields this

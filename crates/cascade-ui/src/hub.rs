@@ -30,6 +30,11 @@ use crate::snapshot::{Head, Summary};
 #[derive(Debug, Clone)]
 pub(crate) enum Feed {
     Record(Arc<Entry>),
+    /// The records of a run just put on show, in order, as one message: a
+    /// run's journal can hold far more records than the channel holds
+    /// messages (at 100,000 stories, hundreds of thousands), and a stream
+    /// open then must get them all, not lose most and reload.
+    Records(Arc<[Arc<Entry>]>),
     /// The run on show changed (a new run went live, or the live one ended).
     Source,
 }
@@ -141,9 +146,11 @@ fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
             return;
         }
         // A whole line in the written layout: its data is parsed alone
-        // (when it does not parse, neither does the line).
-        let data = match opening.and_then(|o| o.data()) {
-            Some(data) => Some(data),
+        // (when it does not parse, neither does the line), unless it
+        // surely adds nothing.
+        let data = match opening.and_then(|o| Some((o.event, o.data()?))) {
+            Some((Some(event), data)) if Summary::skips(event, data) => return,
+            Some((_, data)) => Some(data),
             None => Line::of(line)
                 .filter(|l| l.kind == "event")
                 .map(|l| l.data.get()),
@@ -232,7 +239,7 @@ impl Hub {
                     Ok((client, hello, mut rx)) => {
                         // The run's history so far, from its journal.
                         let (past, summary) = hub.journal_of(hello.run_id.as_deref());
-                        let replay = past.clone();
+                        let replay: Arc<[Arc<Entry>]> = past.as_slice().into();
                         {
                             let mut v = lock(&hub.view);
                             *v = View {
@@ -250,9 +257,7 @@ impl Hub {
                             // (under the lock: a stream opening now gets
                             // it from `records` instead, not twice).
                             let _ = hub.tx.send(Feed::Source);
-                            for r in replay {
-                                let _ = hub.tx.send(Feed::Record(r));
-                            }
+                            let _ = hub.tx.send(Feed::Records(replay));
                         }
                         while let Some(r) = rx.recv().await {
                             hub.push(r);
@@ -353,9 +358,7 @@ impl Hub {
                 v.records = read_journal(&p).0;
             }
             let _ = self.tx.send(Feed::Source);
-            for r in &v.records {
-                let _ = self.tx.send(Feed::Record(Arc::clone(r)));
-            }
+            let _ = self.tx.send(Feed::Records(v.records.as_slice().into()));
         }
     }
 
@@ -585,9 +588,45 @@ mod tests {
         assert!(lock(&hub.view).unread.is_none());
         assert!(matches!(rx.try_recv(), Ok(Feed::Source)));
         let mut sent = Vec::new();
-        while let Ok(Feed::Record(r)) = rx.try_recv() {
-            sent.push(r.seq);
+        while let Ok(Feed::Records(rs)) = rx.try_recv() {
+            sent.extend(rs.iter().map(|r| r.seq));
         }
         assert_eq!(sent, records.iter().map(|r| r.seq).collect::<Vec<_>>());
+    }
+
+    /// A journal of `n` story events, `seq` 1 to `n`.
+    fn long_journal(dir: &std::path::Path, n: u64) -> PathBuf {
+        let p = journal::path(dir, "run-1").expect("a plain run id");
+        let mut w = journal::Writer::open(&p).expect("the journal");
+        for seq in 1..=n {
+            let data = format!(r#"{{"event":"story_started","story":"s{seq}","attempt":1}}"#);
+            w.append_line(&record_line(seq, 1, 2, "event", &data))
+                .expect("a line");
+        }
+        p
+    }
+
+    #[test]
+    fn a_stream_open_when_a_long_run_is_shown_gets_every_record() {
+        // More records than the channel holds messages: a dashboard whose
+        // first request is the event stream, on a large run.
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let n = 10_000;
+        long_journal(dir.path(), n);
+        let hub = Hub::new(dir.path().to_path_buf());
+        let (past, mut rx) = hub.subscribe(0);
+        assert!(past.is_empty());
+        hub.show_finished(Some("run-1"));
+        let mut sent = Vec::new();
+        loop {
+            match rx.try_recv() {
+                Ok(Feed::Source) => {}
+                Ok(Feed::Record(r)) => sent.push(r.seq),
+                Ok(Feed::Records(rs)) => sent.extend(rs.iter().map(|r| r.seq)),
+                Err(broadcast::error::TryRecvError::Empty) => break,
+                Err(e) => panic!("the stream lost records: {e:?}"),
+            }
+        }
+        assert_eq!(sent, (1..=n).collect::<Vec<_>>());
     }
 }

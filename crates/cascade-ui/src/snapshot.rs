@@ -21,12 +21,14 @@ use std::path::{Path, PathBuf};
 use cascade_engine::state::{RunDoc, StoryStatus};
 use cascade_engine::FailureKind;
 use cascade_plan::hash::FxHashMap;
-use cascade_plan::Outline;
+use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::glance::{AttemptGlance, RunGlance, StoryGlance};
 use crate::hub::Status;
+
+mod write;
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
@@ -199,14 +201,12 @@ pub(crate) struct Shape {
 
 impl Shape {
     pub fn of(p: &Outline) -> Shape {
-        Shape::from_graph(Graph::from_lists(p.stories.iter().enumerate().map(
-            |(i, s)| {
-                s.dependencies
-                    .iter()
-                    .filter_map(|d| p.position(d))
-                    .filter(move |&j| j != i)
-            },
-        )))
+        Shape::from_graph(Graph::from_lists(p.stories().enumerate().map(|(i, s)| {
+            s.dependencies
+                .iter()
+                .filter_map(|d| p.position(d))
+                .filter(move |&j| j != i)
+        })))
     }
 
     fn from_graph(graph: Graph) -> Shape {
@@ -220,7 +220,7 @@ impl Shape {
 struct Plan<'a> {
     ids: Vec<&'a str>,
     titles: Vec<&'a str>,
-    depends_on: Vec<&'a [String]>,
+    depends_on: Vec<Dependencies<'a>>,
     shape: Cow<'a, Shape>,
 }
 
@@ -232,13 +232,9 @@ impl<'a> Plan<'a> {
     ) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
-                ids: p.stories.iter().map(|s| s.id.as_str()).collect(),
-                titles: p.stories.iter().map(|s| s.title.as_str()).collect(),
-                depends_on: p
-                    .stories
-                    .iter()
-                    .map(|s| s.dependencies.as_slice())
-                    .collect(),
+                ids: p.stories().map(|s| s.id).collect(),
+                titles: p.stories().map(|s| s.title).collect(),
+                depends_on: p.stories().map(|s| s.dependencies).collect(),
                 shape: shape.map_or_else(|| Cow::Owned(Shape::of(p)), Cow::Borrowed),
             },
             None => {
@@ -247,7 +243,7 @@ impl<'a> Plan<'a> {
                     .unwrap_or_default();
                 Plan {
                     titles: ids.clone(),
-                    depends_on: vec![&[]; ids.len()],
+                    depends_on: vec![Dependencies::default(); ids.len()],
                     shape: Cow::Owned(Shape::from_graph(Graph::from_lists(
                         ids.iter().map(|_| None),
                     ))),
@@ -397,6 +393,9 @@ pub(crate) struct Head<'a> {
     pub action: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub run_id: Option<Cow<'a, str>>,
+    /// `run_started`: how many stories the run has.
+    #[serde(default)]
+    total: Option<u64>,
 }
 
 /// What the records say, per feature (`None`: a plain run's stories, or
@@ -427,6 +426,10 @@ impl Fold {
     }
 }
 
+/// The most stories [`Summary::add`] makes room for ahead (a `total` is
+/// only a hint, and the room costs memory).
+const MAX_ROOM: u64 = 1 << 20;
+
 /// What the run's event records say, feature by feature and story by
 /// story, folded in as they arrive.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -438,12 +441,28 @@ pub(crate) struct Summary {
 impl Summary {
     /// Takes in one event record.
     pub fn add(&mut self, head: &Head<'_>) {
+        if head.event.as_deref() == Some("run_started") {
+            // Room for the stories the run will speak of, made once
+            // rather than grown as they come (a plain run's only: a mega
+            // run counts features).
+            if let (Some(total), None) = (head.total, head.feature.as_deref()) {
+                let room = usize::try_from(total.min(MAX_ROOM)).unwrap_or(0);
+                self.stories.entry(None).or_default().reserve(room);
+            }
+            return;
+        }
         let (Some(story), Some(fold)) = (
             head.story.as_deref(),
             head.event.as_deref().and_then(Fold::of),
         ) else {
             return;
         };
+        // A gate result not from the cache says nothing (a story seen with
+        // nothing said reads as one not seen): no entry is made for it, so
+        // a reader may skip such a record unread (see [`Summary::skips`]).
+        if matches!(fold, Fold::Gate) && head.cached != Some(true) {
+            return;
+        }
         // Looked up before inserting: no allocation per record of a
         // story already seen (a plain run's key, `None`, costs none).
         let key = head.feature.as_deref().map(str::to_string);
@@ -482,7 +501,30 @@ impl Summary {
     /// (the others leave the summary as it was: a reader may skip them
     /// unread).
     pub fn folds(event: &str) -> bool {
-        Fold::of(event).is_some()
+        Fold::of(event).is_some() || event == "run_started"
+    }
+
+    /// Whether [`Summary::add`] surely takes nothing from the event record
+    /// named `event` whose data is `data` (JSON text), known without
+    /// parsing it: a `gate_finished` with no `"cached"` member set to
+    /// `true` in it. `false`: parse it to know. Only text without escapes
+    /// is judged (an escaped member name may spell `cached`); a `"cached"`
+    /// that is not a member name only makes the record parsed.
+    pub fn skips(event: &str, data: &str) -> bool {
+        if event != "gate_finished" || data.contains('\\') {
+            return false;
+        }
+        fn ws(t: &str) -> &str {
+            t.trim_start_matches([' ', '\t', '\n', '\r'])
+        }
+        let set = |rest: &str| {
+            ws(rest)
+                .strip_prefix(':')
+                .is_some_and(|v| ws(v).starts_with("true"))
+        };
+        !data
+            .match_indices("\"cached\"")
+            .any(|(at, m)| set(&data[at + m.len()..]))
     }
 
     /// What the records say about the stories of `feature` (`None`: a
@@ -587,7 +629,7 @@ struct StoryView<'a> {
     id: &'a str,
     title: &'a str,
     batch: usize,
-    depends_on: &'a [String],
+    depends_on: Dependencies<'a>,
     state: &'static str,
     agent: Option<&'a str>,
     attempt: Option<u32>,
@@ -885,6 +927,55 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_record_is_skipped_unread_only_when_it_surely_says_nothing() {
+        let cases = [
+            (
+                r#"{"event":"gate_finished","story":"a","passed":true,"cached":false}"#,
+                true,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","gate":"cached"}"#,
+                true,
+            ),
+            (r#"{"event":"gate_finished","story":"a"}"#, true),
+            (
+                r#"{"event":"gate_finished","story":"a","cached":true}"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","cached" :	true }"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a","cach\u0065d":true}"#,
+                false,
+            ),
+            (
+                r#"{"event":"gate_finished","story":"a\"","cached":false}"#,
+                false,
+            ),
+            (
+                r#"{"event":"story_started","story":"a","cached":false}"#,
+                false,
+            ),
+        ];
+        for (data, skipped) in cases {
+            let event = if data.contains("story_started") {
+                "story_started"
+            } else {
+                "gate_finished"
+            };
+            assert_eq!(Summary::skips(event, data), skipped, "{data}");
+            // What is skipped adds nothing when it is read.
+            if skipped {
+                let mut summary = Summary::default();
+                summary.add(&serde_json::from_str(data).expect("a head"));
+                assert_eq!(summary, Summary::default(), "{data}");
+            }
+        }
+    }
+
+    #[test]
     fn a_reversed_graph_lists_each_storys_dependents_in_plan_order() {
         let g = graph(&[&[], &[0], &[0], &[1, 2, 0], &[]]);
         let r = g.reversed();
@@ -1082,6 +1173,17 @@ mod tests {
             .collect();
         let golden = include_str!("snapshot_golden.txt");
         assert_eq!(text.join("\n") + "\n", golden);
+        // What the dashboard sends: the same bytes.
+        for (doc, text) in docs.iter().zip(&text) {
+            assert_eq!(written(doc), *text);
+        }
+    }
+
+    /// The document as `GET /api/run` writes it.
+    fn written(doc: &Snapshot<'_>) -> String {
+        let mut out = Vec::new();
+        doc.write_json(&mut out).expect("written");
+        String::from_utf8(out).expect("UTF-8")
     }
 
     /// A fresh run's state of these stories, as the run view reads it.
@@ -1106,14 +1208,10 @@ mod tests {
         let n = 3000;
         let prd = Outline::from_json(prd_json(&Shape::new(n)).as_bytes(), Path::new("prd.json"))
             .expect("a generated plan");
-        let edges: u64 = prd
-            .stories
-            .iter()
-            .map(|s| s.dependencies.len() as u64)
-            .sum();
+        let edges: u64 = prd.stories().map(|s| s.dependencies.len() as u64).sum();
         assert!(edges > n as u64, "{edges} dependencies");
         // The state lists the stories in another order than the plan.
-        let state = glance(prd.stories.iter().rev().map(|s| s.id.clone()));
+        let state = glance(prd.stories().rev().map(|s| s.id.to_string()));
         let (plan_before, state_before) = (prd.index_stats(), state.index_stats());
         let status = Status {
             run_id: None,
@@ -1134,6 +1232,11 @@ mod tests {
         });
         assert_eq!(snapshot.stories.len(), n);
         assert!(snapshot.batches.len() > 1);
+        // Long enough to be written in many pieces: the same bytes.
+        assert_eq!(
+            written(&snapshot),
+            serde_json::to_string(&snapshot).expect("serializable")
+        );
         let (plan, run) = (prd.index_stats(), state.index_stats());
         assert_eq!(plan.lookups - plan_before.lookups, edges);
         assert!(plan.builds - plan_before.builds <= 1, "{plan:?}");
@@ -1141,7 +1244,7 @@ mod tests {
         assert!(run.builds - state_before.builds <= 1, "{run:?}");
         // A state in the plan's order (as a run writes it) is read by
         // position, without a lookup.
-        let in_order = glance(prd.stories.iter().map(|s| s.id.clone()));
+        let in_order = glance(prd.stories().map(|s| s.id.to_string()));
         let before = in_order.index_stats();
         assert_eq!(
             records(&Plan::of(Some(&prd), None, None).ids, Some(&in_order)).len(),

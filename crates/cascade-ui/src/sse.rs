@@ -89,7 +89,7 @@ pub(crate) const PIECE: usize = 256 * 1024;
 /// then the records so far.
 struct Replay {
     first: Option<String>,
-    past: Vec<Arc<Entry>>,
+    past: Arc<[Arc<Entry>]>,
     /// The first record of `past` not sent yet.
     next: usize,
 }
@@ -107,7 +107,7 @@ impl Replay {
         }
         if self.next == self.past.len() {
             // Sent: the stream goes on without holding the records.
-            self.past = Vec::new();
+            self.past = Arc::new([]);
             self.next = 0;
         }
         (!text.is_empty()).then_some(text)
@@ -138,30 +138,39 @@ pub(crate) async fn events(
     );
     let replay = Replay {
         first: Some(first),
-        past,
+        past: past.into(),
         next: 0,
     };
     let hub = std::sync::Arc::clone(&app.hub);
     let stream =
         futures_util::stream::unfold((replay, rx, hub), |(mut replay, mut rx, hub)| async move {
-            if let Some(text) = replay.next_piece() {
-                return Some((
-                    Ok::<Bytes, Infallible>(Bytes::from(text)),
-                    (replay, rx, hub),
-                ));
+            loop {
+                if let Some(text) = replay.next_piece() {
+                    return Some((
+                        Ok::<Bytes, Infallible>(Bytes::from(text)),
+                        (replay, rx, hub),
+                    ));
+                }
+                let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
+                    Err(_) => ": keep-alive\n\n".to_string(),
+                    Ok(Ok(Feed::Record(r))) => r.sse.to_string(),
+                    // A run put on show: its records go out in pieces, as a
+                    // new stream's do.
+                    Ok(Ok(Feed::Records(records))) => {
+                        replay.past = records;
+                        replay.next = 0;
+                        continue;
+                    }
+                    // The run on show changed, or too slow a reader lost
+                    // records: either way the page reloads its snapshot.
+                    Ok(Ok(Feed::Source)) | Ok(Err(RecvError::Lagged(_))) => format!(
+                        "event: run\ndata: {}\n\n",
+                        serde_json::to_string(&hub.status()).unwrap_or_default()
+                    ),
+                    Ok(Err(RecvError::Closed)) => return None,
+                };
+                return Some((Ok(Bytes::from(text)), (replay, rx, hub)));
             }
-            let text = match tokio::time::timeout(Duration::from_secs(15), rx.recv()).await {
-                Err(_) => ": keep-alive\n\n".to_string(),
-                Ok(Ok(Feed::Record(r))) => r.sse.to_string(),
-                // The run on show changed, or too slow a reader lost
-                // records: either way the page reloads its snapshot.
-                Ok(Ok(Feed::Source)) | Ok(Err(RecvError::Lagged(_))) => format!(
-                    "event: run\ndata: {}\n\n",
-                    serde_json::to_string(&hub.status()).unwrap_or_default()
-                ),
-                Ok(Err(RecvError::Closed)) => return None,
-            };
-            Some((Ok(Bytes::from(text)), (replay, rx, hub)))
         });
     (
         [

@@ -1,0 +1,333 @@
+//! The run snapshot written out as compact JSON, byte for byte what
+//! `serde_json::to_writer` makes of [`Snapshot`] (its `Serialize` derive
+//! stays the reference: the tests below hold the two to the same bytes).
+//!
+//! Why not serde: at 100,000 stories the document is about 47 MB in some
+//! 2.5 million members, and serde_json writes each member name as a string
+//! to escape and each value through a call per token; here a name and its
+//! punctuation are one constant copy, and a string that needs no escape
+//! (nearly all of them: ids, titles, agents) one check and one copy.
+//! Floats and strings that do need escapes are still written by serde_json
+//! itself, so their text cannot drift from it.
+
+use std::io::{self, Write};
+
+use serde_json::Value;
+
+use super::{AttemptView, Snapshot, StoryView, Totals};
+
+/// Where the document goes: a buffer, handed to the writer whenever a list
+/// element leaves it over [`SPILL`] bytes (the whole document is never
+/// held at once).
+struct Out<'w> {
+    buf: Vec<u8>,
+    w: &'w mut dyn Write,
+}
+
+/// See [`Out`].
+const SPILL: usize = 64 << 10;
+
+impl Out<'_> {
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Hands the buffer to the writer once it is large enough.
+    fn spill(&mut self) -> io::Result<()> {
+        if self.buf.len() >= SPILL {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+/// A value as serde_json writes it.
+trait Json {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()>;
+}
+
+impl Json for str {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        // serde_json escapes `"`, `\` and the control characters below
+        // 0x20, and nothing else.
+        if self.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            o.put(b"\"");
+            o.put(self.as_bytes());
+            o.put(b"\"");
+            Ok(())
+        } else {
+            serde_json::to_writer(&mut o.buf, self).map_err(io::Error::from)
+        }
+    }
+}
+
+impl Json for String {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        self.as_str().write(o)
+    }
+}
+
+impl Json for std::borrow::Cow<'_, str> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        (**self).write(o)
+    }
+}
+
+impl Json for bool {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        o.put(if *self { b"true" } else { b"false" });
+        Ok(())
+    }
+}
+
+macro_rules! integer {
+    ($($t:ty),*) => {$(
+        impl Json for $t {
+            fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+                o.put(itoa::Buffer::new().format(*self).as_bytes());
+                Ok(())
+            }
+        }
+    )*};
+}
+integer!(u32, u64, i64, usize);
+
+impl Json for f64 {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        // Finite or not, as serde_json writes it (its float formatting).
+        serde_json::to_writer(&mut o.buf, self).map_err(io::Error::from)
+    }
+}
+
+impl Json for Value {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        serde_json::to_writer(&mut o.buf, self).map_err(io::Error::from)
+    }
+}
+
+impl<T: Json + ?Sized> Json for &T {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        (**self).write(o)
+    }
+}
+
+/// A list of these values: `[…,…]`, handed to the writer as it grows.
+fn list<T: Json>(o: &mut Out<'_>, values: impl Iterator<Item = T>) -> io::Result<()> {
+    o.put(b"[");
+    for (k, v) in values.enumerate() {
+        if k > 0 {
+            o.put(b",");
+        }
+        v.write(o)?;
+        o.spill()?;
+    }
+    o.put(b"]");
+    Ok(())
+}
+
+impl<T: Json> Json for Option<T> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        match self {
+            Some(v) => v.write(o),
+            None => {
+                o.put(b"null");
+                Ok(())
+            }
+        }
+    }
+}
+
+impl<T: Json> Json for [T] {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        list(o, self.iter())
+    }
+}
+
+impl Json for cascade_plan::Dependencies<'_> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        list(o, self.iter())
+    }
+}
+
+impl<T: Json> Json for Vec<T> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        self.as_slice().write(o)
+    }
+}
+
+/// An object of these members, in this order: `{"a":…,"b":…}`. The
+/// names are constants that need no escape.
+macro_rules! object {
+    ($o:expr, $first:literal => $v0:expr $(, $name:literal => $v:expr)* $(,)?) => {{
+        let o: &mut Out<'_> = $o;
+        o.put(concat!("{\"", $first, "\":").as_bytes());
+        Json::write(&$v0, o)?;
+        $(
+            o.put(concat!(",\"", $name, "\":").as_bytes());
+            Json::write(&$v, o)?;
+        )*
+        o.put(b"}");
+        Ok(())
+    }};
+}
+
+impl Json for StoryView<'_> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        object!(o,
+            "id" => self.id,
+            "title" => self.title,
+            "batch" => self.batch,
+            "depends_on" => self.depends_on,
+            "state" => self.state,
+            "agent" => self.agent,
+            "attempt" => self.attempt,
+            "max_attempts" => self.max_attempts,
+            "started_at_ms" => self.started_at_ms,
+            "elapsed_ms" => self.elapsed_ms,
+            "failure_kind" => self.failure_kind,
+            "error" => self.error,
+            "blocked_by" => self.blocked_by,
+            "cost_usd" => self.cost_usd,
+            "tokens_in" => self.tokens_in,
+            "tokens_out" => self.tokens_out,
+            "worker" => self.worker,
+        )
+    }
+}
+
+impl Json for AttemptView<'_> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        object!(o,
+            "story" => self.story,
+            "attempt" => self.attempt,
+            "agent" => self.agent,
+            "phase" => self.phase,
+            "start_ms" => self.start_ms,
+            "end_ms" => self.end_ms,
+            "outcome" => self.outcome,
+            "failure_kind" => self.failure_kind,
+            "slot" => self.slot,
+        )
+    }
+}
+
+impl Json for Totals {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        object!(o,
+            "tokens_in" => self.tokens_in,
+            "tokens_out" => self.tokens_out,
+            "cost_usd" => self.cost_usd,
+            "cost_estimated" => self.cost_estimated,
+            "gate_cache_hits" => self.gate_cache_hits,
+            "gate_cache_saved_ms" => self.gate_cache_saved_ms,
+            "merged" => self.merged,
+            "failed" => self.failed,
+            "blocked" => self.blocked,
+            "pending" => self.pending,
+            "total" => self.total,
+        )
+    }
+}
+
+/// The stories, each made as it is written (see [`super::Stories`]).
+struct Each<'s, 'a>(&'s super::Stories<'a>);
+
+impl Json for Each<'_, '_> {
+    fn write(&self, o: &mut Out<'_>) -> io::Result<()> {
+        list(o, (0..self.0.len()).map(|i| self.0.view(i)))
+    }
+}
+
+impl Snapshot<'_> {
+    /// Writes the document into `w` as `serde_json::to_writer` would.
+    pub(crate) fn write_json(&self, w: &mut dyn Write) -> io::Result<()> {
+        let mut out = Out {
+            buf: Vec::with_capacity(SPILL + (8 << 10)),
+            w,
+        };
+        self.members(&mut out)?;
+        out.flush()
+    }
+
+    fn members(&self, o: &mut Out<'_>) -> io::Result<()> {
+        object!(o,
+            "run_id" => self.run_id,
+            "status" => self.status,
+            "live" => self.live,
+            "paused" => self.paused,
+            "last_event_id" => self.last_event_id,
+            "prd" => self.prd,
+            "target_branch" => self.target_branch,
+            "schedule" => self.schedule,
+            "parallel" => self.parallel,
+            "started_at" => self.started_at,
+            "updated_at" => self.updated_at,
+            "elapsed_ms" => self.elapsed_ms,
+            "stories" => Each(&self.stories),
+            "batches" => self.batches,
+            "critical_path" => self.critical_path,
+            "attempts" => self.attempts,
+            "totals" => self.totals,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ours<T: Json + ?Sized>(v: &T) -> String {
+        let mut bytes = Vec::new();
+        let mut out = Out {
+            buf: Vec::new(),
+            w: &mut bytes,
+        };
+        v.write(&mut out).expect("written");
+        out.flush().expect("flushed");
+        String::from_utf8(bytes).expect("UTF-8")
+    }
+
+    #[test]
+    fn strings_and_numbers_are_written_as_serde_json_writes_them() {
+        let strings = [
+            "",
+            "plain",
+            "quote \" and \\ back",
+            "tab\tnew\nline\r\u{8}\u{c}",
+            "\u{1}\u{1f}\u{7f} é ☃ 𝄞",
+            "\u{2028}\u{2029}",
+        ];
+        for s in strings {
+            assert_eq!(ours(s), serde_json::to_string(s).expect("json"), "{s:?}");
+        }
+        for f in [
+            0.0,
+            -0.0,
+            0.1 + 0.2,
+            1e21,
+            1e-7,
+            12.5,
+            f64::NAN,
+            f64::INFINITY,
+        ] {
+            assert_eq!(ours(&f), serde_json::to_string(&f).expect("json"), "{f}");
+        }
+        for n in [0u64, 7, u64::MAX] {
+            assert_eq!(ours(&n), serde_json::to_string(&n).expect("json"));
+        }
+        assert_eq!(
+            ours(&i64::MIN),
+            serde_json::to_string(&i64::MIN).expect("json")
+        );
+        let none: Option<&str> = None;
+        assert_eq!(ours(&none), "null");
+        let lists: Vec<Vec<&str>> = vec![vec![], vec!["a", "b\"c"]];
+        assert_eq!(ours(&lists), serde_json::to_string(&lists).expect("json"));
+    }
+}
