@@ -641,8 +641,8 @@ pub fn slot_number(path: &Path, feature: Option<&str>) -> Option<usize> {
 /// tree: tracked changes are reverted, untracked files removed, and only
 /// ignored files (build outputs such as `target/`: warm caches) are kept.
 /// Only the paths that can differ are looked at and written (one status
-/// scan finds them, see [`bring_to`]), and afterwards those paths are
-/// checked again; when anything is left over (or `path` is not a usable cascade worktree), the
+/// scan finds them), and afterwards those paths are checked again; when
+/// anything is left over (or `path` is not a usable cascade worktree), the
 /// worktree is made from scratch with [`create`] instead.
 pub fn reuse(
     paths: &RepoPaths,
@@ -862,8 +862,9 @@ fn clear_stale_ref_lock(paths: &RepoPaths, branch: &str) {
 /// worktree, HEAD and `start`. The check afterwards looks at those paths
 /// only. So a reuse costs one scan of the tree (the status) and work in the
 /// size of the change; a forced checkout of the whole tree and a second
-/// scan to check it cost three times as much on a large tree. When the
-/// status cannot be read, the whole tree is checked out and scanned.
+/// scan to check it cost twice as much (on 10,000 files, 79 against 39 ms:
+/// `cargo bench --bench engine -- worktree_reuse`). When the status cannot
+/// be read, the whole tree is checked out and scanned.
 fn bring_to(path: &Path, start: Oid) -> Option<CheckedOut> {
     let repo = Repository::open(path).ok()?;
     let paths = check_out(&repo, start)?;
