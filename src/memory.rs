@@ -2,11 +2,11 @@
 //!
 //! glibc's malloc gives threads arenas of their own, up to eight per core.
 //! A run spreads its work over many threads (tokio's blocking pool: git,
-//! status scans, process supervision), and each long-lived allocation (a
-//! story's record, its events) then pins a page of an arena that is
-//! otherwise free: the resident size grew by about 25 KB a story, 335 MB
-//! for a run of 10,000 stories against 23 MB of live heap at 2,000
-//! (heaptrack). With as many arenas as cores the threads that run at the
+//! status scans, process supervision), and the resident size grew by about
+//! 25 KB a story, 335 MB for a run of 10,000 stories, against 23 MB of live
+//! heap at 2,000 (heaptrack): freed memory kept resident across many arenas,
+//! our reading is, held by the long-lived allocations among it (a story's
+//! record, its events). With as many arenas as cores the threads that run at the
 //! same time still each find one, and the run stays near its live heap: a
 //! 4,000-story run of instant scripted agents (`--parallel 8`) peaked at
 //! 150 MB before, 72 MB after, at the same CPU per story.
