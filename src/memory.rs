@@ -1,15 +1,15 @@
 //! How the process's memory allocator is set up, before any thread starts.
 //!
-//! glibc's malloc gives threads arenas of their own, up to eight per core.
-//! A run spreads its work over many threads (tokio's blocking pool: git,
-//! status scans, process supervision), and the resident size grew by about
-//! 25 KB a story, 335 MB for a run of 10,000 stories, against 23 MB of live
-//! heap at 2,000 (heaptrack): freed memory kept resident across many arenas,
-//! our reading is, held by the long-lived allocations among it (a story's
-//! record, its events). With as many arenas as cores the threads that run at the
-//! same time still each find one, and the run stays near its live heap: a
-//! 4,000-story run of instant scripted agents (`--parallel 8`) peaked at
-//! 150 MB before, 72 MB after, at the same CPU per story.
+//! glibc's malloc gives threads arenas of their own, up to eight per core. A
+//! run spreads its work over many threads (tokio's blocking pool: git, status
+//! scans, process supervision), and the resident size grew by about 25 KB a
+//! story, 335 MB for a run of 10,000 stories, against 23 MB of live heap at
+//! 2,000 (heaptrack): freed memory kept resident across many arenas, our
+//! reading is, held by the long-lived allocations among it (a story's record,
+//! its events). With as many arenas as cores the threads that run at the same
+//! time still each find one, and the run stays near its live heap: a
+//! 4,000-story run of instant scripted agents (`--parallel 8`) peaked at 150 MB
+//! before, 72 MB after, at the same CPU per story.
 
 /// Limits glibc's malloc to one arena per core, unless the user chose
 /// (`MALLOC_ARENA_MAX`, or a `glibc.malloc.arena_max` tunable). Call first
