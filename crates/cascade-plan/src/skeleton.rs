@@ -129,6 +129,13 @@ struct Span {
     end: usize,
 }
 
+impl Span {
+    /// The string this span marks in `text` (its outline's).
+    fn of(self, text: &str) -> &str {
+        &text[self.start..self.end]
+    }
+}
+
 /// A story of an [`Outline`] as spans: its id, its title, and where its
 /// dependencies' spans are.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -165,7 +172,7 @@ impl<'a> Dependencies<'a> {
     /// The dependencies' ids, in order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &'a str> + Clone + 'a {
         let text = self.text;
-        self.spans.iter().map(move |s| &text[s.start..s.end])
+        self.spans.iter().map(move |s| s.of(text))
     }
 }
 
@@ -222,10 +229,9 @@ impl Outline {
     }
 
     fn view(&self, s: &Spans) -> OutlineStory<'_> {
-        let at = |span: Span| &self.text[span.start..span.end];
         OutlineStory {
-            id: at(s.id),
-            title: at(s.title),
+            id: s.id.of(&self.text),
+            title: s.title.of(&self.text),
             dependencies: Dependencies {
                 text: &self.text,
                 spans: &self.deps[s.deps.0..s.deps.1],
@@ -235,10 +241,7 @@ impl Outline {
 
     /// Where the story with this id is (indexed, as [`crate::Prd::position`]).
     pub fn position(&self, id: &str) -> Option<usize> {
-        let id_at = |p: usize| {
-            let s = self.stories[p].id;
-            &self.text[s.start..s.end]
-        };
+        let id_at = |p: usize| self.stories[p].id.of(&self.text);
         self.index.position_by(self.stories.len(), id, id_at)
     }
 
