@@ -33,14 +33,13 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
-    g.bench_function("supervised_run_true", |b| {
-        b.iter(|| {
-            let out = rt
-                .block_on(Spec::new("true").run(&CancelToken::new()))
-                .expect("true runs");
-            assert!(out.success());
-        })
-    });
+    let supervised_true = || {
+        let out = rt
+            .block_on(Spec::new("true").run(&CancelToken::new()))
+            .expect("true runs");
+        assert!(out.success());
+    };
+    g.bench_function("supervised_run_true", |b| b.iter(supervised_true));
     // From here on this process adopts orphans, as the binary does: its
     // sweeps walk its own tree instead of the whole table.
     if cascade_process::become_subreaper() {
@@ -49,12 +48,7 @@ fn bench(c: &mut Criterion) {
             b.iter(|| black_box(procs::descendants(me).map(|t| t.len())))
         });
         g.bench_function("supervised_run_true_as_subreaper", |b| {
-            b.iter(|| {
-                let out = rt
-                    .block_on(Spec::new("true").run(&CancelToken::new()))
-                    .expect("true runs");
-                assert!(out.success());
-            })
+            b.iter(supervised_true)
         });
     }
     g.finish();
