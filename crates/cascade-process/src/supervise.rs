@@ -291,7 +291,7 @@ fn add_descendants(table: &[Proc], roots: &[u32], chosen: &HashMap<u32, u64>, ou
 /// ([`procs::descendants`]), since whatever its children start stays below
 /// it (an orphan is adopted by it, a daemon's `setsid` leaves the group,
 /// not the tree), so the cost follows what cascade started, not how many
-/// processes the machine runs (a read of `/proc` per process, about 13 µs
+/// processes the machine runs (a read of `/proc` per process, about 11 µs
 /// each: a millisecond per sweep on a quiet machine, several on a
 /// desktop). Otherwise, or where the kernel keeps no children lists, every
 /// process.
