@@ -1,7 +1,9 @@
-//! What supervising a child costs (issue 25): the `/proc` scan every child's
-//! end now does, a whole supervised run of `true` (spawn, output pumps,
-//! sweep) next to a bare tokio spawn of it, and the throughput of the capped
-//! agent log (head kept, tail in a ring on disk, put in order at the end).
+//! What supervising a child costs (issue 25): the `/proc` scan a child's
+//! end does in a process that is not a subreaper, the walk of its own tree
+//! a subreaper does instead (the `cascade` binary is one), a whole
+//! supervised run of `true` (spawn, output pumps, sweep) in both next to a
+//! bare tokio spawn of it, and the throughput of the capped agent log (head
+//! kept, tail in a ring on disk, put in order at the end).
 //! Run quickly with `cargo bench --bench supervise -- --quick`.
 
 use std::time::Duration;
@@ -31,14 +33,24 @@ fn bench(c: &mut Criterion) {
             })
         })
     });
-    g.bench_function("supervised_run_true", |b| {
-        b.iter(|| {
-            let out = rt
-                .block_on(Spec::new("true").run(&CancelToken::new()))
-                .expect("true runs");
-            assert!(out.success());
-        })
-    });
+    let supervised_true = || {
+        let out = rt
+            .block_on(Spec::new("true").run(&CancelToken::new()))
+            .expect("true runs");
+        assert!(out.success());
+    };
+    g.bench_function("supervised_run_true", |b| b.iter(supervised_true));
+    // From here on this process adopts orphans, as the binary does: its
+    // sweeps walk its own tree instead of the whole table.
+    if cascade_process::become_subreaper() {
+        let me = std::process::id();
+        g.bench_function("descendants_walk", |b| {
+            b.iter(|| black_box(procs::descendants(me).map(|t| t.len())))
+        });
+        g.bench_function("supervised_run_true_as_subreaper", |b| {
+            b.iter(supervised_true)
+        });
+    }
     g.finish();
 
     // 64 MiB through a 16 MiB log in 32 KiB pieces (what the output pumps

@@ -715,6 +715,10 @@ fn phase_ended(e: &Event) -> Option<&'static str> {
         Event::AgentFinished { .. } => "agent",
         Event::StoryCommitted { .. } => "commit",
         Event::VerificationFinished { .. } => "verify",
+        // To the first gate's start, and to the first gate's end (the
+        // other gates fall in the phase after it).
+        Event::GateStarted { .. } => "pre-gates",
+        Event::GateFinished { .. } => "gates",
         _ => return None,
     })
 }

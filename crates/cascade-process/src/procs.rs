@@ -58,6 +58,100 @@ pub fn list() -> Vec<Proc> {
         .collect()
 }
 
+/// Every descendant of `root` (not `root` itself), found through the
+/// kernel's lists of each thread's children
+/// (`/proc/<pid>/task/<tid>/children`): a few reads per thread of `root`
+/// and of each descendant, where [`list`] reads every process of the
+/// machine. `None` where those lists cannot be read (no `/proc`, a kernel
+/// built without `CONFIG_PROC_CHILDREN`, `root` gone): the caller reads
+/// [`list`].
+///
+/// For a sweep by a subreaper, whose orphaned descendants come back to it:
+/// one whose parent exits while the walk goes on is adopted by `root`,
+/// maybe after `root`'s children were read, so they are read again after
+/// each walk until they hold nobody new.
+pub fn descendants(root: u32) -> Option<Vec<Proc>> {
+    if !kernel_lists_children() {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for _ in 0..WALKS {
+        let mut next: Vec<u32> = children(root)?
+            .into_iter()
+            .filter(|p| !seen.contains(p))
+            .collect();
+        if next.is_empty() {
+            return Some(out);
+        }
+        while let Some(pid) = next.pop() {
+            if pid == root || !seen.insert(pid) {
+                continue;
+            }
+            // Gone meanwhile: its children (if any) went to a subreaper.
+            let Some(p) = stat(pid) else { continue };
+            out.push(p);
+            if let Some(kids) = children(pid) {
+                next.extend(kids.into_iter().filter(|k| !seen.contains(k)));
+            }
+        }
+    }
+    None
+}
+
+/// How many times [`descendants`] walks from the root before it gives up
+/// on a tree that keeps changing (and the caller reads the whole table),
+/// and how many times [`children`] reads a process whose threads change.
+const WALKS: usize = 8;
+
+/// Whether this kernel keeps children lists (`CONFIG_PROC_CHILDREN`; the
+/// file of the calling thread, Linux 3.17 on).
+fn kernel_lists_children() -> bool {
+    static LISTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LISTS.get_or_init(|| std::path::Path::new("/proc/thread-self/children").exists())
+}
+
+/// The children of every thread of `pid`. A thread that ends hands its
+/// children to another thread of its process, maybe one read already, so
+/// the threads are read again until a read saw every thread listed before
+/// and after it; every child seen on the way counts. `None`: the process
+/// cannot be read (gone, or no `/proc`).
+fn children(pid: u32) -> Option<Vec<u32>> {
+    let threads = |pid: u32| -> Option<Vec<String>> {
+        let mut tids: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        tids.sort_unstable();
+        Some(tids)
+    };
+    let mut found = Vec::new();
+    let mut before = threads(pid)?;
+    for _ in 0..WALKS {
+        let mut whole = true;
+        for tid in &before {
+            match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")) {
+                Ok(text) => found.extend(
+                    text.split_ascii_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                ),
+                // The thread ended: its children are with another one now.
+                Err(_) => whole = false,
+            }
+        }
+        // The process ended: its children went to a subreaper.
+        let Some(after) = threads(pid) else { break };
+        if whole && after == before {
+            break;
+        }
+        before = after;
+    }
+    found.sort_unstable();
+    found.dedup();
+    Some(found)
+}
+
 /// The environment of `pid` (`NAME=value` entries), if it may be read
 /// (same user, and not a zombie).
 pub fn environ(pid: u32) -> Option<Vec<u8>> {
@@ -158,5 +252,53 @@ mod tests {
         assert_eq!(env_var(&env, "CASCADE_NO_SUCH_VARIABLE_XYZ"), None);
         assert!(!dead(me));
         assert!(dead(u32::MAX - 1));
+    }
+
+    #[test]
+    fn descendants_are_the_tree_below_a_process_as_the_whole_table_shows_it() {
+        let me = std::process::id();
+        if descendants(me).is_none() {
+            println!("skipped: no children lists in /proc on this system");
+            return;
+        }
+        // A child with a child of its own, both waiting (the pipe keeps the
+        // shell from replacing itself with its last command).
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & echo $!; wait"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let grandchild: u32 = line.trim().parse().unwrap();
+        let walked: Vec<u32> = descendants(child.id())
+            .unwrap()
+            .iter()
+            .map(|p| p.pid)
+            .collect();
+        let mine: Vec<u32> = descendants(me).unwrap().iter().map(|p| p.pid).collect();
+        // The whole table, read while both still run, links them the same way.
+        let table = list();
+        let parent = |pid: u32| table.iter().find(|p| p.pid == pid).map(|p| p.ppid);
+        let links = (parent(child.id()), parent(grandchild));
+        let _ = child.kill();
+        kill_pid(grandchild, libc::SIGKILL);
+        let _ = child.wait();
+        assert_eq!(walked, [grandchild], "below the child: its sleep only");
+        assert!(
+            mine.contains(&child.id()) && mine.contains(&grandchild),
+            "{mine:?}"
+        );
+        assert!(!mine.contains(&me), "the root is not its own descendant");
+        assert_eq!(links, (Some(me), Some(child.id())));
+        assert_eq!(
+            descendants(u32::MAX - 1),
+            None,
+            "no such process: no answer"
+        );
     }
 }

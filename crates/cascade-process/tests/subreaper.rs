@@ -41,7 +41,37 @@ async fn orphans_are_adopted_and_kill_all_leaves_nothing_alive() {
     let orphan = pids_in(&orphan_file, 1)[0];
     assert!(procs::dead(orphan), "adopted orphan {orphan} survived");
 
-    // 2. Three children that ignore TERM and INT, each with a daemon, and
+    // 2. While another child runs (so no sweep of orphans follows), a child
+    //    leaves a daemon in a session of its own, with the token, and exits:
+    //    the child's sweep finds it among this process's descendants (it
+    //    was adopted; a subreaper's sweep reads only its own tree), and a
+    //    grandchild that cleared its token below a live daemon through its
+    //    parent link.
+    let blocker = Spec::new("sleep").arg("300").spawn().unwrap();
+    let daemon_file = dir.path().join("daemon.pid");
+    let daemonizer = script(
+        dir.path(),
+        "daemonizer",
+        &format!(
+            "setsid sh -c 'env -i sleep 300 & echo $$ $! >> {f}; wait' >/dev/null 2>&1 </dev/null & \
+             while [ \"$(wc -w < {f} 2>/dev/null)\" != 2 ]; do sleep 0.01; done; exit 0",
+            f = daemon_file.display()
+        ),
+    );
+    let out = Spec::new(&daemonizer)
+        .run(&CancelToken::new())
+        .await
+        .unwrap();
+    assert!(out.success() && out.leaked, "{}", out.describe());
+    for pid in pids_in(&daemon_file, 2) {
+        assert!(
+            procs::dead(pid),
+            "{pid} outlived its child under a subreaper"
+        );
+    }
+    drop(blocker);
+
+    // 3. Three children that ignore TERM and INT, each with a daemon, and
     //    one more orphan left while they run (so it is not swept at once).
     let pids_file = dir.path().join("pids");
     let stubborn = script(
