@@ -684,9 +684,11 @@ pub fn read_brief<T>(
     })
 }
 
-/// The bytes of the file at `path`; `None` when there is none.
+/// The bytes of the file at `path`; `None` when there is none. Read as
+/// [`cascade_fs::read_whole`] reads it: a large plan's state faults in by
+/// huge pages.
 fn read_file(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
-    match std::fs::read(path) {
+    match cascade_fs::read_whole(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(StateError::Io {
