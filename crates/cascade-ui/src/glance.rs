@@ -176,18 +176,24 @@ impl std::ops::Deref for Name {
 
 impl<'de> Deserialize<'de> for Name {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Name;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Name, E> {
-                Ok(Name::of(v))
-            }
-        }
-        d.deserialize_str(V)
+        from_str(d, Name::of)
     }
+}
+
+/// What `make` makes of a string read from `d` (its text borrowed, never
+/// kept as read).
+fn from_str<'de, D: Deserializer<'de>, T>(d: D, make: fn(&str) -> T) -> Result<T, D::Error> {
+    struct V<T>(fn(&str) -> T);
+    impl<T> Visitor<'_> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<T, E> {
+            Ok((self.0)(v))
+        }
+    }
+    d.deserialize_str(V(make))
 }
 
 /// A time string of the state, read as Unix ms (`None`: not a time) without
@@ -197,17 +203,7 @@ pub(crate) struct Millis(pub Option<i64>);
 
 impl<'de> Deserialize<'de> for Millis {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Millis, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Millis;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Millis, E> {
-                Ok(Millis(crate::snapshot::unix_ms(v)))
-            }
-        }
-        d.deserialize_str(V)
+        from_str(d, |v| Millis(crate::snapshot::unix_ms(v)))
     }
 }
 
