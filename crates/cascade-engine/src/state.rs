@@ -684,11 +684,9 @@ pub fn read_brief<T>(
     })
 }
 
-/// The bytes of the file at `path`; `None` when there is none. Read as
-/// [`cascade_fs::read_whole`] reads it: a large plan's state faults in by
-/// huge pages.
+/// The bytes of the file at `path`; `None` when there is none.
 fn read_file(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
-    match cascade_fs::read_whole(path) {
+    match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(source) => Err(StateError::Io {

@@ -1,5 +1,4 @@
-//! Files cascade writes for itself, what to say when the disk is full, and
-//! reading its large files.
+//! Files cascade writes for itself, and what to say when the disk is full.
 //!
 //! - [`write_atomic`]: the one way cascade replaces a file of its own
 //!   (`state.json`, `prd.json`, plan sessions, caches): a temp file beside
@@ -11,8 +10,6 @@
 //!   chain) is "no space left on device" or an exceeded quota, and
 //!   [`Disk::holding`] names the file system a path lives on, so that the
 //!   message says which disk to free rather than only which file failed.
-//! - [`read_whole`] reads a large file (a plan, a run state) whole into
-//!   memory advised for huge pages, which faults in far faster.
 //!
 //! ```no_run
 //! use cascade_fs::{write_atomic, Durability};
@@ -26,8 +23,6 @@
 
 mod atomic;
 mod disk;
-mod read;
 
 pub use atomic::{leftover_write_temps, write_atomic, Durability};
 pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};
-pub use read::read_whole;

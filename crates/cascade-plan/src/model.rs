@@ -606,7 +606,7 @@ pub(crate) fn json_text<'b>(
 }
 
 pub(crate) fn read(path: &Path, flag: &'static str) -> Result<Vec<u8>, PlanError> {
-    cascade_fs::read_whole(path).map_err(|source| {
+    std::fs::read(path).map_err(|source| {
         if source.kind() == std::io::ErrorKind::NotFound {
             PlanError::NotFound {
                 path: path.to_path_buf(),
