@@ -70,18 +70,22 @@ fn read_skeleton<'b>(
     bytes: &'b [u8],
     path: &Path,
 ) -> Result<(Skeleton<'b>, Vec<PlanWarning>), PlanError> {
+    read_stories(bytes, path)
+}
+
+/// [`read_skeleton`], each story handed to a `K` as it is read.
+fn read_stories<'b, K: Stories<'b>>(
+    bytes: &'b [u8],
+    path: &Path,
+) -> Result<(Skeleton<'b, K>, Vec<PlanWarning>), PlanError> {
     let bytes = crate::model::json_text(bytes, path, crate::model::PRD_EXPECTED)?;
-    let skeleton: Skeleton<'_> =
+    let skeleton: Skeleton<'_, K> =
         crate::json::from_slice(bytes).map_err(|e| PlanError::parse(path.to_path_buf(), &e))?;
     let warnings = vocabulary::check(
         bytes,
         path,
         &vocabulary::STORIES,
-        skeleton.stories.iter().map(|s| vocabulary::Spelling {
-            id: &s.id,
-            status: s.status_raw.as_deref(),
-            priority: s.priority_raw.as_deref(),
-        }),
+        skeleton.stories.spellings(),
     )?;
     Ok((skeleton, warnings))
 }
@@ -253,39 +257,25 @@ impl Outline {
     /// Parses PRD text (`path` is only used in messages) as
     /// [`crate::Prd::from_json`] does, keeping only the outline.
     pub fn from_json(bytes: &[u8], path: &Path) -> Result<Outline, PlanError> {
-        let (skeleton, _) = read_skeleton(bytes, path)?;
-        let n = skeleton.stories.len();
-        let mut o = Outline {
-            text: String::new(),
-            stories: Vec::with_capacity(n),
-            deps: Vec::new(),
-            index: IdIndex::default(),
-        };
-        // Sized once: ids, titles and dependencies are most of a story's
-        // own text.
-        let size = |s: &Skel<'_>| {
-            s.id.len()
-                + s.title.as_ref().map_or(0, |t| t.0.len())
-                + s.deps.iter().map(|d| d.0.len()).sum::<usize>()
-        };
-        o.text.reserve(skeleton.stories.iter().map(size).sum());
-        o.deps
-            .reserve(skeleton.stories.iter().map(|s| s.deps.len()).sum());
-        for s in &skeleton.stories {
-            let id = o.put(&s.id);
-            let title = o.put(s.title.as_ref().map_or("", |t| &t.0));
-            let first = o.deps.len();
-            for d in &s.deps {
-                let span = o.put(&d.0);
-                o.deps.push(span);
-            }
-            o.stories.push(Spans {
-                id,
-                title,
-                deps: (first, o.deps.len()),
-            });
+        let (skeleton, _) = read_stories::<Folded>(bytes, path)?;
+        Ok(skeleton.stories.outline)
+    }
+
+    /// Appends story `s` (as read).
+    fn push(&mut self, s: &Skel<'_>) -> Span {
+        let id = self.put(&s.id);
+        let title = self.put(s.title.as_ref().map_or("", |t| &t.0));
+        let first = self.deps.len();
+        for d in &s.deps {
+            let span = self.put(&d.0);
+            self.deps.push(span);
         }
-        Ok(o)
+        self.stories.push(Spans {
+            id,
+            title,
+            deps: (first, self.deps.len()),
+        });
+        id
     }
 
     /// Appends `s` to the text: its span.
@@ -344,8 +334,118 @@ impl<'de> Item for Skel<'de> {
     }
 }
 
-struct Skeleton<'de> {
-    stories: Vec<Skel<'de>>,
+struct Skeleton<'de, K = Vec<Skel<'de>>> {
+    stories: K,
+    _text: PhantomData<&'de str>,
+}
+
+/// Where a plan's stories go as they are read: kept (to validate them
+/// together), or folded into an [`Outline`] one by one ([`Folded`]: at
+/// 100,000 stories the kept stories were 15 MB read back once to be copied).
+trait Stories<'de>: Default {
+    /// Takes the next story.
+    fn take(&mut self, s: Skel<'de>);
+    /// The spellings of the stories' keywords, story after story (for
+    /// [`vocabulary::check`]).
+    fn spellings(&self) -> impl Iterator<Item = vocabulary::Spelling<'_>>;
+}
+
+impl<'de> Stories<'de> for Vec<Skel<'de>> {
+    fn take(&mut self, s: Skel<'de>) {
+        self.push(s);
+    }
+    fn spellings(&self) -> impl Iterator<Item = vocabulary::Spelling<'_>> {
+        self.iter().map(|s| vocabulary::Spelling {
+            id: &s.id,
+            status: s.status_raw.as_deref(),
+            priority: s.priority_raw.as_deref(),
+        })
+    }
+}
+
+/// Stories folded into an outline as they are read, with the keywords of
+/// the few not spelled canonically (by story, the id's span).
+#[derive(Default)]
+struct Folded {
+    outline: Outline,
+    unusual: Vec<(usize, Span, Keywords)>,
+}
+
+/// A story's status and priority as written (see [`Skel::status_raw`]).
+type Keywords = (
+    Option<Box<serde_json::Value>>,
+    Option<Box<serde_json::Value>>,
+);
+
+impl<'de> Stories<'de> for Folded {
+    fn take(&mut self, s: Skel<'de>) {
+        let at = self.outline.stories.len();
+        let id = self.outline.push(&s);
+        if s.status_raw.is_some() || s.priority_raw.is_some() {
+            self.unusual.push((at, id, (s.status_raw, s.priority_raw)));
+        }
+    }
+    fn spellings(&self) -> impl Iterator<Item = vocabulary::Spelling<'_>> {
+        let mut unusual = self.unusual.iter().peekable();
+        (0..self.outline.len()).map(move |i| {
+            let id = self.outline.stories[i].id.of(&self.outline.text);
+            match unusual.next_if(|(at, _, _)| *at == i) {
+                Some((_, _, (status, priority))) => vocabulary::Spelling {
+                    id,
+                    status: status.as_deref(),
+                    priority: priority.as_deref(),
+                },
+                None => vocabulary::Spelling {
+                    id,
+                    status: None,
+                    priority: None,
+                },
+            }
+        })
+    }
+}
+
+/// A plan's `stories` (null: none), each handed to `K` as it is read, as
+/// serde reads an `Option<Vec<Skel>>` (the same errors).
+struct StoriesSeed<'k, K>(&'k mut K);
+
+impl<'de, K: Stories<'de>> de::DeserializeSeed<'de> for StoriesSeed<'_, K> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, K: Stories<'de>> Visitor<'de> for StoriesSeed<'_, K> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("option")
+    }
+    fn visit_none<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(Each(self.0))
+    }
+}
+
+/// The stories' list itself (see [`StoriesSeed`]).
+struct Each<'k, K>(&'k mut K);
+
+impl<'de, K: Stories<'de>> Visitor<'de> for Each<'_, K> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(s) = seq.next_element::<Skel<'de>>()? {
+            self.0.take(s);
+        }
+        Ok(())
+    }
 }
 
 /// A string, borrowed from the input unless it had escapes.
@@ -569,16 +669,16 @@ impl<'de> Deserialize<'de> for Skel<'de> {
     }
 }
 
-impl<'de> Deserialize<'de> for Skeleton<'de> {
+impl<'de, K: Stories<'de>> Deserialize<'de> for Skeleton<'de, K> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Skeleton<'de>;
+        struct V<K>(PhantomData<K>);
+        impl<'de, K: Stories<'de>> Visitor<'de> for V<K> {
+            type Value = Skeleton<'de, K>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 write!(f, "{} object", <crate::model::Prd as Fields>::WHAT)
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Skeleton<'de>, A::Error> {
-                let mut stories = Vec::new();
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let mut stories = K::default();
                 // Mirrors `impl Fields for Prd` in wire.rs.
                 read_object(map, <crate::model::Prd as Fields>::NAMES, |i, map| {
                     match i {
@@ -589,9 +689,10 @@ impl<'de> Deserialize<'de> for Skeleton<'de> {
                             map.next_value::<Option<ListOf<AString>>>()?;
                         }
                         3 => {
-                            stories = map
-                                .next_value::<Option<Vec<Skel<'de>>>>()?
-                                .unwrap_or_default()
+                            // As the model reads it: the last `stories`
+                            // counts.
+                            stories = K::default();
+                            map.next_value_seed(StoriesSeed(&mut stories))?;
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -599,10 +700,13 @@ impl<'de> Deserialize<'de> for Skeleton<'de> {
                     }
                     Ok(())
                 })?;
-                Ok(Skeleton { stories })
+                Ok(Skeleton {
+                    stories,
+                    _text: PhantomData,
+                })
             }
         }
-        d.deserialize_map(V)
+        d.deserialize_map(V(PhantomData))
     }
 }
 
@@ -683,6 +787,12 @@ mod tests {
                   {"id": "d", "title": "D", "dependencies": null, "context_estimate": -3,
                    "acceptance_criteria": null, "tags": null}
                 ]}"#,
+            // The last `stories` counts, the keywords of the ones before
+            // it unread.
+            r#"{"stories": [{"id": "x", "title": "X", "status": "bogus"}],
+                "stories": [{"id": "a", "title": "A", "priority": "urgent"},
+                            {"id": "b", "title": "B", "dependencies": ["a"], "status": "done "}]}"#,
+            r#"{"stories": [{"id": "x", "title": "X"}], "stories": null}"#,
         ] {
             same(text);
         }
@@ -713,6 +823,14 @@ mod tests {
             "{\"stories\": []} x",
             "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"status\": \"done\"}]}",
             "{\"stories\": [{\"id\": \"a\", \"title\": \"t\", \"priority\": \"urgent\"}]}",
+            // Unknown keywords of stories after plain ones, named where
+            // they are.
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"A\"}, {\"id\": \"b\", \"title\": \"B\",
+              \"priority\": \"urgent\"}, {\"id\": \"c\", \"title\": \"C\"},
+              {\"id\": \"d\", \"title\": \"D\", \"status\": \"done\"},
+              {\"id\": \"e\", \"title\": \"E\", \"status\": 3}]}",
+            "{\"stories\": null, \"stories\": [{\"id\": \"a\", \"title\": \"A\", \"status\": \"nope\"}]}",
+            "{\"stories\": [{\"id\": \"a\", \"title\": \"A\", \"status\": \"nope\"}], \"stories\": 1}",
             "{\"stories\": [{\"title\": \"\"}, {\"id\": \"\"}, {\"id\": \"a b\", \"title\": \"x\"},
               {\"id\": \"d\", \"title\": \"x\"}, {\"id\": \"d\", \"title\": \"y\", \"dependencies\": [\"d\", \"zz\"]},
               {\"id\": \"e\", \"title\": \"x\", \"dependencies\": [\"f\"]},

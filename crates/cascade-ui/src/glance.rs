@@ -33,7 +33,7 @@ pub(crate) struct StoryGlance {
     pub id: String,
     pub status: StoryStatus,
     #[serde(default)]
-    pub agent: Option<String>,
+    pub agent: Option<Name>,
     #[serde(default, deserialize_with = "few")]
     pub attempts: Vec<AttemptGlance>,
     #[serde(default, deserialize_with = "few")]
@@ -96,8 +96,8 @@ fn few<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub(crate) struct AttemptGlance {
     pub attempt: u32,
-    pub agent: String,
-    pub phase: String,
+    pub agent: Name,
+    pub phase: Name,
     /// `started_at` in Unix ms (`None`: not a time).
     #[serde(rename = "started_at")]
     pub started_ms: Millis,
@@ -105,7 +105,7 @@ pub(crate) struct AttemptGlance {
     #[serde(default, rename = "finished_at")]
     pub finished_ms: Option<Millis>,
     #[serde(default)]
-    pub outcome: Option<String>,
+    pub outcome: Option<Name>,
     #[serde(default)]
     pub error_type: Option<FailureKind>,
     #[serde(default)]
@@ -127,6 +127,75 @@ impl AttemptGlance {
     }
 }
 
+/// A name that nearly every attempt repeats (its agent, phase and
+/// outcome: a handful of words in a whole run), kept once and shared: at
+/// 100,000 stories a string apiece was 300,000 allocations, and the memory
+/// they took faulted in, in the state's reading a dashboard just started
+/// waits for. The names last read are remembered per thread ([`KNOWN`]);
+/// any other is kept as read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Name(std::sync::Arc<str>);
+
+/// How many names a thread remembers, and how long a name may be to be
+/// remembered: a run's agents, phases and outcomes, not its free text.
+const KNOWN: usize = 16;
+const KNOWN_LEN: usize = 40;
+
+thread_local! {
+    static NAMES: std::cell::RefCell<Vec<std::sync::Arc<str>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Name {
+    /// `s` as a name, shared with the same name read before on this thread
+    /// when it is one of the [`KNOWN`] remembered.
+    fn of(s: &str) -> Name {
+        if s.len() > KNOWN_LEN {
+            return Name(s.into());
+        }
+        NAMES.with(|names| {
+            let mut names = names.borrow_mut();
+            if let Some(n) = names.iter().find(|n| ***n == *s) {
+                return Name(std::sync::Arc::clone(n));
+            }
+            let n: std::sync::Arc<str> = s.into();
+            if names.len() < KNOWN {
+                names.push(std::sync::Arc::clone(&n));
+            }
+            Name(n)
+        })
+    }
+}
+
+impl std::ops::Deref for Name {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Name {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Name, D::Error> {
+        from_str(d, Name::of)
+    }
+}
+
+/// What `make` makes of a string read from `d` (its text borrowed, never
+/// kept as read).
+fn from_str<'de, D: Deserializer<'de>, T>(d: D, make: fn(&str) -> T) -> Result<T, D::Error> {
+    struct V<T>(fn(&str) -> T);
+    impl<T> Visitor<'_> for V<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<T, E> {
+            Ok((self.0)(v))
+        }
+    }
+    d.deserialize_str(V(make))
+}
+
 /// A time string of the state, read as Unix ms (`None`: not a time) without
 /// keeping the string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,17 +203,7 @@ pub(crate) struct Millis(pub Option<i64>);
 
 impl<'de> Deserialize<'de> for Millis {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Millis, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Millis;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Millis, E> {
-                Ok(Millis(crate::snapshot::unix_ms(v)))
-            }
-        }
-        d.deserialize_str(V)
+        from_str(d, |v| Millis(crate::snapshot::unix_ms(v)))
     }
 }
 
@@ -281,7 +340,7 @@ mod tests {
     pub(crate) fn same(glance: &StoryGlance, full: &StoryState) {
         assert_eq!(glance.id, full.id);
         assert_eq!(glance.status, full.status);
-        assert_eq!(glance.agent, full.agent);
+        assert_eq!(glance.agent.as_deref(), full.agent.as_deref());
         assert_eq!(glance.blocked_by, full.blocked_by);
         assert_eq!(glance.error_type, full.error_type);
         assert_eq!(glance.error, full.error);
@@ -293,11 +352,11 @@ mod tests {
 
     fn same_attempt(g: &AttemptGlance, f: &AttemptRecord) {
         assert_eq!(g.attempt, f.attempt);
-        assert_eq!(g.agent, f.agent);
-        assert_eq!(g.phase, f.phase);
+        assert_eq!(*g.agent, f.agent);
+        assert_eq!(*g.phase, f.phase);
         assert_eq!(g.started_ms.0, unix_ms(&f.started_at));
         assert_eq!(g.finished(), f.finished_at.as_deref().and_then(unix_ms));
-        assert_eq!(g.outcome, f.outcome);
+        assert_eq!(g.outcome.as_deref(), f.outcome.as_deref());
         assert_eq!(g.error_type, f.error_type);
         assert_eq!(g.duration_ms, f.duration_ms);
         assert_eq!(g.input_tokens, f.input_tokens);
@@ -316,6 +375,35 @@ mod tests {
             let record = story_record(raw, &f.id).expect("readable");
             assert_eq!(record.as_ref(), Some(f));
         }
+    }
+
+    #[test]
+    fn names_read_again_are_shared_and_any_name_reads_as_written() {
+        let read = |s: &str| serde_json::from_str::<Name>(&serde_json::to_string(s).unwrap());
+        let a = read("claude").unwrap();
+        let b = read("claude").unwrap();
+        assert!(std::sync::Arc::ptr_eq(&a.0, &b.0));
+        // More names than are remembered, long ones and escaped ones:
+        // each reads as written, the ones remembered shared.
+        let many: Vec<String> = (0..KNOWN + 4).map(|i| format!("agent-{i}")).collect();
+        let long = "x".repeat(KNOWN_LEN + 1);
+        for s in many
+            .iter()
+            .map(String::as_str)
+            .chain([&*long, "q\"uote\n", ""])
+        {
+            let (first, again) = (read(s).unwrap(), read(s).unwrap());
+            assert_eq!((&*first, &*again), (s, s));
+        }
+        assert!(!std::sync::Arc::ptr_eq(
+            &read(&long).unwrap().0,
+            &read(&long).unwrap().0
+        ));
+        assert!(std::sync::Arc::ptr_eq(
+            &read("agent-0").unwrap().0,
+            &read("agent-0").unwrap().0
+        ));
+        assert!(read("7").is_ok() && serde_json::from_str::<Name>("7").is_err());
     }
 
     #[test]
