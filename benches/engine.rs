@@ -203,6 +203,32 @@ fn reuse_bench(
     });
 }
 
+/// Registers `n` linked worktrees of `paths` as `git worktree add
+/// --no-checkout -b cascade/kept-<i>` would (their admin entries and `.git`
+/// files, written directly: quicker than `n` real ones, the same to read).
+fn keep_worktrees(paths: &RepoPaths, n: usize) {
+    let repo = git2::Repository::open(&paths.main_root).unwrap();
+    let tip = repo.refname_to_id("refs/heads/main").unwrap();
+    let root = worktree::root(paths);
+    for i in 0..n {
+        let branch = format!("cascade/kept-{i}");
+        repo.reference(&format!("refs/heads/{branch}"), tip, true, "kept")
+            .unwrap();
+        let dir = root.join(format!("kept-{i}"));
+        let admin = paths.common_dir.join("worktrees").join(format!("kept-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&admin).unwrap();
+        std::fs::write(admin.join("HEAD"), format!("ref: refs/heads/{branch}\n")).unwrap();
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        std::fs::write(
+            admin.join("gitdir"),
+            format!("{}\n", dir.join(".git").display()),
+        )
+        .unwrap();
+        std::fs::write(dir.join(".git"), format!("gitdir: {}\n", admin.display())).unwrap();
+    }
+}
+
 fn git_ops(c: &mut Criterion) {
     let mut g = c.benchmark_group("git");
     g.sample_size(20);
@@ -247,6 +273,13 @@ fn git_ops(c: &mut Criterion) {
     let large_tmp = tempfile::tempdir().unwrap();
     let large = project(&large_tmp.path().join("repo"), 10_000);
     reuse_bench(&mut g, &large, "worktree_reuse_10000_files");
+
+    // The same among 1,000 worktrees that failed stories kept (a long run
+    // keeps every failed story's worktree): what a story pays for each.
+    let kept_tmp = tempfile::tempdir().unwrap();
+    let kept = project(&kept_tmp.path().join("repo"), 20);
+    keep_worktrees(&kept, 1_000);
+    reuse_bench(&mut g, &kept, "worktree_reuse_among_1000_kept_worktrees");
 
     let wt_path = worktree::path_for(&paths, "cascade/commits");
     worktree::create(&paths, &wt_path, "cascade/commits", "main").unwrap();

@@ -282,13 +282,61 @@ fn delete_branch_locked(paths: &RepoPaths, branch: &str) -> Result<bool, Worktre
     require_cascade_branch(&branch)?;
     let repo = open_main(paths)?;
     release_branch(paths, &repo, &branch)?;
-    let mut b = match repo.find_branch(&branch, BranchType::Local) {
+    let b = match repo.find_branch(&branch, BranchType::Local) {
         Ok(b) => b,
         Err(_) => return Ok(false),
     };
-    b.delete()
-        .map_err(GitError::git(format!("delete branch '{branch}'")))?;
+    Unheld::new(&repo).delete(b, &branch)?;
     Ok(true)
+}
+
+/// Deletes local branches that no worktree has checked out (the caller has
+/// made sure, from every worktree's HEAD): the ref, and the branch's config
+/// section when it has one. Not `Branch::delete`, which checks again by
+/// opening every linked worktree as a repository (about 0.08 ms each): a
+/// deletion cost O(worktrees), paid by every story (its worktree handed on)
+/// and by every merged branch a run deletes at its end, and a long run
+/// keeps every failed story's worktree.
+struct Unheld {
+    /// The branches with a `branch.<name>.*` config section (`None`: the
+    /// config did not read; libgit2 then deletes every branch itself).
+    configured: Option<std::collections::HashSet<String>>,
+}
+
+impl Unheld {
+    fn new(repo: &Repository) -> Unheld {
+        let configured = repo.config().ok().and_then(|config| {
+            let mut names = std::collections::HashSet::new();
+            config
+                .entries(Some("^branch\\."))
+                .ok()?
+                .for_each(|e| {
+                    let sub = e
+                        .name()
+                        .and_then(|n| n.strip_prefix("branch.")?.rsplit_once('.'));
+                    if let Some((sub, _)) = sub {
+                        names.insert(sub.to_string());
+                    }
+                })
+                .ok()?;
+            Some(names)
+        });
+        Unheld { configured }
+    }
+
+    /// Deletes `branch`, named `name` (its short name).
+    fn delete(&self, branch: git2::Branch<'_>, name: &str) -> Result<(), GitError> {
+        let error = GitError::git(format!("delete branch '{name}'"));
+        match &self.configured {
+            Some(sections) if !sections.contains(name) => {
+                branch.into_reference().delete().map_err(error)
+            }
+            _ => {
+                let mut branch = branch;
+                branch.delete().map_err(error)
+            }
+        }
+    }
 }
 
 /// Every linked worktree of the repository (not the main one), cascade's or
@@ -304,7 +352,13 @@ pub fn list(paths: &RepoPaths) -> Result<Vec<WorktreeInfo>, WorktreeError> {
 /// has it checked out.
 pub fn cascade_branches(paths: &RepoPaths) -> Result<Vec<BranchInfo>, WorktreeError> {
     let repo = open_main(paths)?;
-    let holders = holders(paths, &repo)?;
+    // Each branch's first holder, by branch.
+    let mut holders_by_branch = std::collections::HashMap::new();
+    for h in holders(paths, &repo)? {
+        if let Some(branch) = h.branch {
+            holders_by_branch.entry(branch).or_insert(h.path);
+        }
+    }
     let mut out = Vec::new();
     let branches = repo
         .branches(Some(BranchType::Local))
@@ -318,10 +372,7 @@ pub fn cascade_branches(paths: &RepoPaths) -> Result<Vec<BranchInfo>, WorktreeEr
         let Some(tip) = b.get().target() else {
             continue;
         };
-        let worktree = holders
-            .iter()
-            .find(|h| h.branch.as_deref() == Some(name))
-            .map(|h| h.path.clone());
+        let worktree = holders_by_branch.get(name).cloned();
         out.push(BranchInfo {
             name: name.to_string(),
             tip,
@@ -418,17 +469,16 @@ pub fn prune_all(
     }
     // Decide for every branch first, then delete: a story branch is judged
     // against its feature branch while that still exists.
+    let unheld = Unheld::new(&repo);
     for (b, keep) in verdicts(paths, &repo, policy)? {
         if let Some(why) = keep {
             report.skipped.push((b.name, why));
             continue;
         }
-        let mut branch = repo
+        let branch = repo
             .find_branch(&b.name, BranchType::Local)
             .map_err(GitError::git(format!("find branch '{}'", b.name)))?;
-        branch
-            .delete()
-            .map_err(GitError::git(format!("delete branch '{}'", b.name)))?;
+        unheld.delete(branch, &b.name)?;
         report.branches.push(b.name);
     }
     compact_created(paths);
@@ -563,9 +613,11 @@ fn verdicts(
     policy: &PrunePolicy<'_>,
 ) -> Result<Vec<(BranchInfo, Option<String>)>, WorktreeError> {
     let created = created_branches(paths);
+    let known: std::collections::HashSet<&str> =
+        policy.known.iter().map(|k| short_branch(k)).collect();
     let mut out = Vec::new();
     for b in cascade_branches(paths)? {
-        let why = branch_keep_reason(repo, &b, &created, policy);
+        let why = branch_keep_reason(repo, &b, &created, &known, policy);
         out.push((b, why));
     }
     Ok(out)
@@ -575,6 +627,7 @@ fn branch_keep_reason(
     repo: &Repository,
     b: &BranchInfo,
     created: &std::collections::HashSet<String>,
+    known: &std::collections::HashSet<&str>,
     policy: &PrunePolicy<'_>,
 ) -> Option<String> {
     if let Some(w) = &b.worktree {
@@ -583,7 +636,7 @@ fn branch_keep_reason(
     if policy.force {
         return None;
     }
-    if !created.contains(&b.name) && !policy.known.iter().any(|k| short_branch(k) == b.name) {
+    if !created.contains(&b.name) && !known.contains(b.name.as_str()) {
         return Some("not created by cascade".to_string());
     }
     let Some(target) = policy.target_of.and_then(|f| f(&b.name)) else {
@@ -671,9 +724,8 @@ pub fn reuse(
                 from: from.to_string(),
             })?
             .id();
-        let entry = entries(paths, &repo)?
-            .into_iter()
-            .find(|e| e.path == path && e.is_cascade && !e.locked && !e.prunable);
+        let entry =
+            entry_at(paths, &repo, &path)?.filter(|e| e.is_cascade && !e.locked && !e.prunable);
         match entry.and_then(|e| e.head.map(|h| (e, h))) {
             Some((entry, old)) => {
                 release_branch_except(paths, &repo, &branch, Some(&entry.name))?;
@@ -726,10 +778,7 @@ pub fn detach(
     let path = absolute(path);
     let _guard = serialised();
     let repo = open_main(paths)?;
-    let Some(entry) = entries(paths, &repo)?
-        .into_iter()
-        .find(|e| e.path == path && e.is_cascade)
-    else {
+    let Some(entry) = entry_at(paths, &repo, &path)?.filter(|e| e.is_cascade) else {
         return Ok(None);
     };
     let (Some(branch), Some(head)) = (entry.branch, entry.head) else {
@@ -763,7 +812,7 @@ pub fn delete_merged_branches(
     let Ok(target_tip) = repo.refname_to_id(&target_ref) else {
         return Ok(Vec::new());
     };
-    let held: Vec<String> = holders(paths, &repo)?
+    let held: std::collections::HashSet<String> = holders(paths, &repo)?
         .into_iter()
         .filter_map(|h| h.branch)
         .collect();
@@ -774,7 +823,7 @@ pub fn delete_merged_branches(
     for name in branches {
         let name = short_branch(name);
         let ours = is_cascade_branch(name) && created.contains(name);
-        if !ours || held.iter().any(|h| h == name) {
+        if !ours || held.contains(name) {
             continue;
         }
         let Ok(b) = repo.find_branch(name, BranchType::Local) else {
@@ -788,10 +837,10 @@ pub fn delete_merged_branches(
     let tips = candidates.iter().map(|c| c.2).collect();
     let merged = crate::merge::reachable_from(&repo, target_tip, &tips)?;
     let mut deleted = Vec::new();
-    for (mut b, name, tip) in candidates {
+    let unheld = Unheld::new(&repo);
+    for (b, name, tip) in candidates {
         if merged.contains(&tip) {
-            b.delete()
-                .map_err(GitError::git(format!("delete branch '{name}'")))?;
+            unheld.delete(b, name)?;
             deleted.push(name.to_string());
         }
     }
@@ -1026,34 +1075,74 @@ fn prepare_path(paths: &RepoPaths, path: &Path) -> Result<PathBuf, WorktreeError
     Ok(path)
 }
 
-/// One linked worktree's admin entry, read from the common git dir.
+/// Every linked worktree's admin entry, read from the common git dir.
+/// O(worktrees), each read whole: for listings and for the rare paths
+/// (creating a worktree, moving one aside). A story's own steps find their
+/// entry with [`entry_at`] and the holders of a branch with [`holders_of`]:
+/// a long run keeps every failed story's worktree, and a read of them all
+/// per story made each story cost 0.34 ms per kept worktree.
 fn entries(paths: &RepoPaths, repo: &Repository) -> Result<Vec<WorktreeInfo>, GitError> {
+    #[cfg(test)]
+    tests::LISTINGS.with(|n| n.set(n.get() + 1));
     let root = absolute(&root(paths));
     let names = repo.worktrees().map_err(GitError::git("list worktrees"))?;
-    let mut out = Vec::new();
-    for name in names.iter().flatten() {
-        let Ok(wt) = repo.find_worktree(name) else {
-            continue;
-        };
-        let path = wt.path().to_path_buf();
-        let (locked, lock_reason) = match wt.is_locked() {
-            Ok(WorktreeLockStatus::Locked(reason)) => (true, reason.filter(|r| !r.is_empty())),
-            _ => (false, None),
-        };
-        let head_text = std::fs::read_to_string(admin_dir(paths, name).join("HEAD")).ok();
-        let (branch, head) = parse_head(repo, head_text.as_deref());
-        out.push(WorktreeInfo {
-            name: name.to_string(),
-            prunable: !locked && wt.validate().is_err(),
-            is_cascade: path.starts_with(&root) && path != root,
-            path,
-            branch,
-            head,
-            locked,
-            lock_reason,
-        });
+    Ok(names
+        .iter()
+        .flatten()
+        .filter_map(|name| entry(paths, repo, &root, name))
+        .collect())
+}
+
+/// The admin entry `name` (`None`: libgit2 cannot open it, and a listing
+/// leaves it out). `root` is the canonical [`root`].
+fn entry(paths: &RepoPaths, repo: &Repository, root: &Path, name: &str) -> Option<WorktreeInfo> {
+    let wt = repo.find_worktree(name).ok()?;
+    let path = wt.path().to_path_buf();
+    let (locked, lock_reason) = match wt.is_locked() {
+        Ok(WorktreeLockStatus::Locked(reason)) => (true, reason.filter(|r| !r.is_empty())),
+        _ => (false, None),
+    };
+    let head_text = std::fs::read_to_string(admin_dir(paths, name).join("HEAD")).ok();
+    let (branch, head) = parse_head(repo, head_text.as_deref());
+    Some(WorktreeInfo {
+        name: name.to_string(),
+        prunable: !locked && wt.validate().is_err(),
+        is_cascade: path.starts_with(root) && path != root,
+        path,
+        branch,
+        head,
+        locked,
+        lock_reason,
+    })
+}
+
+/// The admin entry of the worktree at `path` (absolute, as [`absolute`]
+/// makes it) without reading the others: the one the worktree's own `.git`
+/// file names (`gitdir: <common dir>/worktrees/<name>`, as git finds it),
+/// when that entry names `path` back. When it does not (no `.git` file,
+/// another layout, an entry that claims another directory), the first
+/// entry of the listing that claims `path`, every entry read.
+fn entry_at(
+    paths: &RepoPaths,
+    repo: &Repository,
+    path: &Path,
+) -> Result<Option<WorktreeInfo>, GitError> {
+    let root = absolute(&root(paths));
+    let named = std::fs::read_to_string(path.join(".git"))
+        .ok()
+        .and_then(|text| {
+            let gitdir = Path::new(text.strip_prefix("gitdir:")?.trim());
+            let gitdir = absolute(&path.join(gitdir));
+            let admin = absolute(&paths.common_dir.join("worktrees"));
+            (gitdir.parent() == Some(admin.as_path()))
+                .then(|| gitdir.file_name()?.to_str().map(str::to_string))?
+        })
+        .and_then(|name| entry(paths, repo, &root, &name))
+        .filter(|e| e.path == path);
+    match named {
+        Some(e) => Ok(Some(e)),
+        None => Ok(entries(paths, repo)?.into_iter().find(|e| e.path == path)),
     }
-    Ok(out)
 }
 
 /// The branch and commit a HEAD file names.
@@ -1075,6 +1164,7 @@ fn admin_dir(paths: &RepoPaths, name: &str) -> PathBuf {
 }
 
 /// A worktree (main or linked) and the branch it has checked out.
+#[derive(Clone)]
 struct Holder {
     path: PathBuf,
     branch: Option<String>,
@@ -1083,21 +1173,70 @@ struct Holder {
 }
 
 fn holders(paths: &RepoPaths, repo: &Repository) -> Result<Vec<Holder>, GitError> {
+    holders_where(paths, repo, |_| true)
+}
+
+/// The worktrees that have `branch` checked out: [`holders`] that name it.
+/// Every worktree's HEAD is still read (as `git worktree add` reads them:
+/// any worktree may hold any branch), but only a holder's entry is read
+/// whole.
+fn holders_of(paths: &RepoPaths, repo: &Repository, branch: &str) -> Result<Vec<Holder>, GitError> {
+    holders_where(paths, repo, |b| b == Some(branch))
+}
+
+/// The main worktree and the linked ones whose HEAD's branch (short name,
+/// `None` when detached or unreadable) passes `keep`.
+fn holders_where(
+    paths: &RepoPaths,
+    repo: &Repository,
+    keep: impl Fn(Option<&str>) -> bool,
+) -> Result<Vec<Holder>, GitError> {
+    // The branch of a HEAD file's text, as `parse_head` names it (without
+    // resolving the commit).
+    let branch_of = |text: Option<&str>| -> Option<String> {
+        let r = text?.trim().strip_prefix("ref:")?;
+        Some(short_branch(r.trim()).to_string())
+    };
     let main_head = std::fs::read_to_string(paths.common_dir.join("HEAD")).ok();
-    let (main_branch, _) = parse_head(repo, main_head.as_deref());
-    let mut out = vec![Holder {
-        path: paths.main_root.clone(),
-        branch: main_branch,
-        is_cascade: false,
-        name: None,
-    }];
-    for e in entries(paths, repo)? {
+    let main_branch = branch_of(main_head.as_deref());
+    let mut out = Vec::new();
+    if keep(main_branch.as_deref()) {
         out.push(Holder {
-            path: e.path,
-            branch: e.branch,
-            is_cascade: e.is_cascade,
-            name: Some(e.name),
+            path: paths.main_root.clone(),
+            branch: main_branch,
+            is_cascade: false,
+            name: None,
         });
+    }
+    let root = absolute(&root(paths));
+    // The admin entries' names from their directory (libgit2's listing
+    // looks at three files of each); one whose HEAD does not read is no
+    // worktree either way.
+    let admin = paths.common_dir.join("worktrees");
+    let mut names: Vec<String> = match std::fs::read_dir(&admin) {
+        Ok(dir) => dir
+            .flatten()
+            .filter_map(|d| d.file_name().into_string().ok())
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(GitError::io("list", &admin)(e)),
+    };
+    names.sort_unstable();
+    for name in names {
+        let Ok(head) = std::fs::read_to_string(admin.join(&name).join("HEAD")) else {
+            continue;
+        };
+        if !keep(branch_of(Some(&head)).as_deref()) {
+            continue;
+        }
+        if let Some(e) = entry(paths, repo, &root, &name) {
+            out.push(Holder {
+                path: e.path,
+                branch: e.branch,
+                is_cascade: e.is_cascade,
+                name: Some(e.name),
+            });
+        }
     }
     Ok(out)
 }
@@ -1115,10 +1254,7 @@ fn release_branch_except(
     branch: &str,
     keep: Option<&str>,
 ) -> Result<(), WorktreeError> {
-    for h in holders(paths, repo)? {
-        if h.branch.as_deref() != Some(branch) {
-            continue;
-        }
+    for h in holders_of(paths, repo, branch)? {
         if keep.is_some() && h.name.as_deref() == keep {
             continue;
         }
@@ -1335,6 +1471,37 @@ const TRASH_PREFIX: &str = ".trash-";
 mod tests {
     use super::*;
     use crate::commit::testutil::*;
+
+    thread_local! {
+        /// How many times this thread read every worktree's entry.
+        pub(super) static LISTINGS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+
+    #[test]
+    fn handing_a_worktree_to_the_next_story_reads_no_listing_of_every_worktree() {
+        let (_tmp, _repo, paths) = init_repo();
+        for i in 0..3 {
+            story_worktree(&paths, &format!("cascade/kept-{i}"));
+        }
+        let slot = slot_path(&paths, None, 1);
+        create(&paths, &slot, "cascade/s0", "main").unwrap();
+        LISTINGS.with(|n| n.set(0));
+        for i in 1..4 {
+            std::fs::write(slot.join("leftover.txt"), "x").unwrap();
+            assert_eq!(
+                detach(&paths, &slot, true).unwrap().as_deref(),
+                Some(format!("cascade/s{}", i - 1).as_str())
+            );
+            let wt = reuse(&paths, &slot, &format!("cascade/s{i}"), "main").unwrap();
+            assert_eq!(wt.branch.as_deref(), Some(format!("cascade/s{i}").as_str()));
+            assert!(!slot.join("leftover.txt").exists());
+        }
+        assert_eq!(LISTINGS.with(|n| n.get()), 0);
+        // A slot that is no worktree yet is looked for in every entry.
+        let fresh = slot_path(&paths, None, 2);
+        reuse(&paths, &fresh, "cascade/fresh", "main").unwrap();
+        assert!(LISTINGS.with(|n| n.get()) > 0);
+    }
 
     #[test]
     fn create_makes_a_worktree_on_a_new_branch() {
@@ -1827,6 +1994,161 @@ mod tests {
         assert_eq!(listed.len(), 1);
         assert_eq!(listed[0].branch.as_deref(), Some("cascade/two"));
         assert!(listed[0].is_cascade);
+    }
+
+    /// What a holder says, to compare lists of them.
+    fn said(h: &[Holder]) -> Vec<(PathBuf, Option<String>, bool, Option<String>)> {
+        h.iter()
+            .map(|h| {
+                (
+                    h.path.clone(),
+                    h.branch.clone(),
+                    h.is_cascade,
+                    h.name.clone(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_worktree_and_a_branchs_holders_are_found_as_a_reading_of_every_entry_finds_them() {
+        let (_tmp, repo, paths) = init_repo();
+        let a = story_worktree(&paths, "cascade/a");
+        let b = story_worktree(&paths, "cascade/b");
+        let c = story_worktree(&paths, "cascade/c");
+        let d = story_worktree(&paths, "cascade/d");
+        // `b` detached; `c`'s `.git` file names `a`'s entry (its own still
+        // claims it); `d`'s `.git` file gone; an admin entry libgit2 cannot
+        // open (no `gitdir`) whose HEAD names `a`'s branch; an outside
+        // worktree that holds the branch main's checkout does not.
+        detach(&paths, &b.path, false).unwrap();
+        let a_git = std::fs::read_to_string(a.path.join(".git")).unwrap();
+        std::fs::write(c.path.join(".git"), &a_git).unwrap();
+        std::fs::remove_file(d.path.join(".git")).unwrap();
+        let broken = paths.common_dir.join("worktrees").join("broken");
+        std::fs::create_dir_all(&broken).unwrap();
+        std::fs::write(broken.join("HEAD"), "ref: refs/heads/cascade/a\n").unwrap();
+        let outside = paths.main_root.parent().unwrap().join("outside");
+        git(
+            &paths.main_root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "side",
+                outside.to_str().unwrap(),
+            ],
+        );
+        let outside = absolute(&outside);
+        // A relative `gitdir:` line (git's `worktree.useRelativePaths`).
+        let e = std::fs::read_to_string(outside.join(".git")).unwrap();
+        let admin = Path::new(e.trim().strip_prefix("gitdir: ").unwrap());
+        let rel = format!(
+            "gitdir: ../repo/.git/worktrees/{}\n",
+            admin.file_name().unwrap().to_str().unwrap()
+        );
+        std::fs::write(outside.join(".git"), rel).unwrap();
+
+        let all = entries(&paths, &repo).unwrap();
+        let scanned = |p: &Path| all.iter().find(|e| e.path == p).map(|e| format!("{e:?}"));
+        for p in [
+            &a.path,
+            &b.path,
+            &c.path,
+            &d.path,
+            &outside,
+            &paths.main_root,
+        ] {
+            let p = absolute(p);
+            let found = entry_at(&paths, &repo, &p)
+                .unwrap()
+                .map(|e| format!("{e:?}"));
+            assert_eq!(found, scanned(&p), "{}", p.display());
+        }
+        assert!(entry_at(&paths, &repo, &absolute(&a.path))
+            .unwrap()
+            .is_some());
+        assert!(entry_at(&paths, &repo, &outside).unwrap().is_some());
+
+        let every = holders(&paths, &repo).unwrap();
+        assert_eq!(
+            every.len(),
+            6,
+            "main and five linked worktrees: {:?}",
+            said(&every)
+        );
+        for branch in [
+            "main",
+            "side",
+            "cascade/a",
+            "cascade/b",
+            "cascade/c",
+            "cascade/d",
+            "none",
+        ] {
+            let want: Vec<_> = every
+                .iter()
+                .filter(|h| h.branch.as_deref() == Some(branch))
+                .cloned()
+                .collect();
+            let got = holders_of(&paths, &repo, branch).unwrap();
+            assert_eq!(said(&got), said(&want), "{branch}");
+        }
+        assert_eq!(holders_of(&paths, &repo, "cascade/a").unwrap().len(), 1);
+        assert_eq!(holders_of(&paths, &repo, "main").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_deleted_branch_takes_its_config_section_with_it_when_it_has_one() {
+        let (_tmp, repo, paths) = init_repo();
+        for b in ["cascade/plain", "cascade/tracked", "cascade/other"] {
+            story_worktree(&paths, b);
+            detach(&paths, &path_for(&paths, b), false).unwrap();
+        }
+        {
+            let mut cfg = repo.config().unwrap();
+            cfg.set_str("branch.cascade/tracked.remote", "origin")
+                .unwrap();
+            cfg.set_str("branch.cascade/other.merge", "refs/heads/x")
+                .unwrap();
+        }
+        assert!(delete_branch(&paths, "cascade/plain").unwrap());
+        assert!(delete_branch(&paths, "cascade/tracked").unwrap());
+        assert!(
+            !delete_branch(&paths, "cascade/plain").unwrap(),
+            "gone already"
+        );
+        let cfg = repo.config().unwrap().snapshot().unwrap();
+        assert!(cfg.get_str("branch.cascade/tracked.remote").is_err());
+        assert_eq!(
+            cfg.get_str("branch.cascade/other.merge").unwrap(),
+            "refs/heads/x"
+        );
+        for b in ["cascade/plain", "cascade/tracked"] {
+            assert!(repo.find_branch(b, BranchType::Local).is_err(), "{b}");
+        }
+        assert!(repo.find_branch("cascade/other", BranchType::Local).is_ok());
+        // A branch a worktree has checked out is still refused.
+        let held = story_worktree(&paths, "cascade/held");
+        let outside = paths.main_root.parent().unwrap().join("outside");
+        git(
+            &paths.main_root,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                outside.to_str().unwrap(),
+                "cascade/other",
+            ],
+        );
+        assert!(matches!(
+            delete_branch(&paths, "cascade/other"),
+            Err(WorktreeError::BranchInUse { .. })
+        ));
+        // A stale cascade worktree holding it is released first.
+        assert!(delete_branch(&paths, "cascade/held").unwrap());
+        assert!(!held.path.exists());
     }
 
     #[test]

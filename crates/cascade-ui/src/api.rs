@@ -379,14 +379,21 @@ pub(crate) async fn run(State(app): State<Shared>) -> Response {
 
 pub(crate) async fn story(State(app): State<Shared>, UrlPath(id): UrlPath<String>) -> Response {
     let r = blocking(move || {
-        let events = app.hub.story_events(&id);
         let dir = app.cascade_dir();
         let art = crate::detail::Artifacts {
             dir: &dir,
             repo: &app.config.repo_root,
         };
-        app.with_story(&id, |story, prd| {
-            crate::detail::build(&id, story, prd, &events, &art)
+        // The story's records and its state and plan entries come from
+        // different files, each read whole the first time: side by side.
+        std::thread::scope(|scope| {
+            let events = scope.spawn(|| app.hub.story_events(&id));
+            app.with_story(&id, |story, prd| {
+                let events = events
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                crate::detail::build(&id, story, prd, &events, &art)
+            })
         })
     })
     .await;

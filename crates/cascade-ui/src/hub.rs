@@ -163,19 +163,33 @@ fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
     (summary, last)
 }
 
-/// The records of a journal, in order, with what they say folded in.
+/// The records of a journal, in order, and what they say: the records read
+/// as [`read_records`] reads them, the summary beside them on a thread of
+/// its own (it parses only the events it folds).
 fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Arc<Summary>) {
-    let mut entries = Vec::new();
-    let mut summary = Summary::default();
-    journal::each_line(path, |line| {
-        if let Some((entry, head)) = Entry::parse(line) {
-            if let Some(h) = &head {
-                summary.add(h);
-            }
-            entries.push(Arc::new(entry));
+    std::thread::scope(|scope| {
+        let summary = scope.spawn(|| summarize_journal(path).0);
+        let records = read_records(path);
+        let summary = summary
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (records, Arc::new(summary))
+    })
+}
+
+/// The records of a journal, in order, read on every core: what a finished
+/// run's first event stream or story view waits for (its summary is known
+/// already, from [`summarize_journal`]).
+fn read_records(path: &std::path::Path) -> Vec<Arc<Entry>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts = journal::each_line_split(path, threads, Vec::new, |records, line| {
+        if let Some((entry, _)) = Entry::parse(line) {
+            records.push(Arc::new(entry));
         }
     });
-    (entries, Arc::new(summary))
+    let mut records = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    parts.into_iter().for_each(|part| records.extend(part));
+    records
 }
 
 #[derive(Default)]
@@ -355,7 +369,7 @@ impl Hub {
         // the look above has them read here.
         if self.tx.receiver_count() > 0 {
             if let Some((p, _)) = v.unread.take() {
-                v.records = read_journal(&p).0;
+                v.records = read_records(&p);
             }
             let _ = self.tx.send(Feed::Source);
             let _ = self.tx.send(Feed::Records(v.records.as_slice().into()));
@@ -377,7 +391,7 @@ impl Hub {
             let Some(path) = lock(&self.view).unread.as_ref().map(|(p, _)| p.clone()) else {
                 continue;
             };
-            let (records, _) = read_journal(&path);
+            let records = read_records(&path);
             let mut v = lock(&self.view);
             if v.unread.as_ref().is_some_and(|(p, _)| *p == path) {
                 v.unread = None;
@@ -513,9 +527,17 @@ mod tests {
     fn a_journal_summarized_unread_says_what_its_records_say() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let p = journal(dir.path());
-        let (records, summary) = read_journal(&p);
+        // Every record read and folded, the long way.
+        let mut summary = Summary::default();
+        journal::each_line(&p, |line| {
+            if let Some((_, Some(head))) = Entry::parse(line) {
+                summary.add(&head);
+            }
+        });
+        let records = read_records(&p);
         let (quick, last) = summarize_journal(&p);
-        assert_eq!(quick, *summary);
+        assert_eq!(quick, summary);
+        assert_eq!(*read_journal(&p).1, summary);
         assert_eq!(Some(last), records.last().map(|r| r.seq));
         assert_eq!(last, 20);
         // What it says, to be sure the journal says something.

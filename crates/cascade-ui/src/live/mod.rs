@@ -4,13 +4,18 @@
 //! The run ([`Publisher`], in the running process) listens on a Unix domain
 //! socket, `.cascade/live.sock` (mode 0600: only the user; a path too long
 //! for a socket address goes to the temp directory, named in
-//! `.cascade/live.json`). A client that connects gets one [`Hello`] line,
-//! then every [`Record`] of the run so far (replay), then the live ones, one
-//! JSON object per line; it may send [`Request`] lines at any time and gets
-//! a [`Reply`] line with the same `id`. The run also appends its records
-//! (engine events only, not agent output, which the agents' logs keep) to
-//! `.cascade/runs/<run_id>/events.jsonl` ([`journal`]), so a finished run
-//! can be shown from disk.
+//! `.cascade/live.json`). The run appends its records (engine events only,
+//! not agent output, which the agents' logs keep) to
+//! `.cascade/runs/<run_id>/events.jsonl` ([`journal`]) before it sends
+//! them, so a finished run can be shown from disk and a client finds the
+//! run's history there. A client that connects gets one [`Hello`] line
+//! (with the run id, which names the journal), then the [`Record`]s of the
+//! run so far that the journal does not hold (replay: the latest agent
+//! output, and events made before the journal opened or that it could not
+//! take), then the live ones, one JSON object per line; a live record may
+//! also be in the journal when the client reads it after connecting (its
+//! `seq` says so). It may send [`Request`] lines at any time and gets a
+//! [`Reply`] line with the same `id`.
 //!
 //! A socket left by a killed run is found stale (nobody answers) and
 //! replaced by the next run; a clean exit removes it.
@@ -229,32 +234,45 @@ mod tests {
         sink(&Event::Notice {
             message: "before the start".into(),
         });
+        // Before the start there is no journal: a client gets the early
+        // event in its replay.
+        let (_early, hello, mut early_rx) = LiveClient::connect(&cascade).await.unwrap();
+        assert_eq!(hello.run_id, None);
+        let first = early_rx.recv().await.unwrap();
+        assert_eq!(
+            (first.seq, first.data["message"].as_str()),
+            (1, Some("before the start"))
+        );
         sink(&started("run-1"));
         // The reporter behind still gets every event.
         assert_eq!(seen.lock().unwrap().len(), 2);
         // Numbering goes on after the journal, the early notice included.
-        let seqs: Vec<u64> = journal::read(&path)
-            .unwrap()
-            .iter()
-            .map(|r| r.seq)
-            .collect();
+        let journaled = || -> Vec<(u64, serde_json::Value)> {
+            journal::read(&path)
+                .unwrap()
+                .into_iter()
+                .map(|r| (r.seq, r.data))
+                .collect()
+        };
+        let seqs: Vec<u64> = journaled().iter().map(|r| r.0).collect();
         assert_eq!(seqs, vec![1, 2, 3, 4]);
+        assert_eq!(journaled()[2].1["message"], "before the start");
+        assert_eq!(early_rx.recv().await.unwrap().seq, 4, "live: run_started");
 
+        // A client that connects now finds the run's history in the
+        // journal its hello names, and nothing of it twice: no replay of
+        // journaled events, and live from here on.
         let (client, hello, mut rx) = LiveClient::connect(&cascade).await.unwrap();
         assert_eq!(hello.run_id.as_deref(), Some("run-1"));
         assert!(!hello.paused);
-        let first = rx.recv().await.unwrap();
-        assert_eq!(
-            (first.seq, first.data["message"].as_str()),
-            (3, Some("before the start"))
-        );
-        assert_eq!(rx.recv().await.unwrap().data["event"], "run_started");
-        // Live from here on.
         sink(&Event::Notice {
             message: "live".into(),
         });
-        let live = rx.recv().await.unwrap();
-        assert_eq!((live.seq, live.data["message"].as_str()), (5, Some("live")));
+        for rx in [&mut rx, &mut early_rx] {
+            let live = rx.recv().await.unwrap();
+            assert_eq!((live.seq, live.data["message"].as_str()), (5, Some("live")));
+        }
+        assert_eq!(journaled().last().map(|r| r.0), Some(5));
         // No engine takes requests: refused, with the reason.
         let reply = client.request("pause", None, None, "ui").await.unwrap();
         assert!(!reply.ok);
@@ -271,6 +289,35 @@ mod tests {
         drop(publisher);
         assert!(!socket.exists());
         assert!(LiveClient::connect(&cascade).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn events_the_journal_cannot_take_are_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cascade = dir.path().join(".cascade");
+        // `runs` is a file: no journal can be made under it.
+        std::fs::create_dir_all(&cascade).unwrap();
+        std::fs::write(journal::runs_dir(&cascade), "not a directory").unwrap();
+        let publisher = Publisher::start(&cascade, Steering::new()).unwrap();
+        let sink = publisher.wrap(Arc::new(|_: &Event| {}));
+        sink(&started("run-1"));
+        sink(&Event::Notice {
+            message: "after".into(),
+        });
+        let (_client, hello, mut rx) = LiveClient::connect(&cascade).await.unwrap();
+        assert_eq!(hello.run_id.as_deref(), Some("run-1"));
+        let mut replayed = Vec::new();
+        for _ in 0..2 {
+            let r = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
+                .await
+                .expect("the replay in time")
+                .unwrap();
+            replayed.push((r.seq, r.data["event"].as_str().map(str::to_string)));
+        }
+        assert_eq!(
+            replayed,
+            vec![(1, Some("run_started".into())), (2, Some("notice".into()))]
+        );
     }
 
     #[test]

@@ -24,7 +24,10 @@ const LINE_MAX: usize = 8 * 1024;
 struct State {
     run_id: Option<String>,
     next_seq: u64,
-    /// Engine events of this run, for the replay.
+    /// Engine events of this run that its journal does not hold (made
+    /// before it opened, or not written to it), for the replay. A client
+    /// reads the rest from the journal: keeping every event here cost about
+    /// 1.7 KB a story, 170 MB over a run of 100,000 stories.
     events: Vec<Arc<str>>,
     /// The latest agent output lines, for the replay.
     output: VecDeque<(u64, Arc<str>)>,
@@ -259,28 +262,35 @@ impl Shared {
         let line = record_line(seq, t_ms, ts, "event", &data);
         let mut note = None;
         let before_start = st.run_id.is_none();
-        match st.journal.as_mut() {
-            Some(j) => {
-                if let Err(err) = j.append_line(&line) {
+        let journaled = match st.journal.as_mut() {
+            Some(j) => match j.append_line(&line) {
+                Ok(()) => true,
+                Err(err) => {
                     if st.journal_error.is_none() {
                         let m = format!("live view: cannot append to the event journal: {err}");
                         st.journal_error = Some(m.clone());
                         note = Some(m);
                     }
+                    false
                 }
-            }
+            },
             // Early records are few and small (notices before the start).
-            None if before_start => st.unjournaled.push(Record {
-                seq,
-                t_ms,
-                ts,
-                kind: "event".into(),
-                data: serde_json::from_str(&data).unwrap_or_default(),
-            }),
-            None => {}
-        }
+            None if before_start => {
+                st.unjournaled.push(Record {
+                    seq,
+                    t_ms,
+                    ts,
+                    kind: "event".into(),
+                    data: serde_json::from_str(&data).unwrap_or_default(),
+                });
+                false
+            }
+            None => false,
+        };
         let line: Arc<str> = line.into();
-        st.events.push(Arc::clone(&line));
+        if !journaled {
+            st.events.push(Arc::clone(&line));
+        }
         let _ = self.live.send((seq, line));
         note
     }
@@ -295,23 +305,21 @@ impl Shared {
         match journal::Writer::open(&path) {
             Ok(mut w) => {
                 let offset = w.next_seq.saturating_sub(1);
+                // The events made so far (all of them early, and all kept
+                // for the replay) go into the journal, renumbered to follow
+                // it; lines already sent keep their numbers. Only those the
+                // journal does not take stay kept, renumbered too.
                 let early = std::mem::take(&mut st.unjournaled);
-                for mut r in early {
-                    r.seq += offset;
-                    let _ = w.append(&r);
-                }
-                st.next_seq += offset;
-                // Replayed lines already sent keep their numbers: renumber
-                // the buffer for clients that connect from now on.
-                st.events = st
-                    .events
-                    .iter()
-                    .filter_map(|l| serde_json::from_str::<Record>(l).ok())
-                    .map(|mut r| {
+                st.events = early
+                    .into_iter()
+                    .filter_map(|mut r| {
                         r.seq += offset;
-                        Arc::from(serde_json::to_string(&r).unwrap_or_default())
+                        w.append(&r)
+                            .is_err()
+                            .then(|| Arc::from(serde_json::to_string(&r).unwrap_or_default()))
                     })
                     .collect();
+                st.next_seq += offset;
                 st.journal = Some(w);
             }
             Err(e) => {
@@ -349,6 +357,10 @@ impl Shared {
 
     /// The replay for a new client, in `seq` order, and its live feed
     /// (subscribed under the same lock: nothing is missed or sent twice).
+    /// The replay is what the journal does not hold: the events kept (see
+    /// [`State::events`]) and the latest agent output. Every event the
+    /// journal holds was appended before the feed was subscribed, so the
+    /// client finds it there.
     #[allow(clippy::type_complexity)]
     fn replay(
         &self,
