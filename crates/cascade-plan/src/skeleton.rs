@@ -249,6 +249,14 @@ impl Outline {
         self.index.position_by(self.stories.len(), id, id_at)
     }
 
+    /// [`Outline::position`] of many ids at once: `f` gets a finder that
+    /// answers as `position` does, the index locked once for all its
+    /// lookups (see [`IdIndex::with_finder`]).
+    pub fn with_positions<R>(&self, f: impl FnOnce(&dyn Fn(&str) -> Option<usize>) -> R) -> R {
+        let id_at = |p: usize| self.stories[p].id.of(&self.text);
+        self.index.with_finder(self.stories.len(), id_at, f)
+    }
+
     /// How the story index has been used.
     pub fn index_stats(&self) -> IndexStats {
         self.index.stats()

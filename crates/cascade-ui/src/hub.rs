@@ -542,12 +542,13 @@ mod tests {
         assert_eq!(last, 20);
         // What it says, to be sure the journal says something.
         let plain = summary.stories(None).expect("the plain run's stories");
-        assert_eq!(plain["a"].max_attempts, Some(3));
-        assert!(!plain["a"].merging, "a retry after the merge started");
-        assert_eq!(plain["a"].cache_hits, 1);
-        assert!(plain["b"].skipped && plain["c"].skipped);
-        assert_eq!(plain["q\"uote"].max_attempts, Some(2));
-        assert!(!plain.contains_key("d"));
+        let said = |id: &str| plain.get(id).expect("a story heard of");
+        assert_eq!(said("a").max_attempts, Some(3));
+        assert!(!said("a").merging, "a retry after the merge started");
+        assert_eq!(said("a").cache_hits, 1);
+        assert!(said("b").skipped && said("c").skipped);
+        assert_eq!(said("q\"uote").max_attempts, Some(2));
+        assert!(plain.get("d").is_none());
         assert!(summary.stories(Some("f")).is_some());
     }
 

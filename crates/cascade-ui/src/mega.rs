@@ -11,11 +11,10 @@ use axum::http::StatusCode;
 use cascade_engine::mega::run::{feature_dir, valid_feature_name};
 use cascade_engine::mega::state::{FeatureState, MegaState, StoryCounts};
 use cascade_engine::state::{RunState, StoryStatus};
-use cascade_plan::hash::FxHashMap;
 use serde_json::{json, Value};
 
 use crate::hub::Status;
-use crate::snapshot::{story_state, Seen, Summary};
+use crate::snapshot::{story_state, SeenMap, Summary};
 
 /// The engine state of feature `name` (`None`: its stories have not run).
 fn feature_state(cascade_dir: &Path, name: &str) -> Option<RunState> {
@@ -84,7 +83,7 @@ fn stories(
     cascade_dir: &Path,
     name: &str,
     f: &FeatureState,
-    events: Option<&FxHashMap<String, Seen>>,
+    events: Option<&SeenMap>,
 ) -> Vec<Value> {
     let state = feature_state(cascade_dir, name);
     // In its worktree while the feature runs; kept beside its state once

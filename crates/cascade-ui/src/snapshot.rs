@@ -15,7 +15,6 @@
 //! from a heap of free ones.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cascade_engine::state::{RunDoc, StoryStatus};
@@ -134,6 +133,18 @@ pub(crate) fn story_state(
     }
 }
 
+/// `n` zeros, written as the list is made rather than allocated zeroed: a
+/// page of a zeroed allocation that is read before it is written (a count
+/// incremented, a maximum taken) is mapped to the shared zero page, then
+/// copied on its first write, and that copy interrupts every other core
+/// running the dashboard's threads to flush its TLB: at 100,000 stories,
+/// while the state and the journal were being read on the other core.
+fn zeros<T: Copy + Default>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    v.resize(n, T::default());
+    v
+}
+
 /// Each story's dependencies as positions in the plan (`deps(i)`), resolved
 /// from ids once.
 #[derive(Debug, Clone)]
@@ -146,9 +157,23 @@ pub(crate) struct Graph {
 impl Graph {
     /// From each story's dependency positions, in plan order.
     pub fn from_lists<L: IntoIterator<Item = usize>>(lists: impl IntoIterator<Item = L>) -> Graph {
+        Graph::with_room(lists, 0)
+    }
+
+    /// [`Graph::from_lists`] with room made at once for `edges` edges (an
+    /// upper bound): at 100,000 stories the lists grown by doubling were
+    /// moved again and again, while the other threads of a dashboard just
+    /// started read the run.
+    fn with_room<L: IntoIterator<Item = usize>>(
+        lists: impl IntoIterator<Item = L>,
+        edges: usize,
+    ) -> Graph {
+        let lists = lists.into_iter();
+        let mut starts = Vec::with_capacity(lists.size_hint().0 + 1);
+        starts.push(0);
         let mut g = Graph {
-            starts: vec![0],
-            edges: Vec::new(),
+            starts,
+            edges: Vec::with_capacity(edges),
         };
         for l in lists {
             g.edges.extend(l);
@@ -170,7 +195,7 @@ impl Graph {
     /// (a count per story, then a fill) rather than as a list per story.
     fn reversed(&self) -> Graph {
         let n = self.len();
-        let mut starts = vec![0usize; n + 1];
+        let mut starts = zeros(n + 1);
         for &j in &self.edges {
             starts[j + 1] += 1;
         }
@@ -178,7 +203,7 @@ impl Graph {
             starts[j + 1] += starts[j];
         }
         let mut next = starts.clone();
-        let mut edges = vec![0usize; self.edges.len()];
+        let mut edges = zeros(self.edges.len());
         for i in 0..n {
             for &j in self.deps(i) {
                 edges[next[j]] = i;
@@ -197,30 +222,68 @@ impl Graph {
 pub(crate) struct Shape {
     graph: Graph,
     layer: Vec<usize>,
+    /// The stories by batch, in plan order within a batch: batch `b` is
+    /// `by_layer[batch_starts[b]..batch_starts[b + 1]]` (the order the
+    /// critical path is weighed in, and the batches as listed).
+    by_layer: Vec<usize>,
+    batch_starts: Vec<usize>,
 }
 
 impl Shape {
     pub fn of(p: &Outline) -> Shape {
-        Shape::from_graph(Graph::from_lists(p.stories().enumerate().map(|(i, s)| {
-            s.dependencies
-                .iter()
-                .filter_map(|d| p.position(d))
-                .filter(move |&j| j != i)
-        })))
+        let edges = p.stories().map(|s| s.dependencies.len()).sum();
+        let graph = p.with_positions(|position| {
+            let lists = p.stories().enumerate().map(|(i, s)| {
+                s.dependencies
+                    .iter()
+                    .filter_map(position)
+                    .filter(move |&j| j != i)
+            });
+            Graph::with_room(lists, edges)
+        });
+        Shape::from_graph(graph)
     }
 
     fn from_graph(graph: Graph) -> Shape {
         let layer = layers(&graph);
-        Shape { graph, layer }
+        // A counting sort by batch (stable: plan order within one), made
+        // once per plan rather than sorted again for every snapshot.
+        let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
+        let mut batch_starts = zeros(nb + 1);
+        for &l in &layer {
+            batch_starts[l + 1] += 1;
+        }
+        for b in 0..nb {
+            batch_starts[b + 1] += batch_starts[b];
+        }
+        let mut next = batch_starts.clone();
+        let mut by_layer = zeros(layer.len());
+        for (i, &l) in layer.iter().enumerate() {
+            by_layer[next[l]] = i;
+            next[l] += 1;
+        }
+        Shape {
+            graph,
+            layer,
+            by_layer,
+            batch_starts,
+        }
+    }
+
+    /// The stories of each batch, in plan order.
+    fn batches(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        self.batch_starts
+            .windows(2)
+            .map(|w| &self.by_layer[w[0]..w[1]])
     }
 }
 
 /// The stories a snapshot shows: the plan's, in file order (else the
-/// state's, without titles or dependencies), borrowed.
+/// state's, without titles or dependencies), borrowed. A story's title and
+/// dependencies are read from the outline as the story is written.
 struct Plan<'a> {
     ids: Vec<&'a str>,
-    titles: Vec<&'a str>,
-    depends_on: Vec<Dependencies<'a>>,
+    outline: Option<&'a Outline>,
     shape: Cow<'a, Shape>,
 }
 
@@ -233,8 +296,7 @@ impl<'a> Plan<'a> {
         match prd {
             Some(p) => Plan {
                 ids: p.stories().map(|s| s.id).collect(),
-                titles: p.stories().map(|s| s.title).collect(),
-                depends_on: p.stories().map(|s| s.dependencies).collect(),
+                outline: Some(p),
                 shape: shape.map_or_else(|| Cow::Owned(Shape::of(p)), Cow::Borrowed),
             },
             None => {
@@ -242,14 +304,22 @@ impl<'a> Plan<'a> {
                     .map(|s| s.stories.iter().map(|x| x.id.as_str()).collect())
                     .unwrap_or_default();
                 Plan {
-                    titles: ids.clone(),
-                    depends_on: vec![Dependencies::default(); ids.len()],
+                    outline: None,
                     shape: Cow::Owned(Shape::from_graph(Graph::from_lists(
                         ids.iter().map(|_| None),
                     ))),
                     ids,
                 }
             }
+        }
+    }
+
+    /// Story `i`'s title and dependencies (a story of the state alone: its
+    /// id and none).
+    fn story(&self, i: usize) -> (&'a str, Dependencies<'a>) {
+        match self.outline.and_then(|p| p.story(i)) {
+            Some(s) => (s.title, s.dependencies),
+            None => (self.ids[i], Dependencies::default()),
         }
     }
 }
@@ -263,7 +333,7 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
     let dependents = graph.reversed();
     let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
-    let mut layer = vec![0usize; n];
+    let mut layer: Vec<usize> = zeros(n);
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
         for &i in dependents.deps(j) {
@@ -286,7 +356,8 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
 /// The heaviest dependency chain (positions from first to last), stories
 /// weighing their elapsed time where known, the mean of the known ones
 /// (or 1) where not.
-pub(crate) fn critical_path(graph: &Graph, layer: &[usize], elapsed: &[Option<u64>]) -> Vec<usize> {
+pub(crate) fn critical_path(shape: &Shape, elapsed: &[Option<u64>]) -> Vec<usize> {
+    let (graph, layer) = (&shape.graph, &shape.layer);
     let n = graph.len();
     let known: Vec<u64> = elapsed.iter().flatten().copied().collect();
     let default = if known.is_empty() {
@@ -298,11 +369,9 @@ pub(crate) fn critical_path(graph: &Graph, layer: &[usize], elapsed: &[Option<u6
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&i| (layer[i], i));
-    let mut best: Vec<u64> = vec![0; n];
+    let mut best: Vec<u64> = zeros(n);
     let mut prev: Vec<Option<usize>> = vec![None; n];
-    for &i in &order {
+    for &i in &shape.by_layer {
         let mut from = None;
         let mut base = 0;
         for &j in graph.deps(i) {
@@ -335,7 +404,7 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
     // Slots in use, by when they free up; slots free, lowest first.
     let mut busy: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
-    let mut slot = vec![0; spans.len()];
+    let mut slot: Vec<usize> = zeros(spans.len());
     for i in order {
         let (start, end) = spans[i];
         let end = end.unwrap_or(now.max(start) + 1);
@@ -400,7 +469,58 @@ pub(crate) struct Head<'a> {
 
 /// What the records say, per feature (`None`: a plain run's stories, or
 /// engine events without a feature) and story.
-pub(crate) type SeenStories = HashMap<Option<String>, FxHashMap<String, Seen>>;
+pub(crate) type SeenStories = FxHashMap<Option<String>, SeenMap>;
+
+/// What the records say of the stories of one run (or feature): each
+/// story's [`Seen`], kept in the order first heard of and found through a
+/// table of positions. At 100,000 stories a table of the `Seen`s themselves
+/// (80 bytes a slot, 10 MB made at once) was written at random, a story at
+/// a time, by the reading a dashboard just started waits for; the table of
+/// positions is a third of that, and the `Seen`s are appended in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SeenMap {
+    at: FxHashMap<Box<str>, usize>,
+    seen: Vec<Seen>,
+}
+
+impl SeenMap {
+    /// What the records say of story `id`, if anything.
+    pub fn get(&self, id: &str) -> Option<&Seen> {
+        self.at.get(id).and_then(|&i| self.seen.get(i))
+    }
+
+    /// Story `id`'s entry, made (empty) when it has none.
+    fn entry(&mut self, id: &str) -> &mut Seen {
+        // Looked up before inserting: no allocation per record of a story
+        // already seen.
+        let i = match self.at.get(id) {
+            Some(&i) => i,
+            None => {
+                let i = self.seen.len();
+                self.at.insert(id.into(), i);
+                self.seen.push(Seen::default());
+                i
+            }
+        };
+        &mut self.seen[i]
+    }
+
+    fn reserve(&mut self, room: usize) {
+        self.at.reserve(room);
+        self.seen.reserve(room);
+    }
+}
+
+/// The same stories said the same of, in whatever order they were heard of.
+impl PartialEq for SeenMap {
+    fn eq(&self, other: &SeenMap) -> bool {
+        self.at.len() == other.at.len()
+            && self
+                .at
+                .iter()
+                .all(|(id, &i)| self.seen.get(i) == other.get(id))
+    }
+}
 
 /// What [`Summary::add`] does with an event, by its name.
 enum Fold {
@@ -470,10 +590,7 @@ impl Summary {
             Some(f) => f,
             None => self.stories.entry(key).or_default(),
         };
-        let e = match feature.get_mut(story) {
-            Some(e) => e,
-            None => feature.entry(story.to_string()).or_default(),
-        };
+        let e = feature.entry(story);
         match fold {
             Fold::Started => {
                 e.max_attempts = head.max_attempts;
@@ -529,7 +646,7 @@ impl Summary {
 
     /// What the records say about the stories of `feature` (`None`: a
     /// plain run's).
-    pub fn stories(&self, feature: Option<&str>) -> Option<&FxHashMap<String, Seen>> {
+    pub fn stories(&self, feature: Option<&str>) -> Option<&SeenMap> {
         self.stories.get(&feature.map(str::to_string))
     }
 }
@@ -564,8 +681,9 @@ pub(crate) struct Stories<'a> {
     plan: Plan<'a>,
     /// Story `i`'s record in the state.
     states: Vec<Option<&'a StoryGlance>>,
-    /// What the records say of story `i`.
-    said: Vec<Option<&'a Seen>>,
+    /// What the records say of the stories, looked up as each story is
+    /// made (on the thread that writes it, see [`Snapshot::write_json`]).
+    seen: Option<&'a SeenMap>,
     elapsed: Vec<Option<u64>>,
     run_start: Option<i64>,
 }
@@ -578,7 +696,7 @@ impl<'a> Stories<'a> {
     /// Story `i` as the document shows it.
     fn view(&self, i: usize) -> StoryView<'a> {
         let s = self.states[i];
-        let seen = self.said[i];
+        let seen = self.seen.and_then(|m| m.get(self.plan.ids[i]));
         let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
         let sum = |f: fn(&AttemptGlance) -> Option<u64>| -> Option<u64> {
             attempts.iter().filter_map(f).reduce(|a, b| a + b)
@@ -586,11 +704,12 @@ impl<'a> Stories<'a> {
         // A story that made it keeps its last failure in the state;
         // the graph shows failures only where they stand.
         let stands = s.filter(|s| s.status != StoryStatus::Complete);
+        let (title, depends_on) = self.plan.story(i);
         StoryView {
             id: self.plan.ids[i],
-            title: self.plan.titles[i],
+            title,
             batch: self.plan.shape.layer[i],
-            depends_on: self.plan.depends_on[i],
+            depends_on,
             state: story_state(
                 s.map(|s| (s.status, s.error_type)),
                 seen.is_some_and(|x| x.skipped),
@@ -683,24 +802,30 @@ struct Timeline<'a> {
 }
 
 /// The run's attempts, story by story in plan order (`states[i]` is story
-/// `i`'s record, `said[i]` what the records say of it), each on the lowest
-/// worker slot free at its start.
+/// `i`'s record), each on the lowest worker slot free at its start.
 fn timeline<'a>(
     input: &Input<'a>,
     states: &[Option<&'a StoryGlance>],
-    said: &[Option<&Seen>],
+    seen: Option<&SeenMap>,
     run_start: Option<i64>,
 ) -> Timeline<'a> {
     let rel = |ms: Option<i64>| -> Option<i64> { Some(ms? - run_start?) };
     let now_rel = run_start.map_or(0, |r| input.now_ms - r);
-    let mut spans = Vec::new();
-    let mut rows = Vec::new();
+    // Room made once (at 100,000 stories the rows grown by doubling were
+    // copied again and again, on the thread the page waits for).
+    let attempts = states.iter().flatten().map(|s| s.attempts.len()).sum();
+    let mut spans = Vec::with_capacity(attempts);
+    let mut rows = Vec::with_capacity(attempts);
     let mut elapsed: Vec<Option<u64>> = vec![None; states.len()];
     let mut totals = Totals::default();
     for (i, s) in states.iter().enumerate() {
         let Some(s) = s else { continue };
-        // Only a story with cached gate results has time saved to read.
-        let hits = said[i].is_some_and(|x| x.cache_hits > 0);
+        // Only a story with cached gate results has time saved to read
+        // (none when the run has none: no story is looked up).
+        let hits = input.summary.cache_hits > 0
+            && seen
+                .and_then(|m| m.get(&s.id))
+                .is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
             let Some(start) = rel(a.started_ms.0) else {
                 continue;
@@ -793,25 +918,19 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
     let st = input.state;
     let run_start = st.and_then(|s| unix_ms(&s.started_at));
     let plan = Plan::of(input.prd, input.shape, st);
-    let layer = &plan.shape.layer;
     let states = records(&plan.ids, st);
     let seen = input.summary.stories(None);
-    let said: Vec<Option<&'a Seen>> = plan
-        .ids
-        .iter()
-        .map(|id| seen.and_then(|m| m.get(*id)))
-        .collect();
     let Timeline {
         rows,
         elapsed,
         mut totals,
-    } = timeline(input, &states, &said, run_start);
+    } = timeline(input, &states, seen, run_start);
 
-    let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
-    let mut batches: Vec<Vec<&str>> = vec![Vec::new(); nb];
-    for (i, id) in plan.ids.iter().enumerate() {
-        batches[layer[i]].push(id);
-    }
+    let batches: Vec<Vec<&str>> = plan
+        .shape
+        .batches()
+        .map(|b| b.iter().map(|&i| plan.ids[i]).collect())
+        .collect();
     let counts = st.map(|s| s.counts()).unwrap_or_default();
     totals.gate_cache_hits = input.summary.cache_hits;
     totals.merged = counts.complete;
@@ -844,7 +963,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
                     - r
             }
         }),
-        critical_path: critical_path(&plan.shape.graph, layer, &elapsed)
+        critical_path: critical_path(&plan.shape, &elapsed)
             .into_iter()
             .map(|i| plan.ids[i])
             .collect(),
@@ -852,7 +971,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
         stories: Stories {
             plan,
             states,
-            said,
+            seen,
             elapsed,
             run_start,
         },
@@ -976,6 +1095,34 @@ mod tests {
     }
 
     #[test]
+    fn what_is_said_of_a_story_is_found_by_its_id_in_any_order_heard() {
+        let mut a = SeenMap::default();
+        let mut b = SeenMap::default();
+        a.reserve(4);
+        for id in ["x", "y", "é\"", ""] {
+            a.entry(id).cache_hits += 1;
+        }
+        a.entry("y").skipped = true;
+        for id in ["", "é\"", "y", "x"] {
+            b.entry(id).cache_hits += 1;
+        }
+        assert_ne!(a, b);
+        b.entry("y").skipped = true;
+        assert_eq!(a, b);
+        assert_eq!(
+            a.get("y").map(|s| (s.cache_hits, s.skipped)),
+            Some((1, true))
+        );
+        assert_eq!(a.get("é\"").map(|s| s.cache_hits), Some(1));
+        assert!(a.get("z").is_none());
+        b.entry("z");
+        assert_ne!(a, b);
+        let zero: Vec<u64> = zeros(3);
+        assert_eq!(zero, [0, 0, 0]);
+        assert!(zeros::<usize>(0).is_empty());
+    }
+
+    #[test]
     fn a_reversed_graph_lists_each_storys_dependents_in_plan_order() {
         let g = graph(&[&[], &[0], &[0], &[1, 2, 0], &[]]);
         let r = g.reversed();
@@ -1002,12 +1149,12 @@ mod tests {
     fn critical_path_weighs_elapsed_time() {
         let g = graph(&[&[], &[0], &[0], &[1, 2]]);
         // c took longer than b: the path goes through c.
-        let layer = layers(&g);
-        let path = critical_path(&g, &layer, &[Some(10), Some(5), Some(50), None]);
+        let shape = Shape::from_graph(g);
+        let path = critical_path(&shape, &[Some(10), Some(5), Some(50), None]);
         assert_eq!(path, vec![0, 2, 3]);
-        let path = critical_path(&g, &layer, &[Some(10), Some(90), Some(50), None]);
+        let path = critical_path(&shape, &[Some(10), Some(90), Some(50), None]);
         assert_eq!(path, vec![0, 1, 3]);
-        assert!(critical_path(&graph(&[]), &[], &[]).is_empty());
+        assert!(critical_path(&Shape::from_graph(graph(&[])), &[]).is_empty());
     }
 
     #[test]
@@ -1038,7 +1185,10 @@ mod tests {
             seen.add(&serde_json::from_str(&data).expect("an event head"));
         }
         let merging = |feature: Option<&str>, story: &str| {
-            seen.stories(feature).expect("the feature's stories")[story].merging
+            seen.stories(feature)
+                .and_then(|m| m.get(story))
+                .expect("the story's entry")
+                .merging
         };
         assert!(merging(None, "a"));
         assert!(!merging(Some("f"), "a"));
@@ -1050,7 +1200,7 @@ mod tests {
 
     /// A run with a story in every state the page draws, and a plan with
     /// unknown and self dependencies and a story the run never saw.
-    fn varied_run() -> (Outline, RunGlance, Summary) {
+    pub(super) fn varied_run() -> (Outline, RunGlance, Summary) {
         let story = |id: &str, deps: &[&str]| {
             serde_json::json!({"id": id, "title": format!("Title {id}"), "description": "d",
                 "priority": "medium", "dependencies": deps, "status": "pending",

@@ -170,11 +170,13 @@ impl<'a> Opening<'a> {
             Some((rest[..digits].parse().ok()?, &rest[digits..]))
         };
         // A JSON string without escapes (nor the control characters a JSON
-        // string cannot hold), and what follows it.
+        // string cannot hold), and what follows it. Looked for byte by
+        // byte (a search for either of two chars decodes every char: every
+        // line of a journal has two such strings).
         let plain = |rest: &'a str| -> Option<(&'a str, &'a str)> {
-            let end = rest.find(['"', '\\'])?;
+            let end = rest.bytes().position(|b| b == b'"' || b == b'\\')?;
             let text = &rest[..end];
-            (rest[end..].starts_with('"') && !text.bytes().any(|b| b < 0x20))
+            (rest.as_bytes()[end] == b'"' && !text.bytes().any(|b| b < 0x20))
                 .then(|| (text, &rest[end + 1..]))
         };
         let (seq, rest) = number(line, "{\"seq\":")?;
@@ -524,6 +526,12 @@ mod tests {
             r#"{"story":"a","attempt":1,"text":"{\"event\":\"x\"}"}"#,
         );
         assert_eq!(open(&o), Some(("agent_output".into(), None)));
+        // Names past ASCII are read as written.
+        let wide = line("événement", r#"{"event":"story_☃","story":"a"}"#);
+        assert_eq!(
+            open(&wide),
+            Some(("événement".into(), Some("story_☃".into())))
+        );
         // Data that does not open with its event's name: no name.
         let late = line("event", r#"{"story":"a","event":"story_skipped"}"#);
         assert_eq!(open(&late), Some(("event".into(), None)));
