@@ -1996,6 +1996,18 @@ mod tests {
         assert!(listed[0].is_cascade);
     }
 
+    /// `git worktree add -q <options> <repo>/../outside <commit-ish>`: a
+    /// worktree outside cascade's root.
+    fn outside_worktree(paths: &RepoPaths, options: &[&str], commitish: &[&str]) -> PathBuf {
+        let outside = paths.main_root.parent().unwrap().join("outside");
+        let mut argv = vec!["worktree", "add", "-q"];
+        argv.extend(options);
+        argv.push(outside.to_str().unwrap());
+        argv.extend(commitish);
+        git(&paths.main_root, &argv);
+        outside
+    }
+
     /// What a holder says, to compare lists of them.
     fn said(h: &[Holder]) -> Vec<(PathBuf, Option<String>, bool, Option<String>)> {
         h.iter()
@@ -2028,18 +2040,7 @@ mod tests {
         let broken = paths.common_dir.join("worktrees").join("broken");
         std::fs::create_dir_all(&broken).unwrap();
         std::fs::write(broken.join("HEAD"), "ref: refs/heads/cascade/a\n").unwrap();
-        let outside = paths.main_root.parent().unwrap().join("outside");
-        git(
-            &paths.main_root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "side",
-                outside.to_str().unwrap(),
-            ],
-        );
+        let outside = outside_worktree(&paths, &["-b", "side"], &[]);
         let outside = absolute(&outside);
         // A relative `gitdir:` line (git's `worktree.useRelativePaths`).
         let e = std::fs::read_to_string(outside.join(".git")).unwrap();
@@ -2131,17 +2132,7 @@ mod tests {
         assert!(repo.find_branch("cascade/other", BranchType::Local).is_ok());
         // A branch a worktree has checked out is still refused.
         let held = story_worktree(&paths, "cascade/held");
-        let outside = paths.main_root.parent().unwrap().join("outside");
-        git(
-            &paths.main_root,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                outside.to_str().unwrap(),
-                "cascade/other",
-            ],
-        );
+        outside_worktree(&paths, &[], &["cascade/other"]);
         assert!(matches!(
             delete_branch(&paths, "cascade/other"),
             Err(WorktreeError::BranchInUse { .. })
