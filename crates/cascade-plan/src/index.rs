@@ -88,8 +88,6 @@ impl Slots {
     }
 }
 
-/// How an [`IdIndex`] has been used: what a test checks to prove that a
-/// code path looks items up by id without scanning the list per lookup.
 /// `n` zero slots, written as the table is made rather than allocated
 /// zeroed: the table is probed (read) before it is written, and a zeroed
 /// page read first is mapped to the shared zero page, then copied on its
@@ -104,6 +102,8 @@ fn written_zeros(n: usize) -> Vec<u64> {
     v
 }
 
+/// How an [`IdIndex`] has been used: what a test checks to prove that a
+/// code path looks items up by id without scanning the list per lookup.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexStats {
     /// Lookups answered.
@@ -328,15 +328,15 @@ mod tests {
         assert_eq!(index.position(&dup, "", key), Some(3));
     }
 
-    /// Many lookups under one lock answer as one lookup apiece would, count
-    /// as many lookups, and build the index once, or again when the list
-    /// changed length.
     #[test]
     fn a_table_is_made_empty() {
         assert_eq!(written_zeros(5), [0; 5]);
         assert!(Slots::for_len(100).slots.iter().all(|&s| s == 0));
     }
 
+    /// Many lookups under one lock answer as one lookup apiece would, count
+    /// as many lookups, and build the index once, or again when the list
+    /// changed length.
     #[test]
     fn a_finder_answers_as_single_lookups_do() {
         let mut items: Vec<String> = (0..300).map(|i| format!("s{}", i % 250)).collect();
