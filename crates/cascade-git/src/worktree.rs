@@ -325,16 +325,13 @@ impl Unheld {
     }
 
     /// Deletes `branch`, named `name` (its short name).
-    fn delete(&self, branch: git2::Branch<'_>, name: &str) -> Result<(), GitError> {
+    fn delete(&self, mut branch: git2::Branch<'_>, name: &str) -> Result<(), GitError> {
         let error = GitError::git(format!("delete branch '{name}'"));
         match &self.configured {
             Some(sections) if !sections.contains(name) => {
                 branch.into_reference().delete().map_err(error)
             }
-            _ => {
-                let mut branch = branch;
-                branch.delete().map_err(error)
-            }
+            _ => branch.delete().map_err(error),
         }
     }
 }
@@ -1150,13 +1147,19 @@ fn parse_head(repo: &Repository, text: Option<&str>) -> (Option<String>, Option<
     let Some(text) = text.map(str::trim) else {
         return (None, None);
     };
-    if let Some(r) = text.strip_prefix("ref:") {
-        let r = r.trim();
-        let head = repo.refname_to_id(r).ok();
-        (Some(short_branch(r).to_string()), head)
-    } else {
-        (None, Oid::from_str(text).ok())
+    match head_ref(text) {
+        Some(r) => (
+            Some(short_branch(r).to_string()),
+            repo.refname_to_id(r).ok(),
+        ),
+        None => (None, Oid::from_str(text).ok()),
     }
+}
+
+/// The ref a HEAD file's text names (`ref: refs/heads/x` -> `refs/heads/x`);
+/// `None` when it is detached (a commit id) or not a HEAD.
+fn head_ref(text: &str) -> Option<&str> {
+    Some(text.trim().strip_prefix("ref:")?.trim())
 }
 
 fn admin_dir(paths: &RepoPaths, name: &str) -> PathBuf {
@@ -1191,14 +1194,13 @@ fn holders_where(
     repo: &Repository,
     keep: impl Fn(Option<&str>) -> bool,
 ) -> Result<Vec<Holder>, GitError> {
-    // The branch of a HEAD file's text, as `parse_head` names it (without
+    // The branch a HEAD file names, as `parse_head` names it (without
     // resolving the commit).
-    let branch_of = |text: Option<&str>| -> Option<String> {
-        let r = text?.trim().strip_prefix("ref:")?;
-        Some(short_branch(r.trim()).to_string())
-    };
+    fn branch_of(text: &str) -> Option<&str> {
+        head_ref(text).map(short_branch)
+    }
     let main_head = std::fs::read_to_string(paths.common_dir.join("HEAD")).ok();
-    let main_branch = branch_of(main_head.as_deref());
+    let main_branch = main_head.as_deref().and_then(branch_of).map(str::to_string);
     let mut out = Vec::new();
     if keep(main_branch.as_deref()) {
         out.push(Holder {
@@ -1226,7 +1228,7 @@ fn holders_where(
         let Ok(head) = std::fs::read_to_string(admin.join(&name).join("HEAD")) else {
             continue;
         };
-        if !keep(branch_of(Some(&head)).as_deref()) {
+        if !keep(branch_of(&head)) {
             continue;
         }
         if let Some(e) = entry(paths, repo, &root, &name) {

@@ -105,19 +105,15 @@ pub(crate) fn each_line_split<T: Send>(
 /// skipped (it belongs to the range before).
 fn lines_from(path: &Path, start: u64, end: u64, mut f: impl FnMut(&str)) -> std::io::Result<()> {
     use std::io::{Seek, SeekFrom};
-    let mut file = File::open(path)?;
+    let mut reader = BufReader::with_capacity(1 << 16, File::open(path)?);
     let mut pos = start;
     let mut line = Vec::new();
     if start > 0 {
         // The byte before `start` says whether a line starts at `start`:
         // reading through to the next newline from there skips the line
         // that began earlier (or only that newline, when one ends there).
-        file.seek(SeekFrom::Start(start - 1))?;
-    }
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    if start > 0 {
-        let n = reader.read_until(b'\n', &mut line)?;
-        pos = start - 1 + n as u64;
+        reader.seek(SeekFrom::Start(start - 1))?;
+        pos = start - 1 + reader.read_until(b'\n', &mut line)? as u64;
         line.clear();
     }
     while pos < end {
