@@ -529,6 +529,10 @@ fn drive(
         kept.save(&path).map_err(planning_failure)?;
     }
     let detector = Detector::from_env().cache_dir(ctx.paths.cascade_dir());
+    // The project's settings hold for the planning agents as for a run's:
+    // their logs keep to `resources.max_log_mb`.
+    let project = cascade_engine::config::ProjectConfig::load(&ctx.paths.cascade_dir())
+        .map_err(Failure::usage)?;
     let rt = super::runtime()?;
     let cancel = CancelToken::new();
     let json = common.json;
@@ -565,6 +569,7 @@ fn drive(
         .with_answers(answers)
         .with_review(review)
         .with_yes(common.yes)
+        .with_log_limit(project.resources.log_limit())
         .with_cancel(cancel.clone());
         (planner.run(&mut session).await, stop)
     });

@@ -34,6 +34,7 @@ echo "$step phase=$CASCADE_PHASE plan=$CASCADE_PLAN_ID args=$*" >> "$T/calls"
 cp "$CASCADE_PROMPT_FILE" "$T/prompt-$step.md"
 if [ -f "$T/hang-$step" ]; then rm "$T/hang-$step"; echo $$ > "$T/pid-$step"; exec sleep 60; fi
 if [ -f "$T/fail-$step" ]; then echo "planner crashed in $step"; exit 7; fi
+if [ -f "$T/chatty" ]; then yes 'the planner thinks aloud' | head -c 3000000; echo "$step: the last line"; fi
 strategy=HYBRID_AUTO; [ -f "$T/strategy" ] && strategy=$(cat "$T/strategy")
 result=done
 case "$step" in
@@ -240,12 +241,16 @@ impl Plan {
         ids[0].clone()
     }
 
-    fn session(&self) -> Value {
-        let p = self
-            .repo()
+    /// `name` in the (one) session's directory.
+    fn in_session(&self, name: &str) -> PathBuf {
+        self.repo()
             .join(".cascade/plans")
             .join(self.session_id())
-            .join("session.json");
+            .join(name)
+    }
+
+    fn session(&self) -> Value {
+        let p = self.in_session("session.json");
         serde_json::from_str(&std::fs::read_to_string(p).expect("session.json")).expect("json")
     }
 
@@ -379,6 +384,50 @@ fn happy_path_writes_the_plan_records_usage_and_continues_the_planner_session() 
     // The approved plan is what `cascade validate` accepts.
     let (code, _, err) = p.run(&["validate"]);
     assert_eq!(code, 0, "{err}");
+}
+
+#[test]
+fn the_planning_agents_logs_keep_to_the_projects_log_limit() {
+    let p = Plan::new();
+    p.mark("chatty", "");
+    write_json(
+        &p.repo().join(".cascade/config.json"),
+        &json!({"resources": {"max_log_mb": 1}}),
+    );
+    let (code, out, err) = p.plan(&["--yes"]);
+    assert_eq!(code, 0, "stdout:\n{out}\nstderr:\n{err}");
+    let logs = p.in_session("logs");
+    let mut steps = Vec::new();
+    for entry in std::fs::read_dir(&logs).expect("the steps' logs") {
+        let path = entry.expect("a log").path();
+        let log = std::fs::read(&path).expect("readable");
+        let text = String::from_utf8_lossy(&log);
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        // The planner's steps printed 3 MB each: 1 MiB kept, head and tail.
+        if text.contains("the planner thinks aloud") {
+            assert_eq!(log.len(), 1024 * 1024, "{name}");
+            assert!(text.contains("bytes of output dropped here"), "{name}");
+            // What the step printed after it (a self-review's marker) too.
+            let tail = &text[text.len() - 2048..];
+            assert!(
+                tail.contains(": the last line\n"),
+                "{name}: the tail is kept"
+            );
+            steps.push(name);
+        }
+    }
+    assert!(
+        steps.iter().any(|n| n.starts_with("generate-")),
+        "the generation's log among {steps:?}"
+    );
+    // A config that does not read stops planning before any agent runs.
+    let q = Plan::new();
+    std::fs::create_dir_all(q.repo().join(".cascade")).unwrap();
+    std::fs::write(q.repo().join(".cascade/config.json"), "{\"resources\": ").unwrap();
+    let (code, _, err) = q.plan(&["--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("config.json"), "{err}");
+    assert!(q.calls().is_empty(), "{:?}", q.calls());
 }
 
 #[test]
@@ -1583,11 +1632,7 @@ fn a_plan_already_in_the_data_directory_is_replaced_with_a_warning_and_kept() {
     std::fs::write(data.join("prd.json"), old).unwrap();
     let (code, out, err) = p.run(&["plan", "Add OAuth login", "--auto"]);
     assert_eq!(code, 0, "{out}\n{err}");
-    let kept = p
-        .repo()
-        .join(".cascade/plans")
-        .join(p.session_id())
-        .join("replaced-prd.json");
+    let kept = p.in_session("replaced-prd.json");
     assert!(
         err.contains(&format!(
             "warning: '{}' existed and was replaced; the old one is kept in '{}'",

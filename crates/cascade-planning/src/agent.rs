@@ -112,6 +112,8 @@ pub struct Workspace {
     /// The session directory: prompts and logs go under it.
     pub session_dir: PathBuf,
     pub cancel: CancelToken,
+    /// The size limit of each agent log.
+    pub log_limit: cascade_process::LogLimit,
 }
 
 /// One call to make.
@@ -228,6 +230,7 @@ pub async fn run_call(
         &ws.session_dir,
     );
     req.extra_env = call.env;
+    req.log_limit = ws.log_limit;
     req.tools.write_only = Some(call.writes);
     let resumed = resume.as_ref().map(|r| r.session_id.clone());
     req.resume = resume;

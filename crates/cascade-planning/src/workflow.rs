@@ -119,6 +119,9 @@ pub struct Planner<'a> {
     review_answer: Mutex<Option<ReviewAnswer>>,
     /// `--yes`: approve the review.
     yes: bool,
+    /// The size limit of each step's agent log (the project's
+    /// `resources.max_log_mb`, as for a run's agents).
+    log_limit: cascade_process::LogLimit,
     person: Mutex<&'a mut dyn Person>,
     events: Mutex<Box<dyn FnMut(PlanEvent) + Send + 'a>>,
     session: Mutex<Option<Session>>,
@@ -146,6 +149,7 @@ impl<'a> Planner<'a> {
             extra_answers: Answers::default(),
             review_answer: Mutex::new(None),
             yes: false,
+            log_limit: cascade_process::LogLimit::default(),
             person: Mutex::new(person),
             events: Mutex::new(Box::new(events)),
             session: Mutex::new(None),
@@ -170,6 +174,12 @@ impl<'a> Planner<'a> {
     /// `--yes`: the review is approved.
     pub fn with_yes(mut self, yes: bool) -> Self {
         self.yes = yes;
+        self
+    }
+
+    /// The size limit of each step's agent log (default: the run's default).
+    pub fn with_log_limit(mut self, limit: cascade_process::LogLimit) -> Self {
+        self.log_limit = limit;
         self
     }
 
@@ -236,6 +246,7 @@ impl<'a> Planner<'a> {
             root: self.root.clone(),
             session_dir: self.dir(),
             cancel: self.cancel.clone(),
+            log_limit: self.log_limit,
         }
     }
 
