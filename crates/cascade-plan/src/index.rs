@@ -32,7 +32,7 @@ impl Slots {
     /// Room for `n` ids at a load factor of at most 1/2.
     pub(crate) fn for_len(n: usize) -> Slots {
         Slots {
-            slots: written_zeros((n * 2).next_power_of_two().max(16)),
+            slots: crate::mem::written_zeros((n * 2).next_power_of_two().max(16)),
         }
     }
 
@@ -86,20 +86,6 @@ impl Slots {
             }
         }
     }
-}
-
-/// `n` zero slots, written as the table is made rather than allocated
-/// zeroed: the table is probed (read) before it is written, and a zeroed
-/// page read first is mapped to the shared zero page, then copied on its
-/// first write, a copy that interrupts every other core running the
-/// process to flush its TLB (at 100,000 stories, 512 pages while a
-/// dashboard reads the run's state and journal on the other core).
-// What clippy calls slow is the point: `vec![0; n]` allocates zeroed.
-#[allow(clippy::slow_vector_initialization)]
-fn written_zeros(n: usize) -> Vec<u64> {
-    let mut v = Vec::with_capacity(n);
-    v.resize(n, 0);
-    v
 }
 
 /// How an [`IdIndex`] has been used: what a test checks to prove that a
@@ -330,7 +316,6 @@ mod tests {
 
     #[test]
     fn a_table_is_made_empty() {
-        assert_eq!(written_zeros(5), [0; 5]);
         assert!(Slots::for_len(100).slots.iter().all(|&s| s == 0));
     }
 

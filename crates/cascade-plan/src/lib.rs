@@ -127,6 +127,7 @@ pub mod hash;
 mod id;
 mod index;
 pub mod json;
+pub mod mem;
 mod model;
 mod names;
 pub mod paths;

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use cascade_engine::state::{RunDoc, StoryStatus};
 use cascade_engine::FailureKind;
 use cascade_plan::hash::FxHashMap;
+use cascade_plan::mem::written_zeros;
 use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
@@ -133,18 +134,6 @@ pub(crate) fn story_state(
     }
 }
 
-/// `n` zeros, written as the list is made rather than allocated zeroed: a
-/// page of a zeroed allocation that is read before it is written (a count
-/// incremented, a maximum taken) is mapped to the shared zero page, then
-/// copied on its first write, and that copy interrupts every other core
-/// running the dashboard's threads to flush its TLB: at 100,000 stories,
-/// while the state and the journal were being read on the other core.
-fn zeros<T: Copy + Default>(n: usize) -> Vec<T> {
-    let mut v = Vec::with_capacity(n);
-    v.resize(n, T::default());
-    v
-}
-
 /// Each story's dependencies as positions in the plan (`deps(i)`), resolved
 /// from ids once.
 #[derive(Debug, Clone)]
@@ -195,7 +184,7 @@ impl Graph {
     /// (a count per story, then a fill) rather than as a list per story.
     fn reversed(&self) -> Graph {
         let n = self.len();
-        let mut starts = zeros(n + 1);
+        let mut starts = written_zeros(n + 1);
         for &j in &self.edges {
             starts[j + 1] += 1;
         }
@@ -203,7 +192,7 @@ impl Graph {
             starts[j + 1] += starts[j];
         }
         let mut next = starts.clone();
-        let mut edges = zeros(self.edges.len());
+        let mut edges = written_zeros(self.edges.len());
         for i in 0..n {
             for &j in self.deps(i) {
                 edges[next[j]] = i;
@@ -249,7 +238,7 @@ impl Shape {
         // A counting sort by batch (stable: plan order within one), made
         // once per plan rather than sorted again for every snapshot.
         let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
-        let mut batch_starts = zeros(nb + 1);
+        let mut batch_starts = written_zeros(nb + 1);
         for &l in &layer {
             batch_starts[l + 1] += 1;
         }
@@ -257,7 +246,7 @@ impl Shape {
             batch_starts[b + 1] += batch_starts[b];
         }
         let mut next = batch_starts.clone();
-        let mut by_layer = zeros(layer.len());
+        let mut by_layer = written_zeros(layer.len());
         for (i, &l) in layer.iter().enumerate() {
             by_layer[next[l]] = i;
             next[l] += 1;
@@ -333,7 +322,7 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
     let dependents = graph.reversed();
     let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
-    let mut layer: Vec<usize> = zeros(n);
+    let mut layer: Vec<usize> = written_zeros(n);
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
         for &i in dependents.deps(j) {
@@ -369,7 +358,7 @@ pub(crate) fn critical_path(shape: &Shape, elapsed: &[Option<u64>]) -> Vec<usize
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let mut best: Vec<u64> = zeros(n);
+    let mut best: Vec<u64> = written_zeros(n);
     let mut prev: Vec<Option<usize>> = vec![None; n];
     for &i in &shape.by_layer {
         let mut from = None;
@@ -404,7 +393,7 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
     // Slots in use, by when they free up; slots free, lowest first.
     let mut busy: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
-    let mut slot: Vec<usize> = zeros(spans.len());
+    let mut slot: Vec<usize> = written_zeros(spans.len());
     for i in order {
         let (start, end) = spans[i];
         let end = end.unwrap_or(now.max(start) + 1);
@@ -1117,9 +1106,6 @@ mod tests {
         assert!(a.get("z").is_none());
         b.entry("z");
         assert_ne!(a, b);
-        let zero: Vec<u64> = zeros(3);
-        assert_eq!(zero, [0, 0, 0]);
-        assert!(zeros::<usize>(0).is_empty());
     }
 
     #[test]
