@@ -181,26 +181,39 @@ impl Graph {
 
     /// The same edges the other way: story `j`'s "dependencies" here are
     /// the stories that depend on it, in plan order. Laid out in place
-    /// (a count per story, then a fill) rather than as a list per story.
+    /// ([`grouped`]) rather than as a list per story.
     fn reversed(&self) -> Graph {
         let n = self.len();
-        let mut starts = written_zeros(n + 1);
-        for &j in &self.edges {
-            starts[j + 1] += 1;
-        }
-        for j in 0..n {
-            starts[j + 1] += starts[j];
-        }
-        let mut next = starts.clone();
-        let mut edges = written_zeros(self.edges.len());
-        for i in 0..n {
-            for &j in self.deps(i) {
-                edges[next[j]] = i;
-                next[j] += 1;
-            }
-        }
+        let (starts, edges) = grouped(
+            n,
+            (0..n).flat_map(|i| self.deps(i).iter().map(move |&j| (j, i))),
+        );
         Graph { starts, edges }
     }
+}
+
+/// `(key, item)` pairs grouped by key (each key below `keys`), each group
+/// in the order given: group `k` is `items[starts[k]..starts[k + 1]]`. A
+/// counting sort: one pass counts the groups' sizes, another fills them in
+/// place, with no list per group.
+fn grouped<P>(keys: usize, pairs: P) -> (Vec<usize>, Vec<usize>)
+where
+    P: Iterator<Item = (usize, usize)> + Clone,
+{
+    let mut starts = written_zeros(keys + 1);
+    for (k, _) in pairs.clone() {
+        starts[k + 1] += 1;
+    }
+    for k in 0..keys {
+        starts[k + 1] += starts[k];
+    }
+    let mut next = starts.clone();
+    let mut items = written_zeros(starts[keys]);
+    for (k, item) in pairs {
+        items[next[k]] = item;
+        next[k] += 1;
+    }
+    (starts, items)
 }
 
 /// What a snapshot takes from the plan alone: each story's dependencies
@@ -235,22 +248,10 @@ impl Shape {
 
     fn from_graph(graph: Graph) -> Shape {
         let layer = layers(&graph);
-        // A counting sort by batch (stable: plan order within one), made
-        // once per plan rather than sorted again for every snapshot.
+        // The stories by batch (plan order within one), made once per plan
+        // rather than sorted again for every snapshot.
         let nb = layer.iter().copied().max().map_or(0, |m| m + 1);
-        let mut batch_starts = written_zeros(nb + 1);
-        for &l in &layer {
-            batch_starts[l + 1] += 1;
-        }
-        for b in 0..nb {
-            batch_starts[b + 1] += batch_starts[b];
-        }
-        let mut next = batch_starts.clone();
-        let mut by_layer = written_zeros(layer.len());
-        for (i, &l) in layer.iter().enumerate() {
-            by_layer[next[l]] = i;
-            next[l] += 1;
-        }
+        let (batch_starts, by_layer) = grouped(nb, layer.iter().copied().zip(0..));
         Shape {
             graph,
             layer,
