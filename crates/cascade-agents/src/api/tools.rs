@@ -278,9 +278,6 @@ impl Tools {
             Ok(p) => p,
             Err(e) => return ToolOutput::error(e),
         };
-        if real.is_dir() {
-            return ToolOutput::error(format!("'{path}' is a directory (use Glob to list files)"));
-        }
         let cannot = |e: std::io::Error| ToolOutput::error(format!("cannot read '{path}': {e}"));
         // Opened without waiting for a writer (a FIFO would block the open
         // itself), then refused below unless it is a file.
@@ -294,6 +291,11 @@ impl Tools {
             Err(e) => return cannot(e),
         };
         let size = match file.metadata() {
+            Ok(m) if m.is_dir() => {
+                return ToolOutput::error(format!(
+                    "'{path}' is a directory (use Glob to list files)"
+                ))
+            }
             // A pipe or a device may never end: only files are read.
             Ok(m) if !m.is_file() => {
                 return ToolOutput::error(format!("'{path}' is not a regular file"))
