@@ -43,7 +43,9 @@ fn trees(repo: &Repository) -> (git2::Tree<'_>, git2::Tree<'_>) {
 }
 
 fn treediff(c: &mut Criterion) {
-    cascade_git::configure_libgit2();
+    // SAFETY: the benchmarks run on this thread; no other thread has used
+    // libgit2 yet.
+    unsafe { cascade_git::configure_libgit2() };
     let tmp = tempfile::tempdir().unwrap();
     let dir = two_commits(tmp.path());
     let mut g = c.benchmark_group("treediff");

@@ -18,9 +18,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 fn main() -> ExitCode {
+    // SAFETY: first thing, before any thread is started.
+    unsafe { cascade_git::configure_libgit2() };
     memory::limit_malloc_arenas();
     install_panic_hook();
-    cascade_git::configure_libgit2();
     let (args, matches) = cli::parse();
     let code = match cli::dispatch(args, &matches) {
         Ok(code) => code,

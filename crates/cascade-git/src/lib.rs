@@ -46,8 +46,18 @@ pub mod worktree;
 pub use error::GitError;
 pub use repo::RepoPaths;
 
+/// The largest tree libgit2 keeps parsed in a repository handle's object
+/// cache once read. libgit2 caches trees of at most 4 KiB by default, so a
+/// directory of more than about a hundred entries (a repository's root,
+/// often) was inflated and parsed again by every lookup: several times per
+/// story through one handle, 400 KB a time for a directory of 10,000 files.
+/// Larger than any real tree; what all handles cache together stays within
+/// libgit2's own bound for the process (256 MiB; it evicts beyond it).
+pub const CACHED_TREE_LIMIT: usize = 64 << 20;
+
 /// Sets libgit2's process-wide options as cascade wants them; the binary
-/// calls it first thing (library users may too; it is idempotent).
+/// calls it first thing (library users may too; calling it again changes
+/// nothing).
 ///
 /// - No hash check of every object read: libgit2 re-hashes each object it
 ///   reads off disk by default; git does not (`git fsck` does), and in a
@@ -56,7 +66,22 @@ pub use repo::RepoPaths;
 ///   cascade writes trees only from its own indexes, whose blobs it has just
 ///   written or read; libgit2 would open and inflate each entry's object to
 ///   check it (git stats it), which grew with the repository per commit.
-pub fn configure_libgit2() {
+/// - Trees of any size kept in each handle's object cache
+///   ([`CACHED_TREE_LIMIT`]): on a tree of 10,000 files in one directory a
+///   story cost 15% less CPU (`sh`-scripted agent, `--parallel 8`, 300
+///   stories: 149-160 ms against 180-186).
+///
+/// # Safety
+///
+/// The cache limit is a plain global of libgit2's, written without
+/// synchronisation: call this before any other thread uses libgit2 (the
+/// binary calls it before it starts any thread).
+pub unsafe fn configure_libgit2() {
     git2::opts::strict_hash_verification(false);
     git2::opts::strict_object_creation(false);
+    // SAFETY: the caller runs before any other thread uses libgit2 (this
+    // function's contract); `Tree` is a kind the option accepts, so it
+    // cannot fail.
+    let _ =
+        unsafe { git2::opts::set_cache_object_limit(git2::ObjectType::Tree, CACHED_TREE_LIMIT) };
 }
