@@ -382,7 +382,7 @@ fn whole_file_lines(content: &[u8]) -> u32 {
 /// diffs with libgit2's default driver. Every place libgit2 reads them from
 /// is looked at (`collect_attr_files` in its attr.c): the repository's
 /// `info/attributes`, a `.gitattributes` in each directory on the way to a
-/// changed file (on disk, and in the index: here, any in the index at all),
+/// changed file (on disk or in the index),
 /// `core.attributesFile` (set at all: not sure) or the XDG default
 /// `git/attributes`, and the system's `/etc/gitattributes`. Anything found,
 /// or a home not known: `false` (the files are diffed one by one).
@@ -423,11 +423,9 @@ fn no_attributes(repo: &Repository, diff: &git2::Diff<'_>) -> bool {
     let Ok(index) = repo.index() else {
         return false;
     };
-    let named = |p: &[u8]| p == b".gitattributes" || p.ends_with(b"/.gitattributes");
-    if index.iter().any(|e| named(&e.path)) {
-        return false;
-    }
-    // The directories on the way to each changed file, each looked at once.
+    // The directories on the way to each changed file, each looked at once
+    // (a lookup in the index apiece: the index is not walked, its size is
+    // the repository's).
     let mut seen: std::collections::HashSet<&Path> = std::collections::HashSet::new();
     for delta in diff.deltas() {
         for file in [delta.old_file().path(), delta.new_file().path()] {
@@ -436,7 +434,8 @@ fn no_attributes(repo: &Repository, diff: &git2::Diff<'_>) -> bool {
                 if !seen.insert(d) {
                     break;
                 }
-                if exists(&workdir.join(d).join(".gitattributes")) {
+                let attributes = d.join(".gitattributes");
+                if index.get_path(&attributes, 0).is_some() || exists(&workdir.join(&attributes)) {
                     return false;
                 }
                 dir = d.parent();
@@ -603,6 +602,18 @@ mod tests {
         // Only on disk (not committed), it counts too.
         git(d, &["rm", "-q", "--cached", "sub/.gitattributes"]);
         assert!(!no_attributes(&repo, &diff));
+        // Only in the index, too (read by a handle opened after the change,
+        // as each diff's is).
+        git(d, &["add", "sub/.gitattributes"]);
+        std::fs::remove_file(d.join("sub/.gitattributes")).unwrap();
+        assert!(!no_attributes(&open(d).unwrap(), &diff));
+        // Off the way to every changed file, in the index and on disk: no
+        // attribute of theirs applies.
+        git(d, &["rm", "-q", "--cached", "sub/.gitattributes"]);
+        std::fs::create_dir_all(d.join("elsewhere")).unwrap();
+        std::fs::write(d.join("elsewhere/.gitattributes"), "*.txt -diff\n").unwrap();
+        git(d, &["add", "elsewhere/.gitattributes"]);
+        assert!(no_attributes(&open(d).unwrap(), &diff));
     }
 
     #[test]
