@@ -41,8 +41,9 @@ use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_git::merge::{merge_into, MergeOptions};
 use cascade_git::{commit, worktree, RepoPaths};
 use cascade_process::CancelToken;
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::{criterion_group, BatchSize, Criterion, Throughput};
 
+#[macro_use]
 #[path = "support/mod.rs"]
 mod support;
 
@@ -560,4 +561,4 @@ fn report(c: &mut Criterion) {
 }
 
 criterion_group!(benches, git_ops, engine_overhead, report);
-criterion_main!(benches);
+bench_main!(benches);

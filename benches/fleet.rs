@@ -40,6 +40,7 @@ use futures_util::StreamExt;
 
 #[path = "support/nats.rs"]
 mod nats;
+#[macro_use]
 #[path = "support/mod.rs"]
 mod support;
 
@@ -347,7 +348,4 @@ fn take_work(c: &mut Criterion) {
 
 criterion_group!(benches, take_work, merge_queue);
 
-fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-}
+bench_main!(benches);

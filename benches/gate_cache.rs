@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 use cascade_gates::{run_gates, GateCache, GateResult, GateSet, KeyParts, RunOptions};
 use cascade_process::CancelToken;
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 
+#[macro_use]
 #[path = "support/mod.rs"]
 mod support;
 use support::{files, generate};
@@ -227,4 +228,4 @@ fn whole_process(c: &mut Criterion, repo: &Path, n: usize) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+bench_main!(benches);

@@ -13,7 +13,11 @@ use std::sync::Arc;
 use cascade_gates::{
     GateCache, GateResult, KeyParts, RemoteCache, RemoteMode, RemoteRequest, RemoteSettings,
 };
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use criterion::{criterion_group, BatchSize, Criterion};
+
+#[macro_use]
+#[path = "support/mod.rs"]
+mod support;
 
 fn result() -> GateResult {
     GateResult {
@@ -117,4 +121,4 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+bench_main!(benches);

@@ -36,6 +36,7 @@ use cascade_plan::synthetic::{prd_json, story_id, Shape};
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
 use serde_json::json;
 
+#[macro_use]
 #[path = "support/mod.rs"]
 mod support;
 use support::git;
@@ -407,7 +408,4 @@ fn dashboard(c: &mut Criterion) {
 
 criterion_group!(benches, prepare, status, dashboard);
 
-fn main() {
-    benches();
-    Criterion::default().configure_from_args().final_summary();
-}
+bench_main!(benches);

@@ -10,9 +10,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
 use git2::Repository;
 
+#[macro_use]
 #[path = "support/mod.rs"]
 mod support;
 use support::{files, generate};
@@ -43,9 +44,6 @@ fn trees(repo: &Repository) -> (git2::Tree<'_>, git2::Tree<'_>) {
 }
 
 fn treediff(c: &mut Criterion) {
-    // SAFETY: the benchmarks run on this thread; no other thread has used
-    // libgit2 yet.
-    unsafe { cascade_git::configure_libgit2() };
     let tmp = tempfile::tempdir().unwrap();
     let dir = two_commits(tmp.path());
     let mut g = c.benchmark_group("treediff");
@@ -71,4 +69,4 @@ fn treediff(c: &mut Criterion) {
 }
 
 criterion_group!(benches, treediff);
-criterion_main!(benches);
+bench_main!(benches);

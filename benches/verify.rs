@@ -14,7 +14,11 @@ use cascade_gates::{run_gates, GateCache, GateSet, RunOptions};
 use cascade_git::diff::{FileDiff, FileStatus};
 use cascade_process::CancelToken;
 use cascade_verify::{scan, verify_repo, Intent, RuleSet};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, Criterion};
+
+#[macro_use]
+#[path = "support/mod.rs"]
+mod support;
 
 /// Lines of the change.
 const LINES: usize = 5_000;
@@ -155,4 +159,4 @@ fn bench(c: &mut Criterion) {
 }
 
 criterion_group!(benches, bench);
-criterion_main!(benches);
+bench_main!(benches);
