@@ -172,6 +172,164 @@ esac"#,
     );
 }
 
+/// Each kind of credential the content rules know, written where an agent
+/// would write it (fake values of the right shape), and the new name rules:
+/// the attempt fails naming every file with the rule it matched, and
+/// nothing of the story is committed.
+#[test]
+fn credentials_by_content_and_the_wider_name_rules_fail_the_attempt() {
+    // One case a line: rule | path | content, where `{aN}` is N letters and
+    // digits and `{bN}` N base64 characters, filled in here so that no
+    // whole token is written out in this source.
+    const CASES: &str = r#"private-key | deploy/key.txt | -----BEGIN EC PRIVATE KEY-----\n{b64}
+aws-access-key-id | config/aws.py | KEY_ID = 'AKIAQWERTYUIOPASDFGH'
+aws-secret-access-key | scripts/s3.sh | aws_secret_access_key={b40}
+gcp-service-account | infra/gcp.json | {"type": "service_account", "project_id": "p"}
+azure-storage-key | app/storage.yaml | conn: DefaultEndpointsProtocol=https;AccountName=a;AccountKey={b86}==
+github-pat | tools/release.py | TOKEN = 'ghp_{a36}'
+github-oauth | tools/oauth.txt | gho_{a36}
+github-app-token | ci/app.sh | X=ghs_{a36}
+github-fine-grained-pat | ci/fine.txt | github_pat_{a82}
+gitlab-pat | ci/clone.sh | git clone https://oauth2:glpat-{a20}@gitlab.com/a/b
+npm-access-token | web/publish.js | const t = 'npm_{l36}';
+npm-auth-token | web/npmrc.ci | //registry.npmjs.org/:_authToken={a24}
+pypi-upload-token | publish.cfg | token = pypi-AgEIcHlwaS5vcmc{a60}
+slack-token | bot/slack.py | T = 'xoxb-1234567890-9876543210-{a24}'
+slack-webhook | bot/hook.sh | curl https://hooks.slack.com/services/TABCDEFGH/BABCDEFGH/{a24}
+login-password | home/netrc.txt | machine example.com login me password hunter22
+generic-secret | src/pay.rs | const STRIPE_SECRET_KEY: &str = "sk_live_{a28}";
+env-file | config/PROD.ENV | DEBUG=0
+registry-credentials-file | .npmrc | registry=https://registry.npmjs.org/
+cloud-credentials-file | .aws/credentials | [default]
+cloud-credentials-file | gcp/ci-service-account.json | {}
+private-key-file | ssh/deploy_key | x"#;
+    let alnum = "a1B2c3D4e5F6g7H8i9J0kLmNoPqRsTuVwXyZ".repeat(4);
+    let b64 = "Zm9vYmFyK2Jhei8xMjM0NTY3ODkwQUJDREVGR0hJSktMTU5PUA".repeat(4);
+    let mut fill: Vec<(String, String)> = Vec::new();
+    for n in [20, 24, 28, 36, 60, 82] {
+        fill.push((format!("{{a{n}}}"), alnum[..n].to_string()));
+    }
+    fill.push(("{l36}".into(), alnum[..36].to_lowercase()));
+    for n in [40, 64, 86] {
+        fill.push((format!("{{b{n}}}"), b64[..n].to_string()));
+    }
+    fill.push(("\\n".into(), "\n".into()));
+    let files: Vec<(&str, String, &str)> = CASES
+        .lines()
+        .map(|line| {
+            let mut parts = line.splitn(3, " | ");
+            let (rule, path) = (parts.next().unwrap(), parts.next().unwrap());
+            let body = fill
+                .iter()
+                .fold(parts.next().unwrap().to_string(), |b, (k, v)| {
+                    b.replace(k, v)
+                });
+            (path, format!("{body}\n"), rule)
+        })
+        .collect();
+    let tools = tempfile::tempdir().unwrap();
+    for (path, body, _) in &files {
+        let p = tools.path().join("leak").join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let r = Repo::new(
+        json!([story("story-001")]),
+        &format!(
+            "printf 'work\\n' > \"$CASCADE_STORY_ID.txt\"\ncp -R '{}/leak/.' .",
+            tools.path().display()
+        ),
+    );
+    let out = r.cascade(&["approve", "--auto-run", "--max-retries", "0", "--json"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let evs = events(&out);
+    let failed = of_kind(&evs, "story_failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&out));
+    assert_eq!(failed[0]["error_type"], "verification", "{}", failed[0]);
+    let msg = failed[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("refused to commit files that look like credentials"),
+        "{msg}"
+    );
+    for (path, _, rule) in &files {
+        assert!(
+            msg.contains(&format!("{path} (")) && msg.contains(&format!("rule {rule}")),
+            "{path} with {rule}: {msg}"
+        );
+    }
+    let ever = r.ever_committed();
+    assert!(!ever.contains("story-001.txt"), "nothing committed: {ever}");
+}
+
+/// A story that installs dependencies and builds commits only its real
+/// files: `node_modules/`, `.venv/` and a 6 MB `build/app.bin` are left out
+/// (a `commit_left_out` event names them); a base that tracks `dist/`
+/// still commits the story's changes there; a large file outside them is
+/// refused with the limit.
+#[test]
+fn build_output_stays_out_and_large_files_are_refused() {
+    let r = Repo::new(
+        json!([story("story-001"), story("story-002"), story("story-003")]),
+        r#"case "$CASCADE_STORY_ID" in
+story-001)
+  mkdir -p src node_modules/left-pad .venv/bin build
+  printf 'print("hi")\n' > src/app.py
+  for i in 1 2 3; do printf 'module.exports = %s;\n' "$i" > "node_modules/left-pad/f$i.js"; done
+  printf '#!/bin/sh\n' > .venv/bin/python
+  head -c 6291456 /dev/zero > build/app.bin ;;
+story-002)
+  printf 'bundle v2\n' > dist/bundle.js
+  printf 'chunk\n' > dist/chunk.js ;;
+story-003)
+  mkdir -p data
+  head -c 6291456 /dev/zero | tr '\0' 'a' > data/huge.txt ;;
+esac"#,
+    );
+    std::fs::create_dir_all(r.path().join("dist")).unwrap();
+    std::fs::write(r.path().join("dist/bundle.js"), "bundle v1\n").unwrap();
+    git(r.path(), &["add", "-A"]);
+    git(r.path(), &["commit", "-q", "-m", "dist is tracked"]);
+    let out = r.cascade(&["approve", "--auto-run", "--max-retries", "0", "--json"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let evs = events(&out);
+    let mut merged: Vec<&str> = of_kind(&evs, "story_merged")
+        .into_iter()
+        .filter_map(|e| e["story"].as_str())
+        .collect();
+    merged.sort_unstable();
+    assert_eq!(merged, ["story-001", "story-002"], "{}", explain(&out));
+    let left = of_kind(&evs, "commit_left_out");
+    assert_eq!(left.len(), 1, "{}", explain(&out));
+    assert_eq!(left[0]["story"], "story-001");
+    assert_eq!(
+        left[0]["left_out"],
+        json!([
+            {"dir": ".venv", "files": 1, "reason": "dependency or build output"},
+            {"dir": "build", "files": 1, "reason": "dependency or build output"},
+            {"dir": "node_modules", "files": 3, "reason": "dependency or build output"}
+        ])
+    );
+    let ever = r.ever_committed();
+    for never in ["node_modules", ".venv", "build/app.bin", "data/huge.txt"] {
+        assert!(!ever.contains(never), "{never} was committed: {ever}");
+    }
+    let tree = git(r.path(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert_lists(&tree, &["src/app.py", "dist/bundle.js", "dist/chunk.js"]);
+    assert_eq!(
+        git(r.path(), &["show", "main:dist/bundle.js"]),
+        "bundle v2\n"
+    );
+    let failed = of_kind(&evs, "story_failed");
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["story"], "story-003");
+    let msg = failed[0]["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("refused to commit files too large or binary: data/huge.txt (")
+            && msg.contains("over the 5 MB limit"),
+        "{msg}"
+    );
+}
+
 // ------------------------------------------------------- 2. strict input
 
 /// `"status": "done"` is not counted as complete and `"finished"` not as

@@ -275,6 +275,8 @@ pub struct ProjectConfig {
     pub worktree: WorktreeSetup,
     #[serde(default)]
     pub resources: ResourceSettings,
+    #[serde(default)]
+    pub commit: CommitSettings,
     /// Unknown fields of the file, each naming the closest known one (they
     /// are ignored).
     #[serde(skip)]
@@ -303,6 +305,23 @@ impl ResourceSettings {
         self.max_log_mb
             .map(cascade_process::LogLimit::from_mib)
             .unwrap_or_default()
+    }
+}
+
+/// `commit` in `.cascade/config.json`: what a story's commit may hold.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct CommitSettings {
+    /// The size limit of one committed file in MiB (default 5; 0: none).
+    /// A larger file the story's `files` does not name fails the attempt.
+    #[serde(default)]
+    pub max_file_mb: Option<u64>,
+}
+
+impl CommitSettings {
+    /// The limit in MiB (0: none).
+    pub fn max_file_mb(&self) -> u64 {
+        self.max_file_mb
+            .unwrap_or(cascade_verify::build_output::DEFAULT_MAX_FILE_MB)
     }
 }
 
@@ -389,7 +408,7 @@ impl ProjectConfig {
     }
 }
 
-/// The unknown fields of config.json (top level, `worktree`, `resources`),
+/// The unknown fields of config.json (top level, `worktree`, `resources`, `commit`),
 /// against the fields their serde types read.
 fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
     use cascade_plan::strict::{fields_of, unknown_keys};
@@ -397,9 +416,10 @@ fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut found = unknown_keys(&top, "", fields_of::<ProjectConfig>(), &[]);
-    let sections: [(&str, &[&str]); 2] = [
+    let sections: [(&str, &[&str]); 3] = [
         ("worktree", fields_of::<WorktreeSetup>()),
         ("resources", fields_of::<ResourceSettings>()),
+        ("commit", fields_of::<CommitSettings>()),
     ];
     for (name, known) in sections {
         if let Some(obj) = top.get(name).and_then(serde_json::Value::as_object) {

@@ -99,6 +99,13 @@ pub enum Event {
         attempt: u32,
         commit: String,
     },
+    /// Untracked dependency or build output the attempt's commit left out
+    /// (the files stay in the worktree; the base tracks nothing there).
+    CommitLeftOut {
+        story: String,
+        attempt: u32,
+        left_out: Vec<LeftOutDir>,
+    },
     /// Local verification checked the lines the attempt added (stubs,
     /// skipped or removed tests, gate/CI edits); `findings` empty: clean.
     VerificationFinished {
@@ -430,6 +437,17 @@ pub struct StorySummary {
 /// One finding of local verification (`{rule, file, line, message, text}`).
 pub use cascade_verify::Finding as VerifyFinding;
 
+/// A directory a story's commit left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftOutDir {
+    /// Repository path of the directory, no trailing `/`.
+    pub dir: String,
+    /// How many files under it were left out.
+    pub files: usize,
+    /// Why (`dependency or build output`).
+    pub reason: String,
+}
+
 /// A gate's result in the final summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateSummary {
@@ -448,6 +466,7 @@ impl Event {
             | Event::StoryStarted { story, .. }
             | Event::AgentFinished { story, .. }
             | Event::StoryCommitted { story, .. }
+            | Event::CommitLeftOut { story, .. }
             | Event::VerificationFinished { story, .. }
             | Event::TestsProved { story, .. }
             | Event::ReviewStarted { story, .. }

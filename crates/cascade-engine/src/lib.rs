@@ -57,10 +57,13 @@
 //!   `RunOptions::steering`: pause/resume, cancel/retry a story; a mega run
 //!   shares one, scoped per feature engine).
 //! - [`findings`]: the `findings.md` notes every story's agent reads and appends to.
-//! - [`secrets`]: credential-looking files a story's commit refuses unless
-//!   the story's `allow_secrets` allows them (the commit step fails the
-//!   attempt as `verification`, nothing committed); files worktree setup put
-//!   there are never committed (`cascade_git::local_files`).
+//! - [`secrets`]: what a story's commit refuses (credentials by name or
+//!   content unless the story's `allow_secrets` allows them, files over
+//!   `commit.max_file_mb`, new binary files its `files` does not name: the
+//!   commit step fails the attempt as `verification`, nothing committed) and
+//!   leaves out (dependency and build output the base does not track, named
+//!   by a `commit_left_out` event); files worktree setup put there are never
+//!   committed (`cascade_git::local_files`).
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
 //!   per story status/agent/attempts/branch/worktree/commits), atomic writes.

@@ -27,6 +27,26 @@ pub enum Durability {
 /// is removed before the error is returned (on a full disk, that gives the
 /// space back), and `path` is left as it was.
 pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> std::io::Result<()> {
+    replace(path, bytes, durability, false)
+}
+
+/// [`write_atomic`] for a file only its owner may read (mode 0600, from
+/// the temp file's creation on, whatever the file replaced had): saved
+/// agent sessions, which hold prompts, file contents and tool output.
+pub fn write_atomic_private(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+) -> std::io::Result<()> {
+    replace(path, bytes, durability, true)
+}
+
+fn replace(
+    path: &Path,
+    bytes: &[u8],
+    durability: Durability,
+    private: bool,
+) -> std::io::Result<()> {
     let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     let target;
     let path = if is_link {
@@ -39,12 +59,19 @@ pub fn write_atomic(path: &Path, bytes: &[u8], durability: Durability) -> std::i
     std::fs::create_dir_all(dir)?;
     let tmp = temp_path(dir, &file_name(path));
     let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        if private {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut file = options.open(&tmp)?;
         file.write_all(bytes)?;
-        if let Ok(meta) = std::fs::metadata(path) {
+        if private {
+            use std::os::unix::fs::PermissionsExt;
+            // The mode above is masked by the umask, never widened by it.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        } else if let Ok(meta) = std::fs::metadata(path) {
             file.set_permissions(meta.permissions())?;
         }
         if durability == Durability::Synced {
@@ -145,6 +172,20 @@ mod tests {
         assert!(write_atomic(&blocked, b"new", Durability::Renamed).is_err());
         assert_eq!(names(dir.path()), ["blocked", "state.json"]);
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
+    }
+
+    #[test]
+    fn a_private_write_is_owner_only_whatever_it_replaces() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("sessions/s.json");
+        write_atomic_private(&p, b"{}", Durability::Renamed).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&p), 0o600);
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic_private(&p, b"{\"a\":1}", Durability::Renamed).unwrap();
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(std::fs::read(&p).unwrap(), b"{\"a\":1}");
     }
 
     #[test]

@@ -7,10 +7,13 @@
 //!   the worktree's branch. `None` when nothing changed (an agent that exits 0
 //!   but changed nothing is a failure for the engine). The worktree's own
 //!   exclude ([`crate::local_files`]) is always left out.
-//! - [`commit_checked`]`(workdir, message, rules) -> Result<`[`Outcome`]`, _>`:
-//!   the same, but first every path added since `rules.base` (by this commit
-//!   or by commits already on the branch) is put to `rules.refuse`; any
-//!   refused path means nothing is committed ([`Outcome::Refused`]).
+//! - [`commit_checked`]`(workdir, message, rules) -> Result<`[`Checked`]`, _>`:
+//!   the same, but untracked paths `rules.leave_out` names a directory for
+//!   (build output, unless the base tracks files there) are not staged
+//!   ([`Checked::left_out`] counts them by directory), and every file added
+//!   or changed since `rules.base` (by this commit or by commits already on
+//!   the branch) is put, with its content, to `rules.refuse`; any refused
+//!   path means nothing is committed ([`Outcome::Refused`], with reasons).
 //! - [`init_repository`]`(dir, initial_branch)`: a new repository whose unborn
 //!   HEAD names `initial_branch` (`cascade demo`'s scratch repository; the
 //!   first [`commit_all`] then creates the branch).
@@ -33,48 +36,96 @@ pub const FALLBACK_EMAIL: &str = "cascade@localhost";
 /// on its current branch (or as the first commit of an unborn branch).
 /// Returns the new commit, or `None` when the tree is unchanged.
 pub fn commit_all(workdir: &Path, message: &str) -> Result<Option<Oid>, GitError> {
-    match commit_checked(workdir, message, &Rules::default())? {
+    match commit_checked(workdir, message, &Rules::<()>::default())?.outcome {
         Outcome::Committed(oid) => Ok(Some(oid)),
         Outcome::Unchanged | Outcome::Refused(_) => Ok(None),
     }
 }
 
-/// What a commit must not contain.
-#[derive(Default)]
-pub struct Rules<'a> {
-    /// The commit the work started from: every path added since (by the new
-    /// commit or by commits already on the branch) is checked. `None`: only
-    /// the paths the new commit adds.
+/// Why a file must not be committed, if it must not (see [`Rules::refuse`]).
+pub type RefuseFn<'a, R> = &'a dyn Fn(&Candidate<'_>) -> Option<R>;
+
+/// The build output directory an untracked path is left out for (see
+/// [`Rules::leave_out`]).
+pub type LeaveOutFn<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// What a commit must not contain, and what it leaves out. `R` is the
+/// caller's reason for refusing a file (named back in [`Outcome::Refused`]).
+pub struct Rules<'a, R = String> {
+    /// The commit the work started from: every path added or changed since
+    /// (by the new commit or by commits already on the branch) is checked,
+    /// and what that commit tracks decides what is left out. `None`: only
+    /// the paths the new commit adds or changes, and `HEAD`'s tree decides.
     pub base: Option<Oid>,
-    /// Whether an added path (repository-relative, `/`-separated) must not
-    /// be committed.
-    pub refuse: Option<&'a dyn Fn(&str) -> bool>,
+    /// Why an added or changed file must not be committed, if it must not.
+    pub refuse: Option<RefuseFn<'a, R>>,
+    /// The directory (repository path, no trailing `/`) that makes an
+    /// untracked path one to leave out of the commit (dependency or build
+    /// output by convention), if one does. A directory the base already
+    /// tracks files in is committed as usual.
+    pub leave_out: Option<LeaveOutFn<'a>>,
+}
+
+impl<R> Default for Rules<'_, R> {
+    fn default() -> Self {
+        Rules {
+            base: None,
+            refuse: None,
+            leave_out: None,
+        }
+    }
+}
+
+/// A file the commit would add or change, put to [`Rules::refuse`].
+pub struct Candidate<'a> {
+    /// Repository-relative, `/`-separated.
+    pub path: &'a str,
+    /// New since the base (`false`: the base has it, with other content).
+    pub added: bool,
+    /// The content that would be committed.
+    pub content: &'a [u8],
 }
 
 /// What [`commit_checked`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Outcome<R = String> {
     /// The new commit on the worktree's branch.
     Committed(Oid),
     /// Nothing to commit (the tree is `HEAD`'s).
     Unchanged,
-    /// Nothing committed: these added paths are refused (sorted).
-    Refused(Vec<String>),
+    /// Nothing committed: these paths are refused, each with its reason
+    /// (sorted by path).
+    Refused(Vec<(String, R)>),
 }
 
-/// [`commit_all`] under `rules`: nothing is committed (and the index is not
-/// written) when a path added since `rules.base` is refused.
-pub fn commit_checked(
+/// A directory left out of the commit by [`Rules::leave_out`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Repository path of the directory, no trailing `/`.
+    pub dir: String,
+    /// How many files under it were left out.
+    pub files: usize,
+}
+
+/// [`commit_checked`]'s answer: what it did and what it left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checked<R = String> {
+    pub outcome: Outcome<R>,
+    /// Directories left out (sorted), whatever the outcome.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// [`commit_all`] under `rules`: what `rules.leave_out` names is not
+/// staged, and nothing is committed (and the index is not written) when a
+/// path added or changed since `rules.base` is refused.
+pub fn commit_checked<R>(
     workdir: &Path,
     message: &str,
-    rules: &Rules<'_>,
-) -> Result<Outcome, GitError> {
+    rules: &Rules<'_, R>,
+) -> Result<Checked<R>, GitError> {
     let repo = Repository::open(workdir).map_err(|_| GitError::NotARepo {
         path: workdir.to_path_buf(),
     })?;
-    let mut index = repo.index().map_err(GitError::git("read index"))?;
-    stage_all(&repo, &mut index)?;
-    let tree_id = index.write_tree().map_err(GitError::git("write tree"))?;
     let parent = match repo.head() {
         Ok(head) => Some(
             head.peel_to_commit()
@@ -83,22 +134,36 @@ pub fn commit_checked(
         Err(e) if e.code() == git2::ErrorCode::UnbornBranch => None,
         Err(e) => return Err(GitError::git("read HEAD")(e)),
     };
+    let since = rules.base.or(parent.as_ref().map(|p| p.id()));
+    let mut index = repo.index().map_err(GitError::git("read index"))?;
+    let left_out = match rules.leave_out {
+        Some(leave_out) => {
+            let keep = Tracked::new(&repo, since, parent.as_ref())?;
+            stage_leaving_out(&repo, &mut index, &|p| {
+                leave_out(p).filter(|dir| !keep.covers(p, dir))
+            })?
+        }
+        None => {
+            stage_all(&repo, &mut index)?;
+            Vec::new()
+        }
+    };
+    let tree_id = index.write_tree().map_err(GitError::git("write tree"))?;
+    let done = |outcome| {
+        Ok(Checked {
+            outcome,
+            left_out: left_out.clone(),
+        })
+    };
     if let Some(refuse) = rules.refuse {
-        let since = match rules.base {
-            Some(base) => Some(base),
-            None => parent.as_ref().map(|p| p.id()),
-        };
-        let refused: Vec<String> = added_paths(&repo, since, tree_id)?
-            .into_iter()
-            .filter(|p| refuse(p))
-            .collect();
+        let refused = refusals(&repo, since, tree_id, refuse)?;
         if !refused.is_empty() {
-            return Ok(Outcome::Refused(refused));
+            return done(Outcome::Refused(refused));
         }
     }
     if let Some(p) = &parent {
         if p.tree_id() == tree_id {
-            return Ok(Outcome::Unchanged);
+            return done(Outcome::Unchanged);
         }
     }
     index.write().map_err(GitError::git("write index"))?;
@@ -110,28 +175,89 @@ pub fn commit_checked(
     let oid = repo
         .commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
         .map_err(GitError::git("commit"))?;
-    Ok(Outcome::Committed(oid))
+    done(Outcome::Committed(oid))
 }
 
-/// The paths of tree `tree` that the tree of commit `since` does not have
-/// (all of them when `since` is `None`), sorted.
-fn added_paths(repo: &Repository, since: Option<Oid>, tree: Oid) -> Result<Vec<String>, GitError> {
+/// What stays committed although [`Rules::leave_out`] names it: a directory
+/// the base tracks files in, and a path `HEAD` already has (the agent
+/// committed it itself; skipping it keeps the index's entry as it is).
+struct Tracked<'r> {
+    base: Option<git2::Tree<'r>>,
+    head: Option<git2::Tree<'r>>,
+}
+
+impl<'r> Tracked<'r> {
+    fn new(
+        repo: &'r Repository,
+        base: Option<Oid>,
+        head: Option<&git2::Commit<'r>>,
+    ) -> Result<Tracked<'r>, GitError> {
+        let base = base_tree(repo, base)?;
+        let head = match head {
+            Some(c) => Some(c.tree().map_err(GitError::git("read HEAD tree"))?),
+            None => None,
+        };
+        Ok(Tracked { base, head })
+    }
+
+    fn covers(&self, path: &str, dir: &str) -> bool {
+        let has = |t: &Option<git2::Tree<'_>>, p: &str| {
+            t.as_ref().is_some_and(|t| t.get_path(Path::new(p)).is_ok())
+        };
+        has(&self.base, dir) || has(&self.head, path)
+    }
+}
+
+/// The tree of the base commit `base`, if there is one.
+fn base_tree(repo: &Repository, base: Option<Oid>) -> Result<Option<git2::Tree<'_>>, GitError> {
+    base.map(|c| {
+        repo.find_commit(c)
+            .and_then(|c| c.tree())
+            .map_err(GitError::git("read base commit"))
+    })
+    .transpose()
+}
+
+/// The paths of tree `tree` that are new or changed against the tree of
+/// commit `since` (all of them when `since` is `None`) that `refuse`
+/// refuses, with its reasons, sorted by path.
+fn refusals<R>(
+    repo: &Repository,
+    since: Option<Oid>,
+    tree: Oid,
+    refuse: &dyn Fn(&Candidate<'_>) -> Option<R>,
+) -> Result<Vec<(String, R)>, GitError> {
+    use crate::treediff::Change;
     let new = repo.find_tree(tree).map_err(GitError::git("find tree"))?;
-    let old = match since {
-        Some(c) => Some(
-            repo.find_commit(c)
-                .and_then(|c| c.tree())
-                .map_err(GitError::git("read base commit"))?,
-        ),
-        None => None,
-    };
-    let mut out: Vec<String> = crate::treediff::changed_paths(repo, old.as_ref(), &new)
+    let old = base_tree(repo, since)?;
+    let mut out = Vec::new();
+    for (path, change) in crate::treediff::changed_paths(repo, old.as_ref(), &new)
         .map_err(GitError::git("diff trees"))?
-        .into_iter()
-        .filter(|(_, change)| *change == crate::treediff::Change::Added)
-        .map(|(path, _)| String::from_utf8_lossy(&path).into_owned())
-        .collect();
-    out.sort();
+    {
+        if change == Change::Deleted {
+            continue;
+        }
+        let path = String::from_utf8_lossy(&path).into_owned();
+        let entry = new
+            .get_path(Path::new(&path))
+            .map_err(GitError::git("read tree entry"))?;
+        // A submodule's commit or a symbolic link's target is not content.
+        if entry.kind() != Some(git2::ObjectType::Blob) || entry.filemode() == 0o120000 {
+            continue;
+        }
+        let blob = repo
+            .find_blob(entry.id())
+            .map_err(GitError::git("read blob"))?;
+        let candidate = Candidate {
+            path: &path,
+            added: change == Change::Added,
+            content: blob.content(),
+        };
+        if let Some(reason) = refuse(&candidate) {
+            out.push((path, reason));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 
@@ -141,15 +267,31 @@ fn added_paths(repo: &Repository, since: Option<Oid>, tree: Oid) -> Result<Vec<S
 /// resolves its conflict, as `git add` does. The worktree's own exclude
 /// ([`crate::local_files`]) is skipped: those paths stay as in the index.
 pub(crate) fn stage_all(repo: &Repository, index: &mut git2::Index) -> Result<(), GitError> {
+    stage_leaving_out(repo, index, &|_| None).map(|_| ())
+}
+
+/// [`stage_all`], also skipping each path `leave` names a directory for
+/// (that path stays as in the index); the directories so left out, with
+/// how many files each, sorted.
+fn stage_leaving_out(
+    repo: &Repository,
+    index: &mut git2::Index,
+    leave: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<LeftOut>, GitError> {
     let local = crate::local_files::of(repo);
+    let mut left: std::collections::BTreeMap<String, usize> = Default::default();
     let mut skip = |path: &Path, _: &[u8]| -> i32 {
-        let covered = path.to_str().is_some_and(|p| local.covers(p));
-        i32::from(covered)
-    };
-    let cb: Option<&mut git2::IndexMatchedPath<'_>> = if local.is_empty() {
-        None
-    } else {
-        Some(&mut skip)
+        let Some(p) = path.to_str() else { return 0 };
+        if local.covers(p) {
+            return 1;
+        }
+        match leave(p) {
+            Some(dir) => {
+                *left.entry(dir).or_default() += 1;
+                1
+            }
+            None => 0,
+        }
     };
     // One pass over the worktree: libgit2's `add_all` compares the index
     // with the worktree (untracked files included) and adds what exists and
@@ -157,9 +299,12 @@ pub(crate) fn stage_all(repo: &Repository, index: &mut git2::Index) -> Result<()
     // `update_all` would, whose comparison is the same without untracked
     // files. Both were called once, two full scans per commit.
     index
-        .add_all(["*"].iter(), IndexAddOption::DEFAULT, cb)
+        .add_all(["*"].iter(), IndexAddOption::DEFAULT, Some(&mut skip))
         .map_err(GitError::git("stage changes"))?;
-    Ok(())
+    Ok(left
+        .into_iter()
+        .map(|(dir, files)| LeftOut { dir, files })
+        .collect())
 }
 
 /// Creates a git repository in `dir` (created if missing) whose first commit
@@ -348,19 +493,27 @@ mod tests {
             .commit(Some("HEAD"), &sig, &sig, "agent", &tree, &[&parent])
             .unwrap();
         std::fs::write(wt.path.join("server.pem"), "CERT\n").unwrap();
-        let refuse =
-            |p: &str| p.ends_with(".pem") || p.starts_with("id_rsa") || p.starts_with(".env");
+        let refuse = |c: &Candidate<'_>| {
+            let p = c.path;
+            (p.ends_with(".pem") || p.starts_with("id_rsa") || p.starts_with(".env"))
+                .then(|| String::from_utf8_lossy(c.content).into_owned())
+        };
         let rules = Rules {
             base: Some(base),
             refuse: Some(&refuse),
+            leave_out: None,
         };
         let before = tip(&repo, "cascade/s1");
         let out = commit_checked(&wt.path, "s1: story", &rules).unwrap();
-        // Both the agent's committed key and the new certificate; not the
-        // copied `.env` (a local file, never staged).
+        // Both the agent's committed key and the new certificate, each with
+        // the reason the rule gave; not the copied `.env` (a local file,
+        // never staged).
         assert_eq!(
-            out,
-            Outcome::Refused(vec!["id_rsa".into(), "server.pem".into()])
+            out.outcome,
+            Outcome::Refused(vec![
+                ("id_rsa".into(), "KEY\n".into()),
+                ("server.pem".into(), "CERT\n".into())
+            ])
         );
         assert_eq!(tip(&repo, "cascade/s1"), before, "nothing committed");
         // Without the refusals: the work, never the local files.
@@ -369,6 +522,59 @@ mod tests {
         assert_eq!(file_at(&repo, oid, "src.txt").as_deref(), Some("code\n"));
         assert_eq!(file_at(&repo, oid, ".env"), None);
         assert_eq!(file_at(&repo, oid, "lock.txt").as_deref(), Some("v1\n"));
+    }
+
+    #[test]
+    fn build_output_is_left_out_unless_the_base_tracks_its_directory() {
+        let (_tmp, repo, paths) = init_repo();
+        commit_file(&repo, "web/dist/app.js", "v1\n", "dist is tracked");
+        let wt = story_worktree(&paths, "cascade/s1");
+        let base = tip(&repo, "cascade/s1");
+        for (path, body) in [
+            ("src/app.js", "code\n"),
+            ("node_modules/left-pad/index.js", "pad\n"),
+            ("node_modules/left-pad/package.json", "{}\n"),
+            ("web/dist/app.js", "v2\n"),
+            ("web/dist/new.js", "new\n"),
+        ] {
+            let p = wt.path.join(path);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, body).unwrap();
+        }
+        let leave = |p: &str| {
+            let (dir, _) = p.split_once('/')?;
+            matches!(dir, "node_modules")
+                .then(|| dir.to_string())
+                .or_else(|| p.starts_with("web/dist/").then(|| "web/dist".to_string()))
+        };
+        let rules = Rules::<String> {
+            base: Some(base),
+            refuse: None,
+            leave_out: Some(&leave),
+        };
+        let out = commit_checked(&wt.path, "s1: story", &rules).unwrap();
+        assert_eq!(
+            out.left_out,
+            vec![LeftOut {
+                dir: "node_modules".into(),
+                files: 2
+            }]
+        );
+        let Outcome::Committed(oid) = out.outcome else {
+            panic!("{:?}", out.outcome)
+        };
+        assert_eq!(file_at(&repo, oid, "src/app.js").as_deref(), Some("code\n"));
+        assert_eq!(file_at(&repo, oid, "node_modules/left-pad/index.js"), None);
+        assert_eq!(
+            file_at(&repo, oid, "web/dist/app.js").as_deref(),
+            Some("v2\n")
+        );
+        assert_eq!(
+            file_at(&repo, oid, "web/dist/new.js").as_deref(),
+            Some("new\n")
+        );
+        // Left out, not deleted: the files stay in the worktree for the gates.
+        assert!(wt.path.join("node_modules/left-pad/index.js").exists());
     }
 
     #[test]

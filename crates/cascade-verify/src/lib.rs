@@ -25,6 +25,10 @@
 //!   (pytest/unittest, cargo test, go test, vitest/jest) runs just those on
 //!   a copy of the base with only the test changes applied, and which of
 //!   them passed there (`unproven-test`).
+//! - [`secrets`]: credentials by file name and by content
+//!   (`SecretRules::builtin()`, `by_name(path)`, `by_content(path, bytes)`,
+//!   the table in `rules/secrets.json`); [`build_output`]: directories of
+//!   dependency or build output, the default file size limit, binary content.
 //! - [`VerifyError`]: a `verify.json` that cannot be used (file:line:column,
 //!   or the rule id and what is wrong with it), or a git failure.
 //!
@@ -40,6 +44,7 @@
 //! assert_eq!(found[0].rule, "rust-stub-macro");
 //! ```
 
+pub mod build_output;
 mod edits;
 pub mod error;
 mod excuse;
@@ -47,6 +52,7 @@ pub mod lex;
 pub mod prove;
 pub mod rules;
 pub mod scan;
+pub mod secrets;
 #[cfg(test)]
 mod tests;
 

@@ -357,6 +357,18 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
         Event::StoryCommitted { story, commit, .. } => {
             format!("{story}: committed {}", short_oid(commit))
         }
+        Event::CommitLeftOut {
+            story, left_out, ..
+        } => {
+            let dirs: Vec<String> = left_out
+                .iter()
+                .map(|l| {
+                    let dir = super::printable(&l.dir);
+                    format!("{dir}/ ({} files, {})", l.files, l.reason)
+                })
+                .collect();
+            format!("{story}: left out of the commit: {}", dirs.join(", "))
+        }
         Event::GateStarted { .. } => return None,
         Event::VerificationFinished {
             story,

@@ -152,7 +152,8 @@ impl Conversation {
         Ok(Some(conv))
     }
 
-    /// Writes the conversation (temp file + rename).
+    /// Writes the conversation (temp file + rename), readable by its owner
+    /// only: it holds prompts, file contents and tool output.
     pub fn save(&self, cascade_dir: &Path) -> Result<(), SessionError> {
         let Some(path) = Conversation::path(cascade_dir, &self.id) else {
             return Ok(());
@@ -161,7 +162,7 @@ impl Conversation {
             path: path.clone(),
             source: std::io::Error::other(e),
         })?;
-        cascade_fs::write_atomic(&path, &bytes, cascade_fs::Durability::Synced)
+        cascade_fs::write_atomic_private(&path, &bytes, cascade_fs::Durability::Synced)
             .map_err(|source| SessionError::Write { path, source })
     }
 
@@ -269,6 +270,12 @@ mod tests {
             }],
         });
         c.save(dir.path()).unwrap();
+        // The session holds prompts and file contents: its owner's only.
+        let path = Conversation::path(dir.path(), &c.id).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
         let loaded = Conversation::load(dir.path(), &c.id).unwrap().unwrap();
         assert_eq!(loaded.messages.len(), 3);
         assert!(matches!(
