@@ -265,11 +265,17 @@ private-key-file | ssh/deploy_key | x"#;
 /// files: `node_modules/`, `.venv/` and a 6 MB `build/app.bin` are left out
 /// (a `commit_left_out` event names them); a base that tracks `dist/`
 /// still commits the story's changes there; a large file outside them is
-/// refused with the limit.
+/// refused with the limit; a story that wrote only build output fails as
+/// `no_changes`, saying so.
 #[test]
 fn build_output_stays_out_and_large_files_are_refused() {
     let r = Repo::new(
-        json!([story("story-001"), story("story-002"), story("story-003")]),
+        json!([
+            story("story-001"),
+            story("story-002"),
+            story("story-003"),
+            story("story-004")
+        ]),
         r#"case "$CASCADE_STORY_ID" in
 story-001)
   mkdir -p src node_modules/left-pad .venv/bin build
@@ -283,6 +289,9 @@ story-002)
 story-003)
   mkdir -p data
   head -c 6291456 /dev/zero | tr '\0' 'a' > data/huge.txt ;;
+story-004)
+  mkdir -p target/debug
+  printf 'obj\n' > target/debug/app.o ;;
 esac"#,
     );
     std::fs::create_dir_all(r.path().join("dist")).unwrap();
@@ -299,8 +308,11 @@ esac"#,
     merged.sort_unstable();
     assert_eq!(merged, ["story-001", "story-002"], "{}", explain(&out));
     let left = of_kind(&evs, "commit_left_out");
-    assert_eq!(left.len(), 1, "{}", explain(&out));
-    assert_eq!(left[0]["story"], "story-001");
+    assert_eq!(left.len(), 2, "{}", explain(&out));
+    let left: Vec<&Value> = left
+        .into_iter()
+        .filter(|e| e["story"] == "story-001")
+        .collect();
     assert_eq!(
         left[0]["left_out"],
         json!([
@@ -320,12 +332,21 @@ esac"#,
         "bundle v2\n"
     );
     let failed = of_kind(&evs, "story_failed");
-    assert_eq!(failed.len(), 1);
-    assert_eq!(failed[0]["story"], "story-003");
-    let msg = failed[0]["error"].as_str().unwrap_or_default();
+    let error_of = |id: &str| {
+        let f = failed.iter().find(|e| e["story"] == id);
+        f.and_then(|e| e["error"].as_str()).unwrap_or_default()
+    };
+    assert_eq!(failed.len(), 2, "{}", explain(&out));
+    let msg = error_of("story-003");
     assert!(
         msg.contains("refused to commit files too large or binary: data/huge.txt (")
             && msg.contains("over the 5 MB limit"),
+        "{msg}"
+    );
+    // Build output alone is no work, and the failure says why.
+    let msg = error_of("story-004");
+    assert!(
+        msg.contains("changed no file (only dependency or build output, which is left out of commits: target/)"),
         "{msg}"
     );
 }

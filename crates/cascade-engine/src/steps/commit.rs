@@ -74,8 +74,9 @@ pub(super) async fn run(
                 return Err(Failure::new(
                     FailureKind::NoChanges,
                     format!(
-                        "no changes: agent '{}' exited 0 but changed no file",
-                        a.agent
+                        "no changes: agent '{}' exited 0 but changed no file{}",
+                        a.agent,
+                        only_left_out(&checked.left_out)
                     ),
                 )
                 .with_excerpt(output.excerpt.clone())
@@ -92,6 +93,21 @@ pub(super) async fn run(
         commit: commit.clone(),
     });
     Ok(Committed { commit })
+}
+
+/// What an attempt that changed nothing but build output did write.
+fn only_left_out(left_out: &[cascade_git::commit::LeftOut]) -> String {
+    if left_out.is_empty() {
+        return String::new();
+    }
+    let dirs: Vec<String> = left_out
+        .iter()
+        .map(|l| format!("{}/", cascade_plan::text::printable_line(&l.dir)))
+        .collect();
+    format!(
+        " (only {LEFT_OUT_REASON}, which is left out of commits: {})",
+        dirs.join(", ")
+    )
 }
 
 /// The failure of an attempt whose work holds refused files: credentials
