@@ -5,7 +5,8 @@
 //!   it, then a rename, so a reader or a process killed at any moment sees
 //!   the old content or the new, never half of it. A failed write (a full
 //!   disk) removes its temp file before it returns; a temp file a killed
-//!   process left is found by [`leftover_write_temps`].
+//!   process left is found by [`leftover_write_temps`], and removed by
+//!   [`remove_dead_writers_temps`] once its writer is gone.
 //! - [`is_disk_full`] tells whether an error (or any error in its source
 //!   chain) is "no space left on device" or an exceeded quota, and
 //!   [`Disk::holding`] names the file system a path lives on, so that the
@@ -24,5 +25,5 @@
 mod atomic;
 mod disk;
 
-pub use atomic::{leftover_write_temps, write_atomic, Durability};
+pub use atomic::{leftover_write_temps, remove_dead_writers_temps, write_atomic, Durability};
 pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};
