@@ -585,6 +585,12 @@ done"#;
         assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
         f.assert_all_merged_once(&events(&out), &ids(1));
         assert_eq!(f.runs("s01"), 2, "run by w1, killed, and by w1 again");
+        let files = git(f.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+        assert!(
+            !files.contains("stray.txt"),
+            "a stray write was merged: {files}"
+        );
+        assert_eq!(git(f.repo(), &["show", "main:README.md"]), "# test\n");
         let stray = pids(&f.t("pids-s01"))[0];
         assert!(!alive(stray), "the first agent ({stray}) is still running");
         assert!(
@@ -593,12 +599,6 @@ done"#;
             "{}",
             f.worker_logs()
         );
-        let files = git(f.repo(), &["ls-tree", "-r", "--name-only", "main"]);
-        assert!(
-            !files.contains("stray.txt"),
-            "a stray write was merged: {files}"
-        );
-        assert_eq!(git(f.repo(), &["show", "main:README.md"]), "# test\n");
         assert_eq!(alive_after_grace(&f.t("pids-s01")), Vec::<u32>::new());
         assert_eq!(f.remote_refs(), "", "{}", explain(&out));
         assert_eq!(other_branches(f.repo()), Vec::<String>::new());

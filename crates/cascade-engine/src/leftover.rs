@@ -201,6 +201,38 @@ mod tests {
     }
 
     #[test]
+    fn stop_agents_under_stops_any_storys_agent_in_that_directory_only() {
+        use std::os::unix::process::CommandExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let spawn = |story: &str, workdir: &Path| {
+            Command::new("sleep")
+                .arg("300")
+                .env("CASCADE_STORY_ID", story)
+                .env("CASCADE_WORKDIR", workdir)
+                .process_group(0)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        let worker = tmp.path().join("w1");
+        let mut inside = spawn(
+            "any-story",
+            &worker.join("repo/slot-1/.cascade/worktrees/slot-0"),
+        );
+        let mut outside = spawn("any-story", &tmp.path().join("w2/repo/slot-1"));
+        let notes = stop_agents_under(&worker, Duration::from_secs(2));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("'any-story'"), "{notes:?}");
+        assert!(!inside.wait().unwrap().success());
+        assert!(
+            outside.try_wait().unwrap().is_none(),
+            "an agent of another directory was killed"
+        );
+        outside.kill().unwrap();
+        outside.wait().unwrap();
+    }
+
+    #[test]
     fn stops_only_the_agent_it_can_prove_is_ours() {
         let mut ours = spawn_sleeper("s1");
         let mut other = spawn_sleeper("someone-else");
