@@ -158,21 +158,23 @@ mod tests {
             .unwrap()
     }
 
+    /// A sleeping stand-in for an agent of `story` working in `workdir`.
+    fn spawn(story: &str, workdir: &Path) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("300")
+            .env("CASCADE_STORY_ID", story)
+            .env("CASCADE_WORKDIR", workdir)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     #[test]
     fn scan_finds_unrecorded_agents_in_this_repository_only() {
-        use std::os::unix::process::CommandExt;
         let tmp = tempfile::tempdir().unwrap();
         let cascade_dir = tmp.path().join(".cascade");
-        let spawn = |story: &str, workdir: &Path| {
-            Command::new("sleep")
-                .arg("300")
-                .env("CASCADE_STORY_ID", story)
-                .env("CASCADE_WORKDIR", workdir)
-                .process_group(0)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap()
-        };
         let mut ours = spawn("s1", &cascade_dir.join("worktrees/slot-0"));
         let mut elsewhere = spawn("s1", &tmp.path().join("other/.cascade/worktrees/slot-0"));
         let mut not_a_story = spawn("zz", &cascade_dir.join("worktrees/slot-1"));
@@ -202,18 +204,7 @@ mod tests {
 
     #[test]
     fn stop_agents_under_stops_any_storys_agent_in_that_directory_only() {
-        use std::os::unix::process::CommandExt;
         let tmp = tempfile::tempdir().unwrap();
-        let spawn = |story: &str, workdir: &Path| {
-            Command::new("sleep")
-                .arg("300")
-                .env("CASCADE_STORY_ID", story)
-                .env("CASCADE_WORKDIR", workdir)
-                .process_group(0)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap()
-        };
         let worker = tmp.path().join("w1");
         let mut inside = spawn(
             "any-story",
