@@ -110,3 +110,75 @@ pub fn explain(out: &std::process::Output) -> String {
         String::from_utf8_lossy(&out.stderr)
     )
 }
+
+/// Whether `pid` is a live process (a zombie counts as dead: it is gone,
+/// only not reaped yet by its parent).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The pids written to `path` (whitespace separated).
+pub fn pids(path: &Path) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect()
+}
+
+/// The pids of `path` (see [`pids`]) that are still alive, after giving
+/// each up to 5 s to go: a process being stopped (SIGTERM, a grace period,
+/// SIGKILL) is gone within that, one left running is not.
+pub fn alive_after_grace(path: &Path) -> Vec<u32> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let all = pids(path);
+    while all.iter().any(|p| alive(*p)) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    all.into_iter().filter(|p| alive(*p)).collect()
+}
+
+/// The local branches of the repository at `dir` other than `main`.
+pub fn other_branches(dir: &Path) -> Vec<String> {
+    git(
+        dir,
+        &["for-each-ref", "--format=%(refname:short)", "refs/heads"],
+    )
+    .lines()
+    .filter(|b| *b != "main")
+    .map(str::to_string)
+    .collect()
+}
+
+/// Files under `dir` whose names say they are temporary writes.
+pub fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else if name.ends_with(".tmp")
+                || name.starts_with("tmp_")
+                || name.contains(".tmp-")
+                || name.contains("cascade-tmp")
+            {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// A pid no process has: a child's, after it was reaped.
+pub fn dead_pid() -> u32 {
+    let mut child = StdCommand::new("true").spawn().expect("true runs");
+    let pid = child.id();
+    child.wait().expect("reaped");
+    pid
+}

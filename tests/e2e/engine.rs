@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::common::{
-    cascade, cascade_command, code, events, explain, git, init_repo, script, write_json,
+    alive_after_grace, cascade, cascade_command, code, events, explain, git, init_repo, of_kind,
+    other_branches, script, temp_files, write_json,
 };
 
 /// A repository with a PRD and a tools dir with agents.json and scripts.
@@ -1458,6 +1459,100 @@ if [ "$CASCADE_STORY_ID" = mixed ]; then echo extra > extra.txt; fi"#;
     for file in ["own.txt", "mixed.txt", "extra.txt"] {
         assert!(f.repo().join(file).is_file(), "{file}");
     }
+}
+
+/// Sets the fixture's `scripted` agent to the shell `body` (as `name.sh`).
+fn agent_script(f: &Fixture, name: &str, body: &str) {
+    let agent = script(&f.t(&format!("{name}.sh")), body);
+    f.set_agents(
+        json!({"scripted": {"type": "cli", "command": agent.display().to_string(), "args": [], "timeout": 60}}),
+        None,
+    );
+}
+
+/// The agent's commit helper for the scripts below.
+const AGENT_GIT: &str = "git -c user.name=agent -c user.email=agent@example.com";
+
+/// Issue 45 item 11, the exact case: the agent makes a branch of its own,
+/// commits `more.txt` there and exits on it. Its HEAD is the attempt's work:
+/// merged, announced, the agent's branch removed.
+#[test]
+fn work_an_agent_committed_on_a_branch_of_its_own_is_merged_and_the_branch_removed() {
+    let f = Fixture::new(json!([story("away", &[])]), json!([]));
+    let body = format!(
+        r#"echo $$ > "{t}/agent.pid"
+git checkout -q -b agent-branch
+echo more > more.txt
+git add more.txt
+{AGENT_GIT} commit -q -m "more on my branch"
+echo "uncommitted" > away.txt"#,
+        t = f.tools().display()
+    );
+    agent_script(&f, "brancher", &body);
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(git(f.repo(), &["show", "main:more.txt"]).trim(), "more");
+    assert_eq!(
+        git(f.repo(), &["show", "main:away.txt"]).trim(),
+        "uncommitted"
+    );
+    let notices: Vec<String> = of_kind(&events(&out), "notice")
+        .iter()
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.contains("brought back onto 'cascade/away'")),
+        "{notices:?}"
+    );
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.contains("removed branch 'agent-branch'")),
+        "{notices:?}"
+    );
+    assert_eq!(other_branches(f.repo()), Vec::<String>::new());
+    assert_eq!(alive_after_grace(&f.t("agent.pid")), Vec::<u32>::new());
+    assert_eq!(temp_files(f.repo()), Vec::<PathBuf>::new());
+}
+
+/// An agent that leaves the story's history (a branch from before the
+/// base): nothing of it is committed, the attempt fails as verification
+/// naming the branch, and the branch (which holds the agent's commits) is
+/// reported and kept.
+#[test]
+fn an_agent_on_history_without_the_story_branch_fails_naming_its_branch() {
+    let f = Fixture::new(json!([story("lost", &[])]), json!([]));
+    let body = format!(
+        r#"echo $$ > "{t}/agent.pid"
+git checkout -q --orphan elsewhere
+git rm -rq --cached .
+echo lost > lost.txt
+git add lost.txt
+{AGENT_GIT} commit -q -m "unrelated history""#,
+        t = f.tools().display()
+    );
+    agent_script(&f, "wanderer", &body);
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let evs = events(&out);
+    let failed = of_kind(&evs, "story_failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&out));
+    assert_eq!(failed[0]["error_type"], "verification", "{}", failed[0]);
+    let error = failed[0]["error"].as_str().unwrap_or("");
+    assert!(error.contains("branch 'elsewhere'"), "{error}");
+    assert!(
+        of_kind(&evs, "notice").iter().any(|e| e["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("the agent created branch 'elsewhere'")),
+        "{}",
+        explain(&out)
+    );
+    let files = git(f.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+    assert!(!files.contains("lost.txt"), "{files}");
+    assert_eq!(alive_after_grace(&f.t("agent.pid")), Vec::<u32>::new());
 }
 
 /// With --allow-dirty, a merge that would overwrite the user's uncommitted

@@ -21,7 +21,8 @@ mod real {
     use serde_json::{json, Value};
 
     use crate::common::{
-        code, events, explain, git, init_repo, of_kind, script, write_json, APPROVE_NOW,
+        alive, alive_after_grace, code, events, explain, git, init_repo, of_kind, other_branches,
+        pids, script, temp_files, write_json, APPROVE_NOW,
     };
 
     pub use super::nats_server::Nats;
@@ -81,8 +82,10 @@ mod real {
             );
         }
 
-        /// The agent: counts its runs per story, waits while `hold-<id>`
-        /// exists (up to 20 s), sleeps `sleep-<id>` seconds, needs the files
+        /// The agent: counts its runs per story (and notes its pid in
+        /// `pids-<id>`), waits while `hold-<id>` exists (up to 20 s), sleeps
+        /// `sleep-<id>` seconds, keeps writing stray files when `stray-<id>`
+        /// exists and its worker was killed, needs the files
         /// of the stories in `needs-<id>` (its dependencies, merged in its
         /// base), writes `<id>.txt` (and the content of `shared-<id>` to
         /// `shared.txt`). Asked to resolve a merge conflict, it keeps both
@@ -102,12 +105,18 @@ if [ "$CASCADE_PHASE" = merge ]; then
   exit 0
 fi
 echo x >> "$T/runs-$id"
+echo $$ >> "$T/pids-$id"
 touch "$T/started-$id"
 # A job that kills whatever worker runs it (its agent's parent).
 if [ -f "$T/killer-$id" ]; then kill -9 "$PPID"; sleep 5; exit 9; fi
 i=0
 while [ -e "$T/hold-$id" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i+1)); done
 if [ -f "$T/sleep-$id" ]; then sleep "$(cat "$T/sleep-$id")"; fi
+# The agent of a stray story whose worker (its parent) was killed keeps
+# writing into its worktree for 30 s, unless someone stops it.
+if [ -f "$T/stray-$id" ] && ! kill -0 "$PPID" 2>/dev/null; then
+  j=0; while [ $j -lt 300 ]; do echo stray > stray.txt; echo stray >> README.md; sleep 0.1; j=$((j+1)); done
+fi
 if [ -f "$T/needs-$id" ]; then
   for d in $(cat "$T/needs-$id"); do
     [ -f "$d.txt" ] || {{ echo "dependency $d is not in my base"; exit 4; }}
@@ -192,6 +201,26 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
             let pid = child.id();
             self.workers.push(child);
             pid
+        }
+
+        /// `kill -9` of the worker `pid` started, reaped (so a worker
+        /// restarted with its id finds the lock of a dead process).
+        pub fn kill_worker(&mut self, pid: u32) {
+            if let Some(w) = self.workers.iter_mut().find(|w| w.id() == pid) {
+                let _ = w.kill();
+                let _ = w.wait();
+            }
+        }
+
+        /// `approve --auto-run --json --fleet URL` (plus `extra`) started in
+        /// the background, its output piped.
+        pub fn spawn_approve(&self, extra: &[&str]) -> Child {
+            self.command(&["approve", "--auto-run", "--json", "--fleet", &self.nats.url])
+                .args(extra)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("coordinator")
         }
 
         /// Waits until `cascade fleet status` lists `n` workers.
@@ -380,6 +409,10 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
         // merged stories are deleted); the run state is the coordinator's,
         // as for a local run.
         assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+        // Nor in the user's repository: each merged story's local branch went
+        // as a local run's does.
+        assert_eq!(other_branches(f.repo()), Vec::<String>::new());
+        assert_eq!(alive_after_grace(&f.t("pids-s04")), Vec::<u32>::new());
         let status = f.command(&["status", "--json"]).output().unwrap();
         let st: Value = serde_json::from_slice(&status.stdout).unwrap();
         assert_eq!(st["stories"]["s04"]["status"], "complete", "{st}");
@@ -514,12 +547,7 @@ done"#;
         std::fs::write(f.t("hold-s01"), "").unwrap();
         let first = f.worker("w1", 1, &[]);
         f.wait_for_workers(1);
-        let coordinator = f
-            .command(&["approve", "--auto-run", "--json", "--fleet", &f.nats.url])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("coordinator");
+        let coordinator = f.spawn_approve(&[]);
         f.wait_for_file("started-s01");
         // kill -9 mid-job; the job comes back after the ack wait (3 s here).
         unsafe { libc::kill(first as i32, libc::SIGKILL) };
@@ -533,6 +561,134 @@ done"#;
         assert_eq!(finished.len(), 1, "{}", explain(&out));
         assert_eq!(finished[0]["worker"], "w2");
         assert_eq!(f.runs("s01"), 2, "run by w1 (killed) and again by w2");
+    }
+
+    #[test]
+    fn a_restarted_worker_stops_the_agent_its_killed_predecessor_left_in_the_slot() {
+        let Some(mut f) = Fleet::new("fleet_worker_stray", json!([story("s01", &[])])) else {
+            return;
+        };
+        // The first run holds, then (its worker killed) would write stray.txt
+        // and README.md lines into the slot's worktree for 30 s.
+        std::fs::write(f.t("hold-s01"), "").unwrap();
+        std::fs::write(f.t("stray-s01"), "").unwrap();
+        std::fs::write(f.t("sleep-s01"), "1").unwrap();
+        let first = f.worker("w1", 1, &[]);
+        f.wait_for_workers(1);
+        let coordinator = f.spawn_approve(&[]);
+        f.wait_for_file("started-s01");
+        f.kill_worker(first);
+        // The same worker again: same directory, same clone, same slot.
+        f.worker("w1", 1, &[]);
+        std::fs::remove_file(f.t("hold-s01")).unwrap();
+        let out = coordinator.wait_with_output().expect("coordinator ends");
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        f.assert_all_merged_once(&events(&out), &ids(1));
+        assert_eq!(f.runs("s01"), 2, "run by w1, killed, and by w1 again");
+        let files = git(f.repo(), &["ls-tree", "-r", "--name-only", "main"]);
+        assert!(
+            !files.contains("stray.txt"),
+            "a stray write was merged: {files}"
+        );
+        assert_eq!(git(f.repo(), &["show", "main:README.md"]), "# test\n");
+        let stray = pids(&f.t("pids-s01"))[0];
+        assert!(!alive(stray), "the first agent ({stray}) is still running");
+        assert!(
+            f.worker_logs()
+                .contains("stopped the agent of story 's01' that the interrupted run left running"),
+            "{}",
+            f.worker_logs()
+        );
+        assert_eq!(alive_after_grace(&f.t("pids-s01")), Vec::<u32>::new());
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+        assert_eq!(other_branches(f.repo()), Vec::<String>::new());
+        assert_eq!(temp_files(f.repo()), Vec::<PathBuf>::new());
+    }
+
+    /// Chaos: `kill -9` of a worker at random moments (restarted with its
+    /// id: same directory and clones), `CASCADE_FLEET_CHAOS_TRIALS` times
+    /// (2 by default); every story's agent whose worker dies keeps writing
+    /// stray files. After each trial: every story merged exactly once, no
+    /// commit holds a file its story's agent did not write, no agent left
+    /// running, no branch or ref left.
+    #[test]
+    fn kill_9_of_workers_at_random_points_merges_each_story_once_and_leaks_nothing() {
+        let trials: usize = std::env::var("CASCADE_FLEET_CHAOS_TRIALS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        let mut seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+            | 1;
+        println!("chaos seed {seed}");
+        let mut next = move |below: u64| {
+            // xorshift64: reproducible from the printed seed.
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % below
+        };
+        for trial in 0..trials {
+            let stories = json!(ids(4).iter().map(|id| story(id, &[])).collect::<Vec<_>>());
+            let Some(mut f) = Fleet::new(&format!("fleet_chaos_{trial}"), stories) else {
+                return;
+            };
+            for id in ids(4) {
+                std::fs::write(f.t(&format!("stray-{id}")), "").unwrap();
+                std::fs::write(f.t(&format!("sleep-{id}")), "1").unwrap();
+            }
+            let names = ["w1", "w2"];
+            let mut workers = names.map(|w| f.worker(w, 1, &[]));
+            f.wait_for_workers(2);
+            let coordinator = f.spawn_approve(&["--retry-delay", "0"]);
+            for _ in 0..2 {
+                std::thread::sleep(Duration::from_millis(next(3000)));
+                let i = next(2) as usize;
+                f.kill_worker(workers[i]);
+                workers[i] = f.worker(names[i], 1, &[]);
+            }
+            let out = coordinator.wait_with_output().expect("coordinator ends");
+            assert_eq!(
+                code(&out),
+                0,
+                "trial {trial}: {}{}",
+                explain(&out),
+                f.worker_logs()
+            );
+            f.assert_all_merged_once(&events(&out), &ids(4));
+            assert_commits_hold_only_their_storys_file(f.repo());
+            assert_eq!(git(f.repo(), &["show", "main:README.md"]), "# test\n");
+            for id in ids(4) {
+                let left = alive_after_grace(&f.t(&format!("pids-{id}")));
+                assert_eq!(
+                    left,
+                    Vec::<u32>::new(),
+                    "trial {trial}: agents of {id} left"
+                );
+            }
+            assert_eq!(f.remote_refs(), "", "trial {trial}");
+            assert_eq!(
+                other_branches(f.repo()),
+                Vec::<String>::new(),
+                "trial {trial}"
+            );
+        }
+    }
+
+    /// Each commit on main's history that is a story's own (`<id>: ...`)
+    /// changes exactly `<id>.txt`, the one file its agent writes.
+    fn assert_commits_hold_only_their_storys_file(repo: &Path) {
+        let log = git(repo, &["log", "--no-merges", "--format=%H %s", "main"]);
+        for line in log.lines() {
+            let (commit, subject) = line.split_once(' ').unwrap_or((line, ""));
+            let Some((id, _)) = subject.split_once(": ") else {
+                continue;
+            };
+            let files = git(repo, &["show", "--name-only", "--format=", commit]);
+            assert_eq!(files.trim(), format!("{id}.txt"), "commit {line}");
+        }
     }
 
     #[test]
@@ -723,12 +879,7 @@ done"#;
             !w["agents"].as_array().unwrap().contains(&json!("ghost")),
             "{st}"
         );
-        let coordinator = f
-            .command(&["approve", "--auto-run", "--json", "--fleet", &f.nats.url])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("coordinator");
+        let coordinator = f.spawn_approve(&[]);
         f.wait_for_file("started-s01");
         // In flight while the agent holds.
         let busy = f.wait_for_status(|v| v["workers"][0]["jobs"][0]["story"] == "s01");

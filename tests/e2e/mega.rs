@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, git, init_repo, script, write_json};
+use crate::common::{
+    alive, cascade, dead_pid, git, init_repo, other_branches, script, temp_files, write_json,
+};
 
 /// A temp repository with a mega-plan, plus a directory (outside the repo)
 /// holding the scripted agents, their agents.json and their notes.
@@ -569,12 +571,24 @@ fn kill_9_then_resume_merges_each_feature_once() {
     }
     child.kill().expect("kill -9"); // SIGKILL
     child.wait().expect("reaped");
-    // The orphaned agent (its own process group) is stopped too.
-    let pid = m.note("slow.pid");
-    let _ = std::process::Command::new("kill")
-        .args(["-9", pid.trim()])
-        .status();
+    // The orphaned agent (its own process group) lives on, for the resume
+    // to stop; so do half-done writes of killed writers.
+    let pid: u32 = m
+        .note("slow.pid")
+        .trim()
+        .parse()
+        .expect("the slow agent's pid");
+    assert!(alive(pid), "the agent did not outlive the killed run");
     std::fs::write(m.tools().join("resumed"), "").unwrap();
+    let dead = dead_pid();
+    let stale = [
+        m.root()
+            .join(format!(".cascade/.mega-state.json.{dead}.0.tmp")),
+        m.root().join(format!(".git/info/.exclude.{dead}.0.tmp")),
+    ];
+    for f in &stale {
+        std::fs::write(f, "half").unwrap();
+    }
 
     let st = m.status_json();
     assert_eq!(st["status"], "interrupted", "{st}");
@@ -605,6 +619,18 @@ fn kill_9_then_resume_merges_each_feature_once() {
     assert_eq!(calls.matches("auth-1").count(), 1, "{calls}");
     assert!(m.root().join("api-slow-1.txt").is_file(), "{}", text(&out));
     assert_eq!(m.status_json()["status"], "completed");
+    // The resume stopped the killed run's agent, said so, and left no
+    // temp file, process or branch behind.
+    assert!(!alive(pid), "the killed run's agent {pid} is still running");
+    assert!(
+        text(&out)
+            .lines()
+            .any(|l| l.contains("stopped the agent of story") && l.contains("api-slow-1")),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(temp_files(m.root()), Vec::<PathBuf>::new());
+    assert_eq!(other_branches(m.root()), Vec::<String>::new());
 }
 
 #[test]

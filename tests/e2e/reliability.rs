@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, cascade_command, code, explain, git, script, write_json};
+use crate::common::{
+    alive, cascade, cascade_command, code, explain, git, pids, script, temp_files, write_json,
+};
 use crate::mock_model::{self, Mode, Model, Wire};
 
 /// A repository with a PRD, a scripted agent and a tools directory for the
@@ -149,24 +151,6 @@ fn story(id: &str, deps: &[&str]) -> Value {
         "priority": "medium", "dependencies": deps, "status": "pending",
         "acceptance_criteria": ["it works"]
     })
-}
-
-/// Whether `pid` is a live process (a zombie counts as dead: it is gone,
-/// only not reaped yet by its parent).
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| !rest.starts_with('Z')))
-        .unwrap_or(false)
-}
-
-/// The pids written to `path` (whitespace separated).
-fn pids(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|t| t.parse().ok())
-        .collect()
 }
 
 fn wait_for(cond: impl Fn() -> bool, what: &str) {
@@ -700,24 +684,6 @@ impl Drop for Tmpfs {
             .arg(&self.mount)
             .status();
     }
-}
-
-/// Files under `dir` whose names say they are temporary writes.
-fn temp_files(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if p.is_dir() && !p.is_symlink() {
-                stack.push(p);
-            } else if name.ends_with(".tmp") || name.starts_with("tmp_") || name.contains(".tmp-") {
-                found.push(p);
-            }
-        }
-    }
-    found
 }
 
 #[test]

@@ -112,10 +112,23 @@ impl Engine {
             paths: p.paths,
             halt: Mutex::new(None),
         });
-        // The slot's worktrees of earlier jobs are reused.
+        // The slot's worktrees of earlier jobs are reused: first stopped is
+        // any agent a killed worker left writing into them (the slot runs one
+        // job at a time, so none is this worker's).
         {
             let c = Arc::clone(&ctx);
-            let _ = tokio::task::spawn_blocking(move || c.pool.adopt_leftovers()).await;
+            let dir = p.cascade_dir.clone();
+            let stopped = tokio::task::spawn_blocking(move || {
+                let stopped =
+                    crate::leftover::stop_agents_under(&dir, std::time::Duration::from_secs(2));
+                c.pool.adopt_leftovers();
+                stopped
+            })
+            .await
+            .unwrap_or_default();
+            for message in stopped {
+                ctx.emit(crate::events::Event::Notice { message });
+            }
         }
 
         let branch = crate::engine::story_branch(self.config(), &job.story);

@@ -18,6 +18,13 @@
 //! one of the run's stories and a `CASCADE_WORKDIR` inside this repository's
 //! `.cascade/` is an agent of a cascade run here; with the run lock held by
 //! the resuming run, no live run owns it.
+//!
+//! A fleet worker's clones are the same case: a `kill -9` of `cascade
+//! worker` leaves its agent writing into a slot that the restarted worker
+//! (same directory, its lock taken over) reuses for the next job. The worker
+//! stops every agent under its directory on start ([`stop_agents_under`]),
+//! and each job stops any under its slot's `.cascade/` before the slot's
+//! worktree is reused.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -52,8 +59,30 @@ pub fn recorded(state: &RunState) -> Vec<Leftover> {
 /// Agents of `stories` running in worktrees under `cascade_dir` that no
 /// state recorded (see the module doc); only process group leaders.
 pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<Leftover> {
-    let me = std::process::id();
     let stories: std::collections::HashSet<&str> = stories.iter().map(String::as_str).collect();
+    agents_under(cascade_dir, known, |story| stories.contains(story))
+}
+
+/// Agents of any story running in a worktree under `dir`: what a fleet
+/// worker stops before it reuses the clones of the worker it replaces (its
+/// directory's lock proves no live worker owns them).
+pub fn scan_under(dir: &Path) -> Vec<Leftover> {
+    agents_under(dir, &[], |_| true)
+}
+
+/// Stops every agent running in a worktree under `dir` (see [`scan_under`]);
+/// returns one notice per agent stopped.
+pub fn stop_agents_under(dir: &Path, grace: Duration) -> Vec<String> {
+    stop(&scan_under(dir), grace)
+}
+
+/// Process group leaders not in `known` whose environment carries a
+/// `CASCADE_STORY_ID` that `wanted` accepts and a `CASCADE_WORKDIR` under
+/// `dir` (compared canonically: a worker may be given a relative or linked
+/// directory).
+fn agents_under(dir: &Path, known: &[Leftover], wanted: impl Fn(&str) -> bool) -> Vec<Leftover> {
+    let me = std::process::id();
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     let known: std::collections::HashSet<u32> = known.iter().map(|l| l.pid).collect();
     let mut found = Vec::new();
     for proc in cascade_process::procs::list() {
@@ -71,7 +100,10 @@ pub fn scan(stories: &[String], cascade_dir: &Path, known: &[Leftover]) -> Vec<L
         let (Some(story), Some(workdir)) = (var("CASCADE_STORY_ID"), var("CASCADE_WORKDIR")) else {
             continue;
         };
-        if stories.contains(story.as_str()) && Path::new(&workdir).starts_with(cascade_dir) {
+        let workdir = Path::new(&workdir);
+        let inside = workdir.starts_with(&dir)
+            || std::fs::canonicalize(workdir).is_ok_and(|w| w.starts_with(&dir));
+        if wanted(&story) && inside {
             found.push(Leftover { story, pid });
         }
     }
@@ -126,21 +158,23 @@ mod tests {
             .unwrap()
     }
 
+    /// A sleeping stand-in for an agent of `story` working in `workdir`.
+    fn spawn(story: &str, workdir: &Path) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        Command::new("sleep")
+            .arg("300")
+            .env("CASCADE_STORY_ID", story)
+            .env("CASCADE_WORKDIR", workdir)
+            .process_group(0)
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
     #[test]
     fn scan_finds_unrecorded_agents_in_this_repository_only() {
-        use std::os::unix::process::CommandExt;
         let tmp = tempfile::tempdir().unwrap();
         let cascade_dir = tmp.path().join(".cascade");
-        let spawn = |story: &str, workdir: &Path| {
-            Command::new("sleep")
-                .arg("300")
-                .env("CASCADE_STORY_ID", story)
-                .env("CASCADE_WORKDIR", workdir)
-                .process_group(0)
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap()
-        };
         let mut ours = spawn("s1", &cascade_dir.join("worktrees/slot-0"));
         let mut elsewhere = spawn("s1", &tmp.path().join("other/.cascade/worktrees/slot-0"));
         let mut not_a_story = spawn("zz", &cascade_dir.join("worktrees/slot-1"));
@@ -166,6 +200,27 @@ mod tests {
             c.kill().unwrap();
             c.wait().unwrap();
         }
+    }
+
+    #[test]
+    fn stop_agents_under_stops_any_storys_agent_in_that_directory_only() {
+        let tmp = tempfile::tempdir().unwrap();
+        let worker = tmp.path().join("w1");
+        let mut inside = spawn(
+            "any-story",
+            &worker.join("repo/slot-1/.cascade/worktrees/slot-0"),
+        );
+        let mut outside = spawn("any-story", &tmp.path().join("w2/repo/slot-1"));
+        let notes = stop_agents_under(&worker, Duration::from_secs(2));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].contains("'any-story'"), "{notes:?}");
+        assert!(!inside.wait().unwrap().success());
+        assert!(
+            outside.try_wait().unwrap().is_none(),
+            "an agent of another directory was killed"
+        );
+        outside.kill().unwrap();
+        outside.wait().unwrap();
     }
 
     #[test]

@@ -107,4 +107,5 @@ mod story;
 pub mod mega;
 
 pub use events::{Event, EventSink, FallbackNote, RunStatus, StoryCounts, StorySummary};
+pub use leftover::stop_agents_under;
 pub use retry::{FailureKind, RetryPolicy};

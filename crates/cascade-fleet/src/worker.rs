@@ -160,6 +160,19 @@ pub async fn run(
             message: format!("{}: {message}", claimed.dir.display()),
         });
     }
+    // Agents a killed worker of this directory left running would keep
+    // writing into the clones this worker reuses: stopped before any job.
+    let dir = claimed.dir.clone();
+    let stopped = tokio::task::spawn_blocking(move || {
+        cascade_engine::stop_agents_under(&dir, Duration::from_secs(2))
+    })
+    .await
+    .unwrap_or_default();
+    for message in stopped {
+        sink(WorkerEvent::Problem {
+            message: format!("{}: {message}", claimed.dir.display()),
+        });
+    }
     let id = claimed.id.clone();
     let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{id}")).await?;
     let jobs = fleet.jobs_stream().await?;

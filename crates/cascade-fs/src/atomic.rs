@@ -112,6 +112,39 @@ pub fn leftover_write_temps(path: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Removes the temp files of `path` ([`leftover_write_temps`]) whose writer
+/// is gone: its pid (in the name) is not this process and no process has it.
+/// Safe without any lock: a live writer's temp file is never touched (a pid
+/// the system gave to a new process since keeps a stale file, the safe
+/// side). Returns the files removed.
+pub fn remove_dead_writers_temps(path: &Path) -> Vec<PathBuf> {
+    let me = std::process::id();
+    leftover_write_temps(path)
+        .into_iter()
+        .filter(|tmp| writer_pid(tmp).is_some_and(|pid| pid != me && !pid_exists(pid)))
+        .filter(|tmp| std::fs::remove_file(tmp).is_ok())
+        .collect()
+}
+
+/// The pid in a temp file's name (`.<name>.<pid>.<n>.tmp`).
+fn writer_pid(tmp: &Path) -> Option<u32> {
+    let name = tmp.file_name()?.to_str()?;
+    let mut parts = name.strip_suffix(".tmp")?.rsplit('.');
+    let _n = parts.next()?;
+    parts.next()?.parse().ok()
+}
+
+/// Whether a process `pid` exists (`kill(pid, 0)`: only ESRCH says no, so
+/// a process of another user counts as existing).
+fn pid_exists(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: signal 0 sends nothing; it only checks that the pid exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
 fn all_digits(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
 }
@@ -227,5 +260,29 @@ mod tests {
             .collect();
         found.sort();
         assert_eq!(found, [".prd.json.123.0.tmp", ".prd.json.45.7.tmp"]);
+    }
+
+    #[test]
+    fn only_the_temps_of_dead_writers_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        // A pid that is gone: a child spawned and reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let me = std::process::id();
+        let temps = [
+            format!(".state.json.{dead}.0.tmp"),
+            format!(".state.json.{me}.3.tmp"),
+            ".state.json.1.0.tmp".to_string(),
+        ];
+        for n in &temps {
+            std::fs::write(dir.path().join(n), "x").unwrap();
+        }
+        let removed = remove_dead_writers_temps(&state);
+        assert_eq!(removed, [dir.path().join(&temps[0])]);
+        let mut left = temps[1..].to_vec();
+        left.sort();
+        assert_eq!(names(dir.path()), left);
     }
 }

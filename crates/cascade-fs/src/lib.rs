@@ -5,7 +5,8 @@
 //!   it, then a rename, so a reader or a process killed at any moment sees
 //!   the old content or the new, never half of it. A failed write (a full
 //!   disk) removes its temp file before it returns; a temp file a killed
-//!   process left is found by [`leftover_write_temps`].
+//!   process left is found by [`leftover_write_temps`], and removed by
+//!   [`remove_dead_writers_temps`] once its writer is gone.
 //!   [`write_atomic_private`] is the same for a file only its owner may
 //!   read (mode 0600: the API agent's saved sessions).
 //! - [`is_disk_full`] tells whether an error (or any error in its source
@@ -26,5 +27,8 @@
 mod atomic;
 mod disk;
 
-pub use atomic::{leftover_write_temps, write_atomic, write_atomic_private, Durability};
+pub use atomic::{
+    leftover_write_temps, remove_dead_writers_temps, write_atomic, write_atomic_private,
+    Durability,
+};
 pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};

@@ -33,6 +33,7 @@ mod dirent;
 mod disjoint;
 pub mod error;
 pub mod fingerprint;
+pub mod head;
 pub mod local_files;
 pub mod merge;
 pub mod repo;

@@ -64,9 +64,20 @@ fn list_path(repo: &Repository) -> Option<PathBuf> {
 /// files modified or deleted, untracked files and directories that are not
 /// ignored (an untracked directory as `dir/`, not its every file).
 pub fn changed(workdir: &Path) -> Result<Vec<String>, GitError> {
+    status_paths(workdir, true)
+}
+
+/// The tracked files of the worktree at `workdir` whose content on disk or
+/// in the index differs from `HEAD` (modified, deleted, type changed),
+/// sorted: [`changed`] without untracked files (which gates may leave).
+pub fn changed_tracked(workdir: &Path) -> Result<Vec<String>, GitError> {
+    status_paths(workdir, false)
+}
+
+fn status_paths(workdir: &Path, untracked: bool) -> Result<Vec<String>, GitError> {
     let repo = open(workdir)?;
     let mut so = StatusOptions::new();
-    so.include_untracked(true)
+    so.include_untracked(untracked)
         .recurse_untracked_dirs(false)
         .include_ignored(false)
         .exclude_submodules(true);

@@ -83,6 +83,8 @@ impl RepoPaths {
     /// the missing ones), so cascade's own files never show up as changes.
     pub fn ensure_excluded(&self, patterns: &[&str]) -> Result<(), GitError> {
         let path = self.exclude_file();
+        // Temp files of earlier writes whose process was killed.
+        cascade_fs::remove_dead_writers_temps(&path);
         let existing = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -115,15 +117,10 @@ impl RepoPaths {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(GitError::io("create", dir))?;
         }
-        // Write beside and rename, so a crash never leaves a half file; the
-        // temp name is unique per process and call so concurrent callers
-        // never write into each other's temp file.
-        static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = path.with_extension(format!("cascade-tmp.{}.{seq}", std::process::id()));
-        std::fs::write(&tmp, text).map_err(GitError::io("write", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(GitError::io("rename", &path))?;
-        Ok(())
+        // Write beside and rename (a temp name unique per process and call,
+        // removed again when the write fails, e.g. on a full disk).
+        cascade_fs::write_atomic(&path, text.as_bytes(), cascade_fs::Durability::Renamed)
+            .map_err(GitError::io("write", &path))
     }
 }
 
@@ -221,5 +218,28 @@ mod tests {
         std::fs::write(tmp.path().join(".cascade/x"), "x").unwrap();
         let repo = paths.open().unwrap();
         assert!(repo.status_should_ignore(Path::new(".cascade/x")).unwrap());
+    }
+
+    #[test]
+    fn ensure_excluded_removes_the_temp_files_of_killed_writers_and_leaves_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        init(tmp.path());
+        let paths = RepoPaths::discover(tmp.path()).unwrap();
+        let info = paths.exclude_file().parent().unwrap().to_path_buf();
+        std::fs::create_dir_all(&info).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        std::fs::write(info.join(format!(".exclude.{dead}.0.tmp")), "half").unwrap();
+        paths.ensure_excluded(&["/prd.json"]).unwrap();
+        // Also when nothing is missing: the next call finds nothing to add.
+        std::fs::write(info.join(format!(".exclude.{dead}.1.tmp")), "half").unwrap();
+        paths.ensure_excluded(&["/prd.json"]).unwrap();
+        let left: Vec<String> = std::fs::read_dir(&info)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("exclude"))
+            .collect();
+        assert_eq!(left, ["exclude"]);
     }
 }

@@ -191,7 +191,7 @@ pub fn import_onto(
 ) -> Result<(), TransferError> {
     let repo = paths.open()?;
     store(&repo, &paths.common_dir, pack)?;
-    point_branch(&repo, branch, tip, base)
+    point_branch(paths, &repo, branch, tip, base)
 }
 
 /// Stores the objects of `pack` loose in `repo` (whose git directory is
@@ -273,7 +273,7 @@ pub fn set_branch_checked(
     base: &str,
 ) -> Result<(), TransferError> {
     let repo = paths.open()?;
-    point_branch(&repo, branch, tip, base)
+    point_branch(paths, &repo, branch, tip, base)
 }
 
 /// Whether `commit` is built on `base`: its first parent is the base, or
@@ -283,7 +283,12 @@ pub fn descends_from(paths: &RepoPaths, commit: &str, base: &str) -> Result<bool
     on_base(&repo, oid(commit)?, oid(base)?)
 }
 
+/// Sets `branch` to `tip` (see [`set_branch_checked`]). A branch this
+/// creates is recorded as cascade's (`worktree::created_branches`), so the
+/// end of the run deletes it once merged, as it does the branches of local
+/// stories.
 fn point_branch(
+    paths: &RepoPaths,
     repo: &Repository,
     branch: &str,
     tip: &str,
@@ -306,8 +311,12 @@ fn point_branch(
     } else {
         format!("refs/heads/{branch}")
     };
+    let existed = repo.find_reference(&name).is_ok();
     repo.reference(&name, t, true, "cascade: story work")
         .map_err(GitError::git(format!("set '{name}'")))?;
+    if let (false, Some(short)) = (existed, name.strip_prefix("refs/heads/")) {
+        crate::worktree::record_created(paths, short);
+    }
     Ok(())
 }
 

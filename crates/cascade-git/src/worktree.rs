@@ -531,7 +531,7 @@ fn ledger(paths: &RepoPaths) -> PathBuf {
 /// Appends `branch` to the ledger (once per process). Best effort: when it
 /// cannot be written, the branch merely counts as not cascade's, so cleaning
 /// up keeps it (the safe side).
-fn record_created(paths: &RepoPaths, branch: &str) {
+pub(crate) fn record_created(paths: &RepoPaths, branch: &str) {
     use std::io::Write;
     let file = ledger(paths);
     let key = (file.clone(), branch.to_string());

@@ -344,6 +344,24 @@ pub async fn run_mega<P: MegaPorts>(
     paths
         .ensure_excluded(&own)
         .map_err(|e| MegaError::Git(e.to_string()))?;
+    // Agents a killed mega run left (PRD writers, the features' story
+    // agents) would keep writing into the worktrees about to be reused:
+    // with the repository's run lock held no live run owns any agent
+    // working under `.cascade/`, so all of them are stopped.
+    let dir = cascade_dir.clone();
+    let stopped = tokio::task::spawn_blocking(move || {
+        crate::leftover::stop_agents_under(&dir, std::time::Duration::from_secs(2))
+    })
+    .await
+    .unwrap_or_default();
+    for message in stopped {
+        sink(&MegaStep::MegaNotice { message }.into());
+    }
+    // Half-done writes of the state file by a killed run: stale under the
+    // lock (no other writer of it can be running).
+    for tmp in cascade_fs::leftover_write_temps(&MegaState::path(&cascade_dir)) {
+        let _ = std::fs::remove_file(tmp);
+    }
     // Read again under the lock (a run that ended meanwhile changed it).
     let (mut state, resumed) = choose_state(MegaState::load(&cascade_dir)?, &plan, &target)?;
     if resumed {

@@ -14,6 +14,7 @@
 //! the `story` module; the steps only record and announce what happens in
 //! their own part of the attempt.
 
+mod agent_head;
 mod commit;
 mod gates;
 pub(crate) mod merge;
@@ -227,7 +228,8 @@ pub(crate) async fn job_sequence(
     if let Some(conflict) = a.job.and_then(|j| j.resolve.as_ref()) {
         return resolution(a, held, conflict).await;
     }
-    let (_, commit) = checked_work(a, held).await?;
+    let (worktree, commit) = checked_work(a, held).await?;
+    agent_head::unchanged_since_commit(a, &worktree).await?;
     Ok(commit.commit)
 }
 
@@ -247,7 +249,7 @@ async fn resolution(
 }
 
 /// The work of an attempt and its checks, up to the merge queue: agent,
-/// worktree, the agent's run, commit, verification, gates, proving the new
+/// worktree, the agent's run (its `HEAD` and branches checked), commit, verification, gates, proving the new
 /// tests, review.
 async fn checked_work(
     a: &mut Attempt<'_>,
@@ -255,7 +257,9 @@ async fn checked_work(
 ) -> Result<(prepare_worktree::Worktree, commit::Committed), Stop> {
     let agent = resolve_agent::run(a)?;
     let worktree = prepare_worktree::run(a, held).await?;
-    let output = run_agent::run(a, &agent, &worktree).await?;
+    let branches = agent_head::before(&worktree).await;
+    let ran = run_agent::run(a, &agent, &worktree).await;
+    let output = agent_head::after(a, &worktree, branches, ran).await?;
     let commit = commit::run(a, &worktree, &output).await?;
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
