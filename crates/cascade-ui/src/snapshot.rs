@@ -19,8 +19,6 @@ use std::path::{Path, PathBuf};
 
 use cascade_engine::state::{RunDoc, StoryStatus};
 use cascade_engine::FailureKind;
-use cascade_plan::hash::FxHashMap;
-use cascade_plan::mem::written_zeros;
 use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
@@ -200,7 +198,7 @@ fn grouped<P>(keys: usize, pairs: P) -> (Vec<usize>, Vec<usize>)
 where
     P: Iterator<Item = (usize, usize)> + Clone,
 {
-    let mut starts = written_zeros(keys + 1);
+    let mut starts = vec![0; keys + 1];
     for (k, _) in pairs.clone() {
         starts[k + 1] += 1;
     }
@@ -208,7 +206,7 @@ where
         starts[k + 1] += starts[k];
     }
     let mut next = starts.clone();
-    let mut items = written_zeros(starts[keys]);
+    let mut items = vec![0; starts[keys]];
     for (k, item) in pairs {
         items[next[k]] = item;
         next[k] += 1;
@@ -323,7 +321,7 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
     let dependents = graph.reversed();
     let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
-    let mut layer: Vec<usize> = written_zeros(n);
+    let mut layer: Vec<usize> = vec![0; n];
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
         for &i in dependents.deps(j) {
@@ -359,7 +357,7 @@ pub(crate) fn critical_path(shape: &Shape, elapsed: &[Option<u64>]) -> Vec<usize
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let mut best: Vec<u64> = written_zeros(n);
+    let mut best: Vec<u64> = vec![0; n];
     let mut prev: Vec<Option<usize>> = vec![None; n];
     for &i in &shape.by_layer {
         let mut from = None;
@@ -394,7 +392,7 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
     // Slots in use, by when they free up; slots free, lowest first.
     let mut busy: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
-    let mut slot: Vec<usize> = written_zeros(spans.len());
+    let mut slot: Vec<usize> = vec![0; spans.len()];
     for i in order {
         let (start, end) = spans[i];
         let end = end.unwrap_or(now.max(start) + 1);
@@ -459,7 +457,7 @@ pub(crate) struct Head<'a> {
 
 /// What the records say, per feature (`None`: a plain run's stories, or
 /// engine events without a feature) and story.
-pub(crate) type SeenStories = FxHashMap<Option<String>, SeenMap>;
+pub(crate) type SeenStories = std::collections::HashMap<Option<String>, SeenMap>;
 
 /// What the records say of the stories of one run (or feature): each
 /// story's [`Seen`], kept in the order first heard of and found through a
@@ -469,7 +467,7 @@ pub(crate) type SeenStories = FxHashMap<Option<String>, SeenMap>;
 /// positions is a third of that, and the `Seen`s are appended in order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SeenMap {
-    at: FxHashMap<Box<str>, usize>,
+    at: std::collections::HashMap<Box<str>, usize>,
     seen: Vec<Seen>,
 }
 
