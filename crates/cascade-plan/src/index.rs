@@ -36,7 +36,8 @@ pub struct IndexStats {
 /// compare equal: it is derived data, not part of its owner's value.
 #[derive(Default)]
 pub struct IdIndex {
-    built: RwLock<Option<Built>>,
+    /// Boxed: the index adds one pointer to its owner (a `Prd` is moved by value).
+    built: RwLock<Option<Box<Built>>>,
     lookups: AtomicU64,
     builds: AtomicU64,
 }
@@ -156,7 +157,7 @@ impl IdIndex {
 /// The index for a list of `len` items whose ids `id_at` reads, built (and
 /// counted) when missing or out of date.
 fn current<'a, 'b>(
-    built: &'b mut Option<Built>,
+    built: &'b mut Option<Box<Built>>,
     builds: &AtomicU64,
     len: usize,
     id_at: &impl Fn(usize) -> &'a str,
@@ -166,7 +167,7 @@ fn current<'a, 'b>(
     }
     built.get_or_insert_with(|| {
         builds.fetch_add(1, Ordering::Relaxed);
-        Built::new(len, id_at)
+        Box::new(Built::new(len, id_at))
     })
 }
 
