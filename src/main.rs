@@ -12,7 +12,6 @@
 
 #[macro_use]
 mod cli;
-mod memory;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -20,7 +19,6 @@ use std::time::Duration;
 fn main() -> ExitCode {
     // SAFETY: first thing, before any thread is started.
     unsafe { cascade_git::configure_libgit2() };
-    memory::limit_malloc_arenas();
     install_panic_hook();
     let (args, matches) = cli::parse();
     let code = match cli::dispatch(args, &matches) {

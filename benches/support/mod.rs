@@ -6,11 +6,8 @@
 #![allow(dead_code)]
 
 /// `criterion_main!` with libgit2 set up first as the `cascade` binary sets
-/// it up (`cascade_git::configure_libgit2`: no re-hash of every object read,
-/// trees of any size cached), so that what a benchmark measures in its own
-/// process is what a run costs. Without it the `engine` benchmark measured
-/// a worktree's reuse on 10,000 files at 48 ms (37 as the binary runs it)
-/// and a commit of one changed file at 5.9 ms (3.0).
+/// it up (`cascade_git::configure_libgit2`: trees of any size cached), so
+/// that what a benchmark measures in its own process is what a run costs.
 macro_rules! bench_main {
     ($($group:path),+ $(,)?) => {
         fn main() {

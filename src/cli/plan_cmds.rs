@@ -217,9 +217,6 @@ pub fn batches(_g: &Global, a: BatchesArgs) -> CliResult {
         })?;
         warn(&warnings);
         let result = write_batches_json(&mut out, &plan, &found).and_then(|()| out.flush());
-        // The process is about to exit: let the OS reclaim the plan rather
-        // than freeing it piece by piece.
-        std::mem::forget(plan);
         return output_result(result);
     }
     let prd = load_prd(&path).map_err(Failure::usage)?;

@@ -55,9 +55,6 @@ pub fn resume(g: &Global, a: RunArgs, matches: Option<&ArgMatches>) -> CliResult
 fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
     let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
-    // A run is the last thing its process does (also under `plan --run`
-    // and `demo`): its plan and state are left to the exit, not freed.
-    config.exits_after_run = true;
     config
 }
 
@@ -251,9 +248,6 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
         RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
     };
-    // A row per story, left to the exit like the engine's plan and state
-    // (`exits_after_run`).
-    std::mem::forget(summary.stories);
     Ok(code)
 }
 

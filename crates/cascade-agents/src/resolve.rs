@@ -460,10 +460,7 @@ pub fn story_kind_positions(plan: &[Story], include: impl Fn(&Story) -> bool + S
 /// The items (`T`, each with its story and that story's type) whose kind
 /// was not met before them, in order.
 fn first_of_each_kind<'s, T>(items: impl Iterator<Item = (T, &'s Story, StoryType)>) -> Vec<T> {
-    let mut seen: std::collections::HashSet<
-        (Option<&'s str>, StoryType),
-        cascade_plan::hash::FxBuild,
-    > = Default::default();
+    let mut seen: std::collections::HashSet<(Option<&'s str>, StoryType)> = Default::default();
     items
         .filter(|(_, story, t)| {
             let own = story.agent.as_deref().filter(|a| !a.trim().is_empty());

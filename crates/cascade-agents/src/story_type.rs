@@ -397,9 +397,8 @@ enum Match {
 /// words are looked up in it without allocating (a large plan infers the
 /// type of every story, more than once).
 struct Vocabulary {
-    /// Looked up once per word of every story: hashed with the plan's fast
-    /// hasher (the words are cascade's own, no flooding to fear).
-    ids: cascade_plan::hash::FxHashMap<&'static str, u16>,
+    /// Looked up once per word of every story.
+    ids: std::collections::HashMap<&'static str, u16>,
     words: Vec<&'static str>,
     /// Per word id, the types whose lists hold it (bit `index(t)`).
     types: Vec<u8>,

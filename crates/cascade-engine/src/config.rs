@@ -41,13 +41,6 @@ pub struct EngineConfig {
     pub take_lock: bool,
     /// Files cascade writes for itself, kept out of git through `info/exclude`.
     pub excluded: Vec<String>,
-    /// The process exits once this run returns (`cascade approve`,
-    /// `cascade resume`): the run's plan, state and schedule are then left
-    /// for the exit to reclaim rather than freed one allocation at a time,
-    /// which is 5-7% of preparing a 100,000-story run. Only plain data is
-    /// left so (never a file, a lock or a channel, whose drop does work);
-    /// off for callers that go on (mega runs, the library, tests).
-    pub exits_after_run: bool,
 }
 
 /// cascade's own files at a repository root, never part of the user's changes.
@@ -75,7 +68,6 @@ impl EngineConfig {
             artifacts_dir: None,
             take_lock: true,
             excluded: OWN_FILES.iter().map(|s| s.to_string()).collect(),
-            exits_after_run: false,
         }
     }
 

@@ -1195,9 +1195,6 @@ impl Engine {
             Event::RunFinished { summary, .. } => summary,
             _ => Vec::new(),
         };
-        if self.config.exits_after_run {
-            leave_to_exit(&ctx, (ids, sched, p.plan));
-        }
         // Stopped for want of disk space: an error, so that nobody mistakes
         // it for a Ctrl-C (the state says interrupted; resume continues).
         let halt = ctx.halt.lock().ok().and_then(|mut h| h.take());
@@ -1212,17 +1209,6 @@ impl Engine {
             duration_ms,
         })
     }
-}
-
-/// [`EngineConfig::exits_after_run`]: the run is over and the process is
-/// about to exit, so the plan, the run state's stories and `more` (the
-/// schedule and the like) are not freed. Plain data only: the run state's
-/// file is closed already ([`Ctx::finish_state`]); what `ctx` keeps besides
-/// (channels, the lock, caches) is dropped as usual by the caller.
-fn leave_to_exit<T>(ctx: &Ctx, more: T) {
-    let prd = ctx.prd.lock().map(|mut p| std::mem::take(&mut *p)).ok();
-    let stories = ctx.state.lock().map(|mut st| st.take_stories()).ok();
-    std::mem::forget((prd, stories, more));
 }
 
 fn poisoned() -> EngineError {

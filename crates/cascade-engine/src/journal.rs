@@ -384,17 +384,6 @@ impl Store {
         self.fold(false)
     }
 
-    /// Takes the stories out of the state once the run is over and its
-    /// state is on disk (a journal no longer open): nothing is written
-    /// after this (see `engine::leave_to_exit`).
-    pub fn take_stories(&mut self) -> Vec<StoryState> {
-        self.file = None;
-        self.dirty.clear();
-        self.run_dirty = false;
-        self.written = None;
-        std::mem::take(&mut self.state.stories)
-    }
-
     /// Whether this plan's transitions go to a journal.
     fn journaled(&self) -> bool {
         self.state.stories.len() > COMPACT_ABOVE

@@ -112,8 +112,7 @@ fn resumed(mut st: RunState, p: &Prepared) -> RunState {
             .zip(&p.prd.stories)
             .all(|(a, b)| a.id == b.id);
     if !same {
-        let keep: HashSet<&str, cascade_plan::hash::FxBuild> =
-            p.prd.stories.iter().map(|s| s.id.as_str()).collect();
+        let keep: HashSet<&str> = p.prd.stories.iter().map(|s| s.id.as_str()).collect();
         st.retain_stories(|s| keep.contains(s.id.as_str()));
         st.follow_plan_order(p.prd.stories.iter().map(|s| s.id.as_str()));
     }

@@ -60,19 +60,10 @@ pub const CACHED_TREE_LIMIT: usize = 64 << 20;
 /// calls it first thing (library users may too; calling it again changes
 /// nothing).
 ///
-/// - No hash check of every object read: libgit2 re-hashes each object it
-///   reads off disk by default; git does not (`git fsck` does), and in a
-///   run the same trees are read again per story.
-/// - No existence check of every entry of every tree and commit written:
-///   cascade writes trees only from its own indexes, whose blobs it has just
-///   written or read; libgit2 would open and inflate each entry's object to
-///   check it (git stats it), which grew with the repository per commit.
-/// - Trees of any size kept in each handle's object cache
-///   ([`CACHED_TREE_LIMIT`]): on a tree of 10,000 files in one directory a
-///   story costs 5-15% less CPU (a scripted agent, `--parallel 8`, 300
-///   stories, runs of each taken in turn: 143-146 ms against 152-158, and
-///   149-160 against 180-186 at a busier time); inflating trees went from
-///   14% of the run's samples to 9.5%.
+/// Trees of any size are kept in each handle's object cache
+/// ([`CACHED_TREE_LIMIT`]), so a large directory is not inflated again per
+/// lookup. libgit2's object checks (a hash check of every object read, an
+/// existence check of every entry written) keep their defaults.
 ///
 /// # Safety
 ///
@@ -80,8 +71,6 @@ pub const CACHED_TREE_LIMIT: usize = 64 << 20;
 /// synchronisation: call this before any other thread uses libgit2 (the
 /// binary calls it before it starts any thread).
 pub unsafe fn configure_libgit2() {
-    git2::opts::strict_hash_verification(false);
-    git2::opts::strict_object_creation(false);
     // SAFETY: the caller runs before any other thread uses libgit2 (this
     // function's contract); `Tree` is a kind the option accepts, so it
     // cannot fail.

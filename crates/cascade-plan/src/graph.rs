@@ -12,9 +12,9 @@
 //! serves validation and `cascade deps --no-check` on broken files. Only
 //! [`crate::validate_prd`] decides what is an error.
 
-use crate::hash::FxHashMap;
+use std::collections::HashMap;
+
 use crate::model::{numeric_weight, Feature, MegaPlan, Prd, Priority, Story};
-use crate::names::Names;
 
 /// Marks "no value" in per-node `u32` arrays.
 pub(crate) const NONE: u32 = u32::MAX;
@@ -101,8 +101,10 @@ impl Item for Feature {
 #[derive(Debug, Clone)]
 pub struct DepGraph {
     pub(crate) kind: Kind,
-    /// Ids as written (trimmed), by position, with an index.
-    pub(crate) names: Names,
+    /// Ids as written (trimmed), by position.
+    ids: Vec<Box<str>>,
+    /// The first position of each non-empty id.
+    by_id: HashMap<Box<str>, u32>,
     pub(crate) priority: Vec<Priority>,
     pub(crate) complete: Vec<bool>,
     /// Critical-path weight per node (1 unless a numeric estimate says otherwise).
@@ -133,22 +135,22 @@ impl DepGraph {
 
     /// Number of nodes (stories or features).
     pub fn len(&self) -> usize {
-        self.names.len()
+        self.ids.len()
     }
 
     /// Whether the plan has no stories.
     pub fn is_empty(&self) -> bool {
-        self.names.len() == 0
+        self.ids.is_empty()
     }
 
     /// The id at `pos`, as written (trimmed; may be empty or invalid).
     pub fn id(&self, pos: usize) -> &str {
-        self.names.get(pos)
+        &self.ids[pos]
     }
 
     /// The first position whose id is `id`.
     pub fn position(&self, id: &str) -> Option<usize> {
-        self.names.find(trim(id)).map(|p| p as usize)
+        self.by_id.get(trim(id)).map(|&p| p as usize)
     }
 
     /// Positions of the nodes `pos` depends on, in the order the file lists them.
@@ -308,29 +310,43 @@ pub(crate) fn build<T: Item>(kind: Kind, items: &[T]) -> DepGraph {
     let n = items.len();
     // One pass over the items for everything per node (items are large;
     // touching each once matters at 100,000 stories).
-    let mut names = Names::with_capacity(n);
+    let mut ids: Vec<Box<str>> = Vec::with_capacity(n);
     let mut priority = Vec::with_capacity(n);
     let mut complete = Vec::with_capacity(n);
     let mut weight = Vec::with_capacity(n);
     let mut edges = 0;
     for item in items {
-        names.push(item.id());
+        ids.push(item.id().into());
         priority.push(item.priority());
         complete.push(item.complete());
         weight.push(item.weight().unwrap_or(1));
         edges += item.deps().len();
     }
-    let duplicates = names.build_index();
+    let mut by_id: HashMap<Box<str>, u32> = HashMap::with_capacity(n);
+    let mut duplicates = Vec::new();
+    for (pos, id) in ids.iter().enumerate() {
+        if id.is_empty() {
+            continue;
+        }
+        match by_id.entry(id.clone()) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                duplicates.push((*first.get(), pos as u32))
+            }
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(pos as u32);
+            }
+        }
+    }
     // Aliases (feature names) resolve only where no id has the same text.
-    let mut aliases: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut aliases: HashMap<&str, u32> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         if let Some(alias) = item.alias() {
-            if names.find(alias).is_none() {
+            if !by_id.contains_key(alias) {
                 aliases.entry(alias).or_insert(i as u32);
             }
         }
     }
-    let resolve = |dep: &str| names.find(dep).or_else(|| aliases.get(dep).copied());
+    let resolve = |dep: &str| by_id.get(dep).or_else(|| aliases.get(dep)).copied();
 
     let mut dep_off = Vec::with_capacity(n + 1);
     let mut dep_list = Vec::with_capacity(edges);
@@ -382,7 +398,8 @@ pub(crate) fn build<T: Item>(kind: Kind, items: &[T]) -> DepGraph {
 
     DepGraph {
         kind,
-        names,
+        ids,
+        by_id,
         priority,
         complete,
         weight,

@@ -1,92 +1,14 @@
-//! Finding an item of a list by its id without scanning the list: the
-//! open-addressing table ([`Slots`]) behind both the validator's `Names` and
-//! [`IdIndex`], the index a [`crate::Prd`]'s stories (and cascade's run
-//! state) are looked up through.
+//! [`IdIndex`]: finding an item of a list by its id without scanning the
+//! list, the index a [`crate::Prd`]'s stories (and cascade's run state) are
+//! looked up through.
 //!
-//! The table stores positions, never copies of the ids: a slot is 8 bytes
-//! (32 bits of the id's hash, the position + 1), and every hit is confirmed
-//! by comparing the id at that position, so an index can only be stale in
-//! the list it points into, never wrong about what it found there.
+//! The owner keeps the list; the index maps ids to positions (a std
+//! `HashMap`) and confirms every hit against the list, so an index can only
+//! be stale in the list it points into, never wrong about what it found.
 
-use std::hash::Hasher;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
-
-use crate::hash::FxHasher;
-
-fn hash(s: &str) -> u64 {
-    let mut h = FxHasher::default();
-    h.write(s.as_bytes());
-    h.finish()
-}
-
-/// Open addressing with linear probing over positions; the ids live in the
-/// caller's list and are read through `id_at`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Slots {
-    /// 0 = empty, else `hash_hi << 32 | (pos + 1)`.
-    slots: Vec<u64>,
-}
-
-impl Slots {
-    /// Room for `n` ids at a load factor of at most 1/2.
-    pub(crate) fn for_len(n: usize) -> Slots {
-        Slots {
-            slots: crate::mem::written_zeros((n * 2).next_power_of_two().max(16)),
-        }
-    }
-
-    /// Ids the table can still take before it must grow.
-    fn room(&self, used: usize) -> bool {
-        (used + 1) * 2 <= self.slots.len()
-    }
-
-    /// Where `id` (hashed to `h`) is: `Ok(position)` when indexed, else
-    /// `Err(slot)`, the empty slot it would go in (the table is never full).
-    fn probe<'a>(&self, id: &str, h: u64, id_at: impl Fn(u32) -> &'a str) -> Result<u32, usize> {
-        let tag = h >> 32;
-        let mask = self.slots.len() - 1;
-        let mut i = h as usize & mask;
-        loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                return Err(i);
-            }
-            if slot >> 32 == tag {
-                let pos = (slot as u32) - 1;
-                if id_at(pos) == id {
-                    return Ok(pos);
-                }
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    /// The first position with this id.
-    pub(crate) fn find<'a>(&self, id: &str, id_at: impl Fn(u32) -> &'a str) -> Option<u32> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        self.probe(id, hash(id), id_at).ok()
-    }
-
-    /// Indexes `pos` under `id`, or returns the position that already has it.
-    pub(crate) fn insert<'a>(
-        &mut self,
-        pos: u32,
-        id: &str,
-        id_at: impl Fn(u32) -> &'a str,
-    ) -> Result<(), u32> {
-        let h = hash(id);
-        match self.probe(id, h, id_at) {
-            Ok(other) => Err(other),
-            Err(empty) => {
-                self.slots[empty] = (h >> 32 << 32) | (pos as u64 + 1);
-                Ok(())
-            }
-        }
-    }
-}
 
 /// How an [`IdIndex`] has been used: what a test checks to prove that a
 /// code path looks items up by id without scanning the list per lookup.
@@ -104,17 +26,18 @@ pub struct IndexStats {
 /// repeated, as with a linear search), built on first use and rebuilt when
 /// the list's length has changed since.
 ///
-/// The owner keeps the list and passes it to every call (the index holds
-/// no copy of it). It notices items added or removed; it cannot notice an
-/// id changed in place, so an owner that renames items calls
-/// [`IdIndex::clear`]. A hit is always confirmed against the list, so a
-/// stale index never returns an item with another id.
+/// The owner keeps the list and passes it to every call. The index notices
+/// items added or removed; it cannot notice an id changed in place, so an
+/// owner that renames items calls [`IdIndex::clear`]. A hit is always
+/// confirmed against the list, so a stale index never returns an item with
+/// another id.
 ///
 /// Cloning gives an empty index (rebuilt on first use), and any two indexes
 /// compare equal: it is derived data, not part of its owner's value.
 #[derive(Default)]
 pub struct IdIndex {
-    built: RwLock<Option<Built>>,
+    /// Boxed: the index adds one pointer to its owner (a `Prd` is moved by value).
+    built: RwLock<Option<Box<Built>>>,
     lookups: AtomicU64,
     builds: AtomicU64,
 }
@@ -122,7 +45,24 @@ pub struct IdIndex {
 struct Built {
     /// The length of the list it was built from (plus items indexed since).
     len: usize,
-    slots: Slots,
+    positions: HashMap<Box<str>, usize>,
+}
+
+impl Built {
+    fn new<'a>(len: usize, id_at: impl Fn(usize) -> &'a str) -> Built {
+        let mut positions = HashMap::with_capacity(len);
+        for pos in 0..len {
+            // A repeated id keeps its first position.
+            positions.entry(id_at(pos).into()).or_insert(pos);
+        }
+        Built { len, positions }
+    }
+
+    /// The indexed position of `id`, confirmed against the list.
+    fn find<'a>(&self, id: &str, id_at: impl Fn(usize) -> &'a str) -> Option<usize> {
+        let pos = *self.positions.get(id)?;
+        (pos < self.len && id_at(pos) == id).then_some(pos)
+    }
 }
 
 impl IdIndex {
@@ -139,11 +79,9 @@ impl IdIndex {
         key: impl Fn(&T) -> &str,
     ) -> Option<usize> {
         *self.lookups.get_mut() += 1;
+        let id_at = |p: usize| key(&items[p]);
         let built = self.built.get_mut().unwrap_or_else(|e| e.into_inner());
-        current(built, &self.builds, items, &key)
-            .slots
-            .find(id, |p| key(&items[p as usize]))
-            .map(|p| p as usize)
+        current(built, &self.builds, items.len(), &id_at).find(id, id_at)
     }
 
     /// [`IdIndex::position`] in a list of `len` items whose ids are read
@@ -155,66 +93,49 @@ impl IdIndex {
         id: &str,
         id_at: impl Fn(usize) -> &'a str,
     ) -> Option<usize> {
-        self.lookups.fetch_add(1, Ordering::Relaxed);
-        let at = |p: u32| id_at(p as usize);
-        {
-            let built = self.built.read().unwrap_or_else(|e| e.into_inner());
-            if let Some(b) = built.as_ref().filter(|b| b.len == len) {
-                return b.slots.find(id, at).map(|p| p as usize);
-            }
-        }
-        let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
-        current_by(&mut built, &self.builds, len, &id_at)
-            .slots
-            .find(id, at)
-            .map(|p| p as usize)
+        self.with_finder(len, id_at, |find| find(id))
     }
 
     /// [`IdIndex::position_by`] for many ids at once: `f` gets a finder that
     /// answers as it does, with the index locked (and brought up to date)
-    /// once for all its lookups and the lookups counted once at the end. At
-    /// 100,000 stories a plan's dependencies are 300,000 lookups, and a lock
-    /// and a count apiece were a third of their time.
+    /// once for all its lookups.
     pub fn with_finder<'a, R>(
         &self,
         len: usize,
         id_at: impl Fn(usize) -> &'a str,
         f: impl FnOnce(&dyn Fn(&str) -> Option<usize>) -> R,
     ) -> R {
-        let at = |p: u32| id_at(p as usize);
         let looked = std::cell::Cell::new(0u64);
         let answer = loop {
             let built = self.built.read().unwrap_or_else(|e| e.into_inner());
             if let Some(b) = built.as_ref().filter(|b| b.len == len) {
                 break f(&|id: &str| {
                     looked.set(looked.get() + 1);
-                    b.slots.find(id, at).map(|p| p as usize)
+                    b.find(id, &id_at)
                 });
             }
             drop(built);
             // Built (or rebuilt) under the write lock, then read again.
             let mut built = self.built.write().unwrap_or_else(|e| e.into_inner());
-            current_by(&mut built, &self.builds, len, &id_at);
+            current(&mut built, &self.builds, len, &id_at);
         };
         self.lookups.fetch_add(looked.get(), Ordering::Relaxed);
         answer
     }
 
     /// The owner has just appended the last item of `items`: it is indexed
-    /// without a rebuild (when the index is current and has room).
+    /// without a rebuild (when the index is current).
     pub fn pushed<T>(&mut self, items: &[T], key: impl Fn(&T) -> &str) {
         let built = self.built.get_mut().unwrap_or_else(|e| e.into_inner());
         let n = items.len();
         match built.as_mut() {
-            Some(b) if n > 0 && b.len + 1 == n && b.slots.room(b.len) => {
-                let last = (n - 1) as u32;
-                let _ = b
-                    .slots
-                    .insert(last, key(&items[n - 1]), |p| key(&items[p as usize]));
+            Some(b) if n > 0 && b.len + 1 == n => {
+                b.positions
+                    .entry(key(&items[n - 1]).into())
+                    .or_insert(n - 1);
                 b.len = n;
             }
-            // Out of step, or full: the next lookup rebuilds (at twice the
-            // size, so appending n items costs O(log n) builds).
+            // Out of step: the next lookup rebuilds.
             _ => *built = None,
         }
     }
@@ -233,20 +154,10 @@ impl IdIndex {
     }
 }
 
-/// The index for `items`, built (and counted) when missing or out of date.
-fn current<'b, T>(
-    built: &'b mut Option<Built>,
-    builds: &AtomicU64,
-    items: &[T],
-    key: &impl Fn(&T) -> &str,
-) -> &'b Built {
-    current_by(built, builds, items.len(), &|p| key(&items[p]))
-}
-
 /// The index for a list of `len` items whose ids `id_at` reads, built (and
 /// counted) when missing or out of date.
-fn current_by<'a, 'b>(
-    built: &'b mut Option<Built>,
+fn current<'a, 'b>(
+    built: &'b mut Option<Box<Built>>,
     builds: &AtomicU64,
     len: usize,
     id_at: &impl Fn(usize) -> &'a str,
@@ -256,12 +167,7 @@ fn current_by<'a, 'b>(
     }
     built.get_or_insert_with(|| {
         builds.fetch_add(1, Ordering::Relaxed);
-        let mut slots = Slots::for_len(len);
-        for pos in 0..len {
-            // A repeated id keeps its first position.
-            let _ = slots.insert(pos as u32, id_at(pos), |p| id_at(p as usize));
-        }
-        Built { len, slots }
+        Box::new(Built::new(len, id_at))
     })
 }
 
@@ -314,11 +220,6 @@ mod tests {
         assert_eq!(index.position(&dup, "", key), Some(3));
     }
 
-    #[test]
-    fn a_table_is_made_empty() {
-        assert!(Slots::for_len(100).slots.iter().all(|&s| s == 0));
-    }
-
     /// Many lookups under one lock answer as one lookup apiece would, count
     /// as many lookups, and build the index once, or again when the list
     /// changed length.
@@ -362,9 +263,9 @@ mod tests {
             index.pushed(&items, key);
         }
         assert_eq!(index.position_mut(&items, "n99", key), Some(101));
-        // Growing past the table's room forgot it once (8 -> 16 -> ... slots).
+        // Appended items were indexed as they came: built once.
         let grown = index.stats().builds;
-        assert!(grown <= 6, "{grown}");
+        assert_eq!(grown, 1);
         // Removed behind its back: the length tells.
         items.retain(|s| s != "a");
         assert_eq!(index.position(&items, "b", key), Some(0));

@@ -71,10 +71,9 @@
 //!   `unknown_dependencies()`, `self_dependencies()`. [`Analysis::of`]`(&graph)`
 //!   gives [`Analysis`] `{ depth, roots, critical_path, critical_path_len,
 //!   bottlenecks, orphans, cycles: Vec<`[`Cycle`]`> }`, all by position.
-//! - Fast path: [`load_valid_plan`]`(path)` / [`validate_prd_json`]`(bytes,
-//!   path) -> Result<ValidPlan, `[`CheckError`]`>` go from text to a plan
-//!   without building the model (same acceptance and messages as
-//!   `load_prd` + `validate_prd`; for `cascade batches --json`).
+//! - [`load_valid_plan`]`(path)` / [`validate_prd_json`]`(bytes, path) ->
+//!   Result<ValidPlan, `[`CheckError`]`>`: `load_prd` + `validate_prd` in
+//!   one call; [`Outline`]: the ids, titles and dependencies a view shows.
 //! - [`ValidationErrors`]: `problems() -> &[`[`Problem`]`]`, `messages()`,
 //!   `has_cycle()`; Display is `invalid PRD (N problems):` then one
 //!   `  - ...` line per problem.
@@ -107,7 +106,7 @@
 //! that knows the keys it was asked for): warnings naming the closest key.
 //!
 //! Everything is linear in stories + dependencies: ids are hashed once into
-//! a compact index (`names.rs`), adjacency is stored as flat arrays, and
+//! a `HashMap`, adjacency is stored as flat arrays, and
 //! cycles are named with petgraph's strongly connected components only when
 //! Kahn's algorithm shows there is one.
 //!
@@ -121,18 +120,15 @@
 //! ```
 
 mod analysis;
+mod check;
 mod error;
 mod graph;
-pub mod hash;
 mod id;
 mod index;
 pub mod json;
-pub mod mem;
 mod model;
-mod names;
 pub mod paths;
 mod plan;
-mod skeleton;
 pub mod strict;
 pub mod synthetic;
 pub mod text;
@@ -141,6 +137,10 @@ mod vocabulary;
 mod wire;
 
 pub use analysis::{Analysis, Cycle};
+pub use check::{
+    load_outline, load_valid_plan, load_valid_plan_warned, validate_prd_json,
+    validate_prd_json_warned, CheckError, Dependencies, Outline, OutlineStory,
+};
 pub use error::PlanError;
 pub use graph::DepGraph;
 pub use id::{InvalidId, StoryId};
@@ -149,10 +149,6 @@ pub use model::{
     load_mega, load_prd, Criterion, Feature, MegaPlan, Prd, Priority, Source, Status, Story,
 };
 pub use plan::{Node, ValidPlan};
-pub use skeleton::{
-    load_outline, load_valid_plan, load_valid_plan_warned, validate_prd_json,
-    validate_prd_json_warned, CheckError, Dependencies, Outline, OutlineStory,
-};
 pub use validate::{validate_mega, validate_prd, Problem, ValidationErrors};
 pub use vocabulary::PlanWarning;
 

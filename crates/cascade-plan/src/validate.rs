@@ -212,7 +212,7 @@ pub fn validate_prd(prd: &Prd) -> Result<ValidPlan, ValidationErrors> {
     finish(graph, problems)
 }
 
-/// The per-story checks (id, title), shared with the lean reader.
+/// The per-story checks (id, title).
 pub(crate) fn check_story(
     index: usize,
     id: &str,

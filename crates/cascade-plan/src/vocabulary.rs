@@ -1,9 +1,8 @@
 //! The words a plan file may use for a story's `status` and an item's
 //! `priority`, held strictly after the lenient read.
 //!
-//! Both readers (the model in `wire.rs`, the lean one in `skeleton.rs`) keep
-//! a keyword's original spelling when it is not the canonical one; [`check`]
-//! looks at those few and decides:
+//! The model's reader (`wire.rs`) keeps a keyword's original spelling when
+//! it is not the canonical one; [`check`] looks at those few and decides:
 //! - a story status outside [`Status::SPELLINGS`] is an error
 //!   ([`PlanError::Vocabulary`]): read as "pending" it would run a finished
 //!   story, read as "complete" it would skip one, and cascade must do neither

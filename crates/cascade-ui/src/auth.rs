@@ -42,11 +42,9 @@ impl Token {
 
     /// Whether `given` is this token, in time independent of where they differ.
     pub fn matches(&self, given: &str) -> bool {
-        let (a, b) = (self.0.as_bytes(), given.as_bytes());
-        if a.len() != b.len() {
-            return false;
-        }
-        a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        use subtle::ConstantTimeEq;
+        // Slices of different lengths compare unequal (the length is not secret).
+        self.0.as_bytes().ct_eq(given.as_bytes()).into()
     }
 }
 

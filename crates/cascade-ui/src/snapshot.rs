@@ -19,16 +19,12 @@ use std::path::{Path, PathBuf};
 
 use cascade_engine::state::{RunDoc, StoryStatus};
 use cascade_engine::FailureKind;
-use cascade_plan::hash::FxHashMap;
-use cascade_plan::mem::written_zeros;
 use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::glance::{AttemptGlance, RunGlance, StoryGlance};
 use crate::hub::Status;
-
-mod write;
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
@@ -200,7 +196,7 @@ fn grouped<P>(keys: usize, pairs: P) -> (Vec<usize>, Vec<usize>)
 where
     P: Iterator<Item = (usize, usize)> + Clone,
 {
-    let mut starts = written_zeros(keys + 1);
+    let mut starts = vec![0; keys + 1];
     for (k, _) in pairs.clone() {
         starts[k + 1] += 1;
     }
@@ -208,7 +204,7 @@ where
         starts[k + 1] += starts[k];
     }
     let mut next = starts.clone();
-    let mut items = written_zeros(starts[keys]);
+    let mut items = vec![0; starts[keys]];
     for (k, item) in pairs {
         items[next[k]] = item;
         next[k] += 1;
@@ -323,7 +319,7 @@ pub(crate) fn layers(graph: &Graph) -> Vec<usize> {
     let n = graph.len();
     let dependents = graph.reversed();
     let mut waiting: Vec<usize> = (0..n).map(|i| graph.deps(i).len()).collect();
-    let mut layer: Vec<usize> = written_zeros(n);
+    let mut layer: Vec<usize> = vec![0; n];
     let mut ready: Vec<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
     while let Some(j) = ready.pop() {
         for &i in dependents.deps(j) {
@@ -359,7 +355,7 @@ pub(crate) fn critical_path(shape: &Shape, elapsed: &[Option<u64>]) -> Vec<usize
         .iter()
         .map(|e| e.unwrap_or(default).max(1))
         .collect();
-    let mut best: Vec<u64> = written_zeros(n);
+    let mut best: Vec<u64> = vec![0; n];
     let mut prev: Vec<Option<usize>> = vec![None; n];
     for &i in &shape.by_layer {
         let mut from = None;
@@ -394,7 +390,7 @@ pub(crate) fn slots(spans: &[(i64, Option<i64>)], now: i64) -> Vec<usize> {
     // Slots in use, by when they free up; slots free, lowest first.
     let mut busy: BinaryHeap<Reverse<(i64, usize)>> = BinaryHeap::new();
     let mut free: BinaryHeap<Reverse<usize>> = BinaryHeap::new();
-    let mut slot: Vec<usize> = written_zeros(spans.len());
+    let mut slot: Vec<usize> = vec![0; spans.len()];
     for i in order {
         let (start, end) = spans[i];
         let end = end.unwrap_or(now.max(start) + 1);
@@ -459,7 +455,7 @@ pub(crate) struct Head<'a> {
 
 /// What the records say, per feature (`None`: a plain run's stories, or
 /// engine events without a feature) and story.
-pub(crate) type SeenStories = FxHashMap<Option<String>, SeenMap>;
+pub(crate) type SeenStories = std::collections::HashMap<Option<String>, SeenMap>;
 
 /// What the records say of the stories of one run (or feature): each
 /// story's [`Seen`], kept in the order first heard of and found through a
@@ -469,7 +465,7 @@ pub(crate) type SeenStories = FxHashMap<Option<String>, SeenMap>;
 /// positions is a third of that, and the `Seen`s are appended in order.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SeenMap {
-    at: FxHashMap<Box<str>, usize>,
+    at: std::collections::HashMap<Box<str>, usize>,
     seen: Vec<Seen>,
 }
 
@@ -665,6 +661,13 @@ pub(crate) struct Snapshot<'a> {
     totals: Totals,
 }
 
+impl Snapshot<'_> {
+    /// Writes the document into `w` as compact JSON.
+    pub(crate) fn write_json(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        serde_json::to_writer(w, self).map_err(std::io::Error::from)
+    }
+}
+
 /// The stories of a snapshot, each one made as it is written: the document
 /// never holds them all (at 100,000 stories their views would take 26 MB).
 pub(crate) struct Stories<'a> {
@@ -672,7 +675,7 @@ pub(crate) struct Stories<'a> {
     /// Story `i`'s record in the state.
     states: Vec<Option<&'a StoryGlance>>,
     /// What the records say of the stories, looked up as each story is
-    /// made (on the thread that writes it, see [`Snapshot::write_json`]).
+    /// made.
     seen: Option<&'a SeenMap>,
     elapsed: Vec<Option<u64>>,
     run_start: Option<i64>,
@@ -1304,16 +1307,10 @@ mod tests {
             build(&input(Some(&state), None, &idle)),
             build(&input(None, Some(&prd), &idle)),
         ];
-        let text: Vec<String> = docs
-            .iter()
-            .map(|d| serde_json::to_string(d).expect("serializable"))
-            .collect();
+        // What the dashboard sends.
+        let text: Vec<String> = docs.iter().map(written).collect();
         let golden = include_str!("snapshot_golden.txt");
         assert_eq!(text.join("\n") + "\n", golden);
-        // What the dashboard sends: the same bytes.
-        for (doc, text) in docs.iter().zip(&text) {
-            assert_eq!(written(doc), *text);
-        }
     }
 
     /// The document as `GET /api/run` writes it.
