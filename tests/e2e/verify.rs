@@ -114,8 +114,13 @@ impl Fx {
     }
 
     fn approve(&self, extra: &[&str]) -> std::process::Output {
+        self.approve_plain(&[&["--json"], extra].concat())
+    }
+
+    /// `approve` with the human output (no `--json` unless in `extra`).
+    fn approve_plain(&self, extra: &[&str]) -> std::process::Output {
         cascade(self.repo())
-            .args(["approve", "--auto-run", "--retry-delay", "0", "--json"])
+            .args(["approve", "--auto-run", "--retry-delay", "0"])
             .args(extra)
             .arg("--agents")
             .arg(self.t("agents.json"))
@@ -456,6 +461,56 @@ fn review_from_prd_and_the_author_reviewing_itself_is_said() {
         "{started:?}"
     );
     assert_eq!(of(&ev, "review_finished")[0]["verdict"], "pass");
+}
+
+/// Two agents that both pass a review: `author` writes calc.py.
+fn two_passing_agents() -> Fx {
+    let fx = Fx::new(&[], serde_json::from_str(COMPILE_GATE).unwrap(), json!({}));
+    fx.author(
+        "if [ \"$CASCADE_PHASE\" = review ]; then echo '<review>PASS</review>'; exit 0; fi\nprintf 'def total(xs):\\n    return sum(xs)\\n' > calc.py",
+        "exit 1",
+    );
+    fx.reviewer("echo '<review>PASS</review>'");
+    fx.agents();
+    fx
+}
+
+#[test]
+fn review_agent_chooses_the_reviewer_even_with_agent() {
+    if !have_python() {
+        return;
+    }
+    let fx = two_passing_agents();
+    // `--agent` names the author; `--review-agent` names the reviewer.
+    let out = fx.approve(&[
+        "--agent",
+        "author",
+        "--review",
+        "--review-agent",
+        "reviewer",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let started = of(&events(&out), "review_started")[0].clone();
+    assert_eq!(started["agent"], "reviewer", "{started}");
+    assert_eq!(started["author"], "author");
+    assert!(started.get("note").is_none(), "{started}");
+    assert_eq!(fx.read(&fx.t("reviewer-phases")), "review\n");
+
+    // Naming the author as the reviewer keeps it, and the state (so the
+    // summary) says so.
+    let fx = two_passing_agents();
+    // Plain output this time: the summary names the self-review too.
+    let out = fx.approve_plain(&["--agent", "author", "--review", "--review-agent", "author"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let said =
+        "--review-agent names 'author', the agent that wrote the code: it reviews its own work";
+    assert_eq!(fx.state()["stories"][0]["review"]["note"], said);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("s1: review PASS via author ({said})")),
+        "{stdout}"
+    );
+    assert_eq!(fx.read(&fx.t("reviewer-phases")), "");
 }
 
 #[test]

@@ -9,6 +9,9 @@
 //! [`Fallback`] note (the engine logs them as `[FALLBACK]` lines). With
 //! `--no-fallback` the first candidate is taken without looking for its
 //! command, so running it fails clearly instead of silently switching agents.
+//! The review phase puts the reviewer the user chose (`--review-agent`, the
+//! review phase's story-type override and default) ahead of `--agent`,
+//! which names the author.
 
 use std::fmt;
 
@@ -24,7 +27,8 @@ use crate::story_type::{self, Inferred, StoryType, TypeEvidence};
 /// Agent choices made on the command line.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
-    /// `--agent`: every story, every phase.
+    /// `--agent`: every story, every phase (in review after a reviewer
+    /// the user chose: `--review-agent`, the review phase of agents.json).
     pub agent: Option<String>,
     /// `--impl-agent`: the implementation phase.
     pub impl_agent: Option<String>,
@@ -75,7 +79,8 @@ impl Overrides {
 pub enum Level {
     /// `--agent`.
     CliAgent,
-    /// `--impl-agent`, `--retry-agent`, `--prd-agent`.
+    /// `--impl-agent`, `--retry-agent`, `--prd-agent`, `--review-agent`
+    /// (the last one ahead of `--agent`).
     PhaseOverride,
     /// `story.agent` in the PRD.
     StoryAgent,
@@ -272,26 +277,47 @@ impl<'a> Resolver<'a> {
                 });
             }
         };
+        let pc = self.config.phase(phase);
+        let phase_override = self
+            .overrides
+            .for_phase(phase)
+            .map(|(flag, a)| (a, Level::PhaseOverride, flag.to_string()));
+        let type_override = pc
+            .and_then(|pc| pc.override_for(inferred.story_type.as_str()))
+            .map(|a| {
+                let why = format!(
+                    "story type '{}' ({}) override for {phase}",
+                    inferred.story_type,
+                    evidence_text(&inferred.evidence)
+                );
+                (a, Level::StoryType, why)
+            });
+        let phase_default = pc
+            .and_then(|pc| pc.default_agent.as_deref())
+            .map(|a| (a, Level::PhaseDefault, format!("{phase} phase default")));
+        // A reviewer the user chose (`--review-agent`, or agents.json's
+        // review phase) comes before `--agent`: `--agent` names the author,
+        // and a review by the author defeats the review. (Later pushes of
+        // the same agent are no-ops.)
+        if phase == Phase::Review {
+            for (a, level, why) in [&phase_override, &type_override, &phase_default]
+                .into_iter()
+                .flatten()
+            {
+                push(a, *level, why.clone());
+            }
+        }
         if let Some(a) = &self.overrides.agent {
             push(a, Level::CliAgent, "--agent".to_string());
         }
-        if let Some((flag, a)) = self.overrides.for_phase(phase) {
-            push(a, Level::PhaseOverride, flag.to_string());
+        if let Some((a, level, why)) = phase_override {
+            push(a, level, why);
         }
         if let Some(a) = story.agent.as_deref().filter(|a| !a.trim().is_empty()) {
             push(a, Level::StoryAgent, "story.agent in the PRD".to_string());
         }
-        let pc = self.config.phase(phase);
-        if let Some(a) = pc.and_then(|pc| pc.override_for(inferred.story_type.as_str())) {
-            push(
-                a,
-                Level::StoryType,
-                format!(
-                    "story type '{}' ({}) override for {phase}",
-                    inferred.story_type,
-                    evidence_text(&inferred.evidence)
-                ),
-            );
+        if let Some((a, level, why)) = type_override {
+            push(a, level, why);
         }
         let story_phase = matches!(
             phase,
@@ -312,8 +338,8 @@ impl<'a> Resolver<'a> {
                 ),
             );
         }
-        if let Some(a) = pc.and_then(|pc| pc.default_agent.as_deref()) {
-            push(a, Level::PhaseDefault, format!("{phase} phase default"));
+        if let Some((a, level, why)) = phase_default {
+            push(a, level, why);
         }
         if let Some(pc) = pc {
             for (i, a) in pc.fallback_chain.iter().enumerate() {

@@ -253,6 +253,9 @@ pub struct ReviewRecord {
     pub verdict: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub findings: String,
+    /// Why the author reviewed its own work, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl StoryState {

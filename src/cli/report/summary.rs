@@ -135,8 +135,13 @@ pub fn render(
                     other => format!("no marker ({other})"),
                 };
                 let first = rv.findings.lines().map(str::trim).find(|l| !l.is_empty());
+                let note = rv
+                    .note
+                    .as_deref()
+                    .map(|n| format!(" ({})", super::printable(n)))
+                    .unwrap_or_default();
                 out.push_str(&format!(
-                    "  {}: review {verdict} via {}{}\n",
+                    "  {}: review {verdict} via {}{note}{}\n",
                     r.story,
                     rv.agent,
                     first
@@ -243,12 +248,14 @@ mod tests {
             agent: "codex".into(),
             verdict: "pass".into(),
             findings: String::new(),
+            note: Some("--review-agent names 'codex', the agent that wrote the code: it reviews its own work".into()),
         });
         let mut c = row("s3", "failed");
         c.review = Some(cascade_engine::state::ReviewRecord {
             agent: "codex".into(),
             verdict: "needs_revision".into(),
             findings: "\ncalc.py:2: sum, do not count\nmore".into(),
+            note: None,
         });
         let text = render(
             &[a, b, c],
@@ -268,7 +275,10 @@ mod tests {
             text.contains("  s1: verification: 1 finding, first: calc.py:2: [py-stub-body]"),
             "{text}"
         );
-        assert!(text.contains("  s2: review PASS via codex\n"), "{text}");
+        assert!(
+            text.contains("  s2: review PASS via codex (--review-agent names 'codex', the agent that wrote the code: it reviews its own work)\n"),
+            "{text}"
+        );
         assert!(
             text.contains("  s3: review NEEDS_REVISION via codex: calc.py:2: sum, do not count\n"),
             "{text}"

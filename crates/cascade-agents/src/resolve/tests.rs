@@ -113,9 +113,39 @@ fn level2_phase_override_only_for_its_phase() {
         (a.agent.as_str(), a.reason.as_str()),
         ("codex", "--prd-agent")
     );
-    // Review has no override flag: story.agent applies.
+    // Review has no override given: the review phase's default comes before
+    // story.agent (which names the author).
     let a = w.resolve(&s, Phase::Review, o).unwrap();
-    assert_eq!((a.agent.as_str(), a.level), ("amp-code", Level::StoryAgent));
+    assert_eq!((a.agent.as_str(), a.level), ("codex", Level::PhaseDefault));
+}
+
+#[test]
+fn the_chosen_reviewer_comes_before_the_authors_agent() {
+    let w = World::new(ALL);
+    let s = story("Thing");
+    // --review-agent beats --agent in the review phase only.
+    let o = Overrides {
+        agent: Some("aider".into()),
+        review_agent: Some("gemini".into()),
+        ..Default::default()
+    };
+    let a = w.resolve(&s, Phase::Review, o.clone()).unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        ("gemini", Level::PhaseOverride, "--review-agent")
+    );
+    let a = w.resolve(&s, Phase::Implementation, o).unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("aider", Level::CliAgent));
+    // Without --review-agent, agents.json's review phase (codex) beats --agent.
+    let o = Overrides {
+        agent: Some("aider".into()),
+        ..Default::default()
+    };
+    let a = w.resolve(&s, Phase::Review, o).unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        ("codex", Level::PhaseDefault, "review phase default")
+    );
 }
 
 #[test]

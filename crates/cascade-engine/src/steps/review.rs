@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use cascade_agents::exec::execute;
-use cascade_agents::{AgentDef, AgentRun, Phase, Resolver, ReviewVerdict};
+use cascade_agents::{AgentDef, AgentRun, Level, Phase, Resolver, ReviewVerdict};
 use cascade_gates::GateReport;
 
 use super::commit::Committed;
@@ -44,11 +44,11 @@ pub(super) async fn run(
         attempt: a.number,
         agent: agent.clone(),
         author: a.agent.clone(),
-        note,
+        note: note.clone(),
     });
     let started = Instant::now();
     let answer = ask(a, &agent, &def, wt, committed, gates).await?;
-    judge(a, &agent, mode, answer, started)
+    judge(a, &agent, note, mode, answer, started)
 }
 
 /// What the reviewer said.
@@ -131,6 +131,7 @@ async fn ask(
 fn judge(
     a: &Attempt<'_>,
     agent: &str,
+    note: Option<String>,
     mode: ReviewMode,
     answer: Answer,
     started: Instant,
@@ -159,6 +160,7 @@ fn judge(
         agent: agent.to_string(),
         verdict: name.to_string(),
         findings: findings.clone(),
+        note: note.clone(),
     };
     ctx.amend_story(id, |s| s.review = Some(record));
     ctx.emit(Event::ReviewFinished {
@@ -193,7 +195,7 @@ fn judge(
 }
 
 /// The review agent: the review phase's, or another available agent when
-/// that one wrote the code (unless the command line named it). The note
+/// that one wrote the code (unless the user named it as the reviewer). The note
 /// says why the author reviews its own work, when it does.
 fn reviewer(a: &Attempt<'_>) -> Result<(String, AgentDef, Option<String>), Stop> {
     let ctx = a.ctx;
@@ -215,14 +217,18 @@ fn reviewer(a: &Attempt<'_>) -> Result<(String, AgentDef, Option<String>), Stop>
     if chosen.agent != a.agent {
         return Ok((chosen.agent.clone(), def_of(&chosen.agent)?, None));
     }
-    let pinned = [
-        ("--review-agent", &ctx.options.review_agent),
-        ("--agent", &ctx.options.agent),
-    ]
-    .into_iter()
-    .find(|(_, v)| v.as_deref() == Some(a.agent.as_str()));
-    if let Some((flag, _)) = pinned {
-        let note = format!("{flag} names '{}', the agent that wrote the code", a.agent);
+    // The author reviews its own work only when the user named it as the
+    // reviewer; `--agent` names the author, not the reviewer.
+    let named_by = match chosen.level {
+        Level::PhaseOverride => Some("--review-agent"),
+        Level::StoryType | Level::PhaseDefault => Some("agents.json's review phase"),
+        _ => None,
+    };
+    if let Some(by) = named_by {
+        let note = format!(
+            "{by} names '{}', the agent that wrote the code: it reviews its own work",
+            a.agent
+        );
         return Ok((chosen.agent.clone(), def_of(&chosen.agent)?, Some(note)));
     }
     let (candidates, _) = resolver.candidates(a.story, Phase::Review);
