@@ -186,6 +186,7 @@ async fn run_gates(
         use_cache: ctx.options.use_gate_cache,
         rerun_failures: true,
         fail_fast: base_gates.fail_fast,
+        census_dir: None,
     };
     let sink = Arc::clone(ctx);
     let id = story.to_string();
