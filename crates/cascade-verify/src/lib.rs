@@ -40,6 +40,7 @@
 //! assert_eq!(found[0].rule, "rust-stub-macro");
 //! ```
 
+pub mod census;
 mod edits;
 pub mod error;
 mod excuse;
@@ -52,6 +53,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use census::TEST_DISAPPEARED;
 pub use error::VerifyError;
 pub use rules::{Language, RuleSet, UserConfig};
 pub use scan::{
