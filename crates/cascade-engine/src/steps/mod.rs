@@ -14,6 +14,7 @@
 //! the `story` module; the steps only record and announce what happens in
 //! their own part of the attempt.
 
+mod census;
 mod commit;
 mod gates;
 pub(crate) mod merge;
@@ -259,6 +260,7 @@ async fn checked_work(
     let commit = commit::run(a, &worktree, &output).await?;
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
+    census::run(a, &worktree, &commit, &gates).await?;
     prove_tests::run(a, &worktree, &commit).await?;
     review::run(a, &worktree, &commit, &gates).await?;
     Ok((worktree, commit))
