@@ -152,6 +152,7 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
         use_cache: !a.no_cache,
         rerun_failures: a.rerun_failures,
         fail_fast: a.fail_fast,
+        census_dir: None,
     };
     let json = a.json;
     // A run the local cache answers whole needs no async runtime: the

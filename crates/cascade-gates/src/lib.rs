@@ -69,6 +69,7 @@
 //! ```
 
 pub mod cache;
+pub mod census;
 pub mod config;
 pub mod detect;
 pub mod incremental;
@@ -79,6 +80,7 @@ pub mod toolchain;
 
 pub use cache::remote::{RemoteConfig, RemoteError, RemoteMode, RemoteRequest, RemoteSettings};
 pub use cache::{CacheStats, GateCache, KeyParts, MissExplanation, RemoteCache, RemoteNote};
+pub use census::{Census, CensusRunner, TestOutcome};
 pub use config::{ConfigSource, Gate, GateConfigError, GateKind, GateSet};
 pub use report::{CacheSource, GateError, GateReport, GateResult, Severity};
 pub use runner::{run_gates, run_gates_in, GateEnv, GateEvent, Prepared, RunOptions};

@@ -129,6 +129,10 @@ pub struct GateResult {
     pub errors: Vec<GateError>,
     #[serde(default)]
     pub output_excerpt: String,
+    /// The tests the gate ran and how each ended, when its runner is one
+    /// the census reads and the run asked for it ([`crate::census`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub census: Option<crate::census::Census>,
 }
 
 /// The results of a gate run.
@@ -249,6 +253,7 @@ mod tests {
             outcome: Some("exit code 1".into()),
             errors,
             output_excerpt: String::new(),
+            census: None,
         }
     }
 

@@ -41,6 +41,10 @@ pub struct RunOptions {
     pub rerun_failures: bool,
     /// Stop at the first failing required gate (also enabled by the set's `fail_fast`).
     pub fail_fast: bool,
+    /// Take the test census of the gates whose runner it reads
+    /// ([`crate::census`]), with their report files in this directory
+    /// (cascade's own, outside the worktree). `None`: no census.
+    pub census_dir: Option<PathBuf>,
 }
 
 /// Where and when gate processes run, beyond [`RunOptions`]: what a run
@@ -83,6 +87,7 @@ struct Ctx {
     cache: Option<GateCache>,
     fingerprint: Option<Arc<Fingerprint>>,
     rerun: bool,
+    census_dir: Option<PathBuf>,
 }
 
 /// Runs the gates and returns the report. Never fails: problems become
@@ -195,6 +200,11 @@ pub fn answer_from_cache(
         let Some(entry) = cache.get(&parts.key()) else {
             return Err(prepared);
         };
+        if wants_census(opts.census_dir.as_deref(), gate, &gate.args)
+            && entry.result.census.is_none()
+        {
+            return Err(prepared);
+        }
         found.push((parts, gate_fp, entry));
     }
     let mut results: Vec<Option<GateResult>> = vec![None; set.gates.len()];
@@ -277,6 +287,7 @@ pub async fn run_prepared(
         cache: (prepared.use_cache && prepared.fingerprint.is_some()).then(|| cache.clone()),
         fingerprint: prepared.fingerprint,
         rerun: opts.rerun_failures || set.rerun_failures,
+        census_dir: opts.census_dir.clone(),
     });
     let fail_fast = opts.fail_fast || set.fail_fast;
 
@@ -405,6 +416,7 @@ fn base_result(gate: &Gate, ctx: &Ctx) -> GateResult {
         outcome: None,
         errors: Vec::new(),
         output_excerpt: String::new(),
+        census: None,
     }
 }
 
@@ -421,6 +433,8 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
     let started = Instant::now();
     let dir_in_repo = join_rel(&ctx.workdir_rel, &gate.working_dir);
     let mut args = gate.args.clone();
+    // Only a full run is a census (not one over the changed files).
+    let mut census_dir = ctx.census_dir.as_deref();
 
     if gate.incremental {
         if let Some(base) = &ctx.base_commit {
@@ -451,6 +465,7 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
                 Ok(Ok(files)) => {
                     if let Some(a) = crate::incremental::substitute(&args, &files) {
                         args = a;
+                        census_dir = None;
                     }
                 }
                 // Cannot tell what changed: run in full, which is always correct.
@@ -477,13 +492,18 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
     };
     if let (Some(cache), Some((parts, fp))) = (&ctx.cache, &parts) {
         if let Some(mut r) = cache.lookup_through(parts, fp.clone()).await {
-            finish_hit(&mut r, gate, started);
-            return r;
+            // A result stored without the census asked for does not answer.
+            if r.census.is_some() || !wants_census(census_dir, gate, &args) {
+                finish_hit(&mut r, gate, started);
+                return r;
+            }
         }
     }
 
     let dir = ctx.workdir.join(&gate.working_dir);
-    let mut result = execute(ctx, gate, &args, &dir, token).await;
+    let report = census_dir.map(|d| census_report(d, gate));
+    let report = report.as_deref();
+    let mut result = execute(ctx, gate, &args, &dir, report, token).await;
     if !result.passed
         && ctx.rerun
         && !result.timed_out
@@ -491,7 +511,7 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
         && !token.is_cancelled()
         && !result.skipped
     {
-        let second = execute(ctx, gate, &args, &dir, token).await;
+        let second = execute(ctx, gate, &args, &dir, report, token).await;
         if second.passed {
             let mut r = second;
             r.flaky = true;
@@ -561,15 +581,47 @@ fn short(base: Option<&str>) -> String {
         .unwrap_or_default()
 }
 
-/// Runs the gate's process once and turns its outcome into a result.
+/// Whether a run with the census in `dir` takes the census of `gate` run with `args`.
+fn wants_census(dir: Option<&Path>, gate: &Gate, args: &[String]) -> bool {
+    dir.is_some() && crate::census::runner_of(&gate.program, args).is_some()
+}
+
+/// Where the census report of `gate` goes in `dir`.
+fn census_report(dir: &Path, gate: &Gate) -> PathBuf {
+    let name: String = gate
+        .name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!("{name}.xml"))
+}
+
+/// Runs the gate's process once and turns its outcome into a result (with
+/// the census when `report` says where its report goes).
 async fn execute(
     ctx: &Ctx,
     gate: &Gate,
     args: &[String],
     dir: &Path,
+    report: Option<&Path>,
     token: &CancelToken,
 ) -> GateResult {
     let mut r = base_result(gate, ctx);
+    let plan = report.and_then(|p| crate::census::instrument(&gate.program, args, p));
+    if let Some(path) = plan.as_ref().and_then(|p| p.report.as_deref()) {
+        // Never a stale report: what is read is what this run wrote.
+        let _ = std::fs::remove_file(path);
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+    }
+    let args = plan.as_ref().map_or(args, |p| p.args.as_slice());
     if token.is_cancelled() {
         return skipped(gate, ctx, CANCELLED.into(), false);
     }
@@ -632,6 +684,15 @@ async fn execute(
     }
     let stdout = outcome.stdout.text_lossy();
     let stderr = outcome.stderr.text_lossy();
+    if let Some(plan) = &plan {
+        if !outcome.timed_out {
+            r.census = Some(crate::census::read(plan, &stdout, &stderr));
+        }
+    }
+    let stdout = match &plan {
+        Some(plan) => crate::census::plain_output(plan, &stdout).into_owned(),
+        None => stdout,
+    };
     let output_ok = !gate.fail_on_output || stdout.trim().is_empty();
     r.passed = outcome.success() && output_ok;
     r.timed_out = outcome.timed_out;

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod build_output;
+pub mod census;
 mod edits;
 pub mod error;
 mod excuse;
@@ -58,6 +59,7 @@ mod tests;
 
 use std::path::Path;
 
+pub use census::TEST_DISAPPEARED;
 pub use error::VerifyError;
 pub use rules::{Language, RuleSet, UserConfig};
 pub use scan::{

@@ -144,10 +144,17 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
             }
         }
     }
+    // What the change deleted outright: a test removed with the code it
+    // uses is a clean-up, not a removed test.
+    let deleted = crate::census::deleted_symbols(files, rules);
     for p in &prepared {
         line_rules(p, rules, &mut out);
         if let (Some(lang), Some(ts)) = (p.lang, p.lang.and_then(|l| rules.tests_of(l))) {
-            removed_tests(p.diff, lang, ts, rules, &new_tests, &mut out);
+            let gone = Gone {
+                new_tests: &new_tests,
+                deleted: &deleted,
+            };
+            removed_tests(p.diff, lang, ts, rules, &gone, &mut out);
             emptied_tests(p, lang, ts, &mut out);
         }
         crate::edits::protected_file(p, rules, &mut out);
@@ -471,15 +478,24 @@ pub(crate) fn test_functions(lines: &[Line], ts: &TestSyntax) -> Vec<(String, us
     out
 }
 
+/// What tells a removed test from one that moved or went with its code.
+struct Gone<'a> {
+    /// Test names of the new text of changed test files.
+    new_tests: &'a HashSet<String>,
+    /// Modules and functions the change deleted outright.
+    deleted: &'a HashSet<String>,
+}
+
 /// Tests of the old text that no longer run: removed (and not moved to
-/// another test file), or in a file renamed to a name the test runner does
-/// not collect (`test_calc.py` -> `calc_checks.py`).
+/// another test file, nor deleted with the code they use), or in a file
+/// renamed to a name the test runner does not collect (`test_calc.py` ->
+/// `calc_checks.py`).
 fn removed_tests(
     diff: &FileDiff,
     lang: Language,
     ts: &TestSyntax,
     rules: &RuleSet,
-    new_tests: &HashSet<String>,
+    gone: &Gone<'_>,
     out: &mut Vec<Finding>,
 ) {
     let old_path = diff.old_path.as_deref().unwrap_or(&diff.path);
@@ -498,7 +514,8 @@ fn removed_tests(
     let old_lines = lex::lex(old, lang.syntax());
     for (name, i) in test_functions(&old_lines, ts) {
         let n = i as u32 + 1;
-        if (uncollected || removed.contains(&n)) && !new_tests.contains(&name) {
+        let cleanup = !uncollected && crate::census::uses_deleted(Some(old), gone.deleted, &name);
+        if (uncollected || removed.contains(&n)) && !gone.new_tests.contains(&name) && !cleanup {
             let message = if uncollected {
                 format!(
                     "test '{name}' no longer runs: '{old_path}' was renamed to '{}', which the test runner does not collect",

@@ -22,7 +22,7 @@ pub(super) async fn run(
     output: &AgentOutput,
 ) -> Result<GateReport, Stop> {
     let ctx = a.ctx;
-    let report = run_gates(ctx, a.id(), a.env, &WorkPlace::from(wt), true).await;
+    let report = run_gates(ctx, a.id(), a.number, a.env, &WorkPlace::from(wt), true).await;
     keep_report(a, &report);
     a.check_cancel()?;
     let gates: Vec<GateSummary> = report
@@ -106,12 +106,15 @@ fn failed_message(failed: &[&str]) -> String {
 pub(super) fn hook(a: &Attempt<'_>, wt: &Worktree) -> GateHook {
     let ctx = Arc::clone(a.ctx);
     let story = a.id().to_string();
+    let attempt = a.number;
     let env = a.env.to_vec();
     let place = WorkPlace::from(wt);
     GateHook(Arc::new(move || -> GateFuture {
         let (ctx, story, env, place) =
             (Arc::clone(&ctx), story.clone(), env.clone(), place.clone());
-        Box::pin(async move { for_model(&run_gates(&ctx, &story, &env, &place, false).await) })
+        Box::pin(
+            async move { for_model(&run_gates(&ctx, &story, attempt, &env, &place, false).await) },
+        )
     }))
 }
 
@@ -162,6 +165,7 @@ impl From<&Worktree> for WorkPlace {
 async fn run_gates(
     ctx: &Arc<crate::engine::Ctx>,
     story: &str,
+    attempt: u32,
     env: &[(String, String)],
     wt: &WorkPlace,
     report: bool,
@@ -186,6 +190,7 @@ async fn run_gates(
         use_cache: ctx.options.use_gate_cache,
         rerun_failures: true,
         fail_fast: base_gates.fail_fast,
+        census_dir: report.then(|| super::census::report_dir(ctx, story, attempt)),
     };
     let sink = Arc::clone(ctx);
     let id = story.to_string();

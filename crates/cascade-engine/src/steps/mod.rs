@@ -15,6 +15,7 @@
 //! their own part of the attempt.
 
 mod agent_head;
+mod census;
 mod commit;
 mod gates;
 pub(crate) mod merge;
@@ -263,6 +264,7 @@ async fn checked_work(
     let commit = commit::run(a, &worktree, &output).await?;
     verify::run(a, &worktree, &commit).await?;
     let gates = gates::run(a, &worktree, &output).await?;
+    census::run(a, &worktree, &commit, &gates).await?;
     prove_tests::run(a, &worktree, &commit).await?;
     review::run(a, &worktree, &commit, &gates).await?;
     Ok((worktree, commit))

@@ -36,6 +36,7 @@ fn result() -> GateResult {
         outcome: Some("exit code 0".into()),
         errors: vec![],
         output_excerpt: String::new(),
+        census: None,
     }
 }
 

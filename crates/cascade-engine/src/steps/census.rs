@@ -1,0 +1,258 @@
+//! Step: judge the story by its test census. After its gates passed, each
+//! census-aware gate's tests (which ran, how each ended) are compared with
+//! the same gate's census on the story's base (cascade-verify's
+//! `test-disappeared`): a test that passed there and no longer runs and
+//! passes fails the attempt as `verification`.
+//!
+//! The base's census comes from the base's own gate run: the base commit's
+//! tree written into a scratch directory under `.cascade/tmp/`, its gates
+//! run there (through the gate cache), the report kept in
+//! `.cascade/census/base-<tree id>.json`, so the next story on the same
+//! base costs a file read. A story whose gates passed leaves its report
+//! under its own tree's key too: after a fast-forward merge that tree is
+//! the next story's base.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use cascade_gates::GateReport;
+
+use super::commit::Committed;
+use super::prepare_worktree::Worktree;
+use super::{Attempt, Stop};
+use crate::checks::intent_of;
+use crate::engine::Ctx;
+use crate::events::Event;
+
+/// One base run at a time: two stories on the same base wait for one run.
+static BASE_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Where an attempt's census reports go (cascade's own directory, outside
+/// the worktree).
+pub(super) fn report_dir(ctx: &Ctx, story: &str, attempt: u32) -> PathBuf {
+    ctx.artifacts_dir
+        .join("census")
+        .join(format!("{story}-{attempt}"))
+}
+
+pub(super) async fn run(
+    a: &Attempt<'_>,
+    wt: &Worktree,
+    committed: &Committed,
+    report: &GateReport,
+) -> Result<(), Stop> {
+    let ctx = a.ctx;
+    if !wt.judges.rules.enabled || report.gates.iter().all(|g| g.census.is_none()) {
+        return Ok(());
+    }
+    let started = Instant::now();
+    keep(ctx, wt, &tree_of(&wt.path, &committed.commit), report);
+    let Some(base) = base_report(a, wt).await else {
+        return Ok(());
+    };
+    a.check_cancel()?;
+    let files = {
+        let (path, from, to) = (wt.path.clone(), wt.base.clone(), committed.commit.clone());
+        tokio::task::spawn_blocking(move || cascade_git::diff::diff_lines(&path, &from, Some(&to)))
+            .await
+    };
+    let Ok(Ok(files)) = files else {
+        notice(ctx, a.id(), "could not read the change");
+        return Ok(());
+    };
+    let intent = intent_of(a.story);
+    let mut found = Vec::new();
+    for g in &report.gates {
+        let (Some(now), Some(before)) = (
+            g.census.as_ref(),
+            base.gates
+                .iter()
+                .find(|b| b.name == g.name)
+                .and_then(|b| b.census.as_ref()),
+        ) else {
+            continue;
+        };
+        found.extend(cascade_verify::census::disappeared(
+            &g.name,
+            before,
+            now,
+            &files,
+            &wt.judges.rules,
+            &intent,
+        ));
+    }
+    let (waived, findings): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|f| intent.allows(&wt.judges.rules, f));
+    ctx.amend_story(a.id(), |s| {
+        s.verification
+            .extend(findings.iter().map(ToString::to_string));
+        s.verification_allowed
+            .extend(waived.iter().map(ToString::to_string));
+    });
+    ctx.emit(Event::VerificationFinished {
+        story: a.id().to_string(),
+        attempt: a.number,
+        passed: findings.is_empty(),
+        findings: findings.clone(),
+        allowed: intent.allow.clone(),
+        waived,
+        duration_ms: started.elapsed().as_millis() as u64,
+    });
+    if findings.is_empty() {
+        return Ok(());
+    }
+    Err(super::verify::failure(&findings).into())
+}
+
+/// The base's gate report with its census: kept, or run now.
+async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
+    let ctx = a.ctx;
+    let tree = tree_of(&wt.path, &wt.base);
+    let path = kept_path(ctx, &tree);
+    if let Some(r) = read_kept(&path) {
+        return Some(r);
+    }
+    let _one = BASE_RUN.lock().await;
+    if let Some(r) = read_kept(&path) {
+        return Some(r);
+    }
+    // Removed when done (a killed run's leftover is a plain directory in tmp/).
+    let scratch = Scratch(
+        ctx.paths
+            .cascade_dir()
+            .join("tmp")
+            .join(format!("census-base-{tree}-{}", std::process::id())),
+    );
+    let _ = std::fs::remove_dir_all(scratch.path());
+    let root = scratch.path().join("base");
+    let exported = {
+        let (wt_path, base, root) = (wt.path.clone(), wt.base.clone(), root.clone());
+        tokio::task::spawn_blocking(move || cascade_git::diff::export_tree(&wt_path, &base, &root))
+            .await
+    };
+    if !matches!(exported, Ok(Ok(()))) {
+        notice(ctx, a.id(), "could not write the base's tree");
+        return None;
+    }
+    let opts = cascade_gates::RunOptions {
+        workdir: root.clone(),
+        repo_root: Some(root.clone()),
+        base_commit: None,
+        use_cache: ctx.options.use_gate_cache,
+        rerun_failures: true,
+        fail_fast: false,
+        census_dir: Some(scratch.path().join("reports")),
+    };
+    let target = ctx.control.cargo_target(&root);
+    let mut extra_env = a.env.to_vec();
+    if let Some(t) = &target {
+        extra_env.push(("CARGO_TARGET_DIR".into(), t.path().display().to_string()));
+    }
+    let env = cascade_gates::GateEnv {
+        admission: ctx.control.gates.clone(),
+        extra_env,
+    };
+    let report = cascade_gates::run_gates_in(
+        &wt.judges.gates,
+        &opts,
+        &env,
+        &ctx.gate_cache,
+        |_| {},
+        &ctx.cancel,
+    )
+    .await;
+    drop(target);
+    if ctx.cancel.is_cancelled() {
+        return None;
+    }
+    write_kept(ctx, &path, &report);
+    Some(report)
+}
+
+/// Keeps the base gates' part of a passing story report under its tree.
+fn keep(ctx: &Arc<Ctx>, wt: &Worktree, tree: &str, report: &GateReport) {
+    if !report.passed {
+        return;
+    }
+    let gates = report
+        .gates
+        .iter()
+        .filter(|g| wt.judges.gates.gates.iter().any(|b| b.name == g.name))
+        .cloned()
+        .collect();
+    let mine = GateReport {
+        passed: true,
+        gates,
+    };
+    write_kept(ctx, &kept_path(ctx, tree), &mine);
+}
+
+fn kept_path(ctx: &Ctx, tree: &str) -> PathBuf {
+    ctx.paths
+        .cascade_dir()
+        .join("census")
+        .join(format!("base-{tree}.json"))
+}
+
+fn read_kept(path: &Path) -> Option<GateReport> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Best effort: a census that cannot be kept is run again next time.
+fn write_kept(ctx: &Ctx, path: &Path, report: &GateReport) {
+    let Ok(bytes) = serde_json::to_vec(report) else {
+        return;
+    };
+    if let Some(dir) = path.parent() {
+        ensure(dir);
+    }
+    if let Err(e) = cascade_fs::write_atomic(path, &bytes, cascade_fs::Durability::Renamed) {
+        ctx.emit(Event::Notice {
+            message: format!(
+                "could not keep the test census in '{}': {e}",
+                path.display()
+            ),
+        });
+    }
+}
+
+/// A directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ensure(dir: &Path) -> &Path {
+    let _ = std::fs::create_dir_all(dir);
+    dir
+}
+
+/// The tree id of `rev` (the key of a census); `rev` itself when git
+/// cannot say.
+fn tree_of(repo: &Path, rev: &str) -> String {
+    git2::Repository::discover(repo)
+        .and_then(|r| {
+            r.revparse_single(&format!("{rev}^{{tree}}"))
+                .map(|o| o.id())
+        })
+        .map(|id| id.to_string())
+        .unwrap_or_else(|_| rev.to_string())
+}
+
+fn notice(ctx: &Ctx, story: &str, what: &str) {
+    ctx.emit(Event::Notice {
+        message: format!("{story}: test census: {what}"),
+    });
+}

@@ -1,0 +1,217 @@
+//! The test census: which tests a test gate ran and how each ended
+//! (passed, failed, skipped), read from reports cascade asks the runner for,
+//! never from what the change looks like.
+//!
+//! A gate is census-aware when its command is a runner cascade knows:
+//! pytest (`pytest`, `python -m pytest`: a JUnit XML report with
+//! `--junitxml=<path>` in a directory of cascade's, outside the worktree),
+//! `cargo test` (libtest's `test NAME ... ok|ignored|FAILED` lines, with
+//! `--format=pretty` added when the gate is quiet; the `Running ...` lines
+//! on stderr say which test binary each block came from) and `go test`
+//! (`-json` added; the events are turned back into go's text for the error
+//! parser). [`instrument`] adds cascade's arguments, [`read`] reads the
+//! outcome, [`compare`] tells what a change lost against its base.
+//!
+//! The census of a gate travels in its [`crate::GateResult`] (and so in the
+//! gate cache): a cached result answers the census too.
+
+mod gotest;
+mod libtest;
+mod pytest;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The runners the census reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CensusRunner {
+    Pytest,
+    Cargo,
+    Go,
+}
+
+impl CensusRunner {
+    pub fn name(self) -> &'static str {
+        match self {
+            CensusRunner::Pytest => "pytest",
+            CensusRunner::Cargo => "cargo test",
+            CensusRunner::Go => "go test",
+        }
+    }
+}
+
+/// How one test ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestOutcome {
+    Passed,
+    Failed,
+    /// Skipped, ignored, xfailed: collected but not run to a verdict.
+    Skipped,
+}
+
+/// The tests one gate run reported, by id (pytest `tests.test_a.TestK.test_p[1]`,
+/// cargo `src/lib.rs[calc]::tests::adds`, go `example.com/calc.TestAdd`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Census {
+    pub runner: CensusRunner,
+    pub tests: BTreeMap<String, TestOutcome>,
+}
+
+impl Census {
+    pub fn new(runner: CensusRunner) -> Census {
+        Census {
+            runner,
+            tests: BTreeMap::new(),
+        }
+    }
+
+    /// Tests that ran to a verdict (passed or failed).
+    pub fn ran(&self) -> usize {
+        self.tests
+            .values()
+            .filter(|o| **o != TestOutcome::Skipped)
+            .count()
+    }
+
+    /// Ids of the tests with outcome `o`.
+    pub fn with(&self, o: TestOutcome) -> impl Iterator<Item = &str> {
+        self.tests
+            .iter()
+            .filter(move |(_, v)| **v == o)
+            .map(|(k, _)| k.as_str())
+    }
+}
+
+/// A gate's command with cascade's census arguments added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instrumented {
+    pub runner: CensusRunner,
+    pub args: Vec<String>,
+    /// The report file the runner writes (pytest), to be read after it.
+    pub report: Option<PathBuf>,
+}
+
+/// The runner `program args` is, when the census knows it.
+pub fn runner_of(program: &str, args: &[String]) -> Option<CensusRunner> {
+    let base = Path::new(program).file_name()?.to_str()?;
+    let first = args
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .map(String::as_str);
+    match base {
+        "pytest" | "py.test" => Some(CensusRunner::Pytest),
+        b if b.starts_with("python") => args
+            .windows(2)
+            .any(|w| w[0] == "-m" && w[1] == "pytest")
+            .then_some(CensusRunner::Pytest),
+        "cargo" if first == Some("test") => Some(CensusRunner::Cargo),
+        "go" if first == Some("test") => Some(CensusRunner::Go),
+        _ => None,
+    }
+}
+
+/// `args` with what the census needs from the runner; `report` is where a
+/// report file goes (a path in cascade's private directory, outside the
+/// worktree). `None` when the runner is not one the census reads.
+pub fn instrument(program: &str, args: &[String], report: &Path) -> Option<Instrumented> {
+    let runner = runner_of(program, args)?;
+    let mut out = args.to_vec();
+    let mut report_file = None;
+    match runner {
+        CensusRunner::Pytest => {
+            // After the gate's own arguments: the last `--junitxml` wins.
+            out.push(format!("--junitxml={}", report.display()));
+            report_file = Some(report.to_path_buf());
+        }
+        CensusRunner::Cargo => {
+            let quiet = args.iter().any(|a| a == "-q" || a == "--quiet");
+            if quiet {
+                if !out.iter().any(|a| a == "--") {
+                    out.push("--".into());
+                }
+                out.push("--format=pretty".into());
+            }
+        }
+        CensusRunner::Go => {
+            if !out.iter().any(|a| a == "-json") {
+                let at = out.iter().position(|a| a == "test").map_or(0, |i| i + 1);
+                out.insert(at, "-json".into());
+            }
+        }
+    }
+    Some(Instrumented {
+        runner,
+        args: out,
+        report: report_file,
+    })
+}
+
+/// The census of a run of an instrumented gate. A report that should be
+/// there and is not (or cannot be read) is an empty census: nothing is
+/// known to have run.
+pub fn read(plan: &Instrumented, stdout: &str, stderr: &str) -> Census {
+    match plan.runner {
+        CensusRunner::Pytest => {
+            let text = plan
+                .report
+                .as_ref()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .unwrap_or_default();
+            pytest::parse_junit(&text)
+        }
+        CensusRunner::Cargo => libtest::parse(stdout, stderr),
+        CensusRunner::Go => gotest::parse(stdout),
+    }
+}
+
+/// The output as the gate's error parser expects it (go's `-json` events
+/// back into go's text); unchanged for other runners.
+pub fn plain_output<'a>(plan: &Instrumented, stdout: &'a str) -> std::borrow::Cow<'a, str> {
+    match plan.runner {
+        CensusRunner::Go => std::borrow::Cow::Owned(gotest::plain_text(stdout)),
+        _ => std::borrow::Cow::Borrowed(stdout),
+    }
+}
+
+/// What a change's census shows against its base's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Comparison {
+    /// Passed on the base, and now missing (`None`) or not passing.
+    pub lost: Vec<(String, Option<TestOutcome>)>,
+    /// Fail now and did not fail on the base (new tests included).
+    pub new_failures: Vec<String>,
+    /// Failed on the base and still fail.
+    pub known_failures: Vec<String>,
+    pub ran_before: usize,
+    pub ran_now: usize,
+}
+
+/// Compares the census of a change with its base's.
+pub fn compare(base: &Census, now: &Census) -> Comparison {
+    let mut c = Comparison {
+        ran_before: base.ran(),
+        ran_now: now.ran(),
+        ..Default::default()
+    };
+    for id in base.with(TestOutcome::Passed) {
+        match now.tests.get(id) {
+            Some(TestOutcome::Passed) => {}
+            other => c.lost.push((id.to_string(), other.copied())),
+        }
+    }
+    for id in now.with(TestOutcome::Failed) {
+        if base.tests.get(id) == Some(&TestOutcome::Failed) {
+            c.known_failures.push(id.to_string());
+        } else {
+            c.new_failures.push(id.to_string());
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+//! The census parsers on output captured from real runs (pytest 9.2,
+//! cargo 1.9x, go 1.19: see `testdata/`), instrumenting, and comparing.
+
+use super::*;
+
+fn data(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/census/testdata")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn pytest_junit_report_is_read() {
+    let c = pytest::parse_junit(&data("pytest-junit.xml"));
+    let want = [
+        ("tests.test_b", TestOutcome::Skipped),
+        ("tests.test_a.test_one", TestOutcome::Passed),
+        ("tests.test_a.test_fail", TestOutcome::Failed),
+        ("tests.test_a.test_skipped", TestOutcome::Skipped),
+        ("tests.test_a.test_xf", TestOutcome::Skipped),
+        ("tests.test_a.TestK.test_p[1]", TestOutcome::Passed),
+        ("tests.test_a.TestK.test_p[2]", TestOutcome::Passed),
+    ];
+    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
+    for (id, o) in want {
+        assert_eq!(c.tests.get(id), Some(&o), "{id}");
+    }
+    assert_eq!(c.ran(), 4);
+    assert!(pytest::parse_junit("not xml <").tests.is_empty());
+}
+
+#[test]
+fn libtest_output_is_read_with_its_binaries() {
+    let c = libtest::parse(&data("cargo-test.stdout"), &data("cargo-test.stderr"));
+    let want = [
+        ("src/lib.rs[calc]::tests::adds", TestOutcome::Passed),
+        ("src/lib.rs[calc]::tests::fails", TestOutcome::Failed),
+        ("src/lib.rs[calc]::tests::slow", TestOutcome::Skipped),
+        ("tests/api.rs[api]::adds", TestOutcome::Passed),
+        ("doc[calc]::src/lib.rs - add", TestOutcome::Passed),
+    ];
+    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
+    for (id, o) in want {
+        assert_eq!(c.tests.get(id), Some(&o), "{id}");
+    }
+    // Quiet cargo prints no `Running` lines: names alone.
+    let quiet = libtest::parse("running 1 test\ntest tests::adds ... ok\n", "");
+    assert_eq!(quiet.tests.get("tests::adds"), Some(&TestOutcome::Passed));
+}
+
+#[test]
+fn go_json_events_are_read_and_turned_back_into_text() {
+    let out = data("go-test.json");
+    let c = gotest::parse(&out);
+    let want = [
+        ("example.com/calc.TestAdd", TestOutcome::Passed),
+        ("example.com/calc.TestBad", TestOutcome::Failed),
+        ("example.com/calc.TestSkip", TestOutcome::Skipped),
+        ("example.com/calc.TestSub", TestOutcome::Passed),
+        ("example.com/calc.TestSub/inner", TestOutcome::Passed),
+    ];
+    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
+    for (id, o) in want {
+        assert_eq!(c.tests.get(id), Some(&o), "{id}");
+    }
+    let text = gotest::plain_text(&out);
+    assert!(
+        text.contains("    calc_test.go:4: bad\n--- FAIL: TestBad"),
+        "{text}"
+    );
+    assert!(text.contains("FAIL\texample.com/calc\t"), "{text}");
+}
+
+#[test]
+fn runners_get_cascades_arguments() {
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let report = Path::new("/r/.cascade/census/pytest.xml");
+    let p = instrument("pytest", &args(&["-q"]), report).unwrap();
+    assert_eq!(
+        p.args,
+        args(&["-q", "--junitxml=/r/.cascade/census/pytest.xml"])
+    );
+    assert_eq!(p.report.as_deref(), Some(report));
+    let p = instrument("python3", &args(&["-m", "pytest", "tests"]), report).unwrap();
+    assert_eq!(p.runner, CensusRunner::Pytest);
+    assert!(instrument("python3", &args(&["-m", "unittest"]), report).is_none());
+    let p = instrument("cargo", &args(&["test", "-q"]), report).unwrap();
+    assert_eq!(p.args, args(&["test", "-q", "--", "--format=pretty"]));
+    let p = instrument("cargo", &args(&["test", "--message-format=json"]), report).unwrap();
+    assert_eq!(p.args, args(&["test", "--message-format=json"]));
+    assert!(instrument("cargo", &args(&["clippy"]), report).is_none());
+    let p = instrument("/usr/bin/go", &args(&["test", "./..."]), report).unwrap();
+    assert_eq!(p.args, args(&["test", "-json", "./..."]));
+    assert!(instrument("go", &args(&["vet", "./..."]), report).is_none());
+}
+
+#[test]
+fn comparison_names_lost_tests_and_new_failures() {
+    let census = |pairs: &[(&str, TestOutcome)]| Census {
+        runner: CensusRunner::Pytest,
+        tests: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+    };
+    use TestOutcome::*;
+    let base = census(&[("a", Passed), ("b", Passed), ("c", Failed), ("d", Passed)]);
+    let now = census(&[("a", Passed), ("b", Skipped), ("c", Failed), ("e", Failed)]);
+    let c = compare(&base, &now);
+    assert_eq!(
+        c.lost,
+        vec![("b".to_string(), Some(Skipped)), ("d".to_string(), None)]
+    );
+    assert_eq!(c.new_failures, ["e"]);
+    assert_eq!(c.known_failures, ["c"]);
+    assert_eq!((c.ran_before, c.ran_now), (4, 3));
+}

@@ -1,0 +1,295 @@
+//! Findings from the test census (cascade-gates' [`cascade_gates::census`]):
+//! a test that passed on the base and no longer runs and passes after the
+//! change is `test-disappeared`, whatever syntax did it (a skip marker, an
+//! alias of `pytest.skip`, a `collect_ignore`, a `cfg` that is never true, a
+//! renamed go test), and the number of tests that ran must not fall.
+//!
+//! Not flagged: a test the story's `verify_allow` names (its id or its
+//! function's name, or the rule id), and a test removed from its file in a
+//! change that also deletes the code it uses (a deleted module it names,
+//! or a function definition the change removed): an honest clean-up.
+
+use std::collections::HashSet;
+
+use cascade_gates::census::{compare, Census, CensusRunner, TestOutcome};
+use cascade_git::diff::{FileDiff, FileStatus};
+
+use crate::rules::RuleSet;
+use crate::scan::{finding, Finding, Intent};
+
+/// Rule id: a test the base collected and passed no longer runs and passes.
+pub const TEST_DISAPPEARED: &str = "test-disappeared";
+
+/// The `test-disappeared` findings of gate `gate`'s census `now` against
+/// its base's census `base`, for the change `files`.
+pub fn disappeared(
+    gate: &str,
+    base: &Census,
+    now: &Census,
+    files: &[FileDiff],
+    rules: &RuleSet,
+    intent: &Intent,
+) -> Vec<Finding> {
+    if intent.allow.iter().any(|a| a == TEST_DISAPPEARED) {
+        return Vec::new();
+    }
+    let cmp = compare(base, now);
+    let deleted = deleted_symbols(files, rules);
+    let mut out = Vec::new();
+    let mut excused = 0;
+    for (id, outcome) in &cmp.lost {
+        if *outcome == Some(TestOutcome::Failed) {
+            // A failing test fails its gate: nothing disappeared.
+            continue;
+        }
+        let name = short_name(base.runner, id);
+        if intent.allow.iter().any(|a| a == id || a == name) {
+            excused += 1;
+            continue;
+        }
+        let home = files.iter().find(|d| defines(d.old_text.as_deref(), name));
+        if let Some(d) = home {
+            let removed = !defines(d.new_text.as_deref(), name);
+            if removed && uses_deleted(d.old_text.as_deref(), &deleted, name) {
+                excused += 1;
+                continue;
+            }
+        }
+        let how = match outcome {
+            Some(TestOutcome::Skipped) => "is now skipped",
+            _ => "is no longer collected or run",
+        };
+        let (file, line) = match home {
+            Some(d) => (d.path.as_str(), line_of(d.new_text.as_deref(), name)),
+            None => (gate, 0),
+        };
+        out.push(finding(
+            TEST_DISAPPEARED,
+            file,
+            line,
+            &format!(
+                "test '{id}' passed on the base and {how} (gate '{gate}', {})",
+                base.runner.name()
+            ),
+            "",
+        ));
+    }
+    if out.is_empty() && cmp.ran_now + excused < cmp.ran_before {
+        out.push(finding(
+            TEST_DISAPPEARED,
+            gate,
+            0,
+            &format!(
+                "{} tests ran on the base and {} now (gate '{gate}')",
+                cmp.ran_before, cmp.ran_now
+            ),
+            "",
+        ));
+    }
+    out
+}
+
+/// The function (or module) name of a census id: pytest
+/// `tests.test_a.TestK.test_p[1]` -> `test_p`, cargo
+/// `src/lib.rs[calc]::tests::adds` -> `adds`, go `example.com/m.TestA/sub`
+/// -> `TestA`.
+pub fn short_name(runner: CensusRunner, id: &str) -> &str {
+    match runner {
+        CensusRunner::Pytest => {
+            let id = id.split('[').next().unwrap_or(id);
+            id.rsplit('.').next().unwrap_or(id)
+        }
+        CensusRunner::Cargo => {
+            let last = id.rsplit("::").next().unwrap_or(id);
+            last.rsplit(" - ").next().unwrap_or(last)
+        }
+        CensusRunner::Go => {
+            let last = id.rsplit('.').next().unwrap_or(id);
+            last.split('/').next().unwrap_or(last)
+        }
+    }
+}
+
+/// What the change deleted outright in code that is not a test: the stems
+/// of deleted source files, and functions whose definition is gone.
+pub(crate) fn deleted_symbols(files: &[FileDiff], rules: &RuleSet) -> HashSet<String> {
+    let def = regex::Regex::new(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:def|fn|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*)")
+        .expect("a fixed pattern");
+    let mut out = HashSet::new();
+    for d in files {
+        let path = d.old_path.as_deref().unwrap_or(&d.path);
+        let is_test = rules
+            .language_of(path)
+            .is_some_and(|l| rules.is_test_file(l, path));
+        if is_test {
+            continue;
+        }
+        let Some(old) = d.old_text.as_deref() else {
+            continue;
+        };
+        if d.status == FileStatus::Deleted {
+            if let Some(stem) = std::path::Path::new(path)
+                .file_stem()
+                .and_then(|s| s.to_str())
+            {
+                out.insert(stem.to_string());
+            }
+        }
+        let new = d.new_text.as_deref().unwrap_or("");
+        for l in old.lines() {
+            if let Some(name) = def.captures(l).and_then(|c| c.get(1)) {
+                if !defines(Some(new), name.as_str()) {
+                    out.insert(name.as_str().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether the old text of a test's file names something the change
+/// deleted (other than the test itself).
+pub(crate) fn uses_deleted(old: Option<&str>, deleted: &HashSet<String>, test: &str) -> bool {
+    old.is_some_and(|t| deleted.iter().any(|s| s != test && has_word(t, s)))
+}
+
+/// Whether `text` defines a function (or test) `name`.
+fn defines(text: Option<&str>, name: &str) -> bool {
+    let Some(text) = text else { return false };
+    text.lines().any(|l| {
+        let t = l.trim_start();
+        ["def ", "fn ", "func ", "async def ", "pub fn "]
+            .iter()
+            .any(|kw| {
+                t.strip_prefix(kw)
+                    .is_some_and(|r| starts_with_word(r, name))
+            })
+    })
+}
+
+fn starts_with_word(text: &str, word: &str) -> bool {
+    text.strip_prefix(word)
+        .is_some_and(|r| !r.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+}
+
+/// Whether `word` stands in `text` as a whole identifier.
+fn has_word(text: &str, word: &str) -> bool {
+    text.match_indices(word).any(|(i, _)| {
+        let before = text[..i].chars().next_back();
+        let after = text[i + word.len()..].chars().next();
+        let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !ident(before) && !ident(after)
+    })
+}
+
+/// 1-based line where `name` is defined in `text` (0 when it is not).
+fn line_of(text: Option<&str>, name: &str) -> u32 {
+    text.and_then(|t| {
+        t.lines()
+            .position(|l| l.contains(name))
+            .map(|i| i as u32 + 1)
+    })
+    .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_gates::census::TestOutcome::*;
+
+    fn census(pairs: &[(&str, TestOutcome)]) -> Census {
+        Census {
+            runner: CensusRunner::Pytest,
+            tests: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    fn diff(path: &str, status: FileStatus, old: Option<&str>, new: Option<&str>) -> FileDiff {
+        FileDiff {
+            path: path.into(),
+            old_path: None,
+            status,
+            added: vec![],
+            removed: vec![1],
+            old_text: old.map(str::to_string),
+            new_text: new.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn a_skipped_or_missing_test_is_found_whatever_did_it() {
+        let rules = RuleSet::builtin();
+        let base = census(&[
+            ("tests.test_a.test_one", Passed),
+            ("tests.test_b.test_two", Passed),
+        ]);
+        let now = census(&[("tests.test_a.test_one", Skipped)]);
+        let f = disappeared("pytest", &base, &now, &[], &rules, &Intent::default());
+        assert_eq!(f.len(), 2, "{f:?}");
+        assert!(f[0]
+            .message
+            .contains("'tests.test_a.test_one' passed on the base and is now skipped"));
+        assert!(f[1].message.contains("is no longer collected"));
+        let allow = Intent {
+            allow: vec!["test_one".into(), "tests.test_b.test_two".into()],
+        };
+        assert!(disappeared("pytest", &base, &now, &[], &rules, &allow).is_empty());
+    }
+
+    #[test]
+    fn a_test_deleted_with_the_code_it_uses_is_not_flagged() {
+        let rules = RuleSet::builtin();
+        let base = census(&[
+            ("tests.test_legacy.test_old", Passed),
+            ("tests.test_a.test_one", Passed),
+        ]);
+        let now = census(&[("tests.test_a.test_one", Passed)]);
+        let test_old = "from legacy import old\n\ndef test_old():\n    assert old() == 1\n";
+        let files = [
+            diff(
+                "legacy.py",
+                FileStatus::Deleted,
+                Some("def old():\n    return 1\n"),
+                None,
+            ),
+            diff(
+                "tests/test_legacy.py",
+                FileStatus::Deleted,
+                Some(test_old),
+                None,
+            ),
+        ];
+        assert!(disappeared("pytest", &base, &now, &files, &rules, &Intent::default()).is_empty());
+        // The test deleted alone (its code stays): found.
+        let f = disappeared(
+            "pytest",
+            &base,
+            &now,
+            &files[1..],
+            &rules,
+            &Intent::default(),
+        );
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].file, "tests/test_legacy.py");
+    }
+
+    #[test]
+    fn short_names_per_runner() {
+        assert_eq!(
+            short_name(CensusRunner::Pytest, "tests.test_a.TestK.test_p[a.b]"),
+            "test_p"
+        );
+        assert_eq!(
+            short_name(CensusRunner::Cargo, "src/lib.rs[calc]::tests::adds"),
+            "adds"
+        );
+        assert_eq!(
+            short_name(CensusRunner::Cargo, "doc[calc]::src/lib.rs - add"),
+            "add"
+        );
+        assert_eq!(
+            short_name(CensusRunner::Go, "example.com/m.TestA/sub"),
+            "TestA"
+        );
+    }
+}
