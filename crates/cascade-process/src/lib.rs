@@ -39,6 +39,7 @@ mod log;
 mod output;
 pub mod procs;
 pub mod resources;
+pub mod sandbox;
 mod supervise;
 mod task;
 
@@ -90,6 +91,7 @@ pub struct Spec {
     on_stdout_line: Option<LineCallback>,
     on_stderr_line: Option<LineCallback>,
     stop: Option<CancelToken>,
+    sandbox: Option<Arc<sandbox::Policy>>,
 }
 
 impl std::fmt::Debug for Spec {
@@ -122,6 +124,7 @@ impl Spec {
             on_stdout_line: None,
             on_stderr_line: None,
             stop: None,
+            sandbox: None,
         }
     }
 
@@ -225,6 +228,13 @@ impl Spec {
         self
     }
 
+    /// Confines the child (and all it starts) to `policy`, applied between
+    /// fork and exec (see the `sandbox` module).
+    pub fn sandbox(mut self, policy: Arc<sandbox::Policy>) -> Self {
+        self.sandbox = Some(policy);
+        self
+    }
+
     /// The program, as given.
     pub fn program(&self) -> &OsStr {
         &self.program
@@ -272,6 +282,14 @@ impl Spec {
         }
         // Last, so that nothing given above can take it away: what the
         // child and its descendants carry to be found when it is done.
+        if let Some(policy) = &self.sandbox {
+            let mut prepared = policy.prepare().map_err(SpawnError::Sandbox)?;
+            // SAFETY: `apply` only makes syscalls (no allocation, no lock),
+            // which is what may run in the forked child before exec.
+            unsafe {
+                cmd.pre_exec(move || prepared.apply());
+            }
+        }
         let token = supervise::new_token();
         cmd.env(OWNER_VAR, &token);
         let started = Instant::now();
@@ -356,6 +374,9 @@ pub enum SpawnError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The sandbox policy could not be turned into a kernel ruleset.
+    #[error("cannot confine the child: {0}")]
+    Sandbox(#[source] sandbox::SandboxError),
     /// Any other spawn failure.
     #[error("cannot start '{program}': {source}")]
     Io {
