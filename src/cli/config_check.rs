@@ -5,11 +5,15 @@
 //! Each file is read exactly as a run reads it (the same loaders), so what
 //! validate reports is what a run would refuse (errors) or accept with a
 //! note (warnings: unknown fields, each naming the closest known one).
+//! When those pass, [`check_run_inputs`] asks the engine the question
+//! `approve` and its dry run ask ([`Engine::check_inputs`]): verify.json,
+//! the acceptance checks, the prompt context and the rest a run reads.
 
 use std::path::Path;
 
 use cascade_agents::AgentsConfig;
-use cascade_engine::config::ProjectConfig;
+use cascade_engine::config::{ProjectConfig, RunOptions};
+use cascade_engine::engine::Engine;
 use cascade_gates::GateSet;
 
 /// Errors and warnings, each one line of text.
@@ -72,4 +76,17 @@ pub fn check(
         }
     }
     f
+}
+
+/// What refuses a run of the PRD at `prd` beyond the files [`check`]
+/// reads, as `approve` finds it; `None` when a run would start (or the
+/// plan cannot be prepared: [`check`] and the plan's own validation
+/// report why).
+pub fn check_run_inputs(g: &super::Global, cwd: &Path, prd: &Path) -> Option<String> {
+    let engine = Engine::new(super::run_cmd::engine_config(g, cwd, prd.to_path_buf()));
+    let prepared = engine.prepare().ok()?;
+    engine
+        .check_inputs(&prepared, &RunOptions::default())
+        .err()
+        .map(|e| e.to_string())
 }

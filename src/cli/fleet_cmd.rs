@@ -287,8 +287,13 @@ mod with_fleet {
                 format!("{story}: attempt {attempt} taken{again}")
             }
             WorkerEvent::Engine(Event::StoryStarted { story, agent, .. }) => format!("{story}: agent {agent} started"),
-            WorkerEvent::Engine(Event::GateFinished { story, gate, passed, .. }) => {
-                format!("{story}: gate {gate} {}", if *passed { "passed" } else { "failed" })
+            WorkerEvent::Engine(Event::GateFinished { story, gate, passed, timed_out, .. }) => {
+                let verdict = match (passed, timed_out) {
+                    (true, _) => "passed".to_string(),
+                    (false, Some(why)) => format!("failed: {why}"),
+                    (false, None) => "failed".to_string(),
+                };
+                format!("{story}: gate {gate} {verdict}")
             }
             WorkerEvent::Engine(Event::Notice { message }) => format!("note: {message}"),
             WorkerEvent::Engine(_) => return,

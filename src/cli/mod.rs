@@ -114,6 +114,8 @@ pub struct Global {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process: the size of `plan`'s run options (RunFlags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Show the execution batches of a PRD
     Batches(plan_cmds::BatchesArgs),

@@ -658,7 +658,14 @@ pub fn validate(g: &Global, a: ValidateArgs) -> CliResult {
         Ok(Loaded::Prd(_, prd)) => prd.quality_gates.as_ref(),
         _ => raw_gates.as_ref(),
     };
-    let others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
+    let mut others = super::config_check::check(g.agents.as_deref(), &project.cwd, quality_gates);
+    // A plan and files that pass on their own: the rest a run would refuse.
+    if let (Ok(Loaded::Prd(prd, _)), None, true) = (&loaded, &plan_error, others.errors.is_empty())
+    {
+        if let Some(e) = super::config_check::check_run_inputs(g, &project.cwd, prd) {
+            others.errors.push(e);
+        }
+    }
     warnings.extend(others.warnings);
     for w in &warnings {
         errln!("warning: {w}");

@@ -24,6 +24,7 @@ use cascade_planning::{
 use cascade_process::CancelToken;
 use clap::{Args, FromArgMatches, Subcommand, ValueEnum};
 
+use super::run_flags::{Invocation, RunFlags};
 use super::signals::StopSignals;
 use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
 
@@ -68,12 +69,6 @@ pub struct StartArgs {
     /// How big the plan is and where it lives
     #[arg(long, value_enum, default_value_t = StrategyArg::Auto)]
     pub strategy: StrategyArg,
-    /// The planning agent (writes the plan)
-    #[arg(long, value_name = "A")]
-    pub agent: Option<String>,
-    /// The agent that challenges the plan (default: another agent than the planner)
-    #[arg(long, value_name = "A")]
-    pub review_agent: Option<String>,
     /// Write the approved plan files (plan and design_doc.json) to DIR instead of where Plan Cascade's mode expects them
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -99,15 +94,19 @@ pub struct CommonArgs {
     /// Answers without a terminal: {"q-1": "...", "d-1": {"option": "opt-a", "rationale": "..."}, "review": "approve"}
     #[arg(long, value_name = "FILE")]
     pub answers: Option<PathBuf>,
-    /// Approve the plan at review without asking
-    #[arg(long)]
-    pub yes: bool,
     /// After approval, run the plan at once (approve --auto-run)
     #[arg(long)]
     pub run: bool,
     /// Print NDJSON events instead of text
     #[arg(long)]
     pub json: bool,
+    /// The options of the run `--run` starts, the same as `approve`'s. Three
+    /// of them also steer planning: `--agent` is the planning agent,
+    /// `--review-agent` the one that challenges the plan (default: another
+    /// agent than the planner) and `--yes` approves the plan at review
+    /// without asking.
+    #[command(flatten, next_help_heading = "Run options (the run --run starts)")]
+    pub flags: RunFlags,
 }
 
 #[derive(Debug, Subcommand)]
@@ -250,7 +249,12 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
         )));
     }
     let ctx = context(g)?;
-    for (flag, name) in [("--agent", &a.agent), ("--review-agent", &a.review_agent)] {
+    // Bad run options are refused before any agent plans.
+    if a.common.run {
+        a.common.flags.run_options(false)?;
+    }
+    let (agent, review_agent) = (&a.common.flags.agent, &a.common.flags.review_agent);
+    for (flag, name) in [("--agent", agent), ("--review-agent", review_agent)] {
         if let Some(n) = name {
             if ctx.config.agent(n).is_none() {
                 return Err(Failure::usage(anyhow::anyhow!(
@@ -276,8 +280,8 @@ fn start(g: &Global, a: StartArgs) -> CliResult {
     };
     let output = install::plan_output(a.out.as_deref())?;
     let options = SessionOptions {
-        agent: a.agent.clone(),
-        review_agent: a.review_agent.clone(),
+        agent: agent.clone(),
+        review_agent: review_agent.clone(),
         forced_strategy: match a.strategy {
             StrategyArg::Auto => None,
             StrategyArg::Direct => Some(Strategy::Direct),
@@ -568,7 +572,7 @@ fn drive(
         )
         .with_answers(answers)
         .with_review(review)
-        .with_yes(common.yes)
+        .with_yes(common.flags.yes)
         .with_log_limit(project.resources.log_limit())
         .with_cancel(cancel.clone());
         (planner.run(&mut session).await, stop)
@@ -704,7 +708,7 @@ fn approved(
         &dir,
         branch.as_deref(),
         &written[0],
-        common.json,
+        common,
     )
 }
 
@@ -717,26 +721,35 @@ fn run_plan(
     dir: &Path,
     branch: Option<&str>,
     plan: &Path,
-    json: bool,
+    common: &CommonArgs,
 ) -> CliResult {
     let back = std::env::current_dir().ok();
     std::env::set_current_dir(dir).map_err(|e| {
         Failure::failed(anyhow::anyhow!("cannot change to '{}': {e}", dir.display()))
     })?;
-    let plan_arg = plan.display().to_string();
+    // `approve --auto-run` with the run options given to `plan`.
+    let mut flags = common.flags.clone();
+    flags.auto_run = true;
+    let call = Invocation {
+        dry_run: false,
+        json: common.json,
+    };
     let code = if strategy.is_mega() {
-        let mut argv = vec!["approve", "--auto-run", "--mega", &plan_arg];
-        if json {
-            argv.push("--json");
-        }
-        let args = parse_args::<super::mega_cmd::MegaApproveArgs>("approve", &argv)?;
+        let args = super::mega_cmd::MegaApproveArgs {
+            mega: Some(plan.to_path_buf()),
+            run: super::mega_cmd::MegaRunFlags {
+                prd_agent: None,
+                flags,
+            },
+            call,
+        };
         super::mega_cmd::run(g, super::mega_cmd::MegaCommand::Approve(args), None)
     } else {
-        let mut argv = vec!["approve", "--auto-run", "--prd", &plan_arg];
-        if json {
-            argv.push("--json");
-        }
-        let args = parse_args::<super::run_cmd::RunArgs>("approve", &argv)?;
+        let args = super::run_cmd::RunArgs {
+            prd: Some(plan.to_path_buf()),
+            flags,
+            call,
+        };
         super::run_cmd::approve(g, args)
     };
     if let Some(b) = back {

@@ -52,7 +52,7 @@ pub fn resume(g: &Global, a: RunArgs, matches: Option<&ArgMatches>) -> CliResult
     run(g, a, true, matches)
 }
 
-fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
+pub(super) fn engine_config(g: &Global, cwd: &Path, prd: PathBuf) -> EngineConfig {
     let mut config = EngineConfig::new(cwd, prd);
     config.agents_path = g.agents.clone();
     config

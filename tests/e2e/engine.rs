@@ -431,6 +431,37 @@ fn gate_failure_is_retried_with_the_error_in_the_prompt() {
     );
 }
 
+/// A gate killed at its timeout says so where it is shown: the
+/// `gate_finished` event, the attempt's error and progress.txt.
+#[test]
+fn gate_that_times_out_is_reported_as_timed_out() {
+    let f = Fixture::new(json!([story("slow", &[])]), json!([]));
+    let gate = script(&f.t("gate.sh"), "sleep 30");
+    f.write_prd(
+        json!([story("slow", &[])]),
+        json!([{"name": "hang", "type": "test", "command": gate.display().to_string(),
+                "required": true, "timeout_seconds": 1}]),
+    );
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let gate = ev
+        .iter()
+        .find(|e| e["event"] == "gate_finished" && e["gate"] == "hang")
+        .unwrap_or_else(|| panic!("no gate_finished: {}", explain(&out)));
+    assert_eq!(gate["timed_out"], "timed out after 1 s", "{gate}");
+    let failed = ev
+        .iter()
+        .find(|e| e["event"] == "attempt_failed")
+        .unwrap_or_else(|| panic!("no attempt_failed: {}", explain(&out)));
+    assert_eq!(
+        failed["error"], "quality gate 'hang' (timed out after 1 s) failed",
+        "{failed}"
+    );
+    let progress = f.progress();
+    assert!(progress.contains("(timed out after 1 s)"), "{progress}");
+}
+
 #[test]
 fn always_failing_story_blocks_dependents_only() {
     let f = Fixture::new(

@@ -911,6 +911,44 @@ fn run_goes_from_goal_to_merged_code() {
     assert!(!two.contains("AuthConfig"), "{two}");
 }
 
+/// `plan --run` takes `approve`'s run options and they reach the run it
+/// starts: `--review` has every story reviewed; a bad one is refused
+/// before any agent plans.
+#[test]
+fn run_options_of_plan_run_reach_the_run() {
+    let p = Plan::new();
+    let (code, _, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--run",
+        "--max-cost",
+        "-1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--max-cost"), "{err}");
+    assert!(p.calls().is_empty(), "{:?}", p.calls());
+
+    let (code, out, err) = p.run(&[
+        "plan",
+        "Add OAuth login",
+        "--auto",
+        "--run",
+        "--review",
+        "--max-retries",
+        "0",
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    // The story reviews ran (the reviewer outside a planning step).
+    let reviews: Vec<String> = p
+        .calls()
+        .into_iter()
+        .filter(|l| l.starts_with("reviewer ") && l.ends_with("phase=review"))
+        .filter(|l| l.split_whitespace().count() == 2)
+        .collect();
+    assert_eq!(reviews.len(), 2, "{:?}\n{out}\n{err}", p.calls());
+}
+
 #[test]
 fn worktree_strategy_builds_on_its_own_branch_and_merges_it() {
     let p = Plan::new();

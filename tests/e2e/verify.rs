@@ -604,6 +604,42 @@ fn bad_check_or_verify_json_exit_2() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// A malformed `.cascade/verify.json` or `.cascade/config.json` refuses
+/// `approve`, `approve --dry-run` and `validate` alike (exit 2, naming the
+/// file), and no agent runs.
+#[test]
+fn broken_config_refuses_validate_dry_run_and_approve() {
+    for (file, text) in [
+        (
+            "verify.json",
+            "{\n  \"rules\": [\n    {\"id\": \"x\"}\n  ]\n}",
+        ),
+        ("config.json", "{oops"),
+    ] {
+        let fx = Fx::new(&[], json!([]), json!({}));
+        let ran = fx.t("ran");
+        fx.author(&format!("touch '{}'", ran.display()), "true");
+        fx.reviewer("true");
+        fx.agents();
+        std::fs::create_dir_all(fx.repo().join(".cascade")).unwrap();
+        std::fs::write(fx.repo().join(".cascade").join(file), text).unwrap();
+        let agents = fx.t("agents.json");
+        let agents = agents.to_str().unwrap();
+        for argv in [
+            vec!["validate", "--agents", agents],
+            vec!["approve", "--dry-run", "--agents", agents],
+        ] {
+            let out = cascade(fx.repo()).args(&argv).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{argv:?}: {}", explain(&out));
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains(file), "{argv:?}: {err}");
+        }
+        let out = fx.approve(&[]);
+        assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+        assert!(!ran.exists(), "the agent ran despite a broken {file}");
+    }
+}
+
 #[test]
 fn verify_command_for_a_person() {
     let repo = init_repo();

@@ -564,6 +564,15 @@ impl Engine {
         })
     }
 
+    /// Loads every file besides the plan and agents.json that can refuse a
+    /// run (gates, verify.json, config.json, the remote cache settings, the
+    /// acceptance checks, the prompt context) and drops what it read. The
+    /// one check `approve` (through [`Engine::check`]), its dry run and
+    /// `cascade validate` share, so none of them accepts what another refuses.
+    pub fn check_inputs(&self, p: &Prepared, options: &RunOptions) -> Result<(), EngineError> {
+        self.inputs(p, options).map(drop)
+    }
+
     /// The schedule with agents and fallbacks; runs nothing, writes nothing.
     pub fn dry_run(&self, options: &RunOptions) -> Result<DryRun, EngineError> {
         self.dry_run_prepared(self.prepare()?, options)
@@ -579,6 +588,8 @@ impl Engine {
         resolver
             .check_overrides()
             .map_err(EngineError::UnknownAgent)?;
+        // A file the real run would refuse refuses the dry run too (exit 2).
+        self.check_inputs(&p, options)?;
         let mut batches = Vec::new();
         // Positions in the plan are positions in prd.json: no lookup by id.
         for batch in p.plan.batch_positions() {

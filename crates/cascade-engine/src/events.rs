@@ -181,6 +181,9 @@ pub enum Event {
         skipped: bool,
         duration_ms: u64,
         errors: usize,
+        /// Killed at its timeout: "timed out after N s" (else absent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timed_out: Option<String>,
     },
     /// One attempt failed (a retry may follow).
     AttemptFailed {

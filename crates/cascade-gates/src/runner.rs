@@ -698,6 +698,9 @@ async fn execute(
     r.timed_out = outcome.timed_out;
     r.outcome = Some(if outcome.success() && !output_ok {
         "exit code 0 but the tool reported problems on stdout".into()
+    } else if outcome.timed_out {
+        // The limit the user set, not the measured time (a little longer).
+        format!("timed out after {} s", gate.timeout.as_secs())
     } else {
         outcome.describe()
     });

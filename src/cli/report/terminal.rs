@@ -451,11 +451,19 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             skipped,
             duration_ms,
             errors,
+            timed_out,
         } => {
             let verdict = if *skipped {
                 "skipped".to_string()
             } else if *passed {
                 ok("passed")
+            } else if let Some(why) = timed_out {
+                let v = format!("FAILED: {why}");
+                if *required {
+                    bad(&v)
+                } else {
+                    warn(&format!("{v} (optional)"))
+                }
             } else if *required {
                 bad("FAILED")
             } else {
@@ -691,6 +699,7 @@ mod tests {
                 skipped: false,
                 duration_ms: 2000,
                 errors: 1,
+                timed_out: None,
             },
             Event::AttemptFailed {
                 story: "a".into(),

@@ -37,11 +37,8 @@ pub(super) async fn run(
         .collect();
     ctx.amend_story(a.id(), |s| s.gates = gates);
     if !report.passed {
-        let failed: Vec<&str> = report
-            .failed()
-            .filter(|g| g.required)
-            .map(|g| g.name.as_str())
-            .collect();
+        let failed: Vec<&cascade_gates::GateResult> =
+            report.failed().filter(|g| g.required).collect();
         let mut f = Failure::new(FailureKind::QualityGate, failed_message(&failed))
             .with_excerpt(output.excerpt.clone());
         f.gate_summary = report.summary_for_prompt(20);
@@ -85,17 +82,26 @@ pub fn gate_report_path(
         .join(format!("{story}-{attempt}.json"))
 }
 
-/// "quality gate 'x' failed", naming every failed required gate.
-fn failed_message(failed: &[&str]) -> String {
+/// "timed out after N s" for a gate killed at its timeout: the words every
+/// place that shows the gate uses (events, the attempt's error).
+fn timed_out(r: &cascade_gates::GateResult) -> Option<String> {
+    r.timed_out
+        .then(|| r.outcome.clone().unwrap_or_else(|| "timed out".to_string()))
+}
+
+/// "quality gate 'x' failed", naming every failed required gate, each one
+/// killed at its timeout with "(timed out after N s)".
+fn failed_message(failed: &[&cascade_gates::GateResult]) -> String {
+    let name = |g: &cascade_gates::GateResult| match timed_out(g) {
+        Some(why) => format!("'{}' ({why})", g.name),
+        None => format!("'{}'", g.name),
+    };
     match failed {
-        [one] => format!("quality gate '{one}' failed"),
+        [one] => format!("quality gate {} failed", name(one)),
         [] => "quality gates failed".to_string(),
         many => format!(
             "quality gates {} failed",
-            many.iter()
-                .map(|n| format!("'{n}'"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            many.iter().map(|g| name(g)).collect::<Vec<_>>().join(", ")
         ),
     }
 }
@@ -211,6 +217,7 @@ async fn run_gates(
             skipped: r.skipped,
             duration_ms: r.duration_ms,
             errors: r.errors.len(),
+            timed_out: timed_out(&r),
         }),
         GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
             message: format!("{id}: gate cache unavailable: {reason}"),
