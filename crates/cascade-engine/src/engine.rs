@@ -570,7 +570,22 @@ impl Engine {
     /// one check `approve` (through [`Engine::check`]), its dry run and
     /// `cascade validate` share, so none of them accepts what another refuses.
     pub fn check_inputs(&self, p: &Prepared, options: &RunOptions) -> Result<(), EngineError> {
-        self.inputs(p, options).map(drop)
+        match self.inputs(p, options) {
+            // A dry run may look at a branch that does not exist yet (a mega
+            // feature's, before its run): what judges it is checked when it
+            // starts; the files that do not depend on the tip are checked here.
+            Err(EngineError::NoCommits { .. }) => {
+                ProjectConfig::load(&p.cascade_dir)?;
+                crate::checks::Checks::load(&p.prd, options)?;
+                cascade_agents::prompt::PromptContext::load(
+                    &self.config.project_root,
+                    &p.cascade_dir,
+                    &design_dir(&p.prd_path, &self.config.project_root),
+                )?;
+                Ok(())
+            }
+            other => other.map(drop),
+        }
     }
 
     /// The schedule with agents and fallbacks; runs nothing, writes nothing.
