@@ -16,6 +16,7 @@
 
 mod commit;
 mod gates;
+mod integrate;
 pub(crate) mod merge;
 mod prepare_worktree;
 mod prove_tests;
