@@ -244,6 +244,7 @@ fn a_semantic_break_is_caught_and_the_retry_from_the_new_tip_fixes_it() {
     assert_eq!(st["stories"]["caller2"]["attempts"], 2, "{st}");
     let caller2 = git(f.repo(), &["show", "main:caller2.py"]);
     assert!(caller2.contains("lib.g()"), "{caller2}");
+    assert_no_integration_branch_is_left(&f);
     let (green, text) = f.main_is_green();
     assert!(green, "main's gate fails after the run: {text}");
 }
@@ -301,6 +302,7 @@ fn assert_main_is_green_without_caller2(f: &Fixture) {
     let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
     assert!(!tree.lines().any(|l| l == "caller2.py"), "{tree}");
     assert!(tree.lines().any(|l| l == "lib.py"), "{tree}");
+    assert_no_integration_branch_is_left(&f);
     let (green, text) = f.main_is_green();
     assert!(green, "main's gate fails after the run: {text}");
 }
@@ -328,4 +330,10 @@ fn with_integration_trust_both_merge_and_main_goes_red() {
     let (green, text) = f.main_is_green();
     assert!(!green, "main's gate passed: {text}");
     assert!(text.contains("no attribute 'f'"), "{text}");
+}
+
+/// The scratch worktrees' branches go with them, whatever the verdict.
+fn assert_no_integration_branch_is_left(f: &Fixture) {
+    let left = git(f.repo(), &["branch", "--list", "cascade/integration-*"]);
+    assert_eq!(left.trim(), "", "integration branches left behind");
 }
