@@ -302,7 +302,7 @@ fn assert_main_is_green_without_caller2(f: &Fixture) {
     let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
     assert!(!tree.lines().any(|l| l == "caller2.py"), "{tree}");
     assert!(tree.lines().any(|l| l == "lib.py"), "{tree}");
-    assert_no_integration_branch_is_left(&f);
+    assert_no_integration_branch_is_left(f);
     let (green, text) = f.main_is_green();
     assert!(green, "main's gate fails after the run: {text}");
 }
