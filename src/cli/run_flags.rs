@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use cascade_engine::config::{Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::config::{Integration, Mode, Pause, ReviewMode, RunOptions};
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -38,6 +38,16 @@ pub enum ScheduleArg {
     Batch,
     /// A story starts as soon as its dependencies are merged
     Eager,
+}
+
+/// `--integration gate|trust`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IntegrationArg {
+    /// Gate a merge that is not a fast-forward on the merged tree first
+    Gate,
+    /// Merge on the strength of the story's own gates
+    Trust,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
@@ -167,6 +177,13 @@ pub struct RunFlags {
     /// Do not ask an agent to resolve merge conflicts (a conflict fails the attempt as merge_conflict)
     #[arg(long)]
     pub no_resolve: bool,
+    /// How a story that is not a fast-forward of the target's tip merges:
+    /// `gate` builds the merge in a scratch worktree and runs the required
+    /// gates on it first (only a passing merge moves the target; a failing
+    /// one is failure `integration`, retried from the new tip); `trust`
+    /// merges on the strength of the story's own gates
+    #[arg(long, value_enum, default_value_t = IntegrationArg::Gate)]
+    pub integration: IntegrationArg,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -296,6 +313,10 @@ impl RunFlags {
                 hard: self.hard_budget,
             },
             no_resolve: self.no_resolve,
+            integration: match self.integration {
+                IntegrationArg::Gate => Integration::Gate,
+                IntegrationArg::Trust => Integration::Trust,
+            },
             ..RunOptions::default()
         })
     }

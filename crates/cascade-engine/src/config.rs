@@ -178,6 +178,9 @@ pub struct RunOptions {
     /// `--no-resolve`: a merge conflict fails the attempt without asking an
     /// agent to resolve it.
     pub no_resolve: bool,
+    /// `--integration`: whether a merge that is not a fast-forward is gated
+    /// as merged before the target moves.
+    pub integration: Integration,
     /// Gate slots, rate limits and the run budget shared with other engines
     /// (a mega run gives every feature engine the same, see
     /// [`crate::control::RunPools`]). `None`: the run makes its own.
@@ -205,6 +208,28 @@ impl RunOptions {
         tokio::select! {
             permit = Arc::clone(slots).acquire_owned() => permit.map(Some).map_err(|_| ()),
             _ = cancel.cancelled() => Err(()),
+        }
+    }
+}
+
+/// How the merge queue treats a story whose branch is not a fast-forward
+/// of the target's tip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Integration {
+    /// The merge is built in a scratch worktree and its required gates run
+    /// on it; only a passing merge moves the target (failure `integration`).
+    #[default]
+    Gate,
+    /// The story's own gates are trusted: the merge moves the target as is.
+    Trust,
+}
+
+impl Integration {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Integration::Gate => "gate",
+            Integration::Trust => "trust",
         }
     }
 }
@@ -248,6 +273,7 @@ impl Default for RunOptions {
             min_available_memory_mb: None,
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
+            integration: Integration::Gate,
             pools: None,
             pool_part: None,
             executor: None,

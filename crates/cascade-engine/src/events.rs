@@ -225,6 +225,25 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         worker: Option<String>,
     },
+    /// Integration gating: the story's merge with the target's tip is
+    /// built in a scratch worktree and its required gates start on it.
+    /// `members`: the stories in the merged tree that this gating checks
+    /// together (the story itself); `merged_since`: the stories merged into
+    /// the target since the story's base, which it must now fit with.
+    IntegrationStarted {
+        story: String,
+        members: Vec<String>,
+        merged_since: Vec<String>,
+        target_branch: String,
+    },
+    /// The merged tree's gates ended: `verdict` is `passed` (the target
+    /// moves to it) or `failed` (nothing moved; `failed_gates` names them).
+    IntegrationFinished {
+        story: String,
+        members: Vec<String>,
+        verdict: String,
+        failed_gates: Vec<String>,
+    },
     /// Merging the story branch conflicted; the branch is kept.
     MergeConflict {
         story: String,
@@ -481,6 +500,8 @@ impl Event {
             | Event::MergeStarted { story, .. }
             | Event::StoryMerged { story, .. }
             | Event::MergeConflict { story, .. }
+            | Event::IntegrationStarted { story, .. }
+            | Event::IntegrationFinished { story, .. }
             | Event::StoryFailed { story, .. }
             | Event::StoryBlocked { story, .. }
             | Event::JobPublished { story, .. }

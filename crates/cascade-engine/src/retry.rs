@@ -22,6 +22,10 @@ pub enum FailureKind {
     QualityGate,
     /// Merging the story branch into the target branch conflicted.
     MergeConflict,
+    /// The story merged without a conflict, but the merged tree (the
+    /// target's tip with the story) failed the required gates: it does not
+    /// fit with stories merged since its base (integration gating).
+    Integration,
     /// The agent was killed by a signal or could not be run properly.
     ProcessCrash,
     /// No agent command could be found or started.
@@ -61,6 +65,7 @@ impl FailureKind {
             FailureKind::ExitCode => "exit_code",
             FailureKind::QualityGate => "quality_gate",
             FailureKind::MergeConflict => "merge_conflict",
+            FailureKind::Integration => "integration",
             FailureKind::ProcessCrash => "process_crash",
             FailureKind::AgentUnavailable => "agent_unavailable",
             FailureKind::NoChanges => "no_changes",

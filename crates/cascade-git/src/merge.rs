@@ -19,6 +19,8 @@
 //!   -> Vec<Result<MergeOutcome, MergeError>>`: several branches merged in
 //!   order with one worktree update and one ref move (the merge queue's turn
 //!   when several stories wait for it).
+//! - [`merge_preview`] / [`advance_to`]: the same merge in memory first, the
+//!   target moved to it only after its tree was checked (integration gating).
 //! - [`is_merged`]`(paths, source_oid, target_branch)`: whether the target
 //!   already contains that commit (resume: a merged story is never redone).
 //! - [`reachable_from`]`(repo, tip, &commits)`: which of many commits are on
@@ -115,6 +117,50 @@ pub fn merge_into(
     };
     let mut outcomes = merge_all(paths, target_branch, std::slice::from_ref(&one), opts)?;
     outcomes.pop().unwrap_or(Ok(MergeOutcome::UpToDate))
+}
+
+/// The merge [`merge_into`] would make, in memory: the target's tip and the
+/// outcome (a merge commit is written but no ref or file moves), so the
+/// merged tree can be checked before the target moves ([`advance_to`]).
+/// Integration gating builds on it.
+pub fn merge_preview(
+    paths: &RepoPaths,
+    target_branch: &str,
+    source_branch: &str,
+    message: &str,
+) -> Result<(Oid, MergeOutcome), MergeError> {
+    let repo = open_main(paths)?;
+    let target =
+        repo.refname_to_id(&full_ref(target_branch))
+            .map_err(|_| MergeError::NoSuchBranch {
+                branch: target_branch.to_string(),
+            })?;
+    let member = GroupMember {
+        source_branch: source_branch.to_string(),
+        message: message.to_string(),
+    };
+    let outcome = merge_commit(
+        &repo,
+        target_branch,
+        target,
+        &member,
+        &MergeOptions::default(),
+    )?;
+    Ok((target, outcome))
+}
+
+/// Moves `target_branch` from `from` to `to` (a commit [`merge_preview`]
+/// wrote), bringing the worktree that has it checked out along, as a merge
+/// does; [`MergeError::TargetMoved`] when the branch is no longer at `from`.
+pub fn advance_to(
+    paths: &RepoPaths,
+    target_branch: &str,
+    from: Oid,
+    to: Oid,
+) -> Result<(), MergeError> {
+    let repo = open_main(paths)?;
+    let reflog = format!("cascade: integration-gated merge into {target_branch}");
+    advance(paths, &repo, target_branch, from, to, &reflog)
 }
 
 /// One branch of a [`merge_group`].

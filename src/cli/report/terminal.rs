@@ -528,6 +528,31 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             if *attempts == 1 { "" } else { "s" },
             human_duration(*duration_ms)
         ),
+        Event::IntegrationStarted {
+            story,
+            merged_since,
+            ..
+        } => format!(
+            "{story}: integration gates on the merge with {}",
+            if merged_since.is_empty() {
+                "the target's tip".to_string()
+            } else {
+                merged_since.join(", ")
+            }
+        ),
+        Event::IntegrationFinished {
+            story,
+            verdict,
+            failed_gates,
+            ..
+        } => match failed_gates.is_empty() {
+            true => format!("{story}: integration {verdict}"),
+            false => format!(
+                "{story}: integration {} ({})",
+                bad(verdict),
+                failed_gates.join(", ")
+            ),
+        },
         Event::MergeConflict {
             story,
             branch,

@@ -37,14 +37,28 @@ pub(super) async fn run(
         .collect();
     ctx.amend_story(a.id(), |s| s.gates = gates);
     if !report.passed {
-        let failed: Vec<&cascade_gates::GateResult> =
-            report.failed().filter(|g| g.required).collect();
-        let mut f = Failure::new(FailureKind::QualityGate, failed_message(&failed))
-            .with_excerpt(output.excerpt.clone());
+        let (_, message) = failed_required(&report);
+        let mut f =
+            Failure::new(FailureKind::QualityGate, message).with_excerpt(output.excerpt.clone());
         f.gate_summary = report.summary_for_prompt(20);
         return Err(f.into());
     }
     Ok(report)
+}
+
+/// The attempt's gates on a tree that is not its worktree's (integration
+/// gating runs them on the story merged with the target's tip), with
+/// their events; the caller judges the report.
+pub(super) async fn run_at(a: &Attempt<'_>, place: &WorkPlace) -> GateReport {
+    run_gates(a.ctx, a.id(), a.env, place, true).await
+}
+
+/// "quality gate 'x' failed" for the required gates a report failed.
+pub(super) fn failed_required(report: &GateReport) -> (Vec<String>, String) {
+    let failed: Vec<&cascade_gates::GateResult> =
+        report.failed().filter(|g| g.required).collect();
+    let message = failed_message(&failed);
+    (failed.iter().map(|g| g.name.clone()).collect(), message)
 }
 
 /// `<artifacts>/gate-results/<story>-<attempt>.json`: the attempt's gate results

@@ -6,7 +6,9 @@
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
 //! Before a conflict fails the attempt, an agent may resolve it (the
-//! `resolve_conflict` step; off with `--no-resolve`).
+//! `resolve_conflict` step; off with `--no-resolve`). A merge that is not
+//! a fast-forward is gated as merged before the target moves (the
+//! `integrate` step; off with `--integration trust`).
 
 use cascade_git::merge::{
     merge_group, merge_into, GroupMember, MergeError, MergeOptions, MergeOutcome,
@@ -31,6 +33,14 @@ pub(super) async fn run(
 ) -> Result<Merged, Stop> {
     let ctx = a.ctx;
     let _turn = turn(a).await;
+    // A merge that is not a fast-forward is gated as merged first.
+    if ctx.options.integration == crate::config::Integration::Gate {
+        if let super::integrate::Integrated::Landed(merged) =
+            super::integrate::run(a, wt, &message(a)).await?
+        {
+            return Ok(merged);
+        }
+    }
     match merge_once(a, committed).await {
         // An agent resolves the conflict (unless --no-resolve), on the story
         // branch, gated; then the branch merges (a fast-forward now). The

@@ -18,6 +18,7 @@ mod agent_head;
 mod census;
 mod commit;
 mod gates;
+mod integrate;
 pub(crate) mod merge;
 mod prepare_worktree;
 mod prove_tests;
