@@ -28,7 +28,6 @@ mod atomic;
 mod disk;
 
 pub use atomic::{
-    leftover_write_temps, remove_dead_writers_temps, write_atomic, write_atomic_private,
-    Durability,
+    leftover_write_temps, remove_dead_writers_temps, write_atomic, write_atomic_private, Durability,
 };
 pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};

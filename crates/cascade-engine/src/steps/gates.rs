@@ -50,13 +50,12 @@ pub(super) async fn run(
 /// gating runs them on the story merged with the target's tip), with
 /// their events; the caller judges the report.
 pub(super) async fn run_at(a: &Attempt<'_>, place: &WorkPlace) -> GateReport {
-    run_gates(a.ctx, a.id(), a.env, place, true).await
+    run_gates(a.ctx, a.id(), a.number, a.env, place, true).await
 }
 
 /// "quality gate 'x' failed" for the required gates a report failed.
 pub(super) fn failed_required(report: &GateReport) -> (Vec<String>, String) {
-    let failed: Vec<&cascade_gates::GateResult> =
-        report.failed().filter(|g| g.required).collect();
+    let failed: Vec<&cascade_gates::GateResult> = report.failed().filter(|g| g.required).collect();
     let message = failed_message(&failed);
     (failed.iter().map(|g| g.name.clone()).collect(), message)
 }
