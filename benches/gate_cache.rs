@@ -44,6 +44,7 @@ fn result(name: &str) -> GateResult {
         outcome: Some("exit code 0".into()),
         errors: vec![],
         output_excerpt: "test result: ok. 120 passed; 0 failed".into(),
+        census: None,
     }
 }
 
