@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, events, git, init_repo, of_kind, script, write_json};
+use crate::common::{cascade, events, git, init_repo, of_kind, script, write_json, APPROVE_NOW};
 
 /// Whether `program args` runs here; prints why the test skips when not.
 fn have(program: &str, args: &[&str]) -> bool {
@@ -60,15 +60,8 @@ fn run_story(
     git(repo.path(), &["add", "-A"]);
     git(repo.path(), &["commit", "-q", "-m", "project"]);
     let out = cascade(repo.path())
-        .args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--max-retries",
-            "0",
-            "--json",
-        ])
+        .args(APPROVE_NOW)
+        .arg("--json")
         .arg("--agents")
         .arg(tools.path().join("agents.json"))
         .timeout(Duration::from_secs(300))
