@@ -130,11 +130,7 @@ pub fn merge_preview(
     message: &str,
 ) -> Result<(Oid, MergeOutcome), MergeError> {
     let repo = open_main(paths)?;
-    let target =
-        repo.refname_to_id(&full_ref(target_branch))
-            .map_err(|_| MergeError::NoSuchBranch {
-                branch: target_branch.to_string(),
-            })?;
+    let target = branch_id(&repo, target_branch)?;
     let member = GroupMember {
         source_branch: source_branch.to_string(),
         message: message.to_string(),
@@ -469,14 +465,18 @@ fn remove_journal(file: Option<&std::path::Path>) {
     }
 }
 
+/// The commit `branch` points at, or [`MergeError::NoSuchBranch`].
+fn branch_id(repo: &Repository, branch: &str) -> Result<Oid, MergeError> {
+    repo.refname_to_id(&full_ref(branch))
+        .map_err(|_| MergeError::NoSuchBranch {
+            branch: branch.to_string(),
+        })
+}
+
 /// Whether the tip of `target_branch` contains `source` (equal or ancestor).
 pub fn is_merged(paths: &RepoPaths, source: Oid, target_branch: &str) -> Result<bool, MergeError> {
     let repo = open_main(paths)?;
-    let target =
-        repo.refname_to_id(&full_ref(target_branch))
-            .map_err(|_| MergeError::NoSuchBranch {
-                branch: target_branch.to_string(),
-            })?;
+    let target = branch_id(&repo, target_branch)?;
     Ok(target == source || descends(&repo, target, source)?)
 }
 
