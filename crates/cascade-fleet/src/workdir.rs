@@ -76,9 +76,49 @@ fn busy(root: &Path, id: &str) -> FleetError {
     FleetError::WorkdirBusy { dir, holder }
 }
 
+/// Removes the git lock files left in the slots' clones of a claimed
+/// directory (`<dir>/<repo>/slot-<n>/.git`), returning the ones removed.
+/// Only for the holder of the directory's claim, once the agents a killed
+/// worker left running there are stopped: then no live process writes them.
+pub fn remove_stale_git_locks(dir: &Path) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let Ok(repos) = std::fs::read_dir(dir) else {
+        return removed;
+    };
+    for repo in repos.flatten() {
+        let Ok(slots) = std::fs::read_dir(repo.path()) else {
+            continue;
+        };
+        for slot in slots.flatten() {
+            if slot.file_name().to_string_lossy().starts_with("slot-") {
+                let git_dir = slot.path().join(".git");
+                removed.extend(cascade_git::locks::remove_stale_locks(&git_dir));
+            }
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_slots_left_git_locks_are_removed_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let git = root.path().join("repo-1/slot-2/.git");
+        std::fs::create_dir_all(git.join("refs/heads")).unwrap();
+        std::fs::write(git.join("HEAD.lock"), "").unwrap();
+        std::fs::write(git.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+        let jobs = root.path().join("repo-1/jobs/j1/.git");
+        std::fs::create_dir_all(&jobs).unwrap();
+        std::fs::write(jobs.join("index.lock"), "").unwrap();
+
+        let removed = remove_stale_git_locks(root.path());
+        assert_eq!(removed, vec![git.join("HEAD.lock")]);
+        assert!(git.join("HEAD").exists());
+        assert!(jobs.join("index.lock").exists(), "only the slots' clones");
+    }
 
     #[test]
     fn default_workers_get_their_own_directories_and_a_named_one_is_exclusive() {

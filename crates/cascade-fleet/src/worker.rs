@@ -173,6 +173,14 @@ pub async fn run(
             message: format!("{}: {message}", claimed.dir.display()),
         });
     }
+    // With those stopped, no live process writes the clones: the lock files
+    // a killed worker (or its agent's git) left would fail every later
+    // checkout of that slot ("failed to lock file .git/HEAD.lock").
+    for lock in crate::workdir::remove_stale_git_locks(&claimed.dir) {
+        sink(WorkerEvent::Problem {
+            message: format!("removed {} (left by a stopped writer)", lock.display()),
+        });
+    }
     let id = claimed.id.clone();
     let fleet = Fleet::connect(&cfg.url, &format!("cascade-worker-{id}")).await?;
     let jobs = fleet.jobs_stream().await?;

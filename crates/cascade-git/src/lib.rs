@@ -15,6 +15,8 @@
 //!   committing everything an agent changed, and merging a story branch into
 //!   its feature branch with conflict detection (the private `disjoint` merges changes
 //!   to different files without a three-way merge).
+//! - [`locks`]: sweeping the lock files a killed git writer left in a git
+//!   directory (for callers that know no live process writes it).
 //! - [`local_files`]: a worktree's own exclude, the files cascade copied in
 //!   or setup left behind, which its commits never contain.
 //! - [`resolve`]: a merge left for an agent to resolve (the target merged into
@@ -35,6 +37,7 @@ pub mod error;
 pub mod fingerprint;
 pub mod head;
 pub mod local_files;
+pub mod locks;
 pub mod merge;
 pub mod repo;
 pub mod resolve;
