@@ -457,7 +457,13 @@ impl Walk {
             Some(_) => self.problem("agents", "expected an object of agent definitions"),
         }
         match root.get("phase_defaults") {
-            None | Some(Value::Null) => {}
+            // A deliberate difference from Plan Cascade (whose built-in
+            // table picks an agent per phase): cascade honours the file's
+            // `default_agent`, and says so once.
+            None | Some(Value::Null) => self.warnings.push(format!(
+                "no phase_defaults: every phase uses default_agent '{}' (Plan Cascade would pick per phase from its built-in table; see docs/plan-cascade.md)",
+                config.default_agent
+            )),
             Some(Value::Object(phases)) => {
                 for (name, v) in phases {
                     let key = format!("phase_defaults.{name}");

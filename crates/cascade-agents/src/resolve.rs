@@ -501,7 +501,7 @@ fn evidence_text(e: &TypeEvidence) -> String {
         TypeEvidence::Explicit => "explicit".to_string(),
         TypeEvidence::Tag(t) => format!("tag '{t}'"),
         TypeEvidence::Keywords(words) => format!("keywords: {}", words.join(", ")),
-        TypeEvidence::Default => "default".to_string(),
+        TypeEvidence::Default => "no keyword".to_string(),
     }
 }
 

@@ -4,16 +4,18 @@
 //! keywords in the title and description. Keywords match whole words only
 //! (so "Latest changes" is not a test story and "prefix" is not a bug fix),
 //! and a keyword in the title counts three times as much as one in the
-//! description. Ties go to the more specific type (bugfix, refactor, test,
-//! documentation, infrastructure) over feature; no keyword at all means
-//! feature.
+//! description. As in Plan Cascade, a tie goes to the type listed first
+//! (feature, bugfix, refactor, test, documentation, infrastructure: "Add
+//! crash reporter" is a feature) and a story without any keyword is
+//! `unknown`, which agents.json can route with a `story_type_overrides.unknown`
+//! (or `story_type_defaults.unknown`) entry.
 
 use std::fmt;
 use std::str::FromStr;
 
 use cascade_plan::Story;
 
-/// Plan Cascade's story types.
+/// Plan Cascade's story types, in its order (which breaks ties).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoryType {
@@ -23,16 +25,19 @@ pub enum StoryType {
     Test,
     Documentation,
     Infrastructure,
+    /// No keyword, tag or explicit type said what the story is.
+    Unknown,
 }
 
 impl StoryType {
-    pub const ALL: [StoryType; 6] = [
+    pub const ALL: [StoryType; 7] = [
         StoryType::Feature,
         StoryType::Bugfix,
         StoryType::Refactor,
         StoryType::Test,
         StoryType::Documentation,
         StoryType::Infrastructure,
+        StoryType::Unknown,
     ];
 
     /// The name used in agents.json's `story_type_overrides`.
@@ -44,18 +49,7 @@ impl StoryType {
             StoryType::Test => "test",
             StoryType::Documentation => "documentation",
             StoryType::Infrastructure => "infrastructure",
-        }
-    }
-
-    /// Tie-break order: specific types first, feature last.
-    fn specificity(self) -> u8 {
-        match self {
-            StoryType::Bugfix => 0,
-            StoryType::Refactor => 1,
-            StoryType::Test => 2,
-            StoryType::Documentation => 3,
-            StoryType::Infrastructure => 4,
-            StoryType::Feature => 5,
+            StoryType::Unknown => "unknown",
         }
     }
 }
@@ -83,6 +77,7 @@ impl FromStr for StoryType {
             "infrastructure" | "infra" | "ci" | "devops" | "ops" | "build" => {
                 StoryType::Infrastructure
             }
+            "unknown" => StoryType::Unknown,
             _ => return Err(()),
         })
     }
@@ -316,7 +311,7 @@ fn infer_with(
         }
     }
     let vocab = Vocabulary::get();
-    let mut scores = [0u32; 6];
+    let mut scores = [0u32; StoryType::ALL.len()];
     // Keywords and phrases as they matched, first match first.
     let mut matched: Vec<Match> = Vec::new();
     for (text, weight) in [(title, TITLE_WEIGHT), (description, DESCRIPTION_WEIGHT)] {
@@ -361,7 +356,8 @@ fn infer_with(
         .max_by(|a, b| {
             scores[index(*a)]
                 .cmp(&scores[index(*b)])
-                .then(b.specificity().cmp(&a.specificity()))
+                // `max_by` keeps the last of equals: the earlier type wins.
+                .then(index(*b).cmp(&index(*a)))
         });
     match best {
         Some(t) => Inferred {
@@ -375,7 +371,7 @@ fn infer_with(
             ),
         },
         None => Inferred {
-            story_type: StoryType::Feature,
+            story_type: StoryType::Unknown,
             evidence: TypeEvidence::Default,
         },
     }
@@ -557,8 +553,8 @@ mod tests {
         assert_eq!(i.story_type, StoryType::Refactor);
         // A phrase never spans the title and the description, nor a word
         // in between.
-        assert_eq!(t("Clean", "up the parser"), StoryType::Feature);
-        assert_eq!(t("Clean the up", ""), StoryType::Feature);
+        assert_eq!(t("Clean", "up the parser"), StoryType::Unknown);
+        assert_eq!(t("Clean the up", ""), StoryType::Unknown);
         assert_eq!(t("", "the API reference"), StoryType::Documentation);
     }
 
@@ -583,7 +579,7 @@ mod tests {
     fn keywords_on_word_boundaries_only() {
         assert_eq!(
             t("Latest changes view", "Show the latest changes"),
-            StoryType::Feature
+            StoryType::Unknown
         );
         assert_eq!(
             t("Prefix search", "Add a prefix index for contests"),
@@ -601,12 +597,12 @@ mod tests {
         assert_eq!(t("GitHub Actions pipeline", ""), StoryType::Infrastructure);
         assert_eq!(
             t("User profile page", "Users can edit their profile"),
-            StoryType::Feature
+            StoryType::Unknown
         );
-        assert_eq!(
-            infer_parts(None, &[], "Profile page", "").evidence,
-            TypeEvidence::Default
-        );
+        // No keyword: `unknown`, as Plan Cascade types it.
+        let i = infer_parts(None, &[], "Profile page", "");
+        assert_eq!(i.story_type, StoryType::Unknown);
+        assert_eq!(i.evidence, TypeEvidence::Default);
     }
 
     #[test]
@@ -617,10 +613,14 @@ mod tests {
             StoryType::Bugfix
         );
         assert_eq!(t("Parser work", "fix the bug"), StoryType::Bugfix);
-        // Specific types win ties over feature.
-        assert_eq!(t("Add tests for login", ""), StoryType::Test);
+        // A tie goes to the type Plan Cascade lists first: feature, then
+        // bugfix, refactor, test, documentation, infrastructure.
+        assert_eq!(t("Add crash reporter", ""), StoryType::Feature);
+        assert_eq!(t("Add tests for login", ""), StoryType::Feature);
         let i = infer_parts(None, &[], "Add tests for login", "");
-        assert_eq!(i.evidence, TypeEvidence::Keywords(vec!["tests".into()]));
+        assert_eq!(i.evidence, TypeEvidence::Keywords(vec!["add".into()]));
+        assert_eq!(t("Fix the flaky tests", ""), StoryType::Bugfix);
+        assert_eq!(t("Refactor the docs", ""), StoryType::Refactor);
     }
 
     #[test]

@@ -459,7 +459,7 @@ fn api_agent_problems_name_their_field() {
 #[test]
 fn cli_fields_on_an_api_agent_are_warned_about() {
     let loaded = AgentsConfig::parse_with_warnings(
-        r#"{"default_agent": "a", "agents": {"a": {"type": "api", "provider": "openai",
+        r#"{"default_agent": "a", "phase_defaults": {}, "agents": {"a": {"type": "api", "provider": "openai",
             "model": "m", "command": "ollama", "args": ["run"]}}}"#,
         "agents.json",
     )
@@ -481,6 +481,9 @@ fn cli_fields_on_an_api_agent_are_warned_about() {
     .unwrap();
     assert_eq!(
         warnings,
-        ["agents.a.max_turn: unknown field (did you mean 'max_turns'?); it is ignored"]
+        [
+            "agents.a.max_turn: unknown field (did you mean 'max_turns'?); it is ignored",
+            "no phase_defaults: every phase uses default_agent 'a' (Plan Cascade would pick per phase from its built-in table; see docs/plan-cascade.md)"
+        ]
     );
 }

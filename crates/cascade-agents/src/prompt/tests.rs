@@ -35,7 +35,7 @@ You are implementing one story of a larger plan. The working directory is the st
 - ID: story-002
 - Title: Persist tasks to disk
 - Priority: medium
-- Type: feature
+- Type: unknown
 
 Save tasks as JSON.
 

@@ -665,3 +665,42 @@ fn kind_positions_are_the_kinds_of_the_included_stories() {
     assert_eq!(got, expected);
     assert!(got.len() >= 6);
 }
+
+/// Plan Cascade's `unknown` type: a story without any keyword is routed by
+/// a `story_type_overrides.unknown` entry, and without one by the phase.
+#[test]
+fn a_story_without_keywords_is_unknown_and_its_override_applies() {
+    let mut w = World::new(ALL);
+    let config = CONFIG.replace(
+        r#""refactor": "aider"}"#,
+        r#""refactor": "aider", "unknown": "codex"}"#,
+    );
+    w.config = AgentsConfig::parse(&config, "agents.json").unwrap();
+    let a = w
+        .resolve(
+            &story("Persist tasks to disk"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level, a.reason.as_str()),
+        (
+            "codex",
+            Level::StoryType,
+            "story type 'unknown' (no keyword) override for implementation"
+        )
+    );
+    // A tie between feature and bugfix keywords is a feature: no override.
+    let a = w
+        .resolve(
+            &story("Add crash reporter"),
+            Phase::Implementation,
+            Overrides::default(),
+        )
+        .unwrap();
+    assert_eq!(
+        (a.agent.as_str(), a.level),
+        ("amp-code", Level::PhaseDefault)
+    );
+}

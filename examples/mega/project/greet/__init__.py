@@ -1,0 +1,1 @@
+"""greet: greeting functions (greet.core) and a command-line front end (greet.cli)."""
