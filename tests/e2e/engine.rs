@@ -1784,6 +1784,14 @@ fn resume_continues_with_the_options_the_run_was_started_with() {
         .filter_map(|e| e["message"].as_str())
         .find(|m| m.starts_with("resuming with"))
         .unwrap_or_else(|| panic!("no restored-options notice in {ev:?}"));
+    // Where docs/commands.md says it is: right after the run's opening line.
+    let opening = ev.iter().position(|e| e["event"] == "run_started");
+    let after = opening.and_then(|i| ev.get(i + 1));
+    assert_eq!(
+        after.and_then(|e| e["message"].as_str()),
+        Some(note),
+        "{ev:?}"
+    );
     for flag in [
         "--agent second",
         "--parallel 3",

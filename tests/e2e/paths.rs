@@ -42,9 +42,12 @@ printf '%s\n' "$id" > "$id.txt""#
         );
         write_json(
             &env.tools.path().join("agents.json"),
+            // With phase_defaults: the checks below expect no warning at
+            // all (one without it gets a notice saying what that means).
             &json!({"default_agent": "scripted", "agents": {"scripted": {
                 "type": "cli", "command": env.tools.path().join("agent.sh").display().to_string(),
-                "args": [], "timeout": 60}}}),
+                "args": [], "timeout": 60}},
+                "phase_defaults": {"implementation": {"default_agent": "scripted"}}}),
         );
         env
     }

@@ -85,7 +85,9 @@ pub fn criteria_gates(story: &Story) -> Result<Vec<Gate>, EngineError> {
                         .ok_or_else(|| bad(format!("every word must be a string, found {w}")))
                 })
                 .collect::<Result<_, _>>()?,
-            Value::String(line) => cascade_gates::config::split_words(line).map_err(bad)?,
+            Value::String(line) => {
+                cascade_gates::config::split_words(line).map_err(|e| bad(e.to_string()))?
+            }
             other => {
                 return Err(bad(format!(
                     "must be an argv array like [\"cargo\", \"test\", \"name\"] or a command string, found {other}"

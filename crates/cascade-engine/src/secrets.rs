@@ -82,13 +82,31 @@ pub struct SecretPolicy {
     max_file_bytes: Option<u64>,
 }
 
-fn set<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<GlobSet, String> {
+/// Why a story's `allow_secrets` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum AllowError {
+    #[error("{ALLOW_FIELD} must be a list of globs")]
+    NotAList,
+    #[error("{ALLOW_FIELD}: '{pattern}': {source}")]
+    Glob {
+        pattern: String,
+        #[source]
+        source: globset::Error,
+    },
+    #[error("{ALLOW_FIELD}: {0}")]
+    Set(#[source] globset::Error),
+}
+
+fn set<'a>(patterns: impl IntoIterator<Item = &'a str>) -> Result<GlobSet, AllowError> {
     let mut b = GlobSetBuilder::new();
     for p in patterns {
-        let glob = Glob::new(p).map_err(|e| format!("'{p}': {e}"))?;
+        let glob = Glob::new(p).map_err(|source| AllowError::Glob {
+            pattern: p.to_string(),
+            source,
+        })?;
         b.add(glob);
     }
-    b.build().map_err(|e| e.to_string())
+    b.build().map_err(AllowError::Set)
 }
 
 /// The story's `files` as globs; an entry that is not a valid glob is
@@ -107,21 +125,20 @@ fn declared(files: &[String]) -> GlobSet {
 impl SecretPolicy {
     /// The policy of `story` with a size limit of `max_file_mb` MiB (0: none).
     /// A malformed `allow_secrets` is an error.
-    pub fn for_story(story: &Story, max_file_mb: u64) -> Result<SecretPolicy, String> {
+    pub fn for_story(story: &Story, max_file_mb: u64) -> Result<SecretPolicy, AllowError> {
         let allowed: Vec<&str> = match story.extra.get(ALLOW_FIELD) {
             None | Some(serde_json::Value::Null) => Vec::new(),
             Some(serde_json::Value::Array(items)) => items
                 .iter()
                 .map(|v| v.as_str())
                 .collect::<Option<Vec<&str>>>()
-                .ok_or_else(|| format!("{ALLOW_FIELD} must be a list of globs"))?,
-            Some(_) => return Err(format!("{ALLOW_FIELD} must be a list of globs")),
+                .ok_or(AllowError::NotAList)?,
+            Some(_) => return Err(AllowError::NotAList),
         };
         let (paths, names): (Vec<&str>, Vec<&str>) = allowed.iter().partition(|p| p.contains('/'));
-        let err = |e: String| format!("{ALLOW_FIELD}: {e}");
         Ok(SecretPolicy {
-            allow_names: set(names).map_err(err)?,
-            allow_paths: set(paths).map_err(err)?,
+            allow_names: set(names)?,
+            allow_paths: set(paths)?,
             declared: declared(&story.files),
             max_file_bytes: (max_file_mb > 0).then(|| max_file_mb.saturating_mul(MIB)),
         })

@@ -482,7 +482,7 @@ impl Coordinator {
 
     /// The live workers: as seen less than a heartbeat ago (one view for
     /// every job published meanwhile), or read now (`fresh`).
-    async fn live_workers(&self, fresh: bool) -> Result<Vec<Heartbeat>, String> {
+    async fn live_workers(&self, fresh: bool) -> Result<Vec<Heartbeat>, registry::RegistryError> {
         if !fresh {
             if let Ok(seen) = self.seen.lock() {
                 if let Some((at, workers)) = seen.as_ref() {

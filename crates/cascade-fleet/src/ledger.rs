@@ -14,6 +14,22 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+/// Why the ledger could not record a change (the change is kept in
+/// memory: the ledger is a hint for a restarted coordinator).
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("the fleet ledger is unusable: a thread panicked while changing it")]
+    Poisoned,
+    #[error("cannot encode the fleet ledger: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// One job out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Out {
@@ -62,14 +78,14 @@ impl Ledger {
     }
 
     /// Records a job published.
-    pub fn put(&self, key: &str, out: Out) -> Result<(), String> {
+    pub fn put(&self, key: &str, out: Out) -> Result<(), LedgerError> {
         self.change(|f| {
             f.jobs.insert(key.to_string(), out);
         })
     }
 
     /// Records bases about to be pushed.
-    pub fn add_bases(&self, bases: &[String]) -> Result<(), String> {
+    pub fn add_bases(&self, bases: &[String]) -> Result<(), LedgerError> {
         if bases.is_empty() {
             return Ok(());
         }
@@ -78,7 +94,7 @@ impl Ledger {
 
     /// Forgets the story's job if it is `job_id`; records the branch its
     /// worker pushed, if any.
-    pub fn done(&self, key: &str, job_id: &str, pushed: Option<&str>) -> Result<(), String> {
+    pub fn done(&self, key: &str, job_id: &str, pushed: Option<&str>) -> Result<(), LedgerError> {
         self.change(|f| {
             if f.jobs.get(key).is_some_and(|o| o.job_id == job_id) {
                 f.jobs.remove(key);
@@ -90,7 +106,7 @@ impl Ledger {
     }
 
     /// Records a branch pushed for story `key`.
-    pub fn pushed(&self, key: &str, branch: &str) -> Result<(), String> {
+    pub fn pushed(&self, key: &str, branch: &str) -> Result<(), LedgerError> {
         self.change(|f| record_branch(f, key, branch))
     }
 
@@ -119,7 +135,7 @@ impl Ledger {
     }
 
     /// Forgets refs deleted from the remote: branches and bases.
-    pub fn forget(&self, branches: &[String], bases: &[String]) -> Result<(), String> {
+    pub fn forget(&self, branches: &[String], bases: &[String]) -> Result<(), LedgerError> {
         if branches.is_empty() && bases.is_empty() {
             return Ok(());
         }
@@ -136,18 +152,19 @@ impl Ledger {
         })
     }
 
-    fn change(&self, f: impl FnOnce(&mut File)) -> Result<(), String> {
-        let mut file = self
-            .file
-            .lock()
-            .map_err(|_| "ledger lock poisoned".to_string())?;
+    fn change(&self, f: impl FnOnce(&mut File)) -> Result<(), LedgerError> {
+        let mut file = self.file.lock().map_err(|_| LedgerError::Poisoned)?;
         f(&mut file);
-        let bytes = serde_json::to_vec_pretty(&*file).map_err(|e| e.to_string())?;
+        let bytes = serde_json::to_vec_pretty(&*file)?;
         if let Some(dir) = self.path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        cascade_fs::write_atomic(&self.path, &bytes, cascade_fs::Durability::Renamed)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+        cascade_fs::write_atomic(&self.path, &bytes, cascade_fs::Durability::Renamed).map_err(
+            |source| LedgerError::Write {
+                path: self.path.clone(),
+                source,
+            },
+        )
     }
 }
 

@@ -141,8 +141,8 @@ impl RemoteRefs {
             let branch = job.attempt_branch();
             let dst = format!("refs/heads/{branch}");
             git::push(&self.repo, &self.remote, &r.commit, &dst, cancel).await?;
-            if let Err(message) = self.ledger.pushed(&job.key(), &branch) {
-                self.problem(message);
+            if let Err(e) = self.ledger.pushed(&job.key(), &branch) {
+                self.problem(e.to_string());
             }
         }
         let base = job.base.clone();
@@ -312,8 +312,8 @@ impl RemoteRefs {
             return;
         }
         let pushes: Vec<String> = plan.push.iter().map(|(b, _)| b.clone()).collect();
-        if let Err(message) = self.ledger.add_bases(&pushes) {
-            self.problem(message);
+        if let Err(e) = self.ledger.add_bases(&pushes) {
+            self.problem(e.to_string());
         }
         let updates: Vec<(String, String)> = plan
             .push
@@ -373,8 +373,8 @@ impl RemoteRefs {
                 failed.values().next().cloned().unwrap_or_default()
             ));
         }
-        if let Err(message) = self.ledger.forget(&branches, &bases) {
-            self.problem(message);
+        if let Err(e) = self.ledger.forget(&branches, &bases) {
+            self.problem(e.to_string());
         }
         self.rounds.send_modify(|n| *n += 1);
     }

@@ -7,12 +7,21 @@ use futures_util::StreamExt;
 
 use crate::protocol::Heartbeat;
 
+/// Why the workers bucket could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot list the workers' heartbeats: {0}")]
+    Keys(#[from] kv::HistoryError),
+    #[error("cannot read the workers' heartbeats: {0}")]
+    Read(#[from] kv::WatcherError),
+}
+
 /// Every worker with a heartbeat that has not expired.
-pub async fn live_workers(store: &kv::Store) -> Result<Vec<Heartbeat>, String> {
-    let mut keys = store.keys().await.map_err(|e| e.to_string())?;
+pub async fn live_workers(store: &kv::Store) -> Result<Vec<Heartbeat>, RegistryError> {
+    let mut keys = store.keys().await?;
     let mut names = Vec::new();
     while let Some(k) = keys.next().await {
-        names.push(k.map_err(|e| e.to_string())?);
+        names.push(k?);
     }
     let mut out = Vec::new();
     for name in names {

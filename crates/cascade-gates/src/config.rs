@@ -524,7 +524,7 @@ fn build_gate(g: RawGate, origin: &str) -> Result<Gate, GateConfigError> {
         return Err(err("the gate name is empty".into()));
     }
     let (program, args) = if g.args.is_empty() {
-        let mut words = split_words(&g.command).map_err(err)?;
+        let mut words = split_words(&g.command).map_err(|e| err(e.to_string()))?;
         if words.is_empty() {
             return Err(err("the command is empty".into()));
         }
@@ -613,9 +613,21 @@ pub(crate) fn clean_relative(dir: &str) -> Option<String> {
     })
 }
 
+/// What is wrong with a command line [`split_words`] was given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SplitError {
+    #[error("unclosed single quote in '{0}'")]
+    UnclosedSingleQuote(String),
+    #[error("unclosed double quote in '{0}'")]
+    UnclosedDoubleQuote(String),
+    #[error("trailing backslash in '{0}'")]
+    TrailingBackslash(String),
+}
+
 /// Splits a command line into words: whitespace separates, single and
-/// double quotes group, backslash escapes. No expansion of any kind.
-pub fn split_words(s: &str) -> Result<Vec<String>, String> {
+/// double quotes group, backslash escapes. No expansion of any kind, and no
+/// comments (`shlex` would drop a word starting with `#`).
+pub fn split_words(s: &str) -> Result<Vec<String>, SplitError> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut in_word = false;
@@ -628,7 +640,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(ch) => cur.push(ch),
-                        None => return Err(format!("unclosed single quote in '{s}'")),
+                        None => return Err(SplitError::UnclosedSingleQuote(s.into())),
                     }
                 }
             }
@@ -639,10 +651,10 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                         Some('"') => break,
                         Some('\\') => match chars.next() {
                             Some(ch) => cur.push(ch),
-                            None => return Err(format!("trailing backslash in '{s}'")),
+                            None => return Err(SplitError::TrailingBackslash(s.into())),
                         },
                         Some(ch) => cur.push(ch),
-                        None => return Err(format!("unclosed double quote in '{s}'")),
+                        None => return Err(SplitError::UnclosedDoubleQuote(s.into())),
                     }
                 }
             }
@@ -650,7 +662,7 @@ pub fn split_words(s: &str) -> Result<Vec<String>, String> {
                 in_word = true;
                 match chars.next() {
                     Some(ch) => cur.push(ch),
-                    None => return Err(format!("trailing backslash in '{s}'")),
+                    None => return Err(SplitError::TrailingBackslash(s.into())),
                 }
             }
             c if c.is_whitespace() => {

@@ -216,12 +216,7 @@ fn merge_all(
     opts: &MergeOptions,
 ) -> Result<Vec<Result<MergeOutcome, MergeError>>, MergeError> {
     let repo = open_main(paths)?;
-    let target_ref = full_ref(target_branch);
-    let target = repo
-        .refname_to_id(&target_ref)
-        .map_err(|_| MergeError::NoSuchBranch {
-            branch: target_branch.to_string(),
-        })?;
+    let target = branch_id(&repo, target_branch)?;
     let mut tip = target;
     let mut outcomes = Vec::with_capacity(group.len());
     for member in group {
@@ -249,11 +244,7 @@ fn merge_commit(
     opts: &MergeOptions,
 ) -> Result<MergeOutcome, MergeError> {
     let source_branch = member.source_branch.as_str();
-    let source =
-        repo.refname_to_id(&full_ref(source_branch))
-            .map_err(|_| MergeError::NoSuchBranch {
-                branch: source_branch.to_string(),
-            })?;
+    let source = branch_id(repo, source_branch)?;
 
     // One walk of the history answers all three questions: the source is
     // already in (it is the merge base), the target can fast-forward (the
