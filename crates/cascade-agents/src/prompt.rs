@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use cascade_plan::{Prd, Story};
 
-use crate::design::{DesignDoc, DesignDocError};
+use crate::design::{DesignDoc, DesignDocError, StoryDesign};
 use crate::phase::Phase;
 use crate::skills::{self, Skill, SkillsError};
 use crate::story_type;
@@ -89,7 +89,25 @@ pub fn build_prompt(prd: &Prd, story: &Story, ctx: &PromptContext) -> String {
     let _ = writeln!(out, "# Story {}: {}", story.id, title);
     out.push('\n');
     let _ = writeln!(out, "{}", intro(phase));
+    story_sections(&mut out, prd, story);
+    if let Some(design) = ctx.design_doc.as_ref().map(|d| d.for_story(&story.id)) {
+        design_section(&mut out, &design);
+    }
+    if let Some(r) = &ctx.retry {
+        retry_section(&mut out, r);
+    }
+    skills_section(&mut out, &ctx.skills);
+    out.push_str("\n## Instructions\n\n");
+    for line in instructions(phase) {
+        let _ = writeln!(out, "- {line}");
+    }
+    out
+}
 
+/// The story itself: its fields, acceptance criteria, the plan's goal, the
+/// dependencies already merged and the files it names.
+fn story_sections(out: &mut String, prd: &Prd, story: &Story) {
+    let title = one_line(&story.title);
     out.push_str("\n## Story\n\n");
     let _ = writeln!(out, "- ID: {}", story.id);
     let _ = writeln!(out, "- Title: {}", title);
@@ -138,124 +156,124 @@ pub fn build_prompt(prd: &Prd, story: &Story, ctx: &PromptContext) -> String {
             let _ = writeln!(out, "- `{}`", f);
         }
     }
+}
 
-    if let Some(design) = ctx.design_doc.as_ref().map(|d| d.for_story(&story.id)) {
-        if !design.is_empty() {
-            out.push_str("\n## Design context\n");
-            if !design.components.is_empty() {
-                out.push_str("\n### Components\n\n");
-                for c in &design.components {
-                    let _ = write!(out, "- **{}**", c.name);
-                    if !c.description.is_empty() {
-                        let _ = write!(out, ": {}", one_line(&c.description));
-                    }
-                    out.push('\n');
-                    if !c.responsibilities.is_empty() {
-                        let _ = writeln!(
-                            out,
-                            "  - Responsibilities: {}",
-                            c.responsibilities.join("; ")
-                        );
-                    }
-                    if !c.files.is_empty() {
-                        let files: Vec<String> = c.files.iter().map(|f| format!("`{f}`")).collect();
-                        let _ = writeln!(out, "  - Files: {}", files.join(", "));
-                    }
+/// What the design document says about this story.
+fn design_section(out: &mut String, design: &StoryDesign) {
+    if !design.is_empty() {
+        out.push_str("\n## Design context\n");
+        if !design.components.is_empty() {
+            out.push_str("\n### Components\n\n");
+            for c in &design.components {
+                let _ = write!(out, "- **{}**", c.name);
+                if !c.description.is_empty() {
+                    let _ = write!(out, ": {}", one_line(&c.description));
+                }
+                out.push('\n');
+                if !c.responsibilities.is_empty() {
+                    let _ = writeln!(
+                        out,
+                        "  - Responsibilities: {}",
+                        c.responsibilities.join("; ")
+                    );
+                }
+                if !c.files.is_empty() {
+                    let files: Vec<String> = c.files.iter().map(|f| format!("`{f}`")).collect();
+                    let _ = writeln!(out, "  - Files: {}", files.join(", "));
                 }
             }
-            if !design.decisions.is_empty() {
-                out.push_str("\n### Decisions to follow\n\n");
-                for d in &design.decisions {
-                    let _ = write!(out, "- **{}**", d.id);
-                    if !d.title.is_empty() {
-                        let _ = write!(out, " {}", one_line(&d.title));
-                    }
-                    if !d.decision.is_empty() {
-                        let _ = write!(out, ": {}", one_line(&d.decision));
-                    }
-                    if !d.rationale.is_empty() {
-                        let _ = write!(out, " (why: {})", one_line(&d.rationale));
-                    }
-                    out.push('\n');
+        }
+        if !design.decisions.is_empty() {
+            out.push_str("\n### Decisions to follow\n\n");
+            for d in &design.decisions {
+                let _ = write!(out, "- **{}**", d.id);
+                if !d.title.is_empty() {
+                    let _ = write!(out, " {}", one_line(&d.title));
                 }
+                if !d.decision.is_empty() {
+                    let _ = write!(out, ": {}", one_line(&d.decision));
+                }
+                if !d.rationale.is_empty() {
+                    let _ = write!(out, " (why: {})", one_line(&d.rationale));
+                }
+                out.push('\n');
             }
-            if !design.patterns.is_empty() {
-                out.push_str("\n### Patterns to use\n\n");
-                for p in &design.patterns {
-                    let _ = write!(out, "- **{}**", p.name);
-                    if !p.description.is_empty() {
-                        let _ = write!(out, ": {}", one_line(&p.description));
-                    }
-                    if !p.rationale.is_empty() {
-                        let _ = write!(out, " (why: {})", one_line(&p.rationale));
-                    }
-                    out.push('\n');
+        }
+        if !design.patterns.is_empty() {
+            out.push_str("\n### Patterns to use\n\n");
+            for p in &design.patterns {
+                let _ = write!(out, "- **{}**", p.name);
+                if !p.description.is_empty() {
+                    let _ = write!(out, ": {}", one_line(&p.description));
                 }
+                if !p.rationale.is_empty() {
+                    let _ = write!(out, " (why: {})", one_line(&p.rationale));
+                }
+                out.push('\n');
             }
-            if !design.interfaces.is_empty() {
-                out.push_str("\n### Interfaces\n\n");
-                for i in &design.interfaces {
-                    let _ = writeln!(out, "- {i}");
-                }
+        }
+        if !design.interfaces.is_empty() {
+            out.push_str("\n### Interfaces\n\n");
+            for i in &design.interfaces {
+                let _ = writeln!(out, "- {i}");
             }
         }
     }
+}
 
-    if let Some(r) = &ctx.retry {
-        let _ = write!(out, "\n## Retry: attempt {}", r.attempt);
-        if r.max_attempts > 0 {
-            let _ = write!(out, " of {}", r.max_attempts);
-        }
-        out.push_str("\n\n");
-        let who = if r.previous_agent.is_empty() {
-            "The previous attempt".to_string()
+/// Why the previous attempt failed and what to fix.
+fn retry_section(out: &mut String, r: &RetryContext) {
+    let _ = write!(out, "\n## Retry: attempt {}", r.attempt);
+    if r.max_attempts > 0 {
+        let _ = write!(out, " of {}", r.max_attempts);
+    }
+    out.push_str("\n\n");
+    let who = if r.previous_agent.is_empty() {
+        "The previous attempt".to_string()
+    } else {
+        format!("The previous attempt (by {})", r.previous_agent)
+    };
+    if r.error.trim().is_empty() {
+        let _ = writeln!(out, "{who} failed.");
+    } else {
+        let _ = writeln!(out, "{who} failed: {}", r.error.trim());
+    }
+    out.push_str("Fix the cause; do not start over unless the previous work is unusable.\n");
+    if !r.gate_summary.trim().is_empty() {
+        out.push_str("\n### Failing quality gates\n\n");
+        let _ = writeln!(out, "{}", r.gate_summary.trim_end());
+    }
+    if !r.findings.trim().is_empty() {
+        out.push_str("\n### Findings to fix\n\n");
+        out.push_str(
+            "Do the real work: do not leave stubs or placeholders, and do not skip, \
+             delete or weaken tests or edit the gate/CI configuration to get green.\n\n",
+        );
+        let _ = writeln!(out, "{}", r.findings.trim_end());
+    }
+    if !r.output_excerpt.trim().is_empty() {
+        out.push_str("\n### End of the previous output\n\n");
+        let fence = fence_for(&r.output_excerpt);
+        let _ = writeln!(out, "{fence}text\n{}\n{fence}", r.output_excerpt.trim_end());
+    }
+}
+
+/// The skills' best practices, each under its own heading.
+fn skills_section(out: &mut String, skills: &[Skill]) {
+    if skills.is_empty() {
+        return;
+    }
+    out.push_str("\n## Best practices\n");
+    for s in skills {
+        out.push('\n');
+        let content = s.content.trim();
+        // Skills open with their own heading; demote it under this section.
+        if let Some(rest) = content.strip_prefix("# ") {
+            let _ = writeln!(out, "### {rest}");
         } else {
-            format!("The previous attempt (by {})", r.previous_agent)
-        };
-        if r.error.trim().is_empty() {
-            let _ = writeln!(out, "{who} failed.");
-        } else {
-            let _ = writeln!(out, "{who} failed: {}", r.error.trim());
-        }
-        out.push_str("Fix the cause; do not start over unless the previous work is unusable.\n");
-        if !r.gate_summary.trim().is_empty() {
-            out.push_str("\n### Failing quality gates\n\n");
-            let _ = writeln!(out, "{}", r.gate_summary.trim_end());
-        }
-        if !r.findings.trim().is_empty() {
-            out.push_str("\n### Findings to fix\n\n");
-            out.push_str(
-                "Do the real work: do not leave stubs or placeholders, and do not skip, \
-                 delete or weaken tests or edit the gate/CI configuration to get green.\n\n",
-            );
-            let _ = writeln!(out, "{}", r.findings.trim_end());
-        }
-        if !r.output_excerpt.trim().is_empty() {
-            out.push_str("\n### End of the previous output\n\n");
-            let fence = fence_for(&r.output_excerpt);
-            let _ = writeln!(out, "{fence}text\n{}\n{fence}", r.output_excerpt.trim_end());
+            let _ = writeln!(out, "### {}\n\n{content}", s.name);
         }
     }
-
-    if !ctx.skills.is_empty() {
-        out.push_str("\n## Best practices\n");
-        for s in &ctx.skills {
-            out.push('\n');
-            let content = s.content.trim();
-            // Skills open with their own heading; demote it under this section.
-            if let Some(rest) = content.strip_prefix("# ") {
-                let _ = writeln!(out, "### {rest}");
-            } else {
-                let _ = writeln!(out, "### {}\n\n{content}", s.name);
-            }
-        }
-    }
-
-    out.push_str("\n## Instructions\n\n");
-    for line in instructions(phase) {
-        let _ = writeln!(out, "- {line}");
-    }
-    out
 }
 
 fn intro(phase: Phase) -> &'static str {
