@@ -434,7 +434,7 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
         return Ok(EXIT_OK);
     }
     if misses.is_empty() {
-        outln!("no cache misses recorded");
+        outln!("no gate's last lookup missed");
     }
     for m in &misses {
         outln!(
@@ -446,19 +446,9 @@ fn cache_explain(cwd: &Path, json: bool) -> CliResult {
                 m.changed.join(", ") + " changed"
             }
         );
+        // The remote's answer is one of the reasons (with its detail).
         for r in &m.reasons {
             outln!("  {r}");
-        }
-        if let Some(n) = &m.remote {
-            outln!(
-                "  remote: {} ({})",
-                if n.consulted {
-                    "consulted"
-                } else {
-                    "not consulted"
-                },
-                n.outcome
-            );
         }
         for (label, list) in [
             ("added", &m.files_added),

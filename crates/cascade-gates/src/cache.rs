@@ -659,7 +659,8 @@ impl GateCache {
         }
     }
 
-    /// The last miss of every gate that has one, sorted by gate name.
+    /// The miss of every gate whose last lookup missed, sorted by gate name
+    /// (a hit since then clears it).
     pub fn explain(&self) -> Vec<MissExplanation> {
         let Some(dir) = &self.inner.dir else {
             return Vec::new();
@@ -695,6 +696,12 @@ impl GateCache {
         let previous: Option<LastLookup> = std::fs::read(&last_path)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok());
+        let miss_path = gates.join(format!("{stem}.miss.json"));
+        if !miss {
+            // A miss explains the gate's last lookup only: a later hit
+            // makes it history (`explain` would otherwise report it as now).
+            let _ = std::fs::remove_file(&miss_path);
+        }
         if miss {
             let old_list = previous
                 .as_ref()
@@ -715,7 +722,7 @@ impl GateCache {
                 explanation.remote = Some(note);
             }
             match serde_json::to_vec_pretty(&explanation) {
-                Ok(b) => self.write_atomic(&gates.join(format!("{stem}.miss.json")), &b),
+                Ok(b) => self.write_atomic(&miss_path, &b),
                 Err(_) => self.note_write_error(),
             }
         }

@@ -188,6 +188,18 @@ fn explain_names_files_command_and_env() {
 
     assert!(c.lookup(&p, &v2).is_none());
     assert!(c.explain()[0].reasons[0].contains("nothing changed"));
+
+    // A hit afterwards: the miss is history, explain no longer reports it.
+    c.store(&p, &result());
+    assert!(c.lookup(&p, &v2).is_some());
+    assert!(c.explain().is_empty(), "{:?}", c.explain());
+    // A second gate's miss is its own.
+    let mut other = parts("f2");
+    other.gate = "lint".into();
+    assert!(c.lookup(&other, &v2).is_none());
+    let misses = c.explain();
+    assert_eq!(misses.len(), 1);
+    assert_eq!(misses[0].gate, "lint");
 }
 
 #[test]
