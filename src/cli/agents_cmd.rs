@@ -173,8 +173,15 @@ fn list(g: &Global, a: ListArgs) -> CliResult {
             }
         })
         .collect();
-    let paths: Vec<PathBuf> = rows.iter().filter_map(|r| r.path.clone()).collect();
-    let versions = probe_versions(paths);
+    // Only the CLIs cascade knows, and agents whose definition says how:
+    // a custom script run with `--version` may do real work instead.
+    let probes: Vec<(PathBuf, Vec<String>)> = config
+        .agents
+        .iter()
+        .zip(&rows)
+        .filter_map(|(def, r)| Some((r.path.clone()?, def.version_probe()?)))
+        .collect();
+    let versions = probe_versions(probes);
     for r in &mut rows {
         r.version = r
             .path
@@ -219,17 +226,17 @@ fn list(g: &Global, a: ListArgs) -> CliResult {
     Ok(EXIT_OK)
 }
 
-/// Runs `<path> --version` for every distinct path, in parallel, each with
-/// [`VERSION_TIMEOUT`]; the first non-empty output line is the version.
+/// Runs `<path> <version argv>` for every distinct path, in parallel, each
+/// with [`VERSION_TIMEOUT`]; the first non-empty output line is the version.
 ///
 /// The probes run in an empty scratch directory, not the user's checkout: a
 /// command that does not understand `--version` (a wrapper script, a
 /// scripted agent) may do real work, and it must not leave files in the
 /// repository. Output that is not a short printable line is not a version.
-fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
-    let mut unique = paths;
+fn probe_versions(probes: Vec<(PathBuf, Vec<String>)>) -> BTreeMap<PathBuf, Option<String>> {
+    let mut unique = probes;
     unique.sort();
-    unique.dedup();
+    unique.dedup_by(|a, b| a.0 == b.0);
     let mut out = BTreeMap::new();
     if unique.is_empty() {
         return out;
@@ -249,9 +256,9 @@ fn probe_versions(paths: Vec<PathBuf>) -> BTreeMap<PathBuf, Option<String>> {
     rt.block_on(async {
         let cancel = CancelToken::new();
         let mut tasks = Vec::new();
-        for path in unique {
+        for (path, argv) in unique {
             let spec = Spec::new(path.as_os_str())
-                .arg("--version")
+                .args(argv)
                 .cwd(&scratch)
                 .timeout(VERSION_TIMEOUT)
                 .grace(Duration::from_millis(200))

@@ -116,7 +116,8 @@ fn list_uses_the_project_agents_json_and_reports_config_errors() {
     let bin = fake_path(dir.path(), &[("mytool", "echo mytool 1")]);
     write_json(
         &dir.path().join("agents.json"),
-        &json!({"default_agent": "mine", "agents": {"mine": {"type": "cli", "command": "mytool"}}}),
+        &json!({"default_agent": "mine", "agents": {"mine": {"type": "cli", "command": "mytool",
+            "version_args": ["--version"]}}}),
     );
     let out = cascade(dir.path())
         .env("PATH", &bin)
@@ -370,13 +371,18 @@ fn list_probes_versions_outside_the_checkout_and_hides_binary_noise() {
                 "echo work > made-by-wrapper.txt; echo 'wrapper 2.1'",
             ),
             ("noisy", "printf '\\377\\376\\001garbage\\n'"),
+            (
+                "script-agent",
+                &format!("touch '{}'", dir.path().join("script-ran").display()),
+            ),
         ],
     );
     write_json(
         &dir.path().join("agents.json"),
         &json!({"default_agent": "w", "agents": {
-            "w": {"type": "cli", "command": "wrapper"},
-            "n": {"type": "cli", "command": "noisy"}}}),
+            "w": {"type": "cli", "command": "wrapper", "version_args": ["--version"]},
+            "n": {"type": "cli", "command": "noisy", "version_args": ["--version"]},
+            "s": {"type": "cli", "command": "script-agent"}}}),
     );
     let out = cascade(dir.path())
         .env("PATH", &bin)
@@ -396,6 +402,11 @@ fn list_probes_versions_outside_the_checkout_and_hides_binary_noise() {
         !dir.path().join("made-by-wrapper.txt").exists(),
         "the probe ran in the user's directory"
     );
+    // A custom script without `version_args` is not run at all: listed as
+    // found, without a version.
+    assert_eq!(v["agents"][2]["found"], true);
+    assert_eq!(v["agents"][2]["version"], Value::Null);
+    assert!(!dir.path().join("script-ran").exists(), "the script was run");
 }
 
 #[test]

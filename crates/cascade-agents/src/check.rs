@@ -170,6 +170,56 @@ impl AgentCheck {
     }
 }
 
+/// Asks for the version with `argv` and records it (and whether it is the
+/// one cascade's argv was checked against); `false` when the command did
+/// not answer in time (the other probes would not either).
+async fn check_version(
+    check: &mut AgentCheck,
+    probe: &Probe,
+    def: &AgentDef,
+    family: CliFamily,
+    argv: &[String],
+) -> bool {
+    let shown = format!("{} {}", def.command, argv.join(" "));
+    let version = probe.run(argv).await;
+    let version_line = version
+        .as_ref()
+        .filter(|o| o.ok)
+        .and_then(|o| first_line(&o.text));
+    match version_line.as_deref().and_then(version_number) {
+        Some(v) => {
+            if let Some((_, tested)) = TESTED.iter().find(|(f, _)| *f == family) {
+                let minor = v.split('.').take(2).collect::<Vec<_>>().join(".");
+                if minor != *tested {
+                    check.problem(
+                        ProblemKind::UntestedVersion,
+                        false,
+                        format!("version {v} is not the one cascade's argv was checked against ({tested}.x)"),
+                        Some("the flags below were verified against this version's --help; run `cascade agents check` again after upgrading".to_string()),
+                    );
+                }
+            }
+        }
+        None => check.problem(
+            ProblemKind::UnknownVersion,
+            false,
+            match (&version_line, &version) {
+                (Some(l), _) => format!("`{shown}` printed no version number: {l}"),
+                (None, Some(o)) if o.timed_out => format!(
+                    "`{shown}` did not answer within {}s (a loaded machine?); run `cascade agents check --refresh` again",
+                    PROBE_TIMEOUT.as_secs()
+                ),
+                (None, _) => format!("`{shown}` failed"),
+            },
+            None,
+        ),
+    }
+    check.version = version_line;
+    // A command that cannot answer --version in time will not answer
+    // --help either: do not spend a timeout per probe on it.
+    version.as_ref().is_some_and(|o| !o.timed_out)
+}
+
 /// Checks one agent whose command was found at `path` (`None`: missing).
 pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelToken) -> AgentCheck {
     if let Some(api) = &def.api {
@@ -213,46 +263,12 @@ pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelTok
     };
     let family = CliFamily::of_command(&def.command);
 
-    // Version.
-    let version = probe.run(&["--version".to_string()]).await;
-    let version_line = version
-        .as_ref()
-        .filter(|o| o.ok)
-        .and_then(|o| first_line(&o.text));
-    match version_line.as_deref().and_then(version_number) {
-        Some(v) => {
-            if let Some((_, tested)) = TESTED.iter().find(|(f, _)| *f == family) {
-                let minor = v.split('.').take(2).collect::<Vec<_>>().join(".");
-                if minor != *tested {
-                    check.problem(
-                        ProblemKind::UntestedVersion,
-                        false,
-                        format!("version {v} is not the one cascade's argv was checked against ({tested}.x)"),
-                        Some("the flags below were verified against this version's --help; run `cascade agents check` again after upgrading".to_string()),
-                    );
-                }
-            }
+    // Version: only where the definition says how, or a CLI cascade knows
+    // (a custom script run with `--version` may do real work instead).
+    if let Some(argv) = def.version_probe() {
+        if !check_version(&mut check, &probe, def, family, &argv).await {
+            return check.finish();
         }
-        None => check.problem(
-            ProblemKind::UnknownVersion,
-            false,
-            match (&version_line, &version) {
-                (Some(l), _) => format!("`{} --version` printed no version number: {l}", def.command),
-                (None, Some(o)) if o.timed_out => format!(
-                    "`{} --version` did not answer within {}s (a loaded machine?); run `cascade agents check --refresh` again",
-                    def.command,
-                    PROBE_TIMEOUT.as_secs()
-                ),
-                (None, _) => format!("`{} --version` failed", def.command),
-            },
-            None,
-        ),
-    }
-    check.version = version_line;
-    if version.as_ref().map_or(true, |o| o.timed_out) {
-        // A command that cannot answer --version in time will not answer
-        // --help either: do not spend a timeout per probe on it.
-        return check.finish();
     }
 
     // Flags of args and resume_args, against the help of their subcommand.

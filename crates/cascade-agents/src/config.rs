@@ -99,6 +99,10 @@ pub struct AgentDef {
     /// `--list-sessions`: `  N. <preview> (<age>) [<uuid>]`), used to turn a
     /// stored session id into `{session_index}`.
     pub list_sessions_args: Option<Vec<String>>,
+    /// argv that prints the agent's version (`version_args`); without it,
+    /// only the known CLIs are asked (`--version`): a custom script may do
+    /// real work when run with an argument it does not understand.
+    pub version_args: Option<Vec<String>>,
     /// How a `type: "api"` agent reaches its model (`None` for the others,
     /// whose `command` is a program).
     pub api: Option<ApiSettings>,
@@ -125,7 +129,26 @@ impl AgentDef {
             description: Some("Claude Code through the claude CLI".to_string()),
             resume_args: None,
             list_sessions_args: None,
+            version_args: None,
             api: None,
+        }
+    }
+
+    /// The argv that asks this agent's CLI for its version: its own
+    /// `version_args`, else `--version` for the CLIs cascade knows; `None`:
+    /// not asked (a custom script, an api agent).
+    pub fn version_probe(&self) -> Option<Vec<String>> {
+        if self.api.is_some() {
+            return None;
+        }
+        match &self.version_args {
+            Some(argv) => Some(argv.clone()),
+            None if crate::watch::CliFamily::of_command(&self.command)
+                != crate::watch::CliFamily::Other =>
+            {
+                Some(vec!["--version".to_string()])
+            }
+            None => None,
         }
     }
 
@@ -624,7 +647,13 @@ impl Walk {
             .map(str::to_string);
         if kind == AgentKind::Api {
             let timeout_secs = self.timeout(obj, &key);
-            for field in ["command", "args", "resume_args", "list_sessions_args"] {
+            for field in [
+                "command",
+                "args",
+                "resume_args",
+                "list_sessions_args",
+                "version_args",
+            ] {
                 if obj.get(field).is_some_and(|v| !v.is_null()) {
                     self.warnings.push(format!(
                         "{key}.{field}: ignored for an \"api\" agent (cascade calls the model API itself)"
@@ -643,6 +672,7 @@ impl Walk {
                 description,
                 resume_args: None,
                 list_sessions_args: None,
+                version_args: None,
                 api: Some(api),
             });
         }
@@ -734,6 +764,8 @@ impl Walk {
             obj.get("list_sessions_args"),
             &format!("{key}.list_sessions_args"),
         );
+        let version_args =
+            self.session_argv(obj.get("version_args"), &format!("{key}.version_args"));
         Some(AgentDef {
             name: name.to_string(),
             kind,
@@ -745,6 +777,7 @@ impl Walk {
             description,
             resume_args,
             list_sessions_args,
+            version_args,
             api: None,
         })
     }

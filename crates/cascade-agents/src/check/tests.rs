@@ -17,6 +17,7 @@ fn def(name: &str, command: &str, args: &[&str]) -> AgentDef {
         description: None,
         resume_args: None,
         list_sessions_args: None,
+        version_args: None,
         api: None,
     }
 }

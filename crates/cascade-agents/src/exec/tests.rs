@@ -43,6 +43,7 @@ fn agent(command: String, args: &[&str]) -> AgentDef {
         description: None,
         resume_args: None,
         list_sessions_args: None,
+        version_args: None,
         api: None,
     }
 }
