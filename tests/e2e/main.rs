@@ -14,6 +14,7 @@ mod engine;
 mod fleet;
 mod gates;
 mod hardening;
+mod inspect;
 mod integration;
 mod lean_build;
 mod live_failures;

@@ -75,7 +75,7 @@ pub fn render(
         for (c, cell) in row.iter().enumerate() {
             let last = c + 1 == row.len();
             let text = if i > 0 && c == 1 {
-                paint_status(cell, color)
+                crate::cli::color::status(cell, color)
             } else {
                 cell.clone()
             };
@@ -199,19 +199,6 @@ fn gates(gates: &[GateSummary]) -> String {
 
 fn width(s: &str) -> usize {
     s.chars().count()
-}
-
-fn paint_status(status: &str, color: bool) -> String {
-    if !color {
-        return status.to_string();
-    }
-    let code = match status {
-        "complete" => "32",
-        "failed" => "31",
-        "blocked" => "33",
-        _ => "2",
-    };
-    format!("\x1b[{code}m{status}\x1b[0m")
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 //! running story (agent, phase, attempt, current step, elapsed time), while
 //! every step worth keeping (started, gate results, retries, merges,
 //! failures) is printed above it. Anywhere else it prints the same steps as
-//! plain lines on stdout, flushed one by one, with no escape codes. Colour is
-//! used only on a terminal and never when `NO_COLOR` is set. On
+//! plain lines on stdout, flushed one by one, with no escape codes (unless
+//! `--color always`). Whether to colour is [`crate::cli::color`]'s decision. On
 //! `run_finished` it prints the summary table ([`super::summary`]).
 
 use std::collections::HashMap;
@@ -44,9 +44,15 @@ impl TerminalReporter {
         let interactive =
             std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && !dumb;
         if interactive {
-            TerminalReporter::live(color_allowed())
+            // The live view is drawn on stderr, the summary on stdout: both
+            // are terminals here.
+            TerminalReporter::live(crate::cli::color::stderr())
         } else {
-            TerminalReporter::plain(Box::new(crate::cli::out::stdout()), false)
+            // Plain lines: coloured only when asked (`--color always`).
+            TerminalReporter::plain(
+                Box::new(crate::cli::out::stdout()),
+                crate::cli::color::stdout(),
+            )
         }
     }
 
@@ -265,17 +271,7 @@ fn shown(text: &str) -> String {
     super::printable_line(text).into_owned()
 }
 
-fn color_allowed() -> bool {
-    std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
-}
-
-fn paint(text: &str, code: &str, color: bool) -> String {
-    if color {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_string()
-    }
-}
+use crate::cli::color::paint;
 
 /// "2 findings" and one per line below (at most 10).
 fn listed(findings: &[cascade_engine::events::VerifyFinding], what: &str) -> String {
