@@ -7,6 +7,7 @@
 //! when a `wait-<story>` marker is there. Waits are barriers on files and on
 //! the processes ending, with generous guards: no timing is asserted.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -296,4 +297,45 @@ fn color_follows_the_flag_and_no_color() {
     }
     let wrong = run.cascade(&["status", "--color", "sometimes"]);
     assert_eq!(code(&wrong), 2, "{}", explain(&wrong));
+}
+
+#[test]
+fn status_watch_prints_changes_until_the_run_ends() {
+    let run = Run::new(&["slow"]);
+    std::fs::write(run.t("wait-slow"), "").expect("marker");
+    let approve = run.spawn(&["approve", "--auto-run", "--retry-delay", "0", "--json"]);
+    assert!(
+        wait_until(Duration::from_secs(60), || run.agent_started("slow")),
+        "the agent never started"
+    );
+    let mut watch = run.spawn(&["status", "--watch"]);
+    // The watcher's first block shows the run going on; only then the agent ends.
+    let mut lines = BufReader::new(watch.stdout.take().expect("piped"));
+    let mut first = String::new();
+    lines.read_line(&mut first).expect("a first line");
+    assert!(first.contains(": running;"), "{first}");
+    std::fs::write(run.t("release"), "").expect("release");
+    let done = approve.wait_with_output().expect("approve ends");
+    assert_eq!(code(&done), 0, "{}", explain(&done));
+    // The watcher ends by itself once the run has ended.
+    let mut rest = String::new();
+    lines.read_to_string(&mut rest).expect("the rest");
+    let status = watch.wait().expect("status --watch ends");
+    assert!(status.success(), "{status:?}");
+    let text = first + &rest;
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    assert!(blocks.len() >= 2, "{text}");
+    assert!(
+        blocks.last().is_some_and(|b| b.contains(": completed;")),
+        "the last block is the run's end:\n{text}"
+    );
+    for pair in blocks.windows(2) {
+        assert_ne!(pair[0], pair[1], "a block repeated unchanged:\n{text}");
+    }
+    assert!(!text.contains('\x1b'), "no terminal, no escapes:\n{text}");
+
+    // On a run that has ended: one block, and it returns.
+    let once = run.cascade(&["status", "--watch"]);
+    assert_eq!(code(&once), 0, "{}", explain(&once));
+    assert_eq!(stdout(&once), stdout(&run.cascade(&["status"])));
 }
