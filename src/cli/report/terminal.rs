@@ -261,9 +261,32 @@ impl Live {
             }
             Event::StoryMerged { story, .. } | Event::StoryFailed { story, .. } => self.done(story),
             Event::StoryBlocked { story, .. } => self.done(story),
-            _ => {}
+            other => {
+                if let Some((story, message)) = step_message(other) {
+                    if let Some(bar) = self.stories.get(story) {
+                        bar.set_message(shown(&message));
+                    }
+                }
+            }
         }
     }
+}
+
+/// The live line of a story whose attempt moved on to a later step
+/// (verification, proving tests, review, integration): the line always
+/// names the step running now, never the last gate while a review runs.
+fn step_message(event: &Event) -> Option<(&str, String)> {
+    Some(match event {
+        Event::GateFinished { story, gate, .. } => (story, format!("gate {gate} done")),
+        Event::VerificationFinished { story, .. } => (story, "verified · next step".to_string()),
+        Event::TestsProved { story, .. } => (story, "tests proved · next step".to_string()),
+        Event::ReviewStarted { story, agent, .. } => (story, format!("review by {agent}")),
+        Event::ReviewFinished { story, verdict, .. } => (story, format!("review: {verdict}")),
+        Event::IntegrationStarted { story, .. } => {
+            (story, "integration: gates on the merged tree".to_string())
+        }
+        _ => return None,
+    })
 }
 
 /// A live line's text: agent and gate names, workers, shown safely.
@@ -816,6 +839,30 @@ mod tests {
         assert!(text.contains("STORY  STATUS"), "{text}");
         assert!(text.contains("tests ✓"), "{text}");
         assert!(text.ends_with("run failed: 1 complete, 0 failed, 1 blocked, 0 pending in 6.0s\n"));
+    }
+
+    #[test]
+    fn the_live_line_names_the_step_running_now() {
+        let review = Event::ReviewStarted {
+            story: "s1".into(),
+            attempt: 1,
+            agent: "checker".into(),
+            author: "writer".into(),
+            note: None,
+        };
+        assert_eq!(
+            step_message(&review),
+            Some(("s1", "review by checker".to_string()))
+        );
+        let started = Event::GateStarted {
+            story: "s1".into(),
+            gate: "tests".into(),
+        };
+        assert_eq!(
+            step_message(&started),
+            None,
+            "its own arm says 'gate tests'"
+        );
     }
 
     #[test]
