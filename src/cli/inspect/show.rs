@@ -450,3 +450,133 @@ fn token_pair(input: Option<u64>, output: Option<u64>) -> Option<String> {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A story that failed its gate once, then passed and was reviewed,
+    /// with spend reported by one attempt only.
+    fn view() -> StoryView<'static> {
+        let gate = |passed: bool, errors: Vec<GateError>| GateView {
+            name: "tests".into(),
+            passed,
+            required: true,
+            cached: passed,
+            skipped: false,
+            timed_out: false,
+            duration_ms: 1200,
+            outcome: (!passed).then(|| "exit code 1".to_string()),
+            errors,
+        };
+        let error = GateError {
+            file: Some("src/lib.rs".into()),
+            line: Some(3),
+            column: Some(5),
+            code: Some("E0308".into()),
+            message: "mismatched types".into(),
+            severity: cascade_gates::Severity::Error,
+        };
+        let review: &'static ReviewRecord = Box::leak(Box::new(ReviewRecord {
+            agent: "reviewer".into(),
+            verdict: "pass".into(),
+            findings: "reads well".into(),
+            note: None,
+        }));
+        StoryView {
+            story: "story-002".into(),
+            id: "story-002",
+            feature: None,
+            run_id: "run-1",
+            status: "complete",
+            agent: Some("codex"),
+            branch: Some("cascade/story-002"),
+            worktree: None,
+            target_branch: "main",
+            merge_commit: Some("0123456789abcdef"),
+            failure_kind: None,
+            error: None,
+            blocked_by: &[],
+            attempts: vec![
+                AttemptView {
+                    attempt: 1,
+                    agent: "codex",
+                    phase: "implementation",
+                    outcome: "failed",
+                    failure_kind: Some("quality_gate"),
+                    error: Some("quality gate 'tests' failed"),
+                    started_at: "2026-01-28T10:30:00Z",
+                    finished_at: Some("2026-01-28T10:31:00Z"),
+                    duration_ms: Some(61_000),
+                    input_tokens: Some(12_000),
+                    output_tokens: Some(800),
+                    cost_usd: Some(0.125),
+                    cost_estimated: Some(false),
+                    log: None,
+                    gates: vec![gate(false, vec![error])],
+                },
+                AttemptView {
+                    attempt: 2,
+                    agent: "aider",
+                    phase: "retry",
+                    outcome: "passed",
+                    failure_kind: None,
+                    error: None,
+                    started_at: "2026-01-28T10:31:05Z",
+                    finished_at: Some("2026-01-28T10:32:05Z"),
+                    duration_ms: Some(4_500),
+                    input_tokens: None,
+                    output_tokens: None,
+                    cost_usd: None,
+                    cost_estimated: None,
+                    log: None,
+                    gates: vec![gate(true, Vec::new())],
+                },
+            ],
+            verification: &[],
+            review: Some(review),
+            diff: Some(DiffView {
+                base: "main".into(),
+                head: "cascade/story-002".into(),
+                files: vec![
+                    FileView {
+                        path: "src/lib.rs".into(),
+                        added: 12,
+                        removed: 3,
+                        binary: false,
+                    },
+                    FileView {
+                        path: "logo.png".into(),
+                        added: 0,
+                        removed: 0,
+                        binary: true,
+                    },
+                ],
+                added: 12,
+                removed: 3,
+            }),
+            cost: CostView {
+                usd: Some(0.125),
+                unknown_attempts: 1,
+                input_tokens: Some(12_000),
+                output_tokens: Some(800),
+            },
+        }
+    }
+
+    #[test]
+    fn the_text_of_a_story_retried_then_merged() {
+        let mut out = Vec::new();
+        text(&view(), &mut out, false).unwrap();
+        insta::assert_snapshot!(String::from_utf8(out).unwrap());
+    }
+
+    #[test]
+    fn status_words_are_coloured_when_asked() {
+        let mut out = Vec::new();
+        text(&view(), &mut out, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("\x1b[32mcomplete\x1b[0m"), "{text}");
+        assert!(text.contains("\x1b[31mfailed\x1b[0m"), "{text}");
+    }
+}

@@ -400,5 +400,6 @@ mod tests {
         assert_eq!(cost_of("silent"), "unknown", "{text}");
         assert_eq!(cost_of("never"), "-", "{text}");
         assert!(text.contains(", $0.50 + unknown\n"), "{text}");
+        insta::assert_snapshot!(text);
     }
 }
