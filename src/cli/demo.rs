@@ -211,6 +211,7 @@ pub fn run(g: &Global, a: DemoArgs) -> CliResult {
     let global = Global {
         agents: Some(dir.join("agents.json")),
         dir: None,
+        color: g.color,
     };
     let _ = g;
     let result = if a.plan {
@@ -612,6 +613,7 @@ mod tests {
         let g = Global {
             agents: None,
             dir: None,
+            color: Default::default(),
         };
         assert_eq!(agent(&g, args).unwrap(), 0);
         let text = std::fs::read_to_string(tmp.path().join("src/slug.rs")).unwrap();

@@ -15,11 +15,13 @@ pub mod out;
 
 pub mod agents_check;
 pub mod agents_cmd;
+pub mod color;
 pub mod completions;
 pub mod config_check;
 pub mod demo;
 pub mod fleet_cmd;
 pub mod gates_cmd;
+pub mod inspect;
 pub mod live;
 pub mod mega_cmd;
 pub mod notify;
@@ -111,6 +113,9 @@ pub struct Global {
     /// Run as if cascade was started in DIR
     #[arg(short = 'C', global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// When to colour the output (auto: on a terminal, unless NO_COLOR is set)
+    #[arg(long, global = true, value_enum, default_value_t = color::ColorChoice::Auto, value_name = "WHEN")]
+    pub color: color::ColorChoice,
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,6 +142,10 @@ pub enum Command {
     Status(status_cmd::StatusArgs),
     /// Continue an interrupted or killed run
     Resume(run_cmd::RunArgs),
+    /// One story of the run: attempts, failures, gate errors, review, diff stat, cost
+    Show(inspect::show::ShowArgs),
+    /// An attempt's agent output (-f follows a running one)
+    Logs(inspect::logs::LogsArgs),
     /// Multi-feature plans (mega-plan.json)
     #[command(subcommand)]
     Mega(mega_cmd::MegaCommand),
@@ -205,6 +214,7 @@ fn check_cascade_dir() -> Result<(), Failure> {
 
 /// Applies `-C` and runs the chosen command (`matches`: the parsed command line).
 pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
+    color::set(cli.global.color);
     if let Some(dir) = &cli.global.dir {
         std::env::set_current_dir(dir).map_err(|e| {
             Failure::usage(anyhow::anyhow!(
@@ -249,6 +259,8 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Approve(a) => run_cmd::approve(g, a),
         Command::Status(a) => status_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
+        Command::Show(a) => inspect::show::run(g, a),
+        Command::Logs(a) => inspect::logs::run(g, a),
         Command::Mega(c) => mega_cmd::run(g, c, matches.subcommand_matches("mega")),
         Command::Verify(a) => verify_cmd::run(g, a),
         Command::Worktree(c) => worktree_cmd::run(g, c),

@@ -28,40 +28,101 @@ pub struct StatusArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Print the status again every second until the run ends (on a
+    /// terminal the screen is redrawn; elsewhere a block is printed only
+    /// when something changed)
+    #[arg(long)]
+    pub watch: bool,
 }
 
 pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::usage(anyhow::anyhow!("cannot read the current directory: {e}")))?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
-    let state_path = paths.cascade_dir().join("state.json");
+    let color = super::color::stdout();
+    if a.watch {
+        return watch(&cwd, &paths, a.json, color);
+    }
     // A failed write is recorded by `out`: the exit code tells it (141 for
     // a closed pipe, `cascade status | head -1`).
     let mut out = std::io::BufWriter::with_capacity(1 << 16, super::out::stdout());
+    let (written, _) = render(&mut out, &cwd, &paths, a.json, color)?;
+    let _ = written.and_then(|()| out.flush());
+    Ok(EXIT_OK)
+}
+
+/// How often `--watch` looks again.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// `status --watch`: the status every second until the run is no longer
+/// going on (then once more, its end); on a terminal the screen is cleared
+/// first, elsewhere a block is printed only when it differs from the last.
+fn watch(
+    cwd: &std::path::Path,
+    paths: &cascade_git::RepoPaths,
+    json: bool,
+    color: bool,
+) -> CliResult {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdout().is_terminal();
+    let mut last: Option<Vec<u8>> = None;
+    loop {
+        let mut block = Vec::new();
+        let (written, running) = render(&mut block, cwd, paths, json, color)?;
+        let _ = written;
+        if last.as_ref() != Some(&block) {
+            let mut out = super::out::stdout();
+            let lead: &[u8] = match (terminal, last.is_some()) {
+                // Home, clear the screen: the block is redrawn in place.
+                (true, _) => b"\x1b[H\x1b[2J",
+                (false, true) if !json => b"\n",
+                _ => b"",
+            };
+            let _ = out.write_all(lead).and_then(|()| out.write_all(&block));
+            last = Some(block);
+        }
+        if !running || super::out::Stream::Stdout.broken() {
+            return Ok(EXIT_OK);
+        }
+        std::thread::sleep(WATCH_EVERY);
+    }
+}
+
+/// Writes the status once to `out`: what was written, and whether the run
+/// is going on (a live lock holder and a state that says running).
+fn render(
+    out: &mut impl Write,
+    cwd: &std::path::Path,
+    paths: &cascade_git::RepoPaths,
+    json: bool,
+    color: bool,
+) -> Result<(std::io::Result<()>, bool), Failure> {
+    let state_path = paths.cascade_dir().join("state.json");
     let shown = read_brief(&state_path, |state| {
         // A state that says "running" without a live lock holder (asked
         // after reading it) was killed: its open attempts were interrupted
         // and are not charged.
         let live = RunLock::holder(&paths.cascade_dir().join("lock"));
+        let running = live.is_some() && state.status == RunPhase::Running;
         let view = View {
             state,
             live: live.as_ref(),
+            color,
         };
-        if a.json {
-            serde_json::to_writer(&mut out, &view.json())
+        let written = if json {
+            serde_json::to_writer(&mut *out, &view.json())
                 .map_err(std::io::Error::from)
                 .and_then(|()| writeln!(out))
         } else {
-            view.text(&mut out)
-        }
+            view.text(out)
+        };
+        (written, running)
     })
     .map_err(Failure::usage)?;
-    let written = match shown {
-        Some(written) => written,
-        None => no_run(&mut out, &cwd, a.json),
-    };
-    let _ = written.and_then(|()| out.flush());
-    Ok(EXIT_OK)
+    Ok(match shown {
+        Some(shown) => shown,
+        None => (no_run(out, cwd, json), false),
+    })
 }
 
 /// Says there is no run yet, and which plan `approve` would run (quietly:
@@ -91,6 +152,8 @@ struct View<'a> {
     state: &'a RunDoc<StoryBrief<'a>>,
     /// The process running the run now, if one is.
     live: Option<&'a LockHolder>,
+    /// Colour the status words.
+    color: bool,
 }
 
 impl<'a> View<'a> {
@@ -106,10 +169,7 @@ impl<'a> View<'a> {
     /// Nothing runs without a live lock holder: a story the killed run left
     /// "running" is pending again (`resume` restarts it from a fresh worktree).
     fn story_status(&self, s: &StoryBrief<'_>) -> &'static str {
-        match s.status {
-            StoryStatus::Running if self.live.is_none() => "pending",
-            other => other.as_str(),
-        }
+        shown_status(s.status, self.live.is_some())
     }
 
     /// The cooldowns that have not ended yet.
@@ -146,8 +206,15 @@ impl<'a> View<'a> {
         let status = self.status();
         writeln!(
             out,
-            "Run {} ({}): {status}; {} complete, {} failed, {} blocked, {} pending; branch '{}'",
-            st.run_id, st.prd, c.complete, c.failed, c.blocked, c.pending, st.target_branch
+            "Run {} ({}): {}; {} complete, {} failed, {} blocked, {} pending; branch '{}'",
+            st.run_id,
+            st.prd,
+            super::color::status(status, self.color),
+            c.complete,
+            c.failed,
+            c.blocked,
+            c.pending,
+            st.target_branch
         )?;
         if let Some(h) = self.live {
             writeln!(
@@ -181,9 +248,9 @@ impl<'a> View<'a> {
         for s in &st.stories {
             writeln!(
                 out,
-                "{:<width$}  {:<9}  {:<14}  {:>8}  {}",
+                "{:<width$}  {}  {:<14}  {:>8}  {}",
                 &*s.id,
-                self.story_status(s),
+                super::color::status_padded(self.story_status(s), 9, self.color),
                 s.agent.as_deref().unwrap_or("-"),
                 s.attempts.charged(self.live.is_some()),
                 detail(s)
@@ -199,6 +266,15 @@ impl<'a> View<'a> {
             )?;
         }
         Ok(())
+    }
+}
+
+/// A story's status as `status` and `show` print it (`live`: a process
+/// runs the run now): a story a killed run left "running" is pending again.
+pub(crate) fn shown_status(status: StoryStatus, live: bool) -> &'static str {
+    match status {
+        StoryStatus::Running if !live => "pending",
+        other => other.as_str(),
     }
 }
 

@@ -182,3 +182,15 @@ pub fn dead_pid() -> u32 {
     child.wait().expect("reaped");
     pid
 }
+
+/// `cascade <args> --agents <agents>` in `dir`, run to its end (two
+/// minutes at most): what a fixture with its own agents.json runs.
+pub fn run_with_agents(dir: &Path, agents: &Path, args: &[&str]) -> std::process::Output {
+    cascade(dir)
+        .args(args)
+        .arg("--agents")
+        .arg(agents)
+        .timeout(std::time::Duration::from_secs(120))
+        .output()
+        .expect("cascade runs")
+}

@@ -15,6 +15,7 @@ mod examples;
 mod fleet;
 mod gates;
 mod hardening;
+mod inspect;
 mod integration;
 mod lean_build;
 mod live_failures;

@@ -912,3 +912,34 @@ echo "note from $CASCADE_STORY_ID" >> findings.md"#,
     );
     assert_eq!(git(root, &["status", "--porcelain"]), "");
 }
+
+/// `cascade show` and `cascade logs` name a mega run's story as
+/// FEATURE/STORY, or by its id alone when one feature has it.
+#[test]
+fn show_and_logs_find_a_features_story() {
+    let m = setup(&[("f1", "auth", &[], true)], |name| {
+        vec![format!("{name}-1")]
+    });
+    let out = m.approve(&[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let run = |args: &[&str]| crate::common::run_with_agents(m.root(), &m.agents(), args);
+    for name in ["auth/auth-1", "auth-1"] {
+        let show = run(&["show", name, "--json"]);
+        assert_eq!(show.status.code(), Some(0), "{}", text(&show));
+        let v: Value = serde_json::from_slice(&show.stdout).expect("show --json is JSON");
+        assert_eq!(v["story"], "auth/auth-1", "{v:#}");
+        assert_eq!(v["feature"], "auth");
+        assert_eq!(v["status"], "complete");
+        assert_eq!(v["attempts"][0]["outcome"], "passed", "{v:#}");
+    }
+    let logs = run(&["logs", "auth/auth-1"]);
+    assert_eq!(logs.status.code(), Some(0), "{}", text(&logs));
+    assert!(!logs.stdout.is_empty(), "{}", text(&logs));
+    let wrong = run(&["show", "api/auth-1"]);
+    assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("did you mean 'auth/auth-1'?"),
+        "{}",
+        text(&wrong)
+    );
+}

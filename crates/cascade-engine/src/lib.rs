@@ -109,3 +109,5 @@ pub mod mega;
 pub use events::{Event, EventSink, FallbackNote, RunStatus, StoryCounts, StorySummary};
 pub use leftover::stop_agents_under;
 pub use retry::{FailureKind, RetryPolicy};
+/// Where an attempt's gate results are kept (`cascade show` reads them).
+pub use steps::gate_report_path;

@@ -10,6 +10,9 @@
 //! text, and a file larger than [`MAX_TEXT_BYTES`] carries no text either
 //! (nothing a person wrote by hand is that large).
 //!
+//! [`diff_stat`] counts the lines a branch changed since it left another
+//! (a story's `git diff --stat` against its target).
+//!
 //! [`file_at`] reads one file of a commit without checking anything out,
 //! [`blob_ids_at`] names a commit's files by blob id without reading them,
 //! [`is_tracked`] says whether a path is in a worktree's index, and
@@ -214,6 +217,91 @@ pub fn diff_patch(
             "\n[... {left_out} more bytes of the diff left out ...]\n"
         ));
     }
+    Ok(out)
+}
+
+/// Lines added and removed in one file of a change (`git diff --stat`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileStat {
+    /// Repository-relative path after the change (before it, for a deleted file).
+    pub path: String,
+    pub added: usize,
+    pub removed: usize,
+    /// Binary content: no lines to count.
+    pub binary: bool,
+}
+
+/// What revision `head` changed since it left revision `base`: the diff from
+/// their merge base to `head` (`git diff --stat base...head`), so a story
+/// branch shows its own change, not what its target gained since. A `head`
+/// that `base` contains already (fast-forwarded into it) shows its own
+/// commit's change. Files in path order; unrelated histories diff from the
+/// empty tree.
+pub fn diff_stat(workdir: &Path, base: &str, head: &str) -> Result<Vec<FileStat>, GitError> {
+    let repo = discover(workdir)?;
+    let commit = |rev: &str| {
+        repo.revparse_single(rev)
+            .and_then(|o| o.peel_to_commit())
+            .map_err(GitError::git(format!("resolve revision '{rev}'")))
+    };
+    let (base_commit, head_commit) = (commit(base)?, commit(head)?);
+    let fork = match repo.merge_base(base_commit.id(), head_commit.id()) {
+        // `head` merged already (by a fast-forward): its own commit's change.
+        Ok(oid) if oid == head_commit.id() && head_commit.parent_count() > 0 => Some(
+            head_commit
+                .parent(0)
+                .and_then(|c| c.tree())
+                .map_err(GitError::git(format!("read the parent of '{head}'")))?,
+        ),
+        Ok(oid) => Some(
+            repo.find_commit(oid)
+                .and_then(|c| c.tree())
+                .map_err(GitError::git("read the merge base"))?,
+        ),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => None,
+        Err(e) => {
+            return Err(GitError::git(format!(
+                "find the merge base of '{base}' and '{head}'"
+            ))(e))
+        }
+    };
+    let head_tree = head_commit
+        .tree()
+        .map_err(GitError::git(format!("read the tree of '{head}'")))?;
+    let diff = repo
+        .diff_tree_to_tree(fork.as_ref(), Some(&head_tree), None)
+        .map_err(GitError::git("diff"))?;
+    let mut out = Vec::new();
+    for idx in 0..diff.deltas().len() {
+        let Some(delta) = diff.get_delta(idx) else {
+            continue;
+        };
+        let path = delta
+            .new_file()
+            .path()
+            .or_else(|| delta.old_file().path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (added, removed, binary) = match Patch::from_diff(&diff, idx) {
+            Ok(Some(patch)) => {
+                let binary = patch.delta().flags().is_binary();
+                let (_, added, removed) = patch
+                    .line_stats()
+                    .map_err(GitError::git("count changed lines"))?;
+                (added, removed, binary)
+            }
+            // libgit2 makes no patch of a binary file.
+            Ok(None) => (0, 0, true),
+            Err(e) => return Err(GitError::git("diff")(e)),
+        };
+        out.push(FileStat {
+            path,
+            added,
+            removed,
+            binary,
+        });
+    }
+    out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
 }
 
@@ -512,6 +600,41 @@ mod tests {
         assert!(patch.contains("+++ b/new.txt"), "{patch}");
         let cut = diff_patch(d, "HEAD~1", Some("HEAD"), 40).unwrap();
         assert!(cut.contains("more bytes of the diff left out"), "{cut}");
+    }
+
+    /// A branch's stat counts only its own change, not what the branch it
+    /// left gained since.
+    #[test]
+    fn a_branch_stat_counts_its_own_change_since_the_fork() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        git(d, &["init", "-q", "-b", "main"]);
+        std::fs::write(d.join("a.txt"), "one\ntwo\n").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "base"]);
+        git(d, &["checkout", "-q", "-b", "story"]);
+        std::fs::write(d.join("a.txt"), "one\nTWO\nthree\n").unwrap();
+        std::fs::write(d.join("bin.dat"), b"\0\x01").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "story"]);
+        git(d, &["checkout", "-q", "main"]);
+        std::fs::write(d.join("later.txt"), "main moved on\n").unwrap();
+        git(d, &["add", "-A"]);
+        git(d, &["commit", "-q", "-m", "later"]);
+
+        let stat = diff_stat(d, "main", "story").unwrap();
+        let rows: Vec<(&str, usize, usize, bool)> = stat
+            .iter()
+            .map(|f| (f.path.as_str(), f.added, f.removed, f.binary))
+            .collect();
+        assert_eq!(rows, [("a.txt", 2, 1, false), ("bin.dat", 0, 0, true)]);
+        assert!(diff_stat(d, "main", "no-such-branch").is_err());
+        // Fast-forwarded into its target, the branch still shows its change.
+        git(d, &["checkout", "-q", "-b", "ff", "story"]);
+        git(d, &["checkout", "-q", "story"]);
+        git(d, &["merge", "-q", "--ff-only", "ff"]);
+        let merged = diff_stat(d, "ff", "story").unwrap();
+        assert_eq!(merged, stat);
     }
 
     /// Files added and deleted whole are counted only where that is what

@@ -62,7 +62,12 @@ pub fn render(
             });
         }
         if with_cost {
-            row.push(r.cost_usd.map_or("-".into(), |c| format!("${c:.2}")));
+            // Spend an agent did not report is unknown, never $0.
+            row.push(match (r.cost_usd, r.attempts) {
+                (Some(c), _) => format!("${c:.2}"),
+                (None, 0) => "-".into(),
+                (None, _) => "unknown".into(),
+            });
         }
         table.push(row);
     }
@@ -75,7 +80,7 @@ pub fn render(
         for (c, cell) in row.iter().enumerate() {
             let last = c + 1 == row.len();
             let text = if i > 0 && c == 1 {
-                paint_status(cell, color)
+                crate::cli::color::status(cell, color)
             } else {
                 cell.clone()
             };
@@ -169,7 +174,9 @@ pub fn render(
     }
     let cost: f64 = rows.iter().filter_map(|r| r.cost_usd).sum();
     if with_cost {
-        totals.push_str(&format!(", ${cost:.2}"));
+        let unknown = rows.iter().any(|r| r.cost_usd.is_none() && r.attempts > 0);
+        let more = if unknown { " + unknown" } else { "" };
+        totals.push_str(&format!(", ${cost:.2}{more}"));
     }
     out.push_str(&totals);
     out.push('\n');
@@ -199,19 +206,6 @@ fn gates(gates: &[GateSummary]) -> String {
 
 fn width(s: &str) -> usize {
     s.chars().count()
-}
-
-fn paint_status(status: &str, color: bool) -> String {
-    if !color {
-        return status.to_string();
-    }
-    let code = match status {
-        "complete" => "32",
-        "failed" => "31",
-        "blocked" => "33",
-        _ => "2",
-    };
-    format!("\x1b[{code}m{status}\x1b[0m")
 }
 
 #[cfg(test)]
@@ -375,5 +369,37 @@ mod tests {
         assert!(text.contains("\x1b[32mcomplete\x1b[0m"));
         assert!(text.contains("12.8k tokens"), "{text}");
         assert!(!text.contains("failures:"), "{text}");
+    }
+
+    #[test]
+    fn spend_not_reported_is_unknown_not_zero() {
+        let mut paid = row("paid", "complete");
+        paid.cost_usd = Some(0.5);
+        let silent = row("silent", "complete");
+        let mut never = row("never", "blocked");
+        never.attempts = 0;
+        let text = render(
+            &[paid, silent, never],
+            RunStatus::Completed,
+            &StoryCounts {
+                complete: 2,
+                blocked: 1,
+                ..Default::default()
+            },
+            1000,
+            false,
+        );
+        let cost_of = |story: &str| {
+            text.lines()
+                .find(|l| l.starts_with(story))
+                .and_then(|l| l.split_whitespace().last())
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert_eq!(cost_of("paid"), "$0.50", "{text}");
+        assert_eq!(cost_of("silent"), "unknown", "{text}");
+        assert_eq!(cost_of("never"), "-", "{text}");
+        assert!(text.contains(", $0.50 + unknown\n"), "{text}");
+        insta::assert_snapshot!(text);
     }
 }

@@ -5,8 +5,8 @@
 //! running story (agent, phase, attempt, current step, elapsed time), while
 //! every step worth keeping (started, gate results, retries, merges,
 //! failures) is printed above it. Anywhere else it prints the same steps as
-//! plain lines on stdout, flushed one by one, with no escape codes. Colour is
-//! used only on a terminal and never when `NO_COLOR` is set. On
+//! plain lines on stdout, flushed one by one, with no escape codes (unless
+//! `--color always`). Whether to colour is [`crate::cli::color`]'s decision. On
 //! `run_finished` it prints the summary table ([`super::summary`]).
 
 use std::collections::HashMap;
@@ -44,9 +44,15 @@ impl TerminalReporter {
         let interactive =
             std::io::stdout().is_terminal() && std::io::stderr().is_terminal() && !dumb;
         if interactive {
-            TerminalReporter::live(color_allowed())
+            // The live view is drawn on stderr, the summary on stdout: both
+            // are terminals here.
+            TerminalReporter::live(crate::cli::color::stderr())
         } else {
-            TerminalReporter::plain(Box::new(crate::cli::out::stdout()), false)
+            // Plain lines: coloured only when asked (`--color always`).
+            TerminalReporter::plain(
+                Box::new(crate::cli::out::stdout()),
+                crate::cli::color::stdout(),
+            )
         }
     }
 
@@ -255,9 +261,32 @@ impl Live {
             }
             Event::StoryMerged { story, .. } | Event::StoryFailed { story, .. } => self.done(story),
             Event::StoryBlocked { story, .. } => self.done(story),
-            _ => {}
+            other => {
+                if let Some((story, message)) = step_message(other) {
+                    if let Some(bar) = self.stories.get(story) {
+                        bar.set_message(shown(&message));
+                    }
+                }
+            }
         }
     }
+}
+
+/// The live line of a story whose attempt moved on to a later step
+/// (verification, proving tests, review, integration): the line always
+/// names the step running now, never the last gate while a review runs.
+fn step_message(event: &Event) -> Option<(&str, String)> {
+    Some(match event {
+        Event::GateFinished { story, gate, .. } => (story, format!("gate {gate} done")),
+        Event::VerificationFinished { story, .. } => (story, "verified · next step".to_string()),
+        Event::TestsProved { story, .. } => (story, "tests proved · next step".to_string()),
+        Event::ReviewStarted { story, agent, .. } => (story, format!("review by {agent}")),
+        Event::ReviewFinished { story, verdict, .. } => (story, format!("review: {verdict}")),
+        Event::IntegrationStarted { story, .. } => {
+            (story, "integration: gates on the merged tree".to_string())
+        }
+        _ => return None,
+    })
 }
 
 /// A live line's text: agent and gate names, workers, shown safely.
@@ -265,17 +294,7 @@ fn shown(text: &str) -> String {
     super::printable_line(text).into_owned()
 }
 
-fn color_allowed() -> bool {
-    std::env::var_os("NO_COLOR").map_or(true, |v| v.is_empty())
-}
-
-fn paint(text: &str, code: &str, color: bool) -> String {
-    if color {
-        format!("\x1b[{code}m{text}\x1b[0m")
-    } else {
-        text.to_string()
-    }
-}
+use crate::cli::color::paint;
 
 /// "2 findings" and one per line below (at most 10).
 fn listed(findings: &[cascade_engine::events::VerifyFinding], what: &str) -> String {
@@ -820,6 +839,30 @@ mod tests {
         assert!(text.contains("STORY  STATUS"), "{text}");
         assert!(text.contains("tests ✓"), "{text}");
         assert!(text.ends_with("run failed: 1 complete, 0 failed, 1 blocked, 0 pending in 6.0s\n"));
+    }
+
+    #[test]
+    fn the_live_line_names_the_step_running_now() {
+        let review = Event::ReviewStarted {
+            story: "s1".into(),
+            attempt: 1,
+            agent: "checker".into(),
+            author: "writer".into(),
+            note: None,
+        };
+        assert_eq!(
+            step_message(&review),
+            Some(("s1", "review by checker".to_string()))
+        );
+        let started = Event::GateStarted {
+            story: "s1".into(),
+            gate: "tests".into(),
+        };
+        assert_eq!(
+            step_message(&started),
+            None,
+            "its own arm says 'gate tests'"
+        );
     }
 
     #[test]

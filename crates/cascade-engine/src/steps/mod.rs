@@ -18,6 +18,7 @@ mod agent_head;
 mod census;
 mod commit;
 mod gates;
+pub use gates::gate_report_path;
 mod integrate;
 pub(crate) mod merge;
 mod prepare_worktree;
