@@ -9,7 +9,8 @@
 //! run, a chosen agent that fails its check makes the stories fall back
 //! along their chain (said on stderr, and in the events' fallbacks); when
 //! no candidate is left, or with `--no-fallback`, the run stops before any
-//! story starts with exit 2 and the report.
+//! story starts with exit 2 and the report. A failure read from the cache
+//! is checked again once before it makes a run fall back or stop.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -181,6 +182,9 @@ pub fn before_run(
     };
     let config = &loaded.config;
     let (_, cache) = detector(cwd, writes);
+    if let Some(cache) = &cache {
+        recheck_failures(config, cwd, cache, writes)?;
+    }
     let mut checked: Vec<AgentCheck> = Vec::new();
     let mut said: BTreeSet<String> = BTreeSet::new();
     // Each round checks the agents chosen so far; a failure changes the
@@ -255,6 +259,36 @@ pub fn before_run(
         if !again {
             break;
         }
+    }
+    Ok(())
+}
+
+/// Checks again, once, every agent whose cached check failed, before that
+/// verdict can make a run fall back or refuse: the user may have applied
+/// the printed fix in a way the cache key does not see (a login the CLI
+/// keeps elsewhere, a variable only the CLI reads). Agents that pass are
+/// stored as passing; the rest fail as before, now from a fresh check.
+fn recheck_failures(
+    config: &AgentsConfig,
+    cwd: &Path,
+    cache: &CheckCache,
+    writes: bool,
+) -> Result<(), Failure> {
+    let (detector, _) = detector(cwd, writes);
+    let stale: Vec<AgentDef> = config
+        .agents
+        .iter()
+        .filter(|d| d.api.is_none() && CliFamily::of_command(&d.command) != CliFamily::Other)
+        .filter(|d| {
+            detector
+                .detect(&d.command)
+                .path
+                .is_some_and(|p| cache.failure(d, &p).is_some())
+        })
+        .cloned()
+        .collect();
+    if !stale.is_empty() {
+        run_checks(&stale, &detector, Some(cache), true)?;
     }
     Ok(())
 }

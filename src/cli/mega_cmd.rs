@@ -549,6 +549,10 @@ fn describe(e: &MegaEvent) -> Option<String> {
         MegaStep::PrdGenerationStarted { feature, attempt, max_attempts } => {
             format!("[{feature}] PRD agent writing the PRD (attempt {attempt}/{max_attempts})")
         }
+        MegaStep::PrdAgentFinished { feature, attempt, agent, cost_usd, .. } => format!(
+            "[{feature}] PRD agent '{agent}' finished attempt {attempt}, spent {}",
+            cost_usd.map_or_else(|| "an unknown amount".to_string(), |c| format!("${c:.2}"))
+        ),
         MegaStep::PrdInvalid { feature, attempt, problems } => format!(
             "[{feature}] PRD attempt {attempt} rejected:\n{}",
             problems.iter().map(|p| format!("    - {p}")).collect::<Vec<_>>().join("\n")

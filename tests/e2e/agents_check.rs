@@ -243,3 +243,114 @@ fn completions_are_printed_for_every_shell_and_an_unknown_shell_is_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// A claude stub: logged in when ANTHROPIC_API_KEY is set, when
+/// `~/.claude/.credentials.json` exists, or when the file named by
+/// `$STUB_LOGIN` exists (a login the check's key cannot see); as an
+/// agent it writes a file.
+const CLAUDE: &str = r#"case "$*" in
+  --version) echo "2.1.5 (Claude Code)";;
+  --help) printf 'Usage: claude [options]\n  -p, --print\n  --output-format <format>\n';;
+  "auth status")
+    if [ -n "$ANTHROPIC_API_KEY" ] || [ -f "$HOME/.claude/.credentials.json" ] || { [ -n "$STUB_LOGIN" ] && [ -f "$STUB_LOGIN" ]; }; then
+      echo '{"loggedIn": true}'
+    else
+      echo '{"loggedIn": false}'; exit 1
+    fi;;
+  -p*) echo "claude was here" > claude.txt; echo done;;
+  *) exit 2;;
+esac"#;
+
+/// The fake PATH with the claude stub, and an agents.json using only it.
+fn claude_only(dir: &Path) -> PathBuf {
+    let bin = fake_bin(dir);
+    script(&bin.join("claude"), CLAUDE);
+    write_json(
+        &dir.join("agents.json"),
+        &json!({
+            "default_agent": "claude",
+            "agents": {"claude": {"type": "cli", "command": "claude", "timeout": 60,
+                "args": ["-p", "{prompt}", "--output-format", "text"]}}
+        }),
+    );
+    bin
+}
+
+/// `agents check --json` for the claude stub: (status, cached).
+fn claude_check(dir: &Path, bin: &Path, key: Option<&str>) -> (String, bool) {
+    let mut cmd = cascade(dir);
+    cmd.env("PATH", bin).env_remove("ANTHROPIC_API_KEY");
+    if let Some(key) = key {
+        cmd.env("ANTHROPIC_API_KEY", key);
+    }
+    let out = cmd.args(["agents", "check", "--json"]).output().unwrap();
+    let v = json_of(&out);
+    let claude = &v["agents"][0];
+    assert_eq!(claude["agent"], "claude", "{v}");
+    (
+        claude["status"].as_str().unwrap_or_default().to_string(),
+        claude["cached"] == true,
+    )
+}
+
+#[test]
+fn a_cached_verdict_does_not_survive_logging_out_or_logging_in() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = claude_only(dir);
+    let ok = |cached| ("ok".to_string(), cached);
+    let failed = |cached| ("failed".to_string(), cached);
+    assert_eq!(claude_check(dir, &bin, Some("k1")), ok(false));
+    assert_eq!(claude_check(dir, &bin, Some("k1")), ok(true));
+    // Logged out: checked again, and the check says so.
+    assert_eq!(claude_check(dir, &bin, None), failed(false));
+    assert_eq!(claude_check(dir, &bin, None), failed(true));
+    // The printed fix applied (a login stored in claude's credentials
+    // file): checked again at once, not after an hour.
+    std::fs::create_dir_all(dir.join(".claude")).unwrap();
+    std::fs::write(dir.join(".claude/.credentials.json"), "{}").unwrap();
+    assert_eq!(claude_check(dir, &bin, None), ok(false));
+    assert_eq!(claude_check(dir, &bin, None), ok(true));
+    std::fs::remove_file(dir.join(".claude/.credentials.json")).unwrap();
+    assert_eq!(claude_check(dir, &bin, None), failed(false));
+}
+
+#[test]
+fn a_cached_failure_is_checked_again_before_it_refuses_a_run() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = claude_only(dir);
+    prd(dir);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "plan"]);
+    assert_eq!(claude_check(dir, &bin, None), ("failed".to_string(), false));
+    // The user logs in where the cache key cannot see it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let login = elsewhere.path().join("logged-in");
+    std::fs::write(&login, "yes").unwrap();
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("STUB_LOGIN", &login)
+        .args([
+            "approve",
+            "--auto-run",
+            "--no-fallback",
+            "--json",
+            "--retry-delay",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("claude.txt")).unwrap(),
+        "claude was here\n"
+    );
+    // The fresh verdict is what the cache holds now.
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(".cascade/agent-checks.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["agents"]["claude"]["check"]["status"], "ok", "{v}");
+}

@@ -451,11 +451,12 @@ fn path_escapes_are_refused_as_tool_errors_and_write_nothing() {
     );
 }
 
-#[test]
-fn a_retry_continues_the_conversation() {
+/// The one-story plan run by `mode`'s model on `wire` with one retry:
+/// the first attempt fails its gate, the retry fixes the file on main.
+fn retried(wire: Wire, mode: Mode) -> (Setup, Model) {
     let s = Setup::new();
-    let model = mock_model::start(Wire::OpenAi, Mode::Retry);
-    s.agents(json!({"a": api(&model, Wire::OpenAi, json!({}))}), "a");
+    let model = mock_model::start(wire, mode);
+    s.agents(json!({"a": api(&model, wire, json!({}))}), "a");
     s.prd();
     let (out, evs) = s.approve(&["--max-retries", "1"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
@@ -467,6 +468,12 @@ fn a_retry_continues_the_conversation() {
         git(s.repo(), &["show", "main:story-001.txt"]),
         "story-001 fixed\n"
     );
+    (s, model)
+}
+
+#[test]
+fn a_retry_continues_the_conversation() {
+    let (s, model) = retried(Wire::OpenAi, Mode::Retry);
     // The retry's first request carries the first attempt's prompt, its
     // Write call and the result, then the retry prompt.
     let bodies = model.bodies();
@@ -485,6 +492,30 @@ fn a_retry_continues_the_conversation() {
     let attempts = state["stories"][0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0]["session_id"], attempts[1]["session_id"]);
+}
+
+#[test]
+fn an_empty_reply_after_tool_use_ends_the_turn_and_the_retry_still_continues() {
+    // Every text answer is `content: []`; the mock refuses, as the live
+    // API does, any request that resends an empty message. The first
+    // attempt ends "done, nothing said" and fails its gate; the retry
+    // continues the same conversation and fixes the file.
+    let (_s, model) = retried(Wire::Anthropic, Mode::EmptyFinal);
+    let bodies = model.bodies();
+    assert!(
+        bodies
+            .iter()
+            .any(|b| prompts(b, Wire::Anthropic).len() == 2),
+        "no request continued the conversation"
+    );
+    for body in &bodies {
+        for m in body["messages"].as_array().unwrap() {
+            assert!(
+                !m["content"].as_array().is_some_and(Vec::is_empty),
+                "an empty message was sent: {body}"
+            );
+        }
+    }
 }
 
 #[test]

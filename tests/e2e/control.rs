@@ -322,6 +322,60 @@ exit 0"#,
     }
 }
 
+#[test]
+fn a_gate_past_its_timeout_gives_its_slot_to_the_next_storys_gate() {
+    let stories = json!([story("h1", &[]), story("h2", &[])]);
+    let f = Fixture::new(stories.clone(), json!([]));
+    // h1's gate hangs, ignores SIGTERM and leaves a process outside its
+    // group holding its output; h2's gate passes.
+    let gate = f.agent_script(
+        "gate.sh",
+        r#"if [ -f h1.txt ]; then
+  echo hung >> "$T/gates"
+  setsid sleep 60 &
+  trap '' TERM
+  sleep 60
+fi
+echo "ran for $(ls *.txt | tr '\n' ' ')" >> "$T/gates"
+exit 0"#,
+    );
+    f.write_prd(
+        "prd.json",
+        stories,
+        json!([{"name": "check", "type": "test", "command": gate, "required": true,
+                "timeout_seconds": 2}]),
+        json!({}),
+    );
+    // h2's agent finishes only once h1's gate holds the one slot, so h2's
+    // gate has to get that slot from the hung gate.
+    let agent = f.agent_script(
+        "agent.sh",
+        &format!(
+            r#"if [ "$id" = h2 ]; then
+  i=0; while ! grep -q hung "$T/gates" 2>/dev/null && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done
+fi
+{WRITE_OWN_FILE}"#
+        ),
+    );
+    f.set_agents("scripted", &[("scripted", &agent)], json!({}));
+    let out = f.approve(&["--parallel", "2", "--gate-jobs", "1", "--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let hung = ev
+        .iter()
+        .find(|e| e["event"] == "gate_finished" && e["story"] == "h1")
+        .unwrap_or_else(|| panic!("no gate_finished for h1: {}", explain(&out)));
+    assert_eq!(hung["timed_out"], "timed out after 2 s", "{hung}");
+    assert_eq!(f.lines("gates")[0], "hung", "{:?}", f.lines("gates"));
+    assert!(
+        f.lines("gates").contains(&"ran for h2.txt ".to_string()),
+        "{:?}",
+        f.lines("gates")
+    );
+    assert_eq!(git(f.repo(), &["show", "main:h2.txt"]), "h2\n");
+    assert_eq!(f.status_json()["stories"]["h1"]["status"], "failed");
+}
+
 /// An agent that reports `cost` USD as Claude's stream-json result line.
 fn costly_agent(f: &Fixture, cost: &str, then: &str) -> String {
     f.agent_script(

@@ -123,6 +123,13 @@ cat > "$CASCADE_PRD_PATH" <<JSON
 JSON
 "#;
 
+/// The good PRD agent reporting what the call cost, as Claude Code does.
+const PRD_PAID: &str = r#"
+T="$(dirname "$0")"
+sh "$T/prd.sh"
+printf '%s\n' '{"type":"result","result":"wrote the PRD","total_cost_usd":2.0,"usage":{"input_tokens":1000,"output_tokens":100}}'
+"#;
+
 /// A PRD agent that always writes a PRD with an unknown dependency.
 const PRD_BAD: &str = r#"
 T="$(dirname "$0")"
@@ -143,6 +150,7 @@ fn setup(features: &[F], stories_of: impl Fn(&str) -> Vec<String>) -> Mega {
     script(&t.join("impl.sh"), IMPL);
     script(&t.join("prd.sh"), PRD_GOOD);
     script(&t.join("prd-bad.sh"), PRD_BAD);
+    script(&t.join("prd-paid.sh"), PRD_PAID);
     let agent = |cmd: &Path| json!({"type": "cli", "command": cmd.display().to_string(), "args": [], "timeout": 120});
     write_json(
         &t.join("agents.json"),
@@ -152,6 +160,7 @@ fn setup(features: &[F], stories_of: impl Fn(&str) -> Vec<String>) -> Mega {
                 "impl": agent(&t.join("impl.sh")),
                 "prd": agent(&t.join("prd.sh")),
                 "prd-bad": agent(&t.join("prd-bad.sh")),
+                "prd-paid": agent(&t.join("prd-paid.sh")),
             },
             "phase_defaults": {"planning": {"default_agent": "prd", "fallback_chain": []}}
         }),
@@ -344,6 +353,34 @@ fn json_stream_ends_with_mega_finished() {
         .iter()
         .any(|e| e["event"] == "story_merged" && e["feature"] == "auth"));
     assert!(lines.iter().any(|e| e["event"] == "feature_merged"));
+}
+
+#[test]
+fn the_prd_agents_spend_is_announced_and_charged_to_max_cost() {
+    // api builds on auth; neither has a PRD. Writing auth's costs $2 of a
+    // $1 budget: no later feature starts, not even its PRD agent.
+    let m = setup(
+        &[("f1", "auth", &[], false), ("f2", "api", &["f1"], false)],
+        |_| vec![],
+    );
+    let out = m.approve(&["--prd-agent", "prd-paid", "--max-cost", "1", "--json"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+        .collect();
+    let charged: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "prd_agent_finished")
+        .collect();
+    assert_eq!(charged.len(), 1, "{}", text(&out));
+    assert_eq!(charged[0]["feature"], "auth");
+    assert_eq!(charged[0]["agent"], "prd-paid");
+    assert_eq!(charged[0]["cost_usd"], 2.0);
+    assert_eq!(charged[0]["input_tokens"], 1000);
+    assert_eq!(m.note("prd.calls").trim(), "auth", "{}", text(&out));
+    let last = lines.last().expect("events");
+    assert_eq!(last["event"], "mega_finished", "{}", text(&out));
+    assert_eq!(last["status"], "budget_exhausted", "{}", text(&out));
 }
 
 #[test]

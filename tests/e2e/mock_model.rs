@@ -10,7 +10,10 @@
 //! body is recorded for the tests to read. Modes answer with 401, a 429
 //! once, 500, 529, nothing at all, or a stream that is not JSON; `Escape`
 //! tries the three path escapes before doing the story; `Chatty` streams
-//! megabytes of text before its answer.
+//! megabytes of text before its answer; `EmptyFinal` is `Retry` whose
+//! every text answer is empty (`content: []`, as the live API sometimes
+//! ends a turn after tool use). Like the real Messages API, a request
+//! holding a message with empty content is refused with 400.
 //!
 //! Replies are streamed as the real APIs stream them (Anthropic's events
 //! through `mock_anthropic::sse`; OpenAI chunks with the tool call's
@@ -60,6 +63,8 @@ pub enum Mode {
     /// `Work`, with about this many bytes of chatter (whole short lines)
     /// streamed before the final answer of a story.
     Chatty(usize),
+    /// `Retry`, every text answer empty.
+    EmptyFinal,
 }
 
 pub struct Model {
@@ -156,6 +161,18 @@ fn serve(
     if !is_model_call {
         return respond(&mut out, 404, "application/json", &[], "{}");
     }
+    if let Some(i) = empty_message(&body, wire) {
+        return respond(
+            &mut out,
+            400,
+            "application/json",
+            &[],
+            &error(
+                "invalid_request_error",
+                &format!("messages.{i}: all messages must have non-empty content except for the optional final assistant message"),
+            ),
+        );
+    }
     let n = count.fetch_add(1, Ordering::SeqCst);
     match mode {
         Mode::RateLimitedOnce if n == 0 => respond(
@@ -200,6 +217,9 @@ fn serve(
             if let (Mode::Chatty(n), Reply::Text(text)) = (mode, &mut reply) {
                 let line = "the model goes on and on about the story\n";
                 *text = format!("{}{text}", line.repeat(n / line.len()));
+            }
+            if let (Mode::EmptyFinal, Reply::Text(_)) = (mode, &reply) {
+                reply = Reply::Empty;
             }
             let model = body["model"].as_str().unwrap_or("mock-model");
             respond(
@@ -289,34 +309,59 @@ pub fn conversation(body: &Value, wire: Wire) -> Conversation {
     Conversation { system, messages }
 }
 
+/// The index of the first message with empty content the Messages API
+/// would refuse (Anthropic wire only: the live refusal the mock copies).
+fn empty_message(body: &Value, wire: Wire) -> Option<usize> {
+    if wire != Wire::Anthropic {
+        return None;
+    }
+    body["messages"].as_array()?.iter().position(|m| {
+        m["content"].as_array().is_some_and(|blocks| {
+            blocks.is_empty()
+                || blocks.iter().all(|b| {
+                    b["type"] == "text" && b["text"].as_str().is_some_and(|t| t.trim().is_empty())
+                })
+        })
+    })
+}
+
 /// What the model says next.
 pub enum Reply {
     Text(String),
     Calls(Vec<(&'static str, Value)>),
+    /// No content at all, ending the turn.
+    Empty,
 }
 
 /// The scripted model (see the module doc).
 pub fn next(c: &Conversation, mode: &Mode) -> Reply {
-    // The latest prompt, and the tool results that came after it.
-    let prompts: Vec<(usize, &str)> = c
+    // The latest prompt, and the tool results that came after it (a prompt
+    // may share its message with the results of the turn before it).
+    let prompts: Vec<((usize, usize), &str)> = c
         .messages
         .iter()
         .enumerate()
         .filter(|(_, m)| m.role == "user")
         .flat_map(|(i, m)| {
-            m.items.iter().filter_map(move |it| match it {
-                Item::Text(t) if !t.is_empty() => Some((i, t.as_str())),
-                _ => None,
-            })
+            m.items
+                .iter()
+                .enumerate()
+                .filter_map(move |(j, it)| match it {
+                    Item::Text(t) if !t.is_empty() => Some(((i, j), t.as_str())),
+                    _ => None,
+                })
         })
         .collect();
     let Some(&(at, prompt)) = prompts.last() else {
         return Reply::Text("no prompt".into());
     };
-    let results: Vec<&str> = c.messages[at..]
+    let results: Vec<&str> = c
+        .messages
         .iter()
-        .flat_map(|m| m.items.iter())
-        .filter_map(|it| match it {
+        .enumerate()
+        .flat_map(|(i, m)| m.items.iter().enumerate().map(move |(j, it)| ((i, j), it)))
+        .filter(|(pos, _)| *pos > at)
+        .filter_map(|(_, it)| match it {
             Item::Result { content, .. } => Some(content.as_str()),
             _ => None,
         })
@@ -362,7 +407,7 @@ fn story(id: &str, workdir: &str, results: &[&str], continued: bool, mode: &Mode
     let last = results.last().copied().unwrap_or("");
     // Retry mode: the first attempt leaves a draft without running the
     // gates; the retry, continuing the conversation, fixes it.
-    if *mode == Mode::Retry && !continued {
+    if matches!(mode, Mode::Retry | Mode::EmptyFinal) && !continued {
         return match wrote {
             0 => write(&file, &format!("{id} draft\n")),
             _ => Reply::Text(format!("{id}: wrote a draft")),
@@ -494,6 +539,7 @@ fn render(reply: &Reply, wire: Wire, model: &str) -> String {
         Wire::Anthropic => {
             let (content, stop) = match reply {
                 Reply::Text(t) => (json!([{"type": "text", "text": t}]), "end_turn"),
+                Reply::Empty => (json!([]), "end_turn"),
                 Reply::Calls(calls) => (
                     Value::Array(
                         calls
@@ -529,6 +575,7 @@ fn render(reply: &Reply, wire: Wire, model: &str) -> String {
                     chunks.push(chunk(json!({"content": &t[mid..]}), Value::Null));
                     "stop"
                 }
+                Reply::Empty => "stop",
                 Reply::Calls(calls) => {
                     for (i, (name, input)) in calls.iter().enumerate() {
                         let args = input.to_string();

@@ -106,10 +106,16 @@ impl Fx {
 
     /// agents.json: `author` writes the code (default agent), `reviewer` exists.
     fn agents(&self) {
+        self.agents_priced(json!({}));
+    }
+
+    /// [`Fx::agents`] with agents.json's `prices`.
+    fn agents_priced(&self, prices: Value) {
         let agent = |name: &str| json!({"type": "cli", "command": self.t(name).display().to_string(), "args": [], "timeout": 60});
         write_json(
             &self.t("agents.json"),
-            &json!({"default_agent": "author", "agents": {"author": agent("author.sh"), "reviewer": agent("reviewer.sh")}}),
+            &json!({"default_agent": "author", "agents": {"author": agent("author.sh"), "reviewer": agent("reviewer.sh")},
+                    "prices": prices}),
         );
     }
 
@@ -241,16 +247,25 @@ fn a_failing_test_switched_off_to_go_green_is_caught() {
     assert!(gates.iter().all(|g| g["passed"] == true), "{gates:?}");
 }
 
-#[test]
-fn a_review_asking_for_revision_is_fixed_on_retry_and_costs_count() {
+/// The compile-gated fixture whose author writes `first` as its first
+/// attempt and a summing `calc.py` after it; `None` without python.
+fn calc_fixture(first: &str) -> Option<Fx> {
     if !have_python() {
-        return;
+        return None;
     }
     let fx = Fx::new(&[], serde_json::from_str(COMPILE_GATE).unwrap(), json!({}));
     fx.author(
-        "printf 'def total(xs):\\n    return len(xs)\\n' > calc.py",
+        first,
         "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py",
     );
+    Some(fx)
+}
+
+#[test]
+fn a_review_asking_for_revision_is_fixed_on_retry_and_costs_count() {
+    let Some(fx) = calc_fixture("printf 'def total(xs):\\n    return len(xs)\\n' > calc.py") else {
+        return;
+    };
     // Stream-json like Claude's: the verdict and the cost are in the result event.
     fx.reviewer(
         r#"if grep -q 'len(xs)' calc.py; then
@@ -314,6 +329,33 @@ fi"#,
     assert_eq!(st["stories"][0]["review"]["verdict"], "pass");
     let finished = of(&ev, "run_finished");
     assert_eq!(finished.len(), 1);
+}
+
+#[test]
+fn a_review_reporting_only_tokens_is_priced_and_charged_to_the_attempt() {
+    let Some(fx) = calc_fixture("printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py") else {
+        return;
+    };
+    // Tokens, no cost (as codex and gemini report): priced from agents.json.
+    fx.reviewer(
+        r#"printf '%s\n' '{"type":"result","result":"Correct.\n<review>PASS</review>","usage":{"input_tokens":100000,"output_tokens":10000}}'"#,
+    );
+    fx.agents_priced(json!({"reviewer": {"input": 2.0, "output": 10.0}}));
+    let out = fx.approve(&["--review"]);
+    assert_eq!(out.status.code(), Some(0), "{}", explain(&out));
+    let ev = events(&out);
+    let reviews = of(&ev, "review_finished");
+    assert_eq!(reviews.len(), 1, "{}", explain(&out));
+    let priced = reviews[0]["cost_usd"]
+        .as_f64()
+        .expect("the review is priced");
+    assert!((priced - 0.3).abs() < 1e-9, "{}", reviews[0]);
+    let st = fx.state();
+    let attempt = &st["stories"][0]["attempts"][0];
+    let charged = attempt["cost_usd"]
+        .as_f64()
+        .expect("charged to the attempt");
+    assert!((charged - 0.3).abs() < 1e-9, "{attempt}");
 }
 
 #[test]

@@ -15,10 +15,12 @@
 //!
 //! Every child runs under `cascade-process` (own process group, timeout) in
 //! an empty scratch directory. Results are cached in
-//! `.cascade/agent-checks.json`, keyed by the agent, its argv and env, and
-//! the installed binary (resolved path, size, modification time), so a second
-//! run costs a `stat` per agent; an upgrade or an agents.json edit checks
-//! again. Failed checks are kept there too: [`crate::Detector`] reads them so
+//! `.cascade/agent-checks.json`, keyed by the agent, its argv and env, the
+//! installed binary (resolved path, size, modification time) and what its
+//! login depends on (the auth environment and the CLI's credential files'
+//! modification times, see [`auth`]), so a second run costs a few `stat`s
+//! per agent; an upgrade, an agents.json edit, logging out or logging in
+//! checks again. Failed checks are kept there too: [`crate::Detector`] reads them so
 //! that every resolver falls back from an agent that failed its check.
 
 use std::collections::BTreeMap;
@@ -30,6 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::AgentDef;
 use crate::watch::CliFamily;
+
+mod auth;
 
 /// Name of the check cache inside `.cascade/`.
 pub const CHECK_FILE: &str = "agent-checks.json";
@@ -699,13 +703,18 @@ impl Probe {
     }
 }
 
-/// What identifies a checked agent: its definition and the installed binary.
+/// What identifies a checked agent: its definition, the installed binary
+/// and its login inputs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckKey {
     pub agent_hash: String,
     pub path: PathBuf,
     pub size: u64,
     pub mtime_ns: u128,
+    /// [`auth::fingerprint`]; absent in caches written before it existed,
+    /// which therefore never match.
+    #[serde(default)]
+    pub auth: String,
 }
 
 impl CheckKey {
@@ -724,6 +733,7 @@ impl CheckKey {
             path: real,
             size: meta.len(),
             mtime_ns,
+            auth: auth::fingerprint(def, |name| std::env::var(name).ok()),
         })
     }
 }

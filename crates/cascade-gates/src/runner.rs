@@ -625,8 +625,9 @@ async fn execute(
     if token.is_cancelled() {
         return skipped(gate, ctx, CANCELLED.into(), false);
     }
-    // Held until the process is done (a re-run asks again).
-    let Ok(_admitted) = ctx.admission.enter(token).await else {
+    // Held until the process has exited or its group was killed (a re-run
+    // asks again): a gate past its timeout gives the slot back at once.
+    let Ok(admitted) = ctx.admission.enter(token).await else {
         return skipped(gate, ctx, CANCELLED.into(), false);
     };
     let mut spec = Spec::new(&gate.program)
@@ -640,7 +641,7 @@ async fn execute(
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
     }
-    let running = match spec.spawn() {
+    let mut running = match spec.spawn() {
         Ok(r) => r,
         Err(e) => {
             let (msg, missing) = match &e {
@@ -662,6 +663,7 @@ async fn execute(
             return r;
         }
     };
+    running.hold_until_exit(admitted);
     let outcome: Outcome = running.wait(token).await;
     if !outcome.success() && !outcome.cancelled && !outcome.timed_out {
         if let Some(tool) = launcher_says_missing(&gate.program, args, &outcome) {

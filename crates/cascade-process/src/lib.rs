@@ -347,6 +347,7 @@ impl Spec {
             log,
             stop: self.stop.clone(),
             finished: false,
+            held: None,
         })
     }
 
@@ -414,6 +415,10 @@ pub struct Running {
     log: Option<Arc<Mutex<CappedLog>>>,
     stop: Option<CancelToken>,
     finished: bool,
+    /// Dropped as soon as the leader is gone and its group killed (see
+    /// [`Running::hold_until_exit`]).
+    /// (In a mutex only so that `Running` stays `Sync` whatever it holds.)
+    held: Option<Mutex<Box<dyn std::any::Any + Send>>>,
 }
 
 /// How the wait ended, before the outcome is assembled.
@@ -428,6 +433,14 @@ impl Running {
     /// The child's pid, which is also its process-group id.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// Keeps `guard` (a gate slot) until the child has exited or its group
+    /// was killed, not until [`Running::wait`] returns: what follows (the
+    /// leak window, the sweep, draining pipes a stray process holds) must
+    /// not keep others waiting for the slot past the timeout and grace.
+    pub fn hold_until_exit(&mut self, guard: impl Send + 'static) {
+        self.held = Some(Mutex::new(Box::new(guard)));
     }
 
     /// Waits for the child, enforcing the timeout and watching `cancel`.
@@ -453,6 +466,7 @@ impl Running {
             Ending::Cancelled => (self.stop_group().await, false, true, false),
             Ending::Stopped => (self.stop_group().await, false, false, true),
         };
+        drop(self.held.take());
         // The leader is gone. Members of its group may still hold the pipes
         // open (a leaked grandchild): give them a moment to finish by
         // themselves. Then everything the child left behind is killed (its

@@ -77,6 +77,33 @@ async fn argv_reaches_the_child_intact() {
 }
 
 #[tokio::test]
+async fn a_held_slot_is_given_back_when_the_group_is_killed_not_after_the_sweep() {
+    let dir = tempfile::tempdir().unwrap();
+    // The leader hangs past its timeout; a process that left its group
+    // holds stdout open, so the wait goes on through the leak window and
+    // the sweep after the group is killed.
+    let hang = script(dir.path(), "hang", "setsid sleep 30 & sleep 30");
+    let mut running = Spec::new(&hang)
+        .timeout(Duration::from_millis(200))
+        .grace(Duration::from_millis(100))
+        .spawn()
+        .unwrap();
+    let (slot, released) = tokio::sync::oneshot::channel::<()>();
+    running.hold_until_exit(slot);
+    let cancel = CancelToken::new();
+    let wait = running.wait(&cancel);
+    tokio::pin!(wait);
+    // The slot comes back first; the outcome after it.
+    tokio::select! {
+        biased;
+        out = &mut wait => panic!("the wait ended before the slot was given back: {out:?}"),
+        r = released => assert!(r.is_err(), "the slot is dropped, never sent"),
+    }
+    let out = wait.await;
+    assert!(out.timed_out);
+}
+
+#[tokio::test]
 async fn timeout_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("grandchild.pid");

@@ -148,6 +148,7 @@ impl Conversation {
                 message: format!("version {} id '{}'", conv.version, conv.id),
             });
         }
+        conv.drop_empty_turns();
         conv.answer_open_calls();
         Ok(Some(conv))
     }
@@ -179,6 +180,39 @@ impl Conversation {
         }
     }
 
+    /// Adds the model's reply; an empty one (no blocks: Anthropic's
+    /// `content: []` with `end_turn` after tool use) is not kept, since
+    /// every provider refuses to be sent an empty message and a kept one
+    /// would fail each request that continues the session. Returns whether
+    /// the reply was kept.
+    pub fn push_reply(&mut self, reply: Message) -> bool {
+        let kept = !is_empty(&reply);
+        if kept {
+            self.messages.push(reply);
+        }
+        kept
+    }
+
+    /// Removes empty text blocks and empty messages (a session written
+    /// before [`Conversation::push_reply`] existed may hold one) and joins
+    /// the neighbours that removal leaves with the same role, so user and
+    /// assistant still alternate.
+    fn drop_empty_turns(&mut self) {
+        let mut kept: Vec<Message> = Vec::with_capacity(self.messages.len());
+        for mut m in std::mem::take(&mut self.messages) {
+            m.content
+                .retain(|b| !matches!(b, Block::Text { text } if text.trim().is_empty()));
+            if m.content.is_empty() {
+                continue;
+            }
+            match kept.last_mut() {
+                Some(prev) if prev.role == m.role => prev.content.append(&mut m.content),
+                _ => kept.push(m),
+            }
+        }
+        self.messages = kept;
+    }
+
     /// Tool calls the conversation ends with that never got their results
     /// (a run stopped while they ran) are answered as interrupted: every
     /// API refuses a tool call without its result.
@@ -204,6 +238,13 @@ impl Conversation {
             });
         }
     }
+}
+
+/// Whether a message says nothing (no blocks, or only blank text).
+fn is_empty(m: &Message) -> bool {
+    m.content
+        .iter()
+        .all(|b| matches!(b, Block::Text { text } if text.trim().is_empty()))
 }
 
 /// A session id: `api-` and the time and process in hex, plus a counter,
@@ -287,6 +328,51 @@ mod tests {
         next.push_user_text("again".into());
         assert_eq!(next.messages.len(), 3);
         assert_eq!(next.messages[2].text(), "again");
+    }
+
+    #[test]
+    fn an_empty_reply_is_not_kept_and_a_kept_one_is_dropped_on_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Conversation::new("anthropic:m".into());
+        c.push_user_text("do it".into());
+        let call = Message {
+            role: Role::Assistant,
+            content: vec![Block::ToolUse {
+                id: "t1".into(),
+                name: "Read".into(),
+                input: json!({}),
+            }],
+        };
+        assert!(c.push_reply(call));
+        c.messages.push(Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: "t1".into(),
+                content: "x".into(),
+                is_error: false,
+            }],
+        });
+        let empty = Message {
+            role: Role::Assistant,
+            content: Vec::new(),
+        };
+        assert!(!c.push_reply(empty.clone()));
+        assert_eq!(c.messages.len(), 3);
+        // A session kept by an older cascade, with the empty reply and the
+        // next prompt after it: loaded without it, the two user messages one.
+        c.messages.push(empty);
+        c.messages.push(Message {
+            role: Role::User,
+            content: vec![Block::Text {
+                text: "again".into(),
+            }],
+        });
+        c.save(dir.path()).unwrap();
+        let loaded = Conversation::load(dir.path(), &c.id).unwrap().unwrap();
+        assert_eq!(loaded.messages.len(), 3);
+        assert!(loaded.messages.iter().all(|m| !m.content.is_empty()));
+        assert_eq!(loaded.messages[2].content.len(), 2);
+        assert_eq!(loaded.messages[2].text(), "again");
     }
 
     #[test]

@@ -263,8 +263,12 @@ async fn converse(
             .tool_uses()
             .map(|(id, name, input)| (id.to_string(), name.to_string(), input.clone()))
             .collect();
-        conv.messages.push(message);
-        save(conv, turns.cascade_dir, t);
+        // An empty reply is "done, nothing said": not kept (see push_reply).
+        if conv.push_reply(message) {
+            save(conv, turns.cascade_dir, t);
+        } else {
+            t.line("[model] ended its turn with an empty reply");
+        }
         if calls.is_empty() {
             tally.final_text = Some(text);
             return End::Done;

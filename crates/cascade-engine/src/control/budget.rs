@@ -210,6 +210,14 @@ impl Pool {
         }
     }
 
+    /// Sets the spend of `part` and checks the run's limits at once (spend
+    /// outside any engine, such as a mega run's PRD agent, which no
+    /// engine's check before an attempt would see in time).
+    pub fn charge(&self, part: &str, spend: Spend) -> Option<Exhausted> {
+        self.record(part, spend);
+        self.check()
+    }
+
     /// The spend of every part together.
     pub fn total(&self) -> Spend {
         let parts = match self.parts.lock() {

@@ -69,6 +69,19 @@ pub enum MegaStep {
         attempt: u32,
         max_attempts: u32,
     },
+    /// A call of the PRD agent ended: what it spent (charged to the run's
+    /// budget, like a story's agent). `None`s: it reported nothing.
+    PrdAgentFinished {
+        feature: String,
+        attempt: u32,
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tokens: Option<u64>,
+    },
     /// What the PRD agent wrote was rejected.
     PrdInvalid {
         feature: String,

@@ -405,7 +405,8 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
             permit = self.ctx.slots.clone().acquire_owned() => permit.ok(),
             _ = self.ctx.cancel.cancelled() => return Err(AuthorError::Cancelled),
         };
-        self.ctx
+        let written = self
+            .ctx
             .ports
             .write_prd(
                 self.feature,
@@ -415,6 +416,21 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
                 prd_path,
                 &self.ctx.cancel,
             )
-            .await
+            .await;
+        if let Some(c) = self.ctx.ports.take_prd_charge(self.feature) {
+            self.ctx.update(self.feature, |f| match c.cost_usd {
+                Some(usd) => f.prd_cost_usd += usd,
+                None => f.prd_unknown_spend += 1,
+            });
+            self.ctx.emit(MegaStep::PrdAgentFinished {
+                feature: self.feature.to_string(),
+                attempt,
+                agent: c.agent,
+                cost_usd: c.cost_usd,
+                input_tokens: c.input_tokens,
+                output_tokens: c.output_tokens,
+            });
+        }
+        written
     }
 }

@@ -2,20 +2,24 @@
 //! cascade-agents runs the PRD agent, the [`crate::engine::Engine`] runs each
 //! feature's stories, cascade-gates checks the merged target.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cascade_agents::config::AgentsConfig;
 use cascade_agents::detect::Detector;
-use cascade_agents::exec::{execute, AgentRequest, ExecError};
+use cascade_agents::exec::{execute, AgentRequest, AgentRun, ExecError};
 use cascade_agents::phase::Phase;
 use cascade_agents::resolve::{Overrides, Resolver};
 use cascade_process::CancelToken;
 
 use super::error::MegaError;
-use super::ports::{FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
+use super::ports::{
+    AgentCharge, FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts,
+};
 use super::prd_gen::{AuthorError, PrdCheck};
 use crate::config::{EngineConfig, Pause, RunOptions};
+use crate::control::budget::Spend;
 use crate::engine::Engine;
 use crate::events::{Event, EventSink, StoryCounts};
 
@@ -30,6 +34,15 @@ pub struct LivePorts {
     template: RunOptions,
     /// The limit of the PRD agents' logs (`.cascade/config.json`).
     log_limit: cascade_process::LogLimit,
+    /// Per feature: what its PRD agent calls spent (earlier invocations
+    /// included), and the latest call's charge until it is announced.
+    prd_spend: Mutex<HashMap<String, (Spend, Option<AgentCharge>)>>,
+}
+
+/// The budget pool's part of a feature's PRD agent (its engine's is the
+/// feature's name).
+fn prd_part(feature: &str) -> String {
+    format!("{feature} (PRD agent)")
 }
 
 impl LivePorts {
@@ -75,6 +88,7 @@ impl LivePorts {
             cascade_dir,
             template,
             log_limit: project.resources.log_limit(),
+            prd_spend: Mutex::new(HashMap::new()),
         };
         Resolver::new(&ports.agents, &ports.detector, ports.overrides.clone())
             .check_overrides()
@@ -136,7 +150,11 @@ impl MegaPorts for LivePorts {
         ));
         // An api agent writes these two files and nothing else.
         req.tools.write_only = Some(vec![prd_path.to_path_buf(), design_doc]);
-        match execute(agent, req, |_| {}, cancel).await {
+        let ran = execute(agent, req, |_| {}, cancel).await;
+        if let Ok(run) = &ran {
+            self.charge_prd(feature, agent, run);
+        }
+        match ran {
             Ok(run) if run.outcome.cancelled => Err(AuthorError::Cancelled),
             Ok(run) if run.success() => Ok(()),
             Ok(run) => Err(AuthorError::Failed(format!(
@@ -210,6 +228,20 @@ impl MegaPorts for LivePorts {
         }
     }
 
+    fn take_prd_charge(&self, feature: &str) -> Option<AgentCharge> {
+        let mut spend = self.prd_spend.lock().ok()?;
+        spend.get_mut(feature).and_then(|(_, latest)| latest.take())
+    }
+
+    fn prior_prd_spend(&self, feature: &str, spend: Spend) {
+        if let Ok(mut all) = self.prd_spend.lock() {
+            all.entry(feature.to_string()).or_default().0 = spend;
+        }
+        if let Some(pools) = &self.template.pools {
+            pools.budget.record(&prd_part(feature), spend);
+        }
+    }
+
     fn budget_exhausted(&self) -> Option<String> {
         let pools = self.template.pools.as_ref()?;
         pools.budget.exhausted().map(|e| e.message)
@@ -260,6 +292,40 @@ impl MegaPorts for LivePorts {
                 report.summary_for_prompt(10)
             },
         })
+    }
+}
+
+impl LivePorts {
+    /// Prices a PRD agent call (reported cost, else its tokens at the
+    /// model's price) and charges it to the run's budget under the
+    /// feature's PRD part; an agent that ran and said nothing is unknown
+    /// spend, as for a story's agent.
+    fn charge_prd(&self, feature: &str, def: &cascade_agents::AgentDef, run: &AgentRun) {
+        let usage = run.usage.as_ref();
+        let cost = usage
+            .and_then(|u| self.agents.prices.cost(def, u))
+            .map(|(usd, _)| usd);
+        let charge = AgentCharge {
+            agent: run.agent.clone(),
+            cost_usd: cost,
+            input_tokens: usage.map(|u| u.input_tokens),
+            output_tokens: usage.map(|u| u.output_tokens),
+        };
+        let total = {
+            let Ok(mut all) = self.prd_spend.lock() else {
+                return;
+            };
+            let (spend, latest) = all.entry(feature.to_string()).or_default();
+            match cost {
+                Some(usd) => spend.known_usd += usd,
+                None => spend.unknown += 1,
+            }
+            *latest = Some(charge);
+            *spend
+        };
+        if let Some(pools) = &self.template.pools {
+            pools.budget.charge(&prd_part(feature), total);
+        }
     }
 }
 

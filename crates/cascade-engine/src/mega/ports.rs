@@ -55,6 +55,16 @@ pub struct FeatureOutcome {
     pub error: Option<String>,
 }
 
+/// What one agent call outside a feature's engine (the PRD agent) spent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentCharge {
+    pub agent: String,
+    /// Reported, else priced from its tokens; `None`: unknown.
+    pub cost_usd: Option<f64>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
 /// Result of the gates on the merged target branch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatesVerdict {
@@ -80,6 +90,13 @@ pub trait MegaPorts: Send + Sync + 'static {
         cancel: &CancelToken,
     ) -> impl Future<Output = Result<(), AuthorError>> + Send;
 
+    /// What the latest [`MegaPorts::write_prd`] call for `feature` spent,
+    /// taken once (the caller announces it); `None`: no agent ran.
+    fn take_prd_charge(&self, feature: &str) -> Option<AgentCharge> {
+        let _ = feature;
+        None
+    }
+
     /// Runs a feature's PRD with the engine inside its worktree.
     fn run_feature(
         &self,
@@ -98,6 +115,12 @@ pub trait MegaPorts: Send + Sync + 'static {
     /// engine state at `state_file`) toward the run's budget.
     fn prior_spend(&self, feature: &str, state_file: &Path) {
         let _ = (feature, state_file);
+    }
+
+    /// Counts what feature `feature`'s PRD agent spent in earlier
+    /// invocations (kept in the mega state) toward the run's budget.
+    fn prior_prd_spend(&self, feature: &str, spend: crate::control::budget::Spend) {
+        let _ = (feature, spend);
     }
 
     /// Runs the quality gates in `dir` (the checked-out target branch).

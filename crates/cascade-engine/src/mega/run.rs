@@ -380,6 +380,9 @@ pub async fn run_mega<P: MegaPorts>(
         if f.status != FeatureStatus::Pending {
             ports.prior_spend(name, &feature_dir(&cascade_dir, name).join("state.json"));
         }
+        if f.prd_attempts > 0 {
+            ports.prior_prd_spend(name, f.prd_spend());
+        }
     }
     findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
 

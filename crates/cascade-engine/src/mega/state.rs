@@ -136,7 +136,7 @@ pub enum PrdSource {
 }
 
 /// Everything the run knows about one feature.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureState {
     pub status: FeatureStatus,
     /// 1-based index of the feature's batch.
@@ -154,6 +154,12 @@ pub struct FeatureState {
     /// Calls of the PRD agent made for this feature.
     #[serde(default)]
     pub prd_attempts: u32,
+    /// What those calls reported spending (USD, reported or priced), and
+    /// how many said nothing: counted toward the run's budget on resume.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prd_cost_usd: f64,
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub prd_unknown_spend: u32,
     #[serde(default)]
     pub stories: StoryCounts,
     /// The merge commit on the target branch.
@@ -173,7 +179,23 @@ pub struct FeatureState {
     pub finished_at: Option<String>,
 }
 
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 impl FeatureState {
+    /// What the feature's PRD agent calls spent, as a budget counts it.
+    pub fn prd_spend(&self) -> crate::control::budget::Spend {
+        crate::control::budget::Spend {
+            known_usd: self.prd_cost_usd,
+            unknown: self.prd_unknown_spend,
+        }
+    }
+
     /// A pending feature of batch `batch` on branch `branch`.
     pub fn pending(batch: usize, branch: String) -> Self {
         FeatureState {
@@ -184,6 +206,8 @@ impl FeatureState {
             prd: None,
             prd_source: None,
             prd_attempts: 0,
+            prd_cost_usd: 0.0,
+            prd_unknown_spend: 0,
             stories: StoryCounts::default(),
             merge_commit: None,
             failure: None,
@@ -245,7 +269,7 @@ pub struct TargetGatesRecord {
 }
 
 /// `.cascade/mega-state.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MegaState {
     pub schema_version: u32,
     /// The mega-plan (absolute path).

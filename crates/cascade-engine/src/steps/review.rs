@@ -74,8 +74,15 @@ async fn ask(
     let id = a.id();
     let req = a.agent_request(Phase::Review, prompt(a, wt, committed, gates), &wt.path);
     let ran = execute(def, req, |_| {}, &ctx.cancel).await;
+    // The reviewer's reported cost, else its tokens at its model's price.
+    let cost = ran.as_ref().ok().and_then(|run| {
+        run.usage
+            .as_ref()
+            .and_then(|u| ctx.agents.prices.cost(def, u))
+            .map(|(usd, _)| usd)
+    });
     if let Ok(run) = &ran {
-        charge(a, run);
+        charge(a, run, cost);
     }
     a.check_cancel()?;
     // What was reviewed is what merges: a reviewer that committed on the
@@ -108,7 +115,7 @@ async fn ask(
             Ok(Answer {
                 verdict: run.review,
                 findings: findings_of(&run),
-                cost_usd: run.usage.as_ref().and_then(|u| u.cost_usd),
+                cost_usd: cost,
                 log: run.log_path.display().to_string(),
             })
         }
@@ -249,8 +256,8 @@ fn reviewer(a: &Attempt<'_>) -> Result<(String, AgentDef, Option<String>), Stop>
     Ok((chosen.agent.clone(), def_of(&chosen.agent)?, Some(note)))
 }
 
-/// Adds the review's tokens and cost to the attempt's.
-fn charge(a: &Attempt<'_>, run: &AgentRun) {
+/// Adds the review's tokens and `cost` (reported or priced) to the attempt's.
+fn charge(a: &Attempt<'_>, run: &AgentRun, cost: Option<f64>) {
     let Some(u) = run.usage.clone() else {
         return;
     };
@@ -258,7 +265,7 @@ fn charge(a: &Attempt<'_>, run: &AgentRun) {
         if let Some(r) = s.attempts.last_mut() {
             r.input_tokens = Some(r.input_tokens.unwrap_or(0) + u.input_tokens);
             r.output_tokens = Some(r.output_tokens.unwrap_or(0) + u.output_tokens);
-            if let Some(c) = u.cost_usd {
+            if let Some(c) = cost {
                 r.cost_usd = Some(r.cost_usd.unwrap_or(0.0) + c);
             }
         }
