@@ -123,6 +123,7 @@ mod tests {
             description: None,
             resume_args: None,
             list_sessions_args: None,
+            version_args: None,
             api: None,
         }
     }
