@@ -199,12 +199,24 @@ pub(super) async fn base_gates(
         admission: ctx.control.gates.clone(),
         extra_env,
     };
+    // The run's first gates: what the caches say about themselves is
+    // said here (the stories' gates may never meet it again).
+    let sink = Arc::clone(ctx);
+    let on_event = move |e: cascade_gates::GateEvent| match e {
+        cascade_gates::GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
+            message: format!("gate cache unavailable: {reason}"),
+        }),
+        cascade_gates::GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
+            message: format!("remote gate cache: {message}"),
+        }),
+        _ => {}
+    };
     let report = cascade_gates::run_gates_in(
         &judges.gates,
         &opts,
         &env,
         &ctx.gate_cache,
-        |_| {},
+        on_event,
         &ctx.cancel,
     )
     .await;
