@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use cascade_engine::config::{Integration, Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::config::{BaseFailures, Integration, Mode, Pause, ReviewMode, RunOptions};
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -48,6 +48,16 @@ pub enum IntegrationArg {
     Gate,
     /// Merge on the strength of the story's own gates
     Trust,
+}
+
+/// `--base-failures stop|known`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BaseFailuresArg {
+    /// Stop the run before any agent runs (exit 2), naming the gate
+    Stop,
+    /// Go on; judge each story on that gate by its test census
+    Known,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,9 +164,15 @@ pub struct RunFlags {
     #[arg(long, value_name = "A")]
     pub review_agent: Option<String>,
     /// Run a story's new or changed tests against its base commit: tests
-    /// that already pass there prove nothing (default: on with --review=strict)
+    /// that already pass there prove nothing (default: on where the test
+    /// census knows a gate's runner, pytest, cargo test, go test; given, for
+    /// any runner; off with --no-prove-tests or .cascade/config.json
+    /// `"prove_tests": {"enabled": false}`)
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub prove_tests: Option<bool>,
+    /// Do not prove a story's new tests on its base (what --prove-tests=false says)
+    #[arg(long, conflicts_with = "prove_tests")]
+    pub no_prove_tests: bool,
     /// Spend limit of the run in USD (a mega run: of all its features
     /// together): no attempt starts once it is spent; the run ends as
     /// budget_exhausted (exit 1) and `resume --max-cost <higher>` continues it
@@ -184,6 +200,13 @@ pub struct RunFlags {
     /// merges on the strength of the story's own gates
     #[arg(long, value_enum, default_value_t = IntegrationArg::Gate)]
     pub integration: IntegrationArg,
+    /// What a required gate that already fails on the base (judged once,
+    /// before the first agent) does: `stop` ends the run there (exit 2,
+    /// naming the gate and its errors); `known` goes on and judges each
+    /// story on that gate by its test census (it fails a story only for a
+    /// test that passed on the base and no longer passes, or a new failure)
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = BaseFailuresArg::Stop)]
+    pub base_failures: BaseFailuresArg,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -223,7 +246,11 @@ pub struct Invocation {
 /// line, none of the group is restored (`--mode max-iterations` without its
 /// stored `--max-iterations` would be an error; a new `--fleet` with the old
 /// `--remote` would point workers at the wrong repository).
-pub const LINKED: &[&[&str]] = &[&["mode", "max_iterations"], &["fleet", "remote"]];
+pub const LINKED: &[&[&str]] = &[
+    &["mode", "max_iterations"],
+    &["fleet", "remote"],
+    &["prove_tests", "no_prove_tests"],
+];
 
 impl Default for RunFlags {
     /// The flags of an empty command line: the defaults are the clap
@@ -287,7 +314,11 @@ impl RunFlags {
             no_fallback: self.no_fallback,
             review_agent: self.review_agent.clone(),
             review: self.review.map(ReviewArg::mode),
-            prove_tests: self.prove_tests,
+            prove_tests: if self.no_prove_tests {
+                Some(false)
+            } else {
+                self.prove_tests
+            },
             retry: RetryPolicy {
                 max_retries: self.max_retries,
                 base_delay: base,
@@ -316,6 +347,10 @@ impl RunFlags {
             integration: match self.integration {
                 IntegrationArg::Gate => Integration::Gate,
                 IntegrationArg::Trust => Integration::Trust,
+            },
+            base_failures: match self.base_failures {
+                BaseFailuresArg::Stop => BaseFailures::Stop,
+                BaseFailuresArg::Known => BaseFailures::Known,
             },
             ..RunOptions::default()
         })

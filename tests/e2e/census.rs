@@ -11,19 +11,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, events, git, init_repo, of_kind, script, write_json, APPROVE_NOW};
-
-/// Whether `program args` runs here; prints why the test skips when not.
-fn have(program: &str, args: &[&str]) -> bool {
-    let ok = std::process::Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("skipping: `{program} {}` does not run here", args.join(" "));
-    }
-    ok
-}
+use crate::common::{
+    cascade, events, git, have, init_repo, of_kind, script, write_json, APPROVE_NOW,
+};
 
 /// A repository holding `files` and a one-story plan gated by `gate`
 /// (argv), and an agent that runs `change` (shell lines) in the worktree;

@@ -32,6 +32,18 @@ pub fn cascade_command(dir: &Path) -> StdCommand {
     cmd
 }
 
+/// Whether `program args` runs here; prints why the test skips when not.
+pub fn have(program: &str, args: &[&str]) -> bool {
+    let ok = StdCommand::new(program)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: `{program} {}` does not run here", args.join(" "));
+    }
+    ok
+}
+
 /// Runs git in `dir` and panics with its output on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = StdCommand::new("git")

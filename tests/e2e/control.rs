@@ -291,10 +291,11 @@ exit 0"#,
     assert_eq!(code(&out), 0, "{}", explain(&out));
     assert_eq!(f.read("overlaps"), "", "two gates ran at once");
     let gates = f.lines("gates");
-    // Three story gates, and two integration gates: the three started from
-    // one base, so the second and third merges are not fast-forwards and
-    // are gated as merged (within the same single gate slot).
-    assert_eq!(gates.len(), 10, "{gates:?}");
+    // The base's gate (judged once before the agents), three story gates,
+    // and two integration gates: the three started from one base, so the
+    // second and third merges are not fast-forwards and are gated as merged
+    // (within the same single gate slot).
+    assert_eq!(gates.len(), 12, "{gates:?}");
     assert_eq!(of_kind(&events(&out), "integration_finished").len(), 2);
     for pair in gates.chunks(2) {
         assert!(
@@ -697,11 +698,12 @@ fn a_merge_conflict_is_resolved_by_an_agent_regated_and_merged() {
     let status = f.status_json();
     assert_eq!(status["stories"]["m1"]["status"], "complete");
     assert_eq!(status["stories"]["m2"]["status"], "complete");
-    // Each story's gates, then the resolution's, on the merged content.
+    // The base's gate (judged before the agents), each story's gates, then
+    // the resolution's, on the merged content.
     let gates = f.lines("gates");
-    assert_eq!(gates.len(), 3, "{gates:?}");
+    assert_eq!(gates.len(), 4, "{gates:?}");
     assert!(
-        gates[2].contains("line from m1") && gates[2].contains("line from m2"),
+        gates[3].contains("line from m1") && gates[3].contains("line from m2"),
         "{gates:?}"
     );
 }
@@ -930,9 +932,10 @@ fn rust_gates_share_a_cargo_target_directory_under_cascade() {
     let out = f.approve(&[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let targets = f.lines("targets");
-    assert_eq!(targets.len(), 2, "{targets:?}");
-    // One after the other: the second story finds the first one's directory.
-    assert_eq!(targets[0], targets[1]);
+    // The base's gate (judged before the agents), then the two stories'.
+    assert_eq!(targets.len(), 3, "{targets:?}");
+    // One after the other: each run finds the previous one's directory.
+    assert!(targets.iter().all(|t| *t == targets[0]), "{targets:?}");
     assert!(
         targets[0].ends_with("/.cascade/cache/cargo-target/job-0"),
         "{targets:?}"

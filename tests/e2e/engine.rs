@@ -436,7 +436,8 @@ fn gate_failure_is_retried_with_the_error_in_the_prompt() {
 #[test]
 fn gate_that_times_out_is_reported_as_timed_out() {
     let f = Fixture::new(json!([story("slow", &[])]), json!([]));
-    let gate = script(&f.t("gate.sh"), "sleep 30");
+    // Hangs on the story's work only (the base passes it).
+    let gate = script(&f.t("gate.sh"), "if [ -f slow.txt ]; then sleep 30; fi");
     f.write_prd(
         json!([story("slow", &[])]),
         json!([{"name": "hang", "type": "test", "command": gate.display().to_string(),
@@ -916,10 +917,10 @@ fn resume_treats_a_story_already_on_the_branch_as_merged() {
 fn flaky_gate_is_rerun_once_and_reported_as_flaky() {
     let f = Fixture::new(json!([story("fl", &[])]), json!([]));
     let t = f.tools().display().to_string();
-    // Fails on its first run only.
+    // Fails on its first run on the story's work only (the base passes it).
     let gate = script(
         &f.t("flaky-gate.sh"),
-        &format!("if [ ! -f '{t}/gate-ran' ]; then touch '{t}/gate-ran'; echo 'transient failure'; exit 1; fi\nexit 0"),
+        &format!("if [ -f fl.txt ] && [ ! -f '{t}/gate-ran' ]; then touch '{t}/gate-ran'; echo 'transient failure'; exit 1; fi\nexit 0"),
     );
     f.write_prd(
         json!([story("fl", &[])]),

@@ -7,6 +7,7 @@ mod common;
 mod agents;
 mod agents_check;
 mod api_agent;
+mod base_first;
 mod census;
 mod control;
 mod demo;

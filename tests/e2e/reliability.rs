@@ -261,13 +261,15 @@ fn a_second_sigint_kills_a_gate_the_api_agents_run_gates_tool_started() {
         return;
     }
     // The model writes its file and calls RunGates; the gate ignores TERM
-    // and INT, starts a daemon and never ends.
+    // and INT, starts a daemon and never ends (in a worktree: the base's
+    // copy, judged before the agent, has no `.git` and passes).
     let model = mock_model::start(Wire::OpenAi, Mode::Work);
     let f = Fixture::new(json!([story("s", &[])]), json!([]), "exit 1");
     f.use_api_agent(&model);
     f.gate(
         "gate.sh",
-        r#"trap '' TERM INT
+        r#"[ -e .git ] || exit 0
+trap '' TERM INT
 setsid sleep 300 >/dev/null 2>&1 </dev/null &
 echo "$$ $!" >> "$T/pids"
 while :; do sleep 0.1; done"#,

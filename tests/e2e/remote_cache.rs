@@ -320,7 +320,9 @@ fn approve_shares_gate_verdicts_and_events_carry_the_source() {
     assert_eq!(gate_events[1]["cache"], "remote", "{:?}", gate_events);
     assert_eq!(gate_events[1]["cached"], true);
     let runs = std::fs::read_to_string(&log).unwrap_or_default();
-    assert_eq!(runs.lines().count(), 1, "the gate ran once in all: {runs}");
+    // In the first repository only: on its base (judged before the agent)
+    // and on the story's work; the second one reads both from the remote.
+    assert_eq!(runs.lines().count(), 2, "the gate ran twice in all: {runs}");
 }
 
 /// An unusable `file://` root (a file, a FIFO, a directory that cannot be
@@ -368,7 +370,8 @@ fn an_unusable_file_root_is_a_warning_and_the_gates_run() {
     let url = format!("file://{}", file.display());
     let stdout = approve_with_remote(repo, p.shared.path(), &[&url, "read-write"]);
     assert!(stdout.contains("cannot be used"), "{stdout}");
-    assert_eq!(p.runs(), roots.len() + 1, "the story's gate ran");
+    // The base's gate (judged before the agent) and the story's ran.
+    assert_eq!(p.runs(), roots.len() + 2, "the story's gate ran");
 }
 
 /// A wrongly signed entry (planted by someone without the secret) is

@@ -153,8 +153,15 @@ impl Fx {
     }
 }
 
-const COMPILE_GATE: &str = r#"[{"name": "compile", "type": "typecheck", "command": "python3", "args": ["-m", "py_compile", "calc.py"]}]"#;
+/// Compiles every Python file: green on the base, which has none yet (the
+/// base is judged before the first agent, and a red base stops the run).
+const COMPILE_GATE: &str = r#"[{"name": "compile", "type": "typecheck", "command": "python3", "args": ["-m", "compileall", "-q", "."]}]"#;
 
+/// A calc.py that passes [`TEST_FILE`]; what an attempt writes to break it,
+/// and to fix it again.
+const CALC_OK: &str = "def total(xs):\n    return sum(xs)\n";
+const BUG: &str = "printf 'def total(xs):\\n    return xs[0]\\n' > calc.py";
+const FIX: &str = "printf 'def total(xs):\\n    return sum(xs) if xs else 0\\n' > calc.py";
 const TEST_FILE: &str = "import unittest\nfrom calc import total\n\n\nclass TotalTest(unittest.TestCase):\n    def test_sums(self):\n        self.assertEqual(total([1, 2, 3]), 6)\n";
 
 #[test]
@@ -210,18 +217,16 @@ fn a_failing_test_switched_off_to_go_green_is_caught() {
         return;
     }
     let gates = json!([{"name": "tests", "type": "test", "command": "python3", "args": ["-m", "unittest", "-q"]}]);
+    // The base is green (it is judged before the first agent).
     let fx = Fx::new(
-        &[
-            ("calc.py", "def total(xs):\n    return xs[0]\n"),
-            ("test_calc.py", TEST_FILE),
-        ],
+        &[("calc.py", CALC_OK), ("test_calc.py", TEST_FILE)],
         gates,
         json!({}),
     );
-    // First attempt: leave the bug, skip the failing test (unittest is then green).
+    // First attempt: write a bug, skip the test it fails (unittest is then green).
     fx.author(
-        "sed -i 's/^    def test_sums/    @unittest.skip(\"later\")\\n    def test_sums/' test_calc.py",
-        "printf 'def total(xs):\\n    return sum(xs)\\n' > calc.py",
+        &format!("{BUG}\nsed -i 's/^    def test_sums/    @unittest.skip(\"later\")\\n    def test_sums/' test_calc.py"),
+        FIX,
     );
     fx.reviewer("exit 0");
     fx.agents();
@@ -763,14 +768,12 @@ const GATES_JSON: &str = r#"{"gates": [{"name": "tests", "type": "test", "comman
 /// What a cheating agent writes instead.
 const GATES_TRUE: &str = r#"{"gates": [{"name": "tests", "type": "test", "command": "true"}]}"#;
 
-/// A project with a bug in calc.py, a test that catches it, and the test
-/// gate committed in `.cascade/gates.json`.
+/// A project whose calc.py passes its test (the base is judged before the
+/// first agent, and a red base stops the run), and the test gate committed
+/// in `.cascade/gates.json`.
 fn committed_gate_project(story_extra: Value) -> Fx {
     let fx = Fx::new(
-        &[
-            ("calc.py", "def total(xs):\n    return xs[0]\n"),
-            ("test_calc.py", TEST_FILE),
-        ],
+        &[("calc.py", CALC_OK), ("test_calc.py", TEST_FILE)],
         json!([]),
         story_extra,
     );
@@ -826,10 +829,7 @@ fn a_story_that_may_edit_the_gates_is_still_judged_by_the_base_gates() {
     // gate that judges it is still the base's (the bug fails it).
     let fx = committed_gate_project(json!({"verify_allow": [".cascade/gates.json"]}));
     let cheat = format!("printf '%s' '{GATES_TRUE}' > .cascade/gates.json");
-    fx.author(
-        &cheat,
-        &format!("{cheat}\nprintf 'def total(xs):\\n    return sum(xs)\\n' > calc.py"),
-    );
+    fx.author(&format!("{cheat}\n{BUG}"), &format!("{cheat}\n{FIX}"));
     fx.reviewer("exit 0");
     fx.agents();
     let out = fx.approve(&["--max-retries", "1"]);

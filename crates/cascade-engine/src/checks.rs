@@ -26,9 +26,8 @@ use crate::error::EngineError;
 #[derive(Debug, Clone)]
 pub(crate) struct Checks {
     pub review: ReviewMode,
-    /// Run a story's new or changed tests on its base (`--prove-tests`;
-    /// by default on with a strict review).
-    pub prove_tests: bool,
+    /// Whether a story's new or changed tests run on its base.
+    pub prove_tests: Proving,
     /// Per story: the gates its acceptance criteria's `check`s make.
     pub criteria: HashMap<String, Vec<Gate>>,
 }
@@ -39,7 +38,12 @@ impl Checks {
             .review
             .or_else(|| review_in_prd(prd))
             .unwrap_or(ReviewMode::Off);
-        let prove_tests = options.prove_tests.unwrap_or(review == ReviewMode::Strict);
+        let prove_tests = match options.prove_tests {
+            Some(false) => Proving::Off,
+            Some(true) => Proving::Asked,
+            None if review == ReviewMode::Strict => Proving::Asked,
+            None => Proving::ByDefault,
+        };
         let mut criteria = HashMap::new();
         for story in prd.stories.iter().filter(|s| !s.is_complete()) {
             let gates = criteria_gates(story)?;
@@ -53,6 +57,18 @@ impl Checks {
             criteria,
         })
     }
+}
+
+/// Whether the tests a story adds or changes are proven on its base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Proving {
+    /// `--no-prove-tests` (`--prove-tests=false`).
+    Off,
+    /// `--prove-tests`, or a strict review: whatever the runner.
+    Asked,
+    /// Neither: where the test census knows a gate's runner, unless
+    /// `.cascade/config.json` turns it off (`prove_tests.enabled: false`).
+    ByDefault,
 }
 
 /// The gates of a story's acceptance criteria that carry a `check`: an argv
@@ -213,18 +229,19 @@ mod tests {
         };
         let c = Checks::load(&p(r#", "review": true"#), &opts).unwrap();
         assert_eq!(c.review, ReviewMode::Off, "the flag wins");
-        assert!(!c.prove_tests);
+        assert_eq!(c.prove_tests, Proving::ByDefault);
         // Proving tests is on with a strict review, unless said otherwise.
         let c = Checks::load(&p(r#", "review": "strict""#), &RunOptions::default()).unwrap();
-        assert!(c.prove_tests);
+        assert_eq!(c.prove_tests, Proving::Asked);
         let opts = RunOptions {
             prove_tests: Some(false),
             ..RunOptions::default()
         };
-        assert!(
-            !Checks::load(&p(r#", "review": "strict""#), &opts)
+        assert_eq!(
+            Checks::load(&p(r#", "review": "strict""#), &opts)
                 .unwrap()
-                .prove_tests
+                .prove_tests,
+            Proving::Off
         );
     }
 

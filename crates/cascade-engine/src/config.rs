@@ -133,9 +133,11 @@ pub struct RunOptions {
     pub review_agent: Option<String>,
     /// `--review[=strict]`; `None`: as prd.json says (`verification_gate`, `review`).
     pub review: Option<ReviewMode>,
-    /// `--prove-tests`: run a story's new or changed tests against its base
-    /// commit with only the test changes applied; a test that passes there
-    /// is a finding. `None`: on with a strict review, else off.
+    /// `--prove-tests` / `--no-prove-tests`: run a story's new or changed
+    /// tests against its base commit with only the test changes applied; a
+    /// test that passes there is a finding. `None`: on where the test census
+    /// knows a gate's runner (unless `.cascade/config.json` says
+    /// `prove_tests.enabled: false`), and always with a strict review.
     pub prove_tests: Option<bool>,
     pub retry: RetryPolicy,
     pub parallel: usize,
@@ -181,6 +183,9 @@ pub struct RunOptions {
     /// `--integration`: whether a merge that is not a fast-forward is gated
     /// as merged before the target moves.
     pub integration: Integration,
+    /// `--base-failures`: what a required gate that already fails on the
+    /// base does (stop the run before any agent, or judge by the census).
+    pub base_failures: BaseFailures,
     /// Gate slots, rate limits and the run budget shared with other engines
     /// (a mega run gives every feature engine the same, see
     /// [`crate::control::RunPools`]). `None`: the run makes its own.
@@ -234,6 +239,28 @@ impl Integration {
     }
 }
 
+/// What a required gate failing on the run's base does (`--base-failures`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BaseFailures {
+    /// The run stops before any agent runs (exit 2), naming the gate.
+    #[default]
+    Stop,
+    /// The run goes on; that gate judges each story by its test census: it
+    /// fails a story only for a test that passed on the base and no longer
+    /// passes, or a test that fails and did not fail on the base.
+    Known,
+}
+
+impl BaseFailures {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BaseFailures::Stop => "stop",
+            BaseFailures::Known => "known",
+        }
+    }
+}
+
 /// Whether a second agent reviews each story after its gates pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -274,6 +301,7 @@ impl Default for RunOptions {
             budget: crate::control::budget::Budget::default(),
             no_resolve: false,
             integration: Integration::Gate,
+            base_failures: BaseFailures::Stop,
             pools: None,
             pool_part: None,
             executor: None,
@@ -295,6 +323,8 @@ pub struct ProjectConfig {
     pub resources: ResourceSettings,
     #[serde(default)]
     pub commit: CommitSettings,
+    #[serde(default)]
+    pub prove_tests: ProveSettings,
     /// Unknown fields of the file, each naming the closest known one (they
     /// are ignored).
     #[serde(skip)]
@@ -340,6 +370,33 @@ impl CommitSettings {
     pub fn max_file_mb(&self) -> u64 {
         self.max_file_mb
             .unwrap_or(cascade_verify::build_output::DEFAULT_MAX_FILE_MB)
+    }
+}
+
+/// `prove_tests` in `.cascade/config.json`: proving a story's new and
+/// changed tests on its base, on by default where the test census knows
+/// the gates' runner.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub struct ProveSettings {
+    /// `false` turns the default off (`--prove-tests` still proves).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// Limit of each runner's run on the base in seconds (default 300);
+    /// past it the tests are not proven (a notice, not the story's fault).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+impl ProveSettings {
+    /// Default of [`ProveSettings::timeout_seconds`].
+    pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs(
+            self.timeout_seconds
+                .unwrap_or(Self::DEFAULT_TIMEOUT_SECONDS)
+                .max(1),
+        )
     }
 }
 
@@ -434,10 +491,11 @@ fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut found = unknown_keys(&top, "", fields_of::<ProjectConfig>(), &[]);
-    let sections: [(&str, &[&str]); 3] = [
+    let sections: [(&str, &[&str]); 4] = [
         ("worktree", fields_of::<WorktreeSetup>()),
         ("resources", fields_of::<ResourceSettings>()),
         ("commit", fields_of::<CommitSettings>()),
+        ("prove_tests", fields_of::<ProveSettings>()),
     ];
     for (name, known) in sections {
         if let Some(obj) = top.get(name).and_then(serde_json::Value::as_object) {

@@ -1001,6 +1001,12 @@ impl Engine {
             }))
         });
         crate::control::check_run_budget(&ctx);
+        // The base is judged before any agent: a required gate red there
+        // stops the run (see steps::base).
+        let red_base = crate::steps::judge_base(&ctx).await.err();
+        if red_base.is_some() {
+            sched.stop();
+        }
         // Requests from outside (dashboard): pause, resume, cancel, retry.
         let steer = ctx.options.steering.clone();
         let _attached = steer.as_ref().map(crate::control::steer::Attached::new);
@@ -1132,7 +1138,9 @@ impl Engine {
             (st.counts(), summaries(&st))
         };
         let over_budget = ctx.control.budget.exhausted().is_some() && counts.pending > 0;
-        let status = if interrupted {
+        let status = if red_base.is_some() && !interrupted {
+            RunStatus::Failed
+        } else if interrupted {
             RunStatus::Interrupted
         } else if over_budget {
             RunStatus::BudgetExhausted
@@ -1226,6 +1234,9 @@ impl Engine {
         let halt = ctx.halt.lock().ok().and_then(|mut h| h.take());
         if let Some(full) = halt {
             return Err(EngineError::DiskFull(full));
+        }
+        if let Some(red) = red_base {
+            return Err(red);
         }
         Ok(RunSummary {
             run_id,

@@ -77,6 +77,17 @@ pub enum EngineError {
     /// A write failed for want of disk space: the run stopped.
     #[error(transparent)]
     DiskFull(#[from] DiskFull),
+    /// A required gate already fails on the run's base: every story would
+    /// fail it, so the run stopped before any agent ran.
+    #[error("{}", red_base(branch, commit, failed, *known))]
+    RedBase {
+        branch: String,
+        commit: String,
+        failed: Vec<crate::events::BaseFailure>,
+        /// `--base-failures known` was given (and these gates cannot be
+        /// judged by the census).
+        known: bool,
+    },
     /// A budget in prd.json is malformed.
     #[error("{}: {message}", path.display())]
     Budget { path: PathBuf, message: String },
@@ -97,6 +108,41 @@ pub struct DiskFull {
     pub disk: Option<String>,
     /// The error that said so.
     pub error: String,
+}
+
+/// "the base 'main' (abc1234) already fails the required gate 'tests' (...)":
+/// the gates with their first errors, and what to do.
+fn red_base(
+    branch: &str,
+    commit: &str,
+    failed: &[crate::events::BaseFailure],
+    known: bool,
+) -> String {
+    let short = commit.get(..10).unwrap_or(commit);
+    let gates: Vec<String> = failed
+        .iter()
+        .map(|f| {
+            let mut s = format!("'{}'", f.gate);
+            if !f.errors.is_empty() {
+                s.push_str(&format!(":\n    {}", f.errors.join("\n    ")));
+            }
+            s
+        })
+        .collect();
+    let what = if failed.len() == 1 {
+        "the required gate"
+    } else {
+        "the required gates"
+    };
+    let advice = if known {
+        "no test census tells its known failures from new ones; fix the base or mark the gate \"required\": false"
+    } else {
+        "every story would fail it; fix the base, or pass --base-failures known to judge stories by new test failures only"
+    };
+    format!(
+        "the base '{branch}' ({short}) already fails {what} {}\n{advice}, then run `cascade resume`",
+        gates.join(", ")
+    )
 }
 
 impl EngineError {

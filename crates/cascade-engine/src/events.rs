@@ -47,6 +47,22 @@ pub enum Event {
     },
     /// Every story of a batch is done, failed or blocked.
     BatchFinished { batch: usize, of: usize },
+    /// The base was judged before the first agent: the required gates of
+    /// the target branch's tip ran once (or their kept report was read).
+    /// `failed` lists the required gates that fail there; with `passed`
+    /// false and mode `stop` the run stops before any agent runs.
+    BaseJudged {
+        /// The commit the first stories start from.
+        commit: String,
+        passed: bool,
+        /// `--base-failures`: `stop` or `known`.
+        mode: String,
+        /// The report was kept from an earlier run on the same tree.
+        cached: bool,
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        failed: Vec<BaseFailure>,
+        duration_ms: u64,
+    },
     /// Something the user should know that changes nothing (stale lock taken
     /// over, schedule adjusted, worktree left behind...).
     Notice { message: String },
@@ -468,6 +484,20 @@ pub struct LeftOutDir {
     pub files: usize,
     /// Why (`dependency or build output`).
     pub reason: String,
+}
+
+/// A required gate that fails on the base (in [`Event::BaseJudged`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseFailure {
+    pub gate: String,
+    /// Its first parsed errors (`file:line: message`), or how it ended.
+    pub errors: Vec<String>,
+    /// The tests its census saw failing there (the known failures).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub failing_tests: Vec<String>,
+    /// With `--base-failures known`: the census judges stories on this gate
+    /// (false when the gate has no census of failing tests to judge by).
+    pub judged_by_census: bool,
 }
 
 /// A gate's result in the final summary.

@@ -65,6 +65,10 @@ pub struct Job {
     /// The coordinator's `--prove-tests` (`None`: on with a strict review).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prove_tests: Option<bool>,
+    /// The coordinator's `--base-failures` (how a gate the base already
+    /// fails judges the story).
+    #[serde(default)]
+    pub base_failures: crate::config::BaseFailures,
     /// The coordinator's untracked `.cascade/gates.json` and `verify.json`
     /// as its run found them (name -> text): what judges the story where
     /// its base commits none (see the `judging` module).

@@ -208,6 +208,7 @@ fn job_options(job: &Job) -> RunOptions {
         no_fallback: job.agents.no_fallback,
         review: job.review,
         prove_tests: job.prove_tests,
+        base_failures: job.base_failures,
         retry: RetryPolicy {
             max_retries: 0,
             ..RetryPolicy::default()

@@ -448,9 +448,14 @@ impl Run {
             spec = spec.env(k, v);
         }
         if self.runner == Runner::Cargo {
-            if let Some(dir) = &opts.cargo_target_dir {
-                spec = spec.env("CARGO_TARGET_DIR", dir);
-            }
+            // Set either way: an inherited `CARGO_TARGET_DIR` (cascade run
+            // from a cargo build) would build into, and wait for the lock
+            // of, a directory that is not the run's.
+            let dir = opts
+                .cargo_target_dir
+                .clone()
+                .unwrap_or_else(|| root.join("target"));
+            spec = spec.env("CARGO_TARGET_DIR", dir);
         }
         let outcome = match spec.run(cancel).await {
             Ok(o) => o,

@@ -22,6 +22,9 @@ use super::{human_duration, short_oid, summary};
 pub struct TerminalReporter {
     view: View,
     color: bool,
+    /// The base's failures the census judged by (`--base-failures known`),
+    /// repeated under the summary.
+    base_known: Vec<String>,
 }
 
 enum View {
@@ -61,6 +64,7 @@ impl TerminalReporter {
         TerminalReporter {
             view: View::Plain(out),
             color,
+            base_known: Vec::new(),
         }
     }
 
@@ -85,6 +89,7 @@ impl TerminalReporter {
                 base: 0,
             }),
             color,
+            base_known: Vec::new(),
         }
     }
 
@@ -98,7 +103,13 @@ impl TerminalReporter {
         } = event
         {
             self.finish();
-            let text = summary::render(rows, *status, stories, *duration_ms, self.color);
+            let mut text = summary::render(rows, *status, stories, *duration_ms, self.color);
+            if !self.base_known.is_empty() {
+                text.push_str(&format!(
+                    "failures the base already had (judged by the test census): {}\n",
+                    self.base_known.join("; ")
+                ));
+            }
             match &mut self.view {
                 View::Plain(out) => {
                     let _ = out.write_all(b"\n");
@@ -113,6 +124,13 @@ impl TerminalReporter {
                 }
             }
             return;
+        }
+        if let Event::BaseJudged { failed, .. } = event {
+            self.base_known = failed
+                .iter()
+                .filter(|f| f.judged_by_census)
+                .map(|f| format!("'{}': {}", f.gate, f.failing_tests.join(", ")))
+                .collect();
         }
         if let View::Live(live) = &mut self.view {
             live.update(event, self.color);
@@ -337,6 +355,35 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             format!("batch {batch}/{of}: {}", stories.join(", "))
         }
         Event::BatchFinished { batch, of } => format!("batch {batch}/{of} done"),
+        Event::BaseJudged {
+            commit,
+            passed,
+            cached,
+            failed,
+            ..
+        } => {
+            let at = format!("base {}", super::short_oid(commit));
+            let kept = if *cached { " (kept from an earlier run)" } else { "" };
+            if *passed {
+                format!("{at}: required gates {}{kept}", ok("pass"))
+            } else {
+                let gates: Vec<String> = failed
+                    .iter()
+                    .map(|f| {
+                        if f.judged_by_census {
+                            format!(
+                                "'{}' (known failures, judged by the census: {})",
+                                f.gate,
+                                f.failing_tests.join(", ")
+                            )
+                        } else {
+                            format!("'{}'", f.gate)
+                        }
+                    })
+                    .collect();
+                format!("{at}: required gates {}{kept}: {}", bad("FAIL"), gates.join(", "))
+            }
+        }
         Event::Notice { message } => format!("note: {}", super::printable(message)),
         Event::StorySkipped { story, reason } => {
             format!("{story}: skipped ({})", super::printable(reason))
@@ -888,6 +935,42 @@ mod tests {
         assert_eq!(
             describe(&failed, false).unwrap(),
             "s: FAILED after 1 attempt (merge_conflict): conflict in a.txt\n  branch 'cascade/s', worktree /w/s"
+        );
+    }
+
+    #[test]
+    fn the_base_judgment_prints_and_known_failures_follow_the_summary() {
+        let buf = Shared::default();
+        let mut r = TerminalReporter::plain(Box::new(buf.clone()), false);
+        r.report(&Event::BaseJudged {
+            commit: "0123456789abcdef".into(),
+            passed: false,
+            mode: "known".into(),
+            cached: true,
+            failed: vec![cascade_engine::events::BaseFailure {
+                gate: "tests".into(),
+                errors: vec!["t.py:3: assert 1 == 2".into()],
+                failing_tests: vec!["t.test_mul".into()],
+                judged_by_census: true,
+            }],
+            duration_ms: 3,
+        });
+        r.report(&Event::RunFinished {
+            status: RunStatus::Completed,
+            stories: StoryCounts::default(),
+            duration_ms: 1,
+            summary: vec![],
+        });
+        let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(
+            text.contains("base 0123456789: required gates FAIL (kept from an earlier run): 'tests' (known failures, judged by the census: t.test_mul)\n"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "failures the base already had (judged by the test census): 'tests': t.test_mul\n"
+            ),
+            "{text}"
         );
     }
 }

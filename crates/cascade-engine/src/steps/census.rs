@@ -108,15 +108,55 @@ pub(super) async fn run(
 
 /// The base's gate report with its census: kept, or run now.
 async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
-    let ctx = a.ctx;
-    let tree = tree_of(&wt.path, &wt.base);
+    match base_gates(a.ctx, a.env, &wt.path, &wt.base, &wt.judges).await {
+        Ok(kept) => Some(kept.report),
+        Err(BaseRun::Cancelled) => None,
+        Err(BaseRun::Trouble(what)) => {
+            notice(a.ctx, a.id(), &what);
+            None
+        }
+    }
+}
+
+/// The gate report of a base commit and whether it was kept from before.
+pub(super) struct BaseReport {
+    pub report: GateReport,
+    pub cached: bool,
+}
+
+/// Why there is no base report.
+pub(super) enum BaseRun {
+    /// The run is being cancelled.
+    Cancelled,
+    /// cascade's own trouble (the tree could not be written, the worktree
+    /// setup failed there): not the base's fault.
+    Trouble(String),
+}
+
+/// The gates of `judges` on the tree of `base` (a commit of the repository
+/// at `repo`): the report kept under the tree's id, or a run now in a
+/// scratch copy of the tree (with the worktree's copy and setup), kept for
+/// the next caller. One run at a time: callers on the same base wait for
+/// one run, the first story's or the run's own judgment of its base.
+pub(super) async fn base_gates(
+    ctx: &Arc<Ctx>,
+    env: &[(String, String)],
+    repo: &Path,
+    base: &str,
+    judges: &crate::judging::Judges,
+) -> Result<BaseReport, BaseRun> {
+    let tree = tree_of(repo, base);
     let path = kept_path(ctx, &tree);
-    if let Some(r) = read_kept(&path) {
-        return Some(r);
+    let kept = |report| BaseReport {
+        report,
+        cached: true,
+    };
+    if let Some(r) = read_kept(&path, judges) {
+        return Ok(kept(r));
     }
     let _one = BASE_RUN.lock().await;
-    if let Some(r) = read_kept(&path) {
-        return Some(r);
+    if let Some(r) = read_kept(&path, judges) {
+        return Ok(kept(r));
     }
     // Removed when done (a killed run's leftover is a plain directory in tmp/).
     let scratch = Scratch(
@@ -128,13 +168,18 @@ async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
     let _ = std::fs::remove_dir_all(scratch.path());
     let root = scratch.path().join("base");
     let exported = {
-        let (wt_path, base, root) = (wt.path.clone(), wt.base.clone(), root.clone());
-        tokio::task::spawn_blocking(move || cascade_git::diff::export_tree(&wt_path, &base, &root))
+        let (repo, base, root) = (repo.to_path_buf(), base.to_string(), root.clone());
+        tokio::task::spawn_blocking(move || cascade_git::diff::export_tree(&repo, &base, &root))
             .await
     };
     if !matches!(exported, Ok(Ok(()))) {
-        notice(ctx, a.id(), "could not write the base's tree");
-        return None;
+        return Err(BaseRun::Trouble("could not write the base's tree".into()));
+    }
+    if let Err(f) = super::prepare_worktree::setup(ctx, &root).await {
+        if ctx.cancel.is_cancelled() {
+            return Err(BaseRun::Cancelled);
+        }
+        return Err(BaseRun::Trouble(format!("on the base: {}", f.error)));
     }
     let opts = cascade_gates::RunOptions {
         workdir: root.clone(),
@@ -146,7 +191,7 @@ async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
         census_dir: Some(scratch.path().join("reports")),
     };
     let target = ctx.control.cargo_target(&root);
-    let mut extra_env = a.env.to_vec();
+    let mut extra_env = env.to_vec();
     if let Some(t) = &target {
         extra_env.push(("CARGO_TARGET_DIR".into(), t.path().display().to_string()));
     }
@@ -154,36 +199,54 @@ async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
         admission: ctx.control.gates.clone(),
         extra_env,
     };
+    // The run's first gates: what the caches say about themselves is
+    // said here (the stories' gates may never meet it again).
+    let sink = Arc::clone(ctx);
+    let on_event = move |e: cascade_gates::GateEvent| match e {
+        cascade_gates::GateEvent::CacheUnavailable { reason } => sink.emit(Event::Notice {
+            message: format!("gate cache unavailable: {reason}"),
+        }),
+        cascade_gates::GateEvent::RemoteWarning { message } => sink.emit(Event::Notice {
+            message: format!("remote gate cache: {message}"),
+        }),
+        _ => {}
+    };
     let report = cascade_gates::run_gates_in(
-        &wt.judges.gates,
+        &judges.gates,
         &opts,
         &env,
         &ctx.gate_cache,
-        |_| {},
+        on_event,
         &ctx.cancel,
     )
     .await;
     drop(target);
     if ctx.cancel.is_cancelled() {
-        return None;
+        return Err(BaseRun::Cancelled);
     }
     write_kept(ctx, &path, &report);
-    Some(report)
+    Ok(BaseReport {
+        report,
+        cached: false,
+    })
 }
 
-/// Keeps the base gates' part of a passing story report under its tree.
+/// Keeps the base gates' part of a passing story report under its tree (a
+/// report the gate step accepted).
 fn keep(ctx: &Arc<Ctx>, wt: &Worktree, tree: &str, report: &GateReport) {
     if !report.passed {
         return;
     }
-    let gates = report
+    let gates: Vec<_> = report
         .gates
         .iter()
         .filter(|g| wt.judges.gates.gates.iter().any(|b| b.name == g.name))
         .cloned()
         .collect();
+    // Under `--base-failures known` a passing report can hold a gate that
+    // failed on known failures only: the tree's report says it failed.
     let mine = GateReport {
-        passed: true,
+        passed: gates.iter().all(|g| g.passed || !g.required),
         gates,
     };
     write_kept(ctx, &kept_path(ctx, tree), &mine);
@@ -196,9 +259,19 @@ fn kept_path(ctx: &Ctx, tree: &str) -> PathBuf {
         .join(format!("base-{tree}.json"))
 }
 
-fn read_kept(path: &Path) -> Option<GateReport> {
+/// The kept report at `path`, when it is one of these gates: the same tree
+/// can be judged by other gates (an untracked `.cascade/gates.json` edited
+/// between runs), and a report of other commands says nothing about them.
+fn read_kept(path: &Path, judges: &crate::judging::Judges) -> Option<GateReport> {
     let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    let report: GateReport = serde_json::from_slice(&bytes).ok()?;
+    let fits = judges.gates.gates.iter().all(|g| {
+        report
+            .gates
+            .iter()
+            .any(|r| r.name == g.name && r.command == g.command_line() && r.required == g.required)
+    });
+    fits.then_some(report)
 }
 
 /// Best effort: a census that cannot be kept is run again next time.

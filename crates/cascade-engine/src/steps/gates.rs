@@ -22,9 +22,12 @@ pub(super) async fn run(
     output: &AgentOutput,
 ) -> Result<GateReport, Stop> {
     let ctx = a.ctx;
-    let report = run_gates(ctx, a.id(), a.number, a.env, &WorkPlace::from(wt), true).await;
-    keep_report(a, &report);
+    let place = WorkPlace::from(wt);
+    let mut report = run_gates(ctx, a.id(), a.number, a.env, &place, true).await;
     a.check_cancel()?;
+    // `--base-failures known`: a gate the base fails is judged by the census.
+    let known = super::base::judge_known(a, &place, &mut report).await?;
+    keep_report(a, &report);
     let gates: Vec<GateSummary> = report
         .gates
         .iter()
@@ -36,8 +39,20 @@ pub(super) async fn run(
         })
         .collect();
     ctx.amend_story(a.id(), |s| s.gates = gates);
+    for (gate, tests) in &known.accepted {
+        ctx.emit(Event::Notice {
+            message: format!(
+                "{}: gate '{gate}' fails only on tests the base already fails ({}): judged by the census",
+                a.id(),
+                tests.join(", ")
+            ),
+        });
+    }
     if !report.passed {
-        let (_, message) = failed_required(&report);
+        let (_, mut message) = failed_required(&report);
+        if !known.rejected.is_empty() {
+            message = format!("{message} ({})", known.rejected.join("; "));
+        }
         let mut f =
             Failure::new(FailureKind::QualityGate, message).with_excerpt(output.excerpt.clone());
         f.gate_summary = report.summary_for_prompt(20);
@@ -50,7 +65,11 @@ pub(super) async fn run(
 /// gating runs them on the story merged with the target's tip), with
 /// their events; the caller judges the report.
 pub(super) async fn run_at(a: &Attempt<'_>, place: &WorkPlace) -> GateReport {
-    run_gates(a.ctx, a.id(), a.number, a.env, place, true).await
+    let mut report = run_gates(a.ctx, a.id(), a.number, a.env, place, true).await;
+    // `--base-failures known`: the merged tree is judged as the story is
+    // (cancelled: the caller's own check stops the attempt).
+    let _ = super::base::judge_known(a, place, &mut report).await;
+    report
 }
 
 /// "quality gate 'x' failed" for the required gates a report failed.

@@ -15,6 +15,7 @@
 //! their own part of the attempt.
 
 mod agent_head;
+mod base;
 mod census;
 mod commit;
 mod gates;
@@ -38,6 +39,8 @@ use cascade_plan::Story;
 
 use crate::engine::Ctx;
 use crate::retry::FailureKind;
+
+pub(crate) use base::judge_first as judge_base;
 
 /// One failed attempt, carried into the next prompt.
 #[derive(Debug, Clone)]

@@ -137,8 +137,9 @@ async fn keep_local(path: &Path, touched: bool) -> Result<(), Failure> {
     }
 }
 
-/// Copies the configured files into the worktree and runs the setup commands.
-async fn setup(ctx: &Ctx, wt_path: &Path) -> Result<(), Failure> {
+/// Copies the configured files into the worktree and runs the setup commands
+/// (also in the scratch copy of a base whose gates run, see `census`).
+pub(super) async fn setup(ctx: &Ctx, wt_path: &Path) -> Result<(), Failure> {
     let setup = &ctx.project.worktree;
     for rel in &setup.copy {
         let from = ctx.project_root.join(rel);

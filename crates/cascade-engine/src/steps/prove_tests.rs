@@ -1,5 +1,7 @@
-//! Step: prove the story's new or changed tests (`--prove-tests`, on by
-//! default with a strict review): run them on a copy of the base commit with
+//! Step: prove the story's new or changed tests (on by default where the
+//! test census knows a gate's runner; `--prove-tests` proves whatever the
+//! runner, `--no-prove-tests` or config.json `prove_tests.enabled: false`
+//! turn the default off; each run bounded by `prove_tests.timeout_seconds`): run them on a copy of the base commit with
 //! only the test changes applied (cascade-verify's `prove`); a test that
 //! passes there tests nothing the story built and fails the attempt as
 //! `verification` (`unproven-test`, which a story may allow). It runs after
@@ -11,12 +13,12 @@ use std::time::Instant;
 use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, Stop};
-use crate::checks::intent_of;
+use crate::checks::{intent_of, Proving};
 use crate::events::Event;
 
 pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -> Result<(), Stop> {
     let ctx = a.ctx;
-    if !ctx.checks.prove_tests || !wt.judges.rules.enabled {
+    if !wanted(ctx, wt) || !wt.judges.rules.enabled {
         return Ok(());
     }
     let started = Instant::now();
@@ -34,6 +36,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
     };
     let mut opts = cascade_verify::prove::ProveOptions::new(&wt.path);
     opts.env = a.env.to_vec();
+    opts.timeout = ctx.project.prove_tests.timeout();
     // Rust: a target directory nobody else builds in right now.
     let target = ctx.control.cargo_target(&wt.path);
     opts.cargo_target_dir = target.as_ref().map(|t| t.path());
@@ -78,6 +81,26 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
         return Ok(());
     }
     Err(super::verify::failure(&findings).into())
+}
+
+/// Whether this run proves the story's tests: asked for, or by default
+/// where a gate of the base runs a runner the test census knows (a project
+/// whose tests cascade cannot read is not made to pay for proving).
+fn wanted(ctx: &crate::engine::Ctx, wt: &Worktree) -> bool {
+    match ctx.checks.prove_tests {
+        Proving::Off => false,
+        Proving::Asked => true,
+        Proving::ByDefault => {
+            ctx.project.prove_tests.enabled != Some(false)
+                && wt.judges.gates.enabled
+                && wt
+                    .judges
+                    .gates
+                    .gates
+                    .iter()
+                    .any(|g| cascade_gates::census::runner_of(&g.program, &g.args).is_some())
+        }
+    }
 }
 
 /// cascade's own trouble proving is not the agent's fault: a notice.

@@ -221,6 +221,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         use_gate_cache: o.use_gate_cache,
         review: o.review,
         prove_tests: o.prove_tests,
+        base_failures: o.base_failures,
         judging: ctx.judging.untracked().clone(),
         excerpt_bytes: o.excerpt_bytes,
         labels,
