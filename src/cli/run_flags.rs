@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_engine::config::{Integration, Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::confine::SandboxMode;
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -48,6 +49,28 @@ pub enum IntegrationArg {
     Gate,
     /// Merge on the strength of the story's own gates
     Trust,
+}
+
+/// `--sandbox required|best-effort|off`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxArg {
+    /// Confined by the kernel, or the run does not start
+    Required,
+    /// Confined where the kernel can, else unconfined with a warning
+    BestEffort,
+    /// Never confined
+    Off,
+}
+
+impl SandboxArg {
+    fn mode(self) -> SandboxMode {
+        match self {
+            SandboxArg::Required => SandboxMode::Required,
+            SandboxArg::BestEffort => SandboxMode::BestEffort,
+            SandboxArg::Off => SandboxMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +207,12 @@ pub struct RunFlags {
     /// merges on the strength of the story's own gates
     #[arg(long, value_enum, default_value_t = IntegrationArg::Gate)]
     pub integration: IntegrationArg,
+    /// Confinement of every process a story starts (Landlock): `required`
+    /// refuses to run without it (exit 2), `best-effort` runs unconfined with
+    /// a warning where the kernel has none, `off` never confines (default:
+    /// `.cascade/config.json` `sandbox.mode`, else best-effort)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxArg>,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -317,6 +346,7 @@ impl RunFlags {
                 IntegrationArg::Gate => Integration::Gate,
                 IntegrationArg::Trust => Integration::Trust,
             },
+            sandbox: self.sandbox.map(SandboxArg::mode),
             ..RunOptions::default()
         })
     }

@@ -193,6 +193,8 @@ pub struct RunOptions {
     /// Requests from outside the run (pause, resume, cancel, retry), see
     /// `control::steer`. `None`: nobody steers it.
     pub steering: Option<crate::control::steer::Steering>,
+    /// `--sandbox`; `None`: the base's `sandbox.mode`, else best-effort.
+    pub sandbox: Option<crate::confine::SandboxMode>,
 }
 
 impl RunOptions {
@@ -278,6 +280,7 @@ impl Default for RunOptions {
             pool_part: None,
             executor: None,
             steering: None,
+            sandbox: None,
         }
     }
 }
@@ -295,6 +298,10 @@ pub struct ProjectConfig {
     pub resources: ResourceSettings,
     #[serde(default)]
     pub commit: CommitSettings,
+    /// What a story's processes may touch (see the `confine` module). The
+    /// copy that applies is the story's base commit's; this one is checked.
+    #[serde(default)]
+    pub sandbox: crate::confine::SandboxSettings,
     /// Unknown fields of the file, each naming the closest known one (they
     /// are ignored).
     #[serde(skip)]
@@ -377,6 +384,12 @@ pub enum ProjectConfigError {
     EmptyCommand { path: PathBuf, index: usize },
     #[error("'{}': worktree.copy entry '{entry}' must be a relative path inside the project", path.display())]
     BadCopy { path: PathBuf, entry: String },
+    #[error("'{}': sandbox.{key} entry '{entry}' must be an absolute path or start with '~/'", path.display())]
+    BadSandboxPath {
+        path: PathBuf,
+        key: &'static str,
+        entry: String,
+    },
 }
 
 impl ProjectConfig {
@@ -410,6 +423,9 @@ impl ProjectConfig {
                 return Err(ProjectConfigError::EmptyCommand { path, index });
             }
         }
+        if let Err((key, entry)) = cfg.sandbox.check() {
+            return Err(ProjectConfigError::BadSandboxPath { path, key, entry });
+        }
         for entry in &cfg.worktree.copy {
             let p = Path::new(entry);
             if p.is_absolute()
@@ -426,7 +442,7 @@ impl ProjectConfig {
     }
 }
 
-/// The unknown fields of config.json (top level, `worktree`, `resources`, `commit`),
+/// The unknown fields of config.json (top level, `worktree`, `resources`, `commit`, `sandbox`),
 /// against the fields their serde types read.
 fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
     use cascade_plan::strict::{fields_of, unknown_keys};
@@ -434,10 +450,11 @@ fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut found = unknown_keys(&top, "", fields_of::<ProjectConfig>(), &[]);
-    let sections: [(&str, &[&str]); 3] = [
+    let sections: [(&str, &[&str]); 4] = [
         ("worktree", fields_of::<WorktreeSetup>()),
         ("resources", fields_of::<ResourceSettings>()),
         ("commit", fields_of::<CommitSettings>()),
+        ("sandbox", fields_of::<crate::confine::SandboxSettings>()),
     ];
     for (name, known) in sections {
         if let Some(obj) = top.get(name).and_then(serde_json::Value::as_object) {

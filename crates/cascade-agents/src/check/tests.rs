@@ -18,6 +18,7 @@ fn def(name: &str, command: &str, args: &[&str]) -> AgentDef {
         resume_args: None,
         list_sessions_args: None,
         api: None,
+        sandbox: Default::default(),
     }
 }
 

@@ -44,6 +44,7 @@ fn agent(command: String, args: &[&str]) -> AgentDef {
         resume_args: None,
         list_sessions_args: None,
         api: None,
+        sandbox: Default::default(),
     }
 }
 

@@ -153,6 +153,11 @@ async fn base_report(a: &Attempt<'_>, wt: &Worktree) -> Option<GateReport> {
     let env = cascade_gates::GateEnv {
         admission: ctx.control.gates.clone(),
         extra_env,
+        // The base's copy is where these gates run; the Cargo target theirs.
+        sandbox: crate::confine::AttemptSandbox::widened(
+            &wt.sandbox.policy,
+            std::iter::once(scratch.path().to_path_buf()).chain(target.iter().map(|t| t.path())),
+        ),
     };
     let report = cascade_gates::run_gates_in(
         &wt.judges.gates,
