@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_engine::config::{BaseFailures, Integration, Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::confine::SandboxMode;
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -58,6 +59,28 @@ pub enum BaseFailuresArg {
     Stop,
     /// Go on; judge each story on that gate by its test census
     Known,
+}
+
+/// `--sandbox required|best-effort|off`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxArg {
+    /// Confined by the kernel, or the run does not start
+    Required,
+    /// Confined where the kernel can, else unconfined with a warning
+    BestEffort,
+    /// Never confined
+    Off,
+}
+
+impl SandboxArg {
+    fn mode(self) -> SandboxMode {
+        match self {
+            SandboxArg::Required => SandboxMode::Required,
+            SandboxArg::BestEffort => SandboxMode::BestEffort,
+            SandboxArg::Off => SandboxMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,6 +230,12 @@ pub struct RunFlags {
     /// test that passed on the base and no longer passes, or a new failure)
     #[arg(long, value_enum, value_name = "MODE", default_value_t = BaseFailuresArg::Stop)]
     pub base_failures: BaseFailuresArg,
+    /// Confinement of every process a story starts (Landlock): `required`
+    /// refuses to run without it (exit 2), `best-effort` runs unconfined with
+    /// a warning where the kernel has none, `off` never confines (default:
+    /// `.cascade/config.json` `sandbox.mode`, else best-effort)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<SandboxArg>,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -352,6 +381,7 @@ impl RunFlags {
                 BaseFailuresArg::Stop => BaseFailures::Stop,
                 BaseFailuresArg::Known => BaseFailures::Known,
             },
+            sandbox: self.sandbox.map(SandboxArg::mode),
             ..RunOptions::default()
         })
     }

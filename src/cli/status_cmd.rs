@@ -223,6 +223,16 @@ impl<'a> View<'a> {
                 h.pid, h.host, h.started_at
             )?;
         }
+        // What confined the stories' last attempts, each kind once.
+        let mut confinements: Vec<&str> = Vec::new();
+        for c in st.stories.iter().filter_map(|s| s.attempts.confinement()) {
+            if !confinements.contains(&c) {
+                confinements.push(c);
+            }
+        }
+        if !confinements.is_empty() {
+            writeln!(out, "Confinement: {}", confinements.join(", "))?;
+        }
         for c in self.active_cooldowns() {
             writeln!(
                 out,
@@ -359,6 +369,9 @@ struct StoryJson<'a> {
     verification_allowed: &'a [Text<'a>],
     #[serde(skip_serializing_if = "Option::is_none")]
     review: Option<&'a ReviewRecord>,
+    /// What confined its last attempt.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    confinement: Option<&'a str>,
 }
 
 impl<'a> StoryJson<'a> {
@@ -376,6 +389,7 @@ impl<'a> StoryJson<'a> {
             verification: &s.verification,
             verification_allowed: &s.verification_allowed,
             review: s.review.as_ref(),
+            confinement: s.attempts.confinement(),
         }
     }
 }

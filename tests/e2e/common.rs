@@ -28,7 +28,13 @@ pub fn cascade_command(dir: &Path) -> StdCommand {
     cmd.current_dir(dir)
         .env("NO_COLOR", "1")
         .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", dir);
+        .env("HOME", dir)
+        // The scripted agents and gates of these tests record what they saw
+        // in tools directories beside the repository: the temp directory is
+        // theirs to write, so everything else of the sandbox (hidden paths,
+        // the rest of the system) still applies. tests/e2e/sandbox.rs runs
+        // without it.
+        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir());
     cmd
 }
 

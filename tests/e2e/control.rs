@@ -854,6 +854,7 @@ fi
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
+        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
         .current_dir(f.repo())
         .env("NO_COLOR", "1")
         .env("HOME", f.repo())

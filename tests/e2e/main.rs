@@ -33,6 +33,7 @@ mod planning;
 mod real_agents;
 mod reliability;
 mod remote_cache;
+mod sandbox;
 #[cfg(feature = "ui")]
 mod ui;
 #[cfg(feature = "ui")]

@@ -106,6 +106,19 @@ pub struct AgentDef {
     /// How a `type: "api"` agent reaches its model (`None` for the others,
     /// whose `command` is a program).
     pub api: Option<ApiSettings>,
+    /// What the agent's CLI needs beyond the story's sandbox.
+    pub sandbox: AgentSandbox,
+}
+
+/// `agents.<name>.sandbox`: what a CLI needs besides its worktree when
+/// cascade confines it (its own state and login, such as `~/.claude`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentSandbox {
+    /// Writable paths: absolute, or `~/...` under `$HOME`.
+    pub write: Vec<String>,
+    /// The TCP ports the agent connects to (its model API). Recorded, not
+    /// yet enforced: see docs/safety.md.
+    pub net_ports: Vec<u16>,
 }
 
 impl AgentDef {
@@ -131,6 +144,10 @@ impl AgentDef {
             list_sessions_args: None,
             version_args: None,
             api: None,
+            sandbox: AgentSandbox {
+                write: vec!["~/.claude".into(), "~/.claude.json".into()],
+                net_ports: vec![443],
+            },
         }
     }
 
@@ -674,6 +691,7 @@ impl Walk {
                 list_sessions_args: None,
                 version_args: None,
                 api: Some(api),
+                sandbox: AgentSandbox::default(),
             });
         }
         let command = match obj.get("command") {
@@ -766,6 +784,7 @@ impl Walk {
         );
         let version_args =
             self.session_argv(obj.get("version_args"), &format!("{key}.version_args"));
+        let sandbox = self.agent_sandbox(obj.get("sandbox"), &format!("{key}.sandbox"));
         Some(AgentDef {
             name: name.to_string(),
             kind,
@@ -779,7 +798,58 @@ impl Walk {
             list_sessions_args,
             version_args,
             api: None,
+            sandbox,
         })
+    }
+
+    /// `sandbox`: `{"write": [paths], "net_ports": [ports]}`.
+    fn agent_sandbox(&mut self, value: Option<&Value>, key: &str) -> AgentSandbox {
+        let mut out = AgentSandbox::default();
+        let obj = match value {
+            None | Some(Value::Null) => return out,
+            Some(Value::Object(o)) => Tracked::new(o),
+            Some(_) => {
+                self.problem(
+                    key,
+                    "expected an object like {\"write\": [\"~/.claude\"], \"net_ports\": [443]}",
+                );
+                return out;
+            }
+        };
+        match obj.get("write") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    let k = format!("{key}.write[{i}]");
+                    let Some(p) = self.string(item, &k) else {
+                        continue;
+                    };
+                    if cascade_process::sandbox::expand_home(&p, Some(Path::new("/"))).is_some() {
+                        out.write.push(p);
+                    } else {
+                        self.problem(k, "must be an absolute path or start with '~/'");
+                    }
+                }
+            }
+            Some(_) => self.problem(format!("{key}.write"), "expected an array of paths"),
+        }
+        match obj.get("net_ports") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    match item.as_u64().and_then(|n| u16::try_from(n).ok()) {
+                        Some(port) if port > 0 => out.net_ports.push(port),
+                        _ => self.problem(
+                            format!("{key}.net_ports[{i}]"),
+                            "expected a TCP port (1 to 65535)",
+                        ),
+                    }
+                }
+            }
+            Some(_) => self.problem(format!("{key}.net_ports"), "expected an array of ports"),
+        }
+        self.warnings.extend(obj.unknown(key, &[]));
+        out
     }
 
     /// `timeout`: whole seconds (a fraction rounds up), at most

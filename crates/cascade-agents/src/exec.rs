@@ -66,6 +66,9 @@ pub struct AgentRequest {
     pub log_limit: LogLimit,
     /// What an api agent's tools may do (writable files, RunGates).
     pub tools: crate::api::ToolAccess,
+    /// The story's confinement; the agent's own `sandbox.write` is added
+    /// to it when the CLI starts. `None`: unconfined.
+    pub sandbox: Option<std::sync::Arc<cascade_process::sandbox::Policy>>,
 }
 
 /// The function behind [`OutputLines`].
@@ -115,6 +118,7 @@ impl AgentRequest {
             on_output: None,
             log_limit: LogLimit::default(),
             tools: crate::api::ToolAccess::default(),
+            sandbox: None,
         }
     }
 
@@ -470,6 +474,9 @@ pub async fn execute(
     if inv.prompt_on_stdin {
         spec = spec.stdin_bytes(req.prompt.replace('\0', ""));
     }
+    if let Some(policy) = &req.sandbox {
+        spec = spec.sandbox(Arc::new(confined(policy, agent)));
+    }
     let running = spec.spawn().map_err(|e| match e {
         SpawnError::NotFound { .. } => ExecError::Unavailable {
             agent: agent.name.clone(),
@@ -515,6 +522,22 @@ pub async fn execute(
         signal,
         hint,
     })
+}
+
+/// The story's policy with what the agent's definition declares writable
+/// (`~/` expanded against `$HOME`; without one, those entries are left out).
+fn confined(
+    policy: &cascade_process::sandbox::Policy,
+    agent: &AgentDef,
+) -> cascade_process::sandbox::Policy {
+    use cascade_process::sandbox::{expand_home, home};
+    let home = home();
+    let declared = agent
+        .sandbox
+        .write
+        .iter()
+        .filter_map(|p| expand_home(p, home.as_deref()));
+    policy.with_write(declared)
 }
 
 /// Writes the prompt file and starts the attempt's log afresh with a header

@@ -115,8 +115,8 @@ pub use check::{
     check_agent, check_agents, AgentCheck, CheckCache, CheckProblem, CheckStatus, ProblemKind,
 };
 pub use config::{
-    AgentDef, AgentKind, AgentsConfig, ApiSettings, ConfigError, ConfigProblem, ConfigSource,
-    LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON,
+    AgentDef, AgentKind, AgentSandbox, AgentsConfig, ApiSettings, ConfigError, ConfigProblem,
+    ConfigSource, LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON,
 };
 pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};

@@ -198,6 +198,8 @@ pub struct RunOptions {
     /// Requests from outside the run (pause, resume, cancel, retry), see
     /// `control::steer`. `None`: nobody steers it.
     pub steering: Option<crate::control::steer::Steering>,
+    /// `--sandbox`; `None`: the base's `sandbox.mode`, else best-effort.
+    pub sandbox: Option<crate::confine::SandboxMode>,
 }
 
 impl RunOptions {
@@ -306,6 +308,7 @@ impl Default for RunOptions {
             pool_part: None,
             executor: None,
             steering: None,
+            sandbox: None,
         }
     }
 }
@@ -325,6 +328,10 @@ pub struct ProjectConfig {
     pub commit: CommitSettings,
     #[serde(default)]
     pub prove_tests: ProveSettings,
+    /// What a story's processes may touch (see the `confine` module). The
+    /// copy that applies is the story's base commit's; this one is checked.
+    #[serde(default)]
+    pub sandbox: crate::confine::SandboxSettings,
     /// Unknown fields of the file, each naming the closest known one (they
     /// are ignored).
     #[serde(skip)]
@@ -434,6 +441,12 @@ pub enum ProjectConfigError {
     EmptyCommand { path: PathBuf, index: usize },
     #[error("'{}': worktree.copy entry '{entry}' must be a relative path inside the project", path.display())]
     BadCopy { path: PathBuf, entry: String },
+    #[error("'{}': sandbox.{key} entry '{entry}' must be an absolute path or start with '~/'", path.display())]
+    BadSandboxPath {
+        path: PathBuf,
+        key: &'static str,
+        entry: String,
+    },
 }
 
 impl ProjectConfig {
@@ -467,6 +480,9 @@ impl ProjectConfig {
                 return Err(ProjectConfigError::EmptyCommand { path, index });
             }
         }
+        if let Err((key, entry)) = cfg.sandbox.check() {
+            return Err(ProjectConfigError::BadSandboxPath { path, key, entry });
+        }
         for entry in &cfg.worktree.copy {
             let p = Path::new(entry);
             if p.is_absolute()
@@ -483,7 +499,7 @@ impl ProjectConfig {
     }
 }
 
-/// The unknown fields of config.json (top level, `worktree`, `resources`, `commit`),
+/// The unknown fields of config.json (top level, `worktree`, `resources`, `commit`, `sandbox`),
 /// against the fields their serde types read.
 fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
     use cascade_plan::strict::{fields_of, unknown_keys};
@@ -496,6 +512,7 @@ fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
         ("resources", fields_of::<ResourceSettings>()),
         ("commit", fields_of::<CommitSettings>()),
         ("prove_tests", fields_of::<ProveSettings>()),
+        ("sandbox", fields_of::<crate::confine::SandboxSettings>()),
     ];
     for (name, known) in sections {
         if let Some(obj) = top.get(name).and_then(serde_json::Value::as_object) {

@@ -539,6 +539,7 @@ impl Engine {
             });
         };
         let first = judging.at(&tip.to_string())?;
+        crate::confine::check_available(options.sandbox, &first.sandbox)?;
         let gates = &first.gates;
         // The remote gate cache: a bad configuration stops here (exit 2); a
         // store that is down later only costs warnings.
@@ -1347,6 +1348,7 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 verification: s.verification.clone(),
                 verification_allowed: s.verification_allowed.clone(),
                 review: s.review.clone(),
+                confinement: s.attempts.iter().rev().find_map(|a| a.confinement.clone()),
             }
         })
         .collect()

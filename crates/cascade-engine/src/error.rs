@@ -92,6 +92,10 @@ pub enum EngineError {
     #[error("{}: {message}", path.display())]
     Budget { path: PathBuf, message: String },
 
+    /// `--sandbox required` (or `sandbox.mode`) on a machine without Landlock.
+    #[error(transparent)]
+    Sandbox(#[from] crate::confine::SandboxUnavailable),
+
     /// A background task of the engine died (a bug).
     #[error("internal error: {0}")]
     Internal(String),

@@ -89,6 +89,10 @@ pub enum Event {
         pid: u32,
         branch: String,
         worktree: String,
+        /// What the attempt's processes are confined by: "landlock abi 7",
+        /// or "none".
+        #[serde(default)]
+        confinement: String,
     },
     /// The agent process of an attempt ended.
     AgentFinished {
@@ -470,6 +474,9 @@ pub struct StorySummary {
     /// The last review: `pass`, `needs_revision` or `missing`, and by whom.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub review: Option<crate::state::ReviewRecord>,
+    /// What confined the last attempt: "landlock abi 7", or "none".
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub confinement: Option<String>,
 }
 
 /// One finding of local verification (`{rule, file, line, message, text}`).

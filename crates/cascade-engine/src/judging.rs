@@ -30,15 +30,19 @@ use cascade_verify::RuleSet;
 use crate::error::EngineError;
 
 /// The judging files, by name under `.cascade/`.
-pub const JUDGING_FILES: [&str; 2] = [GATES_JSON, VERIFY_JSON];
+pub const JUDGING_FILES: [&str; 3] = [GATES_JSON, VERIFY_JSON, CONFIG_JSON];
 pub const GATES_JSON: &str = "gates.json";
 pub const VERIFY_JSON: &str = "verify.json";
+/// Only its `sandbox` section judges (what the story's processes may touch).
+pub const CONFIG_JSON: &str = "config.json";
 
 /// The gates and rules that judge the stories started from one commit.
 #[derive(Debug)]
 pub struct Judges {
     pub gates: GateSet,
     pub rules: RuleSet,
+    /// config.json's `sandbox` at the base.
+    pub sandbox: crate::confine::SandboxSettings,
 }
 
 /// Reads the judging files of each base commit (once per commit).
@@ -124,7 +128,12 @@ impl Judging {
             &self.project_root,
         )?;
         let rules = self.rules_at(base)?;
-        let judges = Arc::new(Judges { gates, rules });
+        let sandbox = self.sandbox_at(base)?;
+        let judges = Arc::new(Judges {
+            gates,
+            rules,
+            sandbox,
+        });
         if let Ok(mut seen) = self.seen.lock() {
             seen.insert(key, Arc::clone(&judges));
         }
@@ -137,6 +146,34 @@ impl Judging {
             Some((origin, text)) => RuleSet::from_text(&origin, Some(&text))?,
             None => RuleSet::builtin(),
         })
+    }
+
+    /// config.json's `sandbox` section at `base` (the rest of the file is
+    /// the main worktree's, read by `ProjectConfig::load`).
+    fn sandbox_at(&self, base: &str) -> Result<crate::confine::SandboxSettings, EngineError> {
+        #[derive(serde::Deserialize)]
+        struct Only {
+            #[serde(default)]
+            sandbox: crate::confine::SandboxSettings,
+        }
+        let Some((origin, text)) = self.file(base, CONFIG_JSON)? else {
+            return Ok(Default::default());
+        };
+        let only: Only = serde_json::from_str(&text).map_err(|source| {
+            crate::config::ProjectConfigError::Parse {
+                path: origin.clone(),
+                source,
+            }
+        })?;
+        if let Err((key, entry)) = only.sandbox.check() {
+            return Err(crate::config::ProjectConfigError::BadSandboxPath {
+                path: origin,
+                key,
+                entry,
+            }
+            .into());
+        }
+        Ok(only.sandbox)
     }
 
     /// A judging file for `base`: where it came from (for messages) and its

@@ -81,6 +81,7 @@
 
 pub mod checks;
 pub mod config;
+pub mod confine;
 pub mod control;
 pub mod engine;
 pub mod error;

@@ -238,6 +238,7 @@ mod tests {
             pid: 12345,
             branch: "b".into(),
             worktree: "w".into(),
+            confinement: "none".into(),
         });
         log.record(&Event::AttemptFailed {
             story: "story-002".into(),

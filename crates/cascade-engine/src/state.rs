@@ -325,6 +325,9 @@ pub struct AttemptRecord {
     /// which a retry by the same api agent continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// What its processes were confined by: "landlock abi 7", or "none".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confinement: Option<String>,
 }
 
 impl AttemptRecord {
@@ -348,6 +351,7 @@ impl AttemptRecord {
             cost_usd: None,
             cost_estimated: None,
             session_id: None,
+            confinement: None,
         }
     }
 }

@@ -59,6 +59,9 @@ pub struct GateEnv {
     /// `CASCADE_PORT_BASE`, shared build caches). Not part of the cache key:
     /// it says where to put things, not what to check.
     pub extra_env: Vec<(String, String)>,
+    /// The story's confinement of every gate process (its report directory
+    /// is made writable too); `None`: unconfined. Not part of the cache key.
+    pub sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
 }
 
 /// What the runner reports while it runs.
@@ -79,6 +82,7 @@ pub enum GateEvent {
 struct Ctx {
     admission: cascade_process::resources::Admission,
     extra_env: Vec<(String, String)>,
+    sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
     repo_root: PathBuf,
     /// `workdir` relative to `repo_root` (`.` when equal).
     workdir_rel: String,
@@ -280,6 +284,10 @@ pub async fn run_prepared(
     let ctx = Arc::new(Ctx {
         admission: env.admission.clone(),
         extra_env: env.extra_env.clone(),
+        sandbox: env
+            .sandbox
+            .as_ref()
+            .map(|p| Arc::new(p.with_write(opts.census_dir.iter().cloned()))),
         repo_root: prepared.repo_root,
         workdir_rel: prepared.workdir_rel,
         workdir: prepared.workdir,
@@ -640,6 +648,9 @@ async fn execute(
     }
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
+    }
+    if let Some(policy) = &ctx.sandbox {
+        spec = spec.sandbox(Arc::clone(policy));
     }
     let mut running = match spec.spawn() {
         Ok(r) => r,

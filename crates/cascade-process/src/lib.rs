@@ -277,6 +277,10 @@ impl Spec {
         if self.env_clear {
             cmd.env_clear();
         }
+        // Before the spec's own environment, which may choose otherwise.
+        for (k, v) in self.sandbox.iter().flat_map(|p| p.env()) {
+            cmd.env(k, v);
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }

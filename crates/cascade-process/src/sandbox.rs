@@ -20,13 +20,21 @@ pub const DEFAULT_HIDDEN: &[&str] = &[
     ".docker/config.json",
 ];
 
+/// Overrides the Landlock ABI the kernel reports (a test hook: `0` makes
+/// cascade behave as on a kernel without Landlock).
+pub const ABI_OVERRIDE_VAR: &str = "CASCADE_LANDLOCK_ABI";
+
 /// What a confined child may touch.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Policy {
     /// Writable (and readable) trees: the worktree, the attempt's temp dir, declared paths.
     pub write: Vec<PathBuf>,
     /// Unreadable paths (files or trees); those that do not exist are skipped.
     pub hide: Vec<PathBuf>,
+    /// The attempt's private temp directory: writable, and the child's
+    /// `TMPDIR`, `TMP` and `TEMP` (tools put scratch files there, not in a
+    /// shared `/tmp` the sandbox does not let them write).
+    pub tmp: Option<PathBuf>,
 }
 
 /// Why a policy could not be prepared.
@@ -45,13 +53,70 @@ pub enum SandboxError {
     },
 }
 
+/// A path as policies are written: `~/x` under `home`, an absolute path
+/// as is; `None` for anything else, or for `~` without a home.
+pub fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
+    if path == "~" {
+        return home.map(Path::to_path_buf);
+    }
+    if let Some(rest) = path.strip_prefix("~/") {
+        return home.map(|h| h.join(rest));
+    }
+    let p = Path::new(path);
+    p.is_absolute().then(|| p.to_path_buf())
+}
+
+/// `$HOME`, if set.
+pub fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
 /// The hidden defaults under `home`.
 pub fn default_hidden(home: &Path) -> Vec<PathBuf> {
     DEFAULT_HIDDEN.iter().map(|p| home.join(p)).collect()
 }
 
-/// The Landlock ABI this kernel enforces (0: none, or not Linux).
+impl Policy {
+    /// The same policy with `paths` writable as well (a gate's report
+    /// directory, the Cargo target it leases, an agent's own state).
+    pub fn with_write<I, P>(&self, paths: I) -> Policy
+    where
+        I: IntoIterator<Item = P>,
+        P: Into<PathBuf>,
+    {
+        let mut p = self.clone();
+        for path in paths {
+            let path = path.into();
+            if !p.write.contains(&path) {
+                p.write.push(path);
+            }
+        }
+        p
+    }
+
+    /// The environment a confined child gets: its temp directory.
+    pub fn env(&self) -> Vec<(&'static str, &Path)> {
+        match &self.tmp {
+            Some(t) => ["TMPDIR", "TMP", "TEMP"]
+                .into_iter()
+                .map(|k| (k, t.as_path()))
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+}
+
+/// The Landlock ABI this kernel enforces (0: none, or not Linux), or the
+/// value of [`ABI_OVERRIDE_VAR`] when it is set to a number.
 pub fn kernel_abi() -> i32 {
+    if let Some(v) = std::env::var(ABI_OVERRIDE_VAR)
+        .ok()
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    {
+        return v.max(0);
+    }
     #[cfg(target_os = "linux")]
     {
         // LANDLOCK_CREATE_RULESET_VERSION = 1: asks for the ABI version.
@@ -150,7 +215,11 @@ mod linux {
         if let Ok(f) = PathFd::new("/dev") {
             rs = rs.add_rule(PathBeneath::new(f, dev))?;
         }
-        for w in &policy.write {
+        // POSIX shared memory (Python's multiprocessing, browsers) lives here.
+        if let Ok(f) = PathFd::new("/dev/shm") {
+            rs = rs.add_rule(PathBeneath::new(f, AccessFs::from_all(abi)))?;
+        }
+        for w in policy.write.iter().chain(&policy.tmp) {
             if let Ok(f) = PathFd::new(w) {
                 rs = rs.add_rule(PathBeneath::new(f, AccessFs::from_all(abi)))?;
             }
@@ -227,6 +296,7 @@ mod tests {
         let policy = Policy {
             write: vec![wt.clone()],
             hide: default_hidden(&tmp.path().join("home")),
+            tmp: None,
         };
         let p = |p: &Path| p.display().to_string();
         assert!(confined(&policy, &format!("echo hi > {}/f", p(&wt))).await);

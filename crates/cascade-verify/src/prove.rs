@@ -61,6 +61,9 @@ pub struct ProveOptions {
     pub timeout: Duration,
     /// Extra environment of the runs.
     pub env: Vec<(String, String)>,
+    /// The story's confinement of the runs (their scratch copy of the base
+    /// and the Cargo target are made writable too); `None`: unconfined.
+    pub sandbox: Option<std::sync::Arc<cascade_process::sandbox::Policy>>,
 }
 
 impl ProveOptions {
@@ -70,6 +73,7 @@ impl ProveOptions {
             cargo_target_dir: None,
             timeout: DEFAULT_TIMEOUT,
             env: Vec::new(),
+            sandbox: None,
         }
     }
 }
@@ -206,6 +210,15 @@ pub async fn prove(
         .filter(|t| usable.contains(&t.file))
         .collect();
     lend_dependencies(&root, &opts.source, &tests);
+    let confined = ProveOptions {
+        sandbox: opts.sandbox.as_ref().map(|p| {
+            let writable = std::iter::once(scratch.path().to_path_buf())
+                .chain(opts.cargo_target_dir.iter().cloned());
+            std::sync::Arc::new(p.with_write(writable))
+        }),
+        ..opts.clone()
+    };
+    let opts = &confined;
     for run in plan(&root, &tests, opts, &mut proof.notes).await {
         if cancel.is_cancelled() {
             break;
@@ -456,6 +469,9 @@ impl Run {
                 .clone()
                 .unwrap_or_else(|| root.join("target"));
             spec = spec.env("CARGO_TARGET_DIR", dir);
+        }
+        if let Some(policy) = &opts.sandbox {
+            spec = spec.sandbox(std::sync::Arc::clone(policy));
         }
         let outcome = match spec.run(cancel).await {
             Ok(o) => o,

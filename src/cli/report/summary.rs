@@ -156,6 +156,7 @@ pub fn render(
             }
         }
     }
+    out.push_str(&confinement(rows));
     let mut totals = format!(
         "\nrun {}: {} complete, {} failed, {} blocked, {} pending in {}",
         status,
@@ -181,6 +182,23 @@ pub fn render(
     out.push_str(&totals);
     out.push('\n');
     out
+}
+
+/// "\nconfinement: landlock abi 7\n" when every attempt that ran had the
+/// same, else each story's; nothing when no attempt ran.
+fn confinement(rows: &[StorySummary]) -> String {
+    let ran: Vec<(&str, &str)> = rows
+        .iter()
+        .filter_map(|r| r.confinement.as_deref().map(|c| (r.story.as_str(), c)))
+        .collect();
+    let Some((_, first)) = ran.first() else {
+        return String::new();
+    };
+    if ran.iter().all(|(_, c)| c == first) {
+        return format!("\nconfinement: {first}\n");
+    }
+    let each: Vec<String> = ran.iter().map(|(s, c)| format!("{s} {c}")).collect();
+    format!("\nconfinement: {}\n", each.join(", "))
 }
 
 /// `tests ✓ (cached), lint ✗`.
@@ -227,6 +245,7 @@ mod tests {
             verification: vec![],
             verification_allowed: vec![],
             review: None,
+            confinement: None,
         }
     }
 

@@ -774,6 +774,7 @@ mod tests {
                 pid: 42,
                 branch: "cascade/a".into(),
                 worktree: "/w/a".into(),
+                confinement: "none".into(),
             },
             Event::GateStarted {
                 story: "a".into(),
@@ -854,6 +855,7 @@ mod tests {
                     verification: vec![],
                     verification_allowed: vec![],
                     review: None,
+                    confinement: None,
                 }],
             },
         ];

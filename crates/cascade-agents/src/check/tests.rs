@@ -19,6 +19,7 @@ fn def(name: &str, command: &str, args: &[&str]) -> AgentDef {
         list_sessions_args: None,
         version_args: None,
         api: None,
+        sandbox: Default::default(),
     }
 }
 

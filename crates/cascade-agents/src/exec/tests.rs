@@ -45,6 +45,7 @@ fn agent(command: String, args: &[&str]) -> AgentDef {
         list_sessions_args: None,
         version_args: None,
         api: None,
+        sandbox: Default::default(),
     }
 }
 

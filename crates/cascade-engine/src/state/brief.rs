@@ -70,10 +70,12 @@ impl Serialize for Text<'_> {
 
 /// A story's attempts, counted as they are read: those charged to it
 /// ([`StoryState::charged_attempts`]) that ended, and those still open.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AttemptTally {
     ended: u32,
     open: u32,
+    /// What confined the last attempt that says.
+    confinement: Option<String>,
 }
 
 impl AttemptTally {
@@ -82,6 +84,11 @@ impl AttemptTally {
     /// ([`StoryState::close_unfinished_attempts`]).
     pub fn charged(&self, live: bool) -> u32 {
         self.ended + if live { self.open } else { 0 }
+    }
+
+    /// What confined the last attempt ("landlock abi 7", "none").
+    pub fn confinement(&self) -> Option<&str> {
+        self.confinement.as_deref()
     }
 }
 
@@ -94,6 +101,8 @@ impl<'de> Deserialize<'de> for AttemptTally {
             error_type: Option<FailureKind>,
             #[serde(default, borrow)]
             outcome: Option<Text<'a>>,
+            #[serde(default, borrow)]
+            confinement: Option<Text<'a>>,
         }
         struct V;
         impl<'de> Visitor<'de> for V {
@@ -109,6 +118,9 @@ impl<'de> Deserialize<'de> for AttemptTally {
                         None if charged(a.error_type, None) => t.open += 1,
                         Some(_) if charged(a.error_type, outcome) => t.ended += 1,
                         _ => {}
+                    }
+                    if let Some(c) = a.confinement {
+                        t.confinement = Some(c.0.into_owned());
                     }
                 }
                 Ok(t)

@@ -198,6 +198,11 @@ pub(super) async fn base_gates(
     let env = cascade_gates::GateEnv {
         admission: ctx.control.gates.clone(),
         extra_env,
+        // The base's copy is where these gates run; the Cargo target theirs.
+        sandbox: crate::confine::AttemptSandbox::widened(
+            &wt.sandbox.policy,
+            std::iter::once(scratch.path().to_path_buf()).chain(target.iter().map(|t| t.path())),
+        ),
     };
     // The run's first gates: what the caches say about themselves is
     // said here (the stories' gates may never meet it again).

@@ -187,6 +187,8 @@ pub(super) struct WorkPlace {
     pub path: std::path::PathBuf,
     pub base: String,
     pub judges: Arc<crate::judging::Judges>,
+    /// What the gates are confined to (`None`: unconfined).
+    pub sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
 }
 
 impl From<&Worktree> for WorkPlace {
@@ -195,6 +197,7 @@ impl From<&Worktree> for WorkPlace {
             path: wt.path.clone(),
             base: wt.base.clone(),
             judges: Arc::clone(&wt.judges),
+            sandbox: wt.sandbox.policy.clone(),
         }
     }
 }
@@ -279,6 +282,11 @@ async fn run_gates(
     let env = cascade_gates::GateEnv {
         admission: ctx.control.gates.noting(notice),
         extra_env,
+        // The Cargo target the gates build in is theirs to write.
+        sandbox: crate::confine::AttemptSandbox::widened(
+            &wt.sandbox,
+            target.iter().map(|t| t.path()),
+        ),
     };
     cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, &ctx.cancel).await
 }

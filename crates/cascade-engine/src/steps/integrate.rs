@@ -104,12 +104,18 @@ async fn gate_merge(
     .await
     .map_err(|e| setup(e.to_string()))?
     .map_err(|e| setup(format!("integration worktree for '{}': {e}", a.id())))?;
+    // Confined like the story's own gates, to the scratch worktree.
+    let (sandbox, _) =
+        crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, &path)
+            .map_err(setup)?;
     let place = WorkPlace {
         path: path.clone(),
         base: tip.to_string(),
         judges,
+        sandbox: sandbox.policy.clone(),
     };
     let report = super::gates::run_at(a, &place).await;
+    drop(sandbox);
     let paths = ctx.paths.clone();
     let removed =
         tokio::task::spawn_blocking(move || cascade_git::worktree::remove(&paths, &path, true))

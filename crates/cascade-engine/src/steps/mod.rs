@@ -31,7 +31,7 @@ mod review;
 mod run_agent;
 mod verify;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use cascade_agents::{AgentRequest, Phase};
@@ -162,19 +162,25 @@ impl Attempt<'_> {
         &self.story.id
     }
 
-    /// A request to run an agent of this attempt in `workdir`, with what
-    /// every agent of an attempt gets: the run's timeout override and log
-    /// limit, and `CASCADE_TARGET_BRANCH`.
-    pub fn agent_request(&self, phase: Phase, prompt: String, workdir: &Path) -> AgentRequest {
+    /// A request to run an agent of this attempt in its worktree, with what
+    /// every agent of an attempt gets: the attempt's sandbox, the run's
+    /// timeout override and log limit, and `CASCADE_TARGET_BRANCH`.
+    fn agent_request(
+        &self,
+        phase: Phase,
+        prompt: String,
+        wt: &prepare_worktree::Worktree,
+    ) -> AgentRequest {
         let ctx = self.ctx;
         let mut req = AgentRequest::new(
             self.id(),
             self.number,
             phase,
             prompt,
-            workdir,
+            &wt.path,
             &ctx.artifacts_dir,
         );
+        req.sandbox = wt.sandbox.policy.clone();
         req.timeout_override = ctx.options.agent_timeout;
         req.log_limit = ctx.project.resources.log_limit();
         req.extra_env

@@ -29,6 +29,8 @@ pub(super) struct Worktree {
     pub judges: Arc<crate::judging::Judges>,
     /// The findings files given to the agent.
     pub findings: StorySeed,
+    /// What every process of the attempt is confined to (see `confine`).
+    pub sandbox: crate::confine::AttemptSandbox,
 }
 
 pub(super) async fn run(a: &Attempt<'_>, held: &mut Option<PathBuf>) -> Result<Worktree, Stop> {
@@ -64,7 +66,8 @@ pub(super) async fn run_from(
         })?;
     let shown = path.display().to_string();
     ctx.amend_story(id, |s| s.worktree = Some(shown));
-    if let Err(f) = setup(ctx, &path).await {
+    let sandbox = confine(a, &judges, &path)?;
+    if let Err(f) = setup(ctx, &path, &sandbox).await {
         a.check_cancel()?;
         return Err(f.into());
     }
@@ -82,7 +85,32 @@ pub(super) async fn run_from(
         base,
         judges,
         findings,
+        sandbox,
     })
+}
+
+/// The attempt's confinement, by the run's `--sandbox` and the base's
+/// `sandbox` settings; recorded on the attempt.
+fn confine(
+    a: &Attempt<'_>,
+    judges: &crate::judging::Judges,
+    path: &Path,
+) -> Result<crate::confine::AttemptSandbox, Failure> {
+    let ctx = a.ctx;
+    let (sandbox, warning) =
+        crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, path)
+            .map_err(|e| Failure::new(FailureKind::Setup, e))?;
+    if let Some(message) = warning {
+        ctx.emit(Event::Notice { message });
+    }
+    let confinement = sandbox.confinement.clone();
+    let number = a.number;
+    ctx.amend_story(a.id(), |s| {
+        if let Some(r) = s.attempts.iter_mut().rev().find(|r| r.attempt == number) {
+            r.confinement = Some(confinement);
+        }
+    });
+    Ok(sandbox)
 }
 
 /// Leases a pooled worktree for the branch at `base`, or resets the one the
@@ -137,9 +165,14 @@ async fn keep_local(path: &Path, touched: bool) -> Result<(), Failure> {
     }
 }
 
-/// Copies the configured files into the worktree and runs the setup commands
-/// (also in the scratch copy of a base whose gates run, see `census`).
-pub(super) async fn setup(ctx: &Ctx, wt_path: &Path) -> Result<(), Failure> {
+/// Copies the configured files into the worktree and runs the setup
+/// commands, confined like the agent (also in the scratch copy of a base
+/// whose gates run, see `census`).
+pub(super) async fn setup(
+    ctx: &Ctx,
+    wt_path: &Path,
+    sandbox: &crate::confine::AttemptSandbox,
+) -> Result<(), Failure> {
     let setup = &ctx.project.worktree;
     for rel in &setup.copy {
         let from = ctx.project_root.join(rel);
@@ -162,7 +195,10 @@ pub(super) async fn setup(ctx: &Ctx, wt_path: &Path) -> Result<(), Failure> {
         let Some((program, args)) = argv.split_first() else {
             continue;
         };
-        let spec = Spec::new(program).args(args).cwd(wt_path).timeout(timeout);
+        let mut spec = Spec::new(program).args(args).cwd(wt_path).timeout(timeout);
+        if let Some(p) = &sandbox.policy {
+            spec = spec.sandbox(Arc::clone(p));
+        }
         let outcome = spec.run(&ctx.cancel).await.map_err(|e| {
             Failure::new(
                 FailureKind::Setup,

@@ -40,6 +40,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
     // Rust: a target directory nobody else builds in right now.
     let target = ctx.control.cargo_target(&wt.path);
     opts.cargo_target_dir = target.as_ref().map(|t| t.path());
+    opts.sandbox = wt.sandbox.policy.clone();
     let proof = cascade_verify::prove::prove(
         &wt.path,
         &wt.base,

@@ -111,7 +111,7 @@ async fn resolve_with_agent(
 ) -> Result<String, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let mut req = a.agent_request(Phase::Merge, prompt(a, files), &wt.path);
+    let mut req = a.agent_request(Phase::Merge, prompt(a, files), wt);
     req.extra_env
         .push(("CASCADE_CONFLICTS".into(), files.join("\n")));
     req.extra_env.extend(a.env.iter().cloned());

@@ -72,7 +72,7 @@ async fn ask(
 ) -> Result<Answer, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let req = a.agent_request(Phase::Review, prompt(a, wt, committed, gates), &wt.path);
+    let req = a.agent_request(Phase::Review, prompt(a, wt, committed, gates), wt);
     let ran = execute(def, req, |_| {}, &ctx.cancel).await;
     // The reviewer's reported cost, else its tokens at its model's price.
     let cost = ran.as_ref().ok().and_then(|run| {

@@ -27,7 +27,7 @@ pub(super) async fn run(
 ) -> Result<AgentOutput, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let mut req = a.agent_request(a.phase, prompt(a, wt), &wt.path);
+    let mut req = a.agent_request(a.phase, prompt(a, wt), wt);
     req.extra_env.extend(wt.findings.env());
     req.extra_env.extend(a.env.iter().cloned());
     // An api agent gets RunGates, and a retry continues its conversation.
@@ -262,10 +262,11 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree) -> String {
 fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(u32) + Send {
     let ctx = Arc::clone(a.ctx);
     let (agent, id) = (a.agent.clone(), a.id().to_string());
-    let (title, branch, worktree) = (
+    let (title, branch, worktree, confinement) = (
         a.story.title.clone(),
         a.branch.to_string(),
         wt.path.display().to_string(),
+        wt.sandbox.confinement.clone(),
     );
     let fallbacks = assigned.fallbacks.clone();
     let (attempt, max_attempts, phase) = (a.number, a.max, a.phase);
@@ -286,6 +287,7 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
             pid,
             branch,
             worktree,
+            confinement,
         });
     }
 }

@@ -1,0 +1,312 @@
+//! End-to-end tests of confinement: scripted agents and gates that try to
+//! leave their worktree (a write outside, into another story's worktree,
+//! into the main checkout, into `$HOME`; a read of a hidden credential)
+//! while their own edits go through, `--sandbox off` letting all of it
+//! through, and `--sandbox required` refusing a kernel without Landlock
+//! (`CASCADE_LANDLOCK_ABI=0`, the test hook).
+//!
+//! These runs drop the temp directory the other modules' tests may write
+//! (see `common::cascade_command`) and point `$HOME` at a temp directory
+//! holding `.ssh/id_x`. A kernel without Landlock skips the confined checks.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::common::{cascade, code, events, explain, git, init_repo, of_kind, script, write_json};
+
+/// A repository, a `$HOME` with a secret, a tools directory (scripts and
+/// agents.json, only read) and a directory outside all of them.
+struct Fixture {
+    repo: tempfile::TempDir,
+    home: tempfile::TempDir,
+    tools: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+const SECRET: &str = "very secret key";
+
+impl Fixture {
+    fn new() -> Fixture {
+        let f = Fixture {
+            repo: init_repo(),
+            home: tempfile::tempdir().expect("home"),
+            tools: tempfile::tempdir().expect("tools"),
+            outside: tempfile::tempdir().expect("outside"),
+        };
+        std::fs::create_dir_all(f.home().join(".ssh")).expect("mkdir");
+        std::fs::write(f.home().join(".ssh/id_x"), SECRET).expect("secret");
+        f
+    }
+
+    fn repo(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    fn t(&self, name: &str) -> PathBuf {
+        self.tools.path().join(name)
+    }
+
+    /// prd.json with `stories` (independent) and `gates`.
+    fn write_prd(&self, stories: &[&str], gates: Value) {
+        let stories: Vec<Value> = stories
+            .iter()
+            .map(|id| {
+                json!({"id": id, "title": format!("story {id}"), "description": "d",
+                       "priority": "high", "dependencies": [], "status": "pending",
+                       "acceptance_criteria": ["done"]})
+            })
+            .collect();
+        write_json(
+            &self.repo().join("prd.json"),
+            &json!({"metadata": {"version": "1.0"}, "goal": "g", "objectives": [],
+                    "stories": stories,
+                    "quality_gates": {"enabled": true, "fail_fast": false, "use_cache": false, "gates": gates}}),
+        );
+    }
+
+    /// The agent: waits until `peers` worktrees exist beside its own, then
+    /// tries each escape and writes what happened to `<story>.txt` in its
+    /// worktree (merged, so main shows it).
+    fn write_agent(&self, peers: usize) {
+        let body = format!(
+            r#"r="$CASCADE_STORY_ID.txt"
+try() {{ if sh -c "$2" 2>/dev/null; then echo "$1 allowed" >> "$r"; else echo "$1 denied" >> "$r"; fi; }}
+i=0; while [ "$(ls .. | wc -l)" -lt {peers} ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+own="$(basename "$PWD")"
+try outside "echo x > '{outside}/from-$CASCADE_STORY_ID'"
+for d in ../*; do [ "$d" = "../$own" ] || try sibling "echo x > '$d/from-$CASCADE_STORY_ID'"; done
+try main "echo x > '{repo}/from-$CASCADE_STORY_ID'"
+try home "echo x > '$HOME/from-$CASCADE_STORY_ID'"
+try secret "cat '$HOME/.ssh/id_x'"
+try tmp 'echo x > "$TMPDIR/t" && [ "$TMPDIR" != /tmp ]'
+echo done >> "$r""#,
+            outside = self.outside.path().display(),
+            repo = self.repo().display(),
+        );
+        self.set_agent(&body);
+    }
+
+    /// agents.json with one agent running `body` (sh).
+    fn set_agent(&self, body: &str) {
+        script(&self.t("agent.sh"), body);
+        write_json(
+            &self.t("agents.json"),
+            &json!({"default_agent": "escape", "agents": {"escape": {
+                "type": "cli", "command": self.t("agent.sh").display().to_string(),
+                "args": [], "timeout": 60}}}),
+        );
+    }
+
+    /// `cascade approve` with `extra`, `$HOME` at the fixture's home and
+    /// nothing but the sandbox's own rules.
+    fn approve(&self, extra: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Vec<Value>) {
+        let mut cmd = cascade(self.repo());
+        cmd.env_remove(cascade_engine::confine::WRITE_VAR)
+            .env("HOME", self.home())
+            .args(["approve", "--auto-run", "--json", "--retry-delay", "0"])
+            .args(["--max-retries", "0", "--agents"])
+            .arg(self.t("agents.json"))
+            .args(extra)
+            .timeout(Duration::from_secs(120));
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("cascade runs");
+        let evs = events(&out);
+        (out, evs)
+    }
+
+    /// What story `id` recorded, as merged into main.
+    fn recorded(&self, id: &str) -> String {
+        git(self.repo(), &["show", &format!("main:{id}.txt")])
+    }
+}
+
+/// Whether this kernel confines (else the test says why it skips).
+fn landlock() -> bool {
+    let abi = cascade_process::sandbox::kernel_abi();
+    if abi == 0 {
+        eprintln!("skipped: this kernel enforces no Landlock");
+    }
+    abi > 0
+}
+
+#[test]
+fn an_agent_edits_its_worktree_but_cannot_write_outside_it_nor_read_a_hidden_key() {
+    if !landlock() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write_prd(&["s1", "s2"], json!([]));
+    f.write_agent(2);
+    let (out, evs) = f.approve(&["--parallel", "2"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    for id in ["s1", "s2"] {
+        let seen = f.recorded(id);
+        for line in [
+            "outside denied",
+            "sibling denied",
+            "main denied",
+            "home denied",
+            "secret denied",
+            "tmp allowed",
+            "done",
+        ] {
+            assert!(
+                seen.lines().any(|l| l == line),
+                "{id}: no '{line}' in:\n{seen}"
+            );
+        }
+        assert_eq!(
+            seen.matches(" allowed").count(),
+            1,
+            "{id}: only tmp:\n{seen}"
+        );
+        assert!(!f.outside.path().join(format!("from-{id}")).exists());
+        assert!(!f.repo().join(format!("from-{id}")).exists());
+        assert!(!f.home().join(format!("from-{id}")).exists());
+    }
+    // Neither story's commit holds what the other tried to put in it.
+    let files = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(!files.contains("from-"), "{files}");
+    let abi = format!("landlock abi {}", cascade_process::sandbox::kernel_abi());
+    for e in of_kind(&evs, "story_started") {
+        assert_eq!(e["confinement"], abi.as_str(), "{e}");
+    }
+    // The summary and `status` say so too.
+    let finished = of_kind(&evs, "run_finished");
+    assert_eq!(finished[0]["summary"][0]["confinement"], abi.as_str());
+    let out = cascade(f.repo())
+        .args(["status", "--json"])
+        .output()
+        .expect("status runs");
+    let status: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(
+        status["stories"]["s1"]["confinement"],
+        abi.as_str(),
+        "{status}"
+    );
+    let out = cascade(f.repo())
+        .arg("status")
+        .output()
+        .expect("status runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("Confinement: {abi}")), "{text}");
+}
+
+#[test]
+fn sandbox_off_lets_the_same_agent_through() {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.write_agent(1);
+    let (out, evs) = f.approve(&["--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let seen = f.recorded("s1");
+    for line in [
+        "outside allowed",
+        "main allowed",
+        "home allowed",
+        "secret allowed",
+    ] {
+        assert!(seen.lines().any(|l| l == line), "no '{line}' in:\n{seen}");
+    }
+    assert!(f.outside.path().join("from-s1").exists());
+    for e in of_kind(&evs, "story_started") {
+        assert_eq!(e["confinement"], "none", "{e}");
+    }
+}
+
+/// A required gate that reads the hidden key (and one that writes its
+/// own worktree and the temp dir, which must pass).
+fn gate_fixture() -> Fixture {
+    let f = Fixture::new();
+    script(&f.t("read-key.sh"), r#"cat "$HOME/.ssh/id_x""#);
+    script(
+        &f.t("write-own.sh"),
+        r#"echo built > gate-output.txt && echo x > "$TMPDIR/scratch""#,
+    );
+    let gate = |name: &str| {
+        json!({"name": name, "type": "test", "required": true,
+               "command": f.t(&format!("{name}.sh")).display().to_string(), "args": []})
+    };
+    f.write_prd(&["s1"], json!([gate("read-key"), gate("write-own")]));
+    f.write_agent(1);
+    f
+}
+
+#[test]
+fn a_gate_cannot_read_a_hidden_key_and_sandbox_off_lets_it() {
+    if !landlock() {
+        return;
+    }
+    let f = gate_fixture();
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let gates = of_kind(&evs, "gate_finished");
+    let passed = |name: &str| {
+        gates
+            .iter()
+            .find(|g| g["gate"] == name)
+            .map(|g| g["passed"].clone())
+    };
+    assert_eq!(passed("read-key"), Some(json!(false)), "{gates:?}");
+    assert_eq!(passed("write-own"), Some(json!(true)), "{gates:?}");
+
+    let f = gate_fixture();
+    let (out, _) = f.approve(&["--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+}
+
+#[test]
+fn required_on_a_kernel_without_landlock_exits_2_and_best_effort_warns_once() {
+    let f = Fixture::new();
+    f.write_prd(&["s1", "s2"], json!([]));
+    // Unconfined, an escaping agent would dirty the main checkout.
+    f.set_agent(r#"echo ok > "$CASCADE_STORY_ID.txt""#);
+    let none = [(cascade_process::sandbox::ABI_OVERRIDE_VAR, "0")];
+    let (out, _) = f.approve(&["--sandbox", "required"], &none);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--sandbox required") && err.contains("Landlock"),
+        "{err}"
+    );
+    assert!(
+        git(f.repo(), &["branch", "--list", "cascade/*"])
+            .trim()
+            .is_empty(),
+        "nothing ran"
+    );
+
+    // The same from the project's config, committed on the base.
+    write_json(
+        &f.repo().join(".cascade/config.json"),
+        &json!({"sandbox": {"mode": "required"}}),
+    );
+    git(f.repo(), &["add", "-f", ".cascade/config.json"]);
+    git(f.repo(), &["commit", "-q", "-m", "require the sandbox"]);
+    let (out, _) = f.approve(&[], &none);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sandbox.mode"),
+        "{}",
+        explain(&out)
+    );
+
+    let (out, evs) = f.approve(&["--sandbox", "best-effort"], &none);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let warnings: Vec<_> = of_kind(&evs, "notice")
+        .into_iter()
+        .filter(|e| e["message"].as_str().unwrap_or("").contains("unconfined"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{evs:?}");
+    for e in of_kind(&evs, "story_started") {
+        assert_eq!(e["confinement"], "none", "{e}");
+    }
+}
