@@ -49,8 +49,14 @@ pub(super) async fn run(
 /// The attempt's gates on a tree that is not its worktree's (integration
 /// gating runs them on the story merged with the target's tip), with
 /// their events; the caller judges the report.
-pub(super) async fn run_at(a: &Attempt<'_>, place: &WorkPlace) -> GateReport {
-    run_gates(a.ctx, a.id(), a.number, a.env, place, true).await
+pub(super) async fn run_at(
+    ctx: &Arc<crate::engine::Ctx>,
+    story: &str,
+    attempt: u32,
+    env: &[(String, String)],
+    place: &WorkPlace,
+) -> GateReport {
+    run_gates(ctx, story, attempt, env, place, true).await
 }
 
 /// "quality gate 'x' failed" for the required gates a report failed.
