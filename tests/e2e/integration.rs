@@ -80,7 +80,7 @@ fn write_gate(tools: &Path) -> PathBuf {
         &format!(
             r#"T='{t}'
 python3 "$T/check.py"; rc=$?
-w=$(basename "$PWD")
+w=$(basename "$(pwd -P)")
 touch "$T/gated-$w"
 if [ -f "$T/hold-$w" ]; then
   i=0; while [ ! -e "$T/$(cat "$T/hold-$w")" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
@@ -286,6 +286,7 @@ fn a_semantic_break_is_caught_and_the_retry_from_the_new_tip_fixes_it() {
     let ev = events(&out);
     assert_first_attempt_is_an_integration_failure(&ev, &out);
     assert_eq!(failures(&ev, "caller2").len(), 1, "{}", explain(&out));
+    assert_eq!(of_kind(&ev, "run_finished")[0]["integration"], "gate");
     // The retry's prompt says what it must now fit with.
     let prompt = std::fs::read_to_string(f.t("prompt-caller2-2.md")).expect("retry prompt");
     assert!(prompt.contains("rename"), "{prompt}");
@@ -377,6 +378,9 @@ fn with_integration_trust_both_merge_and_main_goes_red() {
     let st = f.status_json();
     assert_eq!(st["stories"]["rename"]["status"], "complete", "{st}");
     assert_eq!(st["stories"]["caller2"]["status"], "complete", "{st}");
+    // The run says it trusted the stories' own gates.
+    let finished = of_kind(&ev, "run_finished");
+    assert_eq!(finished[0]["integration"], "trust", "{}", explain(&out));
     // Today's behaviour without gating: each passed alone, together they fail.
     let (green, text) = f.main_is_green();
     assert!(!green, "main's gate passed: {text}");
@@ -391,10 +395,10 @@ fn assert_no_integration_branch_is_left(f: &Fixture) {
 
 /// The merge train: `caller2` and `other` wait together behind the gated
 /// merge of `rename` (its integration gate holds until `other` passed its
-/// own gate), so one turn gates rename's tip + caller2 and + caller2 +
-/// other at once. Both fail (caller2 calls the renamed `f`), so no prefix
-/// passes: caller2, the first failing, fails as `integration`, and other
-/// is gated again without it on the same tip, passes and merges.
+/// own gate), so one turn gates rename's tip + the first and + both at
+/// once. Every tree with caller2 fails (it calls the renamed `f`): caller2
+/// fails as `integration`, and other lands, either as the passing prefix
+/// or gated again without caller2 on the same tip.
 #[test]
 fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
     let Some(f) = Fixture::with(&["x", "rename", "caller2", "other"]) else {
@@ -428,20 +432,16 @@ fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
             .iter()
             .any(|(s, m, v)| s == story && *m == members && v == verdict)
     };
-    // What was gated together, and what the gates said of it.
-    for (story, members, verdict) in [
-        ("rename", json!(["rename"]), "passed"),
-        ("caller2", json!(["caller2"]), "failed"),
-        ("other", json!(["caller2", "other"]), "failed"),
-        ("other", json!(["other"]), "passed"),
-    ] {
-        let seen = has(story, members.clone(), verdict);
-        assert!(
-            seen,
-            "{story} {members} {verdict}: {gated:?}{}",
-            explain(&out)
-        );
-    }
+    // rename alone, then caller2 and other in one train (in the order they
+    // queued): the tree with both fails, and the one with other alone passes.
+    assert!(has("rename", json!(["rename"]), "passed"), "{gated:?}");
+    let train = [json!(["caller2", "other"]), json!(["other", "caller2"])];
+    let together = gated
+        .iter()
+        .filter(|(_, m, v)| train.contains(m) && v == "failed")
+        .count();
+    assert_eq!(together, 1, "no train of two: {gated:?}{}", explain(&out));
+    assert!(has("other", json!(["other"]), "passed"), "{gated:?}");
     // Only caller2 failed; the one behind it was not charged an attempt.
     let failed = of_kind(&ev, "attempt_failed");
     assert_eq!(failed.len(), 1, "{}", explain(&out));
