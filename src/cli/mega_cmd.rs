@@ -221,6 +221,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         allow_dirty: flags.allow_dirty,
         remember: Some(remember),
         steering,
+        integration: flags.integration_mode(),
     };
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
@@ -574,6 +575,15 @@ fn describe(e: &MegaEvent) -> Option<String> {
         MegaStep::FeatureBlocked { feature, blocked_by } => {
             format!("[{feature}] blocked by {blocked_by}")
         }
+        MegaStep::FeatureIntegrationStarted { feature, merged_since, target_branch } => format!(
+            "[{feature}] gating its merge into '{target_branch}' (merged meanwhile: {})",
+            merged_since.join(", ")
+        ),
+        MegaStep::FeatureIntegrationFinished { feature, passed, summary } => format!(
+            "[{feature}] gates on the merge: {}{}",
+            if *passed { "passed" } else { "FAILED" },
+            if summary.is_empty() { String::new() } else { format!("\n{summary}") }
+        ),
         MegaStep::TargetGatesFinished { batch, passed, summary } => format!(
             "gates on the target after batch {batch}: {}{}",
             if *passed { "passed" } else { "FAILED" },

@@ -373,10 +373,7 @@ impl RunFlags {
                 hard: self.hard_budget,
             },
             no_resolve: self.no_resolve,
-            integration: match self.integration {
-                IntegrationArg::Gate => Integration::Gate,
-                IntegrationArg::Trust => Integration::Trust,
-            },
+            integration: self.integration_mode(),
             base_failures: match self.base_failures {
                 BaseFailuresArg::Stop => BaseFailures::Stop,
                 BaseFailuresArg::Known => BaseFailures::Known,
@@ -384,6 +381,14 @@ impl RunFlags {
             sandbox: self.sandbox.map(SandboxArg::mode),
             ..RunOptions::default()
         })
+    }
+
+    /// `--integration` as the engine (and the mega runner) takes it.
+    pub fn integration_mode(&self) -> Integration {
+        match self.integration {
+            IntegrationArg::Gate => Integration::Gate,
+            IntegrationArg::Trust => Integration::Trust,
+        }
     }
 
     /// The range checks every mode shares.

@@ -1359,6 +1359,53 @@ mod matrix {
         assert_eq!(git(&root, &["show", "main:s02.txt"]).trim(), "s02");
         assert_eq!(f.remote_refs(), "", "{}", explain(&out));
     }
+
+    /// Integration gating in the fleet's merge queue: issue 46's pair
+    /// (rename lib.f, add a caller of lib.f) done by a worker from the same
+    /// base; the rename merges first, the caller's merge is gated as merged
+    /// on the coordinator, fails as `integration` naming the rename, and
+    /// its retry (a new job from the new tip) fits; main stays green.
+    #[test]
+    fn a_semantic_break_between_fleet_stories_is_caught_and_retried_from_the_new_tip() {
+        if !crate::integration::python3() {
+            return;
+        }
+        let Some(mut f) = Fleet::new("fleet_integration", json!([])) else {
+            return;
+        };
+        // The fleet's own PRD makes way for the pair's (untracked, as there).
+        std::fs::remove_file(f.repo().join("prd.json")).expect("fleet PRD");
+        crate::integration::seed(f.repo.path(), f.tools.path(), &["rename", "caller2"]);
+        git(f.repo(), &["push", "-q", "origin", "main"]);
+        f.worker("w1", 2, &[]);
+        f.wait_for_workers(1);
+        let out = f.approve(&["--max-retries", "1", "--parallel", "2"]);
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        let failed: Vec<&Value> = of_kind(&evs, "attempt_failed");
+        assert_eq!(failed.len(), 1, "{}", explain(&out));
+        assert_eq!(failed[0]["story"], "caller2", "{}", failed[0]);
+        assert_eq!(failed[0]["error_type"], "integration", "{}", failed[0]);
+        assert!(
+            failed[0]["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("rename"),
+            "{}",
+            failed[0]
+        );
+        assert!(
+            of_kind(&evs, "integration_finished")
+                .iter()
+                .any(|e| e["story"] == "caller2" && e["verdict"] == "failed"),
+            "{}",
+            explain(&out)
+        );
+        let caller2 = git(f.repo(), &["show", "main:caller2.py"]);
+        assert!(caller2.contains("lib.g()"), "{caller2}");
+        let (green, text) = crate::integration::main_is_green(f.repo(), f.tools.path());
+        assert!(green, "main's gate fails after the run: {text}");
+    }
 }
 
 /// Measurements (ignored: run by hand, see docs/fleet.md; they print, they

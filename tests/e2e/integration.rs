@@ -25,7 +25,7 @@ struct Fixture {
 
 /// The required gate: imports every top-level module and calls its `run()`,
 /// so a call of a function that no longer exists fails it.
-const CHECK_PY: &str = r#"import glob, importlib, os, sys
+pub(crate) const CHECK_PY: &str = r#"import glob, importlib, os, sys
 sys.path.insert(0, os.getcwd())
 for path in sorted(glob.glob("*.py")):
     module = importlib.import_module(path[:-3])
@@ -34,52 +34,140 @@ for path in sorted(glob.glob("*.py")):
 print("all modules import and run")
 "#;
 
+/// Seeds `repo` (a repository on `main`) with lib.py / main.py (committed)
+/// and a PRD of `stories` gated by the import gate, and `tools` with the gate
+/// and the scripted agent ([`write_agent`]); the fleet's tests seed their
+/// repository with it too.
+pub(crate) fn seed(repo: &Path, tools: &Path, stories: &[&str]) {
+    std::fs::write(repo.join("lib.py"), "def f():\n    return 1\n").expect("lib.py");
+    std::fs::write(
+        repo.join("main.py"),
+        "import lib\n\n\ndef run():\n    return lib.f()\n",
+    )
+    .expect("main.py");
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-q", "-m", "lib and main"]);
+    std::fs::write(tools.join("check.py"), CHECK_PY).expect("check.py");
+    let gate = write_gate(tools);
+    let story = |id: &&str| {
+        json!({"id": id, "title": format!("story {id}"), "description": id, "priority": "medium",
+               "dependencies": [], "status": "pending", "acceptance_criteria": ["the gate passes"]})
+    };
+    write_json(
+        &repo.join("prd.json"),
+        &json!({
+            "metadata": {"version": "1.0"},
+            "goal": "integration gating",
+            "objectives": [],
+            "stories": stories.iter().map(story).collect::<Vec<_>>(),
+            "quality_gates": {"enabled": true, "fail_fast": false, "use_cache": true, "gates": [
+                {"name": "imports", "type": "test", "command": gate.display().to_string(), "required": true}
+            ]}
+        }),
+    );
+    write_agent(repo, tools);
+}
+
+/// The required gate: [`CHECK_PY`] in the tree it runs in. It marks that it
+/// ran (`gated-<dir>`, the worktree's directory: the story id, or
+/// `integration-<id>` for a merge gated as merged), and when
+/// `hold-<dir>` names a marker, waits for it before it answers (how a test
+/// makes stories queue up behind a gated merge).
+fn write_gate(tools: &Path) -> PathBuf {
+    let t = tools.display().to_string();
+    script(
+        &tools.join("gate.sh"),
+        &format!(
+            r#"T='{t}'
+python3 "$T/check.py"; rc=$?
+w=$(basename "$(pwd -P)")
+touch "$T/gated-$w"
+if [ -f "$T/hold-$w" ]; then
+  i=0; while [ ! -e "$T/$(cat "$T/hold-$w")" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  # The marker is the last story's own gate; its merge queues right after.
+  sleep 3
+fi
+exit $rc"#
+        ),
+    )
+}
+
+/// The agent. `rename` renames f to g and updates main.py. `caller2` waits
+/// until the rename is on main, then calls whichever of g/f its tree's
+/// lib.py defines (so a retry from the new tip fixes itself), or always f
+/// when the `stubborn` marker exists (an agent that cannot fix it). Any
+/// other story writes `<id>.py`, which fits with everything. A story waits
+/// first for what `after-<id>` names: `main:<file>` (a file on main) or a
+/// marker in the tools directory.
+fn write_agent(repo: &Path, tools: &Path) {
+    let (t, r) = (tools.display().to_string(), repo.display().to_string());
+    script(
+        &tools.join("agent.sh"),
+        &format!(
+            r#"T='{t}'
+R='{r}'
+id="$CASCADE_STORY_ID"
+cp "$CASCADE_PROMPT_FILE" "$T/prompt-$id-$CASCADE_ATTEMPT.md" 2>/dev/null
+ready() {{
+  case "$1" in
+  main:*) git -C "$R" show "$1" >/dev/null 2>&1 ;;
+  *) [ -e "$T/$1" ] ;;
+  esac
+}}
+if [ -f "$T/after-$id" ]; then
+  i=0; while ! ready "$(cat "$T/after-$id")" && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+fi
+case "$id" in
+rename)
+  printf 'def g():
+    return 1
+' > lib.py
+  printf 'import lib
+
+
+def run():
+    return lib.g()
+' > main.py ;;
+caller2)
+  i=0
+  while [ ! -f "$T/after-$id" ] && ! git -C "$R" show main:lib.py 2>/dev/null | grep -q 'def g' && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  fn=f
+  if [ ! -f "$T/stubborn" ] && grep -q 'def g' lib.py; then fn=g; fi
+  printf 'import lib
+
+
+def run():
+    return lib.%s()
+' "$fn" > caller2.py ;;
+*)
+  printf 'def run():
+    return 1
+' > "$id.py" ;;
+esac"#
+        ),
+    );
+    write_json(
+        &tools.join("agents.json"),
+        &json!({"default_agent": "scripted", "agents": {
+            "scripted": {"type": "cli", "command": tools.join("agent.sh").display().to_string(), "args": [], "timeout": 120}
+        }}),
+    );
+}
+
 impl Fixture {
     fn new() -> Option<Fixture> {
-        if std::process::Command::new("python3")
-            .arg("--version")
-            .output()
-            .map(|o| !o.status.success())
-            .unwrap_or(true)
-        {
-            eprintln!("skipping: python3 is not installed (the gate is a python script)");
+        Fixture::with(&["rename", "caller2"])
+    }
+
+    fn with(stories: &[&str]) -> Option<Fixture> {
+        if !python3() {
             return None;
         }
         let f = Fixture {
             repo: init_repo(),
             tools: tempfile::tempdir().expect("tools dir"),
         };
-        let repo = f.repo();
-        std::fs::write(repo.join("lib.py"), "def f():\n    return 1\n").expect("lib.py");
-        std::fs::write(
-            repo.join("main.py"),
-            "import lib\n\n\ndef run():\n    return lib.f()\n",
-        )
-        .expect("main.py");
-        git(repo, &["add", "-A"]);
-        git(repo, &["commit", "-q", "-m", "lib and main"]);
-        std::fs::write(f.t("check.py"), CHECK_PY).expect("check.py");
-        let gate = script(
-            &f.t("gate.sh"),
-            &format!("exec python3 '{}'", f.t("check.py").display()),
-        );
-        let story = |id: &str, what: &str| {
-            json!({"id": id, "title": what, "description": what, "priority": "medium",
-                   "dependencies": [], "status": "pending", "acceptance_criteria": ["the gate passes"]})
-        };
-        write_json(
-            &repo.join("prd.json"),
-            &json!({
-                "metadata": {"version": "1.0"},
-                "goal": "integration gating",
-                "objectives": [],
-                "stories": [story("rename", "rename lib.f to lib.g"), story("caller2", "add caller2.py")],
-                "quality_gates": {"enabled": true, "fail_fast": false, "use_cache": true, "gates": [
-                    {"name": "imports", "type": "test", "command": gate.display().to_string(), "required": true}
-                ]}
-            }),
-        );
-        f.write_agent();
+        seed(f.repo(), f.tools.path(), stories);
         Some(f)
     }
 
@@ -91,91 +179,22 @@ impl Fixture {
         self.tools.path().join(name)
     }
 
-    /// `rename` renames f to g and updates main.py. `caller2` waits until the
-    /// rename is on main, then calls whichever of g/f its tree's lib.py
-    /// defines (so a retry from the new tip fixes itself), or always f when
-    /// the `stubborn` marker exists (an agent that cannot fix it).
-    fn write_agent(&self) {
-        let t = self.tools.path().display().to_string();
-        script(
-            &self.t("agent.sh"),
-            &format!(
-                r#"T='{t}'
-cp "$CASCADE_PROMPT_FILE" "$T/prompt-$CASCADE_STORY_ID-$CASCADE_ATTEMPT.md" 2>/dev/null
-case "$CASCADE_STORY_ID" in
-rename)
-  printf 'def g():\n    return 1\n' > lib.py
-  printf 'import lib\n\n\ndef run():\n    return lib.g()\n' > main.py ;;
-caller2)
-  i=0
-  while ! git show main:lib.py 2>/dev/null | grep -q 'def g' && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-  fn=f
-  if [ ! -f "$T/stubborn" ] && grep -q 'def g' lib.py; then fn=g; fi
-  printf 'import lib\n\n\ndef run():\n    return lib.%s()\n' "$fn" > caller2.py ;;
-esac"#
-            ),
-        );
-        write_json(
-            &self.t("agents.json"),
-            &json!({"default_agent": "scripted", "agents": {
-                "scripted": {"type": "cli", "command": self.t("agent.sh").display().to_string(), "args": [], "timeout": 120}
-            }}),
-        );
-    }
-
     fn approve(&self, extra: &[&str]) -> Output {
         let mut cmd = cascade(self.repo());
-        cmd.args([
-            "approve",
-            "--auto-run",
-            "--retry-delay",
-            "0",
-            "--json",
-            "--parallel",
-            "2",
-        ])
-        .args(extra)
-        .arg("--agents")
-        .arg(self.t("agents.json"))
-        .timeout(Duration::from_secs(180));
+        cmd.args(["approve", "--auto-run", "--retry-delay", "0", "--json"]);
+        // Two stories at once unless the test says how many.
+        if !extra.contains(&"--parallel") {
+            cmd.args(["--parallel", "2"]);
+        }
+        cmd.args(extra)
+            .arg("--agents")
+            .arg(self.t("agents.json"))
+            .timeout(Duration::from_secs(180));
         cmd.output().expect("cascade runs")
     }
 
-    /// Runs the gate on main's tree as committed (a fresh checkout, so
-    /// nothing but the branch decides), returning whether it passed.
     fn main_is_green(&self) -> (bool, String) {
-        let dir = tempfile::tempdir().expect("checkout dir");
-        git(
-            self.repo(),
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "--detach",
-                &dir.path().join("tree").display().to_string(),
-                "main",
-            ],
-        );
-        let out = std::process::Command::new("python3")
-            .arg(self.t("check.py"))
-            .current_dir(dir.path().join("tree"))
-            .output()
-            .expect("python3 runs");
-        git(
-            self.repo(),
-            &[
-                "worktree",
-                "remove",
-                "--force",
-                &dir.path().join("tree").display().to_string(),
-            ],
-        );
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), text)
+        main_is_green(self.repo(), self.tools.path())
     }
 
     fn status_json(&self) -> Value {
@@ -186,6 +205,38 @@ esac"#
         assert!(out.status.success(), "{}", explain(&out));
         serde_json::from_slice(&out.stdout).expect("status json")
     }
+}
+
+/// Runs the gate on main's tree as committed (a fresh checkout, so
+/// nothing but the branch decides), returning whether it passed.
+pub(crate) fn main_is_green(repo: &Path, tools: &Path) -> (bool, String) {
+    let dir = tempfile::tempdir().expect("checkout dir");
+    let tree = dir.path().join("tree").display().to_string();
+    git(repo, &["worktree", "add", "-q", "--detach", &tree, "main"]);
+    let out = std::process::Command::new("python3")
+        .arg(tools.join("check.py"))
+        .current_dir(&tree)
+        .output()
+        .expect("python3 runs");
+    git(repo, &["worktree", "remove", "--force", &tree]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Whether python3 runs (the gate is a python script); says why a test skips.
+pub(crate) fn python3() -> bool {
+    let ok = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: python3 is not installed (the gate is a python script)");
+    }
+    ok
 }
 
 /// The `attempt_failed` events of `story`.
@@ -235,6 +286,7 @@ fn a_semantic_break_is_caught_and_the_retry_from_the_new_tip_fixes_it() {
     let ev = events(&out);
     assert_first_attempt_is_an_integration_failure(&ev, &out);
     assert_eq!(failures(&ev, "caller2").len(), 1, "{}", explain(&out));
+    assert_eq!(of_kind(&ev, "run_finished")[0]["integration"], "gate");
     // The retry's prompt says what it must now fit with.
     let prompt = std::fs::read_to_string(f.t("prompt-caller2-2.md")).expect("retry prompt");
     assert!(prompt.contains("rename"), "{prompt}");
@@ -326,6 +378,9 @@ fn with_integration_trust_both_merge_and_main_goes_red() {
     let st = f.status_json();
     assert_eq!(st["stories"]["rename"]["status"], "complete", "{st}");
     assert_eq!(st["stories"]["caller2"]["status"], "complete", "{st}");
+    // The run says it trusted the stories' own gates.
+    let finished = of_kind(&ev, "run_finished");
+    assert_eq!(finished[0]["integration"], "trust", "{}", explain(&out));
     // Today's behaviour without gating: each passed alone, together they fail.
     let (green, text) = f.main_is_green();
     assert!(!green, "main's gate passed: {text}");
@@ -335,5 +390,160 @@ fn with_integration_trust_both_merge_and_main_goes_red() {
 /// The scratch worktrees' branches go with them, whatever the verdict.
 fn assert_no_integration_branch_is_left(f: &Fixture) {
     let left = git(f.repo(), &["branch", "--list", "cascade/integration-*"]);
+    assert_eq!(left.trim(), "", "integration branches left behind");
+}
+
+/// The merge train: `caller2` and `other` wait together behind the gated
+/// merge of `rename` (its integration gate holds until `other` passed its
+/// own gate), so one turn gates rename's tip + the first and + both at
+/// once. Every tree with caller2 fails (it calls the renamed `f`): caller2
+/// fails as `integration`, and other lands, either as the passing prefix
+/// or gated again without caller2 on the same tip.
+#[test]
+fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
+    let Some(f) = Fixture::with(&["x", "rename", "caller2", "other"]) else {
+        return;
+    };
+    std::fs::write(f.t("stubborn"), "").expect("marker");
+    // x merges first (a fast-forward), so rename's merge is gated; the
+    // others start one after the other's own gate, so they queue in order.
+    for (story, after) in [
+        ("rename", "main:x.py"),
+        ("caller2", "gated-rename"),
+        ("other", "gated-caller2"),
+    ] {
+        std::fs::write(f.t(&format!("after-{story}")), after).expect("after");
+    }
+    std::fs::write(f.t("hold-integration-rename"), "gated-other").expect("hold");
+    // Gate slots for the held integration gate and the stories' own gates.
+    let out = f.approve(&["--max-retries", "0", "--parallel", "4", "--gate-jobs", "4"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let gated: Vec<(String, Value, String)> = of_kind(&ev, "integration_finished")
+        .iter()
+        .map(|e| {
+            let story = e["story"].as_str().unwrap_or_default().to_string();
+            let verdict = e["verdict"].as_str().unwrap_or_default().to_string();
+            (story, e["members"].clone(), verdict)
+        })
+        .collect();
+    let has = |story: &str, members: Value, verdict: &str| {
+        gated
+            .iter()
+            .any(|(s, m, v)| s == story && *m == members && v == verdict)
+    };
+    // rename alone, then caller2 and other in one train (in the order they
+    // queued): the tree with both fails, and the one with other alone passes.
+    assert!(has("rename", json!(["rename"]), "passed"), "{gated:?}");
+    let train = [json!(["caller2", "other"]), json!(["other", "caller2"])];
+    let together = gated
+        .iter()
+        .filter(|(_, m, v)| train.contains(m) && v == "failed")
+        .count();
+    assert_eq!(together, 1, "no train of two: {gated:?}{}", explain(&out));
+    assert!(has("other", json!(["other"]), "passed"), "{gated:?}");
+    // Only caller2 failed; the one behind it was not charged an attempt.
+    let failed = of_kind(&ev, "attempt_failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&out));
+    assert_eq!(failed[0]["story"], "caller2", "{}", failed[0]);
+    assert_eq!(failed[0]["error_type"], "integration", "{}", failed[0]);
+    let st = f.status_json();
+    for id in ["x", "rename", "other"] {
+        assert_eq!(st["stories"][id]["status"], "complete", "{id}: {st}");
+    }
+    assert_eq!(st["stories"]["other"]["attempts"], 1, "{st}");
+    assert_main_is_green_without_caller2(&f);
+    let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(tree.lines().any(|l| l == "other.py"), "{tree}");
+}
+
+/// Mega: features `renaming` (renames lib.f) and `calling` (adds a caller
+/// of lib.f) of one batch each pass their own gates; `renaming` lands
+/// first, so `calling`'s merge is gated as merged with the target's gates,
+/// fails, and fails the feature as `integration` naming `renaming`; main
+/// never moves to the broken tree.
+#[test]
+fn mega_a_feature_merge_that_breaks_the_target_fails_as_integration() {
+    if !python3() {
+        return;
+    }
+    let (repo, tools) = (init_repo(), tempfile::tempdir().expect("tools"));
+    let (root, t) = (repo.path(), tools.path());
+    seed(root, t, &[]);
+    std::fs::remove_file(root.join("prd.json")).expect("no plain PRD");
+    // caller2 needs nothing on main first (a marker that exists).
+    std::fs::write(t.join("after-caller2"), "check.py").expect("after");
+    let gates = json!({"enabled": true, "gates": [{"name": "imports", "type": "test",
+        "command": t.join("gate.sh").display().to_string(), "required": true}]});
+    write_json(&root.join(".cascade").join("gates.json"), &gates);
+    let feature = |id: &str, name: &str, story: &str| {
+        write_json(
+            &root.join("features").join(name).join("prd.json"),
+            &json!({"goal": name, "quality_gates": gates, "stories": [
+                {"id": story, "title": format!("story {story}"), "description": "d", "priority": "medium",
+                 "dependencies": [], "status": "pending", "acceptance_criteria": ["the gate passes"]}]}),
+        );
+        json!({"id": id, "name": name, "title": format!("Feature {name}"), "description": name,
+               "priority": "high", "dependencies": [], "status": "pending"})
+    };
+    let features = [
+        feature("f1", "renaming", "rename"),
+        feature("f2", "calling", "caller2"),
+    ];
+    write_json(
+        &root.join("mega-plan.json"),
+        &json!({"goal": "lib", "execution_mode": "auto", "target_branch": "main", "features": features}),
+    );
+    git(root, &["add", "features", "mega-plan.json"]);
+    git(root, &["commit", "-q", "-m", "plan"]);
+    let out = cascade(root)
+        .arg("--agents")
+        .arg(t.join("agents.json"))
+        .args([
+            "mega",
+            "approve",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--json",
+        ])
+        .timeout(Duration::from_secs(180))
+        .output()
+        .expect("cascade runs");
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let finished: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["event"] == "feature_integration_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{}", explain(&out));
+    assert_eq!(finished[0]["feature"], "calling", "{}", finished[0]);
+    assert_eq!(finished[0]["passed"], false, "{}", finished[0]);
+    let started = ev
+        .iter()
+        .find(|e| e["event"] == "feature_integration_started")
+        .unwrap_or_else(|| panic!("not gated: {}", explain(&out)));
+    assert_eq!(started["merged_since"], json!(["renaming"]), "{started}");
+    let st: Value = serde_json::from_slice(
+        &cascade(root)
+            .args(["mega", "status", "--json"])
+            .output()
+            .expect("status")
+            .stdout,
+    )
+    .expect("status JSON");
+    assert_eq!(st["features"]["renaming"]["status"], "complete", "{st}");
+    let calling = &st["features"]["calling"];
+    assert_eq!(calling["status"], "failed", "{st}");
+    assert_eq!(calling["failure"]["kind"], "integration", "{st}");
+    let message = calling["failure"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("renaming"), "{message}");
+    // The branch keeps the work; main has the rename and is green.
+    git(root, &["show", "cascade/calling:caller2.py"]);
+    let tree = git(root, &["ls-tree", "--name-only", "main"]);
+    assert!(!tree.lines().any(|l| l == "caller2.py"), "{tree}");
+    let (green, text) = main_is_green(root, t);
+    assert!(green, "main's gate fails after the run: {text}");
+    let left = git(root, &["branch", "--list", "cascade/_integration-*"]);
     assert_eq!(left.trim(), "", "integration branches left behind");
 }

@@ -1223,6 +1223,7 @@ impl Engine {
             stories: counts,
             duration_ms,
             summary,
+            integration: Some(ctx.options.integration.as_str().to_string()),
         };
         ctx.emit_ref(&finished);
         // The rows go to the caller too, not copied (one per story).

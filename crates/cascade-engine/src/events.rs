@@ -391,6 +391,10 @@ pub enum Event {
         duration_ms: u64,
         /// Per-story results, for the final summary table.
         summary: Vec<StorySummary>,
+        /// `--integration` of the run (`gate` or `trust`): whether every
+        /// merge was gated as merged before the target moved.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        integration: Option<String>,
     },
 }
 
@@ -563,11 +567,13 @@ mod tests {
             },
             duration_ms: 5,
             summary: vec![],
+            integration: Some("gate".into()),
         };
         let v = serde_json::to_value(&e).unwrap();
         assert_eq!(v["event"], "run_finished");
         assert_eq!(v["status"], "completed");
         assert_eq!(v["stories"]["complete"], 2);
+        assert_eq!(v["integration"], "gate");
         assert_eq!(v["stories"]["pending"], 0);
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);

@@ -20,7 +20,8 @@
 //!   order with one worktree update and one ref move (the merge queue's turn
 //!   when several stories wait for it).
 //! - [`merge_preview`] / [`advance_to`]: the same merge in memory first, the
-//!   target moved to it only after its tree was checked (integration gating).
+//!   target moved to it only after its tree was checked (integration gating);
+//!   [`merge_preview_onto`] merges onto any commit (a merge train's tip+A+B).
 //! - [`is_merged`]`(paths, source_oid, target_branch)`: whether the target
 //!   already contains that commit (resume: a merged story is never redone).
 //! - [`reachable_from`]`(repo, tip, &commits)`: which of many commits are on
@@ -143,6 +144,22 @@ pub fn merge_preview(
         &MergeOptions::default(),
     )?;
     Ok((target, outcome))
+}
+
+/// The merge of `member` onto the commit `onto` (the target's tip or a
+/// merge [`merge_preview_onto`] wrote before), in memory: a merge train
+/// builds tip+A, tip+A+B, ... this way and moves the target
+/// ([`advance_to`]) only to a prefix whose trees were checked.
+/// `target_branch` only names the target in messages.
+pub fn merge_preview_onto(
+    paths: &RepoPaths,
+    target_branch: &str,
+    onto: Oid,
+    member: &GroupMember,
+    opts: &MergeOptions,
+) -> Result<MergeOutcome, MergeError> {
+    let repo = open_main(paths)?;
+    merge_commit(&repo, target_branch, onto, member, opts)
 }
 
 /// Moves `target_branch` from `from` to `to` (a commit [`merge_preview`]

@@ -65,6 +65,7 @@ mod tests {
             },
             duration_ms: 10,
             summary: vec![],
+            integration: None,
         });
         let text = String::from_utf8(r.into_inner()).unwrap();
         let lines: Vec<&str> = text.lines().collect();

@@ -10,6 +10,15 @@ use super::{human_count, human_duration};
 
 /// Renders the summary (ends with a newline). `color` adds ANSI colours to
 /// statuses.
+/// The summary's line naming `--integration`, so a green report is never
+/// read as a green target when merges were not gated as merged.
+pub fn integration_line(mode: &str) -> String {
+    match mode {
+        "trust" => "integration: trust (merges were not gated as merged; the target branch may fail its gates)\n".to_string(),
+        mode => format!("integration: {mode} (every merge was gated as merged before the target branch moved)\n"),
+    }
+}
+
 pub fn render(
     rows: &[StorySummary],
     status: RunStatus,

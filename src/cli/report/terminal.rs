@@ -100,10 +100,17 @@ impl TerminalReporter {
             stories,
             duration_ms,
             summary: rows,
+            integration,
         } = event
         {
             self.finish();
             let mut text = summary::render(rows, *status, stories, *duration_ms, self.color);
+            // Just above the closing "run ..." line.
+            if let Some(mode) = integration {
+                let body = text.trim_end_matches('\n');
+                let at = body.rfind('\n').map_or(0, |i| i + 1);
+                text.insert_str(at, &summary::integration_line(mode));
+            }
             if !self.base_known.is_empty() {
                 text.push_str(&format!(
                     "failures the base already had (judged by the test census): {}\n",
@@ -857,6 +864,7 @@ mod tests {
                     review: None,
                     confinement: None,
                 }],
+                integration: Some("trust".into()),
             },
         ];
         for e in &events {
@@ -888,6 +896,10 @@ mod tests {
         assert!(text.contains("STORY  STATUS"), "{text}");
         assert!(text.contains("tests ✓"), "{text}");
         assert!(text.ends_with("run failed: 1 complete, 0 failed, 1 blocked, 0 pending in 6.0s\n"));
+        assert!(
+            text.contains("\nintegration: trust (merges were not gated as merged"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -113,6 +113,22 @@ pub enum MegaStep {
         feature: String,
         blocked_by: String,
     },
+    /// Integration gating of a feature's merge: the target moved since the
+    /// feature started (`merged_since`: the features landed meanwhile), so
+    /// the merge is checked out in a scratch worktree and the target's
+    /// gates run on it before the target moves.
+    FeatureIntegrationStarted {
+        feature: String,
+        merged_since: Vec<String>,
+        target_branch: String,
+    },
+    /// The merged tree's gates ended: `passed` (the target moves to it) or
+    /// not (nothing moved; the feature fails as `integration`).
+    FeatureIntegrationFinished {
+        feature: String,
+        passed: bool,
+        summary: String,
+    },
     /// The gates ran on the target branch after a batch was merged.
     TargetGatesFinished {
         batch: usize,

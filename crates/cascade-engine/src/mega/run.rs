@@ -105,6 +105,9 @@ pub struct MegaOptions {
     /// run answers pause and resume, and starts no feature batch while
     /// paused. `None`: nobody steers it.
     pub steering: Option<crate::control::steer::Steering>,
+    /// `--integration`: whether a feature's merge into a target that moved
+    /// since the feature started is gated as merged before the target moves.
+    pub integration: crate::config::Integration,
 }
 
 /// How the run ended.
@@ -148,6 +151,8 @@ pub(super) struct Ctx<P> {
     /// The one semaphore of `parallel` permits that every story attempt (of
     /// every feature) and every PRD agent run holds while it works.
     pub(super) slots: Arc<Semaphore>,
+    /// `--integration` (see [`MegaOptions::integration`]).
+    pub(super) integration: crate::config::Integration,
 }
 
 impl<P: MegaPorts> Ctx<P> {
@@ -409,6 +414,7 @@ pub async fn run_mega<P: MegaPorts>(
         cancel: cancel.clone(),
         parallel,
         slots: Arc::new(Semaphore::new(parallel)),
+        integration: opts.integration,
     });
     ctx.emit(MegaStep::MegaStarted {
         plan: plan.path.clone(),

@@ -169,6 +169,7 @@ async fn run_steered(
         allow_dirty: false,
         remember: None,
         steering,
+        integration: crate::config::Integration::Gate,
     };
     let summary = run_mega(fake, plan, opts, sink, None, CancelToken::new())
         .await
@@ -247,9 +248,11 @@ async fn target_not_checked_out_gets_its_gates_in_a_throwaway_worktree() {
     let (status, _) = run_into(fake.clone(), tmp.path(), 2, Some("release")).await;
     assert_eq!(status, MegaRunStatus::Completed);
     let dirs = fake.gate_dirs.lock().unwrap().clone();
-    // Once per batch, on the merged target (a is in it), never in the main
-    // worktree (still on main), and nothing is left behind.
-    assert_eq!(dirs.len(), 2, "{dirs:?}");
+    // Once per batch, on the merged target (a is in it), and once on b's
+    // merge (integration gating: a landed after b started), never in the
+    // main worktree (still on main), and nothing is left behind.
+    assert_eq!(dirs.len(), 3, "{dirs:?}");
+    assert!(dirs[0].0.ends_with("_integration-b"), "{dirs:?}");
     for (dir, has_a) in &dirs {
         assert!(*has_a, "{dirs:?}");
         assert!(dir.starts_with(tmp.path().join(".cascade")), "{dirs:?}");

@@ -81,6 +81,9 @@ pub enum FailureKind {
     MergeConflict,
     /// The gates failed on the target branch after the feature was merged.
     TargetGates,
+    /// The feature's merge with work landed meanwhile failed the target's
+    /// gates (integration gating); the target did not move.
+    Integration,
     /// cascade itself could not run the feature (git, disk, agents config).
     Error,
     /// A feature it depends on did not complete.
@@ -95,6 +98,7 @@ impl FailureKind {
             FailureKind::StoriesFailed => "stories_failed",
             FailureKind::MergeConflict => "merge_conflict",
             FailureKind::TargetGates => "target_gates",
+            FailureKind::Integration => "integration",
             FailureKind::Error => "error",
             FailureKind::Blocked => "blocked",
         }

@@ -115,21 +115,22 @@ pub(super) struct Known {
 /// required gate is accepted, `report.passed` becomes true. Without the
 /// mode, with a passing report or without a base report, nothing changes.
 pub(super) async fn judge_known(
-    a: &Attempt<'_>,
+    ctx: &Arc<Ctx>,
+    story: &str,
+    env: &[(String, String)],
     place: &WorkPlace,
     report: &mut GateReport,
 ) -> Result<Known, Stop> {
-    let ctx = a.ctx;
     let mut known = Known::default();
     if report.passed || ctx.options.base_failures != BaseFailures::Known {
         return Ok(known);
     }
-    let base = match base_gates(ctx, a.env, &place.path, &place.base, &place.judges).await {
+    let base = match base_gates(ctx, env, &place.path, &place.base, &place.judges).await {
         Ok(kept) => kept.report,
         Err(BaseRun::Cancelled) => return Err(Stop::Interrupted),
         Err(BaseRun::Trouble(what)) => {
             ctx.emit(Event::Notice {
-                message: format!("{}: the base's failures are not known: {what}", a.id()),
+                message: format!("{story}: the base's failures are not known: {what}"),
             });
             return Ok(known);
         }

@@ -26,7 +26,7 @@ pub(super) async fn run(
     let mut report = run_gates(ctx, a.id(), a.number, a.env, &place, true).await;
     a.check_cancel()?;
     // `--base-failures known`: a gate the base fails is judged by the census.
-    let known = super::base::judge_known(a, &place, &mut report).await?;
+    let known = super::base::judge_known(a.ctx, a.id(), a.env, &place, &mut report).await?;
     keep_report(a, &report);
     let gates: Vec<GateSummary> = report
         .gates
@@ -64,11 +64,17 @@ pub(super) async fn run(
 /// The attempt's gates on a tree that is not its worktree's (integration
 /// gating runs them on the story merged with the target's tip), with
 /// their events; the caller judges the report.
-pub(super) async fn run_at(a: &Attempt<'_>, place: &WorkPlace) -> GateReport {
-    let mut report = run_gates(a.ctx, a.id(), a.number, a.env, place, true).await;
+pub(super) async fn run_at(
+    ctx: &Arc<crate::engine::Ctx>,
+    story: &str,
+    attempt: u32,
+    env: &[(String, String)],
+    place: &WorkPlace,
+) -> GateReport {
+    let mut report = run_gates(ctx, story, attempt, env, place, true).await;
     // `--base-failures known`: the merged tree is judged as the story is
     // (cancelled: the caller's own check stops the attempt).
-    let _ = super::base::judge_known(a, place, &mut report).await;
+    let _ = super::base::judge_known(ctx, story, env, place, &mut report).await;
     report
 }
 

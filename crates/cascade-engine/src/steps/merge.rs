@@ -1,14 +1,15 @@
 //! Step: queue for merge: one turn at a time merges into the target branch
 //! (a `merge_started` event says when a story's turn came, local or fleet
-//! attempt alike). A local story takes a turn of its own (a conflict's
-//! resolution holds it); fleet stories that wait together merge together
-//! in one turn (see [`queued`]). A conflict fails the attempt as `merge_conflict` (the retry
+//! attempt alike). Without integration gating a local story takes a turn
+//! of its own (a conflict's resolution holds it); fleet stories that wait
+//! together merge together in one turn (see [`queued`]). A conflict fails the attempt as `merge_conflict` (the retry
 //! starts from the new tip with the conflict in its prompt); a merge refused
 //! to protect the user's uncommitted changes fails it as `target_dirty`.
 //! Before a conflict fails the attempt, an agent may resolve it (the
-//! `resolve_conflict` step; off with `--no-resolve`). A merge that is not
-//! a fast-forward is gated as merged before the target moves (the
-//! `integrate` step; off with `--integration trust`).
+//! `resolve_conflict` step; off with `--no-resolve`). With integration
+//! gating (the default; off with `--integration trust`) local and fleet
+//! stories alike wait together and the turn gates them as merged before
+//! the target moves (the `train` step).
 
 use cascade_git::merge::{
     merge_group, merge_into, GroupMember, MergeError, MergeOptions, MergeOutcome,
@@ -32,34 +33,52 @@ pub(super) async fn run(
     committed: &Committed,
 ) -> Result<Merged, Stop> {
     let ctx = a.ctx;
-    let _turn = turn(a).await;
-    // A merge that is not a fast-forward is gated as merged first.
+    // With gating, stories that wait together are gated as merged and
+    // merged together (the merge train, see the `train` step).
     if ctx.options.integration == crate::config::Integration::Gate {
-        if let super::integrate::Integrated::Landed(merged) =
-            super::integrate::run(a, wt, &message(a)).await?
-        {
-            return Ok(merged);
-        }
+        return match queued(a, committed, &wt.base).await {
+            Ok(done) => done,
+            // The resolution holds the turn, so the target cannot move
+            // before the resolved branch (which then contains the tip, a
+            // fast-forward whose tree the resolution gated) merges.
+            Err(Conflict(files, failure)) if !ctx.options.no_resolve => {
+                let _turn = ctx.merge_queue.turn.lock().await;
+                resolved(a, wt, &files, failure).await
+            }
+            Err(Conflict(_, failure)) => Err(failure.into()),
+        };
     }
+    let _turn = turn(a).await;
     match merge_once(a, committed).await {
         // An agent resolves the conflict (unless --no-resolve), on the story
         // branch, gated; then the branch merges (a fast-forward now). The
         // queue is held meanwhile, so the target cannot move again.
         Err(Conflict(files, failure)) if !ctx.options.no_resolve => {
-            match super::resolve_conflict::run(a, wt, &files).await {
-                Ok(resolved) => {
-                    let again = Committed {
-                        commit: resolved.commit,
-                    };
-                    merge_once(a, &again)
-                        .await
-                        .map_err(|Conflict(_, f)| Stop::Failed(f))?
-                }
-                Err(why) => Err(unresolved(failure, why)),
-            }
+            resolved(a, wt, &files, failure).await
         }
         Err(Conflict(_, failure)) => Err(failure.into()),
         Ok(done) => done,
+    }
+}
+
+/// A conflict resolved by an agent (the `resolve_conflict` step), then the
+/// resolution merged; the caller holds the turn.
+async fn resolved(
+    a: &Attempt<'_>,
+    wt: &Worktree,
+    files: &[String],
+    conflict: Failure,
+) -> Result<Merged, Stop> {
+    match super::resolve_conflict::run(a, wt, files).await {
+        Ok(resolved) => {
+            let again = Committed {
+                commit: resolved.commit,
+            };
+            merge_once(a, &again)
+                .await
+                .map_err(|Conflict(_, f)| Stop::Failed(f))?
+        }
+        Err(why) => Err(unresolved(conflict, why)),
     }
 }
 
@@ -73,6 +92,7 @@ pub(super) async fn run(
 pub(super) async fn queued(
     a: &Attempt<'_>,
     committed: &Committed,
+    base: &str,
 ) -> Result<Result<Merged, Stop>, Conflict> {
     let ctx = a.ctx;
     let queue = &ctx.merge_queue;
@@ -84,6 +104,8 @@ pub(super) async fn queued(
             source_branch: a.branch.to_string(),
             message: message(a),
         },
+        gated: super::integrate::Gated::of(a),
+        base: base.to_string(),
         reply,
     });
     let merged = loop {
@@ -100,7 +122,9 @@ pub(super) async fn queued(
         }
     };
     match merged {
-        Some(merged) => outcome(a, committed, merged),
+        Some(Landing::Merge(merged)) => outcome(a, committed, merged),
+        Some(Landing::Failed(failure)) => Ok(Err(failure.into())),
+        Some(Landing::Interrupted) => Ok(Err(Stop::Interrupted)),
         None => Ok(Err(Failure::new(
             FailureKind::Setup,
             "the merge queue stopped before merging the story".to_string(),
@@ -139,41 +163,64 @@ impl MergeQueue {
 }
 
 /// A story waiting for its merge, and where its outcome goes.
-struct Waiting {
-    story: String,
-    attempt: u32,
-    member: GroupMember,
-    reply: tokio::sync::oneshot::Sender<Result<MergeOutcome, MergeError>>,
+pub(super) struct Waiting {
+    pub story: String,
+    pub attempt: u32,
+    pub member: GroupMember,
+    /// Who the gates of its merge run for (integration gating).
+    pub gated: super::integrate::Gated,
+    /// The commit its work started from.
+    pub base: String,
+    pub reply: tokio::sync::oneshot::Sender<Landing>,
+}
+
+/// What the queue's turn did with a waiting story.
+pub(super) enum Landing {
+    /// Merged (or not) as [`merge_group`] says.
+    Merge(Result<MergeOutcome, MergeError>),
+    /// Not merged: its merge failed integration gating, or the gating
+    /// could not run.
+    Failed(Failure),
+    /// The run was cancelled while its merge was gated.
+    Interrupted,
 }
 
 /// Merges every story waiting, as one group, holding the turn until the
 /// merges are done (even if the task that took the turn is cancelled: the
 /// merges run on, and their stories get their outcomes).
-async fn lead(ctx: &crate::engine::Ctx, turn: tokio::sync::OwnedMutexGuard<()>) {
+async fn lead(ctx: &std::sync::Arc<crate::engine::Ctx>, turn: tokio::sync::OwnedMutexGuard<()>) {
     let group = std::mem::take(&mut *ctx.merge_queue.waiting());
-    let mut members = Vec::with_capacity(group.len());
-    let mut replies = Vec::with_capacity(group.len());
     // A story whose task is gone (cancelled while it waited) is not merged,
     // as it would not have been had it waited for the turn itself.
-    for w in group.into_iter().filter(|w| !w.reply.is_closed()) {
+    let group: Vec<Waiting> = group.into_iter().filter(|w| !w.reply.is_closed()).collect();
+    for w in &group {
         ctx.emit(Event::MergeStarted {
-            story: w.story,
+            story: w.story.clone(),
             attempt: w.attempt,
             branch: w.member.source_branch.clone(),
             target_branch: ctx.target_branch.clone(),
         });
-        members.push(w.member);
-        replies.push(w.reply);
     }
-    if members.is_empty() {
+    if group.is_empty() {
         return;
     }
+    if ctx.options.integration == crate::config::Integration::Gate {
+        let ctx = std::sync::Arc::clone(ctx);
+        let _ = tokio::spawn(async move {
+            let _turn = turn;
+            super::train::run(&ctx, group).await;
+        })
+        .await;
+        return;
+    }
+    let (members, replies): (Vec<GroupMember>, Vec<_>) =
+        group.into_iter().map(|w| (w.member, w.reply)).unzip();
     let (paths, target) = (ctx.paths.clone(), ctx.target_branch.clone());
     let _ = tokio::task::spawn_blocking(move || {
         let _turn = turn;
         let outcomes = merge_group(&paths, &target, &members, &MergeOptions::default());
         for (reply, merged) in replies.into_iter().zip(outcomes) {
-            let _ = reply.send(merged);
+            let _ = reply.send(Landing::Merge(merged));
         }
     })
     .await;
@@ -264,16 +311,22 @@ fn outcome(
             ));
             return Err(Conflict(files, failure));
         }
+        Err(e) => Err(refused(&e, branch).into()),
+    })
+}
+
+/// The failure of a merge that could not be made.
+pub(super) fn refused(e: &MergeError, branch: &str) -> Failure {
+    match e {
         // The user's uncommitted changes (--allow-dirty) are in the way: the
         // agent's work passed its gates and stays on its branch; nothing of
         // the user's was touched. Not retried (see FailureKind::TargetDirty).
-        Err(e @ MergeError::TargetDirty { .. }) => Err(Failure::new(
+        MergeError::TargetDirty { .. } => Failure::new(
             FailureKind::TargetDirty,
             format!(
                 "{e}; the story's work passed its gates and is kept on branch '{branch}' (after committing or stashing, merge it with `git merge {branch}`)"
             ),
-        )
-        .into()),
-        Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string()).into()),
-    })
+        ),
+        e => Failure::new(FailureKind::Setup, e.to_string()),
+    }
 }

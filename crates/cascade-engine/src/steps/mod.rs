@@ -29,6 +29,7 @@ mod resolve_agent;
 mod resolve_conflict;
 mod review;
 mod run_agent;
+mod train;
 mod verify;
 
 use std::path::PathBuf;

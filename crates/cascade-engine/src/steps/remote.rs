@@ -49,7 +49,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     });
     drop(slot);
     let committed = Committed { commit };
-    let merged = match merge::queued(a, &committed).await {
+    let merged = match merge::queued(a, &committed, &base).await {
         Ok(done) => done?,
         Err(conflict) if !ctx.options.no_resolve => {
             resolve(a, executor, &committed, conflict).await?
@@ -95,7 +95,7 @@ async fn resolve(
         agent: a.agent.clone(),
         commit: commit.clone(),
     });
-    merge::queued(a, &Committed { commit })
+    merge::queued(a, &Committed { commit }, &base)
         .await
         .map_err(|Conflict(_, f)| Stop::Failed(f))?
 }
