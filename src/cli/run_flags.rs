@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_engine::config::{Integration, Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::race::{RaceKeep, RaceOptions, RaceSpec, RaceUntil};
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -48,6 +49,26 @@ pub enum IntegrationArg {
     Gate,
     /// Merge on the strength of the story's own gates
     Trust,
+}
+
+/// `--race-until first|all`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceUntilArg {
+    /// Stop the other contestants as soon as one passes everything
+    First,
+    /// Let every contestant finish, then compare them
+    All,
+}
+
+/// `--race-keep all|none`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceKeepArg {
+    /// Keep the losers' branches for inspection
+    All,
+    /// Delete the losers' branches once the winner is chosen
+    None,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
@@ -184,6 +205,19 @@ pub struct RunFlags {
     /// merges on the strength of the story's own gates
     #[arg(long, value_enum, default_value_t = IntegrationArg::Gate)]
     pub integration: IntegrationArg,
+    /// Race agents on every story: a comma list of agents, or N runs of the
+    /// story's resolved agent; each contestant works on its own branch
+    /// (cascade/<story>/race-<agent>[-n]) and only the winner merges (a
+    /// story's "race" in prd.json takes the place of this)
+    #[arg(long, value_name = "AGENTS|N")]
+    pub race: Option<String>,
+    /// When a race ends: `first` stops the others once one passes
+    /// everything; `all` lets every contestant finish and compares them
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = RaceUntilArg::All)]
+    pub race_until: RaceUntilArg,
+    /// What becomes of the losers' branches: kept (`all`) or deleted (`none`)
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = RaceKeepArg::All)]
+    pub race_keep: RaceKeepArg,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -317,6 +351,7 @@ impl RunFlags {
                 IntegrationArg::Gate => Integration::Gate,
                 IntegrationArg::Trust => Integration::Trust,
             },
+            race: self.race_options()?,
             ..RunOptions::default()
         })
     }
@@ -358,6 +393,25 @@ impl RunFlags {
             ));
         }
         Ok(())
+    }
+
+    /// `--race`, `--race-until` and `--race-keep` as the engine takes them.
+    fn race_options(&self) -> Result<RaceOptions, Failure> {
+        let spec = match &self.race {
+            Some(given) => Some(RaceSpec::parse(given).map_err(usage)?),
+            None => None,
+        };
+        Ok(RaceOptions {
+            spec,
+            until: match self.race_until {
+                RaceUntilArg::First => RaceUntil::First,
+                RaceUntilArg::All => RaceUntil::All,
+            },
+            keep: match self.race_keep {
+                RaceKeepArg::All => RaceKeep::All,
+                RaceKeepArg::None => RaceKeep::None,
+            },
+        })
     }
 
     /// The `--notify` command's argv: its values, then every `--notify-arg`.

@@ -26,6 +26,7 @@ mod modes;
 mod paths;
 mod plan;
 mod planning;
+mod race;
 mod real_agents;
 mod reliability;
 mod remote_cache;

@@ -193,6 +193,8 @@ pub struct RunOptions {
     /// Requests from outside the run (pause, resume, cancel, retry), see
     /// `control::steer`. `None`: nobody steers it.
     pub steering: Option<crate::control::steer::Steering>,
+    /// `--race`, `--race-until`, `--race-keep` (see [`crate::race`]).
+    pub race: crate::race::RaceOptions,
 }
 
 impl RunOptions {
@@ -278,6 +280,7 @@ impl Default for RunOptions {
             pool_part: None,
             executor: None,
             steering: None,
+            race: Default::default(),
         }
     }
 }

@@ -81,6 +81,10 @@ pub enum EngineError {
     #[error("{}: {message}", path.display())]
     Budget { path: PathBuf, message: String },
 
+    /// `--race` or a story's `"race"` cannot be run.
+    #[error(transparent)]
+    Race(#[from] crate::race::RaceError),
+
     /// A background task of the engine died (a bug).
     #[error("internal error: {0}")]
     Internal(String),
