@@ -22,6 +22,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use cascade_engine::config::{BaseFailures, Integration, Mode, Pause, ReviewMode, RunOptions};
 use cascade_engine::confine::SandboxMode;
+use cascade_engine::race::{RaceKeep, RaceOptions, RaceSpec, RaceUntil};
 use cascade_engine::scheduler::Discipline;
 use cascade_engine::RetryPolicy;
 use clap::parser::ValueSource;
@@ -49,6 +50,26 @@ pub enum IntegrationArg {
     Gate,
     /// Merge on the strength of the story's own gates
     Trust,
+}
+
+/// `--race-until first|all`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceUntilArg {
+    /// Stop the other contestants as soon as one passes everything
+    First,
+    /// Let every contestant finish, then compare them
+    All,
+}
+
+/// `--race-keep all|none`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RaceKeepArg {
+    /// Keep the losers' branches for inspection
+    All,
+    /// Delete the losers' branches once the winner is chosen
+    None,
 }
 
 /// `--base-failures stop|known`.
@@ -236,6 +257,19 @@ pub struct RunFlags {
     /// `.cascade/config.json` `sandbox.mode`, else best-effort)
     #[arg(long, value_enum, value_name = "MODE")]
     pub sandbox: Option<SandboxArg>,
+    /// Race agents on every story: a comma list of agents, or N runs of the
+    /// story's resolved agent; each contestant works on its own branch
+    /// (cascade/<story>/race-<agent>[-n]) and only the winner merges (a
+    /// story's "race" in prd.json takes the place of this)
+    #[arg(long, value_name = "AGENTS|N")]
+    pub race: Option<String>,
+    /// When a race ends: `first` stops the others once one passes
+    /// everything; `all` lets every contestant finish and compares them
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = RaceUntilArg::All)]
+    pub race_until: RaceUntilArg,
+    /// What becomes of the losers' branches: kept (`all`) or deleted (`none`)
+    #[arg(long, value_enum, value_name = "WHICH", default_value_t = RaceKeepArg::All)]
+    pub race_keep: RaceKeepArg,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -379,6 +413,7 @@ impl RunFlags {
                 BaseFailuresArg::Known => BaseFailures::Known,
             },
             sandbox: self.sandbox.map(SandboxArg::mode),
+            race: self.race_options()?,
             ..RunOptions::default()
         })
     }
@@ -428,6 +463,25 @@ impl RunFlags {
             ));
         }
         Ok(())
+    }
+
+    /// `--race`, `--race-until` and `--race-keep` as the engine takes them.
+    fn race_options(&self) -> Result<RaceOptions, Failure> {
+        let spec = match &self.race {
+            Some(given) => Some(RaceSpec::parse(given).map_err(usage)?),
+            None => None,
+        };
+        Ok(RaceOptions {
+            spec,
+            until: match self.race_until {
+                RaceUntilArg::First => RaceUntil::First,
+                RaceUntilArg::All => RaceUntil::All,
+            },
+            keep: match self.race_keep {
+                RaceKeepArg::All => RaceKeep::All,
+                RaceKeepArg::None => RaceKeep::None,
+            },
+        })
     }
 
     /// The `--notify` command's argv: its values, then every `--notify-arg`.

@@ -30,6 +30,7 @@ mod parity;
 mod paths;
 mod plan;
 mod planning;
+mod race;
 mod real_agents;
 mod reliability;
 mod remote_cache;

@@ -200,6 +200,8 @@ pub struct RunOptions {
     pub steering: Option<crate::control::steer::Steering>,
     /// `--sandbox`; `None`: the base's `sandbox.mode`, else best-effort.
     pub sandbox: Option<crate::confine::SandboxMode>,
+    /// `--race`, `--race-until`, `--race-keep` (see [`crate::race`]).
+    pub race: crate::race::RaceOptions,
 }
 
 impl RunOptions {
@@ -309,6 +311,7 @@ impl Default for RunOptions {
             executor: None,
             steering: None,
             sandbox: None,
+            race: Default::default(),
         }
     }
 }

@@ -604,6 +604,7 @@ impl Engine {
         resolver
             .check_overrides()
             .map_err(EngineError::UnknownAgent)?;
+        crate::race::check(&p.prd, &p.prd_path, &p.agents, &options.race)?;
         // A file the real run would refuse refuses the dry run too (exit 2).
         self.check_inputs(&p, options)?;
         let mut batches = Vec::new();
@@ -715,6 +716,7 @@ impl Engine {
             resolver
                 .check_overrides()
                 .map_err(EngineError::UnknownAgent)?;
+            crate::race::check(&p.prd, &p.prd_path, &p.agents, &options.race)?;
             // Stories of one kind resolve alike: each kind is resolved once.
             for story in p.pending_kinds() {
                 resolver

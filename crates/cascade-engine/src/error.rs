@@ -95,6 +95,9 @@ pub enum EngineError {
     /// `--sandbox required` (or `sandbox.mode`) on a machine without Landlock.
     #[error(transparent)]
     Sandbox(#[from] crate::confine::SandboxUnavailable),
+    /// `--race` or a story's `"race"` cannot be run.
+    #[error(transparent)]
+    Race(#[from] crate::race::RaceError),
 
     /// A background task of the engine died (a bug).
     #[error("internal error: {0}")]

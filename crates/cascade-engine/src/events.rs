@@ -185,6 +185,54 @@ pub enum Event {
         duration_ms: u64,
         log: String,
     },
+    /// A racing story's round starts: its contestants, their branches.
+    RaceStarted {
+        story: String,
+        /// The first contestant's attempt number (the others follow it).
+        attempt: u32,
+        contestants: Vec<String>,
+        branches: Vec<String>,
+        /// `first` | `all` (`--race-until`).
+        until: String,
+        /// `all` | `none` (`--race-keep`).
+        keep: String,
+    },
+    /// One contestant is done: `passed` (every step), `failed`, `stopped`
+    /// (`--race-until first`: another passed first) or `not_started` (the
+    /// story's budget would not cover it).
+    RaceContestantFinished {
+        story: String,
+        contestant: String,
+        agent: String,
+        attempt: u32,
+        branch: String,
+        status: String,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error_type: Option<FailureKind>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        error: Option<String>,
+        /// Lines added plus removed (a contestant that passed).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        lines_changed: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        findings: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        review_passed: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        cost_usd: Option<f64>,
+    },
+    /// The rule chose: only the winner goes to the merge queue.
+    RaceWon {
+        story: String,
+        winner: String,
+        agent: String,
+        attempt: u32,
+        branch: String,
+        /// What decided it against the runner-up.
+        reason: String,
+        /// The other contestants that passed, best first.
+        runners_up: Vec<String>,
+    },
     /// A quality gate started in the story's worktree.
     GateStarted { story: String, gate: String },
     /// A quality gate finished.
@@ -547,7 +595,10 @@ impl Event {
             | Event::StoryBlocked { story, .. }
             | Event::JobPublished { story, .. }
             | Event::JobStarted { story, .. }
-            | Event::JobFinished { story, .. } => Some(story),
+            | Event::JobFinished { story, .. }
+            | Event::RaceStarted { story, .. }
+            | Event::RaceContestantFinished { story, .. }
+            | Event::RaceWon { story, .. } => Some(story),
             _ => None,
         }
     }

@@ -159,6 +159,7 @@ impl Engine {
             worker: None,
             job: Some(job),
             slot: None,
+            contestant: None,
         };
         let ended = job_sequence(&mut attempt, &mut held).await;
         let agent = attempt.agent.clone();

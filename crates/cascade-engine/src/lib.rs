@@ -97,6 +97,7 @@ pub mod lock;
 mod persist;
 mod pool;
 pub mod progress;
+pub mod race;
 pub mod retry;
 pub mod scheduler;
 pub mod secrets;

@@ -140,6 +140,23 @@ impl ProgressLog {
             Event::StoryBlocked { story, blocked_by } => {
                 format!("{story}: [BLOCKED] by {}", blocked_by.join(", "))
             }
+            Event::RaceStarted {
+                story, contestants, ..
+            } => format!("{story}: [RACE] {}", contestants.join(" vs ")),
+            Event::RaceWon {
+                story,
+                winner,
+                reason,
+                runners_up,
+                ..
+            } => {
+                let over = if runners_up.is_empty() {
+                    String::new()
+                } else {
+                    format!(" over {}", runners_up.join(", "))
+                };
+                format!("{story}: [RACE] won by {winner}{over}: {}", one_line(reason))
+            }
             Event::StorySkipped { story, reason } => {
                 format!("{story}: [SKIPPED] {}", one_line(reason))
             }

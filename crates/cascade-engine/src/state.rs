@@ -270,6 +270,13 @@ impl StoryState {
             .count() as u32
     }
 
+    /// The record of attempt `number` (the latest one so numbered): the
+    /// contestants of a race run at once, so the last record need not be
+    /// the attempt at hand.
+    pub fn attempt_mut(&mut self, number: u32) -> Option<&mut AttemptRecord> {
+        self.attempts.iter_mut().rev().find(|a| a.attempt == number)
+    }
+
     /// Marks the attempts that never finished as interrupted: the run that
     /// made them is gone (killed), so none of them is still going.
     pub fn close_unfinished_attempts(&mut self) {

@@ -83,6 +83,10 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
     // Rate-limited attempts of this run: recorded, but never charged to
     // the retry budget (bounded by MAX_RATE_LIMITED).
     let mut rate_limited = 0u32;
+    // A racing story: each round runs all its contestants (one attempt
+    // number each) and counts as one attempt of the retry budget.
+    let mut race = crate::steps::race::Race::for_story(&ctx, &story);
+    let mut raced = 0u32;
     loop {
         if steered.cancelled() {
             let agent = previous
@@ -135,7 +139,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             story: &story,
             branch: &branch,
             number: attempt,
-            max: max + rate_limited,
+            max: max + rate_limited + raced,
             phase,
             previous: previous.as_ref(),
             agent: previous
@@ -145,8 +149,21 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             worker: None,
             job: None,
             slot,
+            contestant: None,
         };
-        let (agent, worker, outcome) = run_attempt(this, &mut held).await;
+        let (agent, worker, outcome, number) = match race.as_mut() {
+            Some(race) => {
+                let round = race.round(this, &mut held).await;
+                raced += round.used.saturating_sub(1);
+                let number = round.number;
+                attempt += round.used.saturating_sub(1);
+                (round.agent, None, round.end, number)
+            }
+            None => {
+                let (agent, worker, outcome) = run_attempt(this, &mut held).await;
+                (agent, worker, outcome, attempt)
+            }
+        };
         let duration_ms = attempt_started.elapsed().as_millis() as u64;
         // Cancelled from outside: whatever the attempt came to short of a
         // merge, the story fails as cancelled (no retry).
@@ -169,7 +186,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     s.status = StoryStatus::Complete;
                     s.merge_commit = Some(commit.clone());
                     s.agent = Some(agent.clone());
-                    if let Some(a) = s.attempts.last_mut() {
+                    if let Some(a) = s.attempt_mut(number) {
                         a.outcome = Some("passed".into());
                         a.finished_at = Some(now_rfc3339());
                         a.duration_ms = Some(duration_ms);
@@ -210,7 +227,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
             AttemptEnd::Interrupted => {
                 ctx.update_story(&id, |s| {
                     s.status = StoryStatus::Pending;
-                    if let Some(a) = s.attempts.last_mut() {
+                    if let Some(a) = s.attempt_mut(number) {
                         if a.outcome.is_none() {
                             a.outcome = Some(crate::state::INTERRUPTED.into());
                             a.finished_at = Some(now_rfc3339());
@@ -226,7 +243,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     s.error = Some(failure.error.clone());
                     s.error_type = Some(failure.kind);
                     s.agent = Some(agent.clone());
-                    if let Some(a) = s.attempts.last_mut() {
+                    if let Some(a) = s.attempt_mut(number) {
                         a.outcome = Some("failed".into());
                         a.finished_at = Some(now_rfc3339());
                         a.duration_ms = Some(duration_ms);
@@ -237,7 +254,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                 ctx.emit(Event::AttemptFailed {
                     story: id.clone(),
                     agent: agent.clone(),
-                    attempt,
+                    attempt: number,
                     error_type: failure.kind,
                     error: failure.error.clone(),
                 });
@@ -256,7 +273,7 @@ pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
                     attempt += 1;
                     continue;
                 }
-                let charged = attempt - earlier - rate_limited;
+                let charged = attempt - earlier - rate_limited - raced;
                 let retry = failure.kind != FailureKind::RateLimited
                     && ctx.options.retry.should_retry(charged, failure.kind);
                 if !retry {

@@ -13,6 +13,7 @@
 //! [`diff_stat`] counts the lines a branch changed since it left another
 //! (a story's `git diff --stat` against its target).
 //!
+//! [`lines_changed`] counts the lines a change added and removed.
 //! [`file_at`] reads one file of a commit without checking anything out,
 //! [`blob_ids_at`] names a commit's files by blob id without reading them,
 //! [`is_tracked`] says whether a path is in a worktree's index, and
@@ -305,6 +306,15 @@ pub fn diff_stat(workdir: &Path, base: &str, head: &str) -> Result<Vec<FileStat>
     Ok(out)
 }
 
+/// Lines added plus lines removed between revisions `from` and `to`: the
+/// size of a change (a race prefers the smaller of two passing ones).
+pub fn lines_changed(workdir: &Path, from: &str, to: &str) -> Result<u64, GitError> {
+    let repo = open(workdir)?;
+    let diff = diff_of(&repo, from, Some(to), &mut DiffOptions::new())?;
+    let stats = diff.stats().map_err(GitError::git("diff stats"))?;
+    Ok((stats.insertions() + stats.deletions()) as u64)
+}
+
 /// Whether a delta is cascade's own state: an untracked file under
 /// `.cascade/` (a tracked one is the project's configuration).
 fn own_state(delta: &git2::DiffDelta<'_>) -> bool {
@@ -594,6 +604,9 @@ mod tests {
         git(d, &["commit", "-q", "-m", "change"]);
         let range = diff_lines(d, "HEAD~1", Some("HEAD")).unwrap();
         assert_eq!(range, work);
+        // 2 added and 1 removed in a.txt, 1 each in gone.txt and new.txt,
+        // none counted for the binary file.
+        assert_eq!(lines_changed(d, "HEAD~1", "HEAD").unwrap(), 5);
         assert!(diff_lines(d, "nope", None).is_err());
         let patch = diff_patch(d, "HEAD~1", Some("HEAD"), 1 << 20).unwrap();
         assert!(patch.contains("-two\n+TWO\n"), "{patch}");

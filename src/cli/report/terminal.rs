@@ -725,6 +725,54 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
                 format!("{what} (by {by}) refused: {}", super::printable(message))
             }
         }
+        Event::RaceStarted {
+            story,
+            contestants,
+            until,
+            ..
+        } => format!("{story}: race of {} (until {until})", contestants.join(", ")),
+        Event::RaceContestantFinished {
+            story,
+            contestant,
+            status,
+            error,
+            lines_changed,
+            ..
+        } => match (status.as_str(), lines_changed) {
+            ("passed", Some(lines)) => {
+                format!("{story}: contestant {contestant} {} ({lines} lines changed)", ok("passed"))
+            }
+            ("passed", None) => format!("{story}: contestant {contestant} {}", ok("passed")),
+            ("failed", _) => format!(
+                "{story}: contestant {contestant} {}: {}",
+                bad("failed"),
+                super::printable(error.as_deref().unwrap_or(""))
+            ),
+            _ => format!(
+                "{story}: contestant {contestant} {}: {}",
+                warn(&status.replace('_', " ")),
+                super::printable(error.as_deref().unwrap_or(""))
+            ),
+        },
+        Event::RaceWon {
+            story,
+            winner,
+            branch,
+            reason,
+            runners_up,
+            ..
+        } => {
+            let others = if runners_up.is_empty() {
+                "no runner-up".to_string()
+            } else {
+                format!("runners-up {}", runners_up.join(", "))
+            };
+            format!(
+                "{story}: race {} by {winner} ({branch}): {}; {others}",
+                ok("won"),
+                super::printable(reason)
+            )
+        }
         Event::RunFinished { .. } => return None,
     };
     Some(line)

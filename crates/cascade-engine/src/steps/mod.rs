@@ -24,6 +24,7 @@ mod integrate;
 pub(crate) mod merge;
 mod prepare_worktree;
 mod prove_tests;
+pub(crate) mod race;
 mod remote;
 mod resolve_agent;
 mod resolve_conflict;
@@ -156,6 +157,9 @@ pub(crate) struct Attempt<'a> {
     /// The permit of the limit shared with other engines (mega runs), taken
     /// by the story before its budget check; given back before the merge.
     pub slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// In a race: the agent this contestant runs (it takes the place of
+    /// `--agent` for this attempt's agent; see `steps::race`).
+    pub contestant: Option<String>,
 }
 
 impl Attempt<'_> {

@@ -17,7 +17,7 @@ pub(super) struct Assigned {
 
 pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
     let ctx = a.ctx;
-    let resolver = resolver(ctx, a.job);
+    let resolver = resolver(ctx, a.job, a.contestant.as_deref());
     let assignment = match resolver.resolve(a.story, a.phase) {
         Ok(found) => found,
         Err(e) => {
@@ -62,8 +62,17 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
 /// The attempt's resolver: on a fleet worker the job's candidates (the
 /// coordinator's chain for the story) take the place of this machine's own
 /// chain; its agents.json and PATH decide which of them it has.
-fn resolver<'c>(ctx: &'c Ctx, job: Option<&crate::executor::Job>) -> Resolver<'c> {
-    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+fn resolver<'c>(
+    ctx: &'c Ctx,
+    job: Option<&crate::executor::Job>,
+    contestant: Option<&str>,
+) -> Resolver<'c> {
+    let mut overrides = ctx.overrides();
+    // A race's contestant runs its own agent, whatever `--agent` says.
+    if let Some(agent) = contestant {
+        overrides.agent = Some(agent.to_string());
+    }
+    let resolver = Resolver::new(&ctx.agents, &ctx.detector, overrides);
     match job.map(|j| &j.agents.candidates) {
         Some(chain) if !chain.is_empty() => resolver.with_chain(chain.clone()),
         _ => resolver,

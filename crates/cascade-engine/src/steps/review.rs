@@ -261,8 +261,9 @@ fn charge(a: &Attempt<'_>, run: &AgentRun, cost: Option<f64>) {
     let Some(u) = run.usage.clone() else {
         return;
     };
+    let number = a.number;
     a.ctx.amend_story(a.id(), |s| {
-        if let Some(r) = s.attempts.last_mut() {
+        if let Some(r) = s.attempt_mut(number) {
             r.input_tokens = Some(r.input_tokens.unwrap_or(0) + u.input_tokens);
             r.output_tokens = Some(r.output_tokens.unwrap_or(0) + u.output_tokens);
             if let Some(c) = cost {

@@ -272,7 +272,7 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
     let (attempt, max_attempts, phase) = (a.number, a.max, a.phase);
     move |pid: u32| {
         ctx.update_story(&id, |s| {
-            if let Some(r) = s.attempts.last_mut() {
+            if let Some(r) = s.attempt_mut(attempt) {
                 r.pid = Some(pid);
             }
         });
@@ -300,8 +300,9 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
     let cost = usage
         .as_ref()
         .and_then(|u| a.ctx.agents.prices.cost(def, u));
+    let number = a.number;
     a.ctx.amend_story(a.id(), |s| {
-        if let Some(r) = s.attempts.last_mut() {
+        if let Some(r) = s.attempt_mut(number) {
             r.log = Some(run.log_path.display().to_string());
             if let Some(u) = &usage {
                 r.input_tokens = Some(u.input_tokens);

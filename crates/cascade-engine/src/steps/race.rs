@@ -1,0 +1,527 @@
+//! A race round: every contestant of a racing story (see `crate::race`)
+//! runs as an attempt of its own, in its own worktree on its own branch
+//! (`<story branch>/race-<name>`), through the same steps as any attempt
+//! (agent, commit, verify, gates, review when asked), up to `--parallel`
+//! of them at once. The rule picks the winner among those that passed;
+//! only the winner goes to the merge queue. The losers' worktrees go back
+//! to the pool with their branches kept (deleted with `--race-keep none`).
+//!
+//! A round is one step of the story's retry loop (the `story` module):
+//! when no contestant passes, the story retries as usual and every
+//! contestant's next prompt carries its own previous failure. Every
+//! contestant's tokens and cost are its attempt's, so the story's and the
+//! run's spend count them all; with a story budget (`--max-story-cost`, a
+//! story's `budget`), a contestant whose start would take the story past
+//! it (its spend so far plus the costliest contestant's cost this round)
+//! is not started, and its `race_contestant_finished` says so.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cascade_agents::{Phase, Resolver};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+
+use super::commit::Committed;
+use super::prepare_worktree::Worktree;
+use super::{Attempt, AttemptEnd, Failure, Stop};
+use crate::engine::Ctx;
+use crate::events::Event;
+use crate::race::{Contestant, RaceKeep, RaceSpec, RaceUntil, Score};
+use crate::retry::FailureKind;
+use crate::state::{now_rfc3339, INTERRUPTED};
+
+/// A racing story's contestants and what each one's last attempt failed with.
+pub(crate) struct Race {
+    spec: RaceSpec,
+    /// Decided by the first round (`N` runs repeat the resolved agent).
+    contestants: Vec<Contestant>,
+    previous: Vec<Option<(String, Failure)>>,
+}
+
+/// What a round came to, for the story's loop.
+pub(crate) struct Round {
+    /// The winner's agent, or the agent the failure is charged to.
+    pub agent: String,
+    pub end: AttemptEnd,
+    /// The attempt the end belongs to (the winner's, or the first failure's).
+    pub number: u32,
+    /// Attempt numbers the round used (one per contestant).
+    pub used: u32,
+}
+
+/// One contestant's run.
+enum Ran<'a> {
+    NotStarted {
+        index: usize,
+        why: String,
+    },
+    Done {
+        index: usize,
+        attempt: Box<Attempt<'a>>,
+        result: Result<(Worktree, Committed), Stop>,
+        duration_ms: u64,
+    },
+}
+
+/// A contestant that passed every step, waiting for the rule.
+struct Passed<'a> {
+    index: usize,
+    attempt: Box<Attempt<'a>>,
+    worktree: Worktree,
+    commit: Committed,
+    score: Score,
+}
+
+impl Race {
+    /// The race of `story`, when it races (locally: the fleet runs stories
+    /// one attempt at a time for now).
+    pub fn for_story(ctx: &Ctx, story: &cascade_plan::Story) -> Option<Race> {
+        if ctx.options.executor.is_some() {
+            return None;
+        }
+        // Checked before the run started (`crate::race::check`).
+        let spec = crate::race::story_spec(story, &ctx.options.race).ok()??;
+        Some(Race {
+            spec,
+            contestants: Vec::new(),
+            previous: Vec::new(),
+        })
+    }
+
+    /// Runs one round from `base` (the story's attempt as its loop made
+    /// it: number, phase, slot); `held` gets the winner's worktree once it
+    /// merged (the story's loop returns it to the pool).
+    pub async fn round(&mut self, mut base: Attempt<'_>, held: &mut Option<PathBuf>) -> Round {
+        let ctx = base.ctx;
+        let id = base.id().to_string();
+        if self.contestants.is_empty() {
+            let resolved = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides())
+                .resolve(base.story, Phase::Implementation);
+            let agent = match (&self.spec, resolved) {
+                (RaceSpec::Runs(_), Err(e)) => {
+                    let f = Failure::new(FailureKind::AgentUnavailable, e.to_string());
+                    return Round {
+                        agent: base.agent.clone(),
+                        end: AttemptEnd::Failed(f),
+                        number: base.number,
+                        used: 1,
+                    };
+                }
+                (_, Ok(a)) => a.agent,
+                (_, Err(_)) => String::new(),
+            };
+            self.contestants = crate::race::contestants(&self.spec, &agent);
+            self.previous = vec![None; self.contestants.len()];
+        }
+        let n = self.contestants.len();
+        let branches: Vec<String> = self
+            .contestants
+            .iter()
+            .map(|c| crate::race::branch(base.branch, &c.name))
+            .collect();
+        ctx.emit(Event::RaceStarted {
+            story: id.clone(),
+            attempt: base.number,
+            contestants: self.contestants.iter().map(|c| c.name.clone()).collect(),
+            branches: branches.clone(),
+            until: ctx.options.race.until.as_str().into(),
+            keep: ctx.options.race.keep.as_str().into(),
+        });
+        let slot = base.slot.take();
+        let mut helds: Vec<Option<PathBuf>> = vec![None; n];
+        let (passed, failures, interrupted) = self.run_all(&base, &branches, &mut helds).await;
+        let ranked = crate::race::rank(passed.iter().map(|p| p.score.clone()).collect());
+        let Some((ranked, reason)) = ranked else {
+            drop(passed);
+            give_back(ctx, &mut helds, &[]).await;
+            return self.lost(&base, failures, interrupted);
+        };
+        let Some(winner) = passed.into_iter().find(|p| p.score.name == ranked[0].name) else {
+            give_back(ctx, &mut helds, &[]).await;
+            return self.lost(&base, failures, interrupted);
+        };
+        let runners_up: Vec<String> = ranked[1..].iter().map(|s| s.name.clone()).collect();
+        let losers: Vec<String> = (0..n)
+            .filter(|i| *i != winner.index)
+            .map(|i| branches[i].clone())
+            .collect();
+        let won_branch = branches[winner.index].clone();
+        ctx.amend_story(&id, |s| s.branch = Some(won_branch.clone()));
+        ctx.emit(Event::RaceWon {
+            story: id.clone(),
+            winner: winner.score.name.clone(),
+            agent: winner.attempt.agent.clone(),
+            attempt: winner.attempt.number,
+            branch: won_branch,
+            reason,
+            runners_up,
+        });
+        let mine = helds[winner.index].take();
+        give_back(ctx, &mut helds, &losers).await;
+        drop(slot);
+        let merged = super::merge::run(&winner.attempt, &winner.worktree, &winner.commit).await;
+        let (agent, number, index) = (
+            winner.attempt.agent.clone(),
+            winner.attempt.number,
+            winner.index,
+        );
+        drop(winner);
+        let end = match merged {
+            Ok(m) => {
+                *held = mine;
+                AttemptEnd::Merged {
+                    commit: m.commit,
+                    fast_forward: m.fast_forward,
+                }
+            }
+            Err(stop) => {
+                give_back(ctx, &mut [mine], &[]).await;
+                match stop {
+                    // The winner's merge failed (a conflict no agent
+                    // resolved, integration): its next prompt says so.
+                    Stop::Failed(f) => {
+                        self.previous[index] = Some((agent.clone(), f.clone()));
+                        AttemptEnd::Failed(f)
+                    }
+                    Stop::Interrupted => AttemptEnd::Interrupted,
+                }
+            }
+        };
+        Round {
+            agent,
+            end,
+            number,
+            used: n as u32,
+        }
+    }
+
+    /// Runs every contestant (up to `--parallel` at once; with
+    /// `--race-until first` the others stop as soon as one passes).
+    /// Returns those that passed, the failures by contestant, and whether
+    /// the run is being cancelled.
+    async fn run_all<'a>(
+        &'a self,
+        base: &Attempt<'a>,
+        branches: &'a [String],
+        helds: &mut [Option<PathBuf>],
+    ) -> (Vec<Passed<'a>>, Vec<Option<Failure>>, bool) {
+        let ctx = base.ctx;
+        let id = base.id();
+        let n = self.contestants.len();
+        let permits = tokio::sync::Semaphore::new(ctx.options.parallel.max(1));
+        // The costliest contestant of the round so far: what one more costs.
+        let estimate = Mutex::new(0.0f64);
+        let mut running = FuturesUnordered::new();
+        for (index, held) in helds.iter_mut().enumerate() {
+            let attempt = Attempt {
+                ctx,
+                story: base.story,
+                branch: &branches[index],
+                number: base.number + index as u32,
+                max: base.max + n as u32 - 1,
+                phase: match self.previous[index] {
+                    Some(_) => Phase::Retry,
+                    None => base.phase,
+                },
+                previous: self.previous[index].as_ref(),
+                agent: self.contestants[index].agent.clone(),
+                env: base.env,
+                worker: None,
+                job: None,
+                slot: None,
+                contestant: Some(self.contestants[index].agent.clone()),
+            };
+            let (permits, estimate) = (&permits, &estimate);
+            running.push(async move {
+                let _permit = permits.acquire().await;
+                let guess = estimate.lock().map_or(0.0, |e| *e);
+                if let Some(why) = over_budget(ctx, id, guess) {
+                    return Ran::NotStarted { index, why };
+                }
+                let mut attempt = Box::new(attempt);
+                let started = Instant::now();
+                let result = super::checked_work(&mut attempt, held).await;
+                if let (Some(c), Ok(mut e)) = (cost_of(ctx, id, attempt.number), estimate.lock()) {
+                    *e = e.max(c);
+                }
+                Ran::Done {
+                    index,
+                    attempt,
+                    result,
+                    duration_ms: started.elapsed().as_millis() as u64,
+                }
+            });
+        }
+        let mut passed = Vec::new();
+        let mut failures: Vec<Option<Failure>> = vec![None; n];
+        let mut finished = vec![false; n];
+        let mut interrupted = false;
+        while let Some(ran) = running.next().await {
+            match ran {
+                Ran::NotStarted { index, why } => {
+                    finished[index] = true;
+                    self.announce(base, index, &branches[index], "not_started", None, &why);
+                    failures[index] = Some(Failure::new(FailureKind::Budget, why));
+                }
+                Ran::Done {
+                    index,
+                    attempt,
+                    result,
+                    duration_ms,
+                } => {
+                    finished[index] = true;
+                    match result {
+                        Ok((worktree, commit)) => {
+                            let score =
+                                self.score(&attempt, index, &worktree, &commit, passed.len());
+                            let score = score.await;
+                            self.announce_passed(&attempt, &branches[index], &score, duration_ms);
+                            passed.push(Passed {
+                                index,
+                                attempt,
+                                worktree,
+                                commit,
+                                score,
+                            });
+                            if ctx.options.race.until == RaceUntil::First {
+                                break;
+                            }
+                        }
+                        Err(Stop::Failed(f)) => {
+                            record(ctx, id, attempt.number, Some(&f), duration_ms);
+                            self.announce(
+                                base,
+                                index,
+                                &branches[index],
+                                "failed",
+                                Some(&f),
+                                &f.error,
+                            );
+                            failures[index] = Some(f);
+                        }
+                        Err(Stop::Interrupted) => interrupted = true,
+                    }
+                }
+            }
+        }
+        // Dropping the others stops them: their agents and gates are killed
+        // with their process groups.
+        drop(running);
+        for index in (0..n).filter(|i| !finished[*i]) {
+            let number = base.number + index as u32;
+            ctx.update_story(id, |s| {
+                if let Some(r) = s.attempt_mut(number).filter(|r| r.outcome.is_none()) {
+                    r.outcome = Some(INTERRUPTED.into());
+                    r.finished_at = Some(now_rfc3339());
+                }
+            });
+            if !interrupted {
+                let why = "stopped: another contestant passed first (--race-until first)";
+                self.announce(base, index, &branches[index], "stopped", None, why);
+            }
+        }
+        (passed, failures, interrupted || ctx.cancel.is_cancelled())
+    }
+
+    /// Nobody won: the round fails with the first contestant's failure
+    /// (each contestant's own is kept for its next prompt).
+    fn lost(
+        &mut self,
+        base: &Attempt<'_>,
+        failures: Vec<Option<Failure>>,
+        interrupted: bool,
+    ) -> Round {
+        let used = self.contestants.len() as u32;
+        let mut first: Option<(usize, Failure)> = None;
+        for (index, f) in failures.into_iter().enumerate() {
+            if let Some(f) = f {
+                self.previous[index] = Some((self.contestants[index].agent.clone(), f.clone()));
+                first.get_or_insert((index, f));
+            }
+        }
+        let end = match first.clone() {
+            _ if interrupted => AttemptEnd::Interrupted,
+            Some((_, f)) => AttemptEnd::Failed(f),
+            None => AttemptEnd::Interrupted,
+        };
+        let index = first.map_or(0, |(i, _)| i);
+        Round {
+            agent: self.contestants[index].agent.clone(),
+            end,
+            number: base.number + index as u32,
+            used,
+        }
+    }
+
+    /// What the rule knows of a contestant that passed.
+    async fn score(
+        &self,
+        a: &Attempt<'_>,
+        index: usize,
+        wt: &Worktree,
+        commit: &Committed,
+        finished: usize,
+    ) -> Score {
+        let (dir, from, to) = (wt.path.clone(), wt.base.clone(), commit.commit.clone());
+        let lines =
+            tokio::task::spawn_blocking(move || cascade_git::diff::lines_changed(&dir, &from, &to))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(u64::MAX);
+        // The story's review and verification fields are the last attempt's
+        // that wrote them: read as soon as this contestant finished.
+        let (review_passed, findings) = a
+            .ctx
+            .state
+            .lock()
+            .ok()
+            .and_then(|st| {
+                st.story(a.id()).map(|s| {
+                    let review = s.review.as_ref();
+                    let passed = review.is_some_and(|r| r.verdict == "pass");
+                    let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
+                    (
+                        passed,
+                        s.verification.len() + s.verification_allowed.len() + noted,
+                    )
+                })
+            })
+            .unwrap_or((false, 0));
+        Score {
+            name: self.contestants[index].name.clone(),
+            review_passed,
+            findings,
+            lines,
+            cost_usd: cost_of(a.ctx, a.id(), a.number),
+            finished,
+        }
+    }
+
+    fn announce_passed(&self, a: &Attempt<'_>, branch: &str, score: &Score, duration_ms: u64) {
+        // "lost" until the rule says otherwise: the story's loop records
+        // the winner's attempt as passed once it merged.
+        record_outcome(a.ctx, a.id(), a.number, "lost", duration_ms);
+        a.ctx.emit(Event::RaceContestantFinished {
+            story: a.id().to_string(),
+            contestant: score.name.clone(),
+            agent: a.agent.clone(),
+            attempt: a.number,
+            branch: branch.to_string(),
+            status: "passed".into(),
+            error_type: None,
+            error: None,
+            lines_changed: (score.lines != u64::MAX).then_some(score.lines),
+            findings: Some(score.findings),
+            review_passed: Some(score.review_passed),
+            cost_usd: score.cost_usd,
+        });
+    }
+
+    fn announce(
+        &self,
+        base: &Attempt<'_>,
+        index: usize,
+        branch: &str,
+        status: &str,
+        failure: Option<&Failure>,
+        why: &str,
+    ) {
+        let number = base.number + index as u32;
+        base.ctx.emit(Event::RaceContestantFinished {
+            story: base.id().to_string(),
+            contestant: self.contestants[index].name.clone(),
+            agent: self.contestants[index].agent.clone(),
+            attempt: number,
+            branch: branch.to_string(),
+            status: status.to_string(),
+            error_type: failure.map(|f| f.kind),
+            error: Some(why.to_string()),
+            lines_changed: None,
+            findings: None,
+            review_passed: None,
+            cost_usd: cost_of(base.ctx, base.id(), number),
+        });
+    }
+}
+
+/// Why a contestant may not start: the story's spend so far plus `guess`
+/// (what one contestant costs) would pass its budget.
+fn over_budget(ctx: &Ctx, id: &str, guess: f64) -> Option<String> {
+    let max = ctx.control.budget.story_limit(id)?;
+    let spent = ctx
+        .state
+        .lock()
+        .map(|st| crate::control::budget::spend(&st, Some(id)).known_usd)
+        .unwrap_or(0.0);
+    (spent >= max || spent + guess > max).then(|| {
+        format!(
+            "not started: story '{id}' has spent ${spent:.4} of its ${max:.2} budget and a contestant costs about ${guess:.4}"
+        )
+    })
+}
+
+/// The cost recorded for attempt `number` of story `id`.
+fn cost_of(ctx: &Ctx, id: &str, number: u32) -> Option<f64> {
+    let st = ctx.state.lock().ok()?;
+    st.story(id)?
+        .attempts
+        .iter()
+        .rev()
+        .find(|r| r.attempt == number)?
+        .cost_usd
+}
+
+/// A failed contestant's attempt record.
+fn record(ctx: &Ctx, id: &str, number: u32, failure: Option<&Failure>, duration_ms: u64) {
+    record_outcome(ctx, id, number, "failed", duration_ms);
+    if let Some(f) = failure {
+        ctx.update_story(id, |s| {
+            if let Some(r) = s.attempt_mut(number) {
+                r.error = Some(f.error.clone());
+                r.error_type = Some(f.kind);
+            }
+        });
+    }
+}
+
+fn record_outcome(ctx: &Ctx, id: &str, number: u32, outcome: &str, duration_ms: u64) {
+    ctx.update_story(id, |s| {
+        if let Some(r) = s.attempt_mut(number) {
+            r.outcome = Some(outcome.to_string());
+            r.finished_at = Some(now_rfc3339());
+            r.duration_ms = Some(duration_ms);
+        }
+    });
+}
+
+/// Gives the contestants' worktrees back to the pool (their branches stay)
+/// and deletes the branches in `delete` when the run says `--race-keep none`.
+async fn give_back(ctx: &Arc<Ctx>, helds: &mut [Option<PathBuf>], delete: &[String]) {
+    let paths: Vec<PathBuf> = helds.iter_mut().filter_map(Option::take).collect();
+    let delete: Vec<String> = match ctx.options.race.keep {
+        RaceKeep::None => delete.to_vec(),
+        RaceKeep::All => Vec::new(),
+    };
+    let c = Arc::clone(ctx);
+    let problems = tokio::task::spawn_blocking(move || {
+        let mut problems = Vec::new();
+        for p in paths {
+            if let Err(e) = c.pool.give_back(&p) {
+                problems.push(format!("could not reuse worktree '{}': {e}", p.display()));
+            }
+        }
+        for b in delete {
+            if let Err(e) = cascade_git::worktree::delete_branch(&c.paths, &b) {
+                problems.push(format!("could not delete the losing branch '{b}': {e}"));
+            }
+        }
+        problems
+    })
+    .await
+    .unwrap_or_default();
+    for message in problems {
+        ctx.emit(Event::Notice { message });
+    }
+}
