@@ -510,7 +510,7 @@ fn unknown_fields(text: &str, path: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut found = unknown_keys(&top, "", fields_of::<ProjectConfig>(), &[]);
-    let sections: [(&str, &[&str]); 4] = [
+    let sections: [(&str, &[&str]); 5] = [
         ("worktree", fields_of::<WorktreeSetup>()),
         ("resources", fields_of::<ResourceSettings>()),
         ("commit", fields_of::<CommitSettings>()),

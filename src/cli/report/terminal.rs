@@ -1022,6 +1022,7 @@ mod tests {
             stories: StoryCounts::default(),
             duration_ms: 1,
             summary: vec![],
+            integration: None,
         });
         let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(

@@ -125,6 +125,7 @@ mod tests {
             list_sessions_args: None,
             version_args: None,
             api: None,
+            sandbox: Default::default(),
         }
     }
 

@@ -23,7 +23,7 @@ use cascade_gates::{GateReport, GateResult};
 
 use super::census::{base_gates, BaseRun};
 use super::gates::WorkPlace;
-use super::{Attempt, Stop};
+use super::Stop;
 use crate::config::BaseFailures;
 use crate::engine::Ctx;
 use crate::error::EngineError;

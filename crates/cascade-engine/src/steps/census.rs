@@ -175,7 +175,11 @@ pub(super) async fn base_gates(
     if !matches!(exported, Ok(Ok(()))) {
         return Err(BaseRun::Trouble("could not write the base's tree".into()));
     }
-    if let Err(f) = super::prepare_worktree::setup(ctx, &root).await {
+    // Confined as a story's processes are, to the scratch copy.
+    let (sandbox, _) =
+        crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, &root)
+            .map_err(BaseRun::Trouble)?;
+    if let Err(f) = super::prepare_worktree::setup(ctx, &root, &sandbox).await {
         if ctx.cancel.is_cancelled() {
             return Err(BaseRun::Cancelled);
         }
@@ -200,7 +204,7 @@ pub(super) async fn base_gates(
         extra_env,
         // The base's copy is where these gates run; the Cargo target theirs.
         sandbox: crate::confine::AttemptSandbox::widened(
-            &wt.sandbox.policy,
+            &sandbox.policy,
             std::iter::once(scratch.path().to_path_buf()).chain(target.iter().map(|t| t.path())),
         ),
     };
