@@ -157,7 +157,7 @@ fn gates_run(cwd: &Path, a: GatesRunArgs) -> CliResult {
     let json = a.json;
     // A run the local cache answers whole needs no async runtime: the
     // fingerprint and the lookups are plain blocking work.
-    let prepared = runner::prepare(&set, &opts, &cache);
+    let prepared = runner::prepare(&set, &opts);
     let (report, interrupted, flushed) =
         match runner::answer_from_cache(&set, &opts, prepared, &cache, |e| print_event(&e, json)) {
             Ok(report) => (report, false, None),

@@ -24,11 +24,8 @@
 //! working dir, inputs) are written to `gates/<name>.miss.json` for
 //! `cascade gates cache explain`.
 //!
-//! **Beside the entries.** `stat/` holds each worktree's stat index, which
-//! lets the fingerprint skip files whose stat data is unchanged
-//! ([`cascade_git::statindex`]; the runner passes [`GateCache::stat_dir`]),
-//! and `toolchains.json` the toolchain identities probed by earlier runs
-//! ([`crate::toolchain`]).
+//! **Beside the entries.** `toolchains.json` holds the toolchain identities
+//! probed by earlier runs ([`crate::toolchain`]).
 //!
 //! **Stats.** Hits (with the time each saved) and misses are appended to
 //! `stats.log`, one short line per lookup (appends are atomic).
@@ -323,12 +320,6 @@ impl GateCache {
         self.inner.dir.as_deref()
     }
 
-    /// Where the stat indexes of the repository's worktrees are kept
-    /// (`<gate-cache>/stat`; see [`cascade_git::statindex`]).
-    pub fn stat_dir(&self) -> Option<PathBuf> {
-        self.inner.dir.as_ref().map(|d| d.join("stat"))
-    }
-
     /// How many writes failed (and were ignored) so far.
     pub fn write_errors(&self) -> u64 {
         self.inner.write_errors.load(Ordering::Relaxed)
@@ -378,9 +369,9 @@ impl GateCache {
                 url: self.inner.remote.as_ref().map(|r| r.url().to_string()),
                 detail: "a synchronous lookup does not consult the remote".into(),
             });
-            self.record_miss(parts, &key, Files::Listed(files), note);
+            self.record_miss(parts, &key, files, note);
         } else {
-            self.record_lookup(parts, &key, Files::Listed(files), false, None);
+            self.record_lookup(parts, &key, files, false, None);
         }
         hit
     }
@@ -409,11 +400,11 @@ impl GateCache {
     pub fn record_hit(&self, parts: &KeyParts, entry: CacheEntry, fp: &Fingerprint) -> GateResult {
         let key = parts.key();
         let hit = self.local_hit(&key, entry);
-        self.record_lookup(parts, &key, Files::Of(fp), false, None);
+        self.record_lookup(parts, &key, fp.files(), false, None);
         hit
     }
 
-    fn record_miss(&self, parts: &KeyParts, key: &str, files: Files<'_>, note: Option<RemoteNote>) {
+    fn record_miss(&self, parts: &KeyParts, key: &str, files: &[FileId], note: Option<RemoteNote>) {
         self.append_stat("m\n");
         self.record_lookup(parts, key, files, true, note);
     }
@@ -459,9 +450,9 @@ impl GateCache {
         let (me, p, k, miss) = (self.clone(), parts.clone(), key, hit.is_none());
         let _ = tokio::task::spawn_blocking(move || {
             if miss {
-                me.record_miss(&p, &k, Files::Of(&files), note);
+                me.record_miss(&p, &k, files.files(), note);
             } else {
-                me.record_lookup(&p, &k, Files::Of(&files), false, None);
+                me.record_lookup(&p, &k, files.files(), false, None);
             }
         })
         .await;
@@ -684,7 +675,7 @@ impl GateCache {
         &self,
         parts: &KeyParts,
         key: &str,
-        files: Files<'_>,
+        files: &[FileId],
         miss: bool,
         remote: Option<RemoteNote>,
     ) {
@@ -706,13 +697,8 @@ impl GateCache {
             let old_list = previous
                 .as_ref()
                 .map(|p| lists.join(format!("{}.files", safe_hex(&p.parts.fingerprint))));
-            let mut explanation = explain_miss(
-                parts,
-                key,
-                previous.as_ref(),
-                old_list.as_deref(),
-                files.get(),
-            );
+            let mut explanation =
+                explain_miss(parts, key, previous.as_ref(), old_list.as_deref(), files);
             if let Some(note) = remote {
                 explanation.reasons.push(if note.consulted {
                     format!("remote {}: {}", note.outcome.replace('_', " "), note.detail)
@@ -737,32 +723,30 @@ impl GateCache {
         }
         let list = lists.join(format!("{}.files", safe_hex(&parts.fingerprint)));
         if !list.exists() {
-            self.write_atomic(&list, &encode_files(files.get()));
+            self.write_atomic(&list, &encode_files(files));
             prune_lists(&lists);
         }
     }
 }
 
-/// The file list of a lookup's fingerprint: made (from a stat index's
-/// records) only when a record needs it, which a hit on a known tree never does.
-#[derive(Clone, Copy)]
-enum Files<'a> {
-    Listed(&'a [FileId]),
-    Of(&'a Fingerprint),
-}
-
-impl<'a> Files<'a> {
-    fn get(self) -> &'a [FileId] {
-        match self {
-            Files::Listed(files) => files,
-            Files::Of(fp) => fp.files(),
-        }
-    }
-}
-
-/// Keeps the newest [`KEEP_FILE_LISTS`] fingerprint file lists.
+/// Keeps the newest [`KEEP_FILE_LISTS`] fingerprint file lists (best
+/// effort: errors are ignored).
 fn prune_lists(dir: &Path) {
-    cascade_git::statindex::keep_newest(dir, ".files", KEEP_FILE_LISTS);
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut lists: Vec<(PathBuf, std::time::SystemTime)> = rd
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "files"))
+        .filter_map(|e| Some((e.path(), e.metadata().ok()?.modified().ok()?)))
+        .collect();
+    if lists.len() <= KEEP_FILE_LISTS {
+        return;
+    }
+    lists.sort_by_key(|f| std::cmp::Reverse(f.1));
+    for (path, _) in lists.into_iter().skip(KEEP_FILE_LISTS) {
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// A fingerprint digest as a file name (hex only, whatever was stored).

@@ -28,7 +28,7 @@
 //!           &GateCache, on_event: impl Fn(GateEvent), &CancelToken).await -> GateReport
 //!     GateEvent::{Started{name, command}, Finished(GateResult), CacheUnavailable{reason},
 //!                 RemoteWarning{message}}
-//!     // = runner::prepare(&set, &opts, &cache) (blocking: where, and the fingerprint)
+//!     // = runner::prepare(&set, &opts) (blocking: where, and the fingerprint)
 //!     //   + runner::run_prepared(&set, &opts, prepared, &env, &cache, on_event, &cancel).await
 //! runner::answer_from_cache(&set, &opts, prepared, &cache, on_event)
 //!     -> Result<GateReport, Prepared>   // every gate a local hit: no runtime, no process

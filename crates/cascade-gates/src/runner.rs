@@ -121,9 +121,8 @@ pub struct Prepared {
 }
 
 /// Resolves where the gates run and fingerprints the tree when the cache
-/// is on (keeping the worktree's stat index in the cache's directory).
-/// Blocking: the fingerprint walks the tree.
-pub fn prepare(set: &GateSet, opts: &RunOptions, cache: &GateCache) -> Prepared {
+/// is on. Blocking: the fingerprint walks the tree.
+pub fn prepare(set: &GateSet, opts: &RunOptions) -> Prepared {
     let workdir = opts
         .workdir
         .canonicalize()
@@ -137,8 +136,7 @@ pub fn prepare(set: &GateSet, opts: &RunOptions, cache: &GateCache) -> Prepared 
     let workdir_rel = rel_path(&repo_root, &workdir);
     let use_cache = opts.use_cache && set.use_cache && !set.gates.is_empty();
     let (fingerprint, unavailable) = if use_cache {
-        let stat_dir = cache.stat_dir();
-        match cascade_git::fingerprint::fingerprint_with(&repo_root, None, stat_dir.as_deref())
+        match cascade_git::fingerprint::fingerprint(&repo_root, None)
             .or_else(|_| cascade_git::fingerprint::fingerprint_dir(&repo_root, None))
         {
             Ok(fp) => (Some(Arc::new(fp)), None),
@@ -246,8 +244,8 @@ pub async fn run_gates_in(
     cancel: &CancelToken,
 ) -> GateReport {
     let prepared = {
-        let (set, opts, cache) = (set.clone(), opts.clone(), cache.clone());
-        tokio::task::spawn_blocking(move || prepare(&set, &opts, &cache)).await
+        let (set, opts) = (set.clone(), opts.clone());
+        tokio::task::spawn_blocking(move || prepare(&set, &opts)).await
     };
     let prepared = match prepared {
         Ok(p) => p,
@@ -260,7 +258,7 @@ pub async fn run_gates_in(
                 use_cache: false,
                 ..opts.clone()
             };
-            prepare(set, &no_cache, cache)
+            prepare(set, &no_cache)
         }
     };
     run_prepared(set, opts, prepared, env, cache, on_event, cancel).await

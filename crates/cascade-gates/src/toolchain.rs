@@ -20,14 +20,14 @@
 //! env). A later run whose inputs digest is the same uses the kept output
 //! without running anything, unless a remote cache is attached: verdicts
 //! shared with other machines always come from a fresh probe. A probe whose
-//! inputs changed in the same timestamp tick as it ran is not kept (the
-//! racy rule of [`cascade_git::statindex`]).
+//! inputs changed in the same timestamp tick as it ran is not kept (git's
+//! racy rule: within that tick a later change may leave the same stat data).
 
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_git::statindex::{FsClock, Stat, Time};
 use cascade_process::{CancelToken, SpawnError, Spec};
 use dashmap::DashMap;
 use serde::{Deserialize, Serialize};
@@ -104,15 +104,12 @@ impl Toolchains {
                 return kept;
             }
             // The clock and the inputs are read before the probe runs.
-            let clock = self
-                .file
-                .as_deref()
-                .and_then(|f| f.parent().map(FsClock::read));
+            let now = self.file.as_deref().and_then(|f| f.parent().map(fs_now));
             let inputs = Inputs::of(argv, dir);
             let identity = probe(argv, dir).await;
-            if let (Some(file), Some(Ok(clock))) = (self.file.as_deref(), clock) {
-                if !inputs.newest.is_some_and(|t| t >= clock.now) {
-                    let _ = keep(file, clock, &inputs.digest, &identity);
+            if let (Some(file), Some(Ok(now))) = (self.file.as_deref(), now) {
+                if !inputs.newest.is_some_and(|t| t >= now) {
+                    let _ = keep(file, &inputs.digest, &identity);
                 }
             }
             identity
@@ -277,14 +274,14 @@ impl Inputs {
             field(h, path.as_os_str().as_encoded_bytes());
             match std::fs::metadata(path) {
                 Ok(meta) => {
-                    let s = Stat::of(&meta);
-                    newest = newest.max(Some(s.mtime)).max(Some(s.ctime));
-                    h.update(&s.size.to_le_bytes());
-                    h.update(&s.mtime.sec.to_le_bytes());
-                    h.update(&s.mtime.nsec.to_le_bytes());
-                    h.update(&s.ctime.sec.to_le_bytes());
-                    h.update(&s.ctime.nsec.to_le_bytes());
-                    h.update(&s.ino.to_le_bytes());
+                    let (mtime, ctime) = times(&meta);
+                    newest = newest.max(Some(mtime)).max(Some(ctime));
+                    h.update(&meta.size().to_le_bytes());
+                    for (sec, nsec) in [mtime, ctime] {
+                        h.update(&sec.to_le_bytes());
+                        h.update(&nsec.to_le_bytes());
+                    }
+                    h.update(&meta.ino().to_le_bytes());
                 }
                 Err(_) => {
                     h.update(b"-");
@@ -377,8 +374,29 @@ fn read_kept(file: &Path) -> Option<Kept> {
         .filter(|k| k.version == KEPT_VERSION)
 }
 
-/// Adds (or refreshes) one identity, through the clock's temp file.
-fn keep(file: &Path, clock: FsClock, digest: &str, identity: &str) -> std::io::Result<()> {
+/// A file-system timestamp: seconds and nanoseconds, in time order.
+type Time = (i64, u32);
+
+/// A file's modification and change times.
+fn times(meta: &std::fs::Metadata) -> (Time, Time) {
+    (
+        (meta.mtime(), meta.mtime_nsec() as u32),
+        (meta.ctime(), meta.ctime_nsec() as u32),
+    )
+}
+
+/// "Now" as the file system holding `dir` counts it (created if missing):
+/// the modification time of a fresh temp file there, removed at once. Read
+/// before a probe, an input stamped at or after it may change again within
+/// the same timestamp tick without a change of its stat data.
+fn fs_now(dir: &Path) -> std::io::Result<Time> {
+    std::fs::create_dir_all(dir)?;
+    let probe = tempfile::tempfile_in(dir)?;
+    Ok(times(&probe.metadata()?).0)
+}
+
+/// Adds (or refreshes) one identity.
+fn keep(file: &Path, digest: &str, identity: &str) -> std::io::Result<()> {
     let mut kept = read_kept(file).unwrap_or_default();
     kept.version = KEPT_VERSION;
     kept.entries.retain(|e| e.inputs != digest);
@@ -389,7 +407,7 @@ fn keep(file: &Path, clock: FsClock, digest: &str, identity: &str) -> std::io::R
     let excess = kept.entries.len().saturating_sub(KEEP);
     kept.entries.drain(..excess);
     let bytes = serde_json::to_vec(&kept).map_err(std::io::Error::other)?;
-    clock.commit(file, &bytes)
+    cascade_fs::write_atomic(file, &bytes, cascade_fs::Durability::Renamed)
 }
 
 #[cfg(test)]

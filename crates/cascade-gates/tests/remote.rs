@@ -175,7 +175,7 @@ fn one_repository_publishes_and_the_other_hits() {
         use_cache: true,
         ..RunOptions::default()
     };
-    let prepared = cascade_gates::runner::prepare(&set, &opts, &a);
+    let prepared = cascade_gates::runner::prepare(&set, &opts);
     assert!(cascade_gates::runner::answer_from_cache(&set, &opts, prepared, &a, |_| {}).is_err());
 
     // b has never run the gate: the remote has it, so it does not run.

@@ -412,7 +412,7 @@ fn output_on_stdout_fails_a_fail_on_output_gate_and_launcher_missing_tools_are_n
 /// the gates would have to run.
 fn answer(set: &GateSet, o: &RunOptions, cache: &GateCache) -> Option<(GateReport, Vec<String>)> {
     let events = std::sync::Mutex::new(Vec::new());
-    let prepared = runner::prepare(set, o, cache);
+    let prepared = runner::prepare(set, o);
     let report = runner::answer_from_cache(set, o, prepared, cache, |e| {
         let line = match e {
             GateEvent::Started { name, .. } => format!("started {name}"),

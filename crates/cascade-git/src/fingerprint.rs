@@ -3,8 +3,8 @@
 //! A [`Fingerprint`] is a pure function of the files' content: the sorted list
 //! of `(path, mode, git blob id)` of every tracked or untracked-but-not-ignored
 //! file, folded into one blake3 hash. Blob ids come from the index when the
-//! file's stat data is unchanged ([`crate::status::scan`]) and are computed from
-//! the file otherwise, in parallel. So equal bytes give an equal fingerprint
+//! file's stat data is unchanged ([`crate::status::scan`]: git's index is the
+//! only stat cache) and are computed from the file otherwise, in parallel. So equal bytes give an equal fingerprint
 //! whether they are committed, staged or only on disk, and in any worktree.
 //! Deleted files drop out; a symlink's blob is its target path (as in git); the
 //! executable bit is part of the mode. `.cascade/` is never included.
@@ -19,15 +19,14 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 
 pub use git2::Oid;
 use git2::{ObjectType, Repository};
 use globset::GlobSet;
 use rayon::prelude::*;
 
-use crate::statindex::{self, Record, Stat, StatIndex, Store};
-use crate::status::{self, git_mode, PathState, Scanned, Source};
+use crate::status::{self, git_mode, PathState, Source};
 use crate::GitError;
 
 /// Version of the fold, part of every digest: bump it when the encoding changes.
@@ -45,25 +44,13 @@ pub struct FileId {
 }
 
 /// The fingerprint of a tree: its digest and the files it was made of (sorted by path).
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Fingerprint {
     digest: blake3::Hash,
-    /// The files, once made (see `recorded`).
-    files: OnceLock<Vec<FileId>>,
-    /// When nothing changed since the stat index was written, the files are
-    /// its records, made into [`FileId`]s only if someone asks.
-    recorded: Option<Arc<StatIndex>>,
-    /// How many files had to be hashed (not taken from an index).
+    files: Vec<FileId>,
+    /// How many files had to be hashed (not taken from the index).
     hashed: usize,
 }
-
-impl PartialEq for Fingerprint {
-    fn eq(&self, other: &Fingerprint) -> bool {
-        self.digest == other.digest && self.hashed == other.hashed && self.files() == other.files()
-    }
-}
-
-impl Eq for Fingerprint {}
 
 impl std::fmt::Debug for Fingerprint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,18 +71,7 @@ impl Fingerprint {
         let digest = fold(&files);
         Fingerprint {
             digest,
-            files: OnceLock::from(files),
-            recorded: None,
-            hashed: 0,
-        }
-    }
-
-    /// The fingerprint a stat index recorded (its files unchanged since).
-    fn recorded(index: Arc<StatIndex>) -> Fingerprint {
-        Fingerprint {
-            digest: blake3::Hash::from_bytes(index.digest()),
-            files: OnceLock::new(),
-            recorded: Some(index),
+            files,
             hashed: 0,
         }
     }
@@ -112,17 +88,7 @@ impl Fingerprint {
 
     /// The files, sorted by path.
     pub fn files(&self) -> &[FileId] {
-        self.files.get_or_init(|| {
-            self.recorded
-                .iter()
-                .flat_map(|index| index.records())
-                .map(|r| FileId {
-                    path: String::from_utf8_lossy(r.path).into_owned(),
-                    mode: r.mode,
-                    oid: r.oid,
-                })
-                .collect()
-        })
+        &self.files
     }
 
     /// How many files were hashed from disk rather than taken from an index.
@@ -138,11 +104,9 @@ impl Fingerprint {
             .filter(|f| inputs.is_match(&f.path))
             .cloned()
             .collect();
-        let digest = fold(&files);
         Fingerprint {
-            digest,
-            files: OnceLock::from(files),
-            recorded: None,
+            digest: fold(&files),
+            files,
             hashed: self.hashed,
         }
     }
@@ -174,23 +138,10 @@ fn fold<'a>(files: impl IntoIterator<Item = &'a FileId>) -> blake3::Hash {
 /// worktree, whatever subdirectory `dir` is), optionally restricted to the
 /// files matching `inputs`.
 pub fn fingerprint(dir: &Path, inputs: Option<&GlobSet>) -> Result<Fingerprint, GitError> {
-    fingerprint_with(dir, inputs, None)
-}
-
-/// [`fingerprint`] keeping the worktree's stat index in `stat_dir` (see
-/// [`crate::statindex`]): files whose stat data is unchanged since the last
-/// fingerprint are not read again, and the index is brought up to date
-/// when anything changed. The index is only read when `inputs` restricts
-/// the files.
-pub fn fingerprint_with(
-    dir: &Path,
-    inputs: Option<&GlobSet>,
-    stat_dir: Option<&Path>,
-) -> Result<Fingerprint, GitError> {
     let repo = Repository::discover(dir).map_err(|_| GitError::NotARepo {
         path: dir.to_path_buf(),
     })?;
-    fingerprint_repo_with(&repo, inputs, stat_dir)
+    fingerprint_repo(&repo, inputs)
 }
 
 /// [`fingerprint`] for an already open repository.
@@ -198,95 +149,32 @@ pub fn fingerprint_repo(
     repo: &Repository,
     inputs: Option<&GlobSet>,
 ) -> Result<Fingerprint, GitError> {
-    fingerprint_repo_with(repo, inputs, None)
-}
-
-/// [`fingerprint_with`] for an already open repository.
-pub fn fingerprint_repo_with(
-    repo: &Repository,
-    inputs: Option<&GlobSet>,
-    stat_dir: Option<&Path>,
-) -> Result<Fingerprint, GitError> {
-    let workdir = repo
-        .workdir()
-        .ok_or_else(|| GitError::Bare {
-            path: repo.path().to_path_buf(),
-        })?
-        .to_path_buf();
-    let store = stat_dir.map(Store::new);
-    // The reference time of what this scan records, read before any file
-    // is looked at (a failure only means nothing is recorded).
-    let clock = match (&store, inputs) {
-        (Some(store), None) => store.clock().ok(),
-        _ => None,
-    };
-    let prev = store.as_ref().and_then(|s| s.load(&workdir)).map(Arc::new);
-    let scan = match (status::scan_indexed(repo, &workdir, prev.as_deref())?, prev) {
-        (Scanned::Unchanged, Some(prev)) => {
-            let fp = Fingerprint::recorded(prev);
-            return Ok(match inputs {
-                Some(set) => fp.restrict(set),
-                None => fp,
-            });
-        }
-        (Scanned::Changed(scan), _) => scan,
-        // Only a scan with an index can find it unchanged; list the paths.
-        (Scanned::Unchanged, None) => status::scan(repo, &workdir)?,
-    };
-    let git_index = scan.git_index;
-    let wanted: Vec<PathState> = match inputs {
-        Some(set) => scan
-            .paths
-            .into_iter()
-            .filter(|p| set.is_match(&p.path))
-            .collect(),
-        None => scan.paths,
-    };
-    let hashed = wanted.iter().filter(|p| p.source == Source::Hash).count();
-    let mut seen = resolve(&workdir, wanted)?;
-    // Sorted by the scan already (this checks it in one pass).
-    seen.sort_unstable_by(|a, b| a.file.path.cmp(&b.file.path));
-    seen.dedup_by(|a, b| a.file.path == b.file.path);
-    let digest = fold(seen.iter().map(|s| &s.file));
-    if let (Some(store), Some(clock)) = (&store, clock) {
-        let records: Vec<Record<'_>> = seen
-            .iter()
-            .map(|s| Record {
-                path: s.file.path.as_bytes(),
-                mode: s.file.mode,
-                tracked: s.tracked,
-                stat: s.stat,
-                oid: s.file.oid,
-            })
-            .collect();
-        let bytes = statindex::encode(&workdir, clock.now, git_index, digest.as_bytes(), &records);
-        // Never fails a fingerprint: without the index the next scan hashes more.
-        let _ = store.save(clock, &workdir, &bytes);
+    let workdir = repo.workdir().ok_or_else(|| GitError::Bare {
+        path: repo.path().to_path_buf(),
+    })?;
+    let mut paths = status::scan(repo, workdir)?.paths;
+    if let Some(set) = inputs {
+        paths.retain(|p| set.is_match(&p.path));
     }
+    let hashed = paths.iter().filter(|p| p.source == Source::Hash).count();
+    // Sorted by the scan; a file that vanished before it was hashed drops out.
+    let files = resolve(workdir, paths)?;
     Ok(Fingerprint {
-        digest,
-        files: OnceLock::from(seen.into_iter().map(|s| s.file).collect::<Vec<_>>()),
-        recorded: None,
+        digest: fold(&files),
+        files,
         hashed,
     })
 }
 
-/// A file with its blob id, and what the stat index records of it.
-struct Seen {
-    file: FileId,
-    stat: Stat,
-    tracked: bool,
-}
-
 /// The blob ids of the scanned paths: known ones as they are, the others
 /// hashed in parallel. A file that vanished before it was hashed is deleted.
-fn resolve(workdir: &Path, paths: Vec<PathState>) -> Result<Vec<Seen>, GitError> {
+fn resolve(workdir: &Path, paths: Vec<PathState>) -> Result<Vec<FileId>, GitError> {
     let errors: Mutex<Option<GitError>> = Mutex::new(None);
-    let seen: Vec<Seen> = paths
+    let files: Vec<FileId> = paths
         .into_par_iter()
         .filter_map(|p| {
             let oid = match p.source {
-                Source::Recorded(oid) | Source::Index(oid) => oid,
+                Source::Index(oid) => oid,
                 Source::Hash => match hash_path(&workdir.join(&p.path), p.mode) {
                     Ok(Some(oid)) => oid,
                     Ok(None) => return None,
@@ -298,14 +186,10 @@ fn resolve(workdir: &Path, paths: Vec<PathState>) -> Result<Vec<Seen>, GitError>
                     }
                 },
             };
-            Some(Seen {
-                file: FileId {
-                    path: p.path,
-                    mode: p.mode,
-                    oid,
-                },
-                stat: p.stat,
-                tracked: p.tracked,
+            Some(FileId {
+                path: p.path,
+                mode: p.mode,
+                oid,
             })
         })
         .collect();
@@ -314,7 +198,7 @@ fn resolve(workdir: &Path, paths: Vec<PathState>) -> Result<Vec<Seen>, GitError>
             return Err(e);
         }
     }
-    Ok(seen)
+    Ok(files)
 }
 
 /// Git's blob id of a file on disk: the content, or a symlink's target path.

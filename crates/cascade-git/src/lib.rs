@@ -4,11 +4,8 @@
 //!   worktree), the one `.cascade/` state directory per repository, and
 //!   `.git/info/exclude` entries.
 //! - [`status`] and [`fingerprint`]: the content fingerprint of a working tree
-//!   that keys the gate cache (git blob ids from the index where stat data is
-//!   unchanged, hashed in parallel where not).
-//! - [`statindex`]: the per-worktree stat index (path, mode, stat data ->
-//!   blob id, validated against racy timestamps) that lets a fingerprint
-//!   skip every file, tracked or not, whose stat data has not changed.
+//!   that keys the gate cache (git blob ids from the index where git's
+//!   index-to-workdir diff finds a file clean, hashed in parallel where not).
 //! - [`diff`]: the lines a change added and removed, numbered, with the
 //!   file texts on both sides (for stub detection and reviews).
 //! - [`worktree`], [`commit`], [`merge`]: creating and removing worktrees,
@@ -31,7 +28,6 @@
 
 pub mod commit;
 pub mod diff;
-mod dirent;
 mod disjoint;
 pub mod error;
 pub mod fingerprint;
@@ -41,7 +37,6 @@ pub mod locks;
 pub mod merge;
 pub mod repo;
 pub mod resolve;
-pub mod statindex;
 pub mod status;
 pub mod transfer;
 pub mod treediff;

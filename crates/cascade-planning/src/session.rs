@@ -392,7 +392,7 @@ impl Session {
         let now = now();
         Ok(Session {
             schema_version: SCHEMA_VERSION,
-            session_id: format!("planning-{}", uuid_v4()?),
+            session_id: format!("planning-{}", uuid::Uuid::new_v4()),
             instruction: instruction.trim().to_string(),
             status: PlanStatus::Discovery,
             strategy: options.forced_strategy,
@@ -562,30 +562,6 @@ pub fn valid_id(id: &str) -> bool {
     id.strip_prefix("planning-").is_some_and(|rest| {
         !rest.is_empty() && rest.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
     })
-}
-
-/// A random (version 4) UUID from the OS's random source.
-fn uuid_v4() -> Result<String, PlanningError> {
-    use std::io::Read;
-    let mut b = [0u8; 16];
-    let path = Path::new("/dev/urandom");
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut b))
-        .map_err(|source| PlanningError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    Ok(format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    ))
 }
 
 /// Replaces `path` atomically and fsynced (see `cascade_fs::write_atomic`),
