@@ -406,7 +406,10 @@ fn list_probes_versions_outside_the_checkout_and_hides_binary_noise() {
     // found, without a version.
     assert_eq!(v["agents"][2]["found"], true);
     assert_eq!(v["agents"][2]["version"], Value::Null);
-    assert!(!dir.path().join("script-ran").exists(), "the script was run");
+    assert!(
+        !dir.path().join("script-ran").exists(),
+        "the script was run"
+    );
 }
 
 #[test]

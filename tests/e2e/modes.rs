@@ -64,12 +64,17 @@ esac
 echo "done by $id" > "$(echo "$id" | tr '.' '_').txt"
 "#;
 
-/// The gate: passes, noting any overlap with another gate.
+/// The gate: passes, noting any overlap with another gate of the same
+/// process's `--gate-jobs` pool (with the fleet, a worker's gates run in its
+/// `.../fleet/<id>/` directory, and the coordinator's integration gates beside
+/// the repository: separate machines in a real fleet, each its own pool).
 const GATE: &str = r#"T='@T@'
-if mkdir "$T/gate-lock" 2>/dev/null; then :; else echo overlap >> "$T/overlaps"; fi
-echo gate >> "$T/gates"
+pool=$(pwd | grep -o 'fleet/[^/]*' | head -n 1 | tr / -)
+lock="$T/gate-lock-${pool:-here}"
+if mkdir "$lock" 2>/dev/null; then :; else echo "overlap in $(pwd)" >> "$T/overlaps"; fi
+echo "gate in $(pwd)" >> "$T/gates"
 sleep 0.2
-rmdir "$T/gate-lock" 2>/dev/null
+rmdir "$lock" 2>/dev/null
 exit 0
 "#;
 
@@ -280,7 +285,12 @@ impl Scene {
         assert!(of_kind(ev, "merge_resolving").is_empty(), "{why}");
         // One gate job: gates ran, never two at once.
         assert!(self.read("gates").lines().count() >= 4, "{why}");
-        assert_eq!(self.read("overlaps"), "", "two gates overlapped\n{why}");
+        assert_eq!(
+            self.read("overlaps"),
+            "",
+            "two gates overlapped; gates:\n{}\n{why}",
+            self.read("gates")
+        );
         // Remote cache: the passes were published to the store.
         assert!(self.published() >= 1, "nothing published\n{why}");
         // Notify: the story failure and the run's end were told.

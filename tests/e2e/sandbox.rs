@@ -245,18 +245,21 @@ fn a_gate_cannot_read_a_hidden_key_and_sandbox_off_lets_it() {
     if !landlock() {
         return;
     }
+    // The base's gates run first, confined as a story's are: reading the
+    // key fails there already, so the run stops before any agent (exit 2)
+    // naming that gate, while the gate writing its own copy and temp dir
+    // passes.
     let f = gate_fixture();
     let (out, evs) = f.approve(&[], &[]);
-    assert_eq!(code(&out), 1, "{}", explain(&out));
-    let gates = of_kind(&evs, "gate_finished");
-    let passed = |name: &str| {
-        gates
-            .iter()
-            .find(|g| g["gate"] == name)
-            .map(|g| g["passed"].clone())
-    };
-    assert_eq!(passed("read-key"), Some(json!(false)), "{gates:?}");
-    assert_eq!(passed("write-own"), Some(json!(true)), "{gates:?}");
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let judged = of_kind(&evs, "base_judged");
+    assert_eq!(judged.len(), 1, "{evs:?}");
+    let failed = judged[0]["failed"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = failed.iter().filter_map(|g| g["gate"].as_str()).collect();
+    assert_eq!(names, ["read-key"], "{evs:?}");
+    let errors = failed[0]["errors"].to_string();
+    assert!(errors.contains("Permission denied"), "{errors}");
+    assert!(of_kind(&evs, "story_started").is_empty(), "{evs:?}");
 
     let f = gate_fixture();
     let (out, _) = f.approve(&["--sandbox", "off"], &[]);

@@ -110,6 +110,15 @@ pub fn check_available(
     })
 }
 
+/// Why an attempt's sandbox could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptSandboxError {
+    #[error(transparent)]
+    Unavailable(#[from] SandboxUnavailable),
+    #[error("cannot create the attempt's temp directory: {0}")]
+    TempDir(#[source] std::io::Error),
+}
+
 /// The confinement of one attempt: its policy (none when unconfined) and
 /// the temp directory the policy names, removed when the attempt is done.
 #[derive(Debug, Default)]
@@ -131,16 +140,11 @@ impl AttemptSandbox {
         flag: Option<SandboxMode>,
         settings: &SandboxSettings,
         worktree: &Path,
-    ) -> Result<(AttemptSandbox, Option<String>), String> {
+    ) -> Result<(AttemptSandbox, Option<String>), AttemptSandboxError> {
         let abi = sandbox::kernel_abi();
         match mode(flag, settings) {
             SandboxMode::Off => return Ok((AttemptSandbox::unconfined(), None)),
-            SandboxMode::Required if abi == 0 => {
-                return Err(check_available(flag, settings)
-                    .err()
-                    .map(|e| e.to_string())
-                    .unwrap_or_default())
-            }
+            SandboxMode::Required if abi == 0 => check_available(flag, settings)?,
             SandboxMode::BestEffort if abi == 0 => {
                 let first = !WARNED.swap(true, Ordering::Relaxed);
                 let warning = first.then(|| {
@@ -153,7 +157,7 @@ impl AttemptSandbox {
         let tmp = tempfile::Builder::new()
             .prefix("cascade-sandbox-")
             .tempdir()
-            .map_err(|e| format!("cannot create the attempt's temp directory: {e}"))?;
+            .map_err(AttemptSandboxError::TempDir)?;
         let policy = attempt_policy(settings, worktree, tmp.path());
         Ok((
             AttemptSandbox {

@@ -178,7 +178,7 @@ pub(super) async fn base_gates(
     // Confined as a story's processes are, to the scratch copy.
     let (sandbox, _) =
         crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, &root)
-            .map_err(BaseRun::Trouble)?;
+            .map_err(|e| BaseRun::Trouble(e.to_string()))?;
     if let Err(f) = super::prepare_worktree::setup(ctx, &root, &sandbox).await {
         if ctx.cancel.is_cancelled() {
             return Err(BaseRun::Cancelled);

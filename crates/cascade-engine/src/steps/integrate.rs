@@ -61,7 +61,7 @@ pub(super) async fn gate_merge(
     // Confined like the story's own gates, to the scratch worktree.
     let (sandbox, _) =
         crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, &path)
-            .map_err(setup)?;
+            .map_err(|e| setup(e.to_string()))?;
     let place = WorkPlace {
         path: path.clone(),
         base: tip.to_string(),

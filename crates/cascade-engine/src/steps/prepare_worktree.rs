@@ -99,7 +99,7 @@ fn confine(
     let ctx = a.ctx;
     let (sandbox, warning) =
         crate::confine::AttemptSandbox::new(ctx.options.sandbox, &judges.sandbox, path)
-            .map_err(|e| Failure::new(FailureKind::Setup, e))?;
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
     if let Some(message) = warning {
         ctx.emit(Event::Notice { message });
     }
