@@ -59,7 +59,9 @@ enum Ran<'a> {
     Done {
         index: usize,
         attempt: Box<Attempt<'a>>,
-        result: Result<(Worktree, Committed), Stop>,
+        /// Boxed: a finished contestant's worktree and commit are large
+        /// beside a refusal.
+        result: Box<Result<(Worktree, Committed), Stop>>,
         duration_ms: u64,
     },
 }
@@ -248,7 +250,7 @@ impl Race {
                 Ran::Done {
                     index,
                     attempt,
-                    result,
+                    result: Box::new(result),
                     duration_ms: started.elapsed().as_millis() as u64,
                 }
             });
@@ -271,7 +273,7 @@ impl Race {
                     duration_ms,
                 } => {
                     finished[index] = true;
-                    match result {
+                    match *result {
                         Ok((worktree, commit)) => {
                             let score =
                                 self.score(&attempt, index, &worktree, &commit, passed.len());
