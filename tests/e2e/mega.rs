@@ -381,6 +381,18 @@ fn the_prd_agents_spend_is_announced_and_charged_to_max_cost() {
     let last = lines.last().expect("events");
     assert_eq!(last["event"], "mega_finished", "{}", text(&out));
     assert_eq!(last["status"], "budget_exhausted", "{}", text(&out));
+    // The spend is kept: a resume with the same budget starts nothing new.
+    let out = m
+        .cmd(&["resume", "--auto-run", "--max-cost", "1", "--json"])
+        .output()
+        .unwrap();
+    let last: Value = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no events: {}", text(&out)));
+    assert_eq!(last["status"], "budget_exhausted", "{}", text(&out));
+    assert_eq!(m.note("prd.calls").trim(), "auth", "{}", text(&out));
 }
 
 #[test]
