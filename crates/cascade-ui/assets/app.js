@@ -118,6 +118,13 @@
     return c === null || c === undefined ? "–" : "$" + Number(c).toFixed(c < 1 ? 4 : 2);
   }
 
+  // The run's spend: what agents reported, and "unknown" for attempts whose
+  // agent reported none (never counted as $0).
+  function fmtSpend(t) {
+    if (!t.unknown_spend) return fmtCost(t.cost_usd);
+    return t.cost_usd ? fmtCost(t.cost_usd) + " + unknown" : "unknown";
+  }
+
   // ---------------------------------------------------------------- model
   // model.run is the last /api/run snapshot with events applied on top;
   // runClock maps "ms since run start" onto the browser's clock so running
@@ -592,7 +599,7 @@
         fmtMs(run.live ? nowMs() : run.elapsed_ms))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Tokens in / out"), h("span", { class: "v", id: "total-tokens" }, fmtNum(t.tokens_in) + " / " + fmtNum(t.tokens_out))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Cost" + (t.cost_estimated ? " (estimated)" : "")),
-        h("span", { class: "v", id: "total-cost", "data-estimated": String(!!t.cost_estimated) }, fmtCost(t.cost_usd) + (t.cost_estimated ? " est." : ""))),
+        h("span", { class: "v", id: "total-cost", "data-estimated": String(!!t.cost_estimated) }, fmtSpend(t) + (t.cost_estimated ? " est." : ""))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Gate cache"), h("span", { class: "v", id: "cache-savings" },
         fmtNum(t.gate_cache_hits || 0) + " hits" + (t.gate_cache_saved_ms ? ", " + fmtMs(t.gate_cache_saved_ms) + " saved" : ""))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Scheduling"), h("span", { class: "v" }, pauseBtn))
@@ -892,7 +899,7 @@
         a.outcome ? "outcome: " + a.outcome : null,
         a.duration_ms ? fmtMs(a.duration_ms) : null,
         a.tokens_in != null ? fmtNum(a.tokens_in) + " tokens in / " + fmtNum(a.tokens_out) + " out" : null,
-        a.cost_usd != null ? fmtCost(a.cost_usd) + (a.cost_estimated ? " (estimated)" : "") : null,
+        a.cost_usd != null ? fmtCost(a.cost_usd) + (a.cost_estimated ? " (estimated)" : "") : (a.outcome ? "cost unknown (not reported)" : null),
       ].filter(Boolean).join(" · ")),
       a.error ? h("p", { class: "attempt-error" }, h("strong", {}, "Error: "), a.error) : null,
       a.retry_reason ? h("p", { class: "retry-reason" }, h("strong", {}, "Retry because: "), a.retry_reason) : null,

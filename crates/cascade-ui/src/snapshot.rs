@@ -777,6 +777,10 @@ struct Totals {
     tokens_out: u64,
     cost_usd: f64,
     cost_estimated: bool,
+    /// Finished attempts whose agent reported no spend: `cost_usd` leaves
+    /// them out, and the page says "unknown" rather than a $0 it does not know.
+    #[serde(skip_serializing_if = "is_zero")]
+    unknown_spend: u64,
     gate_cache_hits: u64,
     gate_cache_saved_ms: u64,
     merged: usize,
@@ -784,6 +788,10 @@ struct Totals {
     blocked: usize,
     pending: usize,
     total: usize,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the attempts of the run add up to: the timeline, each story's
@@ -836,6 +844,9 @@ fn timeline<'a>(
             totals.tokens_in += a.input_tokens.unwrap_or(0);
             totals.tokens_out += a.output_tokens.unwrap_or(0);
             totals.cost_usd += a.cost_usd.unwrap_or(0.0);
+            if a.cost_usd.is_none() && a.outcome.is_some() {
+                totals.unknown_spend += 1;
+            }
             totals.cost_estimated |= a.cost_estimated == Some(true);
             if hits {
                 totals.gate_cache_saved_ms +=
