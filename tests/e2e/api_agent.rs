@@ -169,6 +169,15 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
     );
     let out = s.run(&["plan", "Write greeting files", "--auto", "--run"]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
+    // The terminal says what ran: no process, so no "pid 0, exit code 0".
+    let shown = explain(&out);
+    assert!(shown.contains("attempt 1/"), "{shown}");
+    assert!(shown.contains(", model API)"), "{shown}");
+    assert!(shown.contains("(answered by anthropic model "), "{shown}");
+    assert!(
+        !shown.contains("pid 0") && !shown.contains("exit code 0"),
+        "{shown}"
+    );
 
     // Both stories merged, each fixed after RunGates reported its draft.
     for id in ["story-001", "story-002"] {

@@ -410,9 +410,15 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             phase,
             pid,
             ..
-        } => format!(
-            "{story}: started via {agent} ({phase}, attempt {attempt}/{max_attempts}, pid {pid})"
-        ),
+        } => {
+            // An api agent has no process: cascade itself calls the model.
+            let runs = if *pid == 0 {
+                "model API".to_string()
+            } else {
+                format!("pid {pid}")
+            };
+            format!("{story}: started via {agent} ({phase}, attempt {attempt}/{max_attempts}, {runs})")
+        }
         Event::AgentFinished {
             story,
             agent,

@@ -292,6 +292,19 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
     }
 }
 
+/// How the agent's run ended, in words: an api agent has no process, so a
+/// finished one says which model answered instead of "exit code 0".
+fn outcome_of(def: &cascade_agents::AgentDef, run: &AgentRun) -> String {
+    match (&def.api, run.outcome.exit_code) {
+        (Some(api), Some(0)) => {
+            let model = run.model.as_deref().unwrap_or(&api.model);
+            format!("answered by {} model {model}", api.provider.as_str())
+        }
+        (Some(_), Some(_)) => "the model API call failed".to_string(),
+        _ => run.outcome.describe(),
+    }
+}
+
 /// Keeps the agent's log and usage in the attempt's record and announces
 /// that it finished.
 fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
@@ -318,7 +331,7 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
         agent: a.agent.clone(),
         attempt: a.number,
         success: run.success(),
-        outcome: run.outcome.describe(),
+        outcome: outcome_of(def, run),
         exit_code: run.outcome.exit_code,
         timed_out: run.outcome.timed_out,
         duration_ms: run.outcome.duration.as_millis() as u64,
