@@ -129,6 +129,27 @@ impl AgentDef {
             .unwrap_or(DEFAULT_AGENT_TIMEOUT)
     }
 
+    /// A plain CLI agent for tests: every optional field empty (one place
+    /// to add a new field, not one per test module).
+    #[cfg(test)]
+    pub(crate) fn test_cli(name: &str, command: &str, args: &[&str]) -> AgentDef {
+        AgentDef {
+            name: name.into(),
+            kind: AgentKind::Cli,
+            command: command.into(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            timeout_secs: None,
+            env: Vec::new(),
+            working_dir: None,
+            description: None,
+            resume_args: None,
+            list_sessions_args: None,
+            version_args: None,
+            api: None,
+            sandbox: AgentSandbox::default(),
+        }
+    }
+
     /// The built-in `claude-code` definition (task tool through the claude CLI).
     pub fn claude_code() -> AgentDef {
         AgentDef {

@@ -106,26 +106,14 @@ fn mtime_ns(path: &Path) -> Option<u128> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::AgentKind;
 
     fn claude(env: &[(&str, &str)]) -> AgentDef {
         AgentDef {
-            name: "claude".into(),
-            kind: AgentKind::Cli,
-            command: "claude".into(),
-            args: Vec::new(),
-            timeout_secs: None,
             env: env
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-            working_dir: None,
-            description: None,
-            resume_args: None,
-            list_sessions_args: None,
-            version_args: None,
-            api: None,
-            sandbox: Default::default(),
+            ..AgentDef::test_cli("claude", "claude", &[])
         }
     }
 

@@ -2,24 +2,12 @@
 //! flags, a help text shaped like codex 0.169's, and the cache.
 
 use super::*;
-use crate::config::AgentKind;
 use std::os::unix::fs::PermissionsExt;
 
 fn def(name: &str, command: &str, args: &[&str]) -> AgentDef {
     AgentDef {
-        name: name.into(),
-        kind: AgentKind::Cli,
-        command: command.into(),
-        args: args.iter().map(|s| s.to_string()).collect(),
         timeout_secs: Some(60),
-        env: Vec::new(),
-        working_dir: None,
-        description: None,
-        resume_args: None,
-        list_sessions_args: None,
-        version_args: None,
-        api: None,
-        sandbox: Default::default(),
+        ..AgentDef::test_cli(name, command, args)
     }
 }
 

@@ -1,7 +1,6 @@
 //! Executor tests with scripted `/bin/sh` agents in temp directories.
 
 use super::*;
-use crate::config::AgentKind;
 use crate::stream::ReviewVerdict;
 use std::os::unix::fs::PermissionsExt;
 
@@ -33,19 +32,9 @@ fn script(path: &Path, body: &str) -> String {
 
 fn agent(command: String, args: &[&str]) -> AgentDef {
     AgentDef {
-        name: "scripted".into(),
-        kind: AgentKind::Cli,
-        command,
-        args: args.iter().map(|s| s.to_string()).collect(),
         timeout_secs: Some(120),
         env: vec![("AGENT_OWN".into(), "own-{story_id}".into())],
-        working_dir: None,
-        description: None,
-        resume_args: None,
-        list_sessions_args: None,
-        version_args: None,
-        api: None,
-        sandbox: Default::default(),
+        ..AgentDef::test_cli("scripted", &command, args)
     }
 }
 
