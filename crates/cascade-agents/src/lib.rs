@@ -98,6 +98,7 @@ pub mod config;
 pub mod design;
 pub mod detect;
 pub mod exec;
+pub mod learned;
 pub mod phase;
 pub mod placeholders;
 pub mod pricing;
@@ -121,6 +122,7 @@ pub use config::{
 pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};
 pub use exec::{execute, invocation, AgentRequest, AgentRun, ExecError, Invocation, ResumeSession};
+pub use learned::{LearnedRoute, LearnedRoutes, Outcome};
 pub use phase::{Phase, UnknownPhase};
 pub use pricing::{Price, PriceTable};
 pub use prompt::{build_prompt, PromptContext, PromptError, RetryContext};

@@ -2,7 +2,8 @@
 //!
 //! Candidates come in DESIGN.md's order: `--agent`, the phase override
 //! (`--prd-agent`, `--impl-agent`, `--retry-agent`), `story.agent`, the
-//! story-type override of the phase, the top-level `story_type_defaults`
+//! learned route of the story type (`--route learned`, the `learned` module),
+//! the story-type override of the phase, the top-level `story_type_defaults`
 //! (story phases only), the phase default, the phase's fallback
 //! chain, then `default_agent`. The first candidate that is configured and
 //! whose command is found wins; every candidate passed over becomes a
@@ -21,6 +22,7 @@ use cascade_plan::Story;
 
 use crate::config::{AgentDef, AgentsConfig};
 use crate::detect::Detector;
+use crate::learned::LearnedRoutes;
 use crate::phase::Phase;
 use crate::story_type::{self, Inferred, StoryType, TypeEvidence};
 
@@ -84,6 +86,9 @@ pub enum Level {
     PhaseOverride,
     /// `story.agent` in the PRD.
     StoryAgent,
+    /// What this repository's history chose for the story's type
+    /// (`--route learned`, see the `learned` module).
+    Learned,
     /// `phase_defaults.<phase>.story_type_overrides.<type>`.
     StoryType,
     /// `phase_defaults.<phase>.default_agent`.
@@ -185,6 +190,8 @@ pub struct Resolver<'a> {
     unusable: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
     /// A chain decided elsewhere, used instead of this configuration's.
     chain: Option<Vec<String>>,
+    /// Routes learned from the run database (`--route learned`).
+    learned: Option<LearnedRoutes>,
 }
 
 impl<'a> Resolver<'a> {
@@ -195,6 +202,7 @@ impl<'a> Resolver<'a> {
             overrides,
             unusable: Default::default(),
             chain: None,
+            learned: None,
         }
     }
 
@@ -228,6 +236,14 @@ impl<'a> Resolver<'a> {
     /// wins, as for a chain of its own.
     pub fn with_chain(mut self, chain: Vec<String>) -> Self {
         self.chain = Some(chain);
+        self
+    }
+
+    /// This resolver with the routes history chose (`--route learned`):
+    /// for story phases, a story type's learned agent comes after what the
+    /// user named and before agents.json's type and phase defaults.
+    pub fn with_learned(mut self, routes: LearnedRoutes) -> Self {
+        self.learned = Some(routes);
         self
     }
 
@@ -316,13 +332,25 @@ impl<'a> Resolver<'a> {
         if let Some(a) = story.agent.as_deref().filter(|a| !a.trim().is_empty()) {
             push(a, Level::StoryAgent, "story.agent in the PRD".to_string());
         }
-        if let Some((a, level, why)) = type_override {
-            push(a, level, why);
-        }
         let story_phase = matches!(
             phase,
             Phase::Implementation | Phase::Retry | Phase::Refactor
         );
+        if let Some(route) = self
+            .learned
+            .as_ref()
+            .and_then(|l| l.route(inferred.story_type))
+            .filter(|_| story_phase)
+        {
+            push(
+                &route.agent,
+                Level::Learned,
+                route.reason(inferred.story_type),
+            );
+        }
+        if let Some((a, level, why)) = type_override {
+            push(a, level, why);
+        }
         if let Some(a) = self
             .config
             .story_type_default(inferred.story_type.as_str())

@@ -704,3 +704,58 @@ fn a_story_without_keywords_is_unknown_and_its_override_applies() {
         ("amp-code", Level::PhaseDefault)
     );
 }
+
+#[test]
+fn a_learned_route_comes_after_what_the_user_named_and_before_the_type_override() {
+    let w = World::new(ALL);
+    let d = w.detector();
+    let routes = crate::LearnedRoutes::from_outcomes([crate::Outcome {
+        agent: "codex".into(),
+        story_type: StoryType::Bugfix,
+        judged: 5,
+        passed: 5,
+        cost_usd: Some(1.0),
+    }]);
+    let r = Resolver::new(&w.config, &d, Overrides::default()).with_learned(routes.clone());
+    let bug = story("Fix the login crash");
+    // Above implementation's bugfix override (gemini).
+    let a = r.resolve(&bug, Phase::Implementation).unwrap();
+    assert_eq!((a.agent.as_str(), a.level), ("codex", Level::Learned));
+    assert!(
+        a.reason.starts_with("learned: codex passed 5 of 5"),
+        "{}",
+        a.reason
+    );
+    // Not for review (not a story phase), nor for a type with no route.
+    assert_eq!(
+        r.resolve(&bug, Phase::Review).unwrap().level,
+        Level::PhaseDefault
+    );
+    let feature = r
+        .resolve(&story("Add a page"), Phase::Implementation)
+        .unwrap();
+    assert_ne!(feature.level, Level::Learned);
+    // story.agent and --agent win over history.
+    let mut named = story("Fix the login crash");
+    named.agent = Some("aider".into());
+    assert_eq!(
+        r.resolve(&named, Phase::Implementation).unwrap().agent,
+        "aider"
+    );
+    let o = Overrides {
+        agent: Some("gemini".into()),
+        ..Overrides::default()
+    };
+    let r = Resolver::new(&w.config, &d, o).with_learned(routes.clone());
+    assert_eq!(
+        r.resolve(&bug, Phase::Implementation).unwrap().agent,
+        "gemini"
+    );
+    // A learned agent that is not installed falls back down the chain, noted.
+    let w = World::new(&["gemini", "amp", "aider"]);
+    let d = w.detector();
+    let r = Resolver::new(&w.config, &d, Overrides::default()).with_learned(routes);
+    let a = r.resolve(&bug, Phase::Implementation).unwrap();
+    assert_eq!(a.agent, "gemini");
+    assert_eq!(a.fallbacks[0].from, "codex");
+}
