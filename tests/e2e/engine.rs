@@ -738,14 +738,21 @@ fn second_concurrent_approve_is_refused_naming_the_pid() {
         .unwrap();
     assert!(wait_for(&f.t("started-w"), Duration::from_secs(60)));
     let out = f.approve(&[]);
+    // The kernel's lock says the first still runs.
+    assert_eq!(f.status_json()["status"], "running");
     f.mark("release", "");
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("error:"), "{err}");
-    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(
+        err.contains(&format!("another cascade run (pid {}", first.id())),
+        "{err}"
+    );
     let status = first.wait().unwrap();
     assert!(status.success());
     assert_eq!(f.prd_status("w"), "complete");
+    // The lock file goes with the run that held it.
+    assert!(!f.repo().join(".cascade/lock").exists());
 }
 
 #[test]
