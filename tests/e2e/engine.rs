@@ -132,6 +132,24 @@ echo "end $id" >> "$T/timeline""#
         cmd
     }
 
+    /// `bytes` as text for a snapshot: what differs from run to run (the
+    /// temp directories, run and commit ids) and from kernel to kernel (the
+    /// confinement) replaced.
+    fn redacted(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(bytes)
+            .replace(&self.tools().display().to_string(), "[tools]")
+            .replace(&self.repo().display().to_string(), "[repo]");
+        let volatile = [
+            (r"\b\d{8}T\d{6}Z-\d+\b", "[run-id]"),
+            (r"\b[0-9a-f]{10}\b", "[commit]"),
+            (r"(?m)^Confinement: .*$", "Confinement: [confinement]"),
+        ];
+        volatile.iter().fold(text, |text, (pattern, with)| {
+            let re = regex::Regex::new(pattern).expect("a valid pattern");
+            re.replace_all(&text, *with).into_owned()
+        })
+    }
+
     fn approve(&self, extra: &[&str]) -> std::process::Output {
         let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
         args.extend_from_slice(extra);
@@ -830,8 +848,23 @@ fn dry_run_shows_the_schedule_and_runs_nothing() {
     assert_eq!(v["batches"][0][0]["story"], "d1");
     assert_eq!(v["batches"][1][0]["story"], "d2");
     assert_eq!(v["batches"][1][0]["agent"], "scripted");
+    // The text a person reads, the temp directories named alike each time.
+    let out = f.cascade(&["approve", "--dry-run"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("approve_dry_run", f.redacted(&out.stdout));
     assert!(f.timeline().is_empty());
     assert!(!f.repo().join(".cascade/state.json").exists());
+}
+
+#[test]
+fn status_text_of_a_finished_run() {
+    let f = Fixture::new(json!([story("s1", &[]), story("s2", &["s1"])]), json!([]));
+    f.mark("fail-s2", "");
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let out = f.cascade(&["status"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("status_text", f.redacted(&out.stdout));
 }
 
 #[test]
