@@ -361,6 +361,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
     run_line(event, p)
         .or_else(|| agent_line(event, p))
         .or_else(|| check_line(event, p))
+        .or_else(|| review_line(event, p))
         .or_else(|| merge_line(event, p))
         .or_else(|| fleet_race_line(event, p))
 }
@@ -561,7 +562,7 @@ fn agent_line(event: &Event, p: Paint) -> Option<String> {
     Some(line)
 }
 
-/// The checks of an attempt's work: verification, proved tests, reviews and gates.
+/// The checks of an attempt's work: verification and proved tests.
 fn check_line(event: &Event, p: Paint) -> Option<String> {
     let line = match event {
         Event::VerificationFinished {
@@ -611,6 +612,14 @@ fn check_line(event: &Event, p: Paint) -> Option<String> {
             }
             s
         }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The reviews and gates of an attempt's work.
+fn review_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
         Event::ReviewStarted {
             story, agent, note, ..
         } => match note {
