@@ -133,8 +133,8 @@ echo "end $id" >> "$T/timeline""#
     }
 
     /// `bytes` as text for a snapshot: what differs from run to run (the
-    /// temp directories, run and commit ids) and from kernel to kernel (the
-    /// confinement) replaced.
+    /// temp directories, run and commit ids, pids, durations) and from
+    /// kernel to kernel (the confinement) replaced.
     fn redacted(&self, bytes: &[u8]) -> String {
         let text = String::from_utf8_lossy(bytes)
             .replace(&self.tools().display().to_string(), "[tools]")
@@ -143,6 +143,9 @@ echo "end $id" >> "$T/timeline""#
             (r"\b\d{8}T\d{6}Z-\d+\b", "[run-id]"),
             (r"\b[0-9a-f]{10}\b", "[commit]"),
             (r"(?m)^Confinement: .*$", "Confinement: [confinement]"),
+            (r"(?m)^confinement: .*$", "confinement: [confinement]"),
+            (r"\bpid \d+", "pid [pid]"),
+            (r"\b(\d+h\d{2}m|\d+m\d{2}s|\d+(\.\d)?s)\b", "[duration]"),
         ];
         volatile.iter().fold(text, |text, (pattern, with)| {
             let re = regex::Regex::new(pattern).expect("a valid pattern");
@@ -854,6 +857,28 @@ fn dry_run_shows_the_schedule_and_runs_nothing() {
     insta::assert_snapshot!("approve_dry_run", f.redacted(&out.stdout));
     assert!(f.timeline().is_empty());
     assert!(!f.repo().join(".cascade/state.json").exists());
+}
+
+/// What a person reads of a run: a gate fails the first attempt, the retry
+/// passes and merges, the dependent merges after it, then the summary.
+#[test]
+fn terminal_report_of_a_retried_run() {
+    let f = Fixture::new(json!([]), json!([]));
+    let gate = script(
+        &f.t("gate.sh"),
+        "if grep -q bad value.txt 2>/dev/null; then echo 'value.txt:1:1: error: value must not be bad'; exit 1; fi\nexit 0",
+    );
+    f.write_prd(
+        json!([story("t1", &[]), story("t2", &["t1"])]),
+        json!([{"name": "check", "type": "test", "command": gate.display().to_string(), "required": true}]),
+    );
+    f.mark("flaky-t1", "");
+    let out = f
+        .cascade(&["approve", "--auto-run", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("terminal_report", f.redacted(&out.stdout));
 }
 
 #[test]
