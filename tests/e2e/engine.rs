@@ -132,6 +132,27 @@ echo "end $id" >> "$T/timeline""#
         cmd
     }
 
+    /// `bytes` as text for a snapshot: what differs from run to run (the
+    /// temp directories, run and commit ids, pids, durations) and from
+    /// kernel to kernel (the confinement) replaced.
+    fn redacted(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(bytes)
+            .replace(&self.tools().display().to_string(), "[tools]")
+            .replace(&self.repo().display().to_string(), "[repo]");
+        let volatile = [
+            (r"\b\d{8}T\d{6}Z-\d+\b", "[run-id]"),
+            (r"\b[0-9a-f]{10}\b", "[commit]"),
+            (r"(?m)^Confinement: .*$", "Confinement: [confinement]"),
+            (r"(?m)^confinement: .*$", "confinement: [confinement]"),
+            (r"\bpid \d+", "pid [pid]"),
+            (r"\b(\d+h\d{2}m|\d+m\d{2}s|\d+(\.\d)?s)\b", "[duration]"),
+        ];
+        volatile.iter().fold(text, |text, (pattern, with)| {
+            let re = regex::Regex::new(pattern).expect("a valid pattern");
+            re.replace_all(&text, *with).into_owned()
+        })
+    }
+
     fn approve(&self, extra: &[&str]) -> std::process::Output {
         let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
         args.extend_from_slice(extra);
@@ -738,14 +759,21 @@ fn second_concurrent_approve_is_refused_naming_the_pid() {
         .unwrap();
     assert!(wait_for(&f.t("started-w"), Duration::from_secs(60)));
     let out = f.approve(&[]);
+    // The kernel's lock says the first still runs.
+    assert_eq!(f.status_json()["status"], "running");
     f.mark("release", "");
     assert_eq!(code(&out), 2, "{}", explain(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("error:"), "{err}");
-    assert!(err.contains(&format!("pid {}", first.id())), "{err}");
+    assert!(
+        err.contains(&format!("another cascade run (pid {}", first.id())),
+        "{err}"
+    );
     let status = first.wait().unwrap();
     assert!(status.success());
     assert_eq!(f.prd_status("w"), "complete");
+    // The lock file goes with the run that held it.
+    assert!(!f.repo().join(".cascade/lock").exists());
 }
 
 #[test]
@@ -823,8 +851,45 @@ fn dry_run_shows_the_schedule_and_runs_nothing() {
     assert_eq!(v["batches"][0][0]["story"], "d1");
     assert_eq!(v["batches"][1][0]["story"], "d2");
     assert_eq!(v["batches"][1][0]["agent"], "scripted");
+    // The text a person reads, the temp directories named alike each time.
+    let out = f.cascade(&["approve", "--dry-run"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("approve_dry_run", f.redacted(&out.stdout));
     assert!(f.timeline().is_empty());
     assert!(!f.repo().join(".cascade/state.json").exists());
+}
+
+/// What a person reads of a run: a gate fails the first attempt, the retry
+/// passes and merges, the dependent merges after it, then the summary.
+#[test]
+fn terminal_report_of_a_retried_run() {
+    let f = Fixture::new(json!([]), json!([]));
+    let gate = script(
+        &f.t("gate.sh"),
+        "if grep -q bad value.txt 2>/dev/null; then echo 'value.txt:1:1: error: value must not be bad'; exit 1; fi\nexit 0",
+    );
+    f.write_prd(
+        json!([story("t1", &[]), story("t2", &["t1"])]),
+        json!([{"name": "check", "type": "test", "command": gate.display().to_string(), "required": true}]),
+    );
+    f.mark("flaky-t1", "");
+    let out = f
+        .cascade(&["approve", "--auto-run", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("terminal_report", f.redacted(&out.stdout));
+}
+
+#[test]
+fn status_text_of_a_finished_run() {
+    let f = Fixture::new(json!([story("s1", &[]), story("s2", &["s1"])]), json!([]));
+    f.mark("fail-s2", "");
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let out = f.cascade(&["status"]).output().unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    insta::assert_snapshot!("status_text", f.redacted(&out.stdout));
 }
 
 #[test]

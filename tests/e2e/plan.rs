@@ -85,6 +85,7 @@ fn batches_text_shows_batches_priorities_and_critical_path() {
     );
     assert!(text.contains("(after story-002, story-003)"), "{text}");
     assert!(!text.contains('\x1b'), "no colour when not a terminal");
+    insta::assert_snapshot!("batches_text", text);
 }
 
 #[test]
@@ -194,6 +195,8 @@ fn malformed_json_names_file_line_and_column() {
         assert!(err.contains("fix the JSON"), "{err}");
         assert!(!err.contains("panicked"), "{err}");
         assert!(out.stdout.is_empty());
+        // Every command says it in the same words.
+        insta::assert_snapshot!("malformed_prd_error", err);
     }
 }
 
@@ -243,6 +246,9 @@ fn three_cycle_fails_with_the_path() {
         );
         assert!(err.contains("remove one of these dependencies"), "{err}");
         assert!(out.stdout.is_empty(), "{cmd:?}");
+        if let [command] = cmd[..] {
+            insta::assert_snapshot!(format!("cycle_error_{command}"), err);
+        }
     }
 }
 
@@ -263,7 +269,7 @@ fn self_cycle_fails() {
 fn unknown_dependency_names_both_ids() {
     let dir = tempfile::tempdir().unwrap();
     write_prd(dir.path(), vec![story("story-001", &["story-999"])]);
-    cascade(dir.path())
+    let out = cascade(dir.path())
         .args(["batches", "--json"])
         .assert()
         .code(2)
@@ -271,6 +277,7 @@ fn unknown_dependency_names_both_ids() {
         .stderr(predicate::str::contains(
             "story 'story-001' depends on unknown story 'story-999'",
         ));
+    insta::assert_snapshot!("unknown_dependency_error", stderr(out.get_output()));
 }
 
 #[test]
@@ -300,6 +307,7 @@ fn every_problem_listed_at_once() {
     ] {
         assert!(err.contains(needle), "missing {needle:?} in {err}");
     }
+    insta::assert_snapshot!("every_problem_error", err);
 }
 
 // ------------------------------------------------------------ validate
@@ -465,6 +473,7 @@ fn deps_text() {
     assert!(text.contains("orphans: story-004"), "{text}");
     assert!(text.contains("cycles: none"), "{text}");
     assert!(text.contains("story-002, story-003"), "{text}");
+    insta::assert_snapshot!("deps_text", text);
 }
 
 #[test]

@@ -27,7 +27,7 @@ use crate::placeholders;
 
 mod api;
 
-pub use api::{ApiSettings, Provider, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
+pub use api::{ApiSettings, MissingKey, Provider, DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS};
 
 /// The agents.json that ships with cascade, used when no file is found.
 pub const BUILTIN_AGENTS_JSON: &str = include_str!("../../../agents.json");

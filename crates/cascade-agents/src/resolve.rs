@@ -403,7 +403,7 @@ impl<'a> Resolver<'a> {
                     .api
                     .as_ref()
                     .and_then(|api| api.key().err())
-                    .map(|var| format!("API key variable {var} is not set")),
+                    .map(|missing| missing.to_string()),
                 // The first candidate or nothing: it must be installed.
                 Some(def) if self.overrides.no_fallback => {
                     (!self.detector.detect(&def.command).found())

@@ -90,7 +90,11 @@ pub enum EngineError {
     },
     /// A budget in prd.json is malformed.
     #[error("{}: {message}", path.display())]
-    Budget { path: PathBuf, message: String },
+    Budget {
+        path: PathBuf,
+        #[source]
+        message: crate::control::budget::BudgetError,
+    },
 
     /// `--sandbox required` (or `sandbox.mode`) on a machine without Landlock.
     #[error(transparent)]

@@ -67,8 +67,8 @@
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
 //! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
 //!   per story status/agent/attempts/branch/worktree/commits), atomic writes.
-//! - [`lock`]: `.cascade/lock` ([`lock::RunLock`]: live holder => error naming
-//!   the pid; stale (dead pid) => taken over with a note).
+//! - [`lock`]: `.cascade/lock` ([`lock::RunLock`], held by the kernel: live
+//!   holder => error naming the pid; a dead holder's file => taken over with a note).
 //! - [`progress`]: progress.txt in Plan Cascade's line format.
 //! - [`retry`]: [`FailureKind`] classification and [`RetryPolicy`] backoff.
 //! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];

@@ -1,13 +1,14 @@
 //! The run lock: `.cascade/lock`, so two cascade runs never share one repository.
 //!
-//! The file holds the holder's pid, host and start time. It is created
-//! atomically *with* its content (written to a temp file, then hard-linked to
-//! the lock path, which fails if the lock exists), so a reader never sees an
-//! empty lock. A lock whose pid is dead on this host is stale: it is taken
+//! The kernel holds the lock ([`cascade_fs::FileLock`]); the file says who
+//! holds it: pid, host, start time and command, for the message a second
+//! run gets. A file left by a process that died holding the lock is taken
 //! over and the caller gets a note to show. Dropping the guard removes the
-//! file (if it is still ours).
+//! file.
 
 use std::path::{Path, PathBuf};
+
+use cascade_fs::{Acquired, FileLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,16 +41,15 @@ pub enum LockError {
     },
 }
 
-/// A held lock; released on drop.
+/// A held lock; released on drop (and by the kernel if the process dies).
 #[derive(Debug)]
 pub struct RunLock {
-    path: PathBuf,
-    holder: LockHolder,
+    lock: FileLock,
 }
 
 impl RunLock {
-    /// Takes the lock at `path`. Returns the guard and, when a stale lock of a
-    /// dead process was taken over, a note saying so.
+    /// Takes the lock at `path`. Returns the guard and, when the lock file
+    /// of a process that died holding it was taken over, a note saying so.
     pub fn acquire(path: &Path, command: &str) -> Result<(RunLock, Option<String>), LockError> {
         let io = |op: &'static str| {
             let path = path.to_path_buf();
@@ -69,91 +69,46 @@ impl RunLock {
             path: path.to_path_buf(),
             source: std::io::Error::other(e),
         })?;
-        let tmp = path.with_file_name(format!(".lock.tmp-{}", holder.pid));
-        std::fs::write(&tmp, &text).map_err(io("write"))?;
-        let mut note = None;
-        let result = loop {
-            match std::fs::hard_link(&tmp, path) {
-                Ok(()) => break Ok(()),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => break Err(io("create")(e)),
+        match FileLock::try_acquire(path, text.as_bytes()).map_err(io("create"))? {
+            Acquired::Taken { lock, left_behind } => {
+                Ok((RunLock { lock }, dead_holder(&left_behind)))
             }
-            // Someone holds it: alive, or stale?
-            let existing = std::fs::read_to_string(path).ok();
-            let parsed: Option<LockHolder> = existing
-                .as_deref()
-                .and_then(|t| serde_json::from_str(t).ok());
-            match parsed {
-                Some(h) if h.host != holder.host || cascade_process::pid_alive(h.pid) => {
-                    break Err(LockError::Held {
-                        path: path.to_path_buf(),
-                        pid: h.pid,
-                        host: h.host,
-                        started_at: h.started_at,
-                    });
-                }
-                Some(h) if note.is_none() => {
-                    note = Some(format!(
-                        "took over a stale lock of pid {} (started {}), which is no longer running",
-                        h.pid, h.started_at
-                    ));
-                    let _ = std::fs::remove_file(path);
-                }
-                None if note.is_none() && existing.is_some() => {
-                    note = Some("took over an unreadable lock file".to_string());
-                    let _ = std::fs::remove_file(path);
-                }
-                _ => {
-                    // We already removed a stale lock once and someone else
-                    // took it in between, or it vanished: try once more, then give up.
-                    if existing.is_none() && note.is_none() {
-                        note = Some(String::new());
-                        continue;
-                    }
-                    break Err(LockError::Held {
-                        path: path.to_path_buf(),
-                        pid: 0,
-                        host: "unknown".into(),
-                        started_at: "unknown".into(),
-                    });
-                }
+            Acquired::Held { content } => {
+                let h = serde_json::from_slice::<LockHolder>(&content).ok();
+                Err(LockError::Held {
+                    path: path.to_path_buf(),
+                    pid: h.as_ref().map_or(0, |h| h.pid),
+                    host: h
+                        .as_ref()
+                        .map_or_else(|| "unknown".into(), |h| h.host.clone()),
+                    started_at: h.map_or_else(|| "unknown".into(), |h| h.started_at),
+                })
             }
-        };
-        let _ = std::fs::remove_file(&tmp);
-        result?;
-        let note = note.filter(|n| !n.is_empty());
-        Ok((
-            RunLock {
-                path: path.to_path_buf(),
-                holder,
-            },
-            note,
-        ))
+        }
     }
 
     /// Who holds the lock at `path` now, if anyone alive does.
     pub fn holder(path: &Path) -> Option<LockHolder> {
-        let text = std::fs::read_to_string(path).ok()?;
-        let h: LockHolder = serde_json::from_str(&text).ok()?;
-        (h.host != hostname() || cascade_process::pid_alive(h.pid)).then_some(h)
+        serde_json::from_slice(&FileLock::held_by(path)?).ok()
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.lock.path()
     }
 }
 
-impl Drop for RunLock {
-    fn drop(&mut self) {
-        // Only remove the file if it is still ours (never someone else's lock).
-        let ours = std::fs::read_to_string(&self.path)
-            .ok()
-            .and_then(|t| serde_json::from_str::<LockHolder>(&t).ok())
-            .is_some_and(|h| h == self.holder);
-        if ours {
-            let _ = std::fs::remove_file(&self.path);
-        }
+/// The note for a lock file left by a process that died holding it.
+fn dead_holder(left_behind: &[u8]) -> Option<String> {
+    if left_behind.is_empty() {
+        return None;
     }
+    Some(match serde_json::from_slice::<LockHolder>(left_behind) {
+        Ok(h) => format!(
+            "took over a stale lock of pid {} (started {}), which is no longer running",
+            h.pid, h.started_at
+        ),
+        Err(_) => "took over an unreadable lock file".to_string(),
+    })
 }
 
 /// This machine's host name (or "localhost").
@@ -190,13 +145,14 @@ mod tests {
             "{msg}"
         );
         assert_eq!(RunLock::holder(&path).unwrap().pid, std::process::id());
+        assert_eq!(lock.path(), path);
         drop(lock);
         assert!(!path.exists());
         let (_again, _) = RunLock::acquire(&path, "approve").unwrap();
     }
 
     #[test]
-    fn stale_lock_of_a_dead_pid_is_taken_over() {
+    fn the_file_of_a_dead_holder_is_taken_over_with_a_note() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("lock");
         // A pid that cannot be alive: spawn and reap a short child.

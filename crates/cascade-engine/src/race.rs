@@ -83,13 +83,18 @@ pub const MAX_CONTESTANTS: u32 = 16;
 pub enum RaceError {
     /// `--race` is not a comma list of agents nor a number.
     #[error("--race {given:?}: {why}")]
-    Spec { given: String, why: String },
+    Spec {
+        given: String,
+        #[source]
+        why: SpecProblem,
+    },
     /// A story's `"race"` is malformed.
     #[error("{}: story '{story}': \"race\" {why}", path.display())]
     Story {
         path: PathBuf,
         story: String,
-        why: String,
+        #[source]
+        why: SpecProblem,
     },
     /// A contestant names an agent agents.json does not configure.
     #[error("unknown agent '{agent}' in {place} (known agents: {known})")]
@@ -100,30 +105,47 @@ pub enum RaceError {
     },
 }
 
+/// What is wrong with a race as written (`--race` or a story's `"race"`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecProblem {
+    #[error("must be a whole number of runs (got {0})")]
+    NotWhole(String),
+    #[error("must list agent names (strings)")]
+    NotNames,
+    #[error("must be a list of agent names or a number of runs (got {0})")]
+    NotARace(String),
+    #[error("a race needs 2 to {MAX_CONTESTANTS} contestants (got {0})")]
+    Runs(u32),
+    #[error("names an empty agent")]
+    EmptyAgent,
+    #[error("a race needs 1 to {MAX_CONTESTANTS} agents (got {0})")]
+    Agents(usize),
+}
+
 impl RaceSpec {
     /// `--race` as written: `N` (2 or more runs of the resolved agent) or a
     /// comma list of agent names.
     pub fn parse(given: &str) -> Result<RaceSpec, RaceError> {
-        let bad = |why: &str| RaceError::Spec {
+        let bad = |why| RaceError::Spec {
             given: given.to_string(),
-            why: why.to_string(),
+            why,
         };
         let text = given.trim();
         if let Ok(n) = text.parse::<u32>() {
-            return RaceSpec::runs(n).map_err(|why| bad(&why));
+            return RaceSpec::runs(n).map_err(bad);
         }
         let agents: Vec<String> = text.split(',').map(|a| a.trim().to_string()).collect();
-        RaceSpec::agents(agents).map_err(|why| bad(&why))
+        RaceSpec::agents(agents).map_err(bad)
     }
 
     /// A story's `"race"`: a list of agent names, or a number of runs.
-    pub fn from_json(v: &Value) -> Result<RaceSpec, String> {
+    pub fn from_json(v: &Value) -> Result<RaceSpec, SpecProblem> {
         match v {
             Value::Number(n) => {
                 let n = n
                     .as_u64()
                     .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| format!("must be a whole number of runs (got {n})"))?;
+                    .ok_or_else(|| SpecProblem::NotWhole(n.to_string()))?;
                 RaceSpec::runs(n)
             }
             Value::Array(items) => {
@@ -131,35 +153,28 @@ impl RaceSpec {
                     .iter()
                     .map(|i| i.as_str().map(str::to_string))
                     .collect::<Option<Vec<String>>>()
-                    .ok_or("must list agent names (strings)")?;
+                    .ok_or(SpecProblem::NotNames)?;
                 RaceSpec::agents(agents)
             }
-            other => Err(format!(
-                "must be a list of agent names or a number of runs (got {other})"
-            )),
+            other => Err(SpecProblem::NotARace(other.to_string())),
         }
     }
 
-    fn runs(n: u32) -> Result<RaceSpec, String> {
+    fn runs(n: u32) -> Result<RaceSpec, SpecProblem> {
         if !(2..=MAX_CONTESTANTS).contains(&n) {
-            return Err(format!(
-                "a race needs 2 to {MAX_CONTESTANTS} contestants (got {n})"
-            ));
+            return Err(SpecProblem::Runs(n));
         }
         Ok(RaceSpec::Runs(n))
     }
 
-    fn agents(agents: Vec<String>) -> Result<RaceSpec, String> {
+    fn agents(agents: Vec<String>) -> Result<RaceSpec, SpecProblem> {
         if agents.iter().any(String::is_empty) {
-            return Err("names an empty agent".into());
+            return Err(SpecProblem::EmptyAgent);
         }
         // One agent alone is no race, but `["codex"]` on a story is a
         // clear wish: it runs once, as a race of one, rather than failing.
         if agents.is_empty() || agents.len() > MAX_CONTESTANTS as usize {
-            return Err(format!(
-                "a race needs 1 to {MAX_CONTESTANTS} agents (got {})",
-                agents.len()
-            ));
+            return Err(SpecProblem::Agents(agents.len()));
         }
         Ok(RaceSpec::Agents(agents))
     }
@@ -174,7 +189,7 @@ impl RaceSpec {
 }
 
 /// The race of `story`, if it races: its own `"race"`, else the run's.
-pub fn story_spec(story: &Story, options: &RaceOptions) -> Result<Option<RaceSpec>, String> {
+pub fn story_spec(story: &Story, options: &RaceOptions) -> Result<Option<RaceSpec>, SpecProblem> {
     match story.extra.get("race") {
         Some(Value::Null) | None => Ok(options.spec.clone()),
         Some(v) => RaceSpec::from_json(v).map(Some),
@@ -372,9 +387,10 @@ mod tests {
         let e = RaceSpec::parse("codex,,aider").unwrap_err().to_string();
         assert!(e.contains("empty agent"), "{e}");
         let e = RaceSpec::from_json(&serde_json::json!({"a": 1})).unwrap_err();
-        assert!(e.contains("list of agent names"), "{e}");
+        assert!(e.to_string().contains("list of agent names"), "{e}");
         let e = RaceSpec::from_json(&serde_json::json!(["a", 2])).unwrap_err();
-        assert!(e.contains("strings"), "{e}");
+        assert_eq!(e, SpecProblem::NotNames);
+        assert!(e.to_string().contains("strings"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //!   chain) is "no space left on device" or an exceeded quota, and
 //!   [`Disk::holding`] names the file system a path lives on, so that the
 //!   message says which disk to free rather than only which file failed.
+//! - [`FileLock`]: a lock held by the kernel (`flock`) on a file that says
+//!   who holds it: the run lock, a planning session's, a fleet worker's
+//!   directory. A holder that dies releases it; no lock is ever stale.
 //!
 //! ```no_run
 //! use cascade_fs::{write_atomic, Durability};
@@ -21,13 +24,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! It depends on nothing but `libc`, so every crate can use it, the plan
-//! model included.
+//! It depends on nothing but `libc` and `fs4` (the `flock` call), so every
+//! crate can use it, the plan model included.
 
 mod atomic;
 mod disk;
+mod lock;
 
 pub use atomic::{
     leftover_write_temps, remove_dead_writers_temps, write_atomic, write_atomic_private, Durability,
 };
 pub use disk::{is_disk_full, is_disk_full_io, mentions_disk_full, Disk};
+pub use lock::{Acquired, FileLock};

@@ -24,8 +24,8 @@
 //!   `Paused{waiting_for}`). The person is a [`Person`] (terminal) or
 //!   [`Nobody`]. [`install`]`(&store, &mut session, dir)` copies an approved
 //!   plan where it is built; [`cancel`]`(&store, id)`. One process works on a
-//!   session at a time ([`lock::SessionLock`], `session.lock` with its pid; a
-//!   dead holder's lock is taken over).
+//!   session at a time ([`lock::SessionLock`], `session.lock` held by the
+//!   kernel, with its pid; a killed holder's lock is gone with it).
 //! - Events: [`PlanEvent`] (serde: `{"event": "plan_started", ...}`).
 //! - Generator: [`generator::make_valid`]`(&author, &`[`generator::Job`]`, start,
 //!   progress)` with a [`generator::PlanAuthor`]; checks: [`check::check_plan`],

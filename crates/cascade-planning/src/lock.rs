@@ -1,64 +1,41 @@
-//! One process at a time per session: `session.lock` holds the pid of the
-//! cascade working on it. A lock whose process is gone (a killed run) is
-//! taken over; a live one is refused with the pid, so two `plan resume` of
-//! the same session cannot interleave their writes.
+//! One process at a time per session: `session.lock`, locked by the kernel
+//! ([`cascade_fs::FileLock`]) and holding the pid of the cascade working on
+//! it. A live holder is refused with its pid, so two `plan resume` of the
+//! same session cannot interleave their writes; a killed one's lock is gone
+//! with it.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use cascade_fs::{Acquired, FileLock};
 
 use crate::error::PlanningError;
 
 /// Held while a session is being worked on; removed on drop.
 #[derive(Debug)]
 pub struct SessionLock {
-    path: PathBuf,
+    _lock: FileLock,
 }
 
 impl SessionLock {
     /// Takes the lock of the session in `dir` (`dir/session.lock`).
     pub fn acquire(dir: &Path, id: &str) -> Result<SessionLock, PlanningError> {
         let path = dir.join("session.lock");
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(mut f) => {
-                    let _ = write!(f, "{}", std::process::id());
-                    return Ok(SessionLock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|t| t.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(pid)
-                            if pid != std::process::id() && cascade_process::pid_alive(pid) =>
-                        {
-                            return Err(PlanningError::Usage(format!(
-                                "the planning session {id} is in use by another cascade (pid {pid}); wait for it or stop it first"
-                            )));
-                        }
-                        // Stale (the holder is gone) or unreadable: take it over.
-                        _ => {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(source) => return Err(PlanningError::Io { path, source }),
+        let pid = std::process::id().to_string();
+        match FileLock::try_acquire(&path, pid.as_bytes()) {
+            Ok(Acquired::Taken { lock, .. }) => Ok(SessionLock { _lock: lock }),
+            Ok(Acquired::Held { content }) => {
+                let pid = String::from_utf8_lossy(&content).trim().to_string();
+                let pid = if pid.is_empty() {
+                    "unknown".into()
+                } else {
+                    pid
+                };
+                Err(PlanningError::Usage(format!(
+                    "the planning session {id} is in use by another cascade (pid {pid}); wait for it or stop it first"
+                )))
             }
+            Err(source) => Err(PlanningError::Io { path, source }),
         }
-        Err(PlanningError::Usage(format!(
-            "cannot take the lock of planning session {id} ('{}')",
-            path.display()
-        )))
-    }
-}
-
-impl Drop for SessionLock {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -70,7 +47,7 @@ mod tests {
     fn a_live_holder_is_refused_and_a_dead_one_replaced() {
         let tmp = tempfile::tempdir().unwrap();
         let lock = SessionLock::acquire(tmp.path(), "planning-1").unwrap();
-        // Held by this (live) process: a second taker from another pid would be refused.
+        // Held: a second taker is refused with the pid the file names.
         std::fs::write(tmp.path().join("session.lock"), "1").unwrap();
         let err = SessionLock::acquire(tmp.path(), "planning-1").unwrap_err();
         assert!(
@@ -79,7 +56,7 @@ mod tests {
             "{err}"
         );
         drop(lock);
-        // A pid that does not exist is stale.
+        // A file left by a killed holder is not a lock.
         std::fs::write(tmp.path().join("session.lock"), "999999999").unwrap();
         let again = SessionLock::acquire(tmp.path(), "planning-1").unwrap();
         drop(again);

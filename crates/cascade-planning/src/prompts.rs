@@ -145,6 +145,11 @@ pub fn strategy(s: &Session, paths: &Paths<'_>) -> String {
     p
 }
 
+/// The discovery step's answer, as the prompt shows it.
+const QUESTIONS_EXAMPLE: &str = r#"{"questions": [{"id": "q-1", "type": "scope", "question": "...", "context": "...", "options": ["...", "..."], "assumption": "..."}]}"#;
+/// The same when nothing needs asking.
+const NO_QUESTIONS: &str = r#"{"questions": []}"#;
+
 pub fn discovery(s: &Session, paths: &Paths<'_>) -> String {
     let mut p = header(s, Step::Discovery);
     p.push_str(&known_so_far(s));
@@ -154,9 +159,7 @@ pub fn discovery(s: &Session, paths: &Paths<'_>) -> String {
          clarification, scope, technical, priority or constraint; the `context` (why it \
          matters); `options` the person can pick from; and your `assumption` (what you will \
          assume if nobody answers). Write JSON to `{}` (also `CASCADE_OUTPUT`):\n\n```json\n\
-         {{\"questions\": [{{\"id\": \"q-1\", \"type\": \"scope\", \"question\": \"...\", \
-         \"context\": \"...\", \"options\": [\"...\", \"...\"], \"assumption\": \"...\"}}]}}\n```\n\
-         Write `{{\"questions\": []}}` when nothing needs asking.\n",
+         {QUESTIONS_EXAMPLE}\n```\nWrite `{NO_QUESTIONS}` when nothing needs asking.\n",
         s.options.max_questions,
         paths
             .output
@@ -166,6 +169,12 @@ pub fn discovery(s: &Session, paths: &Paths<'_>) -> String {
     p
 }
 
+/// The design step's answer, as the prompt shows it.
+const DECISIONS_EXAMPLE: &str = r#"{"decisions": [{"id": "d-1", "topic": "Session storage", "context": "...",
+  "options": [{"id": "opt-a", "name": "JWT", "description": "...", "tradeoffs": {"pros": ["..."], "cons": ["..."]}}],
+  "recommendation": "opt-a"}],
+ "summary": "the design in a few sentences"}"#;
+
 pub fn design(s: &Session, paths: &Paths<'_>) -> String {
     let mut p = header(s, Step::Design);
     p.push_str(&known_so_far(s));
@@ -173,14 +182,17 @@ pub fn design(s: &Session, paths: &Paths<'_>) -> String {
         "## What to write\n\nName the design decisions this goal needs (architecture, data, \
          interfaces, libraries). For each give the options with pros and cons and your \
          recommendation; the person picks. Write JSON to `{}` (also `CASCADE_OUTPUT`):\n\n\
-         ```json\n{{\"decisions\": [{{\"id\": \"d-1\", \"topic\": \"Session storage\", \
-         \"context\": \"...\",\n  \"options\": [{{\"id\": \"opt-a\", \"name\": \"JWT\", \
-         \"description\": \"...\", \"tradeoffs\": {{\"pros\": [\"...\"], \"cons\": [\"...\"]}}}}],\n  \
-         \"recommendation\": \"opt-a\"}}],\n \"summary\": \"the design in a few sentences\"}}\n```\n",
-        paths.output.map(|o| o.display().to_string()).unwrap_or_default()
+         ```json\n{DECISIONS_EXAMPLE}\n```\n",
+        paths
+            .output
+            .map(|o| o.display().to_string())
+            .unwrap_or_default()
     ));
     p
 }
+
+/// What a design document converted from the person's text says of itself.
+const CONVERTED: &str = r#""metadata": {"source": "converted"}"#;
 
 fn what_to_write(strategy: Strategy, paths: &Paths<'_>, import: Option<&Import>) -> String {
     let mut p = String::from("## What to write\n\n");
@@ -222,8 +234,7 @@ fn what_to_write(strategy: Strategy, paths: &Paths<'_>, import: Option<&Import>)
             )),
             ImportKind::Markdown | ImportKind::Html => p.push_str(&format!(
                 "Convert the person's design document below (`{}`) into the design document's \
-                 JSON schema, keeping its content, with `\"metadata\": {{\"source\": \
-                 \"converted\"}}`:\n\n````\n{}\n````\n\n",
+                 JSON schema, keeping its content, with `{CONVERTED}`:\n\n````\n{}\n````\n\n",
                 import.path.display(),
                 truncate(&import.text, MAX_DOC)
             )),

@@ -56,14 +56,6 @@ pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
     })
 }
 
-/// The value of `name` in a query string (tokens are hex: no decoding needed).
-pub fn query_value<'a>(query: &'a str, name: &str) -> Option<&'a str> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == name).then_some(v)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,13 +74,11 @@ mod tests {
     }
 
     #[test]
-    fn reads_cookies_and_query() {
+    fn reads_cookies() {
         assert_eq!(
             cookie_value("a=1; cascade_token=xyz; b=2", COOKIE),
             Some("xyz")
         );
         assert_eq!(cookie_value("a=1", COOKIE), None);
-        assert_eq!(query_value("x=1&token=ab", "token"), Some("ab"));
-        assert_eq!(query_value("tokenx=ab", "token"), None);
     }
 }

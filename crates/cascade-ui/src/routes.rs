@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -97,12 +97,14 @@ async fn checked(app: &AppState, request: Request, next: Next) -> Response {
         )
             .into_response();
     }
-    let query = request.uri().query().unwrap_or("");
     let by_header = headers
         .get(HEADER)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|t| app.token.matches(t));
-    let by_query = auth::query_value(query, "token").is_some_and(|t| app.token.matches(t));
+    let by_query = Query::<TokenQuery>::try_from_uri(request.uri())
+        .ok()
+        .and_then(|q| q.0.token)
+        .is_some_and(|t| app.token.matches(&t));
     let by_cookie = headers
         .get_all(header::COOKIE)
         .iter()
@@ -140,6 +142,12 @@ async fn checked(app: &AppState, request: Request, next: Next) -> Response {
         }
     }
     response
+}
+
+/// The query of a request: the token of the URL `cascade ui` printed.
+#[derive(serde::Deserialize)]
+struct TokenQuery {
+    token: Option<String>,
 }
 
 /// Whether the `Host` a request names is this server: `localhost`, a

@@ -523,8 +523,43 @@ async fn plan(
     opts: &ProveOptions,
     notes: &mut Vec<String>,
 ) -> Vec<Run> {
-    let mut groups: BTreeMap<(Runner, PathBuf, String), Vec<ChangedTest>> = BTreeMap::new();
     let python = python(opts);
+    let mut runs = Vec::new();
+    for ((runner, dir, extra), tests) in grouped(root, tests, &python, notes).await {
+        let group = Group {
+            root,
+            runner,
+            dir: &dir,
+            extra: &extra,
+            tests: &tests,
+            python: &python,
+        };
+        let (program, args, report) = group.command(runs.len());
+        runs.push(Run {
+            runner,
+            dir,
+            program,
+            args,
+            tests,
+            report,
+        });
+    }
+    runs
+}
+
+/// The tests of one run: its runner, the directory it runs in and one
+/// more argument (cargo's target, a JS test file).
+type GroupKey = (Runner, PathBuf, String);
+
+/// `tests` grouped by the run that proves them; a test no installed runner
+/// can prove is a note instead.
+async fn grouped(
+    root: &Path,
+    tests: &[ChangedTest],
+    python: &Path,
+    notes: &mut Vec<String>,
+) -> BTreeMap<GroupKey, Vec<ChangedTest>> {
+    let mut groups: BTreeMap<GroupKey, Vec<ChangedTest>> = BTreeMap::new();
     let mut has_pytest: Option<bool> = None;
     for t in tests {
         let key = match t.lang {
@@ -532,7 +567,7 @@ async fn plan(
                 let pytest = match has_pytest {
                     Some(b) => b,
                     None => {
-                        let b = probe(&python, &["-c", "import pytest"], root).await;
+                        let b = probe(python, &["-c", "import pytest"], root).await;
                         has_pytest = Some(b);
                         b
                     }
@@ -595,10 +630,32 @@ async fn plan(
         };
         groups.entry(key).or_default().push(t.clone());
     }
-    let mut runs = Vec::new();
-    for ((runner, dir, extra), tests) in groups {
+    groups
+}
+
+/// One group's run, to build its command line.
+struct Group<'a> {
+    root: &'a Path,
+    runner: Runner,
+    dir: &'a Path,
+    extra: &'a str,
+    tests: &'a [ChangedTest],
+    python: &'a Path,
+}
+
+impl Group<'_> {
+    /// The program, its arguments and the report file it writes (the
+    /// `index`-th run's, for the JS runners).
+    fn command(&self, index: usize) -> (PathBuf, Vec<String>, Option<PathBuf>) {
+        let Group {
+            runner,
+            extra,
+            tests,
+            python,
+            ..
+        } = *self;
         let names: Vec<String> = tests.iter().map(|t| t.name.clone()).collect();
-        let (program, args, report): (PathBuf, Vec<String>, Option<PathBuf>) = match runner {
+        match runner {
             Runner::Pytest => {
                 let mut a = vec![
                     "-m".into(),
@@ -608,15 +665,15 @@ async fn plan(
                     "no:cacheprovider".into(),
                 ];
                 a.extend(tests.iter().map(pytest_id));
-                (python.clone(), a, None)
+                (python.to_path_buf(), a, None)
             }
             Runner::Unittest => {
                 let mut a = vec!["-m".into(), "unittest".into(), "-v".into()];
                 a.extend(tests.iter().map(unittest_id));
-                (python.clone(), a, None)
+                (python.to_path_buf(), a, None)
             }
             Runner::Cargo => {
-                let mut a = vec!["test".into(), extra.clone(), "--".into()];
+                let mut a = vec!["test".into(), extra.to_string(), "--".into()];
                 a.extend(names.iter().cloned());
                 ("cargo".into(), a, None)
             }
@@ -632,58 +689,63 @@ async fn plan(
                 ];
                 ("go".into(), a, None)
             }
-            Runner::Vitest | Runner::Jest => {
-                let report = root.join(format!(".cascade-prove-{}.json", runs.len()));
-                let file = Path::new(&extra)
-                    .strip_prefix(&dir)
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or(extra.clone());
-                let pattern = names
-                    .iter()
-                    .map(|n| regex::escape(n))
-                    .collect::<Vec<_>>()
-                    .join("|");
-                let bin =
-                    root.join(&dir)
-                        .join("node_modules/.bin")
-                        .join(if runner == Runner::Vitest {
-                            "vitest"
-                        } else {
-                            "jest"
-                        });
-                let out = report.display().to_string();
-                let a = if runner == Runner::Vitest {
-                    vec![
-                        "run".into(),
-                        "--reporter=json".into(),
-                        format!("--outputFile={out}"),
-                        file,
-                        "-t".into(),
-                        pattern,
-                    ]
-                } else {
-                    vec![
-                        "--json".into(),
-                        format!("--outputFile={out}"),
-                        "--runTestsByPath".into(),
-                        file,
-                        "-t".into(),
-                        pattern,
-                    ]
-                };
-                (bin, a, Some(report))
-            }
-        };
-        runs.push(Run {
+            Runner::Vitest | Runner::Jest => self.js_command(index, &names),
+        }
+    }
+
+    /// vitest's or jest's command, its JSON report at `.cascade-prove-<index>.json`.
+    fn js_command(
+        &self,
+        index: usize,
+        names: &[String],
+    ) -> (PathBuf, Vec<String>, Option<PathBuf>) {
+        let Group {
+            root,
             runner,
             dir,
-            program,
-            args,
-            tests,
-            report,
-        });
+            extra,
+            ..
+        } = *self;
+        let report = root.join(format!(".cascade-prove-{index}.json"));
+        let file = Path::new(extra)
+            .strip_prefix(dir)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| extra.to_string());
+        let pattern = names
+            .iter()
+            .map(|n| regex::escape(n))
+            .collect::<Vec<_>>()
+            .join("|");
+        let bin = root
+            .join(dir)
+            .join("node_modules/.bin")
+            .join(if runner == Runner::Vitest {
+                "vitest"
+            } else {
+                "jest"
+            });
+        let out = report.display().to_string();
+        let a = if runner == Runner::Vitest {
+            vec![
+                "run".into(),
+                "--reporter=json".into(),
+                format!("--outputFile={out}"),
+                file,
+                "-t".into(),
+                pattern,
+            ]
+        } else {
+            vec![
+                "--json".into(),
+                format!("--outputFile={out}"),
+                "--runTestsByPath".into(),
+                file,
+                "-t".into(),
+                pattern,
+            ]
+        };
+        (bin, a, Some(report))
     }
-    runs
 }
 
 /// The Python of the source's `.venv`, else `python3`.

@@ -22,6 +22,20 @@ pub fn event(e: &PlanEvent, json: bool) {
         }
         return;
     }
+    if let PlanEvent::Warning { message } = e {
+        errln!("warning: {}", printable(message));
+        return;
+    }
+    // A pause is rendered by the command once the planner returns.
+    let Some(line) = step_line(e).or_else(|| answer_line(e)) else {
+        return;
+    };
+    // Questions, titles and verdicts are agents' text.
+    let _ = writeln!(out, "{}", printable(&line));
+}
+
+/// The session's course: its start, strategy, agents, steps and end.
+fn step_line(e: &PlanEvent) -> Option<String> {
     let line = match e {
         PlanEvent::PlanStarted {
             session_id,
@@ -97,6 +111,17 @@ pub fn event(e: &PlanEvent, json: bool) {
             }
             l
         }
+        PlanEvent::PlanFinished {
+            status, total_cost, ..
+        } => format!("planning {status} (cost ${total_cost:.4})"),
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// What was answered, decided, validated and reviewed.
+fn answer_line(e: &PlanEvent) -> Option<String> {
+    let line = match e {
         PlanEvent::Question {
             question,
             answered_by: Some(by),
@@ -118,7 +143,7 @@ pub fn event(e: &PlanEvent, json: bool) {
             format!("{} {} -> {name} [{by}]", decision.id, decision.topic)
         }
         // Unanswered ones are shown by the terminal prompt or the pause message.
-        PlanEvent::Question { .. } | PlanEvent::Decision { .. } => return,
+        PlanEvent::Question { .. } | PlanEvent::Decision { .. } => return None,
         PlanEvent::Validation { ok: true, .. } => "plan is valid".to_string(),
         PlanEvent::Validation {
             ok: false,
@@ -151,18 +176,9 @@ pub fn event(e: &PlanEvent, json: bool) {
             Some(r) => format!("review: {answer} ({reject_count} of 3): {r}"),
             None => format!("review: {answer}"),
         },
-        PlanEvent::Warning { message } => {
-            errln!("warning: {}", printable(message));
-            return;
-        }
-        // Rendered by the command once the planner returns.
-        PlanEvent::Paused { .. } => return,
-        PlanEvent::PlanFinished {
-            status, total_cost, ..
-        } => format!("planning {status} (cost ${total_cost:.4})"),
+        _ => return None,
     };
-    // Questions, titles and verdicts are agents' text.
-    let _ = writeln!(out, "{}", printable(&line));
+    Some(line)
 }
 
 /// The pause message: what waits, and the exact command or file that continues.

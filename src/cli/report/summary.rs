@@ -8,8 +8,6 @@ use cascade_engine::{RunStatus, StoryCounts, StorySummary};
 
 use super::{human_count, human_duration};
 
-/// Renders the summary (ends with a newline). `color` adds ANSI colours to
-/// statuses.
 /// The summary's line naming `--integration`, so a green report is never
 /// read as a green target when merges were not gated as merged.
 pub fn integration_line(mode: &str) -> String {
@@ -19,6 +17,8 @@ pub fn integration_line(mode: &str) -> String {
     }
 }
 
+/// Renders the summary (ends with a newline). `color` adds ANSI colours to
+/// statuses.
 pub fn render(
     rows: &[StorySummary],
     status: RunStatus,
@@ -31,10 +31,21 @@ pub fn render(
         return "nothing to run: the plan has no stories (add some to it, then run again)\n"
             .to_string();
     }
+    let with_cost = rows.iter().any(|r| r.cost_usd.is_some());
+    let mut out = aligned(&table(rows, with_cost), color);
+    out.push_str(&failures(rows));
+    out.push_str(&checked(rows));
+    out.push_str(&confinement(rows));
+    out.push_str(&totals(rows, status, counts, duration_ms, with_cost));
+    out
+}
+
+/// The table's cells: a header, then one row per story (the token and
+/// cost columns only when some agent reported them).
+fn table(rows: &[StorySummary], with_cost: bool) -> Vec<Vec<String>> {
     let with_tokens = rows
         .iter()
         .any(|r| r.input_tokens.is_some() || r.output_tokens.is_some());
-    let with_cost = rows.iter().any(|r| r.cost_usd.is_some());
     let mut header = vec!["STORY", "STATUS", "AGENT", "ATTEMPTS", "GATES", "DURATION"];
     if with_tokens {
         header.push("TOKENS (in/out)");
@@ -80,6 +91,11 @@ pub fn render(
         }
         table.push(row);
     }
+    table
+}
+
+/// The cells in aligned columns (the status column coloured).
+fn aligned(table: &[Vec<String>], color: bool) -> String {
     let widths: Vec<usize> = (0..table[0].len())
         .map(|c| table.iter().map(|row| width(&row[c])).max().unwrap_or(0))
         .collect();
@@ -101,11 +117,17 @@ pub fn render(
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    out
+}
+
+/// "failures:" with each failed story's error (nothing when none failed).
+fn failures(rows: &[StorySummary]) -> String {
     // A story that failed once and then passed is not a failure.
     let failures: Vec<&StorySummary> = rows
         .iter()
         .filter(|r| r.error.is_some() && r.status != "complete")
         .collect();
+    let mut out = String::new();
     if !failures.is_empty() {
         out.push_str("\nfailures:\n");
         for r in failures {
@@ -116,56 +138,73 @@ pub fn render(
             ));
         }
     }
-    // What verification and the reviews found (their last word per story).
+    out
+}
+
+/// What verification and the reviews found (their last word per story).
+fn checked(rows: &[StorySummary]) -> String {
     let checked: Vec<&StorySummary> = rows
         .iter()
         .filter(|r| {
             !r.verification.is_empty() || !r.verification_allowed.is_empty() || r.review.is_some()
         })
         .collect();
-    if !checked.is_empty() {
-        out.push_str("\nverification and review:\n");
-        for r in checked {
-            if let Some(first) = r.verification.first() {
-                out.push_str(&format!(
-                    "  {}: verification: {} finding{}, first: {}\n",
-                    r.story,
-                    r.verification.len(),
-                    if r.verification.len() == 1 { "" } else { "s" },
-                    super::printable(first)
-                ));
-            }
-            for allowed in &r.verification_allowed {
-                out.push_str(&format!(
-                    "  {}: allowed by verify_allow: {}\n",
-                    r.story,
-                    super::printable(allowed)
-                ));
-            }
-            if let Some(rv) = &r.review {
-                let verdict = match rv.verdict.as_str() {
-                    "pass" => "PASS".to_string(),
-                    "needs_revision" => "NEEDS_REVISION".to_string(),
-                    other => format!("no marker ({other})"),
-                };
-                let first = rv.findings.lines().map(str::trim).find(|l| !l.is_empty());
-                let note = rv
-                    .note
-                    .as_deref()
-                    .map(|n| format!(" ({})", super::printable(n)))
-                    .unwrap_or_default();
-                out.push_str(&format!(
-                    "  {}: review {verdict} via {}{note}{}\n",
-                    r.story,
-                    rv.agent,
-                    first
-                        .map(|f| format!(": {}", super::printable(f)))
-                        .unwrap_or_default()
-                ));
-            }
+    let mut out = String::new();
+    if checked.is_empty() {
+        return out;
+    }
+    out.push_str("\nverification and review:\n");
+    for r in checked {
+        if let Some(first) = r.verification.first() {
+            out.push_str(&format!(
+                "  {}: verification: {} finding{}, first: {}\n",
+                r.story,
+                r.verification.len(),
+                if r.verification.len() == 1 { "" } else { "s" },
+                super::printable(first)
+            ));
+        }
+        for allowed in &r.verification_allowed {
+            out.push_str(&format!(
+                "  {}: allowed by verify_allow: {}\n",
+                r.story,
+                super::printable(allowed)
+            ));
+        }
+        if let Some(rv) = &r.review {
+            let verdict = match rv.verdict.as_str() {
+                "pass" => "PASS".to_string(),
+                "needs_revision" => "NEEDS_REVISION".to_string(),
+                other => format!("no marker ({other})"),
+            };
+            let first = rv.findings.lines().map(str::trim).find(|l| !l.is_empty());
+            let note = rv
+                .note
+                .as_deref()
+                .map(|n| format!(" ({})", super::printable(n)))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {}: review {verdict} via {}{note}{}\n",
+                r.story,
+                rv.agent,
+                first
+                    .map(|f| format!(": {}", super::printable(f)))
+                    .unwrap_or_default()
+            ));
         }
     }
-    out.push_str(&confinement(rows));
+    out
+}
+
+/// The last line: the run's status, the counts, the time, and the tokens
+/// and cost when reported.
+fn totals(
+    rows: &[StorySummary],
+    status: RunStatus,
+    counts: &StoryCounts,
+    duration_ms: u64,
+    with_cost: bool,
+) -> String {
     let mut totals = format!(
         "\nrun {}: {} complete, {} failed, {} blocked, {} pending in {}",
         status,
@@ -188,9 +227,8 @@ pub fn render(
         let more = if unknown { " + unknown" } else { "" };
         totals.push_str(&format!(", ${cost:.2}{more}"));
     }
-    out.push_str(&totals);
-    out.push('\n');
-    out
+    totals.push('\n');
+    totals
 }
 
 /// "\nconfinement: landlock abi 7\n" when every attempt that ran had the

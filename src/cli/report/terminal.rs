@@ -337,11 +337,37 @@ fn listed(findings: &[cascade_engine::events::VerifyFinding], what: &str) -> Str
     s
 }
 
-/// The line an event prints, if it prints one (`run_finished` is the summary).
+/// The colours of a line (none without `color`).
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn ok(self, s: &str) -> String {
+        paint(s, "32", self.0)
+    }
+    fn bad(self, s: &str) -> String {
+        paint(s, "31", self.0)
+    }
+    fn warn(self, s: &str) -> String {
+        paint(s, "33", self.0)
+    }
+}
+
+/// The line an event prints, if it prints one (`run_finished` is the
+/// summary; `gate_started` shows only on the live line). Each theme below
+/// answers for its own events.
 pub fn describe(event: &Event, color: bool) -> Option<String> {
-    let ok = |s: &str| paint(s, "32", color);
-    let bad = |s: &str| paint(s, "31", color);
-    let warn = |s: &str| paint(s, "33", color);
+    let p = Paint(color);
+    run_line(event, p)
+        .or_else(|| agent_line(event, p))
+        .or_else(|| check_line(event, p))
+        .or_else(|| review_line(event, p))
+        .or_else(|| merge_line(event, p))
+        .or_else(|| fleet_race_line(event, p))
+}
+
+/// The run's own lines: its start, batches, the base, notes, pauses, limits and requests.
+fn run_line(event: &Event, p: Paint) -> Option<String> {
     let line = match event {
         Event::RunStarted {
             prd,
@@ -372,7 +398,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             let at = format!("base {}", super::short_oid(commit));
             let kept = if *cached { " (kept from an earlier run)" } else { "" };
             if *passed {
-                format!("{at}: required gates {}{kept}", ok("pass"))
+                format!("{at}: required gates {}{kept}", p.ok("pass"))
             } else {
                 let gates: Vec<String> = failed
                     .iter()
@@ -388,17 +414,56 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
                         }
                     })
                     .collect();
-                format!("{at}: required gates {}{kept}: {}", bad("FAIL"), gates.join(", "))
+                format!("{at}: required gates {}{kept}: {}", p.bad("FAIL"), gates.join(", "))
             }
         }
         Event::Notice { message } => format!("note: {}", super::printable(message)),
         Event::StorySkipped { story, reason } => {
             format!("{story}: skipped ({})", super::printable(reason))
         }
-        Event::AgentFallback { story, from, to, why } => {
+        Event::RunPaused { reason } => format!("paused: {}", super::printable(reason)),
+        Event::BudgetExhausted { message, .. } => {
+            format!("{}: {}", p.bad("budget exhausted"), super::printable(message))
+        }
+        Event::WaitingForMemory {
+            what,
+            story,
+            available_mb,
+            threshold_mb,
+        } => format!(
+            "{story}: {what} waits for memory ({available_mb} MiB available, below {threshold_mb} MiB)"
+        ),
+        Event::Control {
+            action,
+            story,
+            by,
+            ok: taken,
+            message,
+        } => {
+            let what = story.as_ref().map_or_else(|| action.clone(), |s| format!("{action} {s}"));
+            if *taken {
+                format!("{what} (by {by}): {}", super::printable(message))
+            } else {
+                format!("{what} (by {by}) refused: {}", super::printable(message))
+            }
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// An attempt's agent: started, finished, committed, failed, retried, cooled down.
+fn agent_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
+        Event::AgentFallback {
+            story,
+            from,
+            to,
+            why,
+        } => {
             format!(
                 "{story}: {} {from} -> {to}: {}",
-                warn("fallback"),
+                p.warn("fallback"),
                 super::printable(why)
             )
         }
@@ -417,7 +482,9 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             } else {
                 format!("pid {pid}")
             };
-            format!("{story}: started via {agent} ({phase}, attempt {attempt}/{max_attempts}, {runs})")
+            format!(
+                "{story}: started via {agent} ({phase}, attempt {attempt}/{max_attempts}, {runs})"
+            )
         }
         Event::AgentFinished {
             story,
@@ -427,7 +494,11 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             duration_ms,
             ..
         } => {
-            let what = if *success { ok("finished") } else { bad("failed") };
+            let what = if *success {
+                p.ok("finished")
+            } else {
+                p.bad("failed")
+            };
             format!(
                 "{story}: {agent} {what} ({outcome}) in {}",
                 human_duration(*duration_ms)
@@ -448,7 +519,52 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
                 .collect();
             format!("{story}: left out of the commit: {}", dirs.join(", "))
         }
-        Event::GateStarted { .. } => return None,
+        Event::AttemptFailed {
+            story,
+            attempt,
+            error_type,
+            error,
+            ..
+        } => format!(
+            "{story}: attempt {attempt} {} ({error_type}): {}",
+            p.bad("failed"),
+            super::printable(error)
+        ),
+        Event::RetryScheduled {
+            story,
+            attempt,
+            max_attempts,
+            agent,
+            delay_ms,
+            ..
+        } => format!(
+            "{story}: {} attempt {attempt}/{max_attempts} via {agent} in {}",
+            p.warn("retry"),
+            human_duration(*delay_ms)
+        ),
+        Event::AgentCooldown {
+            agent,
+            story,
+            cooldown_ms,
+            retry_after,
+            concurrency,
+            message,
+            ..
+        } => format!(
+            "{story}: {agent} {} ({}); cooling down {}{}, then at most {concurrency} at once",
+            p.warn("rate limited"),
+            super::printable(message),
+            human_duration(*cooldown_ms),
+            if *retry_after { " (Retry-After)" } else { "" }
+        ),
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The checks of an attempt's work: verification and proved tests.
+fn check_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
         Event::VerificationFinished {
             story,
             findings,
@@ -456,11 +572,11 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ..
         } => {
             let mut s = if findings.is_empty() {
-                format!("{story}: verification {}", ok("passed"))
+                format!("{story}: verification {}", p.ok("passed"))
             } else {
                 format!(
                     "{story}: verification {}: {}",
-                    bad("FAILED"),
+                    p.bad("FAILED"),
                     listed(findings, "finding")
                 )
             };
@@ -480,11 +596,14 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ..
         } => {
             let mut s = if findings.is_empty() {
-                format!("{story}: new tests {} on the base ({tests} run)", ok("fail"))
+                format!(
+                    "{story}: new tests {} on the base ({tests} run)",
+                    p.ok("fail")
+                )
             } else {
                 format!(
                     "{story}: new tests {}: {}",
-                    bad("PASS ON THE BASE"),
+                    p.bad("PASS ON THE BASE"),
                     listed(findings, "test")
                 )
             };
@@ -493,10 +612,18 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             }
             s
         }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// The reviews and gates of an attempt's work.
+fn review_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
         Event::ReviewStarted {
             story, agent, note, ..
         } => match note {
-            Some(note) => format!("{story}: review by {agent} ({})", warn(note)),
+            Some(note) => format!("{story}: review by {agent} ({})", p.warn(note)),
             None => format!("{story}: review by {agent}"),
         },
         Event::ReviewFinished {
@@ -508,10 +635,10 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ..
         } => {
             let v = match (verdict.as_str(), passed) {
-                ("pass", _) => ok("PASS"),
-                ("missing", true) => warn("PASS (no <review> marker)"),
-                ("missing", false) => bad("NEEDS_REVISION (no <review> marker, --review=strict)"),
-                _ => bad("NEEDS_REVISION"),
+                ("pass", _) => p.ok("PASS"),
+                ("missing", true) => p.warn("PASS (no <review> marker)"),
+                ("missing", false) => p.bad("NEEDS_REVISION (no <review> marker, --review=strict)"),
+                _ => p.bad("NEEDS_REVISION"),
             };
             let mut s = format!("{story}: review {v} via {agent}");
             for l in findings.lines().filter(|l| !l.trim().is_empty()).take(10) {
@@ -535,56 +662,48 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             let verdict = if *skipped {
                 "skipped".to_string()
             } else if *passed {
-                ok("passed")
+                p.ok("passed")
             } else if let Some(why) = timed_out {
                 let v = format!("FAILED: {why}");
                 if *required {
-                    bad(&v)
+                    p.bad(&v)
                 } else {
-                    warn(&format!("{v} (optional)"))
+                    p.warn(&format!("{v} (optional)"))
                 }
             } else if *required {
-                bad("FAILED")
+                p.bad("FAILED")
             } else {
-                warn("failed (optional)")
+                p.warn("failed (optional)")
             };
             let mut s = format!("{story}: gate {gate} {verdict}");
             if *cached {
-                s.push_str(if cache == "remote" { " (cached: remote)" } else { " (cached)" });
+                s.push_str(if cache == "remote" {
+                    " (cached: remote)"
+                } else {
+                    " (cached)"
+                });
             } else if !*skipped {
                 s.push_str(&format!(" in {}", human_duration(*duration_ms)));
             }
             if *flaky {
-                s.push_str(&format!(" {}", warn("(flaky: passed on re-run)")));
+                s.push_str(&format!(" {}", p.warn("(flaky: passed on re-run)")));
             }
             if *errors > 0 {
-                s.push_str(&format!(", {errors} error{}", if *errors == 1 { "" } else { "s" }));
+                s.push_str(&format!(
+                    ", {errors} error{}",
+                    if *errors == 1 { "" } else { "s" }
+                ));
             }
             s
         }
-        Event::AttemptFailed {
-            story,
-            attempt,
-            error_type,
-            error,
-            ..
-        } => format!(
-            "{story}: attempt {attempt} {} ({error_type}): {}",
-            bad("failed"),
-            super::printable(error)
-        ),
-        Event::RetryScheduled {
-            story,
-            attempt,
-            max_attempts,
-            agent,
-            delay_ms,
-            ..
-        } => format!(
-            "{story}: {} attempt {attempt}/{max_attempts} via {agent} in {}",
-            warn("retry"),
-            human_duration(*delay_ms)
-        ),
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// Merges and a story's end: merged, integrated, conflicted, failed or blocked.
+fn merge_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
         Event::MergeStarted {
             story,
             branch,
@@ -601,7 +720,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ..
         } => format!(
             "{story}: {} into '{target_branch}' ({} {}) after {attempts} attempt{} in {}",
-            ok("merged"),
+            p.ok("merged"),
             if *fast_forward { "fast-forward" } else { "merge commit" },
             short_oid(commit),
             if *attempts == 1 { "" } else { "s" },
@@ -628,7 +747,7 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             true => format!("{story}: integration {verdict}"),
             false => format!(
                 "{story}: integration {} ({})",
-                bad(verdict),
+                p.bad(verdict),
                 failed_gates.join(", ")
             ),
         },
@@ -638,67 +757,8 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             files,
         } => format!(
             "{story}: {} in {}; branch '{branch}' kept",
-            bad("merge conflict"),
+            p.bad("merge conflict"),
             files.join(", ")
-        ),
-        Event::StoryFailed {
-            story,
-            attempts,
-            error_type,
-            error,
-            branch,
-            worktree,
-            ..
-        } => format!(
-            "{story}: {} after {attempts} attempt{} ({error_type}): {}\n  branch '{branch}', worktree {worktree}",
-            bad("FAILED"),
-            if *attempts == 1 { "" } else { "s" },
-            super::printable(error),
-        ),
-        Event::StoryBlocked { story, blocked_by } => {
-            format!("{story}: {} by {}", warn("blocked"), blocked_by.join(", "))
-        }
-        Event::JobPublished { story, attempt, base, .. } => {
-            format!("{story}: attempt {attempt} published to the fleet (base {})", short_oid(base))
-        }
-        Event::JobStarted { story, attempt, worker, agent } => {
-            format!("{story}: attempt {attempt} started on worker {worker} via {agent}")
-        }
-        Event::JobFinished { story, attempt, worker, status, error, duration_ms, .. } => format!(
-            "{story}: attempt {attempt} {} on worker {worker} in {}{}",
-            if status == "passed" { ok(status) } else { bad(status) },
-            human_duration(*duration_ms),
-            error.as_ref().map(|e| format!(": {}", super::printable(e))).unwrap_or_default()
-        ),
-        Event::FleetWaiting { reason } => {
-            format!("{}: {}", warn("fleet"), super::printable(reason))
-        }
-        Event::RunPaused { reason } => format!("paused: {}", super::printable(reason)),
-        Event::BudgetExhausted { message, .. } => {
-            format!("{}: {}", bad("budget exhausted"), super::printable(message))
-        }
-        Event::WaitingForMemory {
-            what,
-            story,
-            available_mb,
-            threshold_mb,
-        } => format!(
-            "{story}: {what} waits for memory ({available_mb} MiB available, below {threshold_mb} MiB)"
-        ),
-        Event::AgentCooldown {
-            agent,
-            story,
-            cooldown_ms,
-            retry_after,
-            concurrency,
-            message,
-            ..
-        } => format!(
-            "{story}: {agent} {} ({}); cooling down {}{}, then at most {concurrency} at once",
-            warn("rate limited"),
-            super::printable(message),
-            human_duration(*cooldown_ms),
-            if *retry_after { " (Retry-After)" } else { "" }
         ),
         Event::MergeResolving {
             story,
@@ -714,29 +774,86 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             commit,
         } => format!(
             "{story}: {agent} {} the merge conflict ({})",
-            ok("resolved"),
+            p.ok("resolved"),
             short_oid(commit)
         ),
-        Event::Control {
-            action,
+        Event::StoryFailed {
             story,
-            by,
-            ok: taken,
-            message,
+            attempts,
+            error_type,
+            error,
+            branch,
+            worktree,
+            ..
+        } => format!(
+            "{story}: {} after {attempts} attempt{} ({error_type}): {}\n  branch '{branch}', worktree {worktree}",
+            p.bad("FAILED"),
+            if *attempts == 1 { "" } else { "s" },
+            super::printable(error),
+        ),
+        Event::StoryBlocked { story, blocked_by } => {
+            format!("{story}: {} by {}", p.warn("blocked"), blocked_by.join(", "))
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// Attempts on the fleet's workers, and races.
+fn fleet_race_line(event: &Event, p: Paint) -> Option<String> {
+    let line = match event {
+        Event::JobPublished {
+            story,
+            attempt,
+            base,
+            ..
         } => {
-            let what = story.as_ref().map_or_else(|| action.clone(), |s| format!("{action} {s}"));
-            if *taken {
-                format!("{what} (by {by}): {}", super::printable(message))
+            format!(
+                "{story}: attempt {attempt} published to the fleet (base {})",
+                short_oid(base)
+            )
+        }
+        Event::JobStarted {
+            story,
+            attempt,
+            worker,
+            agent,
+        } => {
+            format!("{story}: attempt {attempt} started on worker {worker} via {agent}")
+        }
+        Event::JobFinished {
+            story,
+            attempt,
+            worker,
+            status,
+            error,
+            duration_ms,
+            ..
+        } => format!(
+            "{story}: attempt {attempt} {} on worker {worker} in {}{}",
+            if status == "passed" {
+                p.ok(status)
             } else {
-                format!("{what} (by {by}) refused: {}", super::printable(message))
-            }
+                p.bad(status)
+            },
+            human_duration(*duration_ms),
+            error
+                .as_ref()
+                .map(|e| format!(": {}", super::printable(e)))
+                .unwrap_or_default()
+        ),
+        Event::FleetWaiting { reason } => {
+            format!("{}: {}", p.warn("fleet"), super::printable(reason))
         }
         Event::RaceStarted {
             story,
             contestants,
             until,
             ..
-        } => format!("{story}: race of {} (until {until})", contestants.join(", ")),
+        } => format!(
+            "{story}: race of {} (until {until})",
+            contestants.join(", ")
+        ),
         Event::RaceContestantFinished {
             story,
             contestant,
@@ -746,17 +863,20 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             ..
         } => match (status.as_str(), lines_changed) {
             ("passed", Some(lines)) => {
-                format!("{story}: contestant {contestant} {} ({lines} lines changed)", ok("passed"))
+                format!(
+                    "{story}: contestant {contestant} {} ({lines} lines changed)",
+                    p.ok("passed")
+                )
             }
-            ("passed", None) => format!("{story}: contestant {contestant} {}", ok("passed")),
+            ("passed", None) => format!("{story}: contestant {contestant} {}", p.ok("passed")),
             ("failed", _) => format!(
                 "{story}: contestant {contestant} {}: {}",
-                bad("failed"),
+                p.bad("failed"),
                 super::printable(error.as_deref().unwrap_or(""))
             ),
             _ => format!(
                 "{story}: contestant {contestant} {}: {}",
-                warn(&status.replace('_', " ")),
+                p.warn(&status.replace('_', " ")),
                 super::printable(error.as_deref().unwrap_or(""))
             ),
         },
@@ -775,11 +895,11 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
             };
             format!(
                 "{story}: race {} by {winner} ({branch}): {}; {others}",
-                ok("won"),
+                p.ok("won"),
                 super::printable(reason)
             )
         }
-        Event::RunFinished { .. } => return None,
+        _ => return None,
     };
     Some(line)
 }

@@ -28,11 +28,12 @@ pub async fn check(def: &AgentDef, api: &ApiSettings, cancel: &CancelToken) -> A
     };
     let key = match api.key() {
         Ok(k) => k,
-        Err(var) => {
+        Err(missing) => {
+            let var = &missing.var;
             check.problem(
                 ProblemKind::ApiKey,
                 false,
-                format!("API key variable {var} is not set"),
+                missing.to_string(),
                 Some(format!(
                     "export {var}=<your key> before running cascade (or name another variable in this agent's api_key_env)"
                 )),
@@ -59,10 +60,10 @@ pub async fn check(def: &AgentDef, api: &ApiSettings, cancel: &CancelToken) -> A
             format!("{url} did not answer within {}s", PROBE_TIMEOUT.as_secs()),
             Some("check that the server is running and base_url is right".into()),
         ),
-        Some(Err(message)) => check.problem(
+        Some(Err(e)) => check.problem(
             ProblemKind::Server,
             true,
-            message,
+            e.to_string(),
             Some("start the server, or fix base_url in agents.json".into()),
         ),
         Some(Ok((200..=299, body))) => {

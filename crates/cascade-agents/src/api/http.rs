@@ -28,9 +28,22 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// (the reply is kept whole, as part of the conversation).
 const MAX_BODY: usize = 32 * 1024 * 1024;
 
+/// Why a GET or the client failed before any reply.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("cannot set up the HTTP client: {}", chain(.0))]
+    Client(#[source] &'static reqwest::Error),
+    #[error("cannot reach {url}: {} (is the server running, and is base_url right?)", excerpt(&chain(.source)))]
+    Unreachable {
+        url: String,
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
 /// The process's client (connections are pooled across calls).
-pub fn client() -> Result<&'static reqwest::Client, String> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+pub fn client() -> Result<&'static reqwest::Client, HttpError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, reqwest::Error>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {
             // reqwest is built without a TLS provider of its own: the process
@@ -40,10 +53,9 @@ pub fn client() -> Result<&'static reqwest::Client, String> {
                 .connect_timeout(CONNECT_TIMEOUT)
                 .user_agent(concat!("cascade/", env!("CARGO_PKG_VERSION")))
                 .build()
-                .map_err(|e| format!("cannot set up the HTTP client: {}", chain(&e)))
         })
         .as_ref()
-        .map_err(Clone::clone)
+        .map_err(HttpError::Client)
 }
 
 /// A request to send.
@@ -61,7 +73,8 @@ pub async fn post(
     whole: fn(&str) -> Result<Reply, CallError>,
     t: &mut Transcript,
 ) -> Result<Reply, CallError> {
-    let client = client().map_err(|m| CallError::provider(SignalKind::ProviderError, None, m))?;
+    let client = client()
+        .map_err(|e| CallError::provider(SignalKind::ProviderError, None, e.to_string()))?;
     let mut builder = client
         .post(req.url)
         .header(CONTENT_TYPE, "application/json")
@@ -69,7 +82,7 @@ pub async fn post(
     for (k, v) in &req.headers {
         builder = builder.header(*k, v);
     }
-    let mut resp = builder.send().await.map_err(|e| unreachable(req.url, &e))?;
+    let mut resp = builder.send().await.map_err(|e| unreachable(req.url, e))?;
     let status = resp.status().as_u16();
     if !resp.status().is_success() {
         let headers = resp.headers().clone();
@@ -86,7 +99,7 @@ pub async fn post(
     if !streamed {
         let body = read_body(&mut resp, MAX_BODY)
             .await
-            .map_err(|e| unreachable(req.url, &e))?;
+            .map_err(|e| unreachable(req.url, e))?;
         return whole(&body);
     }
     let mut decoder = Decoder::new();
@@ -115,7 +128,7 @@ pub async fn post(
         }
         let events = decoder
             .feed(&chunk)
-            .map_err(|start| CallError::malformed("a stream line without end", &start))?;
+            .map_err(|e| CallError::malformed(e.to_string(), &e.start))?;
         for e in events {
             reader.event(&e, t)?;
         }
@@ -128,7 +141,10 @@ pub async fn post(
 }
 
 /// A GET for `agents check` (the models list): the status and body.
-pub async fn get(url: &str, headers: &[(&'static str, String)]) -> Result<(u16, String), String> {
+pub async fn get(
+    url: &str,
+    headers: &[(&'static str, String)],
+) -> Result<(u16, String), HttpError> {
     let client = client()?;
     let mut builder = client.get(url);
     for (k, v) in headers {
@@ -137,7 +153,10 @@ pub async fn get(url: &str, headers: &[(&'static str, String)]) -> Result<(u16, 
     let mut resp = builder
         .send()
         .await
-        .map_err(|e| unreachable_message(url, &e))?;
+        .map_err(|source| HttpError::Unreachable {
+            url: url.to_string(),
+            source,
+        })?;
     let status = resp.status().as_u16();
     let body = read_body(&mut resp, MAX_ERROR_BODY)
         .await
@@ -193,15 +212,12 @@ async fn read_body(resp: &mut reqwest::Response, max: usize) -> Result<String, r
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-fn unreachable(url: &str, e: &reqwest::Error) -> CallError {
-    CallError::provider(SignalKind::ProviderError, None, unreachable_message(url, e))
-}
-
-fn unreachable_message(url: &str, e: &reqwest::Error) -> String {
-    format!(
-        "cannot reach {url}: {} (is the server running, and is base_url right?)",
-        excerpt(&chain(e))
-    )
+fn unreachable(url: &str, source: reqwest::Error) -> CallError {
+    let e = HttpError::Unreachable {
+        url: url.to_string(),
+        source,
+    };
+    CallError::provider(SignalKind::ProviderError, None, e.to_string())
 }
 
 /// An error with its sources ("error sending request: connection refused").

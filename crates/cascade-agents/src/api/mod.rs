@@ -88,9 +88,9 @@ pub async fn execute(
     on_spawn: impl FnOnce(u32),
     cancel: &CancelToken,
 ) -> Result<AgentRun, ExecError> {
-    let key = api.key().map_err(|var| ExecError::MissingKey {
+    let key = api.key().map_err(|missing| ExecError::MissingKey {
         agent: agent.name.clone(),
-        var,
+        var: missing.var,
     })?;
     let prompt_path = req.prompt_path();
     let log_path = req.log_path();

@@ -16,8 +16,8 @@
 //!
 //! Planning steps may read the project but write only their own files
 //! ([`Writable::Only`]); those may lie outside the working directory (a
-//! plan session directory elsewhere). A refusal is an `Err` with a sentence
-//! the model reads as the tool's error; nothing is touched.
+//! plan session directory elsewhere). A refusal is a [`Refused`] whose
+//! sentence the model reads as the tool's error; nothing is touched.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -28,6 +28,27 @@ pub enum Writable {
     Tree,
     /// Only these files (a planning step's outputs).
     Only(Vec<PathBuf>),
+}
+
+/// Why a path the model named is refused (its Display is what the model reads).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    #[error("the path is empty")]
+    Empty,
+    #[error("the path contains a NUL byte")]
+    Nul,
+    #[error("refused: '{path}' contains '..'; name files by their absolute path under {} or relative to it", root.display())]
+    ParentDir { path: String, root: PathBuf },
+    #[error("refused: '{path}' is outside the working directory {}", root.display())]
+    Outside { path: String, root: PathBuf },
+    #[error("cannot resolve '{0}'")]
+    Unresolved(String),
+    #[error("refused: '{0}' is a symlink to a missing target; write the file itself")]
+    DanglingSymlink(String),
+    #[error("refused: this step may write only {files} ('{path}' is not one of them)")]
+    NotListed { path: String, files: String },
+    #[error("refused: '{0}' is inside .git")]
+    InsideGit(String),
 }
 
 /// The confinement of one run.
@@ -72,9 +93,9 @@ impl Sandbox {
     }
 
     /// The real path to read for `path`.
-    pub fn readable(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn readable(&self, path: &str) -> Result<PathBuf, Refused> {
         let joined = self.join(path)?;
-        let real = real_target(&joined).ok_or_else(|| format!("cannot resolve '{path}'"))?;
+        let real = real_target(&joined).ok_or_else(|| Refused::Unresolved(path.into()))?;
         if real.starts_with(&self.real_root) || self.only.contains(&real) {
             Ok(real)
         } else {
@@ -83,29 +104,27 @@ impl Sandbox {
     }
 
     /// The real path to write for `path`.
-    pub fn writable(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn writable(&self, path: &str) -> Result<PathBuf, Refused> {
         let joined = self.join(path)?;
         if let Ok(meta) = std::fs::symlink_metadata(&joined) {
             if meta.file_type().is_symlink() && std::fs::metadata(&joined).is_err() {
-                return Err(format!(
-                    "refused: '{path}' is a symlink to a missing target; write the file itself"
-                ));
+                return Err(Refused::DanglingSymlink(path.into()));
             }
         }
-        let real = real_target(&joined).ok_or_else(|| format!("cannot resolve '{path}'"))?;
+        let real = real_target(&joined).ok_or_else(|| Refused::Unresolved(path.into()))?;
         match &self.writable {
             Writable::Only(files) => {
                 if self.only.contains(&real) {
                     Ok(real)
                 } else {
-                    Err(format!(
-                        "refused: this step may write only {} ('{path}' is not one of them)",
-                        files
+                    Err(Refused::NotListed {
+                        path: path.into(),
+                        files: files
                             .iter()
                             .map(|f| format!("'{}'", f.display()))
                             .collect::<Vec<_>>()
-                            .join(", ")
-                    ))
+                            .join(", "),
+                    })
                 }
             }
             Writable::Tree => {
@@ -113,7 +132,7 @@ impl Sandbox {
                     return Err(self.outside(path));
                 };
                 if inside.components().any(|c| c.as_os_str() == ".git") {
-                    return Err(format!("refused: '{path}' is inside .git"));
+                    return Err(Refused::InsideGit(path.into()));
                 }
                 Ok(real)
             }
@@ -122,19 +141,19 @@ impl Sandbox {
 
     /// `path` made absolute, when it has no `..` and (absolute) lies under
     /// the working directory as given or canonical.
-    fn join(&self, path: &str) -> Result<PathBuf, String> {
+    fn join(&self, path: &str) -> Result<PathBuf, Refused> {
         if path.trim().is_empty() {
-            return Err("the path is empty".into());
+            return Err(Refused::Empty);
         }
         if path.contains('\0') {
-            return Err("the path contains a NUL byte".into());
+            return Err(Refused::Nul);
         }
         let p = Path::new(path);
         if p.components().any(|c| c == Component::ParentDir) {
-            return Err(format!(
-                "refused: '{path}' contains '..'; name files by their absolute path under {} or relative to it",
-                self.real_root.display()
-            ));
+            return Err(Refused::ParentDir {
+                path: path.into(),
+                root: self.real_root.clone(),
+            });
         }
         if p.is_relative() {
             return Ok(self.real_root.join(p));
@@ -153,11 +172,11 @@ impl Sandbox {
         }
     }
 
-    fn outside(&self, path: &str) -> String {
-        format!(
-            "refused: '{path}' is outside the working directory {}",
-            self.real_root.display()
-        )
+    fn outside(&self, path: &str) -> Refused {
+        Refused::Outside {
+            path: path.into(),
+            root: self.real_root.clone(),
+        }
     }
 }
 
@@ -215,7 +234,8 @@ mod tests {
         let (_w, _o, sb) = tree();
         for p in ["../../etc/passwd", "src/../src/lib.rs", "./.."] {
             let e = sb.readable(p).unwrap_err();
-            assert!(e.contains("'..'"), "{p}: {e}");
+            assert!(matches!(e, Refused::ParentDir { .. }), "{p}: {e}");
+            assert!(e.to_string().contains("'..'"), "{p}: {e}");
             assert!(sb.writable(p).is_err());
         }
     }
@@ -224,9 +244,21 @@ mod tests {
     fn absolute_paths_outside_are_refused() {
         let (_w, outside, sb) = tree();
         let secret = outside.path().join("secret").display().to_string();
-        assert!(sb.readable(&secret).unwrap_err().contains("outside"));
-        assert!(sb.writable("/etc/passwd").unwrap_err().contains("outside"));
-        assert!(sb.readable("/").unwrap_err().contains("outside"));
+        assert!(sb
+            .readable(&secret)
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
+        assert!(sb
+            .writable("/etc/passwd")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
+        assert!(sb
+            .readable("/")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
     }
 
     #[test]
@@ -237,13 +269,30 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), work.path().join("dir")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("nothing"), work.path().join("dangling"))
             .unwrap();
-        assert!(sb.readable("link").unwrap_err().contains("outside"));
-        assert!(sb.writable("link").unwrap_err().contains("outside"));
-        assert!(sb.writable("dir/new.txt").unwrap_err().contains("outside"));
-        assert!(sb.readable("dir/secret").unwrap_err().contains("outside"));
+        assert!(sb
+            .readable("link")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
+        assert!(sb
+            .writable("link")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
+        assert!(sb
+            .writable("dir/new.txt")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
+        assert!(sb
+            .readable("dir/secret")
+            .unwrap_err()
+            .to_string()
+            .contains("outside"));
         assert!(sb
             .writable("dangling")
             .unwrap_err()
+            .to_string()
             .contains("missing target"));
         // A symlink that stays inside is followed.
         std::os::unix::fs::symlink(work.path().join("src"), work.path().join("code")).unwrap();
@@ -254,8 +303,16 @@ mod tests {
     fn git_is_never_written() {
         let (work, _o, sb) = tree();
         std::fs::create_dir_all(work.path().join(".git")).unwrap();
-        assert!(sb.writable(".git/config").unwrap_err().contains(".git"));
-        assert!(sb.writable(".git").unwrap_err().contains(".git"));
+        assert!(sb
+            .writable(".git/config")
+            .unwrap_err()
+            .to_string()
+            .contains(".git"));
+        assert!(sb
+            .writable(".git")
+            .unwrap_err()
+            .to_string()
+            .contains(".git"));
         assert!(sb.readable(".git/config").is_ok());
     }
 
@@ -270,6 +327,7 @@ mod tests {
         assert!(sb
             .writable("README.md")
             .unwrap_err()
+            .to_string()
             .contains("may write only"));
         let shown = out.display().to_string();
         assert!(sb.writable(&shown).is_ok(), "{:?}", sb.writable(&shown));

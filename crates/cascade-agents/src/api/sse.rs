@@ -14,6 +14,14 @@ pub struct Event {
 /// A line longer than this is not an SSE stream.
 const MAX_LINE: usize = 16 * 1024 * 1024;
 
+/// A line grew past [`MAX_LINE`]: the stream is not server-sent events.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a stream line without end")]
+pub struct LineTooLong {
+    /// The line's first bytes, to show.
+    pub start: String,
+}
+
 /// The incremental decoder.
 #[derive(Debug, Default)]
 pub struct Decoder {
@@ -29,9 +37,9 @@ impl Decoder {
         Decoder::default()
     }
 
-    /// Feeds a chunk; returns the events it completed. `Err` with the start
-    /// of the line when a line grows past any sensible size.
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, String> {
+    /// Feeds a chunk; returns the events it completed, or an error when a
+    /// line grows past any sensible size.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Event>, LineTooLong> {
         let mut events = Vec::new();
         for &b in chunk {
             if b == b'\n' {
@@ -45,7 +53,8 @@ impl Decoder {
             } else {
                 self.line.push(b);
                 if self.line.len() > MAX_LINE {
-                    return Err(String::from_utf8_lossy(&self.line[..200]).into_owned());
+                    let start = String::from_utf8_lossy(&self.line[..200]).into_owned();
+                    return Err(LineTooLong { start });
                 }
             }
         }

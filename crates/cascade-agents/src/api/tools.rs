@@ -276,7 +276,7 @@ impl Tools {
     fn read(&self, path: &str, from: u64, lines: u64) -> ToolOutput {
         let real = match self.sandbox.readable(path) {
             Ok(p) => p,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::error(e.to_string()),
         };
         let cannot = |e: std::io::Error| ToolOutput::error(format!("cannot read '{path}': {e}"));
         // Opened without waiting for a writer (a FIFO would block the open
@@ -316,7 +316,7 @@ impl Tools {
     fn write(&self, path: &str, content: &str) -> ToolOutput {
         let real = match self.sandbox.writable(path) {
             Ok(p) => p,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::error(e.to_string()),
         };
         if let Some(dir) = real.parent() {
             if let Err(e) = std::fs::create_dir_all(dir) {
@@ -336,7 +336,7 @@ impl Tools {
     fn edit(&self, path: &str, old: &str, new: &str) -> ToolOutput {
         let real = match self.sandbox.writable(path) {
             Ok(p) => p,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::error(e.to_string()),
         };
         if old.is_empty() {
             return ToolOutput::error("old_string is empty (use Write to create a file)");
@@ -411,7 +411,7 @@ impl Tools {
         } else {
             match self.sandbox.readable(path) {
                 Ok(p) => p,
-                Err(e) => return ToolOutput::error(e),
+                Err(e) => return ToolOutput::error(e.to_string()),
             }
         };
         let mut lines = Vec::new();

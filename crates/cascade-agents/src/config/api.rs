@@ -86,13 +86,13 @@ impl ApiSettings {
     }
 
     /// The key, read from the environment: `Ok(None)` when none is needed,
-    /// `Err(variable)` when the variable is unset or empty.
-    pub fn key(&self) -> Result<Option<String>, String> {
+    /// an error naming the variable when it is unset or empty.
+    pub fn key(&self) -> Result<Option<String>, MissingKey> {
         match &self.api_key_env {
             None => Ok(None),
             Some(var) => match std::env::var(var) {
                 Ok(v) if !v.trim().is_empty() => Ok(Some(v.trim().to_string())),
-                _ => Err(var.clone()),
+                _ => Err(MissingKey { var: var.clone() }),
             },
         }
     }
@@ -101,6 +101,14 @@ impl ApiSettings {
     pub fn label(&self) -> String {
         format!("{}:{}", self.provider.as_str(), self.model)
     }
+}
+
+/// An api agent's key variable is unset or empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("API key variable {var} is not set")]
+pub struct MissingKey {
+    /// The variable `api_key_env` names.
+    pub var: String,
 }
 
 impl Walk {

@@ -52,14 +52,17 @@ impl Budget {
 
     /// Fills the limits not given on the command line from prd.json's
     /// `metadata.budget`. A malformed value is an error naming it.
-    pub fn with_prd(mut self, metadata: Option<&Value>) -> Result<Budget, String> {
+    pub fn with_prd(mut self, metadata: Option<&Value>) -> Result<Budget, BudgetError> {
         let Some(b) = metadata.and_then(|m| m.get("budget")) else {
             return Ok(self);
         };
-        let usd = |v: &Value, key: &str| -> Result<f64, String> {
+        let usd = |v: &Value, key: &'static str| -> Result<f64, BudgetError> {
             v.as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
-                .ok_or_else(|| format!("metadata.{key} must be a number of USD >= 0 (got {v})"))
+                .ok_or_else(|| BudgetError::NotUsd {
+                    key,
+                    got: v.to_string(),
+                })
         };
         match b {
             Value::Null => {}
@@ -80,28 +83,34 @@ impl Budget {
                             self.max_story_cost.get_or_insert(f);
                         }
                         "max_duration" => {
-                            let secs = v.as_u64().ok_or_else(|| {
-                                format!("metadata.budget.max_duration must be whole seconds (got {v})")
-                            })?;
-                            self.max_duration
-                                .get_or_insert(Duration::from_secs(secs));
+                            let secs = v
+                                .as_u64()
+                                .ok_or_else(|| BudgetError::NotSeconds(v.to_string()))?;
+                            self.max_duration.get_or_insert(Duration::from_secs(secs));
                         }
-                        other => {
-                            return Err(format!(
-                                "metadata.budget.{other} is not a budget field (max_cost, max_story_cost, max_duration)"
-                            ))
-                        }
+                        other => return Err(BudgetError::UnknownField(other.to_string())),
                     }
                 }
             }
-            other => {
-                return Err(format!(
-                    "metadata.budget must be a number of USD or an object with max_cost, max_story_cost, max_duration (got {other})"
-                ))
-            }
+            other => return Err(BudgetError::NotBudget(other.to_string())),
         }
         Ok(self)
     }
+}
+
+/// A budget in prd.json that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    #[error("metadata.{key} must be a number of USD >= 0 (got {got})")]
+    NotUsd { key: &'static str, got: String },
+    #[error("metadata.budget.max_duration must be whole seconds (got {0})")]
+    NotSeconds(String),
+    #[error("metadata.budget.{0} is not a budget field (max_cost, max_story_cost, max_duration)")]
+    UnknownField(String),
+    #[error("metadata.budget must be a number of USD or an object with max_cost, max_story_cost, max_duration (got {0})")]
+    NotBudget(String),
+    #[error("story '{story}': budget must be a number of USD >= 0 (got {got})")]
+    Story { story: String, got: String },
 }
 
 /// What was spent, as far as anybody said.
@@ -434,18 +443,16 @@ impl Tracker {
 }
 
 /// Per-story limits from prd.json (`budget` on a story, USD).
-pub fn story_limits(prd: &cascade_plan::Prd) -> Result<HashMap<String, f64>, String> {
+pub fn story_limits(prd: &cascade_plan::Prd) -> Result<HashMap<String, f64>, BudgetError> {
     let mut out = HashMap::new();
     for s in &prd.stories {
         if let Some(v) = s.extra.get("budget") {
             let usd = v
                 .as_f64()
                 .filter(|f| f.is_finite() && *f >= 0.0)
-                .ok_or_else(|| {
-                    format!(
-                        "story '{}': budget must be a number of USD >= 0 (got {v})",
-                        s.id
-                    )
+                .ok_or_else(|| BudgetError::Story {
+                    story: s.id.clone(),
+                    got: v.to_string(),
                 })?;
             out.insert(s.id.clone(), usd);
         }
@@ -576,10 +583,12 @@ mod tests {
         let err = Budget::default()
             .with_prd(Some(&serde_json::json!({"budget": "lots"})))
             .unwrap_err();
-        assert!(err.contains("metadata.budget"), "{err}");
+        assert_eq!(err, BudgetError::NotBudget("\"lots\"".into()));
+        assert!(err.to_string().contains("metadata.budget"), "{err}");
         let err = Budget::default()
             .with_prd(Some(&serde_json::json!({"budget": {"max_cots": 1}})))
             .unwrap_err();
-        assert!(err.contains("max_cots"), "{err}");
+        assert_eq!(err, BudgetError::UnknownField("max_cots".into()));
+        assert!(err.to_string().contains("max_cots"), "{err}");
     }
 }

@@ -84,7 +84,7 @@ impl Controls {
         project: &ProjectConfig,
         cascade_dir: &Path,
         prd: &cascade_plan::Prd,
-    ) -> Result<Controls, String> {
+    ) -> Result<Controls, budget::BudgetError> {
         let share = project.resources.shared_build_cache.unwrap_or(true)
             && std::env::var_os("CARGO_TARGET_DIR").is_none();
         let story_limits = budget::story_limits(prd)?;

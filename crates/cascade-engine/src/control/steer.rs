@@ -73,7 +73,35 @@ impl Action {
 }
 
 /// How a request ended: `Ok(what happened)` or `Err(why it does not apply)`.
-pub type Outcome = Result<String, String>;
+pub type Outcome = Result<String, Refusal>;
+
+/// Why a request does not apply (its text is the reply and the `control`
+/// event's message).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the run has ended")]
+    Ended,
+    #[error("no run is taking requests now (it has finished or not started)")]
+    NoRun,
+    #[error("the run ended before it took the request")]
+    EndedBeforeTaken,
+    #[error("scheduling is already paused")]
+    AlreadyPaused,
+    #[error("scheduling is not paused")]
+    NotPaused,
+    #[error("this is not a mega run: it has no feature '{0}' (leave the feature out)")]
+    NotMega(String),
+    #[error("feature '{0}' runs no stories now (it has not started, or its stories have finished); once the mega run has ended, a retry resumes it")]
+    FeatureIdle(String),
+    #[error("{0}: this is a mega run: say which feature the story belongs to")]
+    NoFeature(String),
+    #[error("unknown story '{0}' (not in this run's plan)")]
+    UnknownStory(String),
+    #[error("{id} is {state} and cannot be cancelled")]
+    NotCancellable { id: String, state: &'static str },
+    #[error("{id} is {state}: only a failed story can be retried")]
+    NotFailed { id: String, state: &'static str },
+}
 
 /// A line an agent printed: the feature (a mega run's), story, attempt,
 /// the line (without its newline).
@@ -107,7 +135,7 @@ impl Desk {
         if !on {
             // Whoever still waits is told.
             for r in lock(&self.queue).drain(..) {
-                let _ = r.reply.send(Err("the run has ended".into()));
+                let _ = r.reply.send(Err(Refusal::Ended));
             }
         }
     }
@@ -199,7 +227,7 @@ impl Steering {
     /// the whole run. Without a running engine: `Err`.
     pub async fn request(&self, action: Action, feature: Option<&str>, by: &str) -> Outcome {
         if !self.shared.run.is_attached() {
-            return Err("no run is taking requests now (it has finished or not started)".into());
+            return Err(Refusal::NoRun);
         }
         // A feature's story goes to its engine while one runs it; else to
         // the run, which refuses it (as a control event).
@@ -219,8 +247,7 @@ impl Steering {
             reply: tx,
         });
         desk.wake.notify_one();
-        rx.await
-            .unwrap_or_else(|_| Err("the run ended before it took the request".into()))
+        rx.await.unwrap_or(Err(Refusal::EndedBeforeTaken))
     }
 
     /// Whether scheduling is paused.
@@ -239,9 +266,9 @@ impl Steering {
     fn set_paused(&self, pause: bool) -> Outcome {
         if self.shared.paused.send_replace(pause) == pause {
             return Err(if pause {
-                "scheduling is already paused".into()
+                Refusal::AlreadyPaused
             } else {
-                "scheduling is not paused".into()
+                Refusal::NotPaused
             });
         }
         if pause {
@@ -425,9 +452,7 @@ pub(crate) fn apply(ctx: &crate::engine::Ctx, sched: &mut Scheduler, stories: &[
     for req in steer.take() {
         let outcome = match req.feature.as_deref() {
             // Asked of a plain run's engine.
-            Some(f) if steer.feature() != Some(f) => Err(format!(
-                "this is not a mega run: it has no feature '{f}' (leave the feature out)"
-            )),
+            Some(f) if steer.feature() != Some(f) => Err(Refusal::NotMega(f.to_string())),
             _ => decide(ctx, steer, sched, stories, &req.action),
         };
         // A feature engine's events get its feature from the mega run.
@@ -440,7 +465,7 @@ pub(crate) fn apply(ctx: &crate::engine::Ctx, sched: &mut Scheduler, stories: &[
 fn answer(req: Request, outcome: Outcome, emit: impl FnOnce(Option<String>, Event)) {
     let (ok, message) = match &outcome {
         Ok(m) => (true, m.clone()),
-        Err(m) => (false, m.clone()),
+        Err(m) => (false, m.to_string()),
     };
     emit(
         req.feature,
@@ -474,12 +499,8 @@ pub(crate) fn serve_run(
                     Action::Pause => steer.set_paused(true),
                     Action::Resume => steer.set_paused(false),
                     Action::Cancel(id) | Action::Retry(id) => Err(match &req.feature {
-                        Some(f) => format!(
-                            "feature '{f}' runs no stories now (it has not started, or its stories have finished); once the mega run has ended, a retry resumes it"
-                        ),
-                        None => format!(
-                            "{id}: this is a mega run: say which feature the story belongs to"
-                        ),
+                        Some(f) => Refusal::FeatureIdle(f.clone()),
+                        None => Refusal::NoFeature(id.clone()),
                     }),
                 };
                 answer(req, outcome, &emit);
@@ -500,7 +521,7 @@ fn decide(
         stories
             .iter()
             .position(|s| s == id)
-            .ok_or_else(|| format!("unknown story '{id}' (not in this run's plan)"))
+            .ok_or_else(|| Refusal::UnknownStory(id.to_string()))
     };
     match action {
         Action::Pause => steer.set_paused(true),
@@ -536,16 +557,19 @@ fn decide(
                     crate::engine::announce_blocked(ctx, sched, stories, &blocked);
                     Ok(format!("{id}: cancelled before it started"))
                 }
-                state => Err(format!("{id} is {} and cannot be cancelled", name(state))),
+                state => Err(Refusal::NotCancellable {
+                    id: id.clone(),
+                    state: name(state),
+                }),
             }
         }
         Action::Retry(id) => {
             let i = index(id)?;
             if sched.state(i) != NodeState::Failed {
-                return Err(format!(
-                    "{id} is {}: only a failed story can be retried",
-                    name(sched.state(i))
-                ));
+                return Err(Refusal::NotFailed {
+                    id: id.clone(),
+                    state: name(sched.state(i)),
+                });
             }
             lock(&steer.desk.cancelled).remove(id);
             let unblocked = sched.requeue(i);
@@ -588,7 +612,7 @@ mod tests {
     async fn requests_without_an_engine_are_refused() {
         let s = Steering::new();
         let r = s.request(Action::Pause, None, "ui").await;
-        assert!(r.unwrap_err().contains("no run"));
+        assert_eq!(r.unwrap_err(), Refusal::NoRun);
         assert!(!s.is_paused());
     }
 
@@ -603,7 +627,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         s.attach(false);
-        assert_eq!(waiter.await.unwrap().unwrap_err(), "the run has ended");
+        assert_eq!(waiter.await.unwrap().unwrap_err(), Refusal::Ended);
     }
 
     #[tokio::test]
@@ -642,14 +666,14 @@ mod tests {
         assert!(run.for_feature("alpha").token("s-1").is_some());
         assert!(run.set_paused(true).is_ok());
         assert_eq!(
-            run.set_paused(true).unwrap_err(),
+            run.set_paused(true).unwrap_err().to_string(),
             "scheduling is already paused"
         );
         assert!(a.is_paused() && b.is_paused());
         assert!(run.set_paused(false).is_ok());
         assert!(!b.is_paused());
         assert_eq!(
-            run.set_paused(false).unwrap_err(),
+            run.set_paused(false).unwrap_err().to_string(),
             "scheduling is not paused"
         );
     }
@@ -670,18 +694,22 @@ mod tests {
         assert!(run.request(Action::Pause, None, "ui").await.is_ok());
         assert!(alpha.is_paused());
         let again = run.request(Action::Pause, Some("alpha"), "ui").await;
-        assert_eq!(again.unwrap_err(), "scheduling is already paused");
+        assert_eq!(again.unwrap_err(), Refusal::AlreadyPaused);
         // A feature whose engine is not running: the run refuses it.
         let r = run
             .request(Action::Cancel("s-1".into()), Some("beta"), "ui")
             .await;
         assert!(r
             .unwrap_err()
+            .to_string()
             .contains("feature 'beta' runs no stories now"));
         // Cancel without a feature in a mega run: the run refuses it.
         let r = run.request(Action::Cancel("s-1".into()), None, "ui").await;
         assert!(
-            r.as_ref().unwrap_err().contains("say which feature"),
+            r.as_ref()
+                .unwrap_err()
+                .to_string()
+                .contains("say which feature"),
             "{r:?}"
         );
         // With alpha's engine taking requests, alpha's desk gets them.

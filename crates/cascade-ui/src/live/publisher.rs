@@ -495,6 +495,7 @@ async fn answer(steering: &Steering, req: Request) -> Reply {
             steering
                 .request(a, feature, if by.is_empty() { "?" } else { &by })
                 .await
+                .map_err(|refused| refused.to_string())
         }
         Err(e) => Err(e),
     };
