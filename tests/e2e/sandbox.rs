@@ -313,3 +313,89 @@ fn required_on_a_kernel_without_landlock_exits_2_and_best_effort_warns_once() {
         assert_eq!(e["confinement"], "none", "{e}");
     }
 }
+
+/// The findings of the run's `verification_finished` events, as `rule`
+/// and `text`.
+fn findings(evs: &[Value]) -> Vec<(String, String)> {
+    of_kind(evs, "verification_finished")
+        .into_iter()
+        .flat_map(|e| e["findings"].as_array().cloned().unwrap_or_default())
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
+            (s("rule"), s("text"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_story_adding_a_link_to_etc_passwd_fails_verification_and_is_not_merged() {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(r#"ln -s /etc/passwd escape_link && echo ok > "$CASCADE_STORY_ID.txt""#);
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    assert_eq!(
+        findings(&evs),
+        [("outward-symlink".to_string(), "-> /etc/passwd".to_string())],
+        "{}",
+        explain(&out)
+    );
+    let failed = of_kind(&evs, "attempt_failed");
+    assert_eq!(failed[0]["error_type"], "verification", "{failed:?}");
+    let files = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(!files.contains("escape_link"), "{files}");
+}
+
+/// `git config` in the repository at `dir`, its output when it exits 0.
+fn git_config_get(dir: &Path, key: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get", key])
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn an_agent_setting_core_hooks_path_is_a_finding_and_the_config_is_put_back() {
+    // Unconfined (the agent could not write .git/config otherwise), as on
+    // a kernel without Landlock.
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(
+        r#"git config core.hooksPath "$PWD/.hooks" && git config user.name changed && echo ok > "$CASCADE_STORY_ID.txt""#,
+    );
+    let (out, evs) = f.approve(&["--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let found = findings(&evs);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "git-config-changed");
+    assert!(found[0].1.starts_with("core.hookspath = "), "{found:?}");
+    assert_eq!(git_config_get(f.repo(), "core.hooksPath"), None);
+    // What runs no program stays as the agent left it.
+    assert_eq!(
+        git_config_get(f.repo(), "user.name").as_deref(),
+        Some("changed")
+    );
+    let files = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(!files.contains("s1.txt"), "not merged: {files}");
+}
+
+#[test]
+fn a_confined_agent_cannot_set_core_hooks_path_at_all() {
+    if !landlock() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(
+        r#"if git config core.hooksPath /tmp/h 2>/dev/null; then r=allowed; else r=denied; fi; echo "$r" > "$CASCADE_STORY_ID.txt""#,
+    );
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.recorded("s1").trim(), "denied");
+    assert!(findings(&evs).is_empty(), "{evs:?}");
+    assert_eq!(git_config_get(f.repo(), "core.hooksPath"), None);
+}
