@@ -87,6 +87,7 @@ fn bench(c: &mut Criterion) {
             removed: vec![],
             old_text: None,
             new_text: Some(text.clone()),
+            link_target: None,
         })
         .collect();
     let lines: usize = diffs.iter().map(|d| d.added.len()).sum();

@@ -33,6 +33,7 @@ pub mod remote_args;
 pub mod report;
 pub mod run_cmd;
 pub mod run_flags;
+pub mod sandbox_cmd;
 pub mod signals;
 pub mod status_cmd;
 #[cfg(feature = "ui")]
@@ -166,11 +167,17 @@ pub enum Command {
     /// Local web dashboard of runs and plans (the URL carries an access token)
     #[cfg(feature = "ui")]
     Ui(ui_cmd::UiArgs),
+    /// The confinement of a story's processes
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// The bundled offline agent that `cascade demo` runs (not for direct use)
     #[command(name = "__demo-agent", hide = true)]
     DemoAgent(demo::DemoAgentArgs),
+    /// One probe of `sandbox check`, run confined (not for direct use)
+    #[command(name = "__sandbox-probe", hide = true)]
+    SandboxProbe(sandbox_cmd::ProbeArgs),
 }
 
 /// Parses the command line like `Cli::parse`, keeping clap's matches too:
@@ -243,6 +250,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
             | Command::Paths(_)
             | Command::Demo(_)
             | Command::DemoAgent(_)
+            | Command::SandboxProbe(_)
             | Command::Completions(_)
             | Command::Worker(_)
             | Command::Fleet(_)
@@ -273,5 +281,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         #[cfg(feature = "ui")]
         Command::Ui(a) => ui_cmd::run(g, a),
         Command::DemoAgent(a) => demo::agent(g, a),
+        Command::Sandbox(c) => sandbox_cmd::run(g, c),
+        Command::SandboxProbe(a) => sandbox_cmd::probe(g, a),
     }
 }

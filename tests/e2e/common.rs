@@ -24,17 +24,22 @@ pub fn cascade(dir: &Path) -> assert_cmd::Command {
 /// The same as a plain command, for tests that start it in the background
 /// (the caller sets stdio, signals it, waits for it).
 pub fn cascade_command(dir: &Path) -> StdCommand {
-    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
+    let mut cmd = bare_cascade();
     cmd.current_dir(dir)
         .env("NO_COLOR", "1")
         .env_remove("XDG_CONFIG_HOME")
-        .env("HOME", dir)
-        // The scripted agents and gates of these tests record what they saw
-        // in tools directories beside the repository: the temp directory is
-        // theirs to write, so everything else of the sandbox (hidden paths,
-        // the rest of the system) still applies. tests/e2e/sandbox.rs runs
-        // without it.
-        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir());
+        .env("HOME", dir);
+    cmd
+}
+
+/// The `cascade` binary with nothing set but the one sandbox allowance
+/// every scripted run needs: its agents and gates record what they saw in
+/// tools directories beside the repository, so the temp directory is theirs
+/// to write, and everything else of the sandbox (hidden paths, the rest of
+/// the system) still applies. tests/e2e/sandbox.rs runs without it.
+pub fn bare_cascade() -> StdCommand {
+    let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
+    cmd.env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir());
     cmd
 }
 

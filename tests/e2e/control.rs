@@ -860,8 +860,7 @@ fi
         ),
     );
     f.set_agents("scripted", &[("scripted", &agent)], json!({}));
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+    let mut child = crate::common::bare_cascade()
         .current_dir(f.repo())
         .env("NO_COLOR", "1")
         .env("HOME", f.repo())

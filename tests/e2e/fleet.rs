@@ -146,11 +146,9 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
 
         /// [`Fleet::command`] with another agents.json.
         pub fn command_with_agents(&self, args: &[&str], agents: &Path) -> StdCommand {
-            let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("cascade"));
+            let mut cmd = crate::common::bare_cascade();
             cmd.current_dir(self.repo())
                 .env("NO_COLOR", "1")
-                // As common::cascade_command: the tools dirs are the tests' to write.
-                .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
                 .env("HOME", self.tools.path())
                 .env("XDG_CACHE_HOME", self.t("cache"))
                 .env_remove("CASCADE_REMOTE_CACHE")

@@ -257,6 +257,27 @@ private-key-file | ssh/deploy_key | x"#;
             "{path} with {rule}: {msg}"
         );
     }
+    // Each is a `credential-content` finding of the attempt's verification.
+    let checked = of_kind(&evs, "verification_finished");
+    assert_eq!(checked.len(), 1, "{}", explain(&out));
+    assert_eq!(checked[0]["passed"], false);
+    let found: Vec<(&str, &str)> = checked[0]["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap_or(""),
+                f["file"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    for (path, _, _) in &files {
+        assert!(
+            found.contains(&("credential-content", *path)),
+            "{path}: {found:?}"
+        );
+    }
     let ever = r.ever_committed();
     assert!(!ever.contains("story-001.txt"), "nothing committed: {ever}");
 }

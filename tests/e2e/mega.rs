@@ -597,8 +597,7 @@ fn kill_9_then_resume_merges_each_feature_once() {
             n => vec![format!("{n}-1")],
         },
     );
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+    let mut child = crate::common::bare_cascade()
         .current_dir(m.root())
         .env("NO_COLOR", "1")
         .env("HOME", m.root())
@@ -714,8 +713,7 @@ fn ctrl_c_stops_the_agents_saves_state_and_exits_130() {
     let m = setup(&[("f1", "auth", &[], true)], |_| {
         vec!["auth-slow-1".to_string()]
     });
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
-        .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+    let mut child = crate::common::bare_cascade()
         .current_dir(m.root())
         .env("NO_COLOR", "1")
         .env("HOME", m.root())

@@ -213,8 +213,7 @@ impl Scene {
 
     /// The same, as a child process (for Ctrl-C).
     pub fn spawn(&self, args: &[String]) -> Child {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cascade"))
-            .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+        crate::common::bare_cascade()
             .current_dir(self.repo.path())
             .env("NO_COLOR", "1")
             .env("HOME", self.repo.path())

@@ -103,23 +103,50 @@ echo done >> "$r""#,
         );
     }
 
-    /// `cascade approve` with `extra`, `$HOME` at the fixture's home and
-    /// nothing but the sandbox's own rules.
-    fn approve(&self, extra: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Vec<Value>) {
+    /// `cascade <args> --agents <the fixture's> <extra>` with `env`, `$HOME`
+    /// at the fixture's home and nothing but the sandbox's own rules.
+    fn run(&self, args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         let mut cmd = cascade(self.repo());
         cmd.env_remove(cascade_engine::confine::WRITE_VAR)
             .env("HOME", self.home())
-            .args(["approve", "--auto-run", "--json", "--retry-delay", "0"])
-            .args(["--max-retries", "0", "--agents"])
+            .args(args)
+            .arg("--agents")
             .arg(self.t("agents.json"))
             .args(extra)
             .timeout(Duration::from_secs(120));
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let out = cmd.output().expect("cascade runs");
+        cmd.output().expect("cascade runs")
+    }
+
+    /// `cascade approve` with `extra` (see [`Fixture::run`]).
+    fn approve(&self, extra: &[&str], env: &[(&str, &str)]) -> (std::process::Output, Vec<Value>) {
+        let approve = ["approve", "--auto-run", "--json", "--retry-delay", "0"];
+        let out = self.run(
+            &[&approve[..], &["--max-retries", "0"]].concat(),
+            extra,
+            env,
+        );
         let evs = events(&out);
         (out, evs)
+    }
+
+    /// `cascade sandbox check --json` with `extra`: its exit code and report.
+    fn sandbox_check(&self, extra: &[&str], env: &[(&str, &str)]) -> (i32, Value, String) {
+        let out = self.run(&["sandbox", "check", "--json"], extra, env);
+        let report = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (code(&out), report, explain(&out))
+    }
+
+    /// `.cascade/config.json` with `sandbox.mode` `required`, committed on main.
+    fn require_the_sandbox(&self) {
+        write_json(
+            &self.repo().join(".cascade/config.json"),
+            &json!({"sandbox": {"mode": "required"}}),
+        );
+        git(self.repo(), &["add", "-f", ".cascade/config.json"]);
+        git(self.repo(), &["commit", "-q", "-m", "require the sandbox"]);
     }
 
     /// What story `id` recorded, as merged into main.
@@ -288,12 +315,7 @@ fn required_on_a_kernel_without_landlock_exits_2_and_best_effort_warns_once() {
     );
 
     // The same from the project's config, committed on the base.
-    write_json(
-        &f.repo().join(".cascade/config.json"),
-        &json!({"sandbox": {"mode": "required"}}),
-    );
-    git(f.repo(), &["add", "-f", ".cascade/config.json"]);
-    git(f.repo(), &["commit", "-q", "-m", "require the sandbox"]);
+    f.require_the_sandbox();
     let (out, _) = f.approve(&[], &none);
     assert_eq!(code(&out), 2, "{}", explain(&out));
     assert!(
@@ -312,4 +334,183 @@ fn required_on_a_kernel_without_landlock_exits_2_and_best_effort_warns_once() {
     for e in of_kind(&evs, "story_started") {
         assert_eq!(e["confinement"], "none", "{e}");
     }
+}
+
+/// The findings of the run's `verification_finished` events, as `rule`
+/// and `text`.
+fn findings(evs: &[Value]) -> Vec<(String, String)> {
+    of_kind(evs, "verification_finished")
+        .into_iter()
+        .flat_map(|e| e["findings"].as_array().cloned().unwrap_or_default())
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or("").to_string();
+            (s("rule"), s("text"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_story_adding_a_link_to_etc_passwd_fails_verification_and_is_not_merged() {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(r#"ln -s /etc/passwd escape_link && echo ok > "$CASCADE_STORY_ID.txt""#);
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    assert_eq!(
+        findings(&evs),
+        [("outward-symlink".to_string(), "-> /etc/passwd".to_string())],
+        "{}",
+        explain(&out)
+    );
+    let failed = of_kind(&evs, "attempt_failed");
+    assert_eq!(failed[0]["error_type"], "verification", "{failed:?}");
+    let files = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(!files.contains("escape_link"), "{files}");
+}
+
+/// `git config` in the repository at `dir`, its output when it exits 0.
+fn git_config_get(dir: &Path, key: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["config", "--get", key])
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+#[test]
+fn an_agent_setting_core_hooks_path_is_a_finding_and_the_config_is_put_back() {
+    // Unconfined (the agent could not write .git/config otherwise), as on
+    // a kernel without Landlock.
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(
+        r#"git config core.hooksPath "$PWD/.hooks" && git config user.name changed && echo ok > "$CASCADE_STORY_ID.txt""#,
+    );
+    let (out, evs) = f.approve(&["--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let found = findings(&evs);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "git-config-changed");
+    assert!(found[0].1.starts_with("core.hookspath = "), "{found:?}");
+    assert_eq!(git_config_get(f.repo(), "core.hooksPath"), None);
+    // What runs no program stays as the agent left it.
+    assert_eq!(
+        git_config_get(f.repo(), "user.name").as_deref(),
+        Some("changed")
+    );
+    let files = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+    assert!(!files.contains("s1.txt"), "not merged: {files}");
+}
+
+#[test]
+fn a_confined_agent_cannot_set_core_hooks_path_at_all() {
+    if !landlock() {
+        return;
+    }
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(
+        r#"if git config core.hooksPath /tmp/h 2>/dev/null; then r=allowed; else r=denied; fi; echo "$r" > "$CASCADE_STORY_ID.txt""#,
+    );
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.recorded("s1").trim(), "denied");
+    assert!(findings(&evs).is_empty(), "{evs:?}");
+    assert_eq!(git_config_get(f.repo(), "core.hooksPath"), None);
+}
+
+/// The probe of a `sandbox check` report named `name`.
+fn probe<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["probes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == name))
+        .unwrap_or_else(|| panic!("no probe '{name}' in {report}"))
+}
+
+#[test]
+fn sandbox_check_prints_the_policy_and_its_probes_come_out_as_it_says() {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent("exit 0");
+    // The agent's own additions, as agents.json declares them.
+    write_json(
+        &f.t("agents.json"),
+        &json!({"default_agent": "escape", "agents": {"escape": {
+            "type": "cli", "command": f.t("agent.sh").display().to_string(), "args": [],
+            "sandbox": {"write": ["~/.agent-state"], "net_ports": [8443]}}}}),
+    );
+    let (code, report, explain) = f.sandbox_check(&["--story", "s1"], &[]);
+    assert_eq!(code, 0, "{explain}");
+    let abi = cascade_process::sandbox::kernel_abi();
+    assert_eq!(report["mode"], "best-effort", "{report}");
+    assert_eq!(report["landlock_abi"], abi);
+    assert_eq!(report["story"], "s1");
+    assert_eq!(report["agent"], "escape");
+    assert_eq!(report["agent_ports"], json!([8443]));
+    let state = f.home().join(".agent-state").display().to_string();
+    assert!(
+        report["writable"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(state)),
+        "{report}"
+    );
+    let ssh = f.home().join(".ssh").display().to_string();
+    assert!(
+        report["hidden"].as_array().unwrap().contains(&json!(ssh)),
+        "{report}"
+    );
+    assert_eq!(report["enforced"], true);
+    let inside = probe(&report, "write inside the worktree");
+    assert_eq!(inside["result"], "allowed", "{inside}");
+    let read = probe(&report, "read a hidden path");
+    assert_eq!(read["target"], format!("{ssh}/id_x"));
+    let connect = probe(&report, "connect from a gate to the host's 127.0.0.1");
+    assert_eq!(
+        connect["result"], "allowed",
+        "the host's network: {connect}"
+    );
+    let escapes = [
+        "write outside: the main checkout",
+        "write outside: $HOME",
+        "read a hidden path",
+    ];
+    let expected = if abi > 0 { "blocked" } else { "allowed" };
+    for name in escapes {
+        assert_eq!(probe(&report, name)["result"], expected, "{report}");
+    }
+    // The probes leave nothing behind.
+    let left: Vec<_> = std::fs::read_dir(f.home())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from(".ssh")], "{left:?}");
+
+    let (code, _, explain) = f.sandbox_check(&["--story", "nope"], &[]);
+    assert_eq!(code, 2, "{explain}");
+    assert!(explain.contains("unknown story 'nope'"), "{explain}");
+}
+
+#[test]
+fn sandbox_check_exits_1_when_a_required_sandbox_is_not_enforced() {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent("exit 0");
+    f.require_the_sandbox();
+    let none = [(cascade_process::sandbox::ABI_OVERRIDE_VAR, "0")];
+    let (code, report, explain) = f.sandbox_check(&[], &none);
+    assert_eq!(code, 1, "{explain}");
+    assert_eq!(report["mode"], "required", "{report}");
+    assert_eq!(report["mode_from"], "sandbox.mode in .cascade/config.json");
+    assert_eq!(report["enforced"], false);
+    let home = probe(&report, "write outside: $HOME");
+    assert_eq!(
+        (&home["expected"], &home["result"]),
+        (&json!("blocked"), &json!("allowed")),
+        "{home}"
+    );
 }

@@ -545,9 +545,7 @@ fn steers_a_live_run_and_shows_it_after_it_ended() {
     let ui = Ui::start(repo.path(), Some(&t.join("agents.json")));
     // story-a first (the longer chain), one at a time, no retries of its own.
     let run = Proc(
-        Command::new(bin())
-            // The scripted agent writes its markers in a temp dir beside the repo.
-            .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+        crate::common::bare_cascade()
             .current_dir(repo.path())
             .env("HOME", repo.path())
             .args([
@@ -965,9 +963,7 @@ fn steers_a_live_mega_run_by_feature_and_resumes_it_after_it_ended() {
     let ui = Ui::start(root, Some(&agents));
     let log = |name: &str| Stdio::from(std::fs::File::create(t.join(name)).expect("log file"));
     let mut run = Proc(
-        Command::new(bin())
-            // The scripted agent writes its markers in a temp dir beside the repo.
-            .env(cascade_engine::confine::WRITE_VAR, std::env::temp_dir())
+        crate::common::bare_cascade()
             .current_dir(root)
             .env("HOME", root)
             .arg("--agents")

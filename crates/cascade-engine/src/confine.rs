@@ -186,8 +186,9 @@ impl AttemptSandbox {
     }
 }
 
-/// The policy of an attempt in `worktree` with its temp directory `tmp`.
-fn attempt_policy(settings: &SandboxSettings, worktree: &Path, tmp: &Path) -> Policy {
+/// The policy of an attempt in `worktree` with its temp directory `tmp`
+/// (also what `sandbox check` shows where nothing enforces it).
+pub fn attempt_policy(settings: &SandboxSettings, worktree: &Path, tmp: &Path) -> Policy {
     let home = sandbox::home();
     let mut write = vec![worktree.to_path_buf()];
     if let Some(home) = &home {

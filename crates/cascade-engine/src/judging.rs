@@ -150,7 +150,7 @@ impl Judging {
 
     /// config.json's `sandbox` section at `base` (the rest of the file is
     /// the main worktree's, read by `ProjectConfig::load`).
-    fn sandbox_at(&self, base: &str) -> Result<crate::confine::SandboxSettings, EngineError> {
+    pub fn sandbox_at(&self, base: &str) -> Result<crate::confine::SandboxSettings, EngineError> {
         #[derive(serde::Deserialize)]
         struct Only {
             #[serde(default)]

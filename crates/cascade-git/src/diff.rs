@@ -53,8 +53,12 @@ pub struct FileDiff {
     pub removed: Vec<u32>,
     /// The text before the change (`None`: added, binary or too large).
     pub old_text: Option<String>,
-    /// The text after the change (`None`: deleted, binary or too large).
+    /// The text after the change (`None`: deleted, binary, too large or a
+    /// symbolic link).
     pub new_text: Option<String>,
+    /// Where the file points when the change leaves it a symbolic link
+    /// (git's mode 120000): its target as written, never followed.
+    pub link_target: Option<String>,
 }
 
 /// The lines that differ between revision `from` and revision `to`, or the
@@ -135,8 +139,22 @@ fn diff_lines_as(
             _ => blob(delta.new_file().id()),
         };
         let old_text = old_blob.as_ref().and_then(|b| text_of(b.content()));
+        let link_target = match status {
+            FileStatus::Deleted => None,
+            _ if delta.new_file().mode() != git2::FileMode::Link => None,
+            _ if to.is_none() => root
+                .as_ref()
+                .and_then(|r| std::fs::read_link(r.join(&path)).ok())
+                .map(|t| t.to_string_lossy().into_owned()),
+            _ => new_blob
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b.content()).into_owned()),
+        };
         let new_text = match status {
             FileStatus::Deleted => None,
+            // A link's text is its target (read through it, the working
+            // tree would give the content of whatever it points at).
+            _ if link_target.is_some() => None,
             _ if to.is_none() => root
                 .as_ref()
                 .and_then(|r| std::fs::read(r.join(&path)).ok())
@@ -153,6 +171,7 @@ fn diff_lines_as(
             removed: Vec::new(),
             old_text,
             new_text,
+            link_target,
         };
         let whole = match delta.status() {
             Delta::Added if counted => Some((&mut file.added, &new_blob)),

@@ -213,6 +213,7 @@ mod tests {
             removed: vec![1],
             old_text: old.map(str::to_string),
             new_text: new.map(str::to_string),
+            link_target: None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! [`VerifyError`]: a rule set that cannot be used (a bad `verify.json`).
+//! [`VerifyError`]: a rule set that cannot be used (a bad `verify.json`),
+//! or git's own files that cannot be read or put back.
 //! Findings are not errors.
 
 use std::path::PathBuf;
@@ -11,6 +12,18 @@ pub enum VerifyError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("cannot write '{}': {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot read git's configuration at '{}': {source}", path.display())]
+    GitConfig {
+        path: PathBuf,
+        #[source]
+        source: git2::Error,
     },
     #[error("{}:{line}:{column}: {message}", path.display())]
     Parse {

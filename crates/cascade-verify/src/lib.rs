@@ -29,6 +29,10 @@
 //!   (`SecretRules::builtin()`, `by_name(path)`, `by_content(path, bytes)`,
 //!   the table in `rules/secrets.json`); [`build_output`]: directories of
 //!   dependency or build output, the default file size limit, binary content.
+//! - [`links`]: symbolic links a change adds that point outside the
+//!   repository (`outward-symlink`, part of [`check`]); [`gitconfig`]:
+//!   program-running settings and hooks an attempt leaves in git's own
+//!   files (`GitState::record` before, `restore` after: `git-config-changed`).
 //! - [`VerifyError`]: a `verify.json` that cannot be used (file:line:column,
 //!   or the rule id and what is wrong with it), or a git failure.
 //!
@@ -38,7 +42,7 @@
 //! let file = FileDiff {
 //!     path: "src/lib.rs".into(), old_path: None, status: FileStatus::Added,
 //!     added: vec![1], removed: vec![], old_text: None,
-//!     new_text: Some("pub fn f() -> u32 { todo!() }\n".into()),
+//!     new_text: Some("pub fn f() -> u32 { todo!() }\n".into()), link_target: None,
 //! };
 //! let found = scan(&[file], &RuleSet::builtin(), &Intent::default());
 //! assert_eq!(found[0].rule, "rust-stub-macro");
@@ -49,7 +53,9 @@ pub mod census;
 mod edits;
 pub mod error;
 mod excuse;
+pub mod gitconfig;
 pub mod lex;
+pub mod links;
 pub mod prove;
 pub mod rules;
 pub mod scan;
@@ -63,8 +69,8 @@ pub use census::TEST_DISAPPEARED;
 pub use error::VerifyError;
 pub use rules::{Language, RuleSet, UserConfig};
 pub use scan::{
-    check, scan, Finding, Intent, Verdict, EMPTIED_TEST, GATE_CONFIG_EDIT, REMOVED_TEST,
-    STRUCTURAL, TEST_CONFIG_EDIT, UNPROVEN_TEST,
+    check, scan, Finding, Intent, Verdict, CREDENTIAL_CONTENT, EMPTIED_TEST, GATE_CONFIG_EDIT,
+    GIT_CONFIG_CHANGED, OUTWARD_SYMLINK, REMOVED_TEST, STRUCTURAL, TEST_CONFIG_EDIT, UNPROVEN_TEST,
 };
 
 /// Checks the change `from..to` of the repository at `workdir` (`to: None`:

@@ -24,13 +24,26 @@ pub const TEST_CONFIG_EDIT: &str = "test-config-edit";
 /// Rule id: a new or changed test passes on the base commit without the
 /// story's code (found by proving tests, see the `prove` module).
 pub const UNPROVEN_TEST: &str = "unproven-test";
+/// Rule id: a symbolic link the change adds points outside the repository
+/// (see the `links` module).
+pub const OUTWARD_SYMLINK: &str = "outward-symlink";
+/// Rule id: an attempt left a setting in git's configuration (or a hook)
+/// that runs a program (see the `gitconfig` module).
+pub const GIT_CONFIG_CHANGED: &str = "git-config-changed";
+/// Rule id: a file the change adds or changes looks like a credential (by
+/// its content or its name, see the `secrets` module); the engine's commit
+/// step refuses it.
+pub const CREDENTIAL_CONTENT: &str = "credential-content";
 /// The rule ids that are not in a table.
-pub const STRUCTURAL: [&str; 5] = [
+pub const STRUCTURAL: [&str; 8] = [
     REMOVED_TEST,
     EMPTIED_TEST,
     GATE_CONFIG_EDIT,
     TEST_CONFIG_EDIT,
     UNPROVEN_TEST,
+    OUTWARD_SYMLINK,
+    GIT_CONFIG_CHANGED,
+    CREDENTIAL_CONTENT,
 ];
 
 /// One thing found, at `file:line`.
@@ -159,6 +172,7 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
         }
         crate::edits::protected_file(p, rules, &mut out);
         crate::edits::runner_settings(p, rules, &mut out);
+        crate::links::outward_symlink(p.diff, &mut out);
     }
     out.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
     out.dedup();

@@ -16,6 +16,7 @@ fn added(path: &str, text: &str) -> FileDiff {
         removed: vec![],
         old_text: None,
         new_text: Some(text.into()),
+        link_target: None,
     }
 }
 
@@ -37,6 +38,7 @@ fn changed(path: &str, old: &str, new: &str) -> FileDiff {
         removed: (pre + 1..=o.len() - suf).map(|x| x as u32).collect(),
         old_text: Some(old.into()),
         new_text: Some(new.into()),
+        link_target: None,
     }
 }
 
@@ -268,6 +270,7 @@ fn python_removed_and_emptied_tests() {
         removed: (1..=5).collect(),
         old_text: Some(old.into()),
         new_text: None,
+        link_target: None,
     };
     assert_eq!(
         found(&[gone]),

@@ -67,7 +67,10 @@ pub(super) async fn run(
     }
     let commit = match checked.outcome {
         Outcome::Committed(oid) => oid.to_string(),
-        Outcome::Refused(files) => return Err(refused(&files).into()),
+        Outcome::Refused(files) => {
+            announce_credentials(a, &files);
+            return Err(refused(&files).into());
+        }
         Outcome::Unchanged => match cascade_git::merge::branch_tip(&ctx.paths, a.branch) {
             Ok(Some(tip)) if tip.to_string() != wt.base => tip.to_string(),
             _ => {
@@ -108,6 +111,32 @@ fn only_left_out(left_out: &[cascade_git::commit::LeftOut]) -> String {
         " (only {LEFT_OUT_REASON}, which is left out of commits: {})",
         dirs.join(", ")
     )
+}
+
+/// The credentials among refused files as `credential-content` findings
+/// (in `verification_finished`, the story's state, `show` and the dashboard).
+fn announce_credentials(a: &Attempt<'_>, files: &[(String, Refusal)]) {
+    let findings: Vec<cascade_verify::Finding> = files
+        .iter()
+        .filter_map(|(path, r)| match r {
+            Refusal::Credential(m) => Some(cascade_verify::Finding {
+                rule: cascade_verify::CREDENTIAL_CONTENT.to_string(),
+                file: path.clone(),
+                line: m.line.map_or(1, |l| l as u32),
+                message: format!("{r}: not committed"),
+                text: String::new(),
+            }),
+            _ => None,
+        })
+        .collect();
+    if findings.is_empty() {
+        return;
+    }
+    let verdict = cascade_verify::Verdict {
+        findings,
+        allowed: Vec::new(),
+    };
+    super::verify::record(a, verdict, Vec::new(), std::time::Instant::now());
 }
 
 /// The failure of an attempt whose work holds refused files: credentials

@@ -19,6 +19,7 @@ mod base;
 mod census;
 mod commit;
 mod gates;
+mod git_config;
 pub use gates::gate_report_path;
 mod integrate;
 pub(crate) mod merge;
@@ -266,22 +267,37 @@ async fn resolution(
 }
 
 /// The work of an attempt and its checks, up to the merge queue: agent,
-/// worktree, the agent's run (its `HEAD` and branches checked), commit, verification, gates, proving the new
-/// tests, review.
+/// worktree, then [`checked_commit`], with git's own files recorded before
+/// and put back after (see `git_config`).
 async fn checked_work(
     a: &mut Attempt<'_>,
     held: &mut Option<PathBuf>,
 ) -> Result<(prepare_worktree::Worktree, commit::Committed), Stop> {
     let agent = resolve_agent::run(a)?;
     let worktree = prepare_worktree::run(a, held).await?;
-    let branches = agent_head::before(&worktree).await;
-    let ran = run_agent::run(a, &agent, &worktree).await;
-    let output = agent_head::after(a, &worktree, branches, ran).await?;
-    let commit = commit::run(a, &worktree, &output).await?;
-    verify::run(a, &worktree, &commit).await?;
-    let gates = gates::run(a, &worktree, &output).await?;
-    census::run(a, &worktree, &commit, &gates).await?;
-    prove_tests::run(a, &worktree, &commit).await?;
-    review::run(a, &worktree, &commit, &gates).await?;
+    let git_files = git_config::record(a, &worktree).await;
+    let commit = checked_commit(a, &agent, &worktree, &git_files).await;
+    let commit = git_config::settle(a, &worktree, &git_files, commit).await?;
     Ok((worktree, commit))
+}
+
+/// The agent's run (its `HEAD` and branches checked, git's files put
+/// back), commit, verification, gates, proving the new tests, review.
+async fn checked_commit(
+    a: &mut Attempt<'_>,
+    agent: &resolve_agent::Assigned,
+    worktree: &prepare_worktree::Worktree,
+    git_files: &git_config::Recorded,
+) -> Result<commit::Committed, Stop> {
+    let branches = agent_head::before(worktree).await;
+    let ran = run_agent::run(a, agent, worktree).await;
+    let ran = git_config::settle(a, worktree, git_files, ran).await;
+    let output = agent_head::after(a, worktree, branches, ran).await?;
+    let commit = commit::run(a, worktree, &output).await?;
+    verify::run(a, worktree, &commit).await?;
+    let gates = gates::run(a, worktree, &output).await?;
+    census::run(a, worktree, &commit, &gates).await?;
+    prove_tests::run(a, worktree, &commit).await?;
+    review::run(a, worktree, &commit, &gates).await?;
+    Ok(commit)
 }

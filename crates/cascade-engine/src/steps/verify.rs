@@ -46,6 +46,33 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
             return Ok(());
         }
     };
+    conclude(a, verdict, allowed, started)
+}
+
+/// Records and announces a verdict of the attempt's verification (this
+/// step's, or what `git_config` put back); fails the attempt when findings stand.
+pub(super) fn conclude(
+    a: &Attempt<'_>,
+    verdict: cascade_verify::Verdict,
+    allowed: Vec<String>,
+    started: Instant,
+) -> Result<(), Stop> {
+    let findings = record(a, verdict, allowed, started);
+    if findings.is_empty() {
+        return Ok(());
+    }
+    Err(failure(&findings).into())
+}
+
+/// Records a verdict in the story's state and announces it
+/// (`verification_finished`); returns the findings that stand.
+pub(super) fn record(
+    a: &Attempt<'_>,
+    verdict: cascade_verify::Verdict,
+    allowed: Vec<String>,
+    started: Instant,
+) -> Vec<VerifyFinding> {
+    let ctx = a.ctx;
     let findings: Vec<VerifyFinding> = verdict.findings;
     let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let waived: Vec<String> = verdict.allowed.iter().map(ToString::to_string).collect();
@@ -63,10 +90,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
         waived: verdict.allowed,
         duration_ms: started.elapsed().as_millis() as u64,
     });
-    if findings.is_empty() {
-        return Ok(());
-    }
-    Err(failure(&findings).into())
+    findings
 }
 
 /// The attempt's failure for findings: the first in the error, all of them
