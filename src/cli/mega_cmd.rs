@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
-use cascade_engine::mega::events::{MegaEvent, MegaStep};
 use cascade_engine::mega::live::LivePorts;
-use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSink, PlanInput};
+use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, PlanInput};
 use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
+use cascade_engine::{Event, EventSink};
 use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args, Subcommand};
@@ -226,9 +226,9 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
-    let sink: MegaSink = {
+    let sink: EventSink = {
         let printer = printer.clone();
-        notifier.wrap_mega(Arc::new(move |e: &MegaEvent| printer.print(e)))
+        notifier.wrap(Arc::new(move |e: &Event| printer.print(e)))
     };
     let sink = after_start(sink, notice);
     let cancel = CancelToken::new();
@@ -247,9 +247,9 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         }
         let _ = (&fleet, &mut ports, &repo);
         let live = Arc::new(live);
-        let sink: MegaSink = {
+        let sink: EventSink = {
             let live = Arc::clone(&live);
-            Arc::new(move |e: &MegaEvent| {
+            Arc::new(move |e: &Event| {
                 if let Some(note) = live.publish(e) {
                     errln!("warning: {note}");
                 }
@@ -422,17 +422,17 @@ fn restore(
 }
 
 /// `sink`, followed by a notice with `message` right after `mega_started`.
-fn after_start(sink: MegaSink, message: Option<String>) -> MegaSink {
+fn after_start(sink: EventSink, message: Option<String>) -> EventSink {
     let Some(message) = message else {
         return sink;
     };
     let pending = Mutex::new(Some(message));
-    Arc::new(move |e: &MegaEvent| {
+    Arc::new(move |e: &Event| {
         sink(e);
-        if matches!(e, MegaEvent::Mega(MegaStep::MegaStarted { .. })) {
+        if matches!(e, Event::MegaStarted { .. }) {
             let message = pending.lock().ok().and_then(|mut m| m.take());
             if let Some(message) = message {
-                sink(&MegaStep::MegaNotice { message }.into());
+                sink(&Event::MegaNotice { message });
             }
         }
     })
@@ -494,7 +494,7 @@ impl Printer {
         }
     }
 
-    fn print(&self, e: &MegaEvent) {
+    fn print(&self, e: &Event) {
         let line = if self.json {
             serde_json::to_string(e).ok()
         } else {
@@ -509,16 +509,12 @@ impl Printer {
 }
 
 /// The plain text line of a mega event (engine events prefixed by their feature).
-fn describe(e: &MegaEvent) -> Option<String> {
-    let step = match e {
-        MegaEvent::Feature(f) => {
+fn describe(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::Feature(f) => {
             return describe_story(&f.event).map(|l| format!("[{}] {l}", f.feature));
         }
-        MegaEvent::Run(e) => return describe_story(e),
-        MegaEvent::Mega(s) => s,
-    };
-    Some(match step {
-        MegaStep::MegaStarted {
+        Event::MegaStarted {
             plan,
             target_branch,
             features,
@@ -530,15 +526,15 @@ fn describe(e: &MegaEvent) -> Option<String> {
             if *resumed { "resuming" } else { "running" },
             plan.display()
         ),
-        MegaStep::FeatureBatchStarted { batch, of, features } => {
+        Event::FeatureBatchStarted { batch, of, features } => {
             format!("feature batch {batch}/{of}: {}", features.join(", "))
         }
-        MegaStep::FeatureStarted { feature, branch, worktree, reused } => format!(
+        Event::FeatureStarted { feature, branch, worktree, reused } => format!(
             "[{feature}] {} worktree {} on {branch}",
             if *reused { "reusing" } else { "created" },
             worktree.display()
         ),
-        MegaStep::PrdReady { feature, path, source, stories } => format!(
+        Event::PrdReady { feature, path, source, stories } => format!(
             "[{feature}] PRD {} ({stories} stories, {})",
             path.display(),
             match source {
@@ -547,59 +543,60 @@ fn describe(e: &MegaEvent) -> Option<String> {
                 cascade_engine::mega::state::PrdSource::Generated => "written by the PRD agent",
             }
         ),
-        MegaStep::PrdGenerationStarted { feature, attempt, max_attempts } => {
+        Event::PrdGenerationStarted { feature, attempt, max_attempts } => {
             format!("[{feature}] PRD agent writing the PRD (attempt {attempt}/{max_attempts})")
         }
-        MegaStep::PrdAgentFinished { feature, attempt, agent, cost_usd, .. } => format!(
+        Event::PrdAgentFinished { feature, attempt, agent, cost_usd, .. } => format!(
             "[{feature}] PRD agent '{agent}' finished attempt {attempt}, spent {}",
             cost_usd.map_or_else(|| "an unknown amount".to_string(), |c| format!("${c:.2}"))
         ),
-        MegaStep::PrdInvalid { feature, attempt, problems } => format!(
+        Event::PrdInvalid { feature, attempt, problems } => format!(
             "[{feature}] PRD attempt {attempt} rejected:\n{}",
             problems.iter().map(|p| format!("    - {p}")).collect::<Vec<_>>().join("\n")
         ),
-        MegaStep::FeatureStoriesFinished { feature, stories } => format!(
+        Event::FeatureStoriesFinished { feature, stories } => format!(
             "[{feature}] stories: {}/{} complete, {} failed, {} blocked",
             stories.done, stories.total, stories.failed, stories.blocked
         ),
-        MegaStep::FeatureMerged { feature, branch, target_branch, commit } => format!(
+        Event::FeatureMerged { feature, branch, target_branch, commit } => format!(
             "[{feature}] merged {branch} into '{target_branch}' ({})",
             &commit[..commit.len().min(10)]
         ),
-        MegaStep::FeatureFailed { feature, kind, error, branch, worktree, .. } => format!(
+        Event::FeatureFailed { feature, kind, error, branch, worktree, .. } => format!(
             "[{feature}] FAILED ({}): {}\n    branch {branch}{}",
             kind.as_str(),
             error.lines().collect::<Vec<_>>().join("\n    "),
             worktree.as_ref().map(|w| format!(", worktree {}", w.display())).unwrap_or_default()
         ),
-        MegaStep::FeatureBlocked { feature, blocked_by } => {
+        Event::FeatureBlocked { feature, blocked_by } => {
             format!("[{feature}] blocked by {blocked_by}")
         }
-        MegaStep::FeatureIntegrationStarted { feature, merged_since, target_branch } => format!(
+        Event::FeatureIntegrationStarted { feature, merged_since, target_branch } => format!(
             "[{feature}] gating its merge into '{target_branch}' (merged meanwhile: {})",
             merged_since.join(", ")
         ),
-        MegaStep::FeatureIntegrationFinished { feature, passed, summary } => format!(
+        Event::FeatureIntegrationFinished { feature, passed, summary } => format!(
             "[{feature}] gates on the merge: {}{}",
             if *passed { "passed" } else { "FAILED" },
             if summary.is_empty() { String::new() } else { format!("\n{summary}") }
         ),
-        MegaStep::TargetGatesFinished { batch, passed, summary } => format!(
+        Event::TargetGatesFinished { batch, passed, summary } => format!(
             "gates on the target after batch {batch}: {}{}",
             if *passed { "passed" } else { "FAILED" },
             if summary.is_empty() { String::new() } else { format!("\n{summary}") }
         ),
-        MegaStep::FeatureCleanedUp { feature } => {
+        Event::FeatureCleanedUp { feature } => {
             format!("[{feature}] worktree and branch removed")
         }
-        MegaStep::MegaNotice { message } => format!("note: {message}"),
-        MegaStep::MegaPaused { next_batch, reason } => {
+        Event::MegaNotice { message } => format!("note: {message}"),
+        Event::MegaPaused { next_batch, reason } => {
             format!("paused before feature batch {next_batch}: {reason}")
         }
-        MegaStep::MegaFinished { status, features, .. } => format!(
+        Event::MegaFinished { status, features, .. } => format!(
             "mega run {status}: {} complete, {} failed, {} blocked, {} pending",
             features.complete, features.failed, features.blocked, features.pending
         ),
+        other => return describe_story(other),
     })
 }
 

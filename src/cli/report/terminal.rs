@@ -779,7 +779,9 @@ pub fn describe(event: &Event, color: bool) -> Option<String> {
                 super::printable(reason)
             )
         }
-        Event::RunFinished { .. } => return None,
+        // The summary prints `run_finished`; `mega approve` prints a mega
+        // run's own steps and its features' events (cli/mega_cmd.rs).
+        _ => return None,
     };
     Some(line)
 }

@@ -26,18 +26,16 @@ use cascade_process::CancelToken;
 use tokio::sync::Semaphore;
 
 use super::error::MegaError;
-use super::events::{MegaEvent, MegaStep};
 use super::feature::run_feature;
 use super::findings;
 use super::land::{cleanup_feature, merge_feature, run_target_gates};
 use super::ports::MegaPorts;
 use super::state::{now, FailureKind, FeatureFailure, FeatureStatus, MegaRunStatus, MegaState};
+use crate::events::{Event, EventSink};
 use crate::lock::RunLock;
 use crate::progress::ProgressLog;
 use crate::scheduler::{Discipline, NodeSpec, NodeState, Scheduler};
 
-/// Receives every event of the mega run (from any thread, in order per feature).
-pub type MegaSink = Arc<dyn Fn(&MegaEvent) + Send + Sync>;
 /// Asked before each next batch when not `--auto-run`: `(batch, features) -> go on?`.
 pub type Confirm = Arc<dyn Fn(usize, &[String]) -> bool + Send + Sync>;
 
@@ -145,7 +143,7 @@ pub(super) struct Ctx<P> {
     pub(super) goal: String,
     pub(super) specs: HashMap<String, FeatureSpec>,
     pub(super) state: Mutex<MegaState>,
-    pub(super) sink: MegaSink,
+    pub(super) sink: EventSink,
     pub(super) cancel: CancelToken,
     /// `--parallel`: each feature engine's own limit.
     pub(super) parallel: usize,
@@ -157,11 +155,11 @@ pub(super) struct Ctx<P> {
 }
 
 impl<P: MegaPorts> Ctx<P> {
-    pub(super) fn emit(&self, step: MegaStep) {
-        if let Some(line) = progress_line(&step) {
+    pub(super) fn emit(&self, event: Event) {
+        if let Some(line) = progress_line(&event) {
             self.progress.append(&line);
         }
-        (self.sink)(&MegaEvent::Mega(step));
+        (self.sink)(&event);
     }
 
     /// Applies `f` to the feature's state and saves.
@@ -172,7 +170,7 @@ impl<P: MegaPorts> Ctx<P> {
         }
         if let Err(e) = s.save(&self.cascade_dir) {
             drop(s);
-            self.emit(MegaStep::MegaNotice {
+            self.emit(Event::MegaNotice {
                 message: format!("could not save the mega state: {e}"),
             });
         }
@@ -207,7 +205,7 @@ impl<P: MegaPorts> Ctx<P> {
             branch = f.branch.clone();
             worktree = f.worktree.clone();
         });
-        self.emit(MegaStep::FeatureFailed {
+        self.emit(Event::FeatureFailed {
             feature: name.to_string(),
             kind,
             error: message,
@@ -335,14 +333,14 @@ pub async fn run_mega<P: MegaPorts>(
     ports: Arc<P>,
     plan: PlanInput,
     opts: MegaOptions,
-    sink: MegaSink,
+    sink: EventSink,
     confirm: Option<Confirm>,
     cancel: CancelToken,
 ) -> Result<MegaSummary, MegaError> {
     let started = Instant::now();
     let checked = check(&plan, &opts.start_dir, opts.allow_dirty)?;
     let (lock, ctx, resumed) = open_run(ports, &plan, &opts, checked, sink, cancel).await?;
-    ctx.emit(MegaStep::MegaStarted {
+    ctx.emit(Event::MegaStarted {
         plan: plan.path.clone(),
         target_branch: ctx.target.clone(),
         features: plan.features.len(),
@@ -359,8 +357,8 @@ pub async fn run_mega<P: MegaPorts>(
         crate::control::steer::serve_run(s, move |feature, event| {
             let Some(sink) = sink.upgrade() else { return };
             sink(&match feature {
-                Some(feature) => MegaEvent::Feature(super::events::FeatureEvent { feature, event }),
-                None => MegaEvent::Run(event),
+                Some(feature) => Event::in_feature(feature, event),
+                None => event,
             })
         })
     });
@@ -389,14 +387,14 @@ async fn open_run<P: MegaPorts>(
     plan: &PlanInput,
     opts: &MegaOptions,
     Checked { paths, target }: Checked,
-    sink: MegaSink,
+    sink: EventSink,
     cancel: CancelToken,
 ) -> Result<(RunLock, Arc<Ctx<P>>, bool), MegaError> {
     let cascade_dir = paths.cascade_dir();
     // The run starts: from here on cascade writes.
     let (lock, note) = RunLock::acquire(&cascade_dir.join(RUN_LOCK), "mega approve")?;
     if let Some(message) = note {
-        sink(&MegaStep::MegaNotice { message }.into());
+        sink(&Event::MegaNotice { message });
     }
     // All of cascade's own files at once, before the feature engines start:
     // they then find nothing to add (concurrent writers of info/exclude race).
@@ -416,7 +414,7 @@ async fn open_run<P: MegaPorts>(
     .await
     .unwrap_or_default();
     for message in stopped {
-        sink(&MegaStep::MegaNotice { message }.into());
+        sink(&Event::MegaNotice { message });
     }
     // Half-done writes of the state file by a killed run: stale under the
     // lock (no other writer of it can be running).
@@ -548,7 +546,7 @@ async fn drive<P: MegaPorts>(
             };
         }
         worked_batches += 1;
-        ctx.emit(MegaStep::FeatureBatchStarted {
+        ctx.emit(Event::FeatureBatchStarted {
             batch: batch_no,
             of: plan.batches.len(),
             features: open.clone(),
@@ -621,7 +619,7 @@ async fn may_start<P: MegaPorts>(
     worked_batches: usize,
 ) -> Option<MegaRunStatus> {
     if let Some(message) = ctx.ports.budget_exhausted() {
-        ctx.emit(MegaStep::MegaNotice {
+        ctx.emit(Event::MegaNotice {
             message: format!("no feature of batch {batch_no} starts: {message}"),
         });
         return Some(MegaRunStatus::BudgetExhausted);
@@ -632,7 +630,7 @@ async fn may_start<P: MegaPorts>(
     if worked_batches > 0 && !opts.auto_run {
         let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, open));
         if !go_on {
-            ctx.emit(MegaStep::MegaPaused {
+            ctx.emit(Event::MegaPaused {
                 next_batch: batch_no,
                 reason: "stopped after a batch; run `cascade mega approve` again (or with --auto-run) to continue".into(),
             });
@@ -662,7 +660,7 @@ async fn run_batch<P: MegaPorts>(ctx: &Arc<Ctx<P>>, open: &[String]) -> HashMap<
             Ok((name, end)) => {
                 ends.insert(name, end);
             }
-            Err(e) => ctx.emit(MegaStep::MegaNotice {
+            Err(e) => ctx.emit(Event::MegaNotice {
                 message: format!("a feature task ended abnormally: {e}"),
             }),
         }
@@ -730,7 +728,7 @@ fn block<'a, P: MegaPorts>(
             f.blocked_by = Some(by.clone());
             f.failure = None;
         });
-        ctx.emit(MegaStep::FeatureBlocked {
+        ctx.emit(Event::FeatureBlocked {
             feature: name.to_string(),
             blocked_by: by,
         });
@@ -771,7 +769,7 @@ fn finish<P: MegaPorts>(
         s.save(&ctx.cascade_dir)?;
         s.clone()
     };
-    ctx.emit(MegaStep::MegaFinished {
+    ctx.emit(Event::MegaFinished {
         status: state.status,
         features: state.counts(),
         duration_ms: started.elapsed().as_millis() as u64,
@@ -792,7 +790,7 @@ async fn held_while_paused<P: MegaPorts>(
     let Some(steer) = steering.filter(|s| s.is_paused()) else {
         return true;
     };
-    ctx.emit(MegaStep::MegaNotice {
+    ctx.emit(Event::MegaNotice {
         message: format!(
             "scheduling is paused: feature batch {batch_no} starts once it is resumed"
         ),
@@ -805,16 +803,16 @@ async fn held_while_paused<P: MegaPorts>(
 
 /// The progress.txt line of a feature step (Plan Cascade's format, with
 /// `feature <name>` in place of a story id).
-fn progress_line(step: &MegaStep) -> Option<String> {
+fn progress_line(event: &Event) -> Option<String> {
     let first = |t: &str| t.lines().next().unwrap_or("").trim().to_string();
-    Some(match step {
-        MegaStep::FeatureStarted {
+    Some(match event {
+        Event::FeatureStarted {
             feature, branch, ..
         } => format!("feature {feature}: [START] on {branch}"),
-        MegaStep::PrdReady {
+        Event::PrdReady {
             feature, stories, ..
         } => format!("feature {feature}: [PRD] {stories} stories"),
-        MegaStep::PrdInvalid {
+        Event::PrdInvalid {
             feature,
             attempt,
             problems,
@@ -822,12 +820,12 @@ fn progress_line(step: &MegaStep) -> Option<String> {
             "feature {feature}: [PRD INVALID] attempt {attempt}: {}",
             problems.first().map(|p| first(p)).unwrap_or_default()
         ),
-        MegaStep::FeatureMerged {
+        Event::FeatureMerged {
             feature,
             target_branch,
             ..
         } => format!("feature {feature}: [COMPLETE] merged into {target_branch}"),
-        MegaStep::FeatureFailed {
+        Event::FeatureFailed {
             feature,
             kind,
             error,
@@ -839,7 +837,7 @@ fn progress_line(step: &MegaStep) -> Option<String> {
                 first(error)
             )
         }
-        MegaStep::FeatureBlocked {
+        Event::FeatureBlocked {
             feature,
             blocked_by,
         } => format!("feature {feature}: [BLOCKED] by {blocked_by}"),
