@@ -528,7 +528,7 @@ pub enum Event {
     /// The feature failed for good; its branch and worktree are kept.
     FeatureFailed {
         feature: String,
-        kind: crate::mega::FailureKind,
+        kind: FailureKind,
         error: String,
         branch: String,
         worktree: Option<std::path::PathBuf>,
