@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
 use cascade_engine::mega::live::LivePorts;
-use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, PlanInput};
+use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSummary, PlanInput};
 use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
 use cascade_engine::{Event, EventSink};
 use cascade_plan::paths::PlanKind;
@@ -114,7 +114,9 @@ fn current_dir() -> Result<PathBuf, Failure> {
 }
 
 /// `mega approve` / `mega resume` (`resume`: `Some`, with `resume`'s
-/// parsed flags when there are any).
+/// parsed flags when there are any). Phases: the options (restored on
+/// resume), the plan, what can refuse the run ([`open_run`], the agents),
+/// then the run itself ([`run_live`]) and its exit code.
 fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches>>) -> CliResult {
     // `--fleet` in a build without the fleet: say so before anything else.
     super::fleet_cmd::check(&a.run.flags.fleet)?;
@@ -124,6 +126,61 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         Some(matches) => restore(&mut a, &mut g.agents, &cwd, matches)?,
         None => None,
     };
+    let plan = load_approved_plan(&a, &cwd)?;
+    let mut setup = Setup::new(&g, &a, &cwd)?;
+    // Everything that can refuse the run first, writing nothing: the
+    // repository, the plan's state, agents.json and the agent flags (a dry
+    // run of a dirty tree or another plan's run is still shown).
+    let opened = if a.call.dry_run {
+        None
+    } else {
+        Some(open_run(&plan, &cwd, &a.run.flags, &mut setup)?)
+    };
+    // The agents that write the features' PRDs and implement them must work
+    // (with --fleet the stories run on the workers: only the PRD agent here).
+    let phases: &[cascade_agents::Phase] = if a.run.flags.fleet.fleet.is_some() {
+        &[cascade_agents::Phase::Planning]
+    } else {
+        &[
+            cascade_agents::Phase::Planning,
+            cascade_agents::Phase::Implementation,
+        ]
+    };
+    super::agents_check::before_run(
+        &g,
+        &cwd,
+        &setup.overrides,
+        &[&cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        phases,
+        !a.call.dry_run,
+    )?;
+    let Some(opened) = opened else {
+        let Setup {
+            template,
+            overrides,
+            agents_path,
+        } = setup;
+        return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
+    };
+    let (summary, stop) = run_live(&a, plan, cwd, &setup, opened, notice)?;
+    if !a.call.json {
+        out!("{}", status_text(&summary.state));
+    }
+    print_failures(&summary.state);
+    Ok(match summary.status {
+        // Ctrl-C at the prompt between batches ends the run as "paused".
+        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
+        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
+        MegaRunStatus::Interrupted => stop.exit_code(),
+        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
+            EXIT_FAILED
+        }
+    })
+}
+
+/// The mega-plan `mega approve` runs: `--mega`, else the one found, loaded
+/// and validated; refuses flags that only a plain run has.
+fn load_approved_plan(a: &MegaApproveArgs, cwd: &Path) -> Result<PlanInput, Failure> {
     let flags = &a.run.flags;
     if flags.mode != ModeArg::UntilComplete || flags.max_iterations.is_some() {
         return Err(Failure::usage(anyhow!(
@@ -131,7 +188,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         )));
     }
     let found =
-        super::plan_file::Project::of(cwd.clone()).find(PlanKind::Mega, a.mega.as_deref())?;
+        super::plan_file::Project::of(cwd.to_path_buf()).find(PlanKind::Mega, a.mega.as_deref())?;
     let plan_path = if found.path.is_absolute() {
         found.path.clone()
     } else {
@@ -143,69 +200,84 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
             found.path.display()
         ))
     })?;
-    let plan = cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)?;
-    // Every feature's engine starts from these options; the pause between
-    // batches is the mega run's own (feature engines never pause).
-    let mut template = flags.run_options(false)?;
-    template.pause = cascade_engine::config::Pause::Never;
-    let overrides = Overrides {
-        prd_agent: a.run.prd_agent.clone(),
-        ..flags.overrides()
-    };
-    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
-    let agents_path = g.agents.as_ref().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            cwd.join(p)
-        }
-    });
-    // Everything that can refuse the run first, writing nothing: the
-    // repository, the plan's state, agents.json and the agent flags (a dry
-    // run of a dirty tree or another plan's run is still shown).
-    // Events for `cascade ui` (.cascade/live.sock, runs/), and its steering:
-    // pause and resume of the whole run, cancel and retry of a feature's
-    // story (every feature engine gets the steering through `template`).
-    // The channel opens with the first event: starting it writes nothing.
-    let repo = cascade_git::RepoPaths::discover(&cwd).ok();
-    let (ports, live, steering) = if a.call.dry_run {
-        (None, None, None)
-    } else {
-        cascade_engine::mega::run::check(&plan, &cwd, flags.allow_dirty).map_err(mega_failure)?;
-        let cascade_dir = repo.as_ref().map(|r| r.cascade_dir());
-        let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut template));
-        let steering = template.steering.clone();
-        let ports = LivePorts::new(
-            &cwd,
-            agents_path.clone(),
-            overrides.clone(),
-            template.clone(),
-        )
-        .map_err(mega_failure)?;
-        (Some(ports), Some(live), steering)
-    };
-    // The agents that write the features' PRDs and implement them must work
-    // (with --fleet the stories run on the workers: only the PRD agent here).
-    let phases: &[cascade_agents::Phase] = if flags.fleet.fleet.is_some() {
-        &[cascade_agents::Phase::Planning]
-    } else {
-        &[
-            cascade_agents::Phase::Planning,
-            cascade_agents::Phase::Implementation,
-        ]
-    };
-    super::agents_check::before_run(
-        &g,
-        &cwd,
-        &overrides,
-        &[&cascade_plan::Story::new("mega-plan", "mega-plan features")],
-        phases,
-        !a.call.dry_run,
-    )?;
-    let (Some(ports), Some(live)) = (ports, live) else {
-        return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
-    };
-    let remember = run_flags::record(&a.run, agents_path.as_deref(), &cwd);
+    cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)
+}
+
+/// What every feature's engine and the PRD agent start from.
+struct Setup {
+    /// Every feature's engine starts from these options; the pause between
+    /// batches is the mega run's own (feature engines never pause).
+    template: cascade_engine::config::RunOptions,
+    overrides: Overrides,
+    /// Feature runs start in their worktrees: a relative --agents is the user's cwd's.
+    agents_path: Option<PathBuf>,
+}
+
+impl Setup {
+    fn new(g: &Global, a: &MegaApproveArgs, cwd: &Path) -> Result<Setup, Failure> {
+        let mut template = a.run.flags.run_options(false)?;
+        template.pause = cascade_engine::config::Pause::Never;
+        Ok(Setup {
+            template,
+            overrides: Overrides {
+                prd_agent: a.run.prd_agent.clone(),
+                ..a.run.flags.overrides()
+            },
+            agents_path: g.agents.as_ref().map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    cwd.join(p)
+                }
+            }),
+        })
+    }
+}
+
+/// A mega run that may start: its ports, its live channel and the repository.
+struct Opened {
+    ports: LivePorts,
+    live: super::live::Live,
+    repo: Option<cascade_git::RepoPaths>,
+}
+
+/// What can refuse the run ([`cascade_engine::mega::run::check`]), then the
+/// live channel for `cascade ui` (.cascade/live.sock, runs/) and its
+/// steering: pause and resume of the whole run, cancel and retry of a
+/// feature's story (every feature engine gets the steering through the
+/// template). The channel opens with the first event: starting it writes nothing.
+fn open_run(
+    plan: &PlanInput,
+    cwd: &Path,
+    flags: &RunFlags,
+    setup: &mut Setup,
+) -> Result<Opened, Failure> {
+    cascade_engine::mega::run::check(plan, cwd, flags.allow_dirty).map_err(mega_failure)?;
+    let repo = cascade_git::RepoPaths::discover(cwd).ok();
+    let cascade_dir = repo.as_ref().map(|r| r.cascade_dir());
+    let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut setup.template));
+    let ports = LivePorts::new(
+        cwd,
+        setup.agents_path.clone(),
+        setup.overrides.clone(),
+        setup.template.clone(),
+    )
+    .map_err(mega_failure)?;
+    Ok(Opened { ports, live, repo })
+}
+
+/// Runs the mega-plan: its events printed (NDJSON or lines), notified and
+/// published on the live channel, Ctrl-C and the other stop signals
+/// cancelling it, the stories on the fleet with `--fleet`.
+fn run_live(
+    a: &MegaApproveArgs,
+    plan: PlanInput,
+    cwd: PathBuf,
+    setup: &Setup,
+    Opened { ports, live, repo }: Opened,
+    notice: Option<String>,
+) -> Result<(MegaSummary, super::signals::StopSignals), Failure> {
+    let flags = &a.run.flags;
     // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
     let auto = flags.unattended() || plan.auto_mode();
     let confirm: Option<Confirm> =
@@ -215,24 +287,26 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
             None
         };
     let opts = MegaOptions {
+        remember: Some(run_flags::record(
+            &a.run,
+            setup.agents_path.as_deref(),
+            &cwd,
+        )),
         start_dir: cwd,
         auto_run: auto,
         parallel: flags.parallel,
         allow_dirty: flags.allow_dirty,
-        remember: Some(remember),
-        steering,
+        steering: setup.template.steering.clone(),
         integration: flags.integration_mode(),
     };
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
-    let sink: EventSink = {
-        let printer = printer.clone();
-        notifier.wrap(Arc::new(move |e: &Event| printer.print(e)))
-    };
-    let sink = after_start(sink, notice);
+    let sink = after_start(
+        notifier.wrap(Arc::new(move |e: &Event| printer.print(e))),
+        notice,
+    );
     let cancel = CancelToken::new();
-    let fleet = flags.fleet.clone();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
         let stop = super::signals::StopSignals::watch(cancel.clone());
@@ -240,12 +314,12 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         // With --fleet, every feature's stories go to the workers.
         #[cfg(feature = "fleet")]
         if let Some(repo) = &repo {
-            match super::fleet_cmd::coordinator(&fleet, repo, cancel.clone()).await {
+            match super::fleet_cmd::coordinator(&flags.fleet, repo, cancel.clone()).await {
                 Ok(executor) => ports.set_executor(executor),
                 Err(f) => return (Err(f), stop),
             }
         }
-        let _ = (&fleet, &mut ports, &repo);
+        let _ = (&mut ports, &repo);
         let live = Arc::new(live);
         let sink: EventSink = {
             let live = Arc::clone(&live);
@@ -264,20 +338,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     });
     notifier.finish();
     rt.shutdown_timeout(Duration::from_secs(5));
-    let summary = result?;
-    if !a.call.json {
-        out!("{}", status_text(&summary.state));
-    }
-    print_failures(&summary.state);
-    Ok(match summary.status {
-        // Ctrl-C at the prompt between batches ends the run as "paused".
-        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
-        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
-        MegaRunStatus::Interrupted => stop.exit_code(),
-        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
-            EXIT_FAILED
-        }
-    })
+    Ok((result?, stop))
 }
 
 /// `mega approve --dry-run`: every feature's schedule with its agents, in
