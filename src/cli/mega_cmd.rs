@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
-use cascade_engine::mega::events::{MegaEvent, MegaStep};
 use cascade_engine::mega::live::LivePorts;
-use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSink, PlanInput};
+use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSummary, PlanInput};
 use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
+use cascade_engine::{Event, EventSink};
 use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args, Subcommand};
@@ -114,7 +114,9 @@ fn current_dir() -> Result<PathBuf, Failure> {
 }
 
 /// `mega approve` / `mega resume` (`resume`: `Some`, with `resume`'s
-/// parsed flags when there are any).
+/// parsed flags when there are any). Phases: the options (restored on
+/// resume), the plan, what can refuse the run ([`open_run`], the agents),
+/// then the run itself ([`run_live`]) and its exit code.
 fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches>>) -> CliResult {
     // `--fleet` in a build without the fleet: say so before anything else.
     super::fleet_cmd::check(&a.run.flags.fleet)?;
@@ -124,6 +126,61 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         Some(matches) => restore(&mut a, &mut g.agents, &cwd, matches)?,
         None => None,
     };
+    let plan = load_approved_plan(&a, &cwd)?;
+    let mut setup = Setup::new(&g, &a, &cwd)?;
+    // Everything that can refuse the run first, writing nothing: the
+    // repository, the plan's state, agents.json and the agent flags (a dry
+    // run of a dirty tree or another plan's run is still shown).
+    let opened = if a.call.dry_run {
+        None
+    } else {
+        Some(open_run(&plan, &cwd, &a.run.flags, &mut setup)?)
+    };
+    // The agents that write the features' PRDs and implement them must work
+    // (with --fleet the stories run on the workers: only the PRD agent here).
+    let phases: &[cascade_agents::Phase] = if a.run.flags.fleet.fleet.is_some() {
+        &[cascade_agents::Phase::Planning]
+    } else {
+        &[
+            cascade_agents::Phase::Planning,
+            cascade_agents::Phase::Implementation,
+        ]
+    };
+    super::agents_check::before_run(
+        &g,
+        &cwd,
+        &setup.overrides,
+        &[&cascade_plan::Story::new("mega-plan", "mega-plan features")],
+        phases,
+        !a.call.dry_run,
+    )?;
+    let Some(opened) = opened else {
+        let Setup {
+            template,
+            overrides,
+            agents_path,
+        } = setup;
+        return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
+    };
+    let (summary, stop) = run_live(&a, plan, cwd, &setup, opened, notice)?;
+    if !a.call.json {
+        out!("{}", status_text(&summary.state));
+    }
+    print_failures(&summary.state);
+    Ok(match summary.status {
+        // Ctrl-C at the prompt between batches ends the run as "paused".
+        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
+        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
+        MegaRunStatus::Interrupted => stop.exit_code(),
+        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
+            EXIT_FAILED
+        }
+    })
+}
+
+/// The mega-plan `mega approve` runs: `--mega`, else the one found, loaded
+/// and validated; refuses flags that only a plain run has.
+fn load_approved_plan(a: &MegaApproveArgs, cwd: &Path) -> Result<PlanInput, Failure> {
     let flags = &a.run.flags;
     if flags.mode != ModeArg::UntilComplete || flags.max_iterations.is_some() {
         return Err(Failure::usage(anyhow!(
@@ -131,7 +188,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         )));
     }
     let found =
-        super::plan_file::Project::of(cwd.clone()).find(PlanKind::Mega, a.mega.as_deref())?;
+        super::plan_file::Project::of(cwd.to_path_buf()).find(PlanKind::Mega, a.mega.as_deref())?;
     let plan_path = if found.path.is_absolute() {
         found.path.clone()
     } else {
@@ -143,69 +200,84 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
             found.path.display()
         ))
     })?;
-    let plan = cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)?;
-    // Every feature's engine starts from these options; the pause between
-    // batches is the mega run's own (feature engines never pause).
-    let mut template = flags.run_options(false)?;
-    template.pause = cascade_engine::config::Pause::Never;
-    let overrides = Overrides {
-        prd_agent: a.run.prd_agent.clone(),
-        ..flags.overrides()
-    };
-    // Feature runs start in their worktrees: a relative --agents is the user's cwd's.
-    let agents_path = g.agents.as_ref().map(|p| {
-        if p.is_absolute() {
-            p.clone()
-        } else {
-            cwd.join(p)
-        }
-    });
-    // Everything that can refuse the run first, writing nothing: the
-    // repository, the plan's state, agents.json and the agent flags (a dry
-    // run of a dirty tree or another plan's run is still shown).
-    // Events for `cascade ui` (.cascade/live.sock, runs/), and its steering:
-    // pause and resume of the whole run, cancel and retry of a feature's
-    // story (every feature engine gets the steering through `template`).
-    // The channel opens with the first event: starting it writes nothing.
-    let repo = cascade_git::RepoPaths::discover(&cwd).ok();
-    let (ports, live, steering) = if a.call.dry_run {
-        (None, None, None)
-    } else {
-        cascade_engine::mega::run::check(&plan, &cwd, flags.allow_dirty).map_err(mega_failure)?;
-        let cascade_dir = repo.as_ref().map(|r| r.cascade_dir());
-        let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut template));
-        let steering = template.steering.clone();
-        let ports = LivePorts::new(
-            &cwd,
-            agents_path.clone(),
-            overrides.clone(),
-            template.clone(),
-        )
-        .map_err(mega_failure)?;
-        (Some(ports), Some(live), steering)
-    };
-    // The agents that write the features' PRDs and implement them must work
-    // (with --fleet the stories run on the workers: only the PRD agent here).
-    let phases: &[cascade_agents::Phase] = if flags.fleet.fleet.is_some() {
-        &[cascade_agents::Phase::Planning]
-    } else {
-        &[
-            cascade_agents::Phase::Planning,
-            cascade_agents::Phase::Implementation,
-        ]
-    };
-    super::agents_check::before_run(
-        &g,
-        &cwd,
-        &overrides,
-        &[&cascade_plan::Story::new("mega-plan", "mega-plan features")],
-        phases,
-        !a.call.dry_run,
-    )?;
-    let (Some(ports), Some(live)) = (ports, live) else {
-        return dry_run(&plan, &cwd, agents_path, &overrides, &template, a.call.json);
-    };
-    let remember = run_flags::record(&a.run, agents_path.as_deref(), &cwd);
+    cascade_engine::mega::plan_input::load_plan(&plan_path).map_err(mega_failure)
+}
+
+/// What every feature's engine and the PRD agent start from.
+struct Setup {
+    /// Every feature's engine starts from these options; the pause between
+    /// batches is the mega run's own (feature engines never pause).
+    template: cascade_engine::config::RunOptions,
+    overrides: Overrides,
+    /// Feature runs start in their worktrees: a relative --agents is the user's cwd's.
+    agents_path: Option<PathBuf>,
+}
+
+impl Setup {
+    fn new(g: &Global, a: &MegaApproveArgs, cwd: &Path) -> Result<Setup, Failure> {
+        let mut template = a.run.flags.run_options(false)?;
+        template.pause = cascade_engine::config::Pause::Never;
+        Ok(Setup {
+            template,
+            overrides: Overrides {
+                prd_agent: a.run.prd_agent.clone(),
+                ..a.run.flags.overrides()
+            },
+            agents_path: g.agents.as_ref().map(|p| {
+                if p.is_absolute() {
+                    p.clone()
+                } else {
+                    cwd.join(p)
+                }
+            }),
+        })
+    }
+}
+
+/// A mega run that may start: its ports, its live channel and the repository.
+struct Opened {
+    ports: LivePorts,
+    live: super::live::Live,
+    repo: Option<cascade_git::RepoPaths>,
+}
+
+/// What can refuse the run ([`cascade_engine::mega::run::check`]), then the
+/// live channel for `cascade ui` (.cascade/live.sock, runs/) and its
+/// steering: pause and resume of the whole run, cancel and retry of a
+/// feature's story (every feature engine gets the steering through the
+/// template). The channel opens with the first event: starting it writes nothing.
+fn open_run(
+    plan: &PlanInput,
+    cwd: &Path,
+    flags: &RunFlags,
+    setup: &mut Setup,
+) -> Result<Opened, Failure> {
+    cascade_engine::mega::run::check(plan, cwd, flags.allow_dirty).map_err(mega_failure)?;
+    let repo = cascade_git::RepoPaths::discover(cwd).ok();
+    let cascade_dir = repo.as_ref().map(|r| r.cascade_dir());
+    let live = super::live::Live::start(cascade_dir.as_deref(), Some(&mut setup.template));
+    let ports = LivePorts::new(
+        cwd,
+        setup.agents_path.clone(),
+        setup.overrides.clone(),
+        setup.template.clone(),
+    )
+    .map_err(mega_failure)?;
+    Ok(Opened { ports, live, repo })
+}
+
+/// Runs the mega-plan: its events printed (NDJSON or lines), notified and
+/// published on the live channel, Ctrl-C and the other stop signals
+/// cancelling it, the stories on the fleet with `--fleet`.
+fn run_live(
+    a: &MegaApproveArgs,
+    plan: PlanInput,
+    cwd: PathBuf,
+    setup: &Setup,
+    Opened { ports, live, repo }: Opened,
+    notice: Option<String>,
+) -> Result<(MegaSummary, super::signals::StopSignals), Failure> {
+    let flags = &a.run.flags;
     // `execution_mode: "auto"` in the plan runs every batch, as --auto-run does.
     let auto = flags.unattended() || plan.auto_mode();
     let confirm: Option<Confirm> =
@@ -215,24 +287,26 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
             None
         };
     let opts = MegaOptions {
+        remember: Some(run_flags::record(
+            &a.run,
+            setup.agents_path.as_deref(),
+            &cwd,
+        )),
         start_dir: cwd,
         auto_run: auto,
         parallel: flags.parallel,
         allow_dirty: flags.allow_dirty,
-        remember: Some(remember),
-        steering,
+        steering: setup.template.steering.clone(),
         integration: flags.integration_mode(),
     };
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
-    let sink: MegaSink = {
-        let printer = printer.clone();
-        notifier.wrap_mega(Arc::new(move |e: &MegaEvent| printer.print(e)))
-    };
-    let sink = after_start(sink, notice);
+    let sink = after_start(
+        notifier.wrap(Arc::new(move |e: &Event| printer.print(e))),
+        notice,
+    );
     let cancel = CancelToken::new();
-    let fleet = flags.fleet.clone();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: cancel the run (a second signal leaves at once).
         let stop = super::signals::StopSignals::watch(cancel.clone());
@@ -240,16 +314,16 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         // With --fleet, every feature's stories go to the workers.
         #[cfg(feature = "fleet")]
         if let Some(repo) = &repo {
-            match super::fleet_cmd::coordinator(&fleet, repo, cancel.clone()).await {
+            match super::fleet_cmd::coordinator(&flags.fleet, repo, cancel.clone()).await {
                 Ok(executor) => ports.set_executor(executor),
                 Err(f) => return (Err(f), stop),
             }
         }
-        let _ = (&fleet, &mut ports, &repo);
+        let _ = (&mut ports, &repo);
         let live = Arc::new(live);
-        let sink: MegaSink = {
+        let sink: EventSink = {
             let live = Arc::clone(&live);
-            Arc::new(move |e: &MegaEvent| {
+            Arc::new(move |e: &Event| {
                 if let Some(note) = live.publish(e) {
                     errln!("warning: {note}");
                 }
@@ -264,20 +338,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
     });
     notifier.finish();
     rt.shutdown_timeout(Duration::from_secs(5));
-    let summary = result?;
-    if !a.call.json {
-        out!("{}", status_text(&summary.state));
-    }
-    print_failures(&summary.state);
-    Ok(match summary.status {
-        // Ctrl-C at the prompt between batches ends the run as "paused".
-        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
-        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
-        MegaRunStatus::Interrupted => stop.exit_code(),
-        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
-            EXIT_FAILED
-        }
-    })
+    Ok((result?, stop))
 }
 
 /// `mega approve --dry-run`: every feature's schedule with its agents, in
@@ -422,17 +483,17 @@ fn restore(
 }
 
 /// `sink`, followed by a notice with `message` right after `mega_started`.
-fn after_start(sink: MegaSink, message: Option<String>) -> MegaSink {
+fn after_start(sink: EventSink, message: Option<String>) -> EventSink {
     let Some(message) = message else {
         return sink;
     };
     let pending = Mutex::new(Some(message));
-    Arc::new(move |e: &MegaEvent| {
+    Arc::new(move |e: &Event| {
         sink(e);
-        if matches!(e, MegaEvent::Mega(MegaStep::MegaStarted { .. })) {
+        if matches!(e, Event::MegaStarted { .. }) {
             let message = pending.lock().ok().and_then(|mut m| m.take());
             if let Some(message) = message {
-                sink(&MegaStep::MegaNotice { message }.into());
+                sink(&Event::MegaNotice { message });
             }
         }
     })
@@ -494,7 +555,7 @@ impl Printer {
         }
     }
 
-    fn print(&self, e: &MegaEvent) {
+    fn print(&self, e: &Event) {
         let line = if self.json {
             serde_json::to_string(e).ok()
         } else {
@@ -509,16 +570,12 @@ impl Printer {
 }
 
 /// The plain text line of a mega event (engine events prefixed by their feature).
-fn describe(e: &MegaEvent) -> Option<String> {
-    let step = match e {
-        MegaEvent::Feature(f) => {
+fn describe(e: &Event) -> Option<String> {
+    Some(match e {
+        Event::Feature(f) => {
             return describe_story(&f.event).map(|l| format!("[{}] {l}", f.feature));
         }
-        MegaEvent::Run(e) => return describe_story(e),
-        MegaEvent::Mega(s) => s,
-    };
-    Some(match step {
-        MegaStep::MegaStarted {
+        Event::MegaStarted {
             plan,
             target_branch,
             features,
@@ -530,15 +587,15 @@ fn describe(e: &MegaEvent) -> Option<String> {
             if *resumed { "resuming" } else { "running" },
             plan.display()
         ),
-        MegaStep::FeatureBatchStarted { batch, of, features } => {
+        Event::FeatureBatchStarted { batch, of, features } => {
             format!("feature batch {batch}/{of}: {}", features.join(", "))
         }
-        MegaStep::FeatureStarted { feature, branch, worktree, reused } => format!(
+        Event::FeatureStarted { feature, branch, worktree, reused } => format!(
             "[{feature}] {} worktree {} on {branch}",
             if *reused { "reusing" } else { "created" },
             worktree.display()
         ),
-        MegaStep::PrdReady { feature, path, source, stories } => format!(
+        Event::PrdReady { feature, path, source, stories } => format!(
             "[{feature}] PRD {} ({stories} stories, {})",
             path.display(),
             match source {
@@ -547,59 +604,60 @@ fn describe(e: &MegaEvent) -> Option<String> {
                 cascade_engine::mega::state::PrdSource::Generated => "written by the PRD agent",
             }
         ),
-        MegaStep::PrdGenerationStarted { feature, attempt, max_attempts } => {
+        Event::PrdGenerationStarted { feature, attempt, max_attempts } => {
             format!("[{feature}] PRD agent writing the PRD (attempt {attempt}/{max_attempts})")
         }
-        MegaStep::PrdAgentFinished { feature, attempt, agent, cost_usd, .. } => format!(
+        Event::PrdAgentFinished { feature, attempt, agent, cost_usd, .. } => format!(
             "[{feature}] PRD agent '{agent}' finished attempt {attempt}, spent {}",
             cost_usd.map_or_else(|| "an unknown amount".to_string(), |c| format!("${c:.2}"))
         ),
-        MegaStep::PrdInvalid { feature, attempt, problems } => format!(
+        Event::PrdInvalid { feature, attempt, problems } => format!(
             "[{feature}] PRD attempt {attempt} rejected:\n{}",
             problems.iter().map(|p| format!("    - {p}")).collect::<Vec<_>>().join("\n")
         ),
-        MegaStep::FeatureStoriesFinished { feature, stories } => format!(
+        Event::FeatureStoriesFinished { feature, stories } => format!(
             "[{feature}] stories: {}/{} complete, {} failed, {} blocked",
             stories.done, stories.total, stories.failed, stories.blocked
         ),
-        MegaStep::FeatureMerged { feature, branch, target_branch, commit } => format!(
+        Event::FeatureMerged { feature, branch, target_branch, commit } => format!(
             "[{feature}] merged {branch} into '{target_branch}' ({})",
             &commit[..commit.len().min(10)]
         ),
-        MegaStep::FeatureFailed { feature, kind, error, branch, worktree, .. } => format!(
+        Event::FeatureFailed { feature, kind, error, branch, worktree, .. } => format!(
             "[{feature}] FAILED ({}): {}\n    branch {branch}{}",
             kind.as_str(),
             error.lines().collect::<Vec<_>>().join("\n    "),
             worktree.as_ref().map(|w| format!(", worktree {}", w.display())).unwrap_or_default()
         ),
-        MegaStep::FeatureBlocked { feature, blocked_by } => {
+        Event::FeatureBlocked { feature, blocked_by } => {
             format!("[{feature}] blocked by {blocked_by}")
         }
-        MegaStep::FeatureIntegrationStarted { feature, merged_since, target_branch } => format!(
+        Event::FeatureIntegrationStarted { feature, merged_since, target_branch } => format!(
             "[{feature}] gating its merge into '{target_branch}' (merged meanwhile: {})",
             merged_since.join(", ")
         ),
-        MegaStep::FeatureIntegrationFinished { feature, passed, summary } => format!(
+        Event::FeatureIntegrationFinished { feature, passed, summary } => format!(
             "[{feature}] gates on the merge: {}{}",
             if *passed { "passed" } else { "FAILED" },
             if summary.is_empty() { String::new() } else { format!("\n{summary}") }
         ),
-        MegaStep::TargetGatesFinished { batch, passed, summary } => format!(
+        Event::TargetGatesFinished { batch, passed, summary } => format!(
             "gates on the target after batch {batch}: {}{}",
             if *passed { "passed" } else { "FAILED" },
             if summary.is_empty() { String::new() } else { format!("\n{summary}") }
         ),
-        MegaStep::FeatureCleanedUp { feature } => {
+        Event::FeatureCleanedUp { feature } => {
             format!("[{feature}] worktree and branch removed")
         }
-        MegaStep::MegaNotice { message } => format!("note: {message}"),
-        MegaStep::MegaPaused { next_batch, reason } => {
+        Event::MegaNotice { message } => format!("note: {message}"),
+        Event::MegaPaused { next_batch, reason } => {
             format!("paused before feature batch {next_batch}: {reason}")
         }
-        MegaStep::MegaFinished { status, features, .. } => format!(
+        Event::MegaFinished { status, features, .. } => format!(
             "mega run {status}: {} complete, {} failed, {} blocked, {} pending",
             features.complete, features.failed, features.blocked, features.pending
         ),
+        other => return describe_story(other),
     })
 }
 

@@ -16,8 +16,6 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cascade_engine::mega::events::{MegaEvent, MegaStep};
-use cascade_engine::mega::run::MegaSink;
 use cascade_engine::{Event, EventSink};
 use cascade_process::{CancelToken, Spec};
 
@@ -61,22 +59,6 @@ impl Notifier {
         Arc::new(move |e: &Event| {
             sink(e);
             if let Some(text) = headline(e) {
-                me.send(e, text);
-            }
-        })
-    }
-
-    /// A mega run's sink followed by its notifications: a story of any
-    /// feature failing for good, the run's budget running out, the run
-    /// pausing or finishing (a feature's own end is not news: the run's is).
-    pub fn wrap_mega(&self, sink: MegaSink) -> MegaSink {
-        if self.argv.is_none() && self.desktop.is_none() {
-            return sink;
-        }
-        let me = self.clone();
-        Arc::new(move |e: &MegaEvent| {
-            sink(e);
-            if let Some(text) = mega_headline(e) {
                 me.send(e, text);
             }
         })
@@ -173,25 +155,20 @@ pub fn headline(e: &Event) -> Option<String> {
             error.lines().next().unwrap_or("")
         ),
         Event::BudgetExhausted { message, .. } => format!("budget exhausted: {message}"),
-        Event::RunPaused { reason } => format!("paused: {reason}"),
-        _ => return None,
-    })
-}
-
-/// The one-line text of a mega run's event worth a notification.
-pub fn mega_headline(e: &MegaEvent) -> Option<String> {
-    match e {
-        MegaEvent::Feature(f) => match &f.event {
-            Event::RunFinished { .. } | Event::RunPaused { .. } => None,
-            other => headline(other).map(|t| format!("{}: {t}", f.feature)),
+        Event::RunPaused { reason } | Event::MegaPaused { reason, .. } => {
+            format!("paused: {reason}")
+        }
+        // A feature's own end is not news in a mega run: the run's is.
+        Event::Feature(f) => match &*f.event {
+            Event::RunFinished { .. } | Event::RunPaused { .. } => return None,
+            other => format!("{}: {}", f.feature, headline(other)?),
         },
-        MegaEvent::Mega(MegaStep::MegaFinished {
+        Event::MegaFinished {
             status, features, ..
-        }) => Some(format!(
+        } => format!(
             "mega run {status}: {} features complete, {} failed, {} blocked, {} pending",
             features.complete, features.failed, features.blocked, features.pending
-        )),
-        MegaEvent::Mega(MegaStep::MegaPaused { reason, .. }) => Some(format!("paused: {reason}")),
-        MegaEvent::Mega(_) | MegaEvent::Run(_) => None,
-    }
+        ),
+        _ => return None,
+    })
 }

@@ -46,7 +46,10 @@ pub enum Event {
         stories: Vec<String>,
     },
     /// Every story of a batch is done, failed or blocked.
-    BatchFinished { batch: usize, of: usize },
+    BatchFinished {
+        batch: usize,
+        of: usize,
+    },
     /// The base was judged before the first agent: the required gates of
     /// the target branch's tip ran once (or their kept report was read).
     /// `failed` lists the required gates that fail there; with `passed`
@@ -65,10 +68,15 @@ pub enum Event {
     },
     /// Something the user should know that changes nothing (stale lock taken
     /// over, schedule adjusted, worktree left behind...).
-    Notice { message: String },
+    Notice {
+        message: String,
+    },
     /// A story is complete already (in prd.json, or its commit is on the target
     /// branch) and will not run.
-    StorySkipped { story: String, reason: String },
+    StorySkipped {
+        story: String,
+        reason: String,
+    },
     /// A fallback was used when resolving the story's agent.
     AgentFallback {
         story: String,
@@ -234,7 +242,10 @@ pub enum Event {
         runners_up: Vec<String>,
     },
     /// A quality gate started in the story's worktree.
-    GateStarted { story: String, gate: String },
+    GateStarted {
+        story: String,
+        gate: String,
+    },
     /// A quality gate finished.
     GateFinished {
         story: String,
@@ -359,7 +370,9 @@ pub enum Event {
     },
     /// Fleet: the coordinator waits (no live worker yet, the job queue or
     /// NATS unreachable); `reason` says what for.
-    FleetWaiting { reason: String },
+    FleetWaiting {
+        reason: String,
+    },
     /// The story cannot run because a dependency failed.
     StoryBlocked {
         story: String,
@@ -368,7 +381,9 @@ pub enum Event {
     },
     /// The run stopped after a batch, waiting for confirmation (`cascade resume`
     /// or `approve` again continues).
-    RunPaused { reason: String },
+    RunPaused {
+        reason: String,
+    },
     /// A budget ran out. `scope` is `run` (no new attempt starts; the run
     /// ends as `budget_exhausted`) or `story` (that story fails as `budget`).
     /// `spent_usd` is `None` when no agent reported what it spent (and no
@@ -444,6 +459,160 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         integration: Option<String>,
     },
+    // A mega run's own steps (`cascade mega approve`, `mega::run`); the
+    // engine events of its features come as `Feature`.
+    MegaStarted {
+        plan: std::path::PathBuf,
+        target_branch: String,
+        features: usize,
+        batches: usize,
+        parallel: usize,
+        resumed: bool,
+    },
+    FeatureBatchStarted {
+        batch: usize,
+        of: usize,
+        features: Vec<String>,
+    },
+    /// The feature's worktree is ready on its branch.
+    FeatureStarted {
+        feature: String,
+        branch: String,
+        worktree: std::path::PathBuf,
+        /// Whether an existing branch was reused (resume).
+        reused: bool,
+    },
+    /// The feature's PRD is known.
+    PrdReady {
+        feature: String,
+        path: std::path::PathBuf,
+        source: crate::mega::state::PrdSource,
+        stories: usize,
+    },
+    /// The PRD agent is called.
+    PrdGenerationStarted {
+        feature: String,
+        attempt: u32,
+        max_attempts: u32,
+    },
+    /// A call of the PRD agent ended: what it spent (charged to the run's
+    /// budget, like a story's agent). `None`s: it reported nothing.
+    PrdAgentFinished {
+        feature: String,
+        attempt: u32,
+        agent: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input_tokens: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_tokens: Option<u64>,
+    },
+    /// What the PRD agent wrote was rejected.
+    PrdInvalid {
+        feature: String,
+        attempt: u32,
+        problems: Vec<String>,
+    },
+    /// The engine finished the feature's stories.
+    FeatureStoriesFinished {
+        feature: String,
+        stories: crate::mega::StoryCounts,
+    },
+    FeatureMerged {
+        feature: String,
+        branch: String,
+        target_branch: String,
+        commit: String,
+    },
+    /// The feature failed for good; its branch and worktree are kept.
+    FeatureFailed {
+        feature: String,
+        kind: FailureKind,
+        error: String,
+        branch: String,
+        worktree: Option<std::path::PathBuf>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflict_files: Vec<String>,
+    },
+    FeatureBlocked {
+        feature: String,
+        blocked_by: String,
+    },
+    /// Integration gating of a feature's merge: the target moved since the
+    /// feature started (`merged_since`: the features landed meanwhile), so
+    /// the merge is checked out in a scratch worktree and the target's
+    /// gates run on it before the target moves.
+    FeatureIntegrationStarted {
+        feature: String,
+        merged_since: Vec<String>,
+        target_branch: String,
+    },
+    /// The merged tree's gates ended: `passed` (the target moves to it) or
+    /// not (nothing moved; the feature fails as `integration`).
+    FeatureIntegrationFinished {
+        feature: String,
+        passed: bool,
+        summary: String,
+    },
+    /// The gates ran on the target branch after a batch was merged.
+    TargetGatesFinished {
+        batch: usize,
+        passed: bool,
+        summary: String,
+    },
+    /// A landed feature's worktree and branch were removed.
+    FeatureCleanedUp {
+        feature: String,
+    },
+    /// Something worth knowing that changes nothing.
+    MegaNotice {
+        message: String,
+    },
+    /// Stopped after a batch (no `--auto-run`); approving again continues.
+    MegaPaused {
+        next_batch: usize,
+        reason: String,
+    },
+    MegaFinished {
+        status: crate::mega::MegaRunStatus,
+        features: crate::mega::state::FeatureCounts,
+        duration_ms: u64,
+    },
+
+    /// An engine event of one feature of a mega run: on the wire the
+    /// event's own fields with `"feature"` added (read back, such a line is
+    /// the bare engine event; readers of a mega stream take `feature` from
+    /// the JSON).
+    #[serde(untagged, skip_deserializing)]
+    Feature(FeatureEvent),
+}
+
+/// An engine event of feature `feature` ([`Event::Feature`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureEvent {
+    pub feature: String,
+    pub event: Box<Event>,
+}
+
+/// `{"feature": ..., <the event's fields>}`: a derived flatten of `Event`
+/// inside `Event` would be a type without end, so the event's fields are
+/// copied from its JSON object.
+impl Serialize for FeatureEvent {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeMap};
+        let serde_json::Value::Object(fields) =
+            serde_json::to_value(&*self.event).map_err(S::Error::custom)?
+        else {
+            return Err(S::Error::custom("an event serializes as a JSON object"));
+        };
+        let mut map = s.serialize_map(Some(fields.len() + 1))?;
+        map.serialize_entry("feature", &self.feature)?;
+        for (k, v) in fields.iter().filter(|(k, _)| *k != "feature") {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
 /// A fallback taken while resolving an agent.
@@ -569,6 +738,14 @@ pub struct GateSummary {
 }
 
 impl Event {
+    /// `event` of feature `feature`'s engine, in a mega run.
+    pub fn in_feature(feature: impl Into<String>, event: Event) -> Event {
+        Event::Feature(FeatureEvent {
+            feature: feature.into(),
+            event: Box::new(event),
+        })
+    }
+
     /// The story an event is about, if any.
     pub fn story(&self) -> Option<&str> {
         match self {
@@ -599,6 +776,7 @@ impl Event {
             | Event::RaceStarted { story, .. }
             | Event::RaceContestantFinished { story, .. }
             | Event::RaceWon { story, .. } => Some(story),
+            Event::Feature(f) => f.event.story(),
             _ => None,
         }
     }
@@ -640,5 +818,33 @@ mod tests {
         assert_eq!(v["event"], "attempt_failed");
         assert_eq!(v["error_type"], "quality_gate");
         assert_eq!(e.story(), Some("s"));
+    }
+
+    #[test]
+    fn a_features_events_are_flat_with_the_feature_added() {
+        let e = Event::in_feature(
+            "auth",
+            Event::StorySkipped {
+                story: "s1".into(),
+                reason: "done".into(),
+            },
+        );
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            r#"{"feature":"auth","event":"story_skipped","story":"s1","reason":"done"}"#
+        );
+        assert_eq!(e.story(), Some("s1"));
+        let e = Event::MegaFinished {
+            status: crate::mega::MegaRunStatus::Completed,
+            features: crate::mega::state::FeatureCounts::default(),
+            duration_ms: 1,
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["event"], "mega_finished");
+        assert_eq!(v["status"], "completed");
+        let e = Event::MegaNotice {
+            message: "m".into(),
+        };
+        assert_eq!(serde_json::to_value(&e).unwrap()["event"], "mega_notice");
     }
 }

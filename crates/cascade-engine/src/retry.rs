@@ -20,11 +20,12 @@ pub enum FailureKind {
     ExitCode,
     /// A required quality gate failed.
     QualityGate,
-    /// Merging the story branch into the target branch conflicted.
+    /// Merging the story (or feature) branch into the target branch conflicted.
     MergeConflict,
     /// The story merged without a conflict, but the merged tree (the
     /// target's tip with the story) failed the required gates: it does not
-    /// fit with stories merged since its base (integration gating).
+    /// fit with stories merged since its base (integration gating). For a
+    /// mega run's feature: its merge with the features landed meanwhile.
     Integration,
     /// The agent was killed by a signal or could not be run properly.
     ProcessCrash,
@@ -56,6 +57,18 @@ pub enum FailureKind {
     /// A person cancelled the story (the dashboard's or the live channel's
     /// cancel): it is not retried unless asked for.
     Cancelled,
+    // Why a mega run's feature failed (`mega-state.json`, `feature_failed`).
+    /// No valid PRD: the PRD agent failed or wrote an invalid PRD too often,
+    /// or an existing PRD is invalid.
+    PrdInvalid,
+    /// Some of the feature's stories failed or were blocked.
+    StoriesFailed,
+    /// The gates failed on the target branch after the feature was merged.
+    TargetGates,
+    /// cascade itself could not run the feature (git, disk, agents config).
+    Error,
+    /// A feature it depends on did not complete.
+    Blocked,
 }
 
 impl FailureKind {
@@ -78,6 +91,11 @@ impl FailureKind {
             FailureKind::ProviderError => "provider_error",
             FailureKind::Budget => "budget",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::PrdInvalid => "prd_invalid",
+            FailureKind::StoriesFailed => "stories_failed",
+            FailureKind::TargetGates => "target_gates",
+            FailureKind::Error => "error",
+            FailureKind::Blocked => "blocked",
         }
     }
 

@@ -899,6 +899,8 @@ fn fleet_race_line(event: &Event, p: Paint) -> Option<String> {
                 super::printable(reason)
             )
         }
+        // The summary prints `run_finished`; `mega approve` prints a mega
+        // run's own steps and its features' events (cli/mega_cmd.rs).
         _ => return None,
     };
     Some(line)

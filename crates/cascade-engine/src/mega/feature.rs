@@ -6,13 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::events::{FeatureEvent, MegaEvent, MegaStep};
 use super::findings;
 use super::ports::{FeatureRun, MegaPorts};
 use super::prd_gen::{self, AuthorError, FeatureBrief, GenProgress, PrdAuthor, PrdRequest};
 use super::run::{Ctx, FeatureSpec, TaskEnd};
 use super::state::{now, FailureKind, FeatureState, FeatureStatus, PrdSource, StoryCounts};
-use crate::events::{Event, RunStatus};
+use crate::events::{Event, EventSink, RunStatus};
 use crate::progress::ProgressLog;
 
 /// Worktree, PRD and engine run of one feature.
@@ -34,7 +33,7 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
                 f.worktree = Some(wt.clone());
                 f.started_at.get_or_insert_with(now);
             });
-            ctx.emit(MegaStep::FeatureStarted {
+            ctx.emit(Event::FeatureStarted {
                 feature: name.to_string(),
                 branch: branch.clone(),
                 worktree: wt.clone(),
@@ -48,7 +47,7 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         }
     };
     if let Err(e) = findings::share_into(&ctx.paths.main_root, &wt) {
-        ctx.emit(MegaStep::MegaNotice {
+        ctx.emit(Event::MegaNotice {
             message: format!(
                 "feature '{name}': could not share {}: {e}",
                 findings::MEGA_FINDINGS
@@ -70,18 +69,15 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
     let resume = before.status == FeatureStatus::Running;
     ctx.update(name, |f| f.status = FeatureStatus::Running);
     let feature_dir = ctx.feature_dir(name);
-    let events = {
+    let events: EventSink = {
         let ctx = ctx.clone();
         let name = name.to_string();
-        Arc::new(move |event: Event| {
-            track_stories(&ctx, &name, &event);
-            if let Some(line) = ProgressLog::format(&event) {
+        Arc::new(move |event: &Event| {
+            track_stories(&ctx, &name, event);
+            if let Some(line) = ProgressLog::format(event) {
                 ctx.progress.append(&format!("{name}/{line}"));
             }
-            (ctx.sink)(&MegaEvent::Feature(FeatureEvent {
-                feature: name.clone(),
-                event,
-            }));
+            (ctx.sink)(&Event::in_feature(name.as_str(), event.clone()));
         })
     };
     let outcome = ctx
@@ -118,7 +114,7 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         ctx.fail(name, FailureKind::Error, error, vec![]);
         return TaskEnd::Failed;
     }
-    ctx.emit(MegaStep::FeatureStoriesFinished {
+    ctx.emit(Event::FeatureStoriesFinished {
         feature: name.to_string(),
         stories: ctx
             .snapshot()
@@ -265,7 +261,7 @@ async fn ensure_prd<P: MegaPorts>(
                     f.prd = Some(prd_path.clone());
                     f.prd_source = Some(source);
                 });
-                ctx.emit(MegaStep::PrdReady {
+                ctx.emit(Event::PrdReady {
                     feature: name.to_string(),
                     path: shown,
                     source,
@@ -336,13 +332,13 @@ async fn ensure_prd<P: MegaPorts>(
                     max_attempts,
                 } => {
                     ctx.update(name, |f| f.prd_attempts += 1);
-                    ctx.emit(MegaStep::PrdGenerationStarted {
+                    ctx.emit(Event::PrdGenerationStarted {
                         feature: name.to_string(),
                         attempt,
                         max_attempts,
                     });
                 }
-                GenProgress::Invalid { attempt, problems } => ctx.emit(MegaStep::PrdInvalid {
+                GenProgress::Invalid { attempt, problems } => ctx.emit(Event::PrdInvalid {
                     feature: name.to_string(),
                     attempt,
                     problems,
@@ -354,7 +350,7 @@ async fn ensure_prd<P: MegaPorts>(
     match result {
         Ok(g) => {
             ctx.update(name, |f| f.prd = Some(g.path.clone()));
-            ctx.emit(MegaStep::PrdReady {
+            ctx.emit(Event::PrdReady {
                 feature: name.to_string(),
                 path: g.path.clone(),
                 source: PrdSource::Generated,
@@ -422,7 +418,7 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
                 Some(usd) => f.prd_cost_usd += usd,
                 None => f.prd_unknown_spend += 1,
             });
-            self.ctx.emit(MegaStep::PrdAgentFinished {
+            self.ctx.emit(Event::PrdAgentFinished {
                 feature: self.feature.to_string(),
                 attempt,
                 agent: c.agent,

@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use super::events::MegaStep;
 use super::findings;
 use super::ports::MegaPorts;
 use super::run::Ctx;
 use super::state::{now, FailureKind, FeatureStatus, TargetGatesRecord};
+use crate::events::Event;
 
 /// Merges the feature branch into the target (`--no-ff`). Returns whether it landed.
 pub(super) async fn merge_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> bool {
@@ -47,7 +47,7 @@ pub(super) async fn merge_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -
                 f.merge_commit = Some(commit.clone());
                 f.finished_at = Some(now());
             });
-            ctx.emit(MegaStep::FeatureMerged {
+            ctx.emit(Event::FeatureMerged {
                 feature: name.to_string(),
                 branch,
                 target_branch: ctx.target.clone(),
@@ -150,7 +150,7 @@ async fn integrate<P: MegaPorts>(
     merge: git2::Oid,
 ) -> Result<Result<String, Vec<String>>, String> {
     let since = merged_since(ctx, name);
-    ctx.emit(MegaStep::FeatureIntegrationStarted {
+    ctx.emit(Event::FeatureIntegrationStarted {
         feature: name.to_string(),
         merged_since: since.clone(),
         target_branch: ctx.target.clone(),
@@ -159,7 +159,7 @@ async fn integrate<P: MegaPorts>(
         .await
         .and_then(|v| v)
         .map_err(|e| format!("the gates could not run on the merged tree: {e}"))?;
-    ctx.emit(MegaStep::FeatureIntegrationFinished {
+    ctx.emit(Event::FeatureIntegrationFinished {
         feature: name.to_string(),
         passed: verdict.passed,
         summary: verdict.summary.clone(),
@@ -232,7 +232,7 @@ async fn gate_in_scratch<P: MegaPorts>(
     .await
     .unwrap_or_else(|e| Err(e.to_string()));
     if let Err(e) = removed {
-        ctx.emit(MegaStep::MegaNotice {
+        ctx.emit(Event::MegaNotice {
             message: format!("could not remove the gates worktree of '{branch}' ({e}); `cascade worktree prune` removes it"),
         });
     }
@@ -252,7 +252,7 @@ pub(super) async fn run_target_gates<P: MegaPorts>(
         Ok(None) => match gate_in_scratch(ctx, GATES_BRANCH, &ctx.target).await {
             Ok(verdict) => verdict,
             Err(e) => {
-                ctx.emit(MegaStep::MegaNotice {
+                ctx.emit(Event::MegaNotice {
                     message: format!(
                         "target branch '{}' is not checked out and no worktree could be made for its gates ({e}); gates not re-run after batch {batch}",
                         ctx.target
@@ -262,7 +262,7 @@ pub(super) async fn run_target_gates<P: MegaPorts>(
             }
         },
         Err(e) => {
-            ctx.emit(MegaStep::MegaNotice {
+            ctx.emit(Event::MegaNotice {
                 message: format!("cannot find where '{}' is checked out: {e}", ctx.target),
             });
             return None;
@@ -279,7 +279,7 @@ pub(super) async fn run_target_gates<P: MegaPorts>(
                 });
                 let _ = s.save(&ctx.cascade_dir);
             }
-            ctx.emit(MegaStep::TargetGatesFinished {
+            ctx.emit(Event::TargetGatesFinished {
                 batch,
                 passed: v.passed,
                 summary: v.summary,
@@ -287,7 +287,7 @@ pub(super) async fn run_target_gates<P: MegaPorts>(
             Some(v.passed)
         }
         Err(e) => {
-            ctx.emit(MegaStep::MegaNotice {
+            ctx.emit(Event::MegaNotice {
                 message: format!(
                     "gates on '{}' could not run after batch {batch}: {e}",
                     ctx.target
@@ -308,7 +308,7 @@ pub(super) async fn cleanup_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str)
         match findings::keep_feature_findings(&ctx.paths.main_root, wt, name, &keep) {
             Ok(Some(kept)) => ctx.update(name, |s| s.findings = Some(kept.clone())),
             Ok(None) => {}
-            Err(e) => ctx.emit(MegaStep::MegaNotice {
+            Err(e) => ctx.emit(Event::MegaNotice {
                 message: format!("feature '{name}': could not keep findings.md: {e}"),
             }),
         }
@@ -332,11 +332,11 @@ pub(super) async fn cleanup_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str)
     match result {
         Ok(()) => {
             ctx.update(name, |s| s.worktree = None);
-            ctx.emit(MegaStep::FeatureCleanedUp {
+            ctx.emit(Event::FeatureCleanedUp {
                 feature: name.to_string(),
             });
         }
-        Err(e) => ctx.emit(MegaStep::MegaNotice {
+        Err(e) => ctx.emit(Event::MegaNotice {
             message: format!(
                 "feature '{name}' landed but its worktree or branch could not be removed ({e}); `cascade worktree prune` removes leftovers"
             ),

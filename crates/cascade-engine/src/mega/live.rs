@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use cascade_agents::config::AgentsConfig;
 use cascade_agents::detect::Detector;
@@ -14,14 +14,12 @@ use cascade_agents::resolve::{Overrides, Resolver};
 use cascade_process::CancelToken;
 
 use super::error::MegaError;
-use super::ports::{
-    AgentCharge, FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts,
-};
+use super::ports::{AgentCharge, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
 use super::prd_gen::{AuthorError, PrdCheck};
 use crate::config::{EngineConfig, Pause, RunOptions};
 use crate::control::budget::Spend;
 use crate::engine::Engine;
-use crate::events::{Event, EventSink, StoryCounts};
+use crate::events::{EventSink, StoryCounts};
 
 /// The real services of a mega run.
 pub struct LivePorts {
@@ -176,7 +174,7 @@ impl MegaPorts for LivePorts {
     async fn run_feature(
         &self,
         run: FeatureRun,
-        events: FeatureEventFn,
+        events: EventSink,
         cancel: CancelToken,
     ) -> FeatureOutcome {
         let state_path = run.state_dir.join("state.json");
@@ -203,8 +201,7 @@ impl MegaPorts for LivePorts {
             .steering
             .as_ref()
             .map(|s| s.for_feature(&run.feature));
-        let sink: EventSink = Arc::new(move |e: &Event| events(e.clone()));
-        match Engine::new(config).run(options, sink, &cancel).await {
+        match Engine::new(config).run(options, events, &cancel).await {
             Ok(summary) => FeatureOutcome {
                 status: summary.status,
                 stories: summary.counts,

@@ -14,33 +14,17 @@
 //! stories) and the PRD agent: features x stories never exceed N, and slots a
 //! finished feature no longer needs go to the others.
 //!
-//! API summary (for the binary):
-//! - [`run::run_mega`]`(Arc<impl MegaPorts>, PlanInput, MegaOptions{start_dir,
-//!   auto_run, parallel, allow_dirty}, MegaSink, Option<Confirm>, CancelToken)
-//!   -> Result<MegaSummary{status, state}, MegaError>`; resumes when a state of
-//!   the same plan exists.
-//! - [`ports::MegaPorts`]: the seam to the rest of cascade (validate a PRD, run
-//!   the PRD agent, run a feature's PRD with the engine, run gates);
-//!   [`live::LivePorts`] is the real one (cascade-plan, cascade-agents,
-//!   [`crate::engine::Engine`], cascade-gates).
-//! - [`events::MegaEvent`]: `MegaStep`s (`mega_started`, `feature_merged`,
-//!   `feature_failed`, ..., `mega_finished`) and the engine's story events with
-//!   a `feature` field, one NDJSON line each.
-//! - [`state`]: `.cascade/mega-state.json` ([`MegaState`], [`FeatureState`],
-//!   [`FeatureStatus`] pending|generating_prd|running|merging|complete|failed|blocked,
-//!   worktree, branch, stories done/total, failure kind and message), written
-//!   atomically with a schema version after every transition.
-//! - [`prd_gen`]: the PRD agent loop (prompt from the feature and the design
-//!   doc, `CASCADE_PRD_PATH`, validation, up to two fix rounds with the exact errors).
-//! - [`findings`]: `mega-findings.md` shared read-only (0444) into every feature
-//!   worktree; each feature's `findings.md` kept under
-//!   `.cascade/mega/features/<name>/` and appended to the shared file (the
-//!   story side, used by every run, is [`crate::findings`]).
-//! - [`error::MegaError`]: what stops a mega run as a whole (a failing feature
-//!   is recorded in the state, not an error); `is_usage()` picks exit 2.
+//! The features are nodes of the engine's [`crate::scheduler::Scheduler`]
+//! (batch discipline), and the run speaks through the engine's
+//! [`crate::events::EventSink`]: its own steps are [`crate::events::Event`]
+//! variants (`mega_started` ... `mega_finished`), a feature engine's events
+//! come as [`crate::events::Event::Feature`] (the event with a `feature`
+//! field). [`ports::MegaPorts`] is the seam to the rest of cascade
+//! ([`live::LivePorts`] the real one); [`state`] owns
+//! `.cascade/mega-state.json`; [`error::MegaError`] is what stops a run as a
+//! whole (a failing feature is recorded in the state, not an error).
 
 pub mod error;
-pub mod events;
 mod feature;
 pub mod findings;
 mod land;

@@ -14,10 +14,7 @@ use cascade_process::CancelToken;
 use tokio::sync::Semaphore;
 
 use super::prd_gen::{AuthorError, PrdCheck};
-use crate::events::{Event, RunStatus, StoryCounts};
-
-/// Receives the engine events of one feature's run.
-pub type FeatureEventFn = Arc<dyn Fn(Event) + Send + Sync>;
+use crate::events::{EventSink, RunStatus, StoryCounts};
 
 /// One feature's PRD to run with the engine.
 #[derive(Debug, Clone)]
@@ -101,7 +98,7 @@ pub trait MegaPorts: Send + Sync + 'static {
     fn run_feature(
         &self,
         run: FeatureRun,
-        events: FeatureEventFn,
+        events: EventSink,
         cancel: CancelToken,
     ) -> impl Future<Output = FeatureOutcome> + Send;
 

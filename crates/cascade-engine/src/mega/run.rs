@@ -26,17 +26,16 @@ use cascade_process::CancelToken;
 use tokio::sync::Semaphore;
 
 use super::error::MegaError;
-use super::events::{MegaEvent, MegaStep};
 use super::feature::run_feature;
 use super::findings;
 use super::land::{cleanup_feature, merge_feature, run_target_gates};
 use super::ports::MegaPorts;
 use super::state::{now, FailureKind, FeatureFailure, FeatureStatus, MegaRunStatus, MegaState};
+use crate::events::{Event, EventSink};
 use crate::lock::RunLock;
 use crate::progress::ProgressLog;
+use crate::scheduler::{Discipline, NodeSpec, NodeState, Scheduler};
 
-/// Receives every event of the mega run (from any thread, in order per feature).
-pub type MegaSink = Arc<dyn Fn(&MegaEvent) + Send + Sync>;
 /// Asked before each next batch when not `--auto-run`: `(batch, features) -> go on?`.
 pub type Confirm = Arc<dyn Fn(usize, &[String]) -> bool + Send + Sync>;
 
@@ -144,7 +143,7 @@ pub(super) struct Ctx<P> {
     pub(super) goal: String,
     pub(super) specs: HashMap<String, FeatureSpec>,
     pub(super) state: Mutex<MegaState>,
-    pub(super) sink: MegaSink,
+    pub(super) sink: EventSink,
     pub(super) cancel: CancelToken,
     /// `--parallel`: each feature engine's own limit.
     pub(super) parallel: usize,
@@ -156,11 +155,11 @@ pub(super) struct Ctx<P> {
 }
 
 impl<P: MegaPorts> Ctx<P> {
-    pub(super) fn emit(&self, step: MegaStep) {
-        if let Some(line) = progress_line(&step) {
+    pub(super) fn emit(&self, event: Event) {
+        if let Some(line) = progress_line(&event) {
             self.progress.append(&line);
         }
-        (self.sink)(&MegaEvent::Mega(step));
+        (self.sink)(&event);
     }
 
     /// Applies `f` to the feature's state and saves.
@@ -171,7 +170,7 @@ impl<P: MegaPorts> Ctx<P> {
         }
         if let Err(e) = s.save(&self.cascade_dir) {
             drop(s);
-            self.emit(MegaStep::MegaNotice {
+            self.emit(Event::MegaNotice {
                 message: format!("could not save the mega state: {e}"),
             });
         }
@@ -206,7 +205,7 @@ impl<P: MegaPorts> Ctx<P> {
             branch = f.branch.clone();
             worktree = f.worktree.clone();
         });
-        self.emit(MegaStep::FeatureFailed {
+        self.emit(Event::FeatureFailed {
             feature: name.to_string(),
             kind,
             error: message,
@@ -326,25 +325,80 @@ fn choose_state(
 
 /// Runs (or resumes) a mega-plan. Returns how it ended; failing features are
 /// in the state, not errors. Errors are what stops the run as a whole.
+///
+/// Phases: [`check`], [`open_run`] (lock, leftovers, state), the start
+/// event and steering, [`drive`] (feature batches on the [`Scheduler`]),
+/// [`finish`] (final status, saved, announced).
 pub async fn run_mega<P: MegaPorts>(
     ports: Arc<P>,
     plan: PlanInput,
     opts: MegaOptions,
-    sink: MegaSink,
+    sink: EventSink,
     confirm: Option<Confirm>,
     cancel: CancelToken,
 ) -> Result<MegaSummary, MegaError> {
     let started = Instant::now();
-    let Checked { paths, target } = check(&plan, &opts.start_dir, opts.allow_dirty)?;
+    let checked = check(&plan, &opts.start_dir, opts.allow_dirty)?;
+    let (lock, ctx, resumed) = open_run(ports, &plan, &opts, checked, sink, cancel).await?;
+    ctx.emit(Event::MegaStarted {
+        plan: plan.path.clone(),
+        target_branch: ctx.target.clone(),
+        features: plan.features.len(),
+        batches: plan.batches.len(),
+        parallel: ctx.parallel,
+        resumed,
+    });
+    // Pause and resume of the whole run are answered here (cancel and
+    // retry by the feature engines), while the run goes on.
+    // The task keeps no hold on the sink: whoever gave it (the live
+    // channel) gets it back whole once the run is over, to drain it.
+    let _steered = opts.steering.as_ref().map(|s| {
+        let sink = Arc::downgrade(&ctx.sink);
+        crate::control::steer::serve_run(s, move |feature, event| {
+            let Some(sink) = sink.upgrade() else { return };
+            sink(&match feature {
+                Some(feature) => Event::in_feature(feature, event),
+                None => event,
+            })
+        })
+    });
+    // A kill between a feature's merge and its cleanup leaves its worktree.
+    let landed: Vec<String> = ctx
+        .snapshot()
+        .features
+        .iter()
+        .filter(|(_, f)| f.status == FeatureStatus::Complete && f.worktree.is_some())
+        .map(|(n, _)| n.clone())
+        .collect();
+    for name in landed {
+        cleanup_feature(&ctx, &name).await;
+    }
+    let stopped = drive(&ctx, &plan, &opts, confirm).await;
+    let summary = finish(&ctx, stopped, started)?;
+    drop(lock);
+    Ok(summary)
+}
+
+/// Takes the repository's run lock, clears what a killed run left (agents,
+/// half-written state files), and opens the state (continued or fresh,
+/// saved as running) and the run's shared context. `true`: resumed.
+async fn open_run<P: MegaPorts>(
+    ports: Arc<P>,
+    plan: &PlanInput,
+    opts: &MegaOptions,
+    Checked { paths, target }: Checked,
+    sink: EventSink,
+    cancel: CancelToken,
+) -> Result<(RunLock, Arc<Ctx<P>>, bool), MegaError> {
     let cascade_dir = paths.cascade_dir();
     // The run starts: from here on cascade writes.
     let (lock, note) = RunLock::acquire(&cascade_dir.join(RUN_LOCK), "mega approve")?;
     if let Some(message) = note {
-        sink(&MegaStep::MegaNotice { message }.into());
+        sink(&Event::MegaNotice { message });
     }
     // All of cascade's own files at once, before the feature engines start:
     // they then find nothing to add (concurrent writers of info/exclude race).
-    let own = own_patterns(&plan, &opts.start_dir);
+    let own = own_patterns(plan, &opts.start_dir);
     let own: Vec<&str> = own.iter().map(String::as_str).collect();
     paths
         .ensure_excluded(&own)
@@ -360,7 +414,7 @@ pub async fn run_mega<P: MegaPorts>(
     .await
     .unwrap_or_default();
     for message in stopped {
-        sink(&MegaStep::MegaNotice { message }.into());
+        sink(&Event::MegaNotice { message });
     }
     // Half-done writes of the state file by a killed run: stale under the
     // lock (no other writer of it can be running).
@@ -368,9 +422,9 @@ pub async fn run_mega<P: MegaPorts>(
         let _ = std::fs::remove_file(tmp);
     }
     // Read again under the lock (a run that ended meanwhile changed it).
-    let (mut state, resumed) = choose_state(MegaState::load(&cascade_dir)?, &plan, &target)?;
+    let (mut state, resumed) = choose_state(MegaState::load(&cascade_dir)?, plan, &target)?;
     if resumed {
-        reconcile(&mut state, &plan);
+        reconcile(&mut state, plan);
     }
     state.status = MegaRunStatus::Running;
     state.pid = Some(std::process::id());
@@ -390,7 +444,6 @@ pub async fn run_mega<P: MegaPorts>(
         }
     }
     findings::ensure_mega_findings(&paths.main_root, &plan.goal)?;
-
     let parallel = opts.parallel.max(1);
     let ctx = Arc::new(Ctx {
         ports,
@@ -400,9 +453,9 @@ pub async fn run_mega<P: MegaPorts>(
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| paths.main_root.clone()),
-        cascade_dir: cascade_dir.clone(),
+        cascade_dir,
         paths,
-        target: target.clone(),
+        target,
         goal: plan.goal.clone(),
         specs: plan
             .features
@@ -411,210 +464,318 @@ pub async fn run_mega<P: MegaPorts>(
             .collect(),
         state: Mutex::new(state),
         sink,
-        cancel: cancel.clone(),
+        cancel,
         parallel,
         slots: Arc::new(Semaphore::new(parallel)),
         integration: opts.integration,
     });
-    ctx.emit(MegaStep::MegaStarted {
-        plan: plan.path.clone(),
-        target_branch: target.clone(),
-        features: plan.features.len(),
-        batches: plan.batches.len(),
-        parallel,
-        resumed,
-    });
-    // Pause and resume of the whole run are answered here (cancel and
-    // retry by the feature engines), while the run goes on.
-    // The task keeps no hold on the sink: whoever gave it (the live
-    // channel) gets it back whole once the run is over, to drain it.
-    let _steered = opts.steering.as_ref().map(|s| {
-        let sink = Arc::downgrade(&ctx.sink);
-        crate::control::steer::serve_run(s, move |feature, event| {
-            let Some(sink) = sink.upgrade() else { return };
-            sink(&match feature {
-                Some(feature) => MegaEvent::Feature(super::events::FeatureEvent { feature, event }),
-                None => MegaEvent::Run(event),
-            })
-        })
-    });
+    Ok((lock, ctx, resumed))
+}
 
-    // A kill between a feature's merge and its cleanup leaves its worktree.
-    let landed: Vec<String> = ctx
-        .snapshot()
-        .features
+/// The features as nodes of the engine's [`Scheduler`] (batch discipline:
+/// a feature batch starts once the one before it has landed, failed or
+/// been blocked), in the plan's batch order, so its layers are the plan's
+/// batches. Landed features count as done; every feature of a batch starts
+/// at once (`--parallel` bounds their stories through the shared slots).
+fn feature_scheduler(plan: &PlanInput, state: &MegaState) -> (Scheduler, Vec<String>) {
+    let names: Vec<String> = plan.batches.iter().flatten().cloned().collect();
+    let index: HashMap<&str, usize> = names
         .iter()
-        .filter(|(_, f)| f.status == FeatureStatus::Complete && f.worktree.is_some())
-        .map(|(n, _)| n.clone())
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
         .collect();
-    for name in landed {
-        cleanup_feature(&ctx, &name).await;
+    let deps_of = |name: &str| -> Vec<usize> {
+        plan.features
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| {
+                f.dependencies
+                    .iter()
+                    .filter_map(|d| index.get(d.as_str()).copied())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let nodes = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| NodeSpec {
+            deps: deps_of(name),
+            priority: 0,
+            file_index: i,
+            remaining_path: 1,
+            // Done ones are completed below instead: the layers (batch
+            // numbers) stay the plan's on a resume.
+            done: false,
+        })
+        .collect();
+    let mut sched = Scheduler::new(nodes, Discipline::Batch, names.len().max(1), false);
+    for (i, name) in names.iter().enumerate() {
+        if state
+            .feature(name)
+            .is_some_and(|f| f.status == FeatureStatus::Complete)
+        {
+            sched.complete(i);
+        }
     }
+    (sched, names)
+}
 
-    let mut status = None;
+/// Runs the feature batches the scheduler hands out until none is left or
+/// the run stops (see [`Stop`]).
+async fn drive<P: MegaPorts>(
+    ctx: &Arc<Ctx<P>>,
+    plan: &PlanInput,
+    opts: &MegaOptions,
+    confirm: Option<Confirm>,
+) -> Stop {
+    let (mut sched, names) = feature_scheduler(plan, &ctx.snapshot());
     let mut worked_batches = 0usize;
-    let mut gates_broken: Option<usize> = None;
-    for (bi, batch) in plan.batches.iter().enumerate() {
-        let batch_no = bi + 1;
-        let open: Vec<String> = {
-            let s = ctx.snapshot();
-            batch
-                .iter()
-                .filter(|n| s.feature(n).is_some_and(|f| !f.status.is_final()))
-                .cloned()
-                .collect()
+    loop {
+        let batch: Vec<usize> = std::iter::from_fn(|| sched.next_ready()).collect();
+        let Some(&first) = batch.first() else {
+            return Stop::default();
         };
-        if open.is_empty() {
-            continue;
-        }
-        if let Some(message) = ctx.ports.budget_exhausted() {
-            ctx.emit(MegaStep::MegaNotice {
-                message: format!("no feature of batch {batch_no} starts: {message}"),
-            });
-            status = Some(MegaRunStatus::BudgetExhausted);
-            break;
-        }
-        if !held_while_paused(&ctx, opts.steering.as_ref(), batch_no).await {
-            status = Some(MegaRunStatus::Interrupted);
-            break;
-        }
-        if worked_batches > 0 && !opts.auto_run {
-            let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, &open));
-            if !go_on {
-                ctx.emit(MegaStep::MegaPaused {
-                    next_batch: batch_no,
-                    reason: "stopped after a batch; run `cascade mega approve` again (or with --auto-run) to continue".into(),
-                });
-                status = Some(MegaRunStatus::Paused);
-                break;
-            }
+        let batch_no = sched.layer_of(first) + 1;
+        let open: Vec<String> = batch.iter().map(|&i| names[i].clone()).collect();
+        if let Some(status) = may_start(ctx, opts, &confirm, batch_no, &open, worked_batches).await
+        {
+            return Stop {
+                status: Some(status),
+                gates_broken: None,
+            };
         }
         worked_batches += 1;
-        ctx.emit(MegaStep::FeatureBatchStarted {
+        ctx.emit(Event::FeatureBatchStarted {
             batch: batch_no,
             of: plan.batches.len(),
             features: open.clone(),
         });
-
-        // Block what cannot run; start the rest in parallel.
-        let mut runnable = Vec::new();
-        for name in &open {
-            if let Some(by) = blocker(&ctx, name, gates_broken) {
-                ctx.update(name, |f| {
-                    f.status = FeatureStatus::Blocked;
-                    f.blocked_by = Some(by.clone());
-                    f.failure = None;
-                });
-                ctx.emit(MegaStep::FeatureBlocked {
-                    feature: name.clone(),
-                    blocked_by: by,
-                });
-            } else {
-                runnable.push(name.clone());
-            }
-        }
-        // `--parallel` bounds features x stories: every feature of the batch
-        // starts (a worktree each); their story attempts and PRD agents share
-        // the run's `slots`, so a feature that finishes early leaves its
-        // slots to the others instead of a fixed share standing idle.
-        let mut tasks = tokio::task::JoinSet::new();
-        for name in &runnable {
-            let ctx = ctx.clone();
-            let name = name.clone();
-            tasks.spawn(async move {
-                let end = run_feature(&ctx, &name).await;
-                (name, end)
-            });
-        }
-        let mut ends: HashMap<String, TaskEnd> = HashMap::new();
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok((name, end)) => {
-                    ends.insert(name, end);
-                }
-                Err(e) => {
-                    ctx.emit(MegaStep::MegaNotice {
-                        message: format!("a feature task ended abnormally: {e}"),
-                    });
-                }
-            }
-        }
-        for name in &runnable {
-            if !ends.contains_key(name) {
-                ctx.fail(
-                    name,
-                    FailureKind::Error,
-                    "the feature's task ended abnormally (a bug in cascade); its branch and worktree are kept".into(),
-                    vec![],
-                );
-            }
-        }
-        if cancel.is_cancelled() || ends.values().any(|e| matches!(e, TaskEnd::Interrupted)) {
-            status = Some(MegaRunStatus::Interrupted);
-            break;
+        let ends = run_batch(ctx, &open).await;
+        if ctx.cancel.is_cancelled() || ends.values().any(|e| matches!(e, TaskEnd::Interrupted)) {
+            return Stop::status(MegaRunStatus::Interrupted);
         }
         // Out of budget: what is ready still merges below; nothing new starts.
-        if ends.values().any(|e| matches!(e, TaskEnd::Budget)) {
-            status = Some(MegaRunStatus::BudgetExhausted);
+        let budget = ends.values().any(|e| matches!(e, TaskEnd::Budget));
+        let gates = land_batch(ctx, &open, &ends, batch_no).await;
+        if ctx.cancel.is_cancelled() {
+            return Stop::status(MegaRunStatus::Interrupted);
         }
-
-        // Merge in batch order, serially.
-        let mut merged_any = false;
-        for name in &runnable {
-            if matches!(ends.get(name), Some(TaskEnd::Ready)) && merge_feature(&ctx, name).await {
-                merged_any = true;
-            }
+        if budget {
+            return Stop::status(MegaRunStatus::BudgetExhausted);
         }
-        if merged_any {
-            let verdict = run_target_gates(&ctx, batch_no).await;
-            if verdict == Some(false) {
-                gates_broken = Some(batch_no);
-            }
-        }
-        for name in &runnable {
-            let done = ctx
+        // What did not land (failed, or not merged) blocks its dependents.
+        for (&i, name) in batch.iter().zip(&open) {
+            let landed = ctx
                 .snapshot()
                 .feature(name)
                 .is_some_and(|f| f.status == FeatureStatus::Complete);
-            if done {
-                cleanup_feature(&ctx, name).await;
+            if landed {
+                sched.complete(i);
+            } else {
+                let blocked = sched.fail(i);
+                block(ctx, blocked.iter().map(|&b| names[b].as_str()), None);
             }
         }
-        if cancel.is_cancelled() {
-            status = Some(MegaRunStatus::Interrupted);
-            break;
-        }
-        if status.is_some() {
-            break;
+        if gates == Some(false) {
+            // Nothing more lands on a target whose gates fail.
+            sched.stop();
+            let waiting = (0..names.len()).filter(|&i| sched.state(i) == NodeState::Waiting);
+            block(ctx, waiting.map(|i| names[i].as_str()), Some(batch_no));
+            return Stop {
+                status: None,
+                gates_broken: Some(batch_no),
+            };
         }
     }
+}
 
-    let final_status = status.unwrap_or_else(|| {
-        let s = ctx.snapshot();
+/// How [`drive`] ended: a status it stopped with, and the batch after
+/// which the target's gates failed.
+#[derive(Default)]
+struct Stop {
+    status: Option<MegaRunStatus>,
+    gates_broken: Option<usize>,
+}
+
+impl Stop {
+    fn status(status: MegaRunStatus) -> Stop {
+        Stop {
+            status: Some(status),
+            gates_broken: None,
+        }
+    }
+}
+
+/// Whether feature batch `batch_no` may start: the budget, a pause of the
+/// whole run, and (after the first batch, without `--auto-run`) the
+/// confirmation. `Some(status)`: the run stops with it instead.
+async fn may_start<P: MegaPorts>(
+    ctx: &Ctx<P>,
+    opts: &MegaOptions,
+    confirm: &Option<Confirm>,
+    batch_no: usize,
+    open: &[String],
+    worked_batches: usize,
+) -> Option<MegaRunStatus> {
+    if let Some(message) = ctx.ports.budget_exhausted() {
+        ctx.emit(Event::MegaNotice {
+            message: format!("no feature of batch {batch_no} starts: {message}"),
+        });
+        return Some(MegaRunStatus::BudgetExhausted);
+    }
+    if !held_while_paused(ctx, opts.steering.as_ref(), batch_no).await {
+        return Some(MegaRunStatus::Interrupted);
+    }
+    if worked_batches > 0 && !opts.auto_run {
+        let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, open));
+        if !go_on {
+            ctx.emit(Event::MegaPaused {
+                next_batch: batch_no,
+                reason: "stopped after a batch; run `cascade mega approve` again (or with --auto-run) to continue".into(),
+            });
+            return Some(MegaRunStatus::Paused);
+        }
+    }
+    None
+}
+
+/// Runs every feature of the batch at once, to "ready to merge" or its end.
+/// `--parallel` bounds features x stories: their story attempts and PRD
+/// agents share the run's `slots`, so a feature that finishes early leaves
+/// its slots to the others instead of a fixed share standing idle.
+async fn run_batch<P: MegaPorts>(ctx: &Arc<Ctx<P>>, open: &[String]) -> HashMap<String, TaskEnd> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for name in open {
+        let ctx = ctx.clone();
+        let name = name.clone();
+        tasks.spawn(async move {
+            let end = run_feature(&ctx, &name).await;
+            (name, end)
+        });
+    }
+    let mut ends = HashMap::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((name, end)) => {
+                ends.insert(name, end);
+            }
+            Err(e) => ctx.emit(Event::MegaNotice {
+                message: format!("a feature task ended abnormally: {e}"),
+            }),
+        }
+    }
+    for name in open {
+        if !ends.contains_key(name) {
+            ctx.fail(
+                name,
+                FailureKind::Error,
+                "the feature's task ended abnormally (a bug in cascade); its branch and worktree are kept".into(),
+                vec![],
+            );
+        }
+    }
+    ends
+}
+
+/// Merges the batch's ready features in batch order, serially, re-runs the
+/// target's gates when anything landed, and removes the landed features'
+/// worktrees. Returns the gates' verdict (`None`: nothing landed, or they
+/// could not run).
+async fn land_batch<P: MegaPorts>(
+    ctx: &Arc<Ctx<P>>,
+    open: &[String],
+    ends: &HashMap<String, TaskEnd>,
+    batch_no: usize,
+) -> Option<bool> {
+    let mut merged_any = false;
+    for name in open {
+        if matches!(ends.get(name), Some(TaskEnd::Ready)) && merge_feature(ctx, name).await {
+            merged_any = true;
+        }
+    }
+    let verdict = if merged_any {
+        run_target_gates(ctx, batch_no).await
+    } else {
+        None
+    };
+    for name in open {
+        let done = ctx
+            .snapshot()
+            .feature(name)
+            .is_some_and(|f| f.status == FeatureStatus::Complete);
+        if done {
+            cleanup_feature(ctx, name).await;
+        }
+    }
+    verdict
+}
+
+/// Marks `names` blocked: by the first of their dependencies that did not
+/// land, or (`gates_broken`) by the target's gates failing after that batch.
+fn block<'a, P: MegaPorts>(
+    ctx: &Ctx<P>,
+    names: impl Iterator<Item = &'a str>,
+    gates_broken: Option<usize>,
+) {
+    for name in names {
+        let by = match gates_broken {
+            Some(b) => format!("the gates failing on the target branch after batch {b}"),
+            None => first_unlanded_dep(ctx, name).unwrap_or_default(),
+        };
+        ctx.update(name, |f| {
+            f.status = FeatureStatus::Blocked;
+            f.blocked_by = Some(by.clone());
+            f.failure = None;
+        });
+        ctx.emit(Event::FeatureBlocked {
+            feature: name.to_string(),
+            blocked_by: by,
+        });
+    }
+}
+
+/// The first dependency of `name` that is not merged into the target.
+fn first_unlanded_dep<P: MegaPorts>(ctx: &Ctx<P>, name: &str) -> Option<String> {
+    let s = ctx.snapshot();
+    ctx.specs.get(name)?.dependencies.iter().find_map(|dep| {
+        s.feature(dep)
+            .map_or(true, |f| f.status != FeatureStatus::Complete)
+            .then(|| dep.clone())
+    })
+}
+
+/// The run's end: its status (the one it stopped with, else completed when
+/// every feature landed and the target's gates hold, else failed), saved
+/// and announced with the features' counts.
+fn finish<P: MegaPorts>(
+    ctx: &Ctx<P>,
+    stopped: Stop,
+    started: Instant,
+) -> Result<MegaSummary, MegaError> {
+    let state = {
+        let mut s = ctx.state.lock().unwrap_or_else(|p| p.into_inner());
         let all_done = s
             .features
             .values()
             .all(|f| f.status == FeatureStatus::Complete);
-        if all_done && gates_broken.is_none() {
-            MegaRunStatus::Completed
-        } else {
-            MegaRunStatus::Failed
-        }
-    });
-    let state = {
-        let mut s = ctx.state.lock().unwrap_or_else(|p| p.into_inner());
-        s.status = final_status;
+        s.status = stopped
+            .status
+            .unwrap_or(if all_done && stopped.gates_broken.is_none() {
+                MegaRunStatus::Completed
+            } else {
+                MegaRunStatus::Failed
+            });
         s.save(&ctx.cascade_dir)?;
         s.clone()
     };
-    ctx.emit(MegaStep::MegaFinished {
-        status: final_status,
+    ctx.emit(Event::MegaFinished {
+        status: state.status,
         features: state.counts(),
         duration_ms: started.elapsed().as_millis() as u64,
     });
-    drop(lock);
     Ok(MegaSummary {
-        status: final_status,
+        status: state.status,
         state,
     })
 }
@@ -629,7 +790,7 @@ async fn held_while_paused<P: MegaPorts>(
     let Some(steer) = steering.filter(|s| s.is_paused()) else {
         return true;
     };
-    ctx.emit(MegaStep::MegaNotice {
+    ctx.emit(Event::MegaNotice {
         message: format!(
             "scheduling is paused: feature batch {batch_no} starts once it is resumed"
         ),
@@ -642,16 +803,16 @@ async fn held_while_paused<P: MegaPorts>(
 
 /// The progress.txt line of a feature step (Plan Cascade's format, with
 /// `feature <name>` in place of a story id).
-fn progress_line(step: &MegaStep) -> Option<String> {
+fn progress_line(event: &Event) -> Option<String> {
     let first = |t: &str| t.lines().next().unwrap_or("").trim().to_string();
-    Some(match step {
-        MegaStep::FeatureStarted {
+    Some(match event {
+        Event::FeatureStarted {
             feature, branch, ..
         } => format!("feature {feature}: [START] on {branch}"),
-        MegaStep::PrdReady {
+        Event::PrdReady {
             feature, stories, ..
         } => format!("feature {feature}: [PRD] {stories} stories"),
-        MegaStep::PrdInvalid {
+        Event::PrdInvalid {
             feature,
             attempt,
             problems,
@@ -659,12 +820,12 @@ fn progress_line(step: &MegaStep) -> Option<String> {
             "feature {feature}: [PRD INVALID] attempt {attempt}: {}",
             problems.first().map(|p| first(p)).unwrap_or_default()
         ),
-        MegaStep::FeatureMerged {
+        Event::FeatureMerged {
             feature,
             target_branch,
             ..
         } => format!("feature {feature}: [COMPLETE] merged into {target_branch}"),
-        MegaStep::FeatureFailed {
+        Event::FeatureFailed {
             feature,
             kind,
             error,
@@ -676,7 +837,7 @@ fn progress_line(step: &MegaStep) -> Option<String> {
                 first(error)
             )
         }
-        MegaStep::FeatureBlocked {
+        Event::FeatureBlocked {
             feature,
             blocked_by,
         } => format!("feature {feature}: [BLOCKED] by {blocked_by}"),
@@ -712,20 +873,6 @@ fn reconcile(state: &mut MegaState, plan: &PlanInput) {
         }
     }
     state.features = features;
-}
-
-/// Why `name` cannot run: the first dependency that did not land.
-fn blocker<P: MegaPorts>(ctx: &Ctx<P>, name: &str, gates_broken: Option<usize>) -> Option<String> {
-    let s = ctx.snapshot();
-    let spec = ctx.specs.get(name)?;
-    for dep in &spec.dependencies {
-        if s.feature(dep)
-            .map_or(true, |f| f.status != FeatureStatus::Complete)
-        {
-            return Some(dep.clone());
-        }
-    }
-    gates_broken.map(|b| format!("the gates failing on the target branch after batch {b}"))
 }
 
 /// The branch checked out in the main worktree.
@@ -765,5 +912,65 @@ mod tests {
         assert!(!valid_feature_name("a/b"));
         assert!(!valid_feature_name(""));
         assert!(!valid_feature_name("a..b"));
+    }
+
+    fn spec(name: &str, deps: &[&str]) -> FeatureSpec {
+        FeatureSpec {
+            id: name.into(),
+            name: name.into(),
+            title: String::new(),
+            description: String::new(),
+            priority: "medium".into(),
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_feature_scheduler_hands_out_the_plans_batches_and_keeps_their_numbers() {
+        let plan = PlanInput {
+            path: PathBuf::from("/p/mega-plan.json"),
+            goal: "g".into(),
+            target_branch: None,
+            features: vec![
+                spec("a", &[]),
+                spec("b", &[]),
+                spec("c", &["a"]),
+                spec("d", &["c", "b"]),
+            ],
+            batches: vec![
+                vec!["a".into(), "b".into()],
+                vec!["c".into()],
+                vec!["d".into()],
+            ],
+            execution_mode: None,
+        };
+        let mut state = MegaState::new(
+            plan.path.clone(),
+            "g".into(),
+            "main".into(),
+            plan.batches.clone(),
+        );
+        let (mut s, names) = feature_scheduler(&plan, &state);
+        let batch: Vec<&str> = std::iter::from_fn(|| s.next_ready())
+            .map(|i| names[i].as_str())
+            .collect();
+        assert_eq!(batch, ["a", "b"]);
+        // c waits for the whole first batch, d for c and b.
+        s.complete(0);
+        assert_eq!(s.next_ready(), None);
+        assert_eq!(s.fail(1), vec![3]);
+        assert_eq!(s.next_ready(), Some(2));
+        assert_eq!(s.layer_of(2), 1);
+
+        // A resume with a and b landed: c is still batch 2 of 3.
+        for n in ["a", "b"] {
+            state.feature_mut(n).unwrap().status = FeatureStatus::Complete;
+        }
+        let (mut s, names) = feature_scheduler(&plan, &state);
+        let c = s.next_ready().unwrap();
+        assert_eq!((names[c].as_str(), s.layer_of(c) + 1), ("c", 2));
+        assert_eq!(s.next_ready(), None);
+        s.complete(c);
+        assert_eq!(s.next_ready().map(|i| s.layer_of(i) + 1), Some(3));
     }
 }

@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex};
 use cascade_process::CancelToken;
 use tokio::sync::{Notify, Semaphore};
 
-use super::events::{MegaEvent, MegaStep};
-use super::ports::{FeatureEventFn, FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
+use super::ports::{FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
 use super::prd_gen::{AuthorError, PrdCheck};
 use super::run::{run_mega, FeatureSpec, MegaOptions, PlanInput};
 use super::state::{FeatureStatus, MegaRunStatus};
@@ -47,7 +46,7 @@ impl MegaPorts for Fake {
     async fn run_feature(
         &self,
         run: FeatureRun,
-        _events: FeatureEventFn,
+        _events: crate::events::EventSink,
         _cancel: CancelToken,
     ) -> FeatureOutcome {
         self.shares
@@ -124,7 +123,7 @@ fn spec(name: &str, deps: &[&str]) -> FeatureSpec {
     }
 }
 
-async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (MegaRunStatus, Vec<MegaEvent>) {
+async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (MegaRunStatus, Vec<Event>) {
     run_into(fake, root, parallel, None).await
 }
 
@@ -133,7 +132,7 @@ async fn run_into(
     root: &Path,
     parallel: usize,
     target: Option<&str>,
-) -> (MegaRunStatus, Vec<MegaEvent>) {
+) -> (MegaRunStatus, Vec<Event>) {
     run_steered(fake, root, parallel, target, None, |_| {}).await
 }
 
@@ -144,8 +143,8 @@ async fn run_steered(
     parallel: usize,
     target: Option<&str>,
     steering: Option<Steering>,
-    watch: impl Fn(&MegaEvent) + Send + Sync + 'static,
-) -> (MegaRunStatus, Vec<MegaEvent>) {
+    watch: impl Fn(&Event) + Send + Sync + 'static,
+) -> (MegaRunStatus, Vec<Event>) {
     let plan = PlanInput {
         path: root.join("mega-plan.json"),
         goal: "g".into(),
@@ -157,7 +156,7 @@ async fn run_steered(
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink = {
         let events = events.clone();
-        Arc::new(move |e: &MegaEvent| {
+        Arc::new(move |e: &Event| {
             events.lock().unwrap().push(e.clone());
             watch(e);
         })
@@ -201,7 +200,7 @@ async fn parallel_is_shared_and_everything_lands() {
     let merged: Vec<_> = events
         .iter()
         .filter_map(|e| match e {
-            MegaEvent::Mega(MegaStep::FeatureMerged { feature, .. }) => Some(feature.clone()),
+            Event::FeatureMerged { feature, .. } => Some(feature.clone()),
             _ => None,
         })
         .collect();
@@ -231,10 +230,9 @@ async fn failing_target_gates_block_later_batches() {
         .unwrap()
         .iter()
         .all(|(_, p, s)| *p == 1 && s.available_permits() == 1));
-    assert!(events.iter().any(|e| matches!(
-        e,
-        MegaEvent::Mega(MegaStep::TargetGatesFinished { passed: false, .. })
-    )));
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, Event::TargetGatesFinished { passed: false, .. })));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -282,8 +280,8 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
         let (root, steering, waiting) =
             (tmp.path().to_path_buf(), steering.clone(), waiting.clone());
         tokio::spawn(async move {
-            let watch = move |e: &MegaEvent| {
-                if matches!(e, MegaEvent::Mega(MegaStep::MegaNotice { message }) if message.contains("feature batch 2 starts once it is resumed"))
+            let watch = move |e: &Event| {
+                if matches!(e, Event::MegaNotice { message } if message.contains("feature batch 2 starts once it is resumed"))
                 {
                     waiting.notify_one();
                 }
@@ -310,15 +308,11 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
     let said: Vec<String> = events
         .iter()
         .filter_map(|e| match e {
-            MegaEvent::Run(Event::Control {
+            Event::Control {
                 action, ok: true, ..
-            }) => Some(action.clone()),
-            MegaEvent::Mega(MegaStep::FeatureBatchStarted { batch, .. }) => {
-                Some(format!("batch {batch}"))
-            }
-            MegaEvent::Mega(MegaStep::MegaNotice { message }) if message.contains("paused") => {
-                Some("waits".into())
-            }
+            } => Some(action.clone()),
+            Event::FeatureBatchStarted { batch, .. } => Some(format!("batch {batch}")),
+            Event::MegaNotice { message } if message.contains("paused") => Some("waits".into()),
             _ => None,
         })
         .collect();

@@ -68,42 +68,8 @@ impl std::fmt::Display for FeatureStatus {
     }
 }
 
-/// Why a feature failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FailureKind {
-    /// No valid PRD: the PRD agent failed or wrote an invalid PRD too often,
-    /// or an existing PRD is invalid.
-    PrdInvalid,
-    /// Some of the feature's stories failed or were blocked.
-    StoriesFailed,
-    /// Merging the feature branch into the target branch conflicted.
-    MergeConflict,
-    /// The gates failed on the target branch after the feature was merged.
-    TargetGates,
-    /// The feature's merge with work landed meanwhile failed the target's
-    /// gates (integration gating); the target did not move.
-    Integration,
-    /// cascade itself could not run the feature (git, disk, agents config).
-    Error,
-    /// A feature it depends on did not complete.
-    Blocked,
-}
-
-impl FailureKind {
-    /// The kind as written in the state file.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FailureKind::PrdInvalid => "prd_invalid",
-            FailureKind::StoriesFailed => "stories_failed",
-            FailureKind::MergeConflict => "merge_conflict",
-            FailureKind::TargetGates => "target_gates",
-            FailureKind::Integration => "integration",
-            FailureKind::Error => "error",
-            FailureKind::Blocked => "blocked",
-        }
-    }
-}
+/// Why a feature failed: the engine's one failure classification.
+pub use crate::retry::FailureKind;
 
 /// What went wrong with a feature, for the state file and the report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
