@@ -1,10 +1,10 @@
-//! `cascade status [--json]`: where the run is, read from `.cascade/state.json`
-//! and its journal (a running run's transitions, see the engine's `journal`
-//! module), whether or not a run is going on.
+//! `cascade status [--json]`: where the run is, read from the latest run of
+//! `.cascade/cascade.db` (every committed transition of a running run, see
+//! the engine's `store` module), whether or not a run is going on.
 //!
 //! One pass over the stories, written through one buffered handle: a
 //! 100,000-story run prints as fast as a small one per story. The state is
-//! read as [`StoryBrief`]s borrowed from the file's text (the fields shown,
+//! read as [`StoryBrief`]s borrowed from the records' text (the fields shown,
 //! nothing else), and the JSON is serialized straight from them (no
 //! intermediate `Value` tree).
 
@@ -97,7 +97,7 @@ fn render(
     json: bool,
     color: bool,
 ) -> Result<(std::io::Result<()>, bool), Failure> {
-    let state_path = paths.cascade_dir().join("state.json");
+    let state_path = cascade_engine::store::db_path(&paths.cascade_dir());
     let shown = read_brief(&state_path, |state| {
         // A state that says "running" without a live lock holder (asked
         // after reading it) was killed: its open attempts were interrupted

@@ -1,13 +1,12 @@
 //! What `cascade status` reads of a story record ([`StoryBrief`]): the
-//! fields it shows, its strings borrowed from the state file's text
+//! fields it shows, its strings borrowed from the record's text
 //! ([`Text`]), its attempts counted as they are read ([`AttemptTally`])
 //! rather than kept. The fields it does not show (the commit, the gates,
 //! the attempts' times and logs) are skipped. At 100,000 stories this is
 //! the difference between one buffer and a million small strings.
 //!
 //! The names and meanings are those of [`StoryState`]: a brief is a view of
-//! the same record, read by the same document and journal code
-//! ([`super::RunDoc`], [`super::read_brief`]).
+//! the same record ([`super::RunDoc`], [`super::read_brief`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -188,11 +187,9 @@ impl StoryRecord for StoryBrief<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::io::Write;
-
     use super::super::{read_brief, RunState, StoryState};
     use super::*;
-    use crate::journal::{journal_path, Store};
+    use crate::store::{db_path, Store};
 
     /// A state whose strings have escapes, whose records carry fields this
     /// cascade does not know, and whose attempts end every way.
@@ -259,9 +256,10 @@ mod tests {
 
     #[test]
     fn a_brief_reads_what_the_full_record_says_escapes_and_unknown_fields_included() {
+        // An older cascade's document, imported into the database.
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
-        std::fs::write(&path, DOCUMENT).unwrap();
+        let path = db_path(dir.path());
+        std::fs::write(dir.path().join("state.json"), DOCUMENT).unwrap();
         check(&path);
         read_brief(&path, |b| {
             let s = &b.stories[0];
@@ -280,18 +278,21 @@ mod tests {
         .unwrap()
         .expect("a state");
         // No state: `None`, no error.
-        let none = read_brief(&dir.path().join("missing.json"), |_| ()).unwrap();
+        let none = read_brief(&dir.path().join("missing.db"), |_| ()).unwrap();
         assert!(none.is_none());
         // Garbage is the same error as the full reader's.
-        std::fs::write(&path, "{\"schema_version\": 1, \"stories\": [").unwrap();
+        let garbage = tempfile::tempdir().unwrap();
+        let path = db_path(garbage.path());
+        let text = "{\"schema_version\": 1, \"stories\": [";
+        std::fs::write(garbage.path().join("state.json"), text).unwrap();
         let e = read_brief(&path, |_| ()).unwrap_err().to_string();
         assert_eq!(e, RunState::load(&path).unwrap_err().to_string());
     }
 
     #[test]
-    fn a_brief_replays_the_journal_and_skips_a_torn_line() {
+    fn a_brief_reads_every_commit() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        let path = db_path(dir.path());
         let ids = (0..300).map(|i| format!("s{i}"));
         let st = RunState::new("r".into(), "p".into(), "main".into(), "/x".into(), ids);
         let mut store = Store::open(st, &path).unwrap();
@@ -303,13 +304,6 @@ mod tests {
         store.change_story("new \u{e9}", |s| s.status = StoryStatus::Complete);
         store.change_run(|r| r.status = super::super::RunPhase::Paused);
         store.commit().unwrap();
-        // Killed while appending: a torn line after the committed ones.
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(journal_path(&path))
-            .unwrap();
-        f.write_all(b"{\"story\": {\"id\": \"s2\", \"sta").unwrap();
-        drop(f);
         check(&path);
         read_brief(&path, |b| {
             assert_eq!(b.status, super::super::RunPhase::Paused);
