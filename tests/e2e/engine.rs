@@ -570,6 +570,86 @@ fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
     );
 }
 
+/// `cascade history`: the run, its stories with their attempts, and the
+/// judged attempts per agent and story type, from the run database.
+#[test]
+fn history_shows_runs_stories_and_agents_from_the_database() {
+    let mut typed = story("h1", &[]);
+    typed["type"] = json!("feature");
+    let f = Fixture::new(json!([typed, story("h2", &[])]), json!([]));
+    f.mark("fail-h2", "");
+    let out = f.approve(&["--max-retries", "1"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let json_of = |args: &[&str]| -> Value {
+        let out = f.cascade(args).output().unwrap();
+        assert_eq!(code(&out), 0, "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).expect("history json")
+    };
+    let runs = json_of(&["history", "--json"]);
+    let run = &runs["runs"][0];
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(run["status"], "failed", "{runs}");
+    assert_eq!(
+        (run["stories"].as_u64(), run["complete"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        (run["failed"].as_u64(), run["attempts"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert!(run["finished_at"].is_string(), "{runs}");
+
+    let stories = json_of(&["history", "stories", "--json"]);
+    assert_eq!(stories["run_id"], run["id"]);
+    let h1 = &stories["stories"][0];
+    assert_eq!(
+        (h1["id"].as_str(), h1["story_type"].as_str()),
+        (Some("h1"), Some("feature"))
+    );
+    assert_eq!(h1["attempts"][0]["outcome"], "passed", "{stories}");
+    let h2 = &stories["stories"][1];
+    let kinds: Vec<&str> = h2["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["error_type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds, ["exit_code", "exit_code"], "{stories}");
+
+    let agents = json_of(&["history", "agents", "--json"]);
+    let rows: Vec<(String, Value, u64, u64)> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let n = |k: &str| a[k].as_u64().unwrap_or(99);
+            (
+                a["agent"].as_str().unwrap_or("").to_string(),
+                a["story_type"].clone(),
+                n("attempts"),
+                n("passed"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("scripted".to_string(), Value::Null, 2, 0),
+            ("scripted".to_string(), json!("feature"), 1, 1)
+        ],
+        "{agents}"
+    );
+    let text = f.cascade(&["history"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("RUN") && text.contains("failed"), "{text}");
+    let unknown = f
+        .cascade(&["history", "stories", "--run", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&unknown), 2, "{}", explain(&unknown));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no run 'nope'"));
+}
+
 #[test]
 fn kill_9_then_resume_merges_each_story_exactly_once() {
     kill_9_then_resume(0);

@@ -221,6 +221,10 @@ pub struct StoryState {
     /// The last review of the story.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
+    /// The story's type in the plan (`type` / `story_type`), which
+    /// `cascade history` groups outcomes by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub story_type: Option<String>,
 }
 
 /// A review's outcome, as kept in the state.
@@ -649,6 +653,7 @@ impl StoryState {
             verification: Vec::new(),
             verification_allowed: Vec::new(),
             review: None,
+            story_type: None,
         }
     }
 }

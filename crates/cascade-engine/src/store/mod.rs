@@ -16,6 +16,7 @@
 //! imported once, by the first reader or run that opens the database
 //! ([`import`]).
 
+pub mod history;
 mod import;
 mod read;
 pub mod schema;

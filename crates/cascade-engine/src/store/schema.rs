@@ -38,6 +38,7 @@ const MIGRATIONS: &[&str] = &[
         agent TEXT,
         attempts INTEGER NOT NULL,
         error_type TEXT,
+        story_type TEXT,
         record TEXT NOT NULL,
         version INTEGER NOT NULL,
         PRIMARY KEY (run_id, id)

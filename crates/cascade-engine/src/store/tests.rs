@@ -217,3 +217,78 @@ fn a_full_disk_is_recognised_by_its_code() {
         rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
     assert!(!StateError::db(Path::new("x.db"), busy).is_disk_full());
 }
+
+#[test]
+fn history_counts_runs_stories_and_agents() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(DB_FILE);
+    assert!(history::runs(&path).unwrap().is_empty());
+    let passed = |agent: &str, ms| AttemptRecord {
+        outcome: Some("passed".into()),
+        duration_ms: Some(ms),
+        cost_usd: Some(0.5),
+        ..AttemptRecord::started(2, agent.into(), "retry".into(), now_rfc3339())
+    };
+    let mut first = fresh(2);
+    first.run_id = "old".into();
+    let s0 = first.story_mut("s0");
+    s0.status = StoryStatus::Complete;
+    s0.story_type = Some("feature".into());
+    s0.attempts = vec![failed_attempt(), passed("codex", 3000)];
+    first.save(&path).unwrap();
+    let mut second = fresh(1);
+    second.run_id = "new".into();
+    let s0 = second.story_mut("s0");
+    s0.story_type = Some("bugfix".into());
+    s0.attempts = vec![
+        passed("codex", 1000),
+        AttemptRecord {
+            outcome: Some(crate::state::INTERRUPTED.into()),
+            ..AttemptRecord::started(3, "codex".into(), "retry".into(), now_rfc3339())
+        },
+    ];
+    second.save(&path).unwrap();
+
+    let runs = history::runs(&path).unwrap();
+    let ids: Vec<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["new", "old"], "newest first");
+    assert_eq!(
+        (runs[1].stories, runs[1].complete, runs[1].attempts),
+        (2, 1, 2)
+    );
+    assert_eq!(runs[1].cost_usd, 0.75);
+
+    let (id, stories) = history::stories(&path, None).unwrap().unwrap();
+    assert_eq!((id.as_str(), stories.len()), ("new", 1));
+    let (_, old) = history::stories(&path, Some("old")).unwrap().unwrap();
+    assert_eq!(old[0].attempts.len(), 2);
+    assert_eq!(
+        old[0].attempts[0].error_type.as_deref(),
+        Some("quality_gate")
+    );
+    assert!(old[1].attempts.is_empty());
+    assert!(history::stories(&path, Some("nope")).unwrap().is_none());
+
+    // Judged attempts only (the interrupted one is not), per agent and type.
+    let agents = history::agents(&path).unwrap();
+    let seen: Vec<_> = agents
+        .iter()
+        .map(|a| {
+            (
+                a.agent.as_str(),
+                a.story_type.as_deref(),
+                a.attempts,
+                a.passed,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("codex", Some("bugfix"), 1, 1),
+            ("codex", Some("feature"), 2, 1)
+        ]
+    );
+    assert_eq!(agents[1].success_rate, 0.5);
+    assert_eq!(agents[1].mean_duration_ms, Some(1502.0));
+}

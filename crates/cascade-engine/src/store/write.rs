@@ -126,12 +126,13 @@ fn write_story(
     let record = json(path, story)?;
     tx.prepare_cached(
         "INSERT INTO stories (run_id, id, position, status, agent, attempts, error_type,
-                              record, version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                              story_type, record, version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
          ON CONFLICT(run_id, id) DO UPDATE SET
            position = excluded.position, status = excluded.status, agent = excluded.agent,
            attempts = excluded.attempts, error_type = excluded.error_type,
-           record = excluded.record, version = excluded.version",
+           story_type = excluded.story_type, record = excluded.record,
+           version = excluded.version",
     )
     .and_then(|mut st| {
         st.execute(params![
@@ -142,6 +143,7 @@ fn write_story(
             story.agent,
             story.charged_attempts(),
             story.error_type.map(|k| k.as_str()),
+            story.story_type,
             record,
             version,
         ])
