@@ -8,9 +8,8 @@
 //! built on the first lookup), never by scanning the list.
 //!
 //! The state's shape is [`RunDoc`], over what is read of each story: the
-//! whole record ([`StoryState`]; a [`RunState`] is what a run works on), or
-//! a [`StoryBrief`] that borrows its strings from the record's text
-//! ([`read_brief`], what `cascade status` reads).
+//! whole record ([`StoryState`]; a [`RunState`] is what a run works on),
+//! none of it ([`RunHead`]), or a reader's own view of it (the dashboard's).
 
 use std::path::{Path, PathBuf};
 
@@ -20,9 +19,7 @@ use cascade_plan::{IdIndex, IndexStats};
 
 use crate::events::{GateSummary, RunStatus, StoryCounts};
 
-mod brief;
 use crate::retry::FailureKind;
-pub use brief::{AttemptTally, StoryBrief, Text};
 
 pub use crate::store::SCHEMA_VERSION;
 
@@ -53,7 +50,7 @@ impl StoryStatus {
 pub type RunState = RunDoc<StoryState>;
 
 /// A state document, with what is read of each story (`S`): the whole
-/// record ([`RunState`]) or a [`StoryBrief`].
+/// record ([`RunState`]), none ([`RunHead`]) or a reader's own view.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunDoc<S> {
     pub schema_version: u32,
@@ -602,37 +599,6 @@ impl RunHead {
             order: PlanOrder::default(),
         }
     }
-}
-
-/// Reads the latest run of the database at `path` as [`StoryBrief`]s
-/// borrowed from the records' text, and hands it to `f`; `None` when there
-/// is no run yet. What a reader that looks once needs, at a fraction of
-/// [`RunState::load`]'s cost.
-pub fn read_brief<T>(
-    path: &Path,
-    f: impl FnOnce(&RunDoc<StoryBrief<'_>>) -> T,
-) -> Result<Option<T>, StateError> {
-    let Some(conn) = crate::store::connect_existing(path)? else {
-        return Ok(None);
-    };
-    let Some(head) = crate::store::latest_head(&conn, path)? else {
-        return Ok(None);
-    };
-    let mut texts = Vec::new();
-    crate::store::each_record(&conn, path, &head.run_id, None, |t| {
-        texts.push(t.to_string());
-        Ok(())
-    })?;
-    let stories = texts
-        .iter()
-        .map(|t| {
-            serde_json::from_str::<StoryBrief<'_>>(t).map_err(|source| StateError::Parse {
-                path: path.to_path_buf(),
-                source,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Some(f(&head.with_stories(stories))))
 }
 
 impl StoryState {

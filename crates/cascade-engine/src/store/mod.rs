@@ -9,7 +9,7 @@
 //! stories, their attempts and the run's row), so a `kill -9` at any moment
 //! leaves the last committed transition and nothing half written; there is
 //! no journal to fold and no document to rewrite. Readers ([`RunState::load`],
-//! [`crate::state::read_brief`], [`StateFollower`]) open their own
+//! [`crate::state::RunHead::load`], [`StateFollower`]) open their own
 //! connections and see the last commit, also while a run writes.
 //!
 //! A repository whose `.cascade/state.json` an older cascade left is
@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub(crate) use read::{each_record, latest_head};
+pub(crate) use read::latest_head;
 pub use read::{latest_run_id, story_record, StateFollower};
 pub use schema::SCHEMA_VERSION;
 
