@@ -21,6 +21,7 @@ pub mod config_check;
 pub mod demo;
 pub mod fleet_cmd;
 pub mod gates_cmd;
+pub mod history_cmd;
 pub mod inspect;
 pub mod live;
 pub mod mega_cmd;
@@ -143,6 +144,8 @@ pub enum Command {
     Status(status_cmd::StatusArgs),
     /// Continue an interrupted or killed run
     Resume(run_cmd::RunArgs),
+    /// Past runs, a run's stories with their attempts, outcomes per agent and story type
+    History(history_cmd::HistoryArgs),
     /// One story of the run: attempts, failures, gate errors, review, diff stat, cost
     Show(inspect::show::ShowArgs),
     /// An attempt's agent output (-f follows a running one)
@@ -267,6 +270,7 @@ pub fn dispatch(cli: Cli, matches: &ArgMatches) -> CliResult {
         Command::Approve(a) => run_cmd::approve(g, a),
         Command::Status(a) => status_cmd::status(g, a),
         Command::Resume(a) => run_cmd::resume(g, a, matches.subcommand_matches("resume")),
+        Command::History(a) => history_cmd::run(g, a),
         Command::Show(a) => inspect::show::run(g, a),
         Command::Logs(a) => inspect::logs::run(g, a),
         Command::Mega(c) => mega_cmd::run(g, c, matches.subcommand_matches("mega")),

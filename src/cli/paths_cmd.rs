@@ -188,7 +188,12 @@ fn project_rows(project: &Project, places: &Places) -> Vec<FileRow> {
 /// cascade's own files under `.cascade/`.
 fn cascade_rows(cascade_dir: &Path) -> Vec<FileRow> {
     [
-        ("run state", "state.json", "read-write"),
+        ("run state", cascade_engine::store::DB_FILE, "read-write"),
+        (
+            "run state of an older cascade (imported once)",
+            "state.json",
+            "read",
+        ),
         ("mega run state", "mega-state.json", "read-write"),
         ("run lock", "lock", "write"),
         ("project config", "config.json", "read"),

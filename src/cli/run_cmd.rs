@@ -118,11 +118,11 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let mut recorded = None;
     if resume {
         if let Some(repo) = &project.repo {
-            let state_path = repo.cascade_dir().join("state.json");
+            let state_path = cascade_engine::store::db_path(&repo.cascade_dir());
             // Say there is nothing to resume before any other check (a dirty
             // tree, a missing agent): those would send the user fixing things
             // only to learn that there never was a run.
-            if !a.call.dry_run && !state_path.exists() {
+            if !a.call.dry_run && !cascade_engine::store::exists(&state_path) {
                 return Err(engine_failure(
                     cascade_engine::error::EngineError::NothingToResume { path: state_path },
                 ));

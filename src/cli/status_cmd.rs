@@ -1,18 +1,17 @@
-//! `cascade status [--json]`: where the run is, read from `.cascade/state.json`
-//! and its journal (a running run's transitions, see the engine's `journal`
-//! module), whether or not a run is going on.
+//! `cascade status [--json]`: where the run is, read from the latest run of
+//! `.cascade/cascade.db` (every committed transition of a running run, see
+//! the engine's `store` module), whether or not a run is going on.
 //!
 //! One pass over the stories, written through one buffered handle: a
-//! 100,000-story run prints as fast as a small one per story. The state is
-//! read as [`StoryBrief`]s borrowed from the file's text (the fields shown,
-//! nothing else), and the JSON is serialized straight from them (no
-//! intermediate `Value` tree).
+//! 100,000-story run prints as fast as a small one per story. The JSON is
+//! serialized straight from the state's records (no intermediate `Value`
+//! tree).
 
 use std::io::Write;
 
 use cascade_engine::lock::{LockHolder, RunLock};
 use cascade_engine::state::{
-    read_brief, CooldownRecord, ReviewRecord, RunDoc, RunPhase, StoryBrief, StoryStatus, Text,
+    CooldownRecord, ReviewRecord, RunPhase, RunState, StoryState, StoryStatus,
 };
 use cascade_engine::StoryCounts;
 use cascade_plan::paths::PlanKind;
@@ -97,15 +96,16 @@ fn render(
     json: bool,
     color: bool,
 ) -> Result<(std::io::Result<()>, bool), Failure> {
-    let state_path = paths.cascade_dir().join("state.json");
-    let shown = read_brief(&state_path, |state| {
+    let state_path = cascade_engine::store::db_path(&paths.cascade_dir());
+    let state = RunState::load(&state_path).map_err(Failure::usage)?;
+    let shown = state.map(|state| {
         // A state that says "running" without a live lock holder (asked
         // after reading it) was killed: its open attempts were interrupted
         // and are not charged.
         let live = RunLock::holder(&paths.cascade_dir().join("lock"));
         let running = live.is_some() && state.status == RunPhase::Running;
         let view = View {
-            state,
+            state: &state,
             live: live.as_ref(),
             color,
         };
@@ -117,8 +117,7 @@ fn render(
             view.text(out)
         };
         (written, running)
-    })
-    .map_err(Failure::usage)?;
+    });
     Ok(match shown {
         Some(shown) => shown,
         None => (no_run(out, cwd, json), false),
@@ -149,7 +148,7 @@ fn no_run(out: &mut impl Write, cwd: &std::path::Path, json: bool) -> std::io::R
 
 /// The state as `status` shows it.
 struct View<'a> {
-    state: &'a RunDoc<StoryBrief<'a>>,
+    state: &'a RunState,
     /// The process running the run now, if one is.
     live: Option<&'a LockHolder>,
     /// Colour the status words.
@@ -168,7 +167,7 @@ impl<'a> View<'a> {
 
     /// Nothing runs without a live lock holder: a story the killed run left
     /// "running" is pending again (`resume` restarts it from a fresh worktree).
-    fn story_status(&self, s: &StoryBrief<'_>) -> &'static str {
+    fn story_status(&self, s: &StoryState) -> &'static str {
         shown_status(s.status, self.live.is_some())
     }
 
@@ -225,7 +224,7 @@ impl<'a> View<'a> {
         }
         // What confined the stories' last attempts, each kind once.
         let mut confinements: Vec<&str> = Vec::new();
-        for c in st.stories.iter().filter_map(|s| s.attempts.confinement()) {
+        for c in st.stories.iter().filter_map(confinement) {
             if !confinements.contains(&c) {
                 confinements.push(c);
             }
@@ -259,10 +258,10 @@ impl<'a> View<'a> {
             writeln!(
                 out,
                 "{:<width$}  {}  {:<14}  {:>8}  {}",
-                &*s.id,
+                s.id,
                 super::color::status_padded(self.story_status(s), 9, self.color),
                 s.agent.as_deref().unwrap_or("-"),
-                s.attempts.charged(self.live.is_some()),
+                charged(s, self.live.is_some()),
                 detail(s)
             )?;
         }
@@ -288,11 +287,31 @@ pub(crate) fn shown_status(status: StoryStatus, live: bool) -> &'static str {
     }
 }
 
+/// The attempts charged to the story (`live`: a process runs the run now;
+/// without one, the attempts left open were interrupted and charge nothing).
+fn charged(s: &StoryState, live: bool) -> u32 {
+    let open = s
+        .attempts
+        .iter()
+        .filter(|a| {
+            a.outcome.is_none() && a.error_type != Some(cascade_engine::FailureKind::RateLimited)
+        })
+        .count() as u32;
+    s.charged_attempts() - if live { 0 } else { open }
+}
+
+/// What confined the last attempt that says ("landlock abi 7", "none").
+fn confinement(s: &StoryState) -> Option<&str> {
+    s.attempts
+        .iter()
+        .rev()
+        .find_map(|a| a.confinement.as_deref())
+}
+
 /// The DETAIL column: what blocks the story, why it failed, or its merge.
-fn detail(s: &StoryBrief<'_>) -> String {
+fn detail(s: &StoryState) -> String {
     if !s.blocked_by.is_empty() {
-        let ids: Vec<&str> = s.blocked_by.iter().map(|b| &**b).collect();
-        format!("blocked by {}", ids.join(", "))
+        format!("blocked by {}", s.blocked_by.join(", "))
     } else if s.status == StoryStatus::Failed {
         let first = s
             .error
@@ -340,7 +359,7 @@ impl Serialize for Stories<'_> {
         let stories = &self.0.state.stories;
         let mut map = ser.serialize_map(Some(stories.len()))?;
         for s in stories {
-            map.serialize_entry(&*s.id, &StoryJson::of(self.0, s))?;
+            map.serialize_entry(&s.id, &StoryJson::of(self.0, s))?;
         }
         map.end()
     }
@@ -361,12 +380,12 @@ struct StoryJson<'a> {
     error_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
-    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
-    blocked_by: &'a [Text<'a>],
-    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
-    verification: &'a [Text<'a>],
-    #[serde(skip_serializing_if = "<[Text]>::is_empty")]
-    verification_allowed: &'a [Text<'a>],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    blocked_by: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    verification: &'a [String],
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    verification_allowed: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     review: Option<&'a ReviewRecord>,
     /// What confined its last attempt.
@@ -375,11 +394,11 @@ struct StoryJson<'a> {
 }
 
 impl<'a> StoryJson<'a> {
-    fn of(view: &View<'_>, s: &'a StoryBrief<'a>) -> StoryJson<'a> {
+    fn of(view: &View<'_>, s: &'a StoryState) -> StoryJson<'a> {
         StoryJson {
             status: view.story_status(s),
             agent: s.agent.as_deref(),
-            attempts: s.attempts.charged(view.live.is_some()),
+            attempts: charged(s, view.live.is_some()),
             branch: s.branch.as_deref(),
             worktree: s.worktree.as_deref(),
             merge_commit: s.merge_commit.as_deref(),
@@ -389,7 +408,7 @@ impl<'a> StoryJson<'a> {
             verification: &s.verification,
             verification_allowed: &s.verification_allowed,
             review: s.review.as_ref(),
-            confinement: s.attempts.confinement(),
+            confinement: confinement(s),
         }
     }
 }

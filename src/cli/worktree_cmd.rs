@@ -191,7 +191,9 @@ fn records(paths: &RepoPaths) -> Records {
     let dir = paths.cascade_dir();
     let mut known = Vec::new();
     let mut targets = std::collections::HashMap::new();
-    if let Ok(Some(st)) = cascade_engine::state::RunState::load(&dir.join("state.json")) {
+    if let Ok(Some(st)) =
+        cascade_engine::state::RunState::load(&cascade_engine::store::db_path(&dir))
+    {
         for s in &st.stories {
             if let Some(b) = &s.branch {
                 known.push(b.clone());

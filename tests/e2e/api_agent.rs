@@ -278,10 +278,7 @@ fn plan_auto_run_goes_from_goal_to_merged_code_with_api_agents_only() {
     );
 
     // The story runs kept their session, their log and their usage.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.repo().join(".cascade/state.json")).unwrap(),
-    )
-    .unwrap();
+    let state: Value = crate::common::run_state(s.repo());
     let attempt = &state["stories"]
         .as_array()
         .unwrap()
@@ -494,10 +491,7 @@ fn a_retry_continues_the_conversation() {
     assert!(said[0].starts_with("# Story story-001:") && said[1].starts_with("# Story story-001:"));
     assert!(said[1].contains("quality gate"), "{}", said[1]);
     assert!(retry.to_string().contains("story-001 draft"), "{retry}");
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.repo().join(".cascade/state.json")).unwrap(),
-    )
-    .unwrap();
+    let state: Value = crate::common::run_state(s.repo());
     let attempts = state["stories"][0]["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0]["session_id"], attempts[1]["session_id"]);

@@ -106,6 +106,30 @@ pub fn write_json(path: &Path, value: &serde_json::Value) {
     std::fs::write(path, serde_json::to_string_pretty(value).expect("json")).expect("write");
 }
 
+/// The latest run of the run database in `cascade_dir` (a repository's
+/// `.cascade/`, or a mega feature's directory), as the JSON its state
+/// serializes to (`stories[]` with their `attempts[]`, `options`, ...).
+pub fn run_state_in(cascade_dir: &Path) -> serde_json::Value {
+    let db = cascade_engine::store::db_path(cascade_dir);
+    let state = cascade_engine::state::RunState::load(&db)
+        .unwrap_or_else(|e| panic!("{}: {e}", db.display()))
+        .unwrap_or_else(|| panic!("no run in {}", db.display()));
+    serde_json::to_value(&state).expect("a state serializes")
+}
+
+/// [`run_state_in`] of the repository at `repo`.
+pub fn run_state(repo: &Path) -> serde_json::Value {
+    run_state_in(&repo.join(".cascade"))
+}
+
+/// Writes `state` (as [`run_state`] reads it) as the repository's latest run.
+pub fn save_run_state(repo: &Path, state: &serde_json::Value) {
+    let mut st: cascade_engine::state::RunState =
+        serde_json::from_value(state.clone()).expect("a run state");
+    st.save(&cascade_engine::store::db_path(&repo.join(".cascade")))
+        .expect("the run state saved");
+}
+
 /// The NDJSON events of a run's stdout (`--json`).
 pub fn events(out: &std::process::Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&out.stdout)

@@ -889,15 +889,13 @@ fi
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     child.wait().unwrap();
-    let state_path = f.repo().join(".cascade/state.json");
-    let mut state: Value =
-        serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    let mut state: Value = crate::common::run_state(f.repo());
     for s in state["stories"].as_array_mut().unwrap() {
         for a in s["attempts"].as_array_mut().unwrap() {
             a.as_object_mut().unwrap().remove("pid");
         }
     }
-    std::fs::write(&state_path, state.to_string()).unwrap();
+    crate::common::save_run_state(f.repo(), &state);
     // SAFETY: signal 0 only checks that the process exists.
     assert_eq!(
         unsafe { libc::kill(pid, 0) },

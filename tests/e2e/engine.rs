@@ -199,11 +199,10 @@ echo "end $id" >> "$T/timeline""#
         serde_json::from_slice(&out.stdout).expect("status json")
     }
 
-    /// The story's status and its first attempt's agent pid from the state
-    /// file (and the journal that continues it, for a large plan), waiting
-    /// (with a guard) until the pid has been recorded.
+    /// The story's status and its first attempt's agent pid from the run
+    /// database, waiting (with a guard) until the pid has been recorded.
     fn agent_pid(&self, id: &str) -> (String, i32) {
-        let path = self.repo().join(".cascade/state.json");
+        let path = cascade_engine::store::db_path(&self.repo().join(".cascade"));
         let start = Instant::now();
         loop {
             // A read racing a write is simply tried again.
@@ -592,17 +591,96 @@ fn conflicting_stories_report_a_merge_conflict_and_keep_the_branch() {
     );
 }
 
+/// `cascade history`: the run, its stories with their attempts, and the
+/// judged attempts per agent and story type, from the run database.
+#[test]
+fn history_shows_runs_stories_and_agents_from_the_database() {
+    let mut typed = story("h1", &[]);
+    typed["type"] = json!("feature");
+    let f = Fixture::new(json!([typed, story("h2", &[])]), json!([]));
+    f.mark("fail-h2", "");
+    let out = f.approve(&["--max-retries", "1"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let json_of = |args: &[&str]| -> Value {
+        let out = f.cascade(args).output().unwrap();
+        assert_eq!(code(&out), 0, "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).expect("history json")
+    };
+    let runs = json_of(&["history", "--json"]);
+    let run = &runs["runs"][0];
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(run["status"], "failed", "{runs}");
+    assert_eq!(
+        (run["stories"].as_u64(), run["complete"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(
+        (run["failed"].as_u64(), run["attempts"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert!(run["finished_at"].is_string(), "{runs}");
+
+    let stories = json_of(&["history", "stories", "--json"]);
+    assert_eq!(stories["run_id"], run["id"]);
+    let h1 = &stories["stories"][0];
+    assert_eq!(
+        (h1["id"].as_str(), h1["story_type"].as_str()),
+        (Some("h1"), Some("feature"))
+    );
+    assert_eq!(h1["attempts"][0]["outcome"], "passed", "{stories}");
+    let h2 = &stories["stories"][1];
+    let kinds: Vec<&str> = h2["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["error_type"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(kinds, ["exit_code", "exit_code"], "{stories}");
+
+    let agents = json_of(&["history", "agents", "--json"]);
+    let rows: Vec<(String, Value, u64, u64)> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            let n = |k: &str| a[k].as_u64().unwrap_or(99);
+            (
+                a["agent"].as_str().unwrap_or("").to_string(),
+                a["story_type"].clone(),
+                n("attempts"),
+                n("passed"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("scripted".to_string(), Value::Null, 2, 0),
+            ("scripted".to_string(), json!("feature"), 1, 1)
+        ],
+        "{agents}"
+    );
+    let text = f.cascade(&["history"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.starts_with("RUN") && text.contains("failed"), "{text}");
+    let unknown = f
+        .cascade(&["history", "stories", "--run", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&unknown), 2, "{}", explain(&unknown));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no run 'nope'"));
+}
+
 #[test]
 fn kill_9_then_resume_merges_each_story_exactly_once() {
     kill_9_then_resume(0);
 }
 
-/// A plan too large for its state document to be rewritten at each
-/// transition: what the killed run did is in the state's journal alone,
-/// and `status` and `resume` read it from there.
+/// A larger plan (220 stories done before the run): the killed run's
+/// transitions are as committed as a small plan's.
 #[test]
-fn kill_9_then_resume_of_a_large_plan_reads_the_state_journal() {
-    kill_9_then_resume(cascade_engine::state::COMPACT_ABOVE + 20);
+fn kill_9_then_resume_of_a_large_plan_loses_nothing() {
+    kill_9_then_resume(220);
 }
 
 /// k1 -> k2 -> k3 (plus `done` stories complete in prd.json): kill -9 while
@@ -641,18 +719,16 @@ fn kill_9_then_resume(done: usize) {
     let st = f.status_json();
     assert_eq!(st["status"], "interrupted");
     assert_eq!(st["stories"]["k1"]["status"], "complete");
-    if done > 0 {
-        // k1's merge is in the journal only: the document was not rewritten.
-        let state = f.repo().join(".cascade/state.json");
-        let doc: Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-        let k1 = doc["stories"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["id"] == "k1");
-        assert_eq!(k1.unwrap()["status"], "pending");
-        assert!(state.with_extension("journal").exists());
-    }
+    // k1's merge was committed before the kill, with its merge commit.
+    let state = crate::common::run_state(f.repo());
+    let k1 = state["stories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == "k1")
+        .unwrap();
+    assert_eq!(k1["status"], "complete");
+    assert!(k1["merge_commit"].is_string(), "{k1}");
 
     let out = f
         .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
@@ -681,8 +757,8 @@ fn kill_9_then_resume(done: usize) {
     let st = f.status_json();
     assert_eq!(st["status"], "completed");
     assert!(worktree_dirs(f.repo()).is_empty());
-    // A finished run leaves one plain document.
-    assert!(!f.repo().join(".cascade/state.journal").exists());
+    // The state is in the database alone.
+    assert!(!f.repo().join(".cascade/state.json").exists());
 }
 
 #[test]
@@ -856,7 +932,7 @@ fn dry_run_shows_the_schedule_and_runs_nothing() {
     assert_eq!(code(&out), 0, "{}", explain(&out));
     insta::assert_snapshot!("approve_dry_run", f.redacted(&out.stdout));
     assert!(f.timeline().is_empty());
-    assert!(!f.repo().join(".cascade/state.json").exists());
+    assert!(!f.repo().join(".cascade/cascade.db").exists());
 }
 
 /// What a person reads of a run: a gate fails the first attempt, the retry
@@ -949,12 +1025,11 @@ fn resume_treats_a_story_already_on_the_branch_as_merged() {
     let f = Fixture::new(json!([story("m1", &[]), story("m2", &["m1"])]), json!([]));
     let out = f.approve(&[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
-    let path = f.repo().join(".cascade/state.json");
-    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut state = crate::common::run_state(f.repo());
     state["status"] = json!("running");
     state["stories"][1]["status"] = json!("running");
     state["stories"][1]["merge_commit"] = Value::Null;
-    std::fs::write(&path, serde_json::to_string(&state).unwrap()).unwrap();
+    crate::common::save_run_state(f.repo(), &state);
     let mut prd = f.prd();
     prd["stories"][1]["status"] = json!("in_progress");
     write_json(&f.repo().join("prd.json"), &prd);
@@ -1822,10 +1897,7 @@ fn resume_continues_with_the_options_the_run_was_started_with() {
     let out = interrupt_when(&f, spawn_cascade(&f, &approve), "started-a");
     let ev = events(&out);
     assert_eq!(event(&ev, "run_started")["parallel"], 3, "{ev:?}");
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(f.repo().join(".cascade/state.json")).unwrap(),
-    )
-    .unwrap();
+    let state = crate::common::run_state(f.repo());
     let stored = &state["options"];
     assert_eq!(stored["agent"], "second", "{state}");
     assert_eq!(stored["parallel"], 3, "{state}");
@@ -1917,17 +1989,27 @@ fn resume_continues_with_the_options_the_run_was_started_with() {
     assert_eq!(f.prd_status("b"), "complete");
 }
 
-/// A state file without `options` (an older cascade's) resumes with the defaults.
+/// An older cascade's `.cascade/state.json` (interrupted, without
+/// `options`) is imported into the database once and resumes with the
+/// defaults.
 #[test]
-fn resume_of_a_state_without_options_uses_the_defaults() {
+fn resume_of_an_older_state_file_imports_it_and_uses_the_defaults() {
     let f = Fixture::new(json!([story("old", &[])]), json!([]));
     f.mark("wait-old", "release");
     let approve = ["approve", "--auto-run", "--parallel", "3", "--json"];
     interrupt_when(&f, spawn_cascade(&f, &approve), "started-old");
-    let path = f.repo().join(".cascade/state.json");
-    let mut state: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let mut state = crate::common::run_state(f.repo());
     state.as_object_mut().unwrap().remove("options");
-    write_json(&path, &state);
+    let cascade = f.repo().join(".cascade");
+    for db in ["cascade.db", "cascade.db-wal", "cascade.db-shm"] {
+        let _ = std::fs::remove_file(cascade.join(db));
+    }
+    write_json(&cascade.join("state.json"), &state);
+    // status reads it (and imports it) as it was.
+    let st = f.status_json();
+    assert_eq!(st["status"], "interrupted", "{st}");
+    assert!(!cascade.join("state.json").exists());
+    assert!(cascade.join("state.json.imported").is_file());
     f.mark("release", "");
     let out = f
         .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])

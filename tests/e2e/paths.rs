@@ -201,7 +201,7 @@ fn new_mode_plan_only_in_the_data_directory() {
     let state_row = files.iter().find(|f| f["name"] == "run state").unwrap();
     assert_eq!(
         state_row["path"],
-        json!(repo.join(".cascade/state.json").display().to_string())
+        json!(repo.join(".cascade/cascade.db").display().to_string())
     );
     let progress = files.iter().find(|f| f["name"] == "progress.txt").unwrap();
     assert_eq!(
@@ -432,8 +432,7 @@ fn approve_updates_statuses_in_the_data_directory() {
     // The work was merged.
     assert!(repo.join("a.txt").is_file() && repo.join("b.txt").is_file());
     // cascade's own state stays under .cascade/ and records the file.
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(repo.join(".cascade/state.json")).unwrap()).unwrap();
+    let state: Value = crate::common::run_state(&repo);
     assert_eq!(state["prd"], json!(prd_path.display().to_string()));
     let v = json_of(&env.cascade().args(["status", "--json"]).output().unwrap());
     assert_eq!(v["status"], "completed");

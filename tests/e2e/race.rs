@@ -169,9 +169,7 @@ fn a_contestant_failing_its_gate_loses_and_keeps_its_branch() {
         "{progress}"
     );
     // Both contestants are attempts of the story, with their own agents.
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(r.repo().join(".cascade/state.json")).unwrap())
-            .unwrap();
+    let state: Value = crate::common::run_state(r.repo());
     let s1 = state["stories"]
         .as_array()
         .and_then(|a| a.iter().find(|s| s["id"] == "s1"))

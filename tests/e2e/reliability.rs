@@ -731,11 +731,9 @@ exit 0"#,
     assert!(err.contains("cascade resume"), "says what to do: {err}");
     assert!(!err.contains("panicked"), "{err}");
     println!("{err}");
-    // Nothing half written: the state and the PRD parse, no temp file left.
-    let state: Value =
-        serde_json::from_str(&std::fs::read_to_string(repo.join(".cascade/state.json")).unwrap())
-            .expect("state.json is whole");
-    // The last state written whole (the writes after the disk filled up
+    // Nothing half written: the state reads and the PRD parses, no temp file left.
+    let state: Value = crate::common::run_state(&repo);
+    // The last state committed (the writes after the disk filled up
     // failed): the story is not done, and resume restarts it.
     let status = state["stories"][0]["status"].as_str().unwrap_or("");
     assert!(["pending", "running"].contains(&status), "{state}");

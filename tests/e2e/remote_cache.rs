@@ -309,10 +309,7 @@ fn approve_shares_gate_verdicts_and_events_carry_the_source() {
         assert_eq!(finished.len(), 1, "{stdout}");
         gate_events.push(finished[0].clone());
         // `resume` continues with the same remote (the URL carries no credential).
-        let state: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(repo.path().join(".cascade/state.json")).unwrap(),
-        )
-        .unwrap();
+        let state: serde_json::Value = crate::common::run_state(repo.path());
         assert_eq!(state["options"]["remote_cache"], url.as_str(), "{state}");
         assert_eq!(state["options"]["remote_cache_mode"], mode, "{state}");
     }

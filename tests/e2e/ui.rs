@@ -679,9 +679,7 @@ fn steers_a_live_run_and_shows_it_after_it_ended() {
     let mut run = run;
     eventually("approve exits", || matches!(run.0.try_wait(), Ok(Some(_))));
     assert_eq!(run.0.try_wait().unwrap().unwrap().code(), Some(0));
-    let state: Value =
-        serde_json::from_slice(&std::fs::read(repo.path().join(".cascade/state.json")).unwrap())
-            .unwrap();
+    let state: Value = crate::common::run_state(repo.path());
     let a = state["stories"]
         .as_array()
         .unwrap()
@@ -874,11 +872,10 @@ fn mega_story(ui: &Ui, feature: &str, story: &str) -> Value {
         .unwrap_or_else(|| panic!("no {story} of {feature} in {mega}"))
 }
 
-/// A story of feature `feature` as its engine's state file has it.
+/// A story of feature `feature` as its engine's run state has it.
 fn feature_story(repo: &Path, feature: &str, story: &str) -> Value {
-    let path = repo.join(format!(".cascade/mega/features/{feature}/state.json"));
-    let state: Value = serde_json::from_slice(&std::fs::read(&path).expect("feature state"))
-        .expect("state is JSON");
+    let state =
+        crate::common::run_state_in(&repo.join(format!(".cascade/mega/features/{feature}")));
     state["stories"]
         .as_array()
         .and_then(|ss| ss.iter().find(|s| s["id"] == story))

@@ -144,7 +144,7 @@ impl Fx {
     }
 
     fn state(&self) -> Value {
-        serde_json::from_str(&self.read(&self.repo().join(".cascade/state.json"))).unwrap()
+        crate::common::run_state(self.repo())
     }
 
     /// calc.py on main after the run.

@@ -30,7 +30,7 @@ pub struct EngineConfig {
     pub target_branch: Option<String>,
     /// Namespace of story branches (`cascade/<feature>.<story>`); `None` for a plain run.
     pub feature: Option<String>,
-    /// Run state file; `None`: `<.cascade>/state.json`.
+    /// The run database; `None`: `<.cascade>/cascade.db`.
     pub state_path: Option<PathBuf>,
     /// progress.txt; `None`: `<project_root>/progress.txt`.
     pub progress_path: Option<PathBuf>,

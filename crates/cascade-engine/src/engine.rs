@@ -90,9 +90,9 @@ pub(crate) struct Ctx {
     pub options: RunOptions,
     pub prd_path: PathBuf,
     pub prd: Mutex<Prd>,
-    /// The run state, committed at every transition (see the `journal` module).
+    /// The run state, committed at every transition (see the `store` module).
     pub state_path: PathBuf,
-    pub state: Mutex<crate::journal::Store>,
+    pub state: Mutex<crate::store::Store>,
     /// Group commit of `prd` (see the `persist` module).
     pub prd_writer: crate::persist::GroupWriter,
     /// The serial merge queue: one merge (or group) into the target branch at a time.
@@ -162,8 +162,8 @@ impl Ctx {
     }
 
     /// Applies `f` to the story's record and returns once the change is on
-    /// disk (appended to the state's journal, or the document of a small
-    /// plan rewritten: see the `journal` module), with every amendment made
+    /// disk (one transaction of the run database: see the `store` module),
+    /// with every amendment made
     /// before it. A write failure is reported as a notice and never stops
     /// the work.
     pub fn update_story(&self, id: &str, f: impl FnOnce(&mut StoryState)) {
@@ -175,7 +175,7 @@ impl Ctx {
         self.commit_state(|st| st.change_run(f));
     }
 
-    fn commit_state(&self, f: impl FnOnce(&mut crate::journal::Store)) {
+    fn commit_state(&self, f: impl FnOnce(&mut crate::store::Store)) {
         let result = match self.state.lock() {
             Ok(mut st) => {
                 f(&mut st);
@@ -209,8 +209,7 @@ impl Ctx {
         }
     }
 
-    /// Writes the whole state as one document, journal folded in (the end
-    /// of the run).
+    /// Commits what is left and stamps the run finished (the end of the run).
     fn finish_state(&self) {
         let result = match self.state.lock() {
             Ok(mut st) => st.finish(),
@@ -401,7 +400,7 @@ impl Engine {
             return Ok(p.clone());
         }
         let paths = RepoPaths::discover(&self.config.project_root)?;
-        Ok(paths.cascade_dir().join("state.json"))
+        Ok(crate::store::db_path(&paths.cascade_dir()))
     }
 
     /// cascade's own files of this run, as `info/exclude` patterns: the
@@ -709,7 +708,7 @@ impl Engine {
         };
         let state_path = match &self.config.state_path {
             Some(s) => s.clone(),
-            None => p.cascade_dir.join("state.json"),
+            None => crate::store::db_path(&p.cascade_dir),
         };
         if options.executor.is_none() {
             let resolver = Resolver::new(&p.agents, &p.detector, overrides(options));
@@ -844,7 +843,7 @@ impl Engine {
         // State: resumed or fresh; stories already merged are complete.
         let crate::start::Start { state, skipped } =
             crate::start::starting_state(&self.config, &mut p, previous, &options, new_run_id)?;
-        let store = crate::journal::Store::open(state, &state_path)?;
+        let store = crate::store::Store::open(state, &state_path)?;
         let prd = p.prd;
 
         let nodes = crate::start::scheduler_nodes(&p.plan, &store);

@@ -67,7 +67,7 @@ impl Engine {
             .config()
             .state_path
             .clone()
-            .unwrap_or_else(|| p.cascade_dir.join("job-state.json"));
+            .unwrap_or_else(|| p.cascade_dir.join("job.db"));
         let state = RunState::new(
             job.run_id.clone(),
             p.prd_path.display().to_string(),
@@ -75,7 +75,7 @@ impl Engine {
             self.config().project_root.display().to_string(),
             [job.story.clone()],
         );
-        let store = crate::journal::Store::open(state, &state_path)?;
+        let store = crate::store::Store::open(state, &state_path)?;
         let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &p.prd)
             .map_err(|message| EngineError::Budget {
                 path: p.prd_path.clone(),

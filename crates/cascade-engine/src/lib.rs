@@ -65,8 +65,9 @@
 //!   by a `commit_left_out` event); files worktree setup put there are never
 //!   committed (`cascade_git::local_files`).
 //! - [`events`]: the [`Event`] enum (`#[serde(tag = "event", rename_all = "snake_case")]`).
-//! - [`state`]: `.cascade/state.json` ([`state::RunState`], schema version,
-//!   per story status/agent/attempts/branch/worktree/commits), atomic writes.
+//! - [`state`]: [`state::RunState`] (per story status/agent/attempts/branch/
+//!   worktree/commits), kept by [`store`] in `.cascade/cascade.db` (SQLite:
+//!   runs, stories, attempts; one transaction per transition).
 //! - [`lock`]: `.cascade/lock` ([`lock::RunLock`], held by the kernel: live
 //!   holder => error naming the pid; a dead holder's file => taken over with a note).
 //! - [`progress`]: progress.txt in Plan Cascade's line format.
@@ -90,7 +91,6 @@ pub mod executor;
 pub mod findings;
 pub mod gitops;
 mod job;
-pub mod journal;
 pub mod judging;
 mod leftover;
 pub mod lock;
@@ -104,6 +104,7 @@ pub mod secrets;
 mod start;
 pub mod state;
 pub(crate) mod steps;
+pub mod store;
 mod story;
 
 pub mod mega;

@@ -1,5 +1,5 @@
 //! Group commit for a document the run rewrites whole: `prd.json` (the run
-//! state has its own journal, see the `journal` module).
+//! state is in the database, see the `store` module).
 //!
 //! Rewriting a whole document per transition made large plans quadratic
 //! and queued parallel stories behind each other's writes. Here a caller

@@ -79,6 +79,7 @@ pub(crate) fn starting_state(
         let id = story.id.as_str();
         let at = state.position_hinted_or_add(i, id);
         let rec = &mut state.stories[at];
+        rec.story_type.clone_from(&story.story_type);
         if story.is_complete() {
             rec.status = StoryStatus::Complete;
         } else if let Some(reason) = merged.get(id) {

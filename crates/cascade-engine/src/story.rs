@@ -5,7 +5,7 @@
 //! merge). A failure at any step is classified; the retry manager decides
 //! whether and when the next attempt runs. Every
 //! transition is recorded in the state first (on disk at once: for a large
-//! plan, one line appended to the state's journal), then announced as an
+//! plan, one transaction of the run database), then announced as an
 //! event.
 //!
 //! Attempt numbers count the story's whole history: a resumed story goes on

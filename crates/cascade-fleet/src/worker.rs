@@ -585,7 +585,7 @@ async fn execute(
     let mut config = EngineConfig::new(&clone, job_dir.join("prd.json"));
     config.agents_path = s.cfg.agents_path.clone();
     config.target_branch = Some(git::BASE_BRANCH.to_string());
-    config.state_path = Some(job_dir.join("state.json"));
+    config.state_path = Some(cascade_engine::store::db_path(&job_dir));
     config.progress_path = Some(job_dir.join("progress.txt"));
     config.artifacts_dir = Some(job_dir.clone());
     config.take_lock = false;

@@ -11,16 +11,17 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cascade_engine::journal::{FileStamp, StateFollower};
-use cascade_engine::state::{StoryState, StoryStatus};
+use cascade_engine::state::{RunHead, StoryState, StoryStatus};
+use cascade_engine::store::StateFollower;
 use cascade_plan::{Outline, Story};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::glance::{PlanRecords, RawStory, RunGlance, StoryGlance};
+use crate::glance::{PlanRecords, RunGlance, StoryGlance};
 use crate::plans::{self, Ran};
 use crate::routes::Shared;
 use crate::snapshot::Shape;
+use crate::stamp::FileStamp;
 use crate::AppState;
 
 /// `{"error": message}` with `status`.
@@ -32,22 +33,20 @@ fn ok(status: StatusCode, body: Value) -> Response {
     (status, Json(body)).into_response()
 }
 
-/// The run's files as the dashboard last read them. Requests in a row read
-/// only what changed in between: the state is followed (a live run's
-/// journal lines are read as they come, the document only when it is
-/// replaced) and the PRD is read again when it changed on disk.
+/// The run's state and plan as the dashboard last read them. Requests in a
+/// row read only what changed in between: the state is followed (the
+/// stories committed since the last look) and the PRD is read again when
+/// it changed on disk.
 ///
 /// The run view reads only what it shows ([`StoryGlance`], the plan's
-/// [`Outline`]). A story's view shows every field of one story: the
-/// records of the state and the plan are kept as text ([`RawStory`],
-/// [`PlanRecords`]) from the first story's view on, and the one story shown
-/// is parsed whole from them.
+/// [`Outline`]). A story's view shows every field of one story: its row of
+/// the run database, and the plan's records kept as text ([`PlanRecords`])
+/// from the first story's view on, the one story shown parsed whole.
 pub(crate) struct RunFiles {
-    /// `.cascade/state.json`.
+    /// `.cascade/cascade.db`.
     state_path: PathBuf,
     view: StateFollower<StoryGlance>,
     outline: Cached<(Arc<Outline>, Shape)>,
-    records: StateFollower<RawStory>,
     plan: Cached<PlanRecords>,
 }
 
@@ -73,11 +72,10 @@ impl<T> Cached<T> {
 
 impl RunFiles {
     pub fn new(cascade_dir: &Path) -> RunFiles {
-        let state = cascade_dir.join("state.json");
+        let state = cascade_engine::store::db_path(cascade_dir);
         RunFiles {
             view: StateFollower::new(&state),
             outline: Cached(None),
-            records: StateFollower::new(&state),
             plan: Cached(None),
             state_path: state,
         }
@@ -94,63 +92,17 @@ struct Named {
 }
 
 impl Named {
-    /// What the state at `path` most likely names, from the document's
-    /// first bytes alone (the run's own fields come before its stories):
-    /// a guess, to read what it names while the state itself is read, not
-    /// an answer (a journal may change them; the document may be replaced
-    /// meanwhile). `None`: no document, or no such opening.
+    /// What the latest run of the database at `path` names (one row read,
+    /// before its stories are). `None`: no run.
     fn guess(path: &Path) -> Option<Named> {
-        use serde::de::{Deserializer as _, IgnoredAny, MapAccess, Visitor};
-        use std::io::Read;
-        #[derive(Default)]
-        struct Found {
-            run_id: Option<String>,
-            prd: Option<String>,
-            project_root: Option<String>,
-        }
-        struct Opening<'f>(&'f mut Found);
-        impl<'de> Visitor<'de> for Opening<'_> {
-            type Value = ();
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a state document")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-                while let Some(key) = map.next_key::<String>()? {
-                    let field = match key.as_str() {
-                        "stories" => return Ok(()),
-                        "run_id" => &mut self.0.run_id,
-                        "prd" => &mut self.0.prd,
-                        "project_root" => &mut self.0.project_root,
-                        _ => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    *field = map.next_value()?;
-                }
-                Ok(())
-            }
-        }
-        let mut head = Vec::with_capacity(OPENING);
-        std::fs::File::open(path)
-            .ok()?
-            .take(OPENING as u64)
-            .read_to_end(&mut head)
-            .ok()?;
-        let mut found = Found::default();
-        // Cut short, the document does not parse to its end: what was
-        // found on the way is the answer.
-        let _ = serde_json::Deserializer::from_slice(&head).deserialize_map(Opening(&mut found));
+        let head = RunHead::load(path).ok()??;
         Some(Named {
-            run_id: found.run_id?,
-            prd: found.prd?,
-            project_root: found.project_root?,
+            run_id: head.run_id,
+            prd: head.prd,
+            project_root: head.project_root,
         })
     }
 }
-
-/// How much of a state document [`Named::guess`] reads.
-const OPENING: usize = 16 << 10;
 
 /// What the run view is made of, as on disk now: the state, the PRD's path,
 /// the plan's outline and its shape.
@@ -229,17 +181,15 @@ impl AppState {
     ) -> Result<T, String> {
         let mut files = crate::lock(&self.files);
         let RunFiles {
-            records,
+            state_path,
             plan,
             outline,
             ..
         } = &mut *files;
-        let state = records.refresh().map_err(|e| e.to_string())?;
-        let path = crate::snapshot::prd_path(state, &self.config.workdir.join("prd.json"));
-        let record = match state {
-            Some(st) => crate::glance::story_record(st, id)?,
-            None => None,
-        };
+        let head = RunHead::load(state_path).map_err(|e| e.to_string())?;
+        let path = crate::snapshot::prd_path(head.as_ref(), &self.config.workdir.join("prd.json"));
+        let record = cascade_engine::store::story_record(state_path, id)
+            .map_err(|e| format!("the run state's record of story '{id}' does not read: {e}"))?;
         // The run view's outline of the same file, when it has one.
         let known = match &outline.0 {
             Some((p, Some(stamp), Some((o, _)))) if *p == path => Some((Arc::clone(o), *stamp)),
@@ -699,8 +649,8 @@ async fn plan_command(app: &AppState, id: &str, args: Vec<String>) -> Response {
 mod tests {
     use std::sync::Arc;
 
-    use cascade_engine::journal::journal_path;
     use cascade_engine::state::RunState;
+    use cascade_engine::store::db_path;
 
     use super::*;
 
@@ -710,28 +660,17 @@ mod tests {
     }
 
     #[test]
-    fn the_guess_is_what_a_saved_state_names_before_its_stories() {
+    fn the_guess_is_what_the_latest_run_names() {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let path = dir.path().join("state.json");
+        let path = db_path(dir.path());
+        assert_eq!(Named::guess(&path), None);
+        state("plan/prd.json", 3).save(&path).expect("saved");
         let named = Named {
             run_id: "run-1".into(),
             prd: "plan/prd.json".into(),
             project_root: "/p".into(),
         };
-        // Indented (a small plan's) and compact (a large plan's).
-        for n in [3, 300] {
-            state("plan/prd.json", n).save(&path).expect("saved");
-            assert_eq!(Named::guess(&path), Some(named.clone()), "{n}");
-        }
-        // A document whose run fields do not fit the opening read, one cut
-        // before them, none at all: no guess.
-        let text = serde_json::to_string(&state("plan/prd.json", 3)).expect("serializable");
-        let late = format!("{{\"padding\": \"{}\", {}", "x".repeat(OPENING), &text[1..]);
-        std::fs::write(&path, late).expect("written");
-        assert_eq!(Named::guess(&path), None);
-        std::fs::write(&path, "{\"schema_version\": 1, \"run_id\": \"r").expect("written");
-        assert_eq!(Named::guess(&path), None);
-        assert_eq!(Named::guess(&dir.path().join("none.json")), None);
+        assert_eq!(Named::guess(&path), Some(named));
     }
 
     fn app(repo: &Path) -> AppState {
@@ -787,29 +726,22 @@ mod tests {
     }
 
     #[test]
-    fn the_run_view_reads_the_plan_the_state_names_when_the_guess_was_wrong() {
+    fn the_run_view_reads_the_plan_the_latest_run_names() {
         let dir = tempfile::tempdir().expect("a temp dir");
         let repo = dir.path();
         let cascade = repo.join(".cascade");
-        std::fs::create_dir_all(&cascade).expect("the state's directory");
         plan(&repo.join("a.json"), &["a1"]);
         plan(&repo.join("b.json"), &["b1", "b2"]);
-        // The document names a.json; the journal that continues it, b.json
-        // (its run record replaces the run's fields).
         let root = repo.display().to_string();
         let mut st = state("a.json", 3);
         st.project_root = root.clone();
-        st.journal = 1;
-        let path = cascade.join("state.json");
-        st.save(&path).expect("the document");
-        let guessed = Named::guess(&path).expect("a guess");
-        assert_eq!(guessed.prd, "a.json");
+        let path = db_path(&cascade);
+        st.save(&path).expect("the first run");
+        // A later run of another plan: the latest is the one shown.
         let mut run = state("b.json", 0);
+        run.run_id = "run-2".into();
         run.project_root = root;
-        run.journal = 1;
-        let line = json!({"run": run, "at": "2026-01-01T00:00:00.000Z"});
-        std::fs::write(journal_path(&path), format!("{{\"journal\": 1}}\n{line}\n"))
-            .expect("the journal");
+        run.save(&path).expect("the second run");
         let app = Arc::new(app(repo));
         let seen = app
             .with_view(|v| {
@@ -824,6 +756,6 @@ mod tests {
             seen,
             (repo.join("b.json"), vec!["b1".into(), "b2".into()], true)
         );
-        assert_eq!(app.hub.status().run_id.as_deref(), Some("run-1"));
+        assert_eq!(app.hub.status().run_id.as_deref(), Some("run-2"));
     }
 }

@@ -9,16 +9,18 @@
 //! The names and meanings are those of [`StoryState`] and [`AttemptRecord`]
 //! (the test below holds every field to the full record): a glance is a view
 //! of the same record, kept current by the same follower
-//! ([`cascade_engine::journal::StateFollower`]), journal lines included.
+//! ([`cascade_engine::store::StateFollower`]).
 
 use serde::de::{Deserializer, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use cascade_engine::journal::FileStamp;
 use cascade_engine::state::{RunDoc, StoryRecord, StoryStatus};
 use cascade_engine::FailureKind;
 
+use crate::stamp::FileStamp;
+
+#[cfg(doc)]
 use cascade_engine::state::StoryState;
 
 #[cfg(doc)]
@@ -207,60 +209,6 @@ impl<'de> Deserialize<'de> for Millis {
     }
 }
 
-/// A story's record with its text left unparsed (but its id): what a
-/// story's view reads of every record, to parse only its own whole
-/// ([`story_record`]).
-#[derive(Debug, Clone)]
-pub(crate) struct RawStory {
-    id: String,
-    raw: Box<RawValue>,
-}
-
-impl<'de> Deserialize<'de> for RawStory {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<RawStory, D::Error> {
-        #[derive(Deserialize)]
-        struct Id<'a> {
-            #[serde(borrow)]
-            id: std::borrow::Cow<'a, str>,
-        }
-        let raw = Box::<RawValue>::deserialize(d)?;
-        let id = serde_json::from_str::<Id<'_>>(raw.get())
-            .map_err(serde::de::Error::custom)?
-            .id
-            .into_owned();
-        Ok(RawStory { id, raw })
-    }
-}
-
-impl StoryRecord for RawStory {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn status(&self) -> StoryStatus {
-        StoryStatus::Pending
-    }
-    fn pending(id: String) -> Self {
-        let record = StoryState::new(id.clone(), StoryStatus::Pending);
-        let raw = serde_json::value::to_raw_value(&record).unwrap_or_default();
-        RawStory { id, raw }
-    }
-}
-
-/// The whole record of story `id` in `state` (a state read as
-/// [`RawStory`]s), as [`cascade_engine::state::RunState::load`] would read
-/// it. `Ok(None)`: no such story.
-pub(crate) fn story_record(
-    state: &RunDoc<RawStory>,
-    id: &str,
-) -> Result<Option<StoryState>, String> {
-    let Some(record) = state.story(id) else {
-        return Ok(None);
-    };
-    serde_json::from_str(record.raw.get())
-        .map(Some)
-        .map_err(|e| format!("the run state's record of story '{id}' does not read: {e}"))
-}
-
 /// A plan's stories with their text left unparsed, found through its
 /// [`Outline`] (so the plan is one that [`cascade_plan::load_prd`] reads,
 /// and a story is where the model would find it): a story's view parses
@@ -330,8 +278,8 @@ impl PlanRecords {
 
 #[cfg(test)]
 mod tests {
-    use cascade_engine::journal::StateFollower;
-    use cascade_engine::state::{AttemptRecord, RunState};
+    use cascade_engine::state::{AttemptRecord, RunState, StoryState};
+    use cascade_engine::store::{db_path, story_record, StateFollower};
 
     use super::*;
     use crate::snapshot::unix_ms;
@@ -368,11 +316,8 @@ mod tests {
     /// Each story's record read whole from the state kept as text is the
     /// record the full reader reads.
     fn records_say_what_the_state_says(path: &std::path::Path, full: &RunState) {
-        let mut records = StateFollower::<RawStory>::new(path);
-        let raw = records.refresh().expect("readable").expect("a state");
-        assert_eq!(raw.stories.len(), full.stories.len());
         for f in &full.stories {
-            let record = story_record(raw, &f.id).expect("readable");
+            let record = story_record(path, &f.id).expect("readable");
             assert_eq!(record.as_ref(), Some(f));
         }
     }
@@ -463,9 +408,10 @@ mod tests {
 
     #[test]
     fn a_glance_reads_what_the_full_record_says_escapes_and_unknown_fields_included() {
+        // An older cascade's document, imported into the database.
         let dir = tempfile::tempdir().expect("a temp dir");
-        let path = dir.path().join("state.json");
-        std::fs::write(&path, DOCUMENT).expect("the state");
+        let path = db_path(dir.path());
+        std::fs::write(dir.path().join("state.json"), DOCUMENT).expect("the state");
         let full = RunState::load(&path).expect("readable").expect("a state");
         let mut follower = StateFollower::<StoryGlance>::new(&path);
         let glance = follower.refresh().expect("readable").expect("a state");
@@ -479,9 +425,7 @@ mod tests {
         assert_eq!(glance.counts(), full.counts());
         // A story's view reads its record whole, and only its own.
         records_say_what_the_state_says(&path, &full);
-        let mut records = StateFollower::<RawStory>::new(&path);
-        let raw = records.refresh().expect("readable").expect("a state");
-        assert_eq!(story_record(raw, "nope").expect("readable"), None);
+        assert_eq!(story_record(&path, "nope").expect("readable"), None);
         // Each kind of time, to be sure the document says something.
         let a = &glance.stories[0].attempts;
         assert_eq!(a[0].finished(), unix_ms("2026-01-01T00:00:02.500Z"));
@@ -491,21 +435,16 @@ mod tests {
     }
 
     #[test]
-    fn a_glance_is_followed_through_the_journal() {
-        use cascade_engine::journal::journal_path;
-        use std::io::Write;
+    fn a_glance_is_followed_through_what_the_run_writes() {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let path = dir.path().join("state.json");
+        let path = db_path(dir.path());
         let ids = (0..3).map(|i| format!("s{i}"));
         let mut st = RunState::new("r".into(), "p".into(), "main".into(), "/x".into(), ids);
-        st.journal = 1;
-        st.save(&path).expect("the document");
-        let journal = journal_path(&path);
-        std::fs::write(&journal, "{\"journal\": 1}\n").expect("the journal");
+        st.save(&path).expect("the state");
         let mut follower = StateFollower::<StoryGlance>::new(&path);
         assert!(follower.refresh().expect("readable").is_some());
-        // Lines appended as a run appends them: whole records.
-        let mut s1 = StoryState::new("s1".into(), StoryStatus::Failed);
+        let s1 = st.story_mut("s1");
+        s1.status = StoryStatus::Failed;
         s1.error = Some("quoted \"x\"\nand more".into());
         s1.blocked_by = vec!["s0".into()];
         s1.attempts.push(AttemptRecord::started(
@@ -514,19 +453,8 @@ mod tests {
             "implementation".into(),
             "2026-01-01T00:00:00.000Z".into(),
         ));
-        let new = StoryState::new("new \u{e9}".into(), StoryStatus::Complete);
-        let mut f = std::fs::OpenOptions::new()
-            .append(true)
-            .open(&journal)
-            .expect("the journal");
-        for s in [&s1, &new] {
-            let line = serde_json::json!({"story": s, "at": "2026-01-01T00:00:01.000Z"});
-            writeln!(f, "{line}").expect("a line");
-        }
-        // Killed while appending: a torn line after the whole ones.
-        f.write_all(b"{\"story\": {\"id\": \"s2\", \"sta")
-            .expect("a torn line");
-        drop(f);
+        st.story_mut("new \u{e9}").status = StoryStatus::Complete;
+        st.save(&path).expect("the state");
         let full = RunState::load(&path).expect("readable").expect("a state");
         let glance = follower.refresh().expect("readable").expect("a state");
         assert_eq!(glance.stories.len(), 4);

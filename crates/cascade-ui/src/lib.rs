@@ -39,6 +39,7 @@ mod plans;
 mod routes;
 mod snapshot;
 mod sse;
+mod stamp;
 
 pub use plans::Cli;
 

@@ -1,6 +1,6 @@
 //! The mega run on the page: `GET /api/mega` (its features in batch order
 //! with their progress, and each feature's stories as its engine's state
-//! `.cascade/mega/features/<name>/state.json` and the live run's events say
+//! `.cascade/mega/features/<name>/cascade.db` and the live run's events say
 //! them), and what a Retry of a finished mega run's story needs to hold
 //! before `cascade mega resume --yes` is started for it. Steering a live
 //! mega run goes through the live channel like a plain run's (see `api`).
@@ -18,9 +18,12 @@ use crate::snapshot::{story_state, SeenMap, Summary};
 
 /// The engine state of feature `name` (`None`: its stories have not run).
 fn feature_state(cascade_dir: &Path, name: &str) -> Option<RunState> {
-    RunState::load(&feature_dir(cascade_dir, name).join("state.json"))
-        .ok()
-        .flatten()
+    RunState::load(&cascade_engine::store::db_path(&feature_dir(
+        cascade_dir,
+        name,
+    )))
+    .ok()
+    .flatten()
 }
 
 /// `GET /api/mega`: the mega run with its features and their stories;

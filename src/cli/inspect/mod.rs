@@ -2,8 +2,8 @@
 //! and `cascade logs` ([`logs`]).
 //!
 //! Both name a story as `STORY` or, in a mega run, `FEATURE/STORY`, and read
-//! it from the run state the engine writes (`.cascade/state.json`, or a
-//! feature's `.cascade/mega/features/<name>/state.json`) and the artifacts
+//! it from the run state the engine writes (`.cascade/cascade.db`, or a
+//! feature's `.cascade/mega/features/<name>/cascade.db`) and the artifacts
 //! beside it (agent logs, prompts, gate results). [`locate`] is the one
 //! place that turns such a name into the story's record; an id no state
 //! knows is bad input (exit 2) naming it and the closest ids.
@@ -65,9 +65,9 @@ impl Located {
         Ok(())
     }
 
-    /// The state file the story was read from.
+    /// The run database the story was read from.
     pub fn state_path(&self) -> PathBuf {
-        self.artifacts.join("state.json")
+        cascade_engine::store::db_path(&self.artifacts)
     }
 }
 
@@ -97,7 +97,7 @@ pub fn locate(name: &str) -> Result<Located, Failure> {
         repo: cwd.clone(),
         live: live.clone(),
     };
-    let single = match load(&dir.join("state.json"))? {
+    let single = match load(&cascade_engine::store::db_path(&dir))? {
         Some(state) => match state.position(name) {
             Some(i) => return Ok(found(state, i, None, dir)),
             None => Some(state),
@@ -144,7 +144,7 @@ fn feature_states(cascade_dir: &Path) -> Result<Vec<(String, RunState, PathBuf)>
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
         let dir = entry.path();
-        if let Some(state) = load(&dir.join("state.json"))? {
+        if let Some(state) = load(&cascade_engine::store::db_path(&dir))? {
             out.push((name, state, dir));
         }
     }

@@ -177,7 +177,7 @@ impl MegaPorts for LivePorts {
         events: EventSink,
         cancel: CancelToken,
     ) -> FeatureOutcome {
-        let state_path = run.state_dir.join("state.json");
+        let state_path = crate::store::db_path(&run.state_dir);
         let mut config = EngineConfig::new(&run.worktree, &run.prd);
         config.agents_path = self.agents_path.clone();
         config.target_branch = Some(run.branch.clone());
@@ -187,7 +187,7 @@ impl MegaPorts for LivePorts {
         // across features, and features run at the same time.
         config.artifacts_dir = Some(run.state_dir.clone());
         config.take_lock = false;
-        let resume = run.resume && state_path.is_file();
+        let resume = run.resume && crate::store::exists(&state_path);
         config.state_path = Some(state_path);
         let mut options = self.template.clone();
         options.parallel = run.parallel.max(1);

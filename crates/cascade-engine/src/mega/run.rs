@@ -116,7 +116,7 @@ pub struct MegaSummary {
     pub state: MegaState,
 }
 
-/// Where feature `name`'s engine keeps its state (`state.json`), progress
+/// Where feature `name`'s engine keeps its state (`cascade.db`), progress
 /// and findings: `.cascade/mega/features/<name>/` (`cascade_dir` is `.cascade/`).
 pub fn feature_dir(cascade_dir: &Path, name: &str) -> PathBuf {
     cascade_dir.join(MEGA_DIR).join("features").join(name)
@@ -437,7 +437,10 @@ async fn open_run<P: MegaPorts>(
     // the run's budget; a running feature's engine reports its own.
     for (name, f) in &state.features {
         if f.status != FeatureStatus::Pending {
-            ports.prior_spend(name, &feature_dir(&cascade_dir, name).join("state.json"));
+            ports.prior_spend(
+                name,
+                &crate::store::db_path(&feature_dir(&cascade_dir, name)),
+            );
         }
         if f.prd_attempts > 0 {
             ports.prior_prd_spend(name, f.prd_spend());
