@@ -21,7 +21,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::events::{EventSink, GateSummary};
-use crate::retry::FailureKind;
 
 /// One attempt of one story, as another machine needs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,19 +154,9 @@ pub struct JobAgents {
 }
 
 /// A failed attempt, carried both ways: a worker's failure, and the
-/// previous failure for a retry's prompt.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobFailure {
-    pub agent: String,
-    pub kind: FailureKind,
-    pub error: String,
-    #[serde(default)]
-    pub gate_summary: String,
-    #[serde(default)]
-    pub output_excerpt: String,
-    #[serde(default)]
-    pub findings: String,
-}
+/// previous failure for a retry's prompt (the engine's own [`Failure`],
+/// with the agent it is charged to).
+pub type JobFailure = crate::failure::Failure;
 
 /// How a job ended on the worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +272,7 @@ impl std::fmt::Debug for ExecutorHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::retry::FailureKind;
 
     #[test]
     fn report_round_trips_with_a_flat_status() {

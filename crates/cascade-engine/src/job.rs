@@ -10,22 +10,25 @@
 //! namespace (its worktrees and branches, reused from job to job), own
 //! state/progress/artifacts paths, `take_lock: false`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use cascade_agents::Phase;
-use cascade_gates::GateCache;
+use cascade_plan::Story;
 use cascade_process::CancelToken;
 
 use crate::config::RunOptions;
 use crate::control::RunPools;
-use crate::engine::{Ctx, Engine, Inputs};
+use crate::ctx::Ctx;
+use crate::engine::{Engine, RunParts};
 use crate::error::EngineError;
 use crate::events::EventSink;
 use crate::executor::{Job, JobOutcome, JobReport};
+use crate::owner::Owner;
+
 use crate::retry::RetryPolicy;
 use crate::state::RunState;
-use crate::steps::{job_sequence, Attempt, Failure, Stop};
+use crate::steps::{job_sequence, Attempt, Stop};
 
 impl Engine {
     /// Runs `job` here and reports how it ended. `pools`: the gate slots,
@@ -41,6 +44,25 @@ impl Engine {
         cancel: &CancelToken,
     ) -> Result<JobReport, EngineError> {
         let started = Instant::now();
+        let (ctx, story, mut owner) = self.job_ctx(job, pools, sink, cancel)?;
+        owner.serve_while(&ctx, clear_slot(&ctx)).await;
+        let branch = crate::ctx::story_branch(self.config(), &job.story);
+        let ran = attempt(&ctx, job, &story, &branch);
+        let (agent, outcome) = owner.serve_while(&ctx, ran).await;
+        Ok(report(&owner.store, job, agent, outcome, started))
+    }
+
+    /// The context of a job's attempt: the job's one-story PRD prepared
+    /// and checked, cascade's files kept out of git, the caches writable,
+    /// a state of its own (held by the returned owner, which `run_job`
+    /// serves while the attempt runs).
+    fn job_ctx(
+        &self,
+        job: &Job,
+        pools: Option<RunPools>,
+        sink: EventSink,
+        cancel: &CancelToken,
+    ) -> Result<(Arc<Ctx>, Story, Owner), EngineError> {
         let p = self.prepare()?;
         // A job is a run that has started (the worker took it): cascade's
         // own files are kept out of git, and the caches written.
@@ -50,13 +72,8 @@ impl Engine {
         p.detector.allow_writes();
         let mut options = job_options(job);
         options.pools = pools;
-        let Inputs {
-            judging,
-            remote_cache,
-            project,
-            checks,
-            prompt,
-        } = self.inputs(&p, &options)?;
+        let mut inputs = self.inputs(&p, &options)?;
+        inputs.judging = inputs.judging.with_untracked(job.judging.clone());
         let Some(story) = p.prd.story(&job.story).cloned() else {
             return Err(EngineError::Internal(format!(
                 "the job's PRD has no story '{}'",
@@ -76,125 +93,105 @@ impl Engine {
             [job.story.clone()],
         );
         let store = crate::store::Store::open(state, &state_path)?;
-        let control = crate::control::Controls::new(&options, &project, &p.cascade_dir, &p.prd)
-            .map_err(|message| EngineError::Budget {
-                path: p.prd_path.clone(),
-                message,
-            })?;
-        let pool = crate::pool::WorktreePool::new(p.paths.clone(), self.config().feature.clone());
-        let ctx = Arc::new(Ctx {
-            gate_cache: GateCache::open(&p.cascade_dir).with_remote(remote_cache),
-            artifacts_dir: self
-                .config()
-                .artifacts_dir
-                .clone()
-                .unwrap_or_else(|| p.cascade_dir.clone()),
-            project_root: self.config().project_root.clone(),
-            target_branch: p.target_branch.clone(),
-            feature: self.config().feature.clone(),
-            agents: p.agents,
-            detector: p.detector,
-            judging: judging.with_untracked(job.judging.clone()),
-            project,
+        let parts = RunParts {
             options,
-            prd_path: p.prd_path,
-            prd: Mutex::new(p.prd),
-            state_path: state_path.clone(),
-            state: Mutex::new(store),
-            prd_writer: crate::persist::GroupWriter::default(),
-            merge_queue: Default::default(),
-            pool,
-            prompt,
-            checks,
+            store,
+            state_path,
             sink,
             cancel: cancel.clone(),
-            control,
-            paths: p.paths,
-            halt: Mutex::new(None),
-        });
-        // The slot's worktrees of earlier jobs are reused: first stopped is
-        // any agent a killed worker left writing into them (the slot runs one
-        // job at a time, so none is this worker's).
-        {
-            let c = Arc::clone(&ctx);
-            let dir = p.cascade_dir.clone();
-            let stopped = tokio::task::spawn_blocking(move || {
-                let stopped =
-                    crate::leftover::stop_agents_under(&dir, std::time::Duration::from_secs(2));
-                c.pool.adopt_leftovers();
-                stopped
-            })
-            .await
-            .unwrap_or_default();
-            for message in stopped {
-                ctx.emit(crate::events::Event::Notice { message });
-            }
-        }
+            run_id: job.run_id.clone(),
+        };
+        let (ctx, owner) = self.context(p, inputs, parts)?;
+        let ctx = Arc::new(ctx);
+        Ok((ctx, story, owner))
+    }
+}
 
-        let branch = crate::engine::story_branch(self.config(), &job.story);
-        let phase: Phase = job.phase.parse().unwrap_or(Phase::Implementation);
-        let previous = job
-            .previous
-            .as_ref()
-            .map(|f| (f.agent.clone(), Failure::from_job(f)));
-        // A resolution is charged to the agent that did the story.
-        let agent = match (&job.resolve, &previous) {
-            (Some(r), _) => r.agent.clone(),
-            (None, Some(p)) => p.0.clone(),
-            (None, None) => "none".to_string(),
-        };
-        let ports = crate::control::resources::PortLease::take();
-        let env = ports.env();
-        let mut held = None;
-        let mut attempt = Attempt {
-            ctx: &ctx,
-            story: &story,
-            branch: &branch,
-            number: job.attempt,
-            max: job.max_attempts,
-            phase,
-            previous: previous.as_ref(),
-            agent,
-            env: &env,
-            worker: None,
-            job: Some(job),
-            slot: None,
-            contestant: None,
-        };
-        let ended = job_sequence(&mut attempt, &mut held).await;
-        let agent = attempt.agent.clone();
-        let outcome = match ended {
-            Ok(commit) => JobOutcome::Passed { commit },
-            Err(Stop::Interrupted) => JobOutcome::Interrupted,
-            Err(Stop::Failed(f)) => JobOutcome::Failed {
-                failure: f.to_job(&agent),
-            },
-        };
-        // The worktree goes back to the slot's pool (the branch keeps the work
-        // until the caller pushed it).
-        if let Some(path) = held.take() {
-            let c = Arc::clone(&ctx);
-            let _ = tokio::task::spawn_blocking(move || c.pool.give_back(&path)).await;
-        }
-        let (gates, last) = match ctx.state.lock() {
-            Ok(st) => {
-                let s = st.story(&job.story);
-                (
-                    s.map(|s| s.gates.clone()).unwrap_or_default(),
-                    s.and_then(|s| s.attempts.last().cloned()),
-                )
-            }
-            Err(_) => (Vec::new(), None),
-        };
-        Ok(JobReport {
-            agent,
-            outcome,
-            gates,
-            input_tokens: last.as_ref().and_then(|a| a.input_tokens),
-            output_tokens: last.as_ref().and_then(|a| a.output_tokens),
-            cost_usd: last.as_ref().and_then(|a| a.cost_usd),
-            duration_ms: started.elapsed().as_millis() as u64,
-        })
+/// The slot's worktrees of earlier jobs are reused: first stopped is any
+/// agent a killed worker left writing into them (the slot runs one job at
+/// a time, so none is this worker's).
+async fn clear_slot(ctx: &Arc<Ctx>) {
+    let c = Arc::clone(ctx);
+    let dir = ctx.paths.cascade_dir();
+    let stopped = tokio::task::spawn_blocking(move || {
+        let stopped = crate::leftover::stop_agents_under(&dir, std::time::Duration::from_secs(2));
+        c.pool.adopt_leftovers();
+        stopped
+    })
+    .await
+    .unwrap_or_default();
+    for message in stopped {
+        ctx.emit(crate::events::Event::Notice { message });
+    }
+}
+
+/// The job's attempt: the steps up to the merge (see `steps::job_sequence`).
+/// Returns the agent that ran it (or was meant to) and how it ended; the
+/// worktree goes back to the slot's pool (the branch keeps the work until
+/// the caller pushed it).
+async fn attempt(ctx: &Arc<Ctx>, job: &Job, story: &Story, branch: &str) -> (String, JobOutcome) {
+    let phase: Phase = job.phase.parse().unwrap_or(Phase::Implementation);
+    let previous = job.previous.clone();
+    // A resolution is charged to the agent that did the story.
+    let agent = match (&job.resolve, &previous) {
+        (Some(r), _) => r.agent.clone(),
+        (None, Some(p)) => p.agent.to_string(),
+        (None, None) => "none".to_string(),
+    };
+    let ports = crate::control::resources::PortLease::take();
+    let env = ports.env();
+    let mut held = None;
+    let mut attempt = Attempt {
+        ctx,
+        story,
+        branch,
+        number: job.attempt,
+        max: job.max_attempts,
+        phase,
+        previous: previous.as_ref(),
+        agent,
+        env: &env,
+        worker: None,
+        job: Some(job),
+        slot: None,
+        contestant: None,
+    };
+    let ended = job_sequence(&mut attempt, &mut held).await;
+    let agent = attempt.agent.clone();
+    let outcome = match ended {
+        Ok(commit) => JobOutcome::Passed { commit },
+        Err(Stop::Interrupted) => JobOutcome::Interrupted,
+        Err(Stop::Failed(f)) => JobOutcome::Failed {
+            failure: f.charged_to(&agent),
+        },
+    };
+    if let Some(path) = held.take() {
+        let c = Arc::clone(ctx);
+        let _ = tokio::task::spawn_blocking(move || c.pool.give_back(&path)).await;
+    }
+    (agent, outcome)
+}
+
+/// What the worker reports: the outcome with the story's gate results and
+/// the last attempt's spend from the job's state.
+fn report(
+    st: &RunState,
+    job: &Job,
+    agent: String,
+    outcome: JobOutcome,
+    started: Instant,
+) -> JobReport {
+    let s = st.story(&job.story);
+    let gates = s.map(|s| s.gates.clone()).unwrap_or_default();
+    let last = s.and_then(|s| s.attempts.last().cloned());
+    JobReport {
+        agent,
+        outcome,
+        gates,
+        input_tokens: last.as_ref().and_then(|a| a.input_tokens),
+        output_tokens: last.as_ref().and_then(|a| a.output_tokens),
+        cost_usd: last.as_ref().and_then(|a| a.cost_usd),
+        duration_ms: started.elapsed().as_millis() as u64,
     }
 }
 

@@ -17,8 +17,9 @@ use cascade_plan::{Prd, Status, ValidPlan};
 use git2::Oid;
 
 use crate::config::{EngineConfig, RunOptions};
-use crate::engine::{story_branch, Prepared};
+use crate::ctx::story_branch;
 use crate::error::EngineError;
+use crate::prepared::Prepared;
 use crate::scheduler::NodeSpec;
 use crate::state::{RunPhase, RunState, StoryState, StoryStatus};
 

@@ -29,11 +29,14 @@ use std::time::Instant;
 use cascade_agents::{Phase, Resolver};
 use cascade_git::worktree;
 use cascade_plan::{Status, Story};
+use tokio::sync::OwnedSemaphorePermit;
 
-use crate::engine::Ctx;
+use crate::control::steer::Running;
+use crate::ctx::Ctx;
 use crate::events::Event;
 use crate::retry::FailureKind;
-use crate::state::{now_rfc3339, StoryStatus};
+use crate::state::{now_rfc3339, RunState, StoryStatus};
+use crate::steps::race::Race;
 use crate::steps::{run_attempt, Attempt, AttemptEnd, Failure};
 
 /// How a story's task ended.
@@ -44,323 +47,431 @@ pub(crate) enum StoryEnd {
     Interrupted,
 }
 
-/// Runs `story` until it is merged, fails for good, or the run is cancelled.
-pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story) -> StoryEnd {
-    let id = story.id.clone();
-    // Its own cancel token, for a cancel request from outside (control::steer).
-    let steered = crate::control::steer::Running::new(&ctx, &id);
-    let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
-    // The worktree this story holds (leased from the pool by its first attempt).
-    let mut held: Option<PathBuf> = None;
-    // Attempts of earlier (interrupted or failed) runs stay in the history
-    // and numbering goes on after them (logs are never overwritten), but
-    // they do not use up this run's budget: a resumed story gets the full
-    // `--max-retries` again, so an interrupted attempt costs no retry.
-    let earlier = ctx
-        .state
-        .lock()
-        .map(|st| st.story(&id).map_or(0, |s| s.attempts.len() as u32))
-        .unwrap_or(0);
-    let max = earlier.saturating_add(ctx.options.retry.max_attempts());
-    let story_started = Instant::now();
-    ctx.set_prd_status(&id, Status::InProgress);
-    // Written with the agent's pid (or the attempt's failure): one state
-    // write per story start instead of two.
-    ctx.amend_story(&id, |s| {
-        s.status = StoryStatus::Running;
-        s.branch = Some(branch.clone());
-        s.worktree = None;
-        s.error = None;
-        s.error_type = None;
-        s.blocked_by.clear();
-    });
-
+/// Runs `story` until it is merged, fails for good, or the run is
+/// cancelled. `earlier`: the attempts its record holds from earlier runs.
+pub(crate) async fn run_story(ctx: Arc<Ctx>, story: Story, earlier: u32) -> StoryEnd {
+    let mut run = StoryRun::begin(&ctx, &story, earlier);
     // The story's port range, for its agent and gates, while it runs.
     let ports = crate::control::resources::PortLease::take();
     let env = ports.env();
-    let mut previous: Option<(String, Failure)> = None;
-    let mut attempt = earlier + 1;
-    // Rate-limited attempts of this run: recorded, but never charged to
-    // the retry budget (bounded by MAX_RATE_LIMITED).
-    let mut rate_limited = 0u32;
     // A racing story: each round runs all its contestants (one attempt
     // number each) and counts as one attempt of the retry budget.
-    let mut race = crate::steps::race::Race::for_story(&ctx, &story);
-    let mut raced = 0u32;
+    let mut race = Race::for_story(&ctx, &story);
     loop {
-        if steered.cancelled() {
-            let agent = previous
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |p| p.0.clone());
-            let failure = steered.failure();
-            return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, None).await;
-        }
-        // A slot of the limit shared with other engines (a mega run's),
-        // taken before the budget check: a story that waited for one sees
-        // what the others spent meanwhile. Held until the merge queue.
-        let slot = match ctx.options.acquire_slot(&ctx.cancel).await {
+        let slot = match run.admit().await {
             Ok(slot) => slot,
-            Err(()) => {
-                ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
-                ctx.set_prd_status(&id, Status::Pending);
-                return StoryEnd::Interrupted;
-            }
+            Err(end) => return end,
         };
-        // Before each attempt: the run's budget (exhausted: the story waits
-        // for a resume with a higher one) and the story's own.
-        match crate::control::before_attempt(&ctx, &id) {
-            crate::control::Go::Ahead => {}
-            crate::control::Go::RunExhausted => {
-                ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
-                ctx.set_prd_status(&id, Status::Pending);
-                return StoryEnd::Interrupted;
-            }
+        let (ended, outcome) = run.attempt(slot, &env, race.as_mut()).await;
+        let next = match outcome {
+            AttemptEnd::Merged {
+                commit,
+                fast_forward,
+            } => Err(run.merged(&ended, commit, fast_forward).await),
+            AttemptEnd::Interrupted => Err(run.interrupted(&ended)),
+            AttemptEnd::Failed(failure) => run.failed(ended, failure).await,
+        };
+        if let Err(end) = next {
+            return end;
+        }
+    }
+}
+
+/// Who ran one attempt (or race round), and when: what its end is
+/// recorded with.
+struct Ended {
+    agent: String,
+    worker: Option<String>,
+    /// The attempt the end belongs to.
+    number: u32,
+    duration_ms: u64,
+}
+
+/// A story's task: what stays across its attempts.
+struct StoryRun<'a> {
+    ctx: &'a Arc<Ctx>,
+    story: &'a Story,
+    id: String,
+    branch: String,
+    /// Its own cancel token, for a cancel request from outside (control::steer).
+    steered: Running,
+    /// The worktree this story holds (leased from the pool by its first attempt).
+    held: Option<PathBuf>,
+    /// Attempts of earlier (interrupted or failed) runs: they stay in the
+    /// history and numbering goes on after them (logs are never
+    /// overwritten), but they do not use up this run's budget: a resumed
+    /// story gets the full `--max-retries` again, so an interrupted attempt
+    /// costs no retry.
+    earlier: u32,
+    max: u32,
+    started: Instant,
+    /// The previous attempt's failure, charged to its agent (the retry's
+    /// prompt).
+    previous: Option<Failure>,
+    /// The next attempt's number.
+    attempt: u32,
+    /// Rate-limited attempts of this run: recorded, but never charged to
+    /// the retry budget (bounded by MAX_RATE_LIMITED).
+    rate_limited: u32,
+    /// Attempt numbers race rounds used beyond one each.
+    raced: u32,
+}
+
+impl<'a> StoryRun<'a> {
+    /// The story starts: running in its state (written with the agent's pid
+    /// or the attempt's failure: one state write per story start instead of
+    /// two), in progress in prd.json.
+    fn begin(ctx: &'a Arc<Ctx>, story: &'a Story, earlier: u32) -> StoryRun<'a> {
+        let id = story.id.clone();
+        let steered = Running::new(ctx, &id);
+        let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
+        ctx.set_prd_status(&id, Status::InProgress);
+        let b = branch.clone();
+        ctx.amend_story(&id, move |s| {
+            s.status = StoryStatus::Running;
+            s.branch = Some(b);
+            s.worktree = None;
+            s.error = None;
+            s.error_type = None;
+            s.blocked_by.clear();
+        });
+        StoryRun {
+            ctx,
+            story,
+            id,
+            branch,
+            steered,
+            held: None,
+            earlier,
+            max: earlier.saturating_add(ctx.options.retry.max_attempts()),
+            started: Instant::now(),
+            previous: None,
+            attempt: earlier + 1,
+            rate_limited: 0,
+            raced: 0,
+        }
+    }
+
+    /// The agent the next failure is charged to before one is chosen.
+    fn last_agent(&self) -> String {
+        self.previous
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |p| p.agent.to_string())
+    }
+
+    /// Whether the next attempt may start: not cancelled from outside, a
+    /// slot of the limit shared with other engines (a mega run's; taken
+    /// before the budget check, so a story that waited for one sees what
+    /// the others spent meanwhile; held until the merge queue), and the
+    /// budgets (the run's exhausted: the story waits for a resume with a
+    /// higher one; its own: it fails).
+    async fn admit(&mut self) -> Result<Option<OwnedSemaphorePermit>, StoryEnd> {
+        let ctx = self.ctx;
+        if self.steered.cancelled() {
+            let failure = self.steered.failure();
+            return Err(self.fail_for_good(self.last_agent(), failure, None).await);
+        }
+        let Ok(slot) = ctx.options.acquire_slot(&ctx.cancel).await else {
+            return Err(self.back_to_pending());
+        };
+        match crate::control::before_attempt(ctx, &self.id).await {
+            crate::control::Go::Ahead => Ok(slot),
+            crate::control::Go::RunExhausted => Err(self.back_to_pending()),
             crate::control::Go::StoryExhausted(failure) => {
-                let agent = previous
-                    .as_ref()
-                    .map_or_else(|| "none".to_string(), |p| p.0.clone());
-                ctx.update_story(&id, |s| {
-                    s.error = Some(failure.error.clone());
-                    s.error_type = Some(failure.kind);
+                let (error, kind) = (failure.error.clone(), failure.kind);
+                ctx.update_story(&self.id, move |s| {
+                    s.error = Some(error);
+                    s.error_type = Some(kind);
                 });
-                return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, None).await;
+                Err(self.fail_for_good(self.last_agent(), failure, None).await)
             }
         }
-        // The first attempt of this run implements; later ones retry with
-        // the previous failure in their prompt.
-        let phase = if previous.is_none() {
+    }
+
+    /// Runs the next attempt (a race round for a racing story). The first
+    /// attempt of this run implements; later ones retry with the previous
+    /// failure in their prompt.
+    async fn attempt(
+        &mut self,
+        slot: Option<OwnedSemaphorePermit>,
+        env: &[(String, String)],
+        race: Option<&mut Race>,
+    ) -> (Ended, AttemptEnd) {
+        let ctx = self.ctx;
+        let phase = if self.previous.is_none() {
             Phase::Implementation
         } else {
             Phase::Retry
         };
-        let attempt_started = Instant::now();
+        let started = Instant::now();
         let this = Attempt {
-            ctx: &ctx,
-            story: &story,
-            branch: &branch,
-            number: attempt,
-            max: max + rate_limited + raced,
+            ctx,
+            story: self.story,
+            branch: &self.branch,
+            number: self.attempt,
+            max: self.max + self.rate_limited + self.raced,
             phase,
-            previous: previous.as_ref(),
-            agent: previous
-                .as_ref()
-                .map_or_else(|| "none".to_string(), |p| p.0.clone()),
-            env: &env,
+            previous: self.previous.as_ref(),
+            agent: self.last_agent(),
+            env,
             worker: None,
             job: None,
             slot,
             contestant: None,
         };
-        let (agent, worker, outcome, number) = match race.as_mut() {
+        let (agent, worker, outcome, number) = match race {
             Some(race) => {
-                let round = race.round(this, &mut held).await;
-                raced += round.used.saturating_sub(1);
-                let number = round.number;
-                attempt += round.used.saturating_sub(1);
-                (round.agent, None, round.end, number)
+                let round = race.round(this, &mut self.held).await;
+                let extra = round.used.saturating_sub(1);
+                self.raced += extra;
+                self.attempt += extra;
+                (round.agent, None, round.end, round.number)
             }
             None => {
-                let (agent, worker, outcome) = run_attempt(this, &mut held).await;
-                (agent, worker, outcome, attempt)
+                let (agent, worker, outcome) = run_attempt(this, &mut self.held).await;
+                (agent, worker, outcome, self.attempt)
             }
         };
-        let duration_ms = attempt_started.elapsed().as_millis() as u64;
         // Cancelled from outside: whatever the attempt came to short of a
         // merge, the story fails as cancelled (no retry).
         let outcome = match outcome {
             AttemptEnd::Merged { .. } => outcome,
-            _ if steered.cancelled() => AttemptEnd::Failed(steered.failure()),
-            // A full disk is nobody's fault in the story: the run stops and
-            // the story goes back to pending (no attempt charged).
-            AttemptEnd::Failed(f) if ctx.halt_if_disk_full(&ctx.project_root, &f.error) => {
-                AttemptEnd::Interrupted
-            }
+            _ if self.steered.cancelled() => AttemptEnd::Failed(self.steered.failure()),
+            // A full disk is nobody's fault in the story: the step that
+            // met it stopped the run (`Ctx::write_failed`), and the story
+            // goes back to pending (no attempt charged).
+            AttemptEnd::Failed(_) if ctx.halted() => AttemptEnd::Interrupted,
             other => other,
         };
-        match outcome {
-            AttemptEnd::Merged {
-                commit,
-                fast_forward,
-            } => {
-                ctx.update_story(&id, |s| {
-                    s.status = StoryStatus::Complete;
-                    s.merge_commit = Some(commit.clone());
-                    s.agent = Some(agent.clone());
-                    if let Some(a) = s.attempt_mut(number) {
-                        a.outcome = Some("passed".into());
-                        a.finished_at = Some(now_rfc3339());
-                        a.duration_ms = Some(duration_ms);
-                    }
-                });
-                ctx.set_prd_status(&id, Status::Complete);
-                // The worktree returns to the pool for the next story.
-                if let Some(p) = held.take() {
-                    let c = Arc::clone(&ctx);
-                    let q = p.clone();
-                    let back = tokio::task::spawn_blocking(move || c.pool.give_back(&q)).await;
-                    if let Ok(Err(e)) = back {
-                        ctx.emit(Event::Notice {
-                            message: format!(
-                                "{id}: could not reuse worktree '{}': {e}",
-                                p.display()
-                            ),
-                        });
-                    }
-                }
-                let attempts = ctx
-                    .state
-                    .lock()
-                    .map(|st| st.story(&id).map_or(0, |s| s.charged_attempts()))
-                    .unwrap_or(attempt);
-                ctx.emit(Event::StoryMerged {
-                    story: id.clone(),
-                    agent,
-                    attempts,
-                    commit,
-                    fast_forward,
-                    target_branch: ctx.target_branch.clone(),
-                    duration_ms: story_started.elapsed().as_millis() as u64,
-                    worker,
-                });
-                return StoryEnd::Merged;
+        let ended = Ended {
+            agent,
+            worker,
+            number,
+            duration_ms: started.elapsed().as_millis() as u64,
+        };
+        (ended, outcome)
+    }
+
+    /// The story is merged: recorded, its worktree back in the pool for the
+    /// next story, announced.
+    async fn merged(&mut self, ended: &Ended, commit: String, fast_forward: bool) -> StoryEnd {
+        let ctx = self.ctx;
+        let id = &self.id;
+        let (agent, number, duration_ms) = (ended.agent.clone(), ended.number, ended.duration_ms);
+        let c = commit.clone();
+        ctx.update_story(id, move |s| {
+            s.status = StoryStatus::Complete;
+            s.merge_commit = Some(c);
+            s.agent = Some(agent);
+            if let Some(a) = s.attempt_mut(number) {
+                a.outcome = Some("passed".into());
+                a.finished_at = Some(now_rfc3339());
+                a.duration_ms = Some(duration_ms);
             }
-            AttemptEnd::Interrupted => {
-                ctx.update_story(&id, |s| {
-                    s.status = StoryStatus::Pending;
-                    if let Some(a) = s.attempt_mut(number) {
-                        if a.outcome.is_none() {
-                            a.outcome = Some(crate::state::INTERRUPTED.into());
-                            a.finished_at = Some(now_rfc3339());
-                            a.duration_ms = Some(duration_ms);
-                        }
-                    }
+        });
+        ctx.set_prd_status(id, Status::Complete);
+        if let Some(p) = self.held.take() {
+            let c = Arc::clone(ctx);
+            let q = p.clone();
+            let back = tokio::task::spawn_blocking(move || c.pool.give_back(&q)).await;
+            if let Ok(Err(e)) = back {
+                ctx.emit(Event::Notice {
+                    message: format!("{id}: could not reuse worktree '{}': {e}", p.display()),
                 });
-                ctx.set_prd_status(&id, Status::Pending);
-                return StoryEnd::Interrupted;
-            }
-            AttemptEnd::Failed(failure) => {
-                ctx.update_story(&id, |s| {
-                    s.error = Some(failure.error.clone());
-                    s.error_type = Some(failure.kind);
-                    s.agent = Some(agent.clone());
-                    if let Some(a) = s.attempt_mut(number) {
-                        a.outcome = Some("failed".into());
-                        a.finished_at = Some(now_rfc3339());
-                        a.duration_ms = Some(duration_ms);
-                        a.error = Some(failure.error.clone());
-                        a.error_type = Some(failure.kind);
-                    }
-                });
-                ctx.emit(Event::AttemptFailed {
-                    story: id.clone(),
-                    agent: agent.clone(),
-                    attempt: number,
-                    error_type: failure.kind,
-                    error: failure.error.clone(),
-                });
-                if ctx.cancel.is_cancelled() {
-                    ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
-                    ctx.set_prd_status(&id, Status::Pending);
-                    return StoryEnd::Interrupted;
-                }
-                // A rate limit is the provider's doing, not the agent's: the
-                // attempt costs no retry and the agent's cooldown (shared by
-                // every story using it, see control::ratelimit) is the wait.
-                if failure.kind == FailureKind::RateLimited
-                    && rate_limited < crate::control::ratelimit::MAX_RATE_LIMITED
-                {
-                    rate_limited += 1;
-                    attempt += 1;
-                    continue;
-                }
-                let charged = attempt - earlier - rate_limited - raced;
-                let retry = failure.kind != FailureKind::RateLimited
-                    && ctx.options.retry.should_retry(charged, failure.kind);
-                if !retry {
-                    let (f, w) = (failure, worker);
-                    return fail_for_good(&ctx, &id, &branch, &mut held, agent, f, w).await;
-                }
-                let next_agent = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides())
-                    .resolve(&story, Phase::Retry)
-                    .map(|a| a.agent)
-                    .unwrap_or_else(|_| agent.clone());
-                let delay = ctx.options.retry.delay(charged);
-                ctx.emit(Event::RetryScheduled {
-                    story: id.clone(),
-                    attempt: attempt + 1,
-                    max_attempts: max,
-                    agent: next_agent,
-                    error_type: failure.kind,
-                    delay_ms: delay.as_millis() as u64,
-                });
-                if !delay.is_zero() {
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = steered.token().cancelled() => {
-                            let failure = steered.failure();
-                            return fail_for_good(&ctx, &id, &branch, &mut held, agent, failure, worker).await;
-                        }
-                        _ = ctx.cancel.cancelled() => {
-                            ctx.update_story(&id, |s| s.status = StoryStatus::Pending);
-                            ctx.set_prd_status(&id, Status::Pending);
-                            return StoryEnd::Interrupted;
-                        }
-                    }
-                }
-                previous = Some((agent, failure));
-                attempt += 1;
             }
         }
+        let merged = Event::StoryMerged {
+            story: id.clone(),
+            agent: ended.agent.clone(),
+            attempts: 0,
+            commit,
+            fast_forward,
+            target_branch: ctx.target_branch.clone(),
+            duration_ms: self.started.elapsed().as_millis() as u64,
+            worker: ended.worker.clone(),
+        };
+        ctx.emit_from(with_attempts(merged));
+        StoryEnd::Merged
+    }
+
+    /// The attempt was interrupted (Ctrl-C, a full disk, the run's budget):
+    /// it is recorded as such and the story goes back to pending.
+    fn interrupted(&mut self, ended: &Ended) -> StoryEnd {
+        let (number, duration_ms) = (ended.number, ended.duration_ms);
+        self.ctx.update_story(&self.id, move |s| {
+            s.status = StoryStatus::Pending;
+            if let Some(a) = s.attempt_mut(number) {
+                if a.outcome.is_none() {
+                    a.outcome = Some(crate::state::INTERRUPTED.into());
+                    a.finished_at = Some(now_rfc3339());
+                    a.duration_ms = Some(duration_ms);
+                }
+            }
+        });
+        self.ctx.set_prd_status(&self.id, Status::Pending);
+        StoryEnd::Interrupted
+    }
+
+    /// The attempt failed: recorded and announced; then the story retries
+    /// (`Ok`, after the backoff) or ends (`Err`).
+    async fn failed(&mut self, ended: Ended, failure: Failure) -> Result<(), StoryEnd> {
+        let ctx = self.ctx;
+        let id = &self.id;
+        let Ended {
+            agent,
+            worker,
+            number,
+            duration_ms,
+        } = ended;
+        record_failure(ctx, id, &agent, number, duration_ms, &failure);
+        if ctx.cancel.is_cancelled() {
+            return Err(self.back_to_pending());
+        }
+        // A rate limit is the provider's doing, not the agent's: the
+        // attempt costs no retry and the agent's cooldown (shared by
+        // every story using it, see control::ratelimit) is the wait.
+        if failure.kind == FailureKind::RateLimited
+            && self.rate_limited < crate::control::ratelimit::MAX_RATE_LIMITED
+        {
+            self.rate_limited += 1;
+            self.attempt += 1;
+            return Ok(());
+        }
+        let charged = self.attempt - self.earlier - self.rate_limited - self.raced;
+        let retry = failure.kind != FailureKind::RateLimited
+            && ctx.options.retry.should_retry(charged, failure.kind);
+        if !retry {
+            return Err(self.fail_for_good(agent, failure, worker).await);
+        }
+        let next_agent = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides())
+            .resolve(self.story, Phase::Retry)
+            .map(|a| a.agent)
+            .unwrap_or_else(|_| agent.clone());
+        let delay = ctx.options.retry.delay(charged);
+        ctx.emit(Event::RetryScheduled {
+            story: id.clone(),
+            attempt: self.attempt + 1,
+            max_attempts: self.max,
+            agent: next_agent,
+            error_type: failure.kind,
+            delay_ms: delay.as_millis() as u64,
+        });
+        if !delay.is_zero() {
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.steered.token().cancelled() => {
+                    let failure = self.steered.failure();
+                    return Err(self.fail_for_good(agent, failure, worker).await);
+                }
+                _ = ctx.cancel.cancelled() => return Err(self.back_to_pending()),
+            }
+        }
+        self.previous = Some(failure.charged_to(&agent));
+        self.attempt += 1;
+        Ok(())
+    }
+
+    /// The story stops short of an attempt's end (the run is stopping, its
+    /// budget is spent): pending again, for a resume.
+    fn back_to_pending(&self) -> StoryEnd {
+        self.ctx
+            .update_story(&self.id, |s| s.status = StoryStatus::Pending);
+        self.ctx.set_prd_status(&self.id, Status::Pending);
+        StoryEnd::Interrupted
+    }
+
+    /// The story failed for good: its worktree is kept for inspection (under
+    /// the story's own name when that is free; it leaves the pool), its
+    /// state and prd.json say so, and `StoryFailed` is announced.
+    async fn fail_for_good(
+        &mut self,
+        agent: String,
+        failure: Failure,
+        worker: Option<String>,
+    ) -> StoryEnd {
+        let (ctx, id, branch) = (self.ctx, &self.id, &self.branch);
+        let kept = match self.held.take() {
+            Some(p) => {
+                let c = Arc::clone(ctx);
+                let (q, b) = (p.clone(), branch.clone());
+                tokio::task::spawn_blocking(move || {
+                    let to = worktree::path_for(&c.paths, &b);
+                    worktree::relocate(&c.paths, &q, &to)
+                })
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or(p)
+            }
+            None => worktree::path_for(&ctx.paths, branch),
+        };
+        let kept = kept.display().to_string();
+        let k = kept.clone();
+        ctx.update_story(id, move |s| {
+            s.status = StoryStatus::Failed;
+            s.worktree = Some(k);
+        });
+        ctx.set_prd_status(id, Status::Pending);
+        let failed = Event::StoryFailed {
+            story: id.clone(),
+            agent,
+            attempts: 0,
+            error_type: failure.kind,
+            error: failure.error,
+            branch: branch.clone(),
+            worktree: kept,
+            worker,
+        };
+        ctx.emit_from(with_attempts(failed));
+        StoryEnd::Failed
     }
 }
 
-/// The story failed for good: its worktree is kept for inspection (under the
-/// story's own name when that is free; it leaves the pool), its state and
-/// prd.json say so, and `StoryFailed` is announced.
-async fn fail_for_good(
-    ctx: &Arc<Ctx>,
+/// A failed attempt in the story's record and as `attempt_failed`.
+fn record_failure(
+    ctx: &Ctx,
     id: &str,
-    branch: &str,
-    held: &mut Option<PathBuf>,
-    agent: String,
-    failure: Failure,
-    worker: Option<String>,
-) -> StoryEnd {
-    let attempts = ctx
-        .state
-        .lock()
-        .map(|st| st.story(id).map_or(0, |s| s.charged_attempts()))
-        .unwrap_or(0);
-    let kept = match held.take() {
-        Some(p) => {
-            let c = Arc::clone(ctx);
-            let (q, b) = (p.clone(), branch.to_string());
-            tokio::task::spawn_blocking(move || {
-                let to = worktree::path_for(&c.paths, &b);
-                worktree::relocate(&c.paths, &q, &to)
-            })
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or(p)
+    agent: &str,
+    number: u32,
+    duration_ms: u64,
+    failure: &Failure,
+) {
+    let (a, error, kind) = (agent.to_string(), failure.error.clone(), failure.kind);
+    ctx.update_story(id, move |s| {
+        s.error = Some(error.clone());
+        s.error_type = Some(kind);
+        s.agent = Some(a);
+        if let Some(at) = s.attempt_mut(number) {
+            at.outcome = Some("failed".into());
+            at.finished_at = Some(now_rfc3339());
+            at.duration_ms = Some(duration_ms);
+            at.error = Some(error);
+            at.error_type = Some(kind);
         }
-        None => worktree::path_for(&ctx.paths, branch),
-    };
-    let kept = kept.display().to_string();
-    ctx.update_story(id, |s| {
-        s.status = StoryStatus::Failed;
-        s.worktree = Some(kept.clone());
     });
-    ctx.set_prd_status(id, Status::Pending);
-    ctx.emit(Event::StoryFailed {
+    ctx.emit(Event::AttemptFailed {
         story: id.to_string(),
-        agent,
-        attempts,
+        agent: agent.to_string(),
+        attempt: number,
         error_type: failure.kind,
-        error: failure.error,
-        branch: branch.to_string(),
-        worktree: kept,
-        worker,
+        error: failure.error.clone(),
     });
-    StoryEnd::Failed
+}
+
+/// `event` (a story's merge or failure) with the story's charged attempts
+/// as its record has them when the run's loop announces it (every attempt
+/// recorded by then).
+fn with_attempts(mut event: Event) -> impl FnOnce(&RunState) -> Event + Send + 'static {
+    move |st| {
+        if let Event::StoryMerged {
+            story, attempts, ..
+        }
+        | Event::StoryFailed {
+            story, attempts, ..
+        } = &mut event
+        {
+            *attempts = st.story(story).map_or(0, |s| s.charged_attempts());
+        }
+        event
+    }
 }

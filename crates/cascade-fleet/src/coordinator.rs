@@ -459,8 +459,7 @@ impl Coordinator {
                             .agents
                             .candidates
                             .first()
-                            .cloned()
-                            .unwrap_or_else(|| "none".into());
+                            .map_or_else(|| "none".into(), |a| a.as_str().into());
                         return Err(Executed::NotRun(f));
                     }
                 }
@@ -539,7 +538,7 @@ impl Coordinator {
                     return Executed::Interrupted;
                 }
                 let mut f = failure(FailureKind::ProcessCrash, message);
-                f.agent = report.agent.clone();
+                f.agent = report.agent.as_str().into();
                 report.outcome = JobOutcome::Failed { failure: f };
             }
         }

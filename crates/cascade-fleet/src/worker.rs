@@ -499,7 +499,7 @@ fn failed_report(job: &Job, kind: FailureKind, error: String, duration_ms: u64) 
         agent: agent.clone(),
         outcome: JobOutcome::Failed {
             failure: JobFailure {
-                agent,
+                agent: agent.into(),
                 kind,
                 error,
                 gate_summary: String::new(),
@@ -651,7 +651,7 @@ async fn execute(
             }
             Err(FleetError::Cancelled) => return (interrupted(job), None),
             Err(e) => {
-                let agent = report.agent.clone();
+                let agent = report.agent.as_str().into();
                 report.outcome = JobOutcome::Failed {
                     failure: JobFailure {
                         agent,

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use cascade_process::resources::{Admission, MemoryGuard};
 
 use crate::config::{ProjectConfig, RunOptions};
+use crate::state::RunState;
 
 /// Memory guard threshold when nothing else is configured: 512 MiB.
 pub const DEFAULT_MIN_AVAILABLE_MB: u64 = 512;
@@ -154,11 +155,9 @@ pub fn admission(options: &RunOptions, project: &ProjectConfig) -> Admission {
 
 /// Checks the run's budget; the first time it is exhausted, says so (and
 /// with `--hard-budget` stops the running work). Returns whether it is.
-pub(crate) fn check_run_budget(ctx: &crate::engine::Ctx) -> bool {
-    let found = match ctx.state.lock() {
-        Ok(st) => ctx.control.budget.check_run(&st),
-        Err(_) => None,
-    };
+/// `state` is the run's (the loop's own, or what a task reads through it).
+pub(crate) fn check_run_budget(ctx: &crate::ctx::Ctx, state: &RunState) -> bool {
+    let found = ctx.control.budget.check_run(state);
     if let Some(e) = found {
         let whole_run = e.scope == "run";
         ctx.emit(crate::events::Event::BudgetExhausted {
@@ -185,15 +184,12 @@ pub(crate) fn check_run_budget(ctx: &crate::engine::Ctx) -> bool {
 /// At the end of a run with a cost budget: says when part of the spend is
 /// unknown (agents that reported neither cost nor tokens), so a budget that
 /// was never reached is not mistaken for money not spent.
-pub(crate) fn report_unknown_spend(ctx: &crate::engine::Ctx) {
+pub(crate) fn report_unknown_spend(ctx: &crate::ctx::Ctx, state: &RunState) {
     let b = &ctx.control.budget.budget;
     if b.max_cost.is_none() && b.max_story_cost.is_none() {
         return;
     }
-    let spend = match ctx.state.lock() {
-        Ok(st) => budget::spend(&st, None),
-        Err(_) => return,
-    };
+    let spend = budget::spend(state, None);
     if spend.unknown > 0 {
         ctx.emit(crate::events::Event::Notice {
             message: format!(
@@ -210,18 +206,33 @@ pub(crate) enum Go {
     /// The run's budget is exhausted: the story goes back to pending.
     RunExhausted,
     /// The story's own budget is spent: it fails for good as `budget`.
-    StoryExhausted(crate::steps::Failure),
+    StoryExhausted(crate::failure::Failure),
 }
 
-/// The budget check before each attempt of story `id`.
-pub(crate) fn before_attempt(ctx: &crate::engine::Ctx, id: &str) -> Go {
-    if check_run_budget(ctx) {
+/// [`check_run_budget`] by the run's loop, when its turn comes (a task's
+/// or a timer's: the spend is in the loop's state).
+pub(crate) fn recheck_run_budget(ctx: &Arc<crate::ctx::Ctx>) {
+    let c = Arc::clone(ctx);
+    ctx.state
+        .send(crate::owner::Change::Read(Box::new(move |st| {
+            check_run_budget(&c, st);
+        })));
+}
+
+/// The budget check before each attempt of story `id` (asked of the run's
+/// loop, which has the spend).
+pub(crate) async fn before_attempt(ctx: &Arc<crate::ctx::Ctx>, id: &str) -> Go {
+    let (c, story) = (Arc::clone(ctx), id.to_string());
+    let asked = ctx.state.read(move |st| {
+        let run_over = check_run_budget(&c, st);
+        (run_over, c.control.budget.check_story(st, &story))
+    });
+    let Some((run_over, over)) = asked.await else {
+        return Go::RunExhausted;
+    };
+    if run_over {
         return Go::RunExhausted;
     }
-    let over = match ctx.state.lock() {
-        Ok(st) => ctx.control.budget.check_story(&st, id),
-        Err(_) => None,
-    };
     let Some((max, spend, message)) = over else {
         return Go::Ahead;
     };
@@ -235,7 +246,7 @@ pub(crate) fn before_attempt(ctx: &crate::engine::Ctx, id: &str) -> Go {
         unknown_attempts: spend.unknown,
         message: message.clone(),
     });
-    Go::StoryExhausted(crate::steps::Failure::new(
+    Go::StoryExhausted(crate::failure::Failure::new(
         crate::retry::FailureKind::Budget,
         message,
     ))

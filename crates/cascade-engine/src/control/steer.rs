@@ -356,7 +356,7 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    pub fn new(ctx: &crate::engine::Ctx, id: &str) -> Running {
+    pub fn new(ctx: &crate::ctx::Ctx, id: &str) -> Running {
         let steer = ctx.options.steering.clone();
         let token = match &steer {
             Some(s) => s.story_started(id),
@@ -382,8 +382,8 @@ impl Running {
     }
 
     /// The failure a cancelled story ends with.
-    pub fn failure(&self) -> crate::steps::Failure {
-        crate::steps::Failure::new(
+    pub fn failure(&self) -> crate::failure::Failure {
+        crate::failure::Failure::new(
             crate::FailureKind::Cancelled,
             "cancelled on request (dashboard or live channel); its agent was stopped",
         )
@@ -400,10 +400,7 @@ impl Drop for Running {
 
 /// What the agent of story `id` runs under: the run's agent token, or,
 /// in a steered run, that or the story's own.
-pub(crate) fn agent_cancel(
-    ctx: &crate::engine::Ctx,
-    id: &str,
-) -> (CancelToken, Option<AbortOnDrop>) {
+pub(crate) fn agent_cancel(ctx: &crate::ctx::Ctx, id: &str) -> (CancelToken, Option<AbortOnDrop>) {
     let own = ctx.options.steering.as_ref().and_then(|s| s.token(id));
     match own {
         Some(t) => {
@@ -416,7 +413,7 @@ pub(crate) fn agent_cancel(
 
 /// The output callback of story `id`'s agent (attempt `n`), when someone watches.
 pub(crate) fn output_lines(
-    ctx: &crate::engine::Ctx,
+    ctx: &crate::ctx::Ctx,
     id: &str,
     n: u32,
 ) -> Option<cascade_agents::exec::OutputLines> {
@@ -445,7 +442,7 @@ pub(crate) fn either(a: &CancelToken, b: &CancelToken) -> (CancelToken, AbortOnD
 
 /// Takes the waiting requests: run by the engine's main loop between two
 /// scheduling decisions. `stories` are the plan's ids in scheduler order.
-pub(crate) fn apply(ctx: &crate::engine::Ctx, sched: &mut Scheduler, stories: &[String]) {
+pub(crate) fn apply(ctx: &crate::ctx::Ctx, sched: &mut Scheduler, stories: &[String]) {
     let Some(steer) = ctx.options.steering.as_ref() else {
         return;
     };
@@ -511,7 +508,7 @@ pub(crate) fn serve_run(
 }
 
 fn decide(
-    ctx: &crate::engine::Ctx,
+    ctx: &crate::ctx::Ctx,
     steer: &Steering,
     sched: &mut Scheduler,
     stories: &[String],
@@ -538,10 +535,11 @@ fn decide(
                 }
                 NodeState::Waiting => {
                     let error = "cancelled before it started".to_string();
-                    ctx.update_story(id, |s| {
+                    let e = error.clone();
+                    ctx.update_story(id, move |s| {
                         s.status = StoryStatus::Failed;
                         s.error_type = Some(crate::FailureKind::Cancelled);
-                        s.error = Some(error.clone());
+                        s.error = Some(e);
                     });
                     ctx.emit(Event::StoryFailed {
                         story: id.clone(),
@@ -554,7 +552,7 @@ fn decide(
                         worker: None,
                     });
                     let blocked = sched.fail(i);
-                    crate::engine::announce_blocked(ctx, sched, stories, &blocked);
+                    crate::ctx::announce_blocked(ctx, sched, stories, &blocked);
                     Ok(format!("{id}: cancelled before it started"))
                 }
                 state => Err(Refusal::NotCancellable {

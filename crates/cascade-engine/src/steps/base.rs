@@ -25,7 +25,7 @@ use super::census::{base_gates, BaseRun};
 use super::gates::WorkPlace;
 use super::Stop;
 use crate::config::BaseFailures;
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::error::EngineError;
 use crate::events::{BaseFailure, Event};
 
@@ -36,12 +36,8 @@ const ERRORS_SHOWN: usize = 5;
 /// required gate fails there and the run must stop. Nothing to judge (no
 /// pending story, no required gate, no target branch yet, a cancelled run)
 /// and cascade's own trouble running the gates (a notice) let the run go on.
-pub(crate) async fn judge_first(ctx: &Arc<Ctx>) -> Result<(), EngineError> {
-    let pending = ctx.state.lock().is_ok_and(|st| {
-        st.stories
-            .iter()
-            .any(|s| s.status != crate::state::StoryStatus::Complete)
-    });
+/// `pending`: whether any story is not complete yet.
+pub(crate) async fn judge_first(ctx: &Arc<Ctx>, pending: bool) -> Result<(), EngineError> {
     if !pending {
         return Ok(());
     }

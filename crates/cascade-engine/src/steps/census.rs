@@ -22,7 +22,7 @@ use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, Stop};
 use crate::checks::intent_of;
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::events::Event;
 
 /// One base run at a time: two stories on the same base wait for one run.
@@ -85,11 +85,11 @@ pub(super) async fn run(
     let (waived, findings): (Vec<_>, Vec<_>) = found
         .into_iter()
         .partition(|f| intent.allows(&wt.judges.rules, f));
-    ctx.amend_story(a.id(), |s| {
-        s.verification
-            .extend(findings.iter().map(ToString::to_string));
-        s.verification_allowed
-            .extend(waived.iter().map(ToString::to_string));
+    let found: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    let allowed: Vec<String> = waived.iter().map(ToString::to_string).collect();
+    ctx.amend_story(a.id(), move |s| {
+        s.verification.extend(found);
+        s.verification_allowed.extend(allowed);
     });
     ctx.emit(Event::VerificationFinished {
         story: a.id().to_string(),

@@ -49,7 +49,7 @@ pub(super) async fn run(
     })
     .await
     .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?
-    .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?;
+    .map_err(|e| ctx.write_failed(&wt.path, FailureKind::Setup, e.to_string(), &e))?;
     if !checked.left_out.is_empty() {
         ctx.emit(Event::CommitLeftOut {
             story: id.to_string(),
@@ -89,7 +89,8 @@ pub(super) async fn run(
     };
     // In memory only: until the merge is recorded (written before the branch
     // is deleted), the branch tip is what tells resume the story was merged.
-    ctx.amend_story(id, |s| s.commit = Some(commit.clone()));
+    let c = commit.clone();
+    ctx.amend_story(id, move |s| s.commit = Some(c));
     ctx.emit(Event::StoryCommitted {
         story: id.to_string(),
         attempt: a.number,

@@ -65,7 +65,7 @@ pub(super) async fn run(
 /// gating runs them on the story merged with the target's tip), with
 /// their events; the caller judges the report.
 pub(super) async fn run_at(
-    ctx: &Arc<crate::engine::Ctx>,
+    ctx: &Arc<crate::ctx::Ctx>,
     story: &str,
     attempt: u32,
     env: &[(String, String)],
@@ -210,7 +210,7 @@ impl From<&Worktree> for WorkPlace {
 
 /// Runs the gates in the worktree, forwarding their events when `report`.
 async fn run_gates(
-    ctx: &Arc<crate::engine::Ctx>,
+    ctx: &Arc<crate::ctx::Ctx>,
     story: &str,
     attempt: u32,
     env: &[(String, String)],

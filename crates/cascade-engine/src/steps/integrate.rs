@@ -11,16 +11,8 @@ use git2::Oid;
 use super::gates::WorkPlace;
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
+use crate::merge_queue::Gated;
 use crate::retry::FailureKind;
-
-/// Whose merge is gated: the story, its attempt and its environment (what
-/// its own gates ran with).
-#[derive(Clone)]
-pub(super) struct Gated {
-    pub story: String,
-    pub attempt: u32,
-    pub env: Vec<(String, String)>,
-}
 
 impl Gated {
     pub fn of(a: &Attempt<'_>) -> Gated {
@@ -35,7 +27,7 @@ impl Gated {
 /// The merge commit checked out in a scratch worktree, gated with the
 /// tip's gates; the scratch worktree goes whatever the verdict.
 pub(super) async fn gate_merge(
-    ctx: &std::sync::Arc<crate::engine::Ctx>,
+    ctx: &std::sync::Arc<crate::ctx::Ctx>,
     who: &Gated,
     tip: Oid,
     merge: Oid,
@@ -84,18 +76,20 @@ pub(super) async fn gate_merge(
 
 /// The stories merged into the target since `base` (the commit the story
 /// started from): complete stories whose merge `base` does not contain.
-pub(super) fn merged_since(ctx: &crate::engine::Ctx, story: &str, base: &str) -> Vec<String> {
-    let merged: Vec<(String, Oid)> = match ctx.state.lock() {
-        Ok(st) => st
-            .stories
+pub(super) async fn merged_since(ctx: &crate::ctx::Ctx, story: &str, base: &str) -> Vec<String> {
+    let story = story.to_string();
+    let merged = ctx.state.read(move |st| {
+        st.stories
             .iter()
             .filter(|s| s.id != story && s.status == crate::state::StoryStatus::Complete)
             .filter_map(|s| {
                 let commit = s.merge_commit.as_ref().or(s.commit.as_ref())?;
                 Some((s.id.clone(), Oid::from_str(commit).ok()?))
             })
-            .collect(),
-        Err(_) => return Vec::new(),
+            .collect::<Vec<(String, Oid)>>()
+    });
+    let Some(merged) = merged.await else {
+        return Vec::new();
     };
     let (Ok(repo), Ok(base)) = (
         git2::Repository::open(&ctx.paths.main_root),

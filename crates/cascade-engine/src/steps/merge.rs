@@ -19,6 +19,7 @@ use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, Failure, Stop};
 use crate::events::Event;
+use crate::merge_queue::{Gated, Landing, Waiting};
 use crate::retry::FailureKind;
 
 /// The story is on the target branch.
@@ -104,7 +105,7 @@ pub(super) async fn queued(
             source_branch: a.branch.to_string(),
             message: message(a),
         },
-        gated: super::integrate::Gated::of(a),
+        gated: Gated::of(a),
         base: base.to_string(),
         reply,
     });
@@ -146,49 +147,10 @@ async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
     turn
 }
 
-/// The serial merge queue of one target branch.
-#[derive(Default)]
-pub(crate) struct MergeQueue {
-    /// Held by the merge in progress (and a local story's resolution).
-    turn: std::sync::Arc<tokio::sync::Mutex<()>>,
-    /// Stories waiting to be merged by the next turn ([`queued`]).
-    waiting: std::sync::Mutex<Vec<Waiting>>,
-}
-
-impl MergeQueue {
-    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
-        // A plain list: consistent whatever panicked.
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-/// A story waiting for its merge, and where its outcome goes.
-pub(super) struct Waiting {
-    pub story: String,
-    pub attempt: u32,
-    pub member: GroupMember,
-    /// Who the gates of its merge run for (integration gating).
-    pub gated: super::integrate::Gated,
-    /// The commit its work started from.
-    pub base: String,
-    pub reply: tokio::sync::oneshot::Sender<Landing>,
-}
-
-/// What the queue's turn did with a waiting story.
-pub(super) enum Landing {
-    /// Merged (or not) as [`merge_group`] says.
-    Merge(Result<MergeOutcome, MergeError>),
-    /// Not merged: its merge failed integration gating, or the gating
-    /// could not run.
-    Failed(Failure),
-    /// The run was cancelled while its merge was gated.
-    Interrupted,
-}
-
 /// Merges every story waiting, as one group, holding the turn until the
 /// merges are done (even if the task that took the turn is cancelled: the
 /// merges run on, and their stories get their outcomes).
-async fn lead(ctx: &std::sync::Arc<crate::engine::Ctx>, turn: tokio::sync::OwnedMutexGuard<()>) {
+async fn lead(ctx: &std::sync::Arc<crate::ctx::Ctx>, turn: tokio::sync::OwnedMutexGuard<()>) {
     let group = std::mem::take(&mut *ctx.merge_queue.waiting());
     // A story whose task is gone (cancelled while it waited) is not merged,
     // as it would not have been had it waited for the turn itself.
@@ -311,7 +273,12 @@ fn outcome(
             ));
             return Err(Conflict(files, failure));
         }
-        Err(e) => Err(refused(&e, branch).into()),
+        Err(e) => {
+            // Merging writes the target's objects and files: a full disk
+            // stops the run.
+            ctx.halt_if_disk_full(&ctx.paths.common_dir, &e);
+            Err(refused(&e, branch).into())
+        }
     })
 }
 

@@ -40,62 +40,11 @@ use std::sync::Arc;
 use cascade_agents::{AgentRequest, Phase};
 use cascade_plan::Story;
 
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
+pub(crate) use crate::failure::Failure;
 use crate::retry::FailureKind;
 
 pub(crate) use base::judge_first as judge_base;
-
-/// One failed attempt, carried into the next prompt.
-#[derive(Debug, Clone)]
-pub(crate) struct Failure {
-    pub kind: FailureKind,
-    pub error: String,
-    pub gate_summary: String,
-    pub output_excerpt: String,
-    /// What verification or the review found, for the next prompt.
-    pub findings: String,
-}
-
-impl Failure {
-    pub fn new(kind: FailureKind, error: impl Into<String>) -> Failure {
-        Failure {
-            kind,
-            error: error.into(),
-            gate_summary: String::new(),
-            output_excerpt: String::new(),
-            findings: String::new(),
-        }
-    }
-
-    /// The same failure with the output excerpt the retry prompt shows.
-    pub fn with_excerpt(mut self, excerpt: impl Into<String>) -> Failure {
-        self.output_excerpt = excerpt.into();
-        self
-    }
-
-    /// The failure as a job carries it (fleet), with the agent it is charged to.
-    pub fn to_job(&self, agent: &str) -> crate::executor::JobFailure {
-        crate::executor::JobFailure {
-            agent: agent.to_string(),
-            kind: self.kind,
-            error: self.error.clone(),
-            gate_summary: self.gate_summary.clone(),
-            output_excerpt: self.output_excerpt.clone(),
-            findings: self.findings.clone(),
-        }
-    }
-
-    /// A failure a job carried (fleet).
-    pub fn from_job(f: &crate::executor::JobFailure) -> Failure {
-        Failure {
-            kind: f.kind,
-            error: f.error.clone(),
-            gate_summary: f.gate_summary.clone(),
-            output_excerpt: f.output_excerpt.clone(),
-            findings: f.findings.clone(),
-        }
-    }
-}
 
 /// The current tip of the run's target branch: where an attempt's work
 /// starts (a missing branch fails the attempt as `setup`).
@@ -143,8 +92,8 @@ pub(crate) struct Attempt<'a> {
     /// The number of the last attempt this run allows.
     pub max: u32,
     pub phase: Phase,
-    /// The previous attempt's agent and failure, on a retry.
-    pub previous: Option<&'a (String, Failure)>,
+    /// The previous attempt's failure (charged to its agent), on a retry.
+    pub previous: Option<&'a Failure>,
     /// The agent running this attempt: the previous one until the
     /// resolve step has chosen (what a failure before that is charged to).
     pub agent: String,

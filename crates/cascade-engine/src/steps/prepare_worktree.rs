@@ -14,7 +14,7 @@ use std::time::Duration;
 use cascade_process::Spec;
 
 use super::{Attempt, Failure, Stop};
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::events::Event;
 use crate::findings::{seed_story, StorySeed};
 use crate::retry::FailureKind;
@@ -56,14 +56,7 @@ pub(super) async fn run_from(
             format!("cannot read the gates and verification rules of the base {base}: {e}"),
         )
     })?;
-    let path = lease(ctx, a.branch, start.unwrap_or(&base), held)
-        .await
-        .map_err(|e| {
-            Failure::new(
-                FailureKind::Setup,
-                format!("cannot prepare a worktree for branch '{}': {e}", a.branch),
-            )
-        })?;
+    let path = lease(ctx, a.branch, start.unwrap_or(&base), held).await?;
     let shown = path.display().to_string();
     ctx.amend_story(id, |s| s.worktree = Some(shown));
     let sandbox = confine(a, &judges, &path)?;
@@ -72,7 +65,7 @@ pub(super) async fn run_from(
         return Err(f.into());
     }
     let touched = !(ctx.project.worktree.copy.is_empty() && ctx.project.worktree.setup.is_empty());
-    keep_local(&path, touched).await?;
+    keep_local(ctx, &path, touched).await?;
     // The run's findings files, for the agent to read and append to.
     let (findings, problems) = seed_story(&ctx.paths.workdir, &path);
     for e in problems {
@@ -105,7 +98,7 @@ fn confine(
     }
     let confinement = sandbox.confinement.clone();
     let number = a.number;
-    ctx.amend_story(a.id(), |s| {
+    ctx.amend_story(a.id(), move |s| {
         if let Some(r) = s.attempts.iter_mut().rev().find(|r| r.attempt == number) {
             r.confinement = Some(confinement);
         }
@@ -120,7 +113,7 @@ async fn lease(
     branch: &str,
     base: &str,
     held: &mut Option<PathBuf>,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, Failure> {
     let c = Arc::clone(ctx);
     let current = held.clone();
     let (b, from) = (branch.to_string(), base.to_string());
@@ -134,8 +127,16 @@ async fn lease(
             *held = Some(p.clone());
             Ok(p)
         }
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(e) => Err(e.to_string()),
+        Ok(Err(e)) => Err(ctx.write_failed(
+            &ctx.paths.common_dir,
+            FailureKind::Setup,
+            format!("cannot prepare a worktree for branch '{branch}': {e}"),
+            &e,
+        )),
+        Err(e) => Err(Failure::new(
+            FailureKind::Setup,
+            format!("cannot prepare a worktree for branch '{branch}': {e}"),
+        )),
     }
 }
 
@@ -144,7 +145,7 @@ async fn lease(
 /// Without copy or setup (`touched` false) nothing can have changed: a
 /// leased worktree is checked clean, so the status scan, which grows with
 /// the repository, is skipped and the list is emptied.
-async fn keep_local(path: &Path, touched: bool) -> Result<(), Failure> {
+async fn keep_local(ctx: &Ctx, path: &Path, touched: bool) -> Result<(), Failure> {
     let p = path.to_path_buf();
     let recorded = tokio::task::spawn_blocking(move || {
         let changed = if touched {
@@ -157,9 +158,11 @@ async fn keep_local(path: &Path, touched: bool) -> Result<(), Failure> {
     .await;
     match recorded {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Failure::new(
+        Ok(Err(e)) => Err(ctx.write_failed(
+            path,
             FailureKind::Setup,
             format!("cannot record the files worktree setup left: {e}"),
+            &e,
         )),
         Err(e) => Err(Failure::new(FailureKind::Setup, e.to_string())),
     }
@@ -184,10 +187,8 @@ pub(super) async fn setup(
             let _ = std::fs::create_dir_all(dir);
         }
         std::fs::copy(&from, &to).map_err(|e| {
-            Failure::new(
-                FailureKind::Setup,
-                format!("cannot copy '{}' into the worktree: {e}", from.display()),
-            )
+            let message = format!("cannot copy '{}' into the worktree: {e}", from.display());
+            ctx.write_failed(&to, FailureKind::Setup, message, &e)
         })?;
     }
     let timeout = Duration::from_secs(setup.timeout_seconds.unwrap_or(600));

@@ -64,10 +64,11 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
         .findings
         .into_iter()
         .partition(|f| intent.allows(&wt.judges.rules, f));
-    ctx.amend_story(a.id(), |s| {
-        s.verification = findings.iter().map(ToString::to_string).collect();
-        s.verification_allowed
-            .extend(waived.iter().map(ToString::to_string));
+    let found: Vec<String> = findings.iter().map(ToString::to_string).collect();
+    let allowed: Vec<String> = waived.iter().map(ToString::to_string).collect();
+    ctx.amend_story(a.id(), move |s| {
+        s.verification = found;
+        s.verification_allowed.extend(allowed);
     });
     ctx.emit(Event::TestsProved {
         story: a.id().to_string(),
@@ -87,7 +88,7 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
 /// Whether this run proves the story's tests: asked for, or by default
 /// where a gate of the base runs a runner the test census knows (a project
 /// whose tests cascade cannot read is not made to pay for proving).
-fn wanted(ctx: &crate::engine::Ctx, wt: &Worktree) -> bool {
+fn wanted(ctx: &crate::ctx::Ctx, wt: &Worktree) -> bool {
     match ctx.checks.prove_tests {
         Proving::Off => false,
         Proving::Asked => true,

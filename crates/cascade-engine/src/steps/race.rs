@@ -25,18 +25,18 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, AttemptEnd, Failure, Stop};
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::events::Event;
 use crate::race::{Contestant, RaceKeep, RaceSpec, RaceUntil, Score};
 use crate::retry::FailureKind;
-use crate::state::{now_rfc3339, INTERRUPTED};
+use crate::state::{now_rfc3339, RunState, INTERRUPTED};
 
 /// A racing story's contestants and what each one's last attempt failed with.
 pub(crate) struct Race {
     spec: RaceSpec,
     /// Decided by the first round (`N` runs repeat the resolved agent).
     contestants: Vec<Contestant>,
-    previous: Vec<Option<(String, Failure)>>,
+    previous: Vec<Option<Failure>>,
 }
 
 /// What a round came to, for the story's loop.
@@ -149,7 +149,8 @@ impl Race {
             .map(|i| branches[i].clone())
             .collect();
         let won_branch = branches[winner.index].clone();
-        ctx.amend_story(&id, |s| s.branch = Some(won_branch.clone()));
+        let b = won_branch.clone();
+        ctx.amend_story(&id, move |s| s.branch = Some(b));
         ctx.emit(Event::RaceWon {
             story: id.clone(),
             winner: winner.score.name.clone(),
@@ -183,7 +184,7 @@ impl Race {
                     // The winner's merge failed (a conflict no agent
                     // resolved, integration): its next prompt says so.
                     Stop::Failed(f) => {
-                        self.previous[index] = Some((agent.clone(), f.clone()));
+                        self.previous[index] = Some(f.clone().charged_to(&agent));
                         AttemptEnd::Failed(f)
                     }
                     Stop::Interrupted => AttemptEnd::Interrupted,
@@ -238,13 +239,14 @@ impl Race {
             running.push(async move {
                 let _permit = permits.acquire().await;
                 let guess = estimate.lock().map_or(0.0, |e| *e);
-                if let Some(why) = over_budget(ctx, id, guess) {
+                if let Some(why) = over_budget(ctx, id, guess).await {
                     return Ran::NotStarted { index, why };
                 }
                 let mut attempt = Box::new(attempt);
                 let started = Instant::now();
                 let result = super::checked_work(&mut attempt, held).await;
-                if let (Some(c), Ok(mut e)) = (cost_of(ctx, id, attempt.number), estimate.lock()) {
+                let cost = cost_of(ctx, id, attempt.number).await;
+                if let (Some(c), Ok(mut e)) = (cost, estimate.lock()) {
                     *e = e.max(c);
                 }
                 Ran::Done {
@@ -312,7 +314,7 @@ impl Race {
         drop(running);
         for index in (0..n).filter(|i| !finished[*i]) {
             let number = base.number + index as u32;
-            ctx.update_story(id, |s| {
+            ctx.update_story(id, move |s| {
                 if let Some(r) = s.attempt_mut(number).filter(|r| r.outcome.is_none()) {
                     r.outcome = Some(INTERRUPTED.into());
                     r.finished_at = Some(now_rfc3339());
@@ -338,7 +340,7 @@ impl Race {
         let mut first: Option<(usize, Failure)> = None;
         for (index, f) in failures.into_iter().enumerate() {
             if let Some(f) = f {
-                self.previous[index] = Some((self.contestants[index].agent.clone(), f.clone()));
+                self.previous[index] = Some(f.clone().charged_to(&self.contestants[index].agent));
                 first.get_or_insert((index, f));
             }
         }
@@ -374,29 +376,26 @@ impl Race {
                 .unwrap_or(u64::MAX);
         // The story's review and verification fields are the last attempt's
         // that wrote them: read as soon as this contestant finished.
-        let (review_passed, findings) = a
-            .ctx
-            .state
-            .lock()
-            .ok()
-            .and_then(|st| {
-                st.story(a.id()).map(|s| {
-                    let review = s.review.as_ref();
-                    let passed = review.is_some_and(|r| r.verdict == "pass");
-                    let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
-                    (
-                        passed,
-                        s.verification.len() + s.verification_allowed.len() + noted,
-                    )
-                })
+        let (id, number) = (a.id().to_string(), a.number);
+        let read = a.ctx.state.read(move |st| {
+            st.story(&id).map(|s| {
+                let review = s.review.as_ref();
+                let passed = review.is_some_and(|r| r.verdict == "pass");
+                let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
+                (
+                    passed,
+                    s.verification.len() + s.verification_allowed.len() + noted,
+                    cost_in(st, &id, number),
+                )
             })
-            .unwrap_or((false, 0));
+        });
+        let (review_passed, findings, cost_usd) = read.await.flatten().unwrap_or((false, 0, None));
         Score {
             name: self.contestants[index].name.clone(),
             review_passed,
             findings,
             lines,
-            cost_usd: cost_of(a.ctx, a.id(), a.number),
+            cost_usd,
             finished,
         }
     }
@@ -431,8 +430,9 @@ impl Race {
         why: &str,
     ) {
         let number = base.number + index as u32;
-        base.ctx.emit(Event::RaceContestantFinished {
-            story: base.id().to_string(),
+        let story = base.id().to_string();
+        let mut finished = Event::RaceContestantFinished {
+            story: story.clone(),
             contestant: self.contestants[index].name.clone(),
             agent: self.contestants[index].agent.clone(),
             attempt: number,
@@ -443,19 +443,27 @@ impl Race {
             lines_changed: None,
             findings: None,
             review_passed: None,
-            cost_usd: cost_of(base.ctx, base.id(), number),
+            cost_usd: None,
+        };
+        // The cost its attempt's record has when the event's turn comes.
+        base.ctx.emit_from(move |st| {
+            if let Event::RaceContestantFinished { cost_usd, .. } = &mut finished {
+                *cost_usd = cost_in(st, &story, number);
+            }
+            finished
         });
     }
 }
 
 /// Why a contestant may not start: the story's spend so far plus `guess`
 /// (what one contestant costs) would pass its budget.
-fn over_budget(ctx: &Ctx, id: &str, guess: f64) -> Option<String> {
+async fn over_budget(ctx: &Ctx, id: &str, guess: f64) -> Option<String> {
     let max = ctx.control.budget.story_limit(id)?;
+    let story = id.to_string();
     let spent = ctx
         .state
-        .lock()
-        .map(|st| crate::control::budget::spend(&st, Some(id)).known_usd)
+        .read(move |st| crate::control::budget::spend(st, Some(&story)).known_usd)
+        .await
         .unwrap_or(0.0);
     (spent >= max || spent + guess > max).then(|| {
         format!(
@@ -464,9 +472,17 @@ fn over_budget(ctx: &Ctx, id: &str, guess: f64) -> Option<String> {
     })
 }
 
-/// The cost recorded for attempt `number` of story `id`.
-fn cost_of(ctx: &Ctx, id: &str, number: u32) -> Option<f64> {
-    let st = ctx.state.lock().ok()?;
+/// The cost recorded for attempt `number` of story `id` (asked of the run's loop).
+async fn cost_of(ctx: &Ctx, id: &str, number: u32) -> Option<f64> {
+    let id = id.to_string();
+    ctx.state
+        .read(move |st| cost_in(st, &id, number))
+        .await
+        .flatten()
+}
+
+/// The cost `st` records for attempt `number` of story `id`.
+fn cost_in(st: &RunState, id: &str, number: u32) -> Option<f64> {
     st.story(id)?
         .attempts
         .iter()
@@ -479,19 +495,21 @@ fn cost_of(ctx: &Ctx, id: &str, number: u32) -> Option<f64> {
 fn record(ctx: &Ctx, id: &str, number: u32, failure: Option<&Failure>, duration_ms: u64) {
     record_outcome(ctx, id, number, "failed", duration_ms);
     if let Some(f) = failure {
-        ctx.update_story(id, |s| {
+        let (error, kind) = (f.error.clone(), f.kind);
+        ctx.update_story(id, move |s| {
             if let Some(r) = s.attempt_mut(number) {
-                r.error = Some(f.error.clone());
-                r.error_type = Some(f.kind);
+                r.error = Some(error);
+                r.error_type = Some(kind);
             }
         });
     }
 }
 
 fn record_outcome(ctx: &Ctx, id: &str, number: u32, outcome: &str, duration_ms: u64) {
-    ctx.update_story(id, |s| {
+    let outcome = outcome.to_string();
+    ctx.update_story(id, move |s| {
         if let Some(r) = s.attempt_mut(number) {
-            r.outcome = Some(outcome.to_string());
+            r.outcome = Some(outcome);
             r.finished_at = Some(now_rfc3339());
             r.duration_ms = Some(duration_ms);
         }

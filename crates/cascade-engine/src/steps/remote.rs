@@ -41,7 +41,10 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     super::resolve_agent::record_attempt(a);
     a.check_cancel()?;
     let commit = execute(a, executor, job).await?;
-    ctx.amend_story(a.id(), |s| s.commit = Some(commit.clone()));
+    ctx.amend_story(a.id(), {
+        let c = commit.clone();
+        move |s| s.commit = Some(c)
+    });
     ctx.emit(Event::StoryCommitted {
         story: a.id().to_string(),
         attempt: a.number,
@@ -89,7 +92,10 @@ async fn resolve(
         Ok(commit) => commit,
         Err(why) => return Err(merge::unresolved(conflict, why)),
     };
-    ctx.amend_story(a.id(), |s| s.commit = Some(commit.clone()));
+    ctx.amend_story(a.id(), {
+        let c = commit.clone();
+        move |s| s.commit = Some(c)
+    });
     ctx.emit(Event::MergeResolved {
         story: a.id().to_string(),
         agent: a.agent.clone(),
@@ -108,24 +114,24 @@ async fn execute(a: &mut Attempt<'_>, executor: &ExecutorHandle, job: Job) -> Re
     let cx = ExecContext {
         repo: ctx.paths.workdir.clone(),
         story_branch: a.branch.to_string(),
-        sink: std::sync::Arc::clone(&ctx.sink),
+        sink: ctx.state.sink(),
         cancel: ctx.cancel.clone(),
     };
     let (worker, report) = match executor.0.execute(job, cx).await {
         Executed::Interrupted => return Err(Stop::Interrupted),
-        Executed::NotRun(f) if resolving => return Err(Failure::from_job(&f).into()),
+        Executed::NotRun(f) if resolving => return Err(f.into()),
         Executed::NotRun(f) => {
-            a.agent = f.agent.clone();
-            return Err(Failure::from_job(&f).into());
+            a.agent = f.agent.to_string();
+            return Err(f.into());
         }
         Executed::Ran { worker, report } => (worker, report),
     };
     a.worker = Some(worker.clone());
     record(a, &report, resolving);
-    crate::control::check_run_budget(ctx);
+    crate::control::recheck_run_budget(ctx);
     match report.outcome {
         JobOutcome::Passed { commit } => Ok(commit),
-        JobOutcome::Failed { failure } => Err(Failure::from_job(&failure).into()),
+        JobOutcome::Failed { failure } => Err(failure.into()),
         JobOutcome::Interrupted => Err(Failure::new(
             FailureKind::ProcessCrash,
             format!("worker '{worker}' stopped before the job finished"),
@@ -143,16 +149,17 @@ fn record(a: &mut Attempt<'_>, report: &JobReport, resolving: bool) {
     }
     let agent = a.agent.clone();
     let gates = report.gates.clone();
-    a.ctx.amend_story(a.id(), |s| {
+    let (input, output, cost) = (report.input_tokens, report.output_tokens, report.cost_usd);
+    a.ctx.amend_story(a.id(), move |s| {
         s.agent = Some(agent.clone());
         if !gates.is_empty() {
             s.gates = gates;
         }
         if let Some(r) = s.attempts.last_mut() {
             r.agent = agent;
-            r.input_tokens = usage(r.input_tokens, report.input_tokens, resolving);
-            r.output_tokens = usage(r.output_tokens, report.output_tokens, resolving);
-            r.cost_usd = usage(r.cost_usd, report.cost_usd, resolving);
+            r.input_tokens = usage(r.input_tokens, input, resolving);
+            r.output_tokens = usage(r.output_tokens, output, resolving);
+            r.cost_usd = usage(r.cost_usd, cost, resolving);
         }
     });
 }
@@ -194,11 +201,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         .unwrap_or_default();
     Job {
         feature: ctx.feature.clone(),
-        run_id: ctx
-            .state
-            .lock()
-            .map(|st| st.run_id.clone())
-            .unwrap_or_default(),
+        run_id: ctx.run_id.clone(),
         story: a.id().to_string(),
         title: a.story.title.clone(),
         attempt: a.number,
@@ -216,7 +219,7 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
             no_fallback: o.no_fallback,
             candidates,
         },
-        previous: a.previous.map(|(agent, f)| f.to_job(agent)),
+        previous: a.previous.cloned(),
         agent_timeout_secs: o.agent_timeout.map(|d| d.as_secs().max(1)),
         use_gate_cache: o.use_gate_cache,
         review: o.review,
@@ -250,8 +253,8 @@ fn one_story_prd(a: &Attempt<'_>) -> serde_json::Value {
 }
 
 /// The design document the coordinator's own prompts would use.
-fn design_doc(ctx: &crate::engine::Ctx) -> Option<serde_json::Value> {
-    let dir = crate::engine::design_dir(&ctx.prd_path, &ctx.project_root);
+fn design_doc(ctx: &crate::ctx::Ctx) -> Option<serde_json::Value> {
+    let dir = crate::ctx::design_dir(&ctx.prd_path, &ctx.project_root);
     let bytes = std::fs::read(dir.join("design_doc.json")).ok()?;
     serde_json::from_slice(&bytes).ok()
 }

@@ -4,7 +4,7 @@
 use cascade_agents::{AgentDef, Resolver};
 
 use super::{Attempt, Failure, Stop};
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::events::{Event, FallbackNote};
 use crate::retry::FailureKind;
 use crate::state::{now_rfc3339, AttemptRecord};
@@ -82,15 +82,11 @@ fn resolver<'c>(
 /// Adds the attempt's record (running) to the state; it is written with the
 /// agent's pid once the agent started (or with the attempt's failure).
 pub(super) fn record_attempt(a: &Attempt<'_>) {
-    let agent = a.agent.clone();
-    a.ctx.amend_story(a.id(), |s| {
+    let (agent, number, phase) = (a.agent.clone(), a.number, a.phase.as_str().to_string());
+    a.ctx.amend_story(a.id(), move |s| {
         s.agent = Some(agent.clone());
-        s.attempts.push(AttemptRecord::started(
-            a.number,
-            agent,
-            a.phase.as_str().to_string(),
-            now_rfc3339(),
-        ));
+        s.attempts
+            .push(AttemptRecord::started(number, agent, phase, now_rfc3339()));
     });
 }
 

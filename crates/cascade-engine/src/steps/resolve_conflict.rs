@@ -118,7 +118,7 @@ async fn resolve_with_agent(
     let on_spawn = {
         let (c, id) = (Arc::clone(ctx), id.to_string());
         move |pid: u32| {
-            c.update_story(&id, |s| {
+            c.update_story(&id, move |s| {
                 if let Some(r) = s.attempts.last_mut() {
                     r.pid = Some(pid);
                 }
@@ -134,7 +134,7 @@ async fn resolve_with_agent(
         .as_ref()
         .and_then(|u| ctx.agents.prices.cost(def, u))
     {
-        ctx.amend_story(id, |s| {
+        ctx.amend_story(id, move |s| {
             if let Some(r) = s.attempts.last_mut() {
                 r.cost_usd = Some(r.cost_usd.unwrap_or(0.0) + usd);
             }
@@ -170,7 +170,10 @@ async fn finish(
     orig_head: Option<git2::Oid>,
 ) -> Result<Resolved, Stop> {
     let ctx = a.ctx;
-    ctx.amend_story(a.id(), |s| s.commit = Some(commit.clone()));
+    ctx.amend_story(a.id(), {
+        let c = commit.clone();
+        move |s| s.commit = Some(c)
+    });
     let output = AgentOutput {
         excerpt: String::new(),
     };
@@ -217,7 +220,7 @@ async fn undo(a: &Attempt<'_>, wt: &Worktree, orig_head: git2::Oid) {
         });
     }
     a.ctx
-        .amend_story(a.id(), |s| s.commit = Some(orig_head.to_string()));
+        .amend_story(a.id(), move |s| s.commit = Some(orig_head.to_string()));
 }
 
 fn unresolved(agent: &str, files: &[String], why: &str) -> Stop {

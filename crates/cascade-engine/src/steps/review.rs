@@ -72,7 +72,15 @@ async fn ask(
 ) -> Result<Answer, Stop> {
     let ctx = a.ctx;
     let id = a.id();
-    let req = a.agent_request(Phase::Review, prompt(a, wt, committed, gates), wt);
+    let story = id.to_string();
+    let allowed = ctx
+        .state
+        .read(move |st| st.story(&story).map(|s| s.verification_allowed.clone()))
+        .await
+        .flatten()
+        .unwrap_or_default();
+    let prompt = prompt(a, wt, committed, gates, &allowed);
+    let req = a.agent_request(Phase::Review, prompt, wt);
     let ran = execute(def, req, |_| {}, &ctx.cancel).await;
     // The reviewer's reported cost, else its tokens at its model's price.
     let cost = ran.as_ref().ok().and_then(|run| {
@@ -262,7 +270,7 @@ fn charge(a: &Attempt<'_>, run: &AgentRun, cost: Option<f64>) {
         return;
     };
     let number = a.number;
-    a.ctx.amend_story(a.id(), |s| {
+    a.ctx.amend_story(a.id(), move |s| {
         if let Some(r) = s.attempt_mut(number) {
             r.input_tokens = Some(r.input_tokens.unwrap_or(0) + u.input_tokens);
             r.output_tokens = Some(r.output_tokens.unwrap_or(0) + u.output_tokens);
@@ -302,7 +310,14 @@ fn findings_of(run: &AgentRun) -> String {
 
 /// The review prompt: the story, its criteria, the gates, the diff, and how
 /// to answer.
-fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateReport) -> String {
+/// `allowed`: the findings the story's `verify_allow` waived.
+fn prompt(
+    a: &Attempt<'_>,
+    wt: &Worktree,
+    committed: &Committed,
+    gates: &GateReport,
+    allowed: &[String],
+) -> String {
     let story = a.story;
     let mut out = String::new();
     let _ = writeln!(out, "# Review of story {}: {}\n", story.id, story.title);
@@ -347,18 +362,11 @@ fn prompt(a: &Attempt<'_>, wt: &Worktree, committed: &Committed, gates: &GateRep
             "\nLocal verification found no stubs, skipped or removed tests, or gate edits in the added lines.\n",
         );
     }
-    let allowed = a
-        .ctx
-        .state
-        .lock()
-        .ok()
-        .and_then(|st| st.story(a.id()).map(|s| s.verification_allowed.clone()))
-        .unwrap_or_default();
     if !allowed.is_empty() {
         out.push_str(
             "\nThe story allows these findings (its `verify_allow` in prd.json); check that the change needs them:\n\n",
         );
-        for line in &allowed {
+        for line in allowed {
             let _ = writeln!(out, "- {line}");
         }
     }

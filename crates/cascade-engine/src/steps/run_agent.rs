@@ -33,7 +33,7 @@ pub(super) async fn run(
     // An api agent gets RunGates, and a retry continues its conversation.
     if assigned.def.api.is_some() {
         req.tools.run_gates = Some(super::gates::hook(a, wt));
-        req.resume = earlier_session(a);
+        req.resume = earlier_session(a).await;
     }
     let on_spawn = on_spawn(a, assigned, wt);
     // Held while the agent runs: its share of the agent's concurrency (after
@@ -45,7 +45,9 @@ pub(super) async fn run(
     req.on_output = crate::control::steer::output_lines(ctx, id, a.number);
     let run = execute(&assigned.def, req, on_spawn, &cancel)
         .await
-        .map_err(|e| Failure::new(exec_error_kind(&e), e.to_string()))?;
+        .map_err(|e| {
+            ctx.write_failed(&ctx.artifacts_dir, exec_error_kind(&e), e.to_string(), &e)
+        })?;
     // What the agent appended to findings.md outlives its worktree.
     let heading = format!(
         "{id}: {}",
@@ -63,7 +65,7 @@ pub(super) async fn run(
     record_run(a, &assigned.def, &run);
     // What it spent may exhaust the run's budget (with --hard-budget this
     // stops the running work, this agent's gates included).
-    crate::control::check_run_budget(ctx);
+    crate::control::recheck_run_budget(ctx);
     if run.outcome.cancelled || ctx.cancel.is_cancelled() {
         return Err(Stop::Interrupted);
     }
@@ -163,14 +165,15 @@ fn rate_limited(a: &Attempt<'_>, run: &AgentRun) -> Option<Failure> {
     let until = chrono::DateTime::<chrono::Utc>::from(cooldown.until)
         .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     // For `cascade status` (written with the attempt's failure).
-    ctx.amend_state(|st| {
-        st.cooldowns.retain(|c| c.agent != a.agent);
-        st.cooldowns.push(crate::state::CooldownRecord {
-            agent: a.agent.clone(),
-            until: until.clone(),
-            concurrency: cooldown.concurrency,
-            message: signal.message.clone(),
-        });
+    let record = crate::state::CooldownRecord {
+        agent: a.agent.clone(),
+        until: until.clone(),
+        concurrency: cooldown.concurrency,
+        message: signal.message.clone(),
+    };
+    ctx.amend_state(move |st| {
+        st.cooldowns.retain(|c| c.agent != record.agent);
+        st.cooldowns.push(record);
     });
     ctx.emit(Event::AgentCooldown {
         agent: a.agent.clone(),
@@ -203,23 +206,26 @@ fn classify(agent: &str, run: &AgentRun) -> Option<Failure> {
 
 /// The session the story's previous attempt left, when the same agent ran
 /// it: a retry continues that conversation instead of starting over.
-fn earlier_session(a: &Attempt<'_>) -> Option<cascade_agents::ResumeSession> {
-    let mut session = None;
-    a.ctx.amend_story(a.id(), |s| {
+async fn earlier_session(a: &Attempt<'_>) -> Option<cascade_agents::ResumeSession> {
+    let (id, number, agent) = (a.id().to_string(), a.number, a.agent.clone());
+    let session = a.ctx.state.read(move |st| {
         // The last record is this attempt's own.
-        session = s
+        st.story(&id)?
             .attempts
             .iter()
             .rev()
             .skip(1)
-            .find(|r| r.attempt < a.number)
-            .filter(|r| r.agent == a.agent)
-            .and_then(|r| r.session_id.clone());
+            .find(|r| r.attempt < number)
+            .filter(|r| r.agent == agent)
+            .and_then(|r| r.session_id.clone())
     });
-    session.map(|session_id| cascade_agents::ResumeSession {
-        session_id,
-        session_index: None,
-    })
+    session
+        .await
+        .flatten()
+        .map(|session_id| cascade_agents::ResumeSession {
+            session_id,
+            session_index: None,
+        })
 }
 
 /// The failure kind of an agent that could not be run at all.
@@ -237,10 +243,10 @@ fn exec_error_kind(e: &ExecError) -> FailureKind {
 /// retry, and the findings section.
 fn prompt(a: &Attempt<'_>, wt: &Worktree) -> String {
     let ctx = a.ctx;
-    let retry = a.previous.map(|(prev_agent, f)| RetryContext {
+    let retry = a.previous.map(|f| RetryContext {
         attempt: a.number,
         max_attempts: a.max,
-        previous_agent: prev_agent.clone(),
+        previous_agent: f.agent.to_string(),
         error: f.error.clone(),
         gate_summary: f.gate_summary.clone(),
         output_excerpt: f.output_excerpt.clone(),
@@ -271,7 +277,7 @@ fn on_spawn(a: &Attempt<'_>, assigned: &Assigned, wt: &Worktree) -> impl FnOnce(
     let fallbacks = assigned.fallbacks.clone();
     let (attempt, max_attempts, phase) = (a.number, a.max, a.phase);
     move |pid: u32| {
-        ctx.update_story(&id, |s| {
+        ctx.update_story(&id, move |s| {
             if let Some(r) = s.attempt_mut(attempt) {
                 r.pid = Some(pid);
             }
@@ -314,16 +320,18 @@ fn record_run(a: &Attempt<'_>, def: &cascade_agents::AgentDef, run: &AgentRun) {
         .as_ref()
         .and_then(|u| a.ctx.agents.prices.cost(def, u));
     let number = a.number;
-    a.ctx.amend_story(a.id(), |s| {
+    let (log, session) = (run.log_path.display().to_string(), run.session_id.clone());
+    let used = usage.clone();
+    a.ctx.amend_story(a.id(), move |s| {
         if let Some(r) = s.attempt_mut(number) {
-            r.log = Some(run.log_path.display().to_string());
-            if let Some(u) = &usage {
+            r.log = Some(log);
+            if let Some(u) = &used {
                 r.input_tokens = Some(u.input_tokens);
                 r.output_tokens = Some(u.output_tokens);
             }
             r.cost_usd = cost.map(|(usd, _)| usd);
             r.cost_estimated = cost.map(|(_, estimated)| estimated);
-            r.session_id = run.session_id.clone();
+            r.session_id = session;
         }
     });
     a.ctx.emit(Event::AgentFinished {

@@ -24,10 +24,11 @@ use cascade_git::merge::{
 use git2::Oid;
 
 use super::integrate;
-use super::merge::{refused, Landing, Waiting};
+use super::merge::refused;
 use super::{Failure, Stop};
-use crate::engine::Ctx;
+use crate::ctx::Ctx;
 use crate::events::Event;
+use crate::merge_queue::{Landing, Waiting};
 use crate::retry::FailureKind;
 
 /// Gates and merges `waiting` (every story gets its answer), round after
@@ -164,7 +165,7 @@ async fn gate_all(ctx: &Arc<Ctx>, tip: Oid, train: &[Car]) -> Vec<Verdict> {
         let (ctx, gated, at) = (Arc::clone(ctx), car.waiting.gated.clone(), car.at);
         // What the candidate must fit with: the stories merged since its
         // base, and the ones ahead of it in this train.
-        let mut with = integrate::merged_since(&ctx, &gated.story, &car.waiting.base);
+        let mut with = integrate::merged_since(&ctx, &gated.story, &car.waiting.base).await;
         with.extend(ids[..i].iter().cloned());
         let members = ids[..=i].to_vec();
         gating.spawn(async move { (i, gate_one(&ctx, &gated, tip, at, members, with).await) });
@@ -189,7 +190,7 @@ async fn gate_all(ctx: &Arc<Ctx>, tip: Oid, train: &[Car]) -> Vec<Verdict> {
 /// `integration_finished` with the stories gated together.
 async fn gate_one(
     ctx: &Arc<Ctx>,
-    gated: &integrate::Gated,
+    gated: &crate::merge_queue::Gated,
     tip: Oid,
     at: Oid,
     members: Vec<String>,
@@ -239,7 +240,10 @@ async fn land(ctx: &Arc<Ctx>, tip: Oid, prefix: Vec<Car>) {
     for car in prefix {
         let landing = match &moved {
             Ok(Ok(())) => Landing::Merge(Ok(car.outcome)),
-            Ok(Err(e)) => Landing::Failed(refused(e, &car.waiting.member.source_branch)),
+            Ok(Err(e)) => {
+                ctx.halt_if_disk_full(&ctx.paths.common_dir, e);
+                Landing::Failed(refused(e, &car.waiting.member.source_branch))
+            }
             Err(e) => Landing::Failed(Failure::new(FailureKind::Setup, e.to_string())),
         };
         let _ = car.waiting.reply.send(landing);
