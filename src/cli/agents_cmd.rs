@@ -342,6 +342,7 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
         prd_agent: a.prd_agent,
         review_agent: None,
         no_fallback: a.no_fallback,
+        learned: None,
     };
     let resolver = Resolver::new(&loaded.config, &det, overrides);
     resolver.check_overrides().map_err(Failure::usage)?;

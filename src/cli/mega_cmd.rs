@@ -217,6 +217,15 @@ impl Setup {
     fn new(g: &Global, a: &MegaApproveArgs, cwd: &Path) -> Result<Setup, Failure> {
         let mut template = a.run.flags.run_options(false)?;
         template.pause = cascade_engine::config::Pause::Never;
+        if template.route == cascade_engine::config::Route::Learned {
+            // Every feature routes by the repository's history (its
+            // database, not a feature's).
+            let db = cascade_git::RepoPaths::discover(cwd)
+                .map(|p| cascade_engine::store::db_path(&p.cascade_dir()))
+                .map_err(Failure::usage)?;
+            template.learned =
+                Some(cascade_engine::routes::learned_at(&db).map_err(Failure::failed)?);
+        }
         Ok(Setup {
             template,
             overrides: Overrides {

@@ -161,6 +161,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     let prd = choose_prd(&project, &a, recorded)?;
     let engine = Engine::new(engine_config(&g, &project.cwd, prd));
     let mut options = a.flags.run_options(resume)?;
+    options.learned = engine.learned_routes(&options).map_err(engine_failure)?;
     options.remember = Some(run_flags::record(
         &a.flags,
         g.agents.as_deref(),

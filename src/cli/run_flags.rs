@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use cascade_engine::config::{BaseFailures, Integration, Mode, Pause, ReviewMode, RunOptions};
+use cascade_engine::config::{
+    BaseFailures, Integration, Mode, Pause, ReviewMode, Route, RunOptions,
+};
 use cascade_engine::confine::SandboxMode;
 use cascade_engine::race::{RaceKeep, RaceOptions, RaceSpec, RaceUntil};
 use cascade_engine::scheduler::Discipline;
@@ -60,6 +62,17 @@ pub enum RaceUntilArg {
     First,
     /// Let every contestant finish, then compare them
     All,
+}
+
+/// `--route configured|learned`.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouteArg {
+    /// agents.json's chain (and the agent flags) choose each story's agent
+    Configured,
+    /// Each story type goes first to the agent that passed most of this
+    /// repository's judged attempts of that type (`cascade history agents`)
+    Learned,
 }
 
 /// `--race-keep all|none`.
@@ -270,6 +283,11 @@ pub struct RunFlags {
     /// What becomes of the losers' branches: kept (`all`) or deleted (`none`)
     #[arg(long, value_enum, value_name = "WHICH", default_value_t = RaceKeepArg::All)]
     pub race_keep: RaceKeepArg,
+    /// How stories find their agent: `configured` (agents.json and the agent
+    /// flags) or `learned` (this repository's history first, per story type,
+    /// after --agent/--impl-agent/story.agent; see docs/agents.md)
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = RouteArg::Configured)]
+    pub route: RouteArg,
     /// Run this command (argv, no shell; the event JSON on its stdin) when the
     /// run finishes, a story fails for good, the budget is exhausted or the run
     /// pauses; the values up to the next flag form the command
@@ -414,6 +432,10 @@ impl RunFlags {
             },
             sandbox: self.sandbox.map(SandboxArg::mode),
             race: self.race_options()?,
+            route: match self.route {
+                RouteArg::Configured => Route::Configured,
+                RouteArg::Learned => Route::Learned,
+            },
             ..RunOptions::default()
         })
     }

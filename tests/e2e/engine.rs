@@ -654,10 +654,9 @@ fn history_shows_runs_stories_and_agents_from_the_database() {
         .collect();
     assert_eq!(
         rows,
-        [
-            ("scripted".to_string(), Value::Null, 2, 0),
-            ("scripted".to_string(), json!("feature"), 1, 1)
-        ],
+        // h2 declares no type: it is grouped by the type the resolver
+        // inferred ("Implement h2": a feature), with h1's one attempt.
+        [("scripted".to_string(), json!("feature"), 3, 1)],
         "{agents}"
     );
     let text = f.cascade(&["history"]).output().unwrap();
@@ -669,6 +668,77 @@ fn history_shows_runs_stories_and_agents_from_the_database() {
         .unwrap();
     assert_eq!(code(&unknown), 2, "{}", explain(&unknown));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no run 'nope'"));
+}
+
+/// A bug-fix story titled to be inferred as one.
+fn bugfix(id: &str) -> Value {
+    let mut s = story(id, &[]);
+    s["title"] = json!(format!("Fix the crash in {id}"));
+    s
+}
+
+#[test]
+fn route_learned_sends_a_story_type_to_the_agent_that_passed_it_here() {
+    let f = Fixture::new(json!([bugfix("b1"), bugfix("b2"), bugfix("b3")]), json!([]));
+    // `other` runs the same script under another name; `scripted` is the default.
+    let agent = f.t("agent.sh").display().to_string();
+    f.set_agents(
+        json!({"other": {"type": "cli", "command": agent, "args": [], "timeout": 60}}),
+        None,
+    );
+    let first = f.approve(&["--agent", "other"]);
+    assert_eq!(code(&first), 0, "{}", explain(&first));
+
+    f.write_prd(json!([bugfix("b4"), story("f1", &[])]), json!([]));
+    let plan = |extra: &[&str]| -> Value {
+        let mut args = vec!["approve", "--dry-run", "--json"];
+        args.extend_from_slice(extra);
+        let out = f.cascade(&args).output().unwrap();
+        assert_eq!(code(&out), 0, "{}", explain(&out));
+        serde_json::from_slice(&out.stdout).expect("dry run json")
+    };
+    let configured = plan(&[]);
+    assert_eq!(
+        configured["batches"][0][0]["agent"], "scripted",
+        "{configured}"
+    );
+    let learned = plan(&["--route", "learned"]);
+    let b4 = &learned["batches"][0][0];
+    assert_eq!(
+        (b4["story"].as_str(), b4["agent"].as_str()),
+        (Some("b4"), Some("other"))
+    );
+    assert_eq!(
+        b4["reason"],
+        "learned: other passed 3 of 3 judged 'bugfix' attempts in this repository (--route learned)",
+        "{learned}"
+    );
+    // A type with no history goes by the configured chain.
+    assert_eq!(learned["batches"][0][1]["agent"], "scripted", "{learned}");
+    // --agent still wins over history.
+    let named = plan(&["--route", "learned", "--agent", "scripted"]);
+    assert_eq!(named["batches"][0][0]["agent"], "scripted", "{named}");
+
+    let run = f.approve(&["--route", "learned"]);
+    assert_eq!(code(&run), 0, "{}", explain(&run));
+    let started: Vec<(String, String)> = events(&run)
+        .iter()
+        .filter(|e| e["event"] == "story_started")
+        .map(|e| {
+            (
+                e["story"].as_str().unwrap_or("").into(),
+                e["agent"].as_str().unwrap_or("").into(),
+            )
+        })
+        .collect();
+    assert!(
+        started.contains(&("b4".into(), "other".into())),
+        "{started:?}"
+    );
+    assert!(
+        started.contains(&("f1".into(), "scripted".into())),
+        "{started:?}"
+    );
 }
 
 #[test]

@@ -51,7 +51,7 @@ impl Outcome {
 }
 
 /// The agent history chose for a story type, and the evidence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LearnedRoute {
     pub agent: String,
     pub judged: u32,
@@ -69,7 +69,7 @@ impl LearnedRoute {
 }
 
 /// One learned route per story type that has one.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LearnedRoutes {
     routes: HashMap<StoryType, LearnedRoute>,
 }

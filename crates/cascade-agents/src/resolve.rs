@@ -45,6 +45,10 @@ pub struct Overrides {
     /// runs), but its flags and login are not checked, and no other agent
     /// is tried.
     pub no_fallback: bool,
+    /// `--route learned`: the routes this repository's history gives (see
+    /// the `learned` module); a story type's learned agent comes after
+    /// what the user named and before agents.json's type and phase defaults.
+    pub learned: Option<LearnedRoutes>,
 }
 
 impl Overrides {
@@ -190,8 +194,6 @@ pub struct Resolver<'a> {
     unusable: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
     /// A chain decided elsewhere, used instead of this configuration's.
     chain: Option<Vec<String>>,
-    /// Routes learned from the run database (`--route learned`).
-    learned: Option<LearnedRoutes>,
 }
 
 impl<'a> Resolver<'a> {
@@ -202,7 +204,6 @@ impl<'a> Resolver<'a> {
             overrides,
             unusable: Default::default(),
             chain: None,
-            learned: None,
         }
     }
 
@@ -236,14 +237,6 @@ impl<'a> Resolver<'a> {
     /// wins, as for a chain of its own.
     pub fn with_chain(mut self, chain: Vec<String>) -> Self {
         self.chain = Some(chain);
-        self
-    }
-
-    /// This resolver with the routes history chose (`--route learned`):
-    /// for story phases, a story type's learned agent comes after what the
-    /// user named and before agents.json's type and phase defaults.
-    pub fn with_learned(mut self, routes: LearnedRoutes) -> Self {
-        self.learned = Some(routes);
         self
     }
 
@@ -337,6 +330,7 @@ impl<'a> Resolver<'a> {
             Phase::Implementation | Phase::Retry | Phase::Refactor
         );
         if let Some(route) = self
+            .overrides
             .learned
             .as_ref()
             .and_then(|l| l.route(inferred.story_type))

@@ -202,6 +202,22 @@ pub struct RunOptions {
     pub sandbox: Option<crate::confine::SandboxMode>,
     /// `--race`, `--race-until`, `--race-keep` (see [`crate::race`]).
     pub race: crate::race::RaceOptions,
+    /// `--route`: how stories find their agent.
+    pub route: Route,
+    /// With [`Route::Learned`]: the routes the run database gives, read by
+    /// [`crate::Engine::learned_routes`] before the run is checked.
+    pub learned: Option<cascade_agents::LearnedRoutes>,
+}
+
+/// `--route configured|learned`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Route {
+    /// agents.json's chain (and the command line) decide.
+    #[default]
+    Configured,
+    /// Each story type goes first to the agent this repository's history
+    /// says does best on it (see `cascade_agents::learned`).
+    Learned,
 }
 
 impl RunOptions {
@@ -312,6 +328,8 @@ impl Default for RunOptions {
             steering: None,
             sandbox: None,
             race: Default::default(),
+            route: Route::Configured,
+            learned: None,
         }
     }
 }

@@ -256,6 +256,7 @@ pub(crate) fn overrides(o: &RunOptions) -> Overrides {
         prd_agent: None,
         review_agent: o.review_agent.clone(),
         no_fallback: o.no_fallback,
+        learned: o.learned.clone(),
     }
 }
 

@@ -104,6 +104,7 @@ mod prepared;
 pub mod progress;
 pub mod race;
 pub mod retry;
+pub mod routes;
 pub mod scheduler;
 pub mod secrets;
 mod start;

@@ -80,7 +80,9 @@ pub(crate) fn starting_state(
         let id = story.id.as_str();
         let at = state.position_hinted_or_add(i, id);
         let rec = &mut state.stories[at];
-        rec.story_type.clone_from(&story.story_type);
+        // The type the resolver routes by (the plan's, else inferred), so
+        // `cascade history` and learned routing group by what routed it.
+        rec.story_type = Some(cascade_agents::infer_story_type(story).as_str().to_string());
         if story.is_complete() {
             rec.status = StoryStatus::Complete;
         } else if let Some(reason) = merged.get(id) {

@@ -218,8 +218,9 @@ pub struct StoryState {
     /// The last review of the story.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<ReviewRecord>,
-    /// The story's type in the plan (`type` / `story_type`), which
-    /// `cascade history` groups outcomes by.
+    /// The story's type as the resolver saw it (the plan's `type` /
+    /// `story_type`, else inferred from its title, tags and files), which
+    /// `cascade history` and `--route learned` group outcomes by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub story_type: Option<String>,
 }

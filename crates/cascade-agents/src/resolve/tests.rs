@@ -716,7 +716,11 @@ fn a_learned_route_comes_after_what_the_user_named_and_before_the_type_override(
         passed: 5,
         cost_usd: Some(1.0),
     }]);
-    let r = Resolver::new(&w.config, &d, Overrides::default()).with_learned(routes.clone());
+    let learned = |o: Overrides| Overrides {
+        learned: Some(routes.clone()),
+        ..o
+    };
+    let r = Resolver::new(&w.config, &d, learned(Overrides::default()));
     let bug = story("Fix the login crash");
     // Above implementation's bugfix override (gemini).
     let a = r.resolve(&bug, Phase::Implementation).unwrap();
@@ -746,7 +750,7 @@ fn a_learned_route_comes_after_what_the_user_named_and_before_the_type_override(
         agent: Some("gemini".into()),
         ..Overrides::default()
     };
-    let r = Resolver::new(&w.config, &d, o).with_learned(routes.clone());
+    let r = Resolver::new(&w.config, &d, learned(o));
     assert_eq!(
         r.resolve(&bug, Phase::Implementation).unwrap().agent,
         "gemini"
@@ -754,7 +758,7 @@ fn a_learned_route_comes_after_what_the_user_named_and_before_the_type_override(
     // A learned agent that is not installed falls back down the chain, noted.
     let w = World::new(&["gemini", "amp", "aider"]);
     let d = w.detector();
-    let r = Resolver::new(&w.config, &d, Overrides::default()).with_learned(routes);
+    let r = Resolver::new(&w.config, &d, learned(Overrides::default()));
     let a = r.resolve(&bug, Phase::Implementation).unwrap();
     assert_eq!(a.agent, "gemini");
     assert_eq!(a.fallbacks[0].from, "codex");
