@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -81,6 +81,7 @@ fn write_gate(tools: &Path) -> PathBuf {
             r#"T='{t}'
 python3 "$T/check.py"; rc=$?
 w=$(basename "$(pwd -P)")
+echo $$ > "$T/pid-$w"
 touch "$T/gated-$w"
 if [ -f "$T/hold-$w" ]; then
   i=0; while [ ! -e "$T/$(cat "$T/hold-$w")" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
@@ -546,4 +547,73 @@ fn mega_a_feature_merge_that_breaks_the_target_fails_as_integration() {
     assert!(green, "main's gate fails after the run: {text}");
     let left = git(root, &["branch", "--list", "cascade/_integration-*"]);
     assert_eq!(left.trim(), "", "integration branches left behind");
+}
+
+/// kill -9 of cascade while a merge is gated as merged (the integration
+/// gate of caller2 on the tip with rename): the target has not moved to the
+/// unchecked tree, and `resume` gates again from the new tip, so each story
+/// merges exactly once and main is green.
+#[test]
+fn kill_9_during_an_integration_gate_then_resume_merges_each_story_once() {
+    let Some(f) = Fixture::new() else {
+        return;
+    };
+    // caller2's merge gate waits for a marker that never comes.
+    std::fs::write(f.t("hold-integration-caller2"), "never").expect("hold");
+    let mut child = crate::common::cascade_command(f.repo())
+        .args(["approve", "--auto-run", "--retry-delay", "0", "--json"])
+        .args(["--parallel", "2", "--agents"])
+        .arg(f.t("agents.json"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("cascade starts");
+    let held = f.t("pid-integration-caller2");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !held.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(held.exists(), "the integration gate never started");
+    child.kill().expect("kill -9");
+    child.wait().expect("reaped");
+    let killed_at = git(f.repo(), &["rev-parse", "main"]);
+    // A crash takes the gate with it (it leads its own process group).
+    let gate: i32 = std::fs::read_to_string(&held)
+        .ok()
+        .and_then(|p| p.trim().parse().ok())
+        .expect("the gate's pid");
+    // SAFETY: signals the gate's own process group.
+    unsafe {
+        libc::kill(-gate, libc::SIGKILL);
+    }
+    std::fs::remove_file(f.t("hold-integration-caller2")).expect("release");
+    // main moved only by rename (a fast-forward), never to the gated merge.
+    let tree = git(f.repo(), &["ls-tree", "--name-only", killed_at.trim()]);
+    assert!(!tree.lines().any(|l| l == "caller2.py"), "{tree}");
+    assert_eq!(f.status_json()["stories"]["rename"]["status"], "complete");
+
+    let mut cmd = cascade(f.repo());
+    cmd.args([
+        "resume",
+        "--auto-run",
+        "--retry-delay",
+        "0",
+        "--json",
+        "--agents",
+    ])
+    .arg(f.t("agents.json"))
+    .timeout(Duration::from_secs(180));
+    let out = cmd.output().expect("resume runs");
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let st = f.status_json();
+    assert_eq!(st["status"], "completed", "{st}");
+    let subjects = git(f.repo(), &["log", "--format=%s", "main"]);
+    for id in ["rename", "caller2"] {
+        let title = format!("{id}: story {id}");
+        let n = subjects.lines().filter(|s| *s == title).count();
+        assert_eq!(n, 1, "{id} merged once: {subjects}");
+    }
+    let (green, text) = f.main_is_green();
+    assert!(green, "main is red after the resume: {text}");
+    assert_no_integration_branch_is_left(&f);
 }

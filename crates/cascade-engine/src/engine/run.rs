@@ -309,9 +309,15 @@ async fn clear_leftovers(
     }
     let notes = {
         let c = Arc::clone(ctx);
-        tokio::task::spawn_blocking(move || c.pool.adopt_leftovers())
-            .await
-            .unwrap_or_default()
+        tokio::task::spawn_blocking(move || {
+            let mut notes = c.pool.adopt_leftovers();
+            if take_lock {
+                notes.extend(crate::steps::integrate::remove_scratch(&c.paths));
+            }
+            notes
+        })
+        .await
+        .unwrap_or_default()
     };
     for message in notes {
         ctx.emit(Event::Notice { message });

@@ -74,6 +74,30 @@ pub(super) async fn gate_merge(
     Ok(report)
 }
 
+/// The scratch worktrees and branches of merges gated as merged
+/// (`cascade/integration-<story>`) that a killed run left: a scratch tree
+/// is only ever a merge of a story branch and a tip, rebuilt when the merge
+/// is gated again, so it goes (a resumed run with the lock held; no live
+/// run of this repository gates anything). Returns a note per one removed.
+pub(crate) fn remove_scratch(paths: &cascade_git::RepoPaths) -> Vec<String> {
+    let prefix = format!("{}integration-", cascade_git::worktree::BRANCH_PREFIX);
+    let Ok(worktrees) = cascade_git::worktree::list(paths) else {
+        return Vec::new();
+    };
+    let mut notes = Vec::new();
+    for w in worktrees {
+        let Some(branch) = w.branch.filter(|b| b.starts_with(&prefix)) else {
+            continue;
+        };
+        if cascade_git::worktree::remove(paths, &w.path, true).is_ok() {
+            notes.push(format!(
+                "removed the integration worktree a killed run left ({branch})"
+            ));
+        }
+    }
+    notes
+}
+
 /// The stories merged into the target since `base` (the commit the story
 /// started from): complete stories whose merge `base` does not contain.
 pub(super) async fn merged_since(ctx: &crate::ctx::Ctx, story: &str, base: &str) -> Vec<String> {

@@ -21,7 +21,7 @@ mod commit;
 mod gates;
 mod git_config;
 pub use gates::gate_report_path;
-mod integrate;
+pub(crate) mod integrate;
 pub(crate) mod merge;
 mod prepare_worktree;
 mod prove_tests;
