@@ -181,8 +181,13 @@ impl Fixture {
     }
 
     fn approve(&self, extra: &[&str]) -> Output {
+        self.run("approve", extra)
+    }
+
+    /// `cascade <verb>` (approve or resume) unattended, with NDJSON out.
+    fn run(&self, verb: &str, extra: &[&str]) -> Output {
         let mut cmd = cascade(self.repo());
-        cmd.args(["approve", "--auto-run", "--retry-delay", "0", "--json"]);
+        cmd.args([verb, "--auto-run", "--retry-delay", "0", "--json"]);
         // Two stories at once unless the test says how many.
         if !extra.contains(&"--parallel") {
             cmd.args(["--parallel", "2"]);
@@ -592,18 +597,7 @@ fn kill_9_during_an_integration_gate_then_resume_merges_each_story_once() {
     assert!(!tree.lines().any(|l| l == "caller2.py"), "{tree}");
     assert_eq!(f.status_json()["stories"]["rename"]["status"], "complete");
 
-    let mut cmd = cascade(f.repo());
-    cmd.args([
-        "resume",
-        "--auto-run",
-        "--retry-delay",
-        "0",
-        "--json",
-        "--agents",
-    ])
-    .arg(f.t("agents.json"))
-    .timeout(Duration::from_secs(180));
-    let out = cmd.output().expect("resume runs");
+    let out = f.run("resume", &[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
     let st = f.status_json();
     assert_eq!(st["status"], "completed", "{st}");
