@@ -576,3 +576,55 @@ fn a_gate_uses_its_own_loopback_but_cannot_reach_a_listener_on_the_hosts() {
         "{judged:?}"
     );
 }
+
+/// Two stories side by side: s1's agent runs a marked `sleep` and records
+/// whether it lived to its end; s2's agent looks the marked process up in
+/// `/proc` and tries to kill it (and, to show killing works at all, a
+/// `sleep` of its own).
+fn signal_fixture() -> Fixture {
+    let f = Fixture::new();
+    f.write_prd(&["s1", "s2"], json!([]));
+    f.set_agent(
+        r#"r="$CASCADE_STORY_ID.txt"
+if [ "$CASCADE_STORY_ID" = s1 ]; then
+  sleep 6.4242 & p=$!
+  if wait "$p"; then echo "sleep survived" > "$r"; else echo "sleep killed" > "$r"; fi
+else
+  i=0; v=""
+  while [ -z "$v" ] && [ $i -lt 50 ]; do v=$(pgrep -f 'sleep 6.4242'); sleep 0.1; i=$((i+1)); done
+  if [ -z "$v" ]; then echo "no victim found" > "$r"; exit 0; fi
+  if kill $v 2>/dev/null; then echo "kill allowed" > "$r"; else echo "kill denied" > "$r"; fi
+  sleep 30 & own=$!
+  if kill "$own"; then echo "own kill allowed" >> "$r"; fi
+fi"#,
+    );
+    f
+}
+
+#[test]
+fn a_story_cannot_signal_another_storys_agent() {
+    if !landlock() || !crate::common::have("pgrep", &["-V"]) {
+        return;
+    }
+    if cascade_process::sandbox::kernel_abi() < 6 {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        return;
+    }
+    let f = signal_fixture();
+    let (out, _) = f.approve(&["--parallel", "2"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(
+        f.recorded("s2"),
+        "kill denied\nown kill allowed\n",
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(f.recorded("s1").trim(), "sleep survived");
+
+    // Unconfined, the same kill goes through.
+    let f = signal_fixture();
+    let (out, _) = f.approve(&["--parallel", "2", "--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.recorded("s2").lines().next(), Some("kill allowed"));
+    assert_eq!(f.recorded("s1").trim(), "sleep killed");
+}
