@@ -2,7 +2,8 @@
 //! `true` unconfined next to the same run under an attempt's Landlock
 //! policy (worktree and temp dir writable, the default hidden paths under
 //! `$HOME` unreadable), and building the ruleset alone (the part that grows
-//! with the directories on the way to each hidden path). On a kernel
+//! with the directories on the way to each hidden path), and a gate's run
+//! (the same policy in a network namespace of its own). On a kernel
 //! without Landlock only the unconfined run is measured.
 //! Run quickly with `cargo bench --bench sandbox -- --quick`.
 
@@ -30,6 +31,7 @@ fn bench(c: &mut Criterion) {
             .map(|h| sandbox::default_hidden(&h))
             .unwrap_or_default(),
         tmp: Some(tmp),
+        own_network: false,
     });
     let run = |spec: Spec| {
         let out = rt
@@ -50,6 +52,13 @@ fn bench(c: &mut Criterion) {
                     .sandbox(Arc::clone(&policy)))
             })
         });
+        if sandbox::own_network_available() {
+            // What a gate gets: the same, in a network namespace of its own.
+            let gate = Arc::new(policy.with_own_network());
+            g.bench_function("run_true_confined_own_network", |b| {
+                b.iter(|| run(Spec::new("true").cwd(&worktree).sandbox(Arc::clone(&gate))))
+            });
+        }
         g.bench_function("prepare_ruleset", |b| {
             b.iter(|| black_box(policy.prepare().expect("ruleset")))
         });

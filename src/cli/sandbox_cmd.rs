@@ -191,13 +191,24 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
         notes.push("this kernel enforces no Landlock: best-effort runs unconfined".to_string());
     }
     notes.push("agents' TCP ports are read but not enforced yet".to_string());
+    let gate = attempt
+        .policy
+        .as_deref()
+        .map(|p| Arc::new(p.with_own_network()));
+    let isolated = gate.is_some() && sandbox::own_network_available();
+    if gate.is_some() && !isolated {
+        notes.push(
+            "this kernel allows no user namespaces: gates keep the host's network".to_string(),
+        );
+    }
     let probes = super::runtime()?.block_on(probes(&Probing {
         paths: &paths,
         worktree: &worktree,
         stated: &stated,
         agent: agent_policy,
-        gate: attempt.policy.clone(),
+        gate,
         confined,
+        isolated,
     }))?;
     let enforced = probes
         .iter()
@@ -217,7 +228,7 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
         writable: stated.write.iter().chain(&stated.tmp).cloned().collect(),
         hidden: stated.hide.clone(),
         agent_ports: subject.ports,
-        gate_network_isolated: false,
+        gate_network_isolated: isolated,
         notes,
         probes,
         enforced,
@@ -267,6 +278,8 @@ struct Probing<'a> {
     gate: Option<Arc<Policy>>,
     /// Whether the mode says a story is confined.
     confined: bool,
+    /// Whether gates get a network namespace of their own.
+    isolated: bool,
 }
 
 async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
@@ -307,8 +320,8 @@ async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
             detail: "none of the hidden paths holds a file here".to_string(),
         },
     });
-    // A listener outside any namespace the gate could have: gates keep the
-    // host's network for now, so the connect is expected to go through.
+    // A listener on the host's loopback: a gate in a network namespace of
+    // its own cannot reach it.
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::failed)?;
     let addr = listener.local_addr().map_err(Failure::failed)?;
     out.push(
@@ -317,7 +330,7 @@ async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
             "connect from a gate to the host's 127.0.0.1",
             ProbeKind::Connect,
             PathBuf::from(addr.to_string()),
-            "allowed",
+            if p.isolated { "blocked" } else { "allowed" },
         )
         .await?,
     );

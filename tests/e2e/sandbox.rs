@@ -469,10 +469,10 @@ fn sandbox_check_prints_the_policy_and_its_probes_come_out_as_it_says() {
     let read = probe(&report, "read a hidden path");
     assert_eq!(read["target"], format!("{ssh}/id_x"));
     let connect = probe(&report, "connect from a gate to the host's 127.0.0.1");
-    assert_eq!(
-        connect["result"], "allowed",
-        "the host's network: {connect}"
-    );
+    let isolated = abi > 0 && cascade_process::sandbox::own_network_available();
+    assert_eq!(report["gate_network_isolated"], isolated);
+    let reached = if isolated { "blocked" } else { "allowed" };
+    assert_eq!(connect["result"], reached, "{connect}");
     let escapes = [
         "write outside: the main checkout",
         "write outside: $HOME",
@@ -513,4 +513,118 @@ fn sandbox_check_exits_1_when_a_required_sandbox_is_not_enforced() {
         (&json!("blocked"), &json!("allowed")),
         "{home}"
     );
+}
+
+/// A required gate that must not reach the listener on the host's `port`
+/// but must use a listener of its own on 127.0.0.1.
+fn net_gate_fixture(port: u16) -> Fixture {
+    let f = Fixture::new();
+    script(
+        &f.t("net.sh"),
+        &format!(
+            r#"python3 - <<'EOF'
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", {port}), 2)
+    print("reached the host's listener")
+    sys.exit(1)
+except OSError as e:
+    print("the host is out of reach:", e)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+socket.create_connection(s.getsockname(), 2)
+print("its own loopback works")
+EOF"#
+        ),
+    );
+    let gate = json!({"name": "net", "type": "test", "required": true,
+                      "command": f.t("net.sh").display().to_string(), "args": []});
+    f.write_prd(&["s1"], json!([gate]));
+    f.set_agent(r#"echo ok > "$CASCADE_STORY_ID.txt""#);
+    f
+}
+
+#[test]
+fn a_gate_uses_its_own_loopback_but_cannot_reach_a_listener_on_the_hosts() {
+    if !landlock() || !crate::common::have("python3", &["-V"]) {
+        return;
+    }
+    if !cascade_process::sandbox::own_network_available() {
+        eprintln!("skipped: this kernel allows no user namespaces");
+        return;
+    }
+    let host = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = host.local_addr().expect("addr").port();
+    let f = net_gate_fixture(port);
+    let (out, evs) = f.approve(&[], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let gates = of_kind(&evs, "gate_finished");
+    assert!(
+        !gates.is_empty() && gates.iter().all(|g| g["passed"] == true),
+        "{gates:?}"
+    );
+    assert_eq!(f.recorded("s1").trim(), "ok");
+
+    // Unconfined, the same gate reaches the host: the base's run of it fails.
+    let f = net_gate_fixture(port);
+    let (out, evs) = f.approve(&["--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 2, "{}", explain(&out));
+    let judged = of_kind(&evs, "base_judged");
+    assert!(
+        judged[0]["failed"].to_string().contains("reached the host"),
+        "{judged:?}"
+    );
+}
+
+/// Two stories side by side: s1's agent runs a marked `sleep` and records
+/// whether it lived to its end; s2's agent looks the marked process up in
+/// `/proc` and tries to kill it (and, to show killing works at all, a
+/// `sleep` of its own).
+fn signal_fixture() -> Fixture {
+    let f = Fixture::new();
+    f.write_prd(&["s1", "s2"], json!([]));
+    f.set_agent(
+        r#"r="$CASCADE_STORY_ID.txt"
+if [ "$CASCADE_STORY_ID" = s1 ]; then
+  sleep 6.4242 & p=$!
+  if wait "$p"; then echo "sleep survived" > "$r"; else echo "sleep killed" > "$r"; fi
+else
+  i=0; v=""
+  while [ -z "$v" ] && [ $i -lt 50 ]; do v=$(pgrep -f 'sleep 6.4242'); sleep 0.1; i=$((i+1)); done
+  if [ -z "$v" ]; then echo "no victim found" > "$r"; exit 0; fi
+  if kill $v 2>/dev/null; then echo "kill allowed" > "$r"; else echo "kill denied" > "$r"; fi
+  sleep 30 & own=$!
+  if kill "$own"; then echo "own kill allowed" >> "$r"; fi
+fi"#,
+    );
+    f
+}
+
+#[test]
+fn a_story_cannot_signal_another_storys_agent() {
+    if !landlock() || !crate::common::have("pgrep", &["-V"]) {
+        return;
+    }
+    if cascade_process::sandbox::kernel_abi() < 6 {
+        eprintln!("skipped: signal scoping needs Landlock ABI 6");
+        return;
+    }
+    let f = signal_fixture();
+    let (out, _) = f.approve(&["--parallel", "2"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(
+        f.recorded("s2"),
+        "kill denied\nown kill allowed\n",
+        "{}",
+        explain(&out)
+    );
+    assert_eq!(f.recorded("s1").trim(), "sleep survived");
+
+    // Unconfined, the same kill goes through.
+    let f = signal_fixture();
+    let (out, _) = f.approve(&["--parallel", "2", "--sandbox", "off"], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.recorded("s2").lines().next(), Some("kill allowed"));
+    assert_eq!(f.recorded("s1").trim(), "sleep killed");
 }

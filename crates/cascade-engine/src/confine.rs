@@ -218,6 +218,7 @@ pub fn attempt_policy(settings: &SandboxSettings, worktree: &Path, tmp: &Path) -
         write,
         hide,
         tmp: Some(tmp.to_path_buf()),
+        own_network: false,
     }
 }
 

@@ -647,8 +647,9 @@ async fn execute(
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
     }
+    // Gates run in a network namespace of their own: loopback only.
     if let Some(policy) = &ctx.sandbox {
-        spec = spec.sandbox(Arc::clone(policy));
+        spec = spec.sandbox(Arc::new(policy.with_own_network()));
     }
     let mut running = match spec.spawn() {
         Ok(r) => r,

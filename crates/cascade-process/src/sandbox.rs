@@ -35,6 +35,12 @@ pub struct Policy {
     /// `TMPDIR`, `TMP` and `TEMP` (tools put scratch files there, not in a
     /// shared `/tmp` the sandbox does not let them write).
     pub tmp: Option<PathBuf>,
+    /// The child gets a network namespace of its own (a user namespace
+    /// holding it, its loopback up): 127.0.0.1 works inside, nothing
+    /// outside is reachable. What gates get; where the kernel allows no
+    /// user namespaces ([`own_network_available`]) the child keeps the
+    /// host's network.
+    pub own_network: bool,
 }
 
 /// Why a policy could not be prepared.
@@ -96,6 +102,14 @@ impl Policy {
         p
     }
 
+    /// The same policy with a network namespace of the child's own (gates).
+    pub fn with_own_network(&self) -> Policy {
+        Policy {
+            own_network: true,
+            ..self.clone()
+        }
+    }
+
     /// The environment a confined child gets: its temp directory.
     pub fn env(&self) -> Vec<(&'static str, &Path)> {
         match &self.tmp {
@@ -144,10 +158,26 @@ pub fn describe() -> String {
     }
 }
 
+/// Whether this kernel lets an unprivileged process make a user and a
+/// network namespace (asked once per process, by a forked child that tries).
+pub fn own_network_available() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *AVAILABLE.get_or_init(netns::available)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
 /// A ruleset built in the parent, applied in the child by [`Prepared::apply`].
 pub struct Prepared {
     #[cfg(target_os = "linux")]
     ruleset: Option<landlock::RulesetCreated>,
+    #[cfg(target_os = "linux")]
+    own_network: Option<netns::OwnNetwork>,
 }
 
 impl Policy {
@@ -169,6 +199,12 @@ impl Prepared {
     /// Restricts the calling (forked, single-threaded) process. Only
     /// syscalls, no allocation: safe between fork and exec.
     pub fn apply(&mut self) -> std::io::Result<()> {
+        // The namespaces first: writing the uid map under /proc is a write
+        // Landlock would refuse once applied.
+        #[cfg(target_os = "linux")]
+        if let Some(net) = &self.own_network {
+            net.enter();
+        }
         #[cfg(target_os = "linux")]
         if let Some(rs) = self.ruleset.take() {
             rs.restrict_self().map_err(std::io::Error::other)?;
@@ -224,7 +260,11 @@ mod linux {
                 rs = rs.add_rule(PathBeneath::new(f, AccessFs::from_all(abi)))?;
             }
         }
-        Ok(Prepared { ruleset: Some(rs) })
+        let own_network = policy.own_network.then(super::netns::OwnNetwork::new);
+        Ok(Prepared {
+            ruleset: Some(rs),
+            own_network,
+        })
     }
 
     fn fd(p: &str) -> Result<PathFd, SandboxError> {
@@ -257,6 +297,91 @@ mod linux {
             }
         }
         Ok(())
+    }
+}
+
+/// A network namespace of a child's own, entered between fork and exec
+/// (only syscalls there: the uid and gid maps are written in the parent).
+#[cfg(target_os = "linux")]
+mod netns {
+    /// The maps that keep the child's ids as they were in its new user
+    /// namespace (`inside outside 1`).
+    pub(super) struct OwnNetwork {
+        uid_map: Vec<u8>,
+        gid_map: Vec<u8>,
+    }
+
+    impl OwnNetwork {
+        pub(super) fn new() -> OwnNetwork {
+            // SAFETY: getuid and getgid cannot fail.
+            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+            OwnNetwork {
+                uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+                gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            }
+        }
+
+        /// Unshares the user and network namespaces and brings `lo` up.
+        /// Best-effort: where the kernel refuses, the child keeps the
+        /// host's network (said by [`super::own_network_available`]).
+        pub(super) fn enter(&self) {
+            // SAFETY: plain syscalls on buffers owned by `self`, in the
+            // forked single-threaded child.
+            unsafe {
+                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
+                    return;
+                }
+                write(b"/proc/self/setgroups\0", b"deny");
+                write(b"/proc/self/uid_map\0", &self.uid_map);
+                write(b"/proc/self/gid_map\0", &self.gid_map);
+                loopback_up();
+            }
+        }
+    }
+
+    /// Writes `bytes` to the file at the NUL-terminated `path`.
+    unsafe fn write(path: &[u8], bytes: &[u8]) {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd >= 0 {
+            libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+            libc::close(fd);
+        }
+    }
+
+    /// `ip link set lo up` in the current network namespace.
+    unsafe fn loopback_up() {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return;
+        }
+        let mut req: libc::ifreq = std::mem::zeroed();
+        req.ifr_name[0] = b'l' as libc::c_char;
+        req.ifr_name[1] = b'o' as libc::c_char;
+        if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) == 0 {
+            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+            libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
+        }
+        libc::close(fd);
+    }
+
+    /// Forks a child that tries the unshare and exits with the answer.
+    pub(super) fn available() -> bool {
+        // SAFETY: the child makes only async-signal-safe syscalls and
+        // `_exit`s; the parent waits for that one pid.
+        unsafe {
+            let pid = libc::fork();
+            if pid == 0 {
+                let ok = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0;
+                libc::_exit(if ok { 0 } else { 1 });
+            }
+            if pid < 0 {
+                return false;
+            }
+            let mut status = 0;
+            libc::waitpid(pid, &mut status, 0) == pid
+                && libc::WIFEXITED(status)
+                && libc::WEXITSTATUS(status) == 0
+        }
     }
 }
 
@@ -297,6 +422,7 @@ mod tests {
             write: vec![wt.clone()],
             hide: default_hidden(&tmp.path().join("home")),
             tmp: None,
+            own_network: false,
         };
         let p = |p: &Path| p.display().to_string();
         assert!(confined(&policy, &format!("echo hi > {}/f", p(&wt))).await);
@@ -305,5 +431,36 @@ mod tests {
         assert!(!outside.join("f").exists());
         assert!(!confined(&policy, &format!("cat {}/id_rsa", p(&secret))).await);
         assert!(confined(&policy, &format!("cat {}/home/visible", p(tmp.path()))).await);
+    }
+
+    #[tokio::test]
+    async fn a_child_with_its_own_network_reaches_its_loopback_but_not_the_hosts() {
+        if kernel_abi() == 0 || !own_network_available() {
+            eprintln!("skipped: no Landlock or no user namespaces here");
+            return;
+        }
+        if !std::process::Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            eprintln!("skipped: python3 is not installed");
+            return;
+        }
+        let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = host.local_addr().unwrap().port();
+        let tmp = tempfile::tempdir().unwrap();
+        let policy = Policy {
+            write: vec![tmp.path().to_path_buf()],
+            ..Policy::default()
+        };
+        let connect = format!(
+            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""
+        );
+        let inside = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); socket.create_connection(s.getsockname(), 2)\"";
+        assert!(confined(&policy, &connect).await, "the host's network");
+        let own = policy.with_own_network();
+        assert!(!confined(&own, &connect).await, "reached the host");
+        assert!(confined(&own, inside).await, "its own loopback");
     }
 }

@@ -470,8 +470,9 @@ impl Run {
                 .unwrap_or_else(|| root.join("target"));
             spec = spec.env("CARGO_TARGET_DIR", dir);
         }
+        // The tests run as a gate runs them: in a network namespace of their own.
         if let Some(policy) = &opts.sandbox {
-            spec = spec.sandbox(std::sync::Arc::clone(policy));
+            spec = spec.sandbox(std::sync::Arc::new(policy.with_own_network()));
         }
         let outcome = match spec.run(cancel).await {
             Ok(o) => o,
