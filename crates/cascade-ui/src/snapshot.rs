@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use cascade_engine::state::{AttemptRecord, RunDoc, RunState, StoryState, StoryStatus};
+use cascade_engine::state::{AttemptRecord, RunState, StoryState, StoryStatus};
 use cascade_engine::FailureKind;
 use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
@@ -985,7 +985,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
 
 /// The PRD of the run: the one the state names (relative to where the run
 /// was started), else `fallback` (`./prd.json` where `cascade ui` runs).
-pub(crate) fn prd_path<S>(state: Option<&RunDoc<S>>, fallback: &Path) -> PathBuf {
+pub(crate) fn prd_path(state: Option<&RunState>, fallback: &Path) -> PathBuf {
     prd_named(
         state.map(|s| (s.prd.as_str(), s.project_root.as_str())),
         fallback,

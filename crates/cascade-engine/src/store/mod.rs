@@ -9,7 +9,7 @@
 //! stories, their attempts and the run's row), so a `kill -9` at any moment
 //! leaves the last committed transition and nothing half written; there is
 //! no journal to fold and no document to rewrite. Readers ([`RunState::load`],
-//! [`crate::state::RunHead::load`], [`StateFollower`]) open their own
+//! [`RunState::load_head`], [`StateFollower`]) open their own
 //! connections and see the last commit, also while a run writes.
 //!
 //! A repository whose `.cascade/state.json` an older cascade left is
