@@ -317,7 +317,7 @@ impl AttemptRecord {
     }
 }
 
-/// Reading or writing the state file failed.
+/// Reading or writing the run state failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("cannot {op} run state '{}': {source}", path.display())]
@@ -550,7 +550,7 @@ impl StoryState {
     }
 }
 
-/// Now, as RFC 3339 in UTC (machine-readable timestamps in state files).
+/// Now, as RFC 3339 in UTC (machine-readable timestamps of the run state).
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
