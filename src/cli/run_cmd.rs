@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use cascade_engine::config::EngineConfig;
 use cascade_engine::engine::{DryRun, Engine};
-use cascade_engine::state::RunHead;
+use cascade_engine::state::RunState;
 use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args};
@@ -80,7 +80,7 @@ fn choose_prd(
 /// The PRD a stored run was started on, when it is still there: as
 /// recorded when that is relative to the directory resumed from, else
 /// absolute (a file in Plan Cascade's data directory is recorded absolute).
-fn recorded_prd(state: &RunHead, cwd: &Path) -> Option<PathBuf> {
+fn recorded_prd(state: &RunState, cwd: &Path) -> Option<PathBuf> {
     let recorded = PathBuf::from(&state.prd);
     if state.prd.is_empty() {
         return None;
@@ -131,7 +131,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
             // the engine reads the whole state beside the plan). A state
             // that cannot be read is reported by the engine itself, with
             // what to do.
-            if let Ok(Some(state)) = &RunHead::load(&state_path) {
+            if let Ok(Some(state)) = &RunState::load_head(&state_path) {
                 recorded = recorded_prd(state, &project.cwd);
                 if let Some(stored) = &state.options {
                     let mut r = run_flags::restore(&mut a.flags, &mut g.agents, stored, matches)?;
@@ -352,7 +352,7 @@ pub fn dry_run_lines(plan: &DryRun, indent: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn state(prd: &str, root: &Path) -> RunHead {
+    fn state(prd: &str, root: &Path) -> RunState {
         let document = serde_json::json!({
             "schema_version": cascade_engine::state::SCHEMA_VERSION, "run_id": "r",
             "prd": prd, "target_branch": "main", "project_root": root.display().to_string(),

@@ -176,7 +176,7 @@ fn inventory_json(inv: &Inventory) -> serde_json::Value {
     })
 }
 
-/// What cascade knows of its branches from the run state files: the
+/// What cascade knows of its branches from the run states: the
 /// branches they name, and the branch each one's work merges into.
 struct Records {
     known: Vec<String>,

@@ -153,6 +153,25 @@ echo "end $id" >> "$T/timeline""#
         })
     }
 
+    /// `approve` in the background, its output discarded (a run to kill).
+    fn spawn_quiet_approve(&self) -> std::process::Child {
+        self.background(&BACKGROUND_APPROVE)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cascade starts")
+    }
+
+    /// Each story's commit ("ID: Title ID") is on main exactly once.
+    fn assert_each_merged_once(&self, ids: &[&str]) {
+        let subjects = self.main_subjects();
+        for id in ids {
+            let title = format!("{id}: Title {id}");
+            let merged = subjects.iter().filter(|s| **s == title).count();
+            assert_eq!(merged, 1, "{id} merged once: {subjects:?}");
+        }
+    }
+
     fn approve(&self, extra: &[&str]) -> std::process::Output {
         let mut args = vec!["approve", "--auto-run", "--retry-delay", "0", "--json"];
         args.extend_from_slice(extra);
@@ -765,12 +784,7 @@ fn kill_9_then_resume(done: usize) {
     let f = Fixture::new(Value::Array(stories), json!([]));
     // k2 blocks on its first run until released (never, in the killed run).
     f.mark("wait-k2", "release");
-    let mut child = f
-        .background(&BACKGROUND_APPROVE)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = f.spawn_quiet_approve();
     assert!(wait_for(&f.t("started-k2"), Duration::from_secs(60)));
     // A story's start reaches the state file within a fraction of a second
     // (not waited for: resume restarts it whatever the file says); wait for
@@ -812,15 +826,7 @@ fn kill_9_then_resume(done: usize) {
         "{}",
         explain(&out)
     );
-    let subjects = f.main_subjects();
-    for id in ["k1", "k2", "k3"] {
-        let title = format!("{id}: Title {id}");
-        assert_eq!(
-            subjects.iter().filter(|s| **s == title).count(),
-            1,
-            "{id} merged once: {subjects:?}"
-        );
-    }
+    f.assert_each_merged_once(&["k1", "k2", "k3"]);
     // k1 was not run again; k2 restarted from a fresh worktree.
     assert_eq!(f.timeline().iter().filter(|l| *l == "start k1").count(), 1);
     assert_eq!(f.timeline().iter().filter(|l| *l == "start k2").count(), 2);
@@ -831,17 +837,64 @@ fn kill_9_then_resume(done: usize) {
     assert!(!f.repo().join(".cascade/state.json").exists());
 }
 
+/// kill -9 while k2's gate runs (its commit recorded, its merge not yet
+/// done: a transition the killed run never finished), then resume: every
+/// story merged exactly once, k1 not run again.
+#[test]
+fn kill_9_while_a_gate_runs_then_resume_merges_each_story_exactly_once() {
+    let f = Fixture::new(json!([]), json!([]));
+    let t = f.tools().display().to_string();
+    // In k2's worktree, while `hold` exists, the gate says so and waits
+    // (up to 30 s) for `release`.
+    let gate = script(
+        &f.t("gate.sh"),
+        &format!(
+            r#"T='{t}'
+if [ -f k2.txt ] && [ ! -f k3.txt ] && [ -f "$T/hold" ]; then
+  touch "$T/in-gate-k2"; i=0
+  while [ ! -e "$T/release" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+fi
+exit 0"#
+        ),
+    );
+    f.mark("hold", "");
+    f.write_prd(
+        json!([story("k1", &[]), story("k2", &["k1"]), story("k3", &["k2"])]),
+        json!([{"name": "check", "type": "test", "command": gate.display().to_string(), "required": true}]),
+    );
+    let mut child = f.spawn_quiet_approve();
+    assert!(wait_for(&f.t("in-gate-k2"), Duration::from_secs(60)));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::remove_file(f.t("hold")).unwrap();
+    f.mark("release", "");
+    let st = f.status_json();
+    assert_eq!(st["status"], "interrupted", "{st}");
+    assert_eq!(st["stories"]["k1"]["status"], "complete", "{st}");
+    assert_ne!(st["stories"]["k2"]["status"], "complete", "{st}");
+
+    let out = f
+        .cascade(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    f.assert_each_merged_once(&["k1", "k2", "k3"]);
+    assert_eq!(f.timeline().iter().filter(|l| *l == "start k1").count(), 1);
+    let state = crate::common::run_state(f.repo());
+    let stories = state["stories"].as_array().unwrap();
+    assert!(stories.iter().all(|s| s["status"] == "complete"), "{state}");
+    // k2's first attempt was interrupted by the kill, never charged.
+    let k2 = stories.iter().find(|s| s["id"] == "k2").unwrap();
+    assert_eq!(k2["attempts"][0]["outcome"], "interrupted", "{k2}");
+    assert_eq!(f.status_json()["stories"]["k2"]["attempts"], 1);
+}
+
 #[test]
 fn resume_stops_the_agent_a_killed_run_left_running() {
     let f = Fixture::new(json!([story("k1", &[]), story("k2", &["k1"])]), json!([]));
     // k2's first agent waits for a marker that never comes (up to 30 s).
     f.mark("wait-k2", "release");
-    let mut child = f
-        .background(&BACKGROUND_APPROVE)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = f.spawn_quiet_approve();
     assert!(wait_for(&f.t("started-k2"), Duration::from_secs(60)));
     let (_, agent_pid) = f.agent_pid("k2");
     // kill -9 reaches cascade only: the agent, in its own process group, lives on.
@@ -1496,12 +1549,7 @@ fn agent_control_characters_never_reach_the_terminal_raw() {
 fn status_after_kill_9_shows_no_story_running() {
     let f = Fixture::new(json!([story("k9", &[])]), json!([]));
     f.mark("wait-k9", "release");
-    let mut child = f
-        .background(&BACKGROUND_APPROVE)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = f.spawn_quiet_approve();
     assert!(wait_for(&f.t("started-k9"), Duration::from_secs(60)));
     let (status, _) = f.agent_pid("k9");
     assert_eq!(status, "running");

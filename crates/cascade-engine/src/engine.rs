@@ -6,7 +6,7 @@
 //! story's agent is resolved (so an unknown or missing agent stops the run
 //! before it starts), and a dirty tree is refused. Then the state is set up
 //! (fresh, or resumed: stories already merged into the target branch are
-//! complete, whatever the state file says) and the [`Scheduler`] hands out
+//! complete, whatever the run state says) and the [`Scheduler`] hands out
 //! stories to tasks (the `story` module) under the parallelism limit. The
 //! main loop is the only place that talks to the scheduler; tasks report back
 //! through their join handles. At a batch boundary the run pauses, asks, or
@@ -141,7 +141,7 @@ impl Engine {
         &self.config
     }
 
-    /// The state file of this engine's runs.
+    /// The run database of this engine's runs.
     pub fn state_path(&self) -> Result<PathBuf, EngineError> {
         if let Some(p) = &self.config.state_path {
             return Ok(p.clone());

@@ -11,7 +11,7 @@
 //! has since given to another process is left alone. (Where `/proc` does not
 //! exist nothing can be proven and nothing is killed.)
 //!
-//! The pid reaches the state file a fraction of a second after the agent
+//! The pid reaches the run state a fraction of a second after the agent
 //! started (state writes are grouped), so an agent started in the last
 //! moments before a `kill -9` may not be recorded. [`scan`] finds those too:
 //! a process group leader whose environment carries `CASCADE_STORY_ID` of

@@ -23,8 +23,9 @@
 //!     agent, [`config::ReviewMode`]) -> serial merge), retries and resume.
 //!     Story worktrees are pooled per run (`.cascade/worktrees/slot-<n>`,
 //!     reset to each new story's base with only the difference written;
-//!     a failed story's is kept as `.cascade/worktrees/<id>`), and state
-//!     and prd.json writes of parallel stories are grouped.
+//!     a failed story's is kept as `.cascade/worktrees/<id>`), each state
+//!     transition is one transaction of the run database, and prd.json
+//!     writes of parallel stories are grouped.
 //!     `RunSummary { run_id, status: `[`RunStatus`]` (completed|failed|interrupted|paused|budget_exhausted),
 //!     counts, stories: Vec<`[`StorySummary`]`>, duration_ms }`. `Err` only
 //!     when the run could not start; `EngineError::is_usage()` => exit 2.

@@ -1,6 +1,6 @@
 //! The state a run starts from: fresh, or the previous run's (resume), with
 //! every story whose work is already on the target branch complete
-//! (whatever the state file says: this is what makes a `kill -9` between a
+//! (whatever the run state says: this is what makes a `kill -9` between a
 //! merge and its record safe), what a killed run left running pending
 //! again, and prd.json brought in line.
 //!

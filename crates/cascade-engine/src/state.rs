@@ -7,9 +7,8 @@
 //! Stories are looked up by id through an index ([`cascade_plan::IdIndex`],
 //! built on the first lookup), never by scanning the list.
 //!
-//! The state's shape is [`RunDoc`], over what is read of each story: the
-//! whole record ([`StoryState`]; a [`RunState`] is what a run works on),
-//! none of it ([`RunHead`]), or a reader's own view of it (the dashboard's).
+//! [`RunState::load_head`] reads a run's own fields alone (what `resume`
+//! reads before the plan, how the run was started).
 
 use std::path::{Path, PathBuf};
 
@@ -47,12 +46,8 @@ impl StoryStatus {
 }
 
 /// The state of a run, or of the last one, with every story's whole record.
-pub type RunState = RunDoc<StoryState>;
-
-/// A state document, with what is read of each story (`S`): the whole
-/// record ([`RunState`]), none ([`RunHead`]) or a reader's own view.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct RunDoc<S> {
+pub struct RunState {
     pub schema_version: u32,
     pub run_id: String,
     /// The PRD that was run (as given).
@@ -77,12 +72,12 @@ pub struct RunDoc<S> {
     pub cooldowns: Vec<CooldownRecord>,
     /// In plan order. Add stories with [`RunState::story_mut`] and remove
     /// them with [`RunState::retain_stories`] (the index follows either way).
-    pub stories: Vec<S>,
+    pub stories: Vec<StoryState>,
     /// The stories by id.
     #[serde(skip)]
     pub(crate) index: IdIndex,
     /// Where the record of each plan position is, when the records are
-    /// not in the plan's order (see [`RunDoc::follow_plan_order`]).
+    /// not in the plan's order (see [`RunState::follow_plan_order`]).
     #[serde(skip)]
     pub(crate) order: PlanOrder,
 }
@@ -107,28 +102,8 @@ impl PlanOrder {
     }
 }
 
-/// A story's record as a state document holds it, read whole or in part.
-pub trait StoryRecord {
-    fn id(&self) -> &str;
-    fn status(&self) -> StoryStatus;
-    /// A pending story's record (one new to the state).
-    fn pending(id: String) -> Self;
-}
-
-impl StoryRecord for StoryState {
-    fn id(&self) -> &str {
-        &self.id
-    }
-    fn status(&self) -> StoryStatus {
-        self.status
-    }
-    fn pending(id: String) -> Self {
-        StoryState::new(id, StoryStatus::Pending)
-    }
-}
-
-fn story_key<S: StoryRecord>(s: &S) -> &str {
-    s.id()
+fn story_key(s: &StoryState) -> &str {
+    &s.id
 }
 
 /// An agent's rate-limit cooldown, as `cascade status` shows it.
@@ -343,7 +318,7 @@ impl AttemptRecord {
     }
 }
 
-/// Reading or writing the state file failed.
+/// Reading or writing the run state failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("cannot {op} run state '{}': {source}", path.display())]
@@ -395,9 +370,9 @@ impl StateError {
     }
 }
 
-impl<S: StoryRecord> RunDoc<S> {
+impl RunState {
     /// The story's record (indexed).
-    pub fn story(&self, id: &str) -> Option<&S> {
+    pub fn story(&self, id: &str) -> Option<&StoryState> {
         self.stories.get(self.position(id)?)
     }
 
@@ -406,29 +381,29 @@ impl<S: StoryRecord> RunDoc<S> {
         self.index.position(&self.stories, id, story_key)
     }
 
-    /// [`RunDoc::position`], looking at `hint` (a plan position) first: a
+    /// [`RunState::position`], looking at `hint` (a plan position) first: a
     /// state keeps its plan's order (a fresh one always, a resumed one
-    /// unless the plan changed, and then [`RunDoc::follow_plan_order`] says
+    /// unless the plan changed, and then [`RunState::follow_plan_order`] says
     /// where each plan position's record is), so the record is found there
     /// and the index is neither used nor built. Ids are unique in a state.
     pub fn position_hinted(&self, hint: usize, id: &str) -> Option<usize> {
         let at = self.order.at(hint);
         match self.stories.get(at) {
-            Some(s) if s.id() == id => Some(at),
+            Some(s) if s.id == id => Some(at),
             _ => self.position(id),
         }
     }
 
-    /// The story's record, looked for at `hint` first ([`RunDoc::position_hinted`]).
-    pub fn story_hinted(&self, hint: usize, id: &str) -> Option<&S> {
+    /// The story's record, looked for at `hint` first ([`RunState::position_hinted`]).
+    pub fn story_hinted(&self, hint: usize, id: &str) -> Option<&StoryState> {
         self.stories.get(self.position_hinted(hint, id)?)
     }
 
-    /// [`RunDoc::position_or_add`], looking at `hint` first.
+    /// [`RunState::position_or_add`], looking at `hint` first.
     pub fn position_hinted_or_add(&mut self, hint: usize, id: &str) -> usize {
         let at = self.order.at(hint);
         match self.stories.get(at) {
-            Some(s) if s.id() == id => at,
+            Some(s) if s.id == id => at,
             _ => self.position_or_add(id),
         }
     }
@@ -437,7 +412,7 @@ impl<S: StoryRecord> RunDoc<S> {
     /// ones pending, at the end) and remembers where each one is: a plan
     /// whose stories are in another order than the records looks each one
     /// up once here, and its plan positions find them after
-    /// ([`RunDoc::position_hinted`]). The records keep their order.
+    /// ([`RunState::position_hinted`]). The records keep their order.
     pub fn follow_plan_order<'i>(&mut self, ids: impl IntoIterator<Item = &'i str>) {
         self.order = PlanOrder(Vec::new());
         let mut order = Vec::new();
@@ -453,7 +428,7 @@ impl<S: StoryRecord> RunDoc<S> {
     }
 
     /// The story's record, added (pending) if it is new to the state.
-    pub fn story_mut(&mut self, id: &str) -> &mut S {
+    pub fn story_mut(&mut self, id: &str) -> &mut StoryState {
         let i = self.position_or_add(id);
         &mut self.stories[i]
     }
@@ -463,21 +438,22 @@ impl<S: StoryRecord> RunDoc<S> {
         if let Some(i) = self.index.position_mut(&self.stories, id, story_key) {
             return i;
         }
-        self.stories.push(S::pending(id.to_string()));
+        self.stories
+            .push(StoryState::new(id.to_string(), StoryStatus::Pending));
         self.index.pushed(&self.stories, story_key);
         self.stories.len() - 1
     }
 
     /// Keeps only the stories `keep` says yes to.
-    pub fn retain_stories(&mut self, keep: impl FnMut(&S) -> bool) {
+    pub fn retain_stories(&mut self, keep: impl FnMut(&StoryState) -> bool) {
         self.stories.retain(keep);
         self.index.clear();
         self.order = PlanOrder::default();
     }
 
     /// Puts a whole story record in place of the one with its id (or adds it).
-    pub fn put_story(&mut self, record: S) {
-        let i = self.position_or_add(record.id());
+    pub fn put_story(&mut self, record: StoryState) {
+        let i = self.position_or_add(&record.id);
         self.stories[i] = record;
     }
 
@@ -491,7 +467,7 @@ impl<S: StoryRecord> RunDoc<S> {
     pub fn counts(&self) -> StoryCounts {
         let mut c = StoryCounts::default();
         for s in &self.stories {
-            match s.status() {
+            match s.status {
                 StoryStatus::Complete => c.complete += 1,
                 StoryStatus::Failed => c.failed += 1,
                 StoryStatus::Blocked => c.blocked += 1,
@@ -502,17 +478,13 @@ impl<S: StoryRecord> RunDoc<S> {
     }
 
     /// Takes the run's own fields from `head`, keeping the stories.
-    pub(crate) fn take_run_fields(&mut self, head: RunHead) {
-        let stories = std::mem::take(&mut self.stories);
-        let index = std::mem::take(&mut self.index);
-        let order = std::mem::take(&mut self.order);
-        *self = head.with_stories(stories);
-        self.index = index;
-        self.order = order;
+    pub(crate) fn take_run_fields(&mut self, mut head: RunState) {
+        std::mem::swap(&mut head.stories, &mut self.stories);
+        std::mem::swap(&mut head.index, &mut self.index);
+        std::mem::swap(&mut head.order, &mut self.order);
+        *self = head;
     }
-}
 
-impl RunState {
     /// A fresh state for the given stories (all pending).
     pub fn new(
         run_id: String,
@@ -544,60 +516,14 @@ impl RunState {
     }
 }
 
-/// A story's record left unread: [`RunHead`]'s stories.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Unread;
-
-impl<'de> Deserialize<'de> for Unread {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unread, D::Error> {
-        serde::de::IgnoredAny::deserialize(d).map(|_| Unread)
-    }
-}
-
-impl StoryRecord for Unread {
-    fn id(&self) -> &str {
-        ""
-    }
-    fn status(&self) -> StoryStatus {
-        StoryStatus::Pending
-    }
-    fn pending(_: String) -> Self {
-        Unread
-    }
-}
-
-/// A run as it started, its stories left unread: what `resume` reads
-/// before anything else (how the run was started) from the state document
-/// alone (the whole state is read by the engine, beside the plan).
-pub type RunHead = RunDoc<Unread>;
-
-impl RunHead {
-    /// The latest run of the database at `path`, its stories unread;
-    /// `Ok(None)` when there is none. Errors as [`RunState::load`]'s.
-    pub fn load(path: &Path) -> Result<Option<RunHead>, StateError> {
+impl RunState {
+    /// The latest run of the database at `path`, its stories left unread
+    /// (`stories` is empty); `Ok(None)` when there is none. Errors as
+    /// [`RunState::load`]'s.
+    pub fn load_head(path: &Path) -> Result<Option<RunState>, StateError> {
         match crate::store::connect_existing(path)? {
             Some(conn) => crate::store::latest_head(&conn, path),
             None => Ok(None),
-        }
-    }
-
-    /// The run with `stories` as its records.
-    pub(crate) fn with_stories<S>(self, stories: Vec<S>) -> RunDoc<S> {
-        RunDoc {
-            schema_version: self.schema_version,
-            run_id: self.run_id,
-            prd: self.prd,
-            target_branch: self.target_branch,
-            project_root: self.project_root,
-            status: self.status,
-            pid: self.pid,
-            started_at: self.started_at,
-            updated_at: self.updated_at,
-            options: self.options,
-            cooldowns: self.cooldowns,
-            stories,
-            index: IdIndex::default(),
-            order: PlanOrder::default(),
         }
     }
 }
@@ -625,7 +551,7 @@ impl StoryState {
     }
 }
 
-/// Now, as RFC 3339 in UTC (machine-readable timestamps in state files).
+/// Now, as RFC 3339 in UTC (machine-readable timestamps of the run state).
 pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -13,8 +13,9 @@ pub enum Durability {
     Synced,
     /// Rename only: a crash of cascade leaves the old or the new content,
     /// a crash of the machine may lose the last write. For files rewritten
-    /// on every transition of a run (`state.json`), whose facts git also
-    /// holds; an fsync per transition made them the bottleneck of large runs.
+    /// often during a run (`prd.json`'s statuses, caches), whose facts git
+    /// or the run database also hold; an fsync per write made them the
+    /// bottleneck of large runs.
     Renamed,
 }
 

@@ -11,14 +11,14 @@ use axum::extract::{Path as UrlPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use cascade_engine::state::{RunHead, StoryState, StoryStatus};
+use cascade_engine::state::{RunState, StoryState, StoryStatus};
 use cascade_engine::store::StateFollower;
 use cascade_plan::{Outline, Story};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::glance::{PlanRecords, RunGlance, StoryGlance};
 use crate::plans::{self, Ran};
+use crate::records::PlanRecords;
 use crate::routes::Shared;
 use crate::snapshot::Shape;
 use crate::stamp::FileStamp;
@@ -38,14 +38,14 @@ fn ok(status: StatusCode, body: Value) -> Response {
 /// stories committed since the last look) and the PRD is read again when
 /// it changed on disk.
 ///
-/// The run view reads only what it shows ([`StoryGlance`], the plan's
-/// [`Outline`]). A story's view shows every field of one story: its row of
-/// the run database, and the plan's records kept as text ([`PlanRecords`])
-/// from the first story's view on, the one story shown parsed whole.
+/// The run view reads the stories' records and the plan's [`Outline`]. A
+/// story's view shows every field of one story: its row of the run
+/// database, and the plan's records kept as text ([`PlanRecords`]) from
+/// the first story's view on, the one story shown parsed whole.
 pub(crate) struct RunFiles {
     /// `.cascade/cascade.db`.
     state_path: PathBuf,
-    view: StateFollower<StoryGlance>,
+    view: StateFollower,
     outline: Cached<(Arc<Outline>, Shape)>,
     plan: Cached<PlanRecords>,
 }
@@ -95,7 +95,7 @@ impl Named {
     /// What the latest run of the database at `path` names (one row read,
     /// before its stories are). `None`: no run.
     fn guess(path: &Path) -> Option<Named> {
-        let head = RunHead::load(path).ok()??;
+        let head = RunState::load_head(path).ok()??;
         Some(Named {
             run_id: head.run_id,
             prd: head.prd,
@@ -107,7 +107,7 @@ impl Named {
 /// What the run view is made of, as on disk now: the state, the PRD's path,
 /// the plan's outline and its shape.
 pub(crate) struct RunView<'a> {
-    pub state: Option<&'a RunGlance>,
+    pub state: Option<&'a RunState>,
     pub prd_path: &'a Path,
     pub outline: Option<&'a Outline>,
     pub shape: Option<&'a Shape>,
@@ -186,7 +186,7 @@ impl AppState {
             outline,
             ..
         } = &mut *files;
-        let head = RunHead::load(state_path).map_err(|e| e.to_string())?;
+        let head = RunState::load_head(state_path).map_err(|e| e.to_string())?;
         let path = crate::snapshot::prd_path(head.as_ref(), &self.config.workdir.join("prd.json"));
         let record = cascade_engine::store::story_record(state_path, id)
             .map_err(|e| format!("the run state's record of story '{id}' does not read: {e}"))?;

@@ -1,7 +1,7 @@
 //! `GET /api/run`: the run on show as one JSON document: its stories laid
 //! out by batch with the critical path, the attempts per worker slot, and
-//! the totals. Built from the state file (what is true now, as
-//! [`crate::glance`] reads it), the plan's [`Outline`] (titles,
+//! the totals. Built from the run state (what is true now, the latest run
+//! of the run database), the plan's [`Outline`] (titles,
 //! dependencies) and a [`Summary`] of the run's records (what only the
 //! events say: maximum attempts, skipped stories, cache hits), folded as the
 //! records arrive rather than read again for every snapshot.
@@ -17,18 +17,17 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use cascade_engine::state::{RunDoc, StoryStatus};
+use cascade_engine::state::{AttemptRecord, RunState, StoryState, StoryStatus};
 use cascade_engine::FailureKind;
 use cascade_plan::{Dependencies, Outline};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::glance::{AttemptGlance, RunGlance, StoryGlance};
 use crate::hub::Status;
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
-    pub state: Option<&'a RunGlance>,
+    pub state: Option<&'a RunState>,
     pub prd: Option<&'a Outline>,
     /// The plan's [`Shape`] when the caller keeps it (else it is made).
     pub shape: Option<&'a Shape>,
@@ -277,7 +276,7 @@ impl<'a> Plan<'a> {
     fn of(
         prd: Option<&'a Outline>,
         shape: Option<&'a Shape>,
-        state: Option<&'a RunGlance>,
+        state: Option<&'a RunState>,
     ) -> Plan<'a> {
         match prd {
             Some(p) => Plan {
@@ -673,7 +672,7 @@ impl Snapshot<'_> {
 pub(crate) struct Stories<'a> {
     plan: Plan<'a>,
     /// Story `i`'s record in the state.
-    states: Vec<Option<&'a StoryGlance>>,
+    states: Vec<Option<&'a StoryState>>,
     /// What the records say of the stories, looked up as each story is
     /// made.
     seen: Option<&'a SeenMap>,
@@ -691,7 +690,7 @@ impl<'a> Stories<'a> {
         let s = self.states[i];
         let seen = self.seen.and_then(|m| m.get(self.plan.ids[i]));
         let attempts = s.map_or(&[][..], |s| &s.attempts[..]);
-        let sum = |f: fn(&AttemptGlance) -> Option<u64>| -> Option<u64> {
+        let sum = |f: fn(&AttemptRecord) -> Option<u64>| -> Option<u64> {
             attempts.iter().filter_map(f).reduce(|a, b| a + b)
         };
         // A story that made it keeps its last failure in the state;
@@ -713,7 +712,7 @@ impl<'a> Stories<'a> {
             max_attempts: seen.and_then(|x| x.max_attempts),
             started_at_ms: attempts
                 .first()
-                .and_then(|a| Some(a.started_ms.0? - self.run_start?)),
+                .and_then(|a| Some(unix_ms(&a.started_at)? - self.run_start?)),
             elapsed_ms: self.elapsed[i],
             failure_kind: stands.and_then(|s| s.error_type).map(|k| k.as_str()),
             error: stands.and_then(|s| s.error.as_deref()),
@@ -806,7 +805,7 @@ struct Timeline<'a> {
 /// `i`'s record), each on the lowest worker slot free at its start.
 fn timeline<'a>(
     input: &Input<'a>,
-    states: &[Option<&'a StoryGlance>],
+    states: &[Option<&'a StoryState>],
     seen: Option<&SeenMap>,
     run_start: Option<i64>,
 ) -> Timeline<'a> {
@@ -828,10 +827,10 @@ fn timeline<'a>(
                 .and_then(|m| m.get(&s.id))
                 .is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
-            let Some(start) = rel(a.started_ms.0) else {
+            let Some(start) = rel(unix_ms(&a.started_at)) else {
                 continue;
             };
-            let end = rel(a.finished()).or_else(|| {
+            let end = rel(a.finished_at.as_deref().and_then(unix_ms)).or_else(|| {
                 a.outcome
                     .as_ref()
                     .and(a.duration_ms)
@@ -904,7 +903,7 @@ fn saved_ms(results: &Value) -> u64 {
 /// Each story's record in the state: where the state lists the plan's
 /// stories in its order (as a run writes them), the one at the same
 /// position; else the one its index finds.
-fn records<'a>(ids: &[&str], state: Option<&'a RunGlance>) -> Vec<Option<&'a StoryGlance>> {
+fn records<'a>(ids: &[&str], state: Option<&'a RunState>) -> Vec<Option<&'a StoryState>> {
     let Some(st) = state else {
         return vec![None; ids.len()];
     };
@@ -986,7 +985,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
 
 /// The PRD of the run: the one the state names (relative to where the run
 /// was started), else `fallback` (`./prd.json` where `cascade ui` runs).
-pub(crate) fn prd_path<S>(state: Option<&RunDoc<S>>, fallback: &Path) -> PathBuf {
+pub(crate) fn prd_path(state: Option<&RunState>, fallback: &Path) -> PathBuf {
     prd_named(
         state.map(|s| (s.prd.as_str(), s.project_root.as_str())),
         fallback,
@@ -1201,7 +1200,7 @@ mod tests {
 
     /// A run with a story in every state the page draws, and a plan with
     /// unknown and self dependencies and a story the run never saw.
-    pub(super) fn varied_run() -> (Outline, RunGlance, Summary) {
+    pub(super) fn varied_run() -> (Outline, RunState, Summary) {
         let story = |id: &str, deps: &[&str]| {
             serde_json::json!({"id": id, "title": format!("Title {id}"), "description": "d",
                 "priority": "medium", "dependencies": deps, "status": "pending",
@@ -1260,7 +1259,7 @@ mod tests {
                 {"id": "x", "status": "complete", "attempts": [attempt(1, "bad time", None, None)]},
             ],
         });
-        let state: RunGlance = serde_json::from_value(state).expect("a run state");
+        let state: RunState = serde_json::from_value(state).expect("a run state");
         let mut summary = Summary::default();
         for data in [
             serde_json::json!({"event": "story_started", "story": "a", "max_attempts": 3, "worker": "w1"}),
@@ -1331,17 +1330,15 @@ mod tests {
         String::from_utf8(out).expect("UTF-8")
     }
 
-    /// A fresh run's state of these stories, as the run view reads it.
-    fn glance(ids: impl Iterator<Item = String>) -> RunGlance {
-        let state = cascade_engine::state::RunState::new(
+    /// A fresh run's state of these stories.
+    fn glance(ids: impl Iterator<Item = String>) -> RunState {
+        RunState::new(
             "run-1".into(),
             "prd.json".into(),
             "main".into(),
             "/tmp/p".into(),
             ids,
-        );
-        let text = serde_json::to_string(&state).expect("serializable");
-        serde_json::from_str(&text).expect("a run state")
+        )
     }
 
     /// No story is searched for along a list: each story's record is found

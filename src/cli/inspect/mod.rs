@@ -20,7 +20,7 @@ use super::Failure;
 
 /// A story found in a run's state, with where its artifacts are.
 pub struct Located {
-    /// The state file's run (single run, or the feature's engine of a mega run).
+    /// The run state's run (single run, or the feature's engine of a mega run).
     pub state: RunState,
     /// Position of the story in `state.stories`.
     pub index: usize,

@@ -94,7 +94,7 @@ fn read_legacy(path: &Path, document: &[u8], journal: &[u8]) -> Result<RunState,
         #[serde(default)]
         story: Option<StoryState>,
         #[serde(default)]
-        run: Option<crate::state::RunHead>,
+        run: Option<RunState>,
         #[serde(default)]
         at: Option<String>,
     }

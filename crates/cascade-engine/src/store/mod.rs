@@ -3,18 +3,18 @@
 //! `cascade history`. The tables are in [`schema`]; people query them as
 //! docs/state.md says.
 //!
-//! A running run's state is held by a [`Store`]: the [`RunState`] in
+//! A running run's state is held by a `Store`: the [`RunState`] in
 //! memory, the stories changed since the last commit, and a connection.
-//! Each transition is one small transaction ([`Store::commit`]: the changed
+//! Each transition is one small transaction (`Store::commit`: the changed
 //! stories, their attempts and the run's row), so a `kill -9` at any moment
 //! leaves the last committed transition and nothing half written; there is
 //! no journal to fold and no document to rewrite. Readers ([`RunState::load`],
-//! [`crate::state::RunHead::load`], [`StateFollower`]) open their own
+//! [`RunState::load_head`], [`StateFollower`]) open their own
 //! connections and see the last commit, also while a run writes.
 //!
 //! A repository whose `.cascade/state.json` an older cascade left is
 //! imported once, by the first reader or run that opens the database
-//! ([`import`]).
+//! (the `import` module).
 
 pub mod history;
 mod import;
@@ -191,7 +191,7 @@ impl RunState {
     }
 
     /// Writes the whole state to the database at `path` as its latest run
-    /// (what a run's [`Store`] does when it opens; for tools and tests that
+    /// (what a run's `Store` does when it opens; for tools and tests that
     /// make a state without running one).
     pub fn save(&mut self, path: &Path) -> Result<(), StateError> {
         self.updated_at = crate::state::now_rfc3339();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::de::DeserializeOwned;
 
-use crate::state::{RunDoc, RunHead, RunPhase, StateError, StoryRecord, StoryState, Unread};
+use crate::state::{RunPhase, RunState, StateError, StoryState};
 
 /// The id of the latest run in the database (the one `status` and
 /// `resume` mean), if any.
@@ -19,23 +19,21 @@ pub fn latest_run_id(conn: &Connection) -> rusqlite::Result<Option<String>> {
 }
 
 /// The latest run, its stories read whole; `None`: no run yet.
-pub fn latest<S: StoryRecord + DeserializeOwned>(
-    conn: &Connection,
-    path: &Path,
-) -> Result<Option<RunDoc<S>>, StateError> {
-    let Some(head) = latest_head(conn, path)? else {
+pub fn latest(conn: &Connection, path: &Path) -> Result<Option<RunState>, StateError> {
+    let Some(mut state) = latest_head(conn, path)? else {
         return Ok(None);
     };
     let mut stories = Vec::new();
-    each_record(conn, path, &head.run_id, None, |text| {
+    each_record(conn, path, &state.run_id, None, |text| {
         stories.push(parse(path, text)?);
         Ok(())
     })?;
-    Ok(Some(head.with_stories(stories)))
+    state.stories = stories;
+    Ok(Some(state))
 }
 
 /// The latest run's own fields (its stories unread), if any.
-pub fn latest_head(conn: &Connection, path: &Path) -> Result<Option<RunHead>, StateError> {
+pub fn latest_head(conn: &Connection, path: &Path) -> Result<Option<RunState>, StateError> {
     let db = |e| StateError::db(path, e);
     let Some(id) = latest_run_id(conn).map_err(db)? else {
         return Ok(None);
@@ -51,13 +49,13 @@ pub fn latest_head(conn: &Connection, path: &Path) -> Result<Option<RunHead>, St
     .map(Some)
 }
 
-/// A `runs` row as a [`RunHead`].
-fn head_of(r: &Row<'_>, path: &Path) -> Result<RunHead, StateError> {
+/// A `runs` row as a [`RunState`] without its stories.
+fn head_of(r: &Row<'_>, path: &Path) -> Result<RunState, StateError> {
     let db = |e| StateError::db(path, e);
     let text = |i: usize| r.get::<_, String>(i).map_err(db);
     let status: RunPhase = parse(path, &format!("\"{}\"", text(4)?))?;
     let options: Option<String> = r.get(8).map_err(db)?;
-    Ok(RunHead {
+    Ok(RunState {
         schema_version: super::SCHEMA_VERSION,
         run_id: text(0)?,
         prd: text(1)?,
@@ -69,7 +67,7 @@ fn head_of(r: &Row<'_>, path: &Path) -> Result<RunHead, StateError> {
         updated_at: text(7)?,
         options: options.map(|o| parse(path, &o)).transpose()?,
         cooldowns: parse(path, &text(9)?)?,
-        stories: Vec::<Unread>::new(),
+        stories: Vec::new(),
         index: Default::default(),
         order: Default::default(),
     })
@@ -129,20 +127,19 @@ pub(crate) fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, S
 
 /// Keeps the latest run read from the database current at the cost of what
 /// changed: the stories committed since the last look (for readers that
-/// look again and again, such as the dashboard). What is kept of each story
-/// is `S`: the whole record (the default), or a reader's own owned view.
+/// look again and again, such as the dashboard).
 #[derive(Debug)]
-pub struct StateFollower<S = crate::state::StoryState> {
+pub struct StateFollower {
     path: PathBuf,
     conn: Option<Connection>,
-    state: Option<RunDoc<S>>,
+    state: Option<RunState>,
     /// The run read, how often it had been opened, and the version read.
     seen: Option<(String, i64, i64)>,
 }
 
-impl<S: StoryRecord + DeserializeOwned> StateFollower<S> {
+impl StateFollower {
     /// Follows the database at `path` (nothing read yet).
-    pub fn new(path: &Path) -> StateFollower<S> {
+    pub fn new(path: &Path) -> StateFollower {
         StateFollower {
             path: path.to_path_buf(),
             conn: None,
@@ -152,7 +149,7 @@ impl<S: StoryRecord + DeserializeOwned> StateFollower<S> {
     }
 
     /// The latest run as it is in the database now (`None`: no run yet).
-    pub fn refresh(&mut self) -> Result<Option<&RunDoc<S>>, StateError> {
+    pub fn refresh(&mut self) -> Result<Option<&RunState>, StateError> {
         if self.conn.is_none() {
             self.conn = super::connect_existing(&self.path)?;
         }

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::retry::FailureKind;
-use crate::state::{now_rfc3339, AttemptRecord, RunHead, RunPhase, StoryStatus};
+use crate::state::{now_rfc3339, AttemptRecord, RunPhase, StoryStatus};
 
 fn fresh(n: usize) -> RunState {
     RunState::new(
@@ -65,7 +65,7 @@ fn every_commit_reads_back_and_counts() {
         (agent.as_str(), kind.as_str(), cost),
         ("codex", "quality_gate", 0.25)
     );
-    let head = RunHead::load(&path).unwrap().unwrap();
+    let head = RunState::load_head(&path).unwrap().unwrap();
     assert_eq!((head.run_id.as_str(), head.stories.len()), ("r1", 0));
     store.finish().unwrap();
     let finished: Option<String> = conn
@@ -107,7 +107,7 @@ fn a_new_run_is_the_latest_and_the_old_one_stays() {
 fn a_follower_reads_what_was_committed_since() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(DB_FILE);
-    let mut follower: StateFollower = StateFollower::new(&path);
+    let mut follower = StateFollower::new(&path);
     assert!(follower.refresh().unwrap().is_none());
     let mut store = Store::open(fresh(50), &path).unwrap();
     assert_eq!(follower.refresh().unwrap(), Some(&*store));
