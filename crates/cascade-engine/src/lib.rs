@@ -106,6 +106,7 @@ pub mod race;
 pub mod retry;
 pub mod scheduler;
 pub mod secrets;
+mod spend;
 mod start;
 pub mod state;
 pub(crate) mod steps;

@@ -123,7 +123,7 @@ impl<'a> StoryRun<'a> {
     /// two), in progress in prd.json.
     fn begin(ctx: &'a Arc<Ctx>, story: &'a Story, earlier: u32) -> StoryRun<'a> {
         let id = story.id.clone();
-        let steered = Running::new(ctx, &id);
+        let steered = Running::new(ctx.options.steering.as_ref(), &id);
         let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
         ctx.set_prd_status(&id, Status::InProgress);
         let b = branch.clone();
@@ -174,10 +174,10 @@ impl<'a> StoryRun<'a> {
         let Ok(slot) = ctx.options.acquire_slot(&ctx.cancel).await else {
             return Err(self.back_to_pending());
         };
-        match crate::control::before_attempt(ctx, &self.id).await {
-            crate::control::Go::Ahead => Ok(slot),
-            crate::control::Go::RunExhausted => Err(self.back_to_pending()),
-            crate::control::Go::StoryExhausted(failure) => {
+        match crate::spend::before_attempt(ctx, &self.id).await {
+            crate::spend::Go::Ahead => Ok(slot),
+            crate::spend::Go::RunExhausted => Err(self.back_to_pending()),
+            crate::spend::Go::StoryExhausted(failure) => {
                 let (error, kind) = (failure.error.clone(), failure.kind);
                 ctx.update_story(&self.id, move |s| {
                     s.error = Some(error);
