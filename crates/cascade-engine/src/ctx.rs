@@ -124,6 +124,12 @@ impl Ctx {
         self.state.story(id, f);
     }
 
+    /// One of the story loop's transitions of story `id` (see the
+    /// `transition` module), recorded like [`Ctx::update_story`].
+    pub fn transition(&self, id: &str, transition: crate::transition::Transition) {
+        self.state.transition(id, transition);
+    }
+
     /// Like [`Ctx::update_story`] for the run's own fields (not its stories).
     pub fn update_state(&self, f: impl FnOnce(&mut RunState) + Send + 'static) {
         self.state.send(Change::Run(Box::new(f)));

@@ -111,6 +111,7 @@ mod start;
 pub mod state;
 pub(crate) mod steps;
 mod story;
+mod transition;
 
 pub mod mega;
 

@@ -18,7 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::events::{Event, EventSink};
 use crate::journal::Store;
 use crate::scheduler::{NodeState, Scheduler};
-use crate::state::{RunState, StateError, StoryState, StoryStatus};
+use crate::state::{RunState, StateError, StoryState};
+use crate::transition::Transition;
 
 /// A change of one story's record.
 pub(crate) type StoryChange = Box<dyn FnOnce(&mut StoryState) + Send>;
@@ -27,8 +28,12 @@ pub(crate) type RunChange = Box<dyn FnOnce(&mut RunState) + Send>;
 
 /// What a task asks of the state's owner.
 pub(crate) enum Change {
-    /// A transition of story `id`: applied and committed (with every
-    /// amendment before it).
+    /// One of the story loop's transitions of story `id`: applied and
+    /// committed (with every amendment before it; a start waits for the
+    /// next, see [`Transition::commits`]).
+    Transition { id: String, transition: Transition },
+    /// Another change of story `id` that is written at once (a step's
+    /// record: the agent's pid, a cooldown).
     Story { id: String, change: StoryChange },
     /// A detail of story `id`'s record (log paths, gate results): in
     /// memory until the next transition, which always follows.
@@ -64,7 +69,15 @@ impl<T: WriteFailed + Send> WriteFailed for std::sync::Arc<T> {
 pub(crate) struct StateTx(mpsc::UnboundedSender<Change>);
 
 impl StateTx {
-    /// A transition of story `id` (see [`Change::Story`]).
+    /// One of the story loop's transitions of story `id`.
+    pub fn transition(&self, id: &str, transition: Transition) {
+        self.send(Change::Transition {
+            id: id.to_string(),
+            transition,
+        });
+    }
+
+    /// A change of story `id` written at once (see [`Change::Story`]).
     pub fn story(&self, id: &str, f: impl FnOnce(&mut StoryState) + Send + 'static) {
         self.send(Change::Story {
             id: id.to_string(),
@@ -89,10 +102,7 @@ impl StateTx {
                 .map(|&d| stories[d].clone())
                 .collect();
             let blocked_by = by.clone();
-            self.story(&stories[b], move |s| {
-                s.status = StoryStatus::Blocked;
-                s.blocked_by = blocked_by;
-            });
+            self.transition(&stories[b], Transition::Blocked { by: blocked_by });
             self.emit(Event::StoryBlocked {
                 story: stories[b].clone(),
                 blocked_by: by,
@@ -146,6 +156,15 @@ impl Owner {
     /// work.
     pub fn apply(&mut self, on: &dyn WriteFailed, change: Change) {
         let committed = match change {
+            Change::Transition { id, transition } => {
+                let commits = transition.commits();
+                self.store.change_story(&id, |s| transition.apply(s));
+                if commits {
+                    self.store.commit()
+                } else {
+                    Ok(())
+                }
+            }
             Change::Story { id, change } => {
                 self.store.change_story(&id, change);
                 self.store.commit()
@@ -231,6 +250,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::state::StoryStatus;
 
     /// Collects the failed writes a test expects none of.
     #[derive(Default)]
