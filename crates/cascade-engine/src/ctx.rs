@@ -13,9 +13,8 @@ use cascade_process::CancelToken;
 
 use crate::config::{EngineConfig, ProjectConfig, RunOptions};
 use crate::events::Event;
-use crate::owner::{Change, StateTx};
-use crate::scheduler::{NodeState, Scheduler};
-use crate::state::{RunState, StoryState, StoryStatus};
+use crate::owner::{Change, StateTx, WriteFailed};
+use crate::state::{RunState, StoryState};
 
 /// Everything a story task needs, shared by all of them.
 pub(crate) struct Ctx {
@@ -63,7 +62,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Announces `event` (by the run's loop, after the changes sent before).
     pub fn emit(&self, event: Event) {
-        self.state.send(Change::Event(event));
+        self.state.emit(event);
     }
 
     /// Announces the event `make` builds from the state when its turn
@@ -122,25 +121,18 @@ impl Ctx {
     /// amendment sent before it. A write failure is reported as a notice and
     /// never stops the work.
     pub fn update_story(&self, id: &str, f: impl FnOnce(&mut StoryState) + Send + 'static) {
-        self.state.send(Change::Story {
-            id: id.to_string(),
-            change: Box::new(f),
-        });
+        self.state.story(id, f);
+    }
+
+    /// One of the story loop's transitions of story `id` (see the
+    /// `transition` module), recorded like [`Ctx::update_story`].
+    pub fn transition(&self, id: &str, transition: crate::transition::Transition) {
+        self.state.transition(id, transition);
     }
 
     /// Like [`Ctx::update_story`] for the run's own fields (not its stories).
     pub fn update_state(&self, f: impl FnOnce(&mut RunState) + Send + 'static) {
         self.state.send(Change::Run(Box::new(f)));
-    }
-
-    /// A state write failed: a notice, and the end of the run when the disk
-    /// is full (the file keeps its last complete content).
-    pub fn state_write_failed(&self, e: &crate::state::StateError) {
-        if !self.halt_if_disk_full(&self.state_path, e) {
-            self.emit(Event::Notice {
-                message: format!("could not save the run state: {e}"),
-            });
-        }
     }
 
     /// A step's failure from `error`, met writing under `path`: when that
@@ -158,7 +150,7 @@ impl Ctx {
         crate::failure::Failure::new(kind, message)
     }
 
-    /// A prd.json write failed: as [`Ctx::state_write_failed`].
+    /// A prd.json write failed: as a state write (see [`WriteFailed`]).
     fn prd_write_failed(&self, e: &cascade_plan::PlanError) {
         if !self.halt_if_disk_full(&self.prd_path, e) {
             self.emit(Event::Notice {
@@ -248,6 +240,18 @@ impl Ctx {
     }
 }
 
+impl WriteFailed for Ctx {
+    /// A notice, and the end of the run when the disk is full (the state
+    /// file keeps its last complete content).
+    fn state_write_failed(&self, e: &crate::state::StateError) {
+        if !self.halt_if_disk_full(&self.state_path, e) {
+            self.emit(Event::Notice {
+                message: format!("could not save the run state: {e}"),
+            });
+        }
+    }
+}
+
 pub(crate) fn overrides(o: &RunOptions) -> Overrides {
     Overrides {
         agent: o.agent.clone(),
@@ -268,34 +272,6 @@ pub(crate) fn design_dir(prd_path: &Path, project_root: &Path) -> PathBuf {
         .parent()
         .filter(|d| d.join("design_doc.json").is_file())
         .map_or_else(|| project_root.to_path_buf(), Path::to_path_buf)
-}
-
-/// Records and announces the stories a failure blocked (`blocked`, from
-/// [`Scheduler::fail`]; `stories` are the ids in scheduler order), each with
-/// the dependencies that block it.
-pub(crate) fn announce_blocked(
-    ctx: &Ctx,
-    sched: &Scheduler,
-    stories: &[String],
-    blocked: &[usize],
-) {
-    for &b in blocked {
-        let by: Vec<String> = sched
-            .deps(b)
-            .iter()
-            .filter(|&&d| matches!(sched.state(d), NodeState::Failed | NodeState::Blocked))
-            .map(|&d| stories[d].clone())
-            .collect();
-        let blocked_by = by.clone();
-        ctx.update_story(&stories[b], move |s| {
-            s.status = StoryStatus::Blocked;
-            s.blocked_by = blocked_by;
-        });
-        ctx.emit(Event::StoryBlocked {
-            story: stories[b].clone(),
-            blocked_by: by,
-        });
-    }
 }
 
 /// The branch of a story in this run.

@@ -108,11 +108,13 @@ pub mod retry;
 pub mod routes;
 pub mod scheduler;
 pub mod secrets;
+mod spend;
 mod start;
 pub mod state;
 pub(crate) mod steps;
 pub mod store;
 mod story;
+mod transition;
 
 pub mod mega;
 

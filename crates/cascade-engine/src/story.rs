@@ -35,9 +35,10 @@ use crate::control::steer::Running;
 use crate::ctx::Ctx;
 use crate::events::Event;
 use crate::retry::FailureKind;
-use crate::state::{now_rfc3339, RunState, StoryStatus};
+use crate::state::RunState;
 use crate::steps::race::Race;
 use crate::steps::{run_attempt, Attempt, AttemptEnd, Failure};
+use crate::transition::Transition;
 
 /// How a story's task ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,18 +124,13 @@ impl<'a> StoryRun<'a> {
     /// two), in progress in prd.json.
     fn begin(ctx: &'a Arc<Ctx>, story: &'a Story, earlier: u32) -> StoryRun<'a> {
         let id = story.id.clone();
-        let steered = Running::new(ctx, &id);
+        let steered = Running::new(ctx.options.steering.as_ref(), &id);
         let branch = worktree::branch_name(ctx.feature.as_deref(), &id);
         ctx.set_prd_status(&id, Status::InProgress);
-        let b = branch.clone();
-        ctx.amend_story(&id, move |s| {
-            s.status = StoryStatus::Running;
-            s.branch = Some(b);
-            s.worktree = None;
-            s.error = None;
-            s.error_type = None;
-            s.blocked_by.clear();
-        });
+        let started = Transition::Started {
+            branch: branch.clone(),
+        };
+        ctx.transition(&id, started);
         StoryRun {
             ctx,
             story,
@@ -174,15 +170,12 @@ impl<'a> StoryRun<'a> {
         let Ok(slot) = ctx.options.acquire_slot(&ctx.cancel).await else {
             return Err(self.back_to_pending());
         };
-        match crate::control::before_attempt(ctx, &self.id).await {
-            crate::control::Go::Ahead => Ok(slot),
-            crate::control::Go::RunExhausted => Err(self.back_to_pending()),
-            crate::control::Go::StoryExhausted(failure) => {
+        match crate::spend::before_attempt(ctx, &self.id).await {
+            crate::spend::Go::Ahead => Ok(slot),
+            crate::spend::Go::RunExhausted => Err(self.back_to_pending()),
+            crate::spend::Go::StoryExhausted(failure) => {
                 let (error, kind) = (failure.error.clone(), failure.kind);
-                ctx.update_story(&self.id, move |s| {
-                    s.error = Some(error);
-                    s.error_type = Some(kind);
-                });
+                ctx.transition(&self.id, Transition::NoAttempt { kind, error });
                 Err(self.fail_for_good(self.last_agent(), failure, None).await)
             }
         }
@@ -257,18 +250,13 @@ impl<'a> StoryRun<'a> {
     async fn merged(&mut self, ended: &Ended, commit: String, fast_forward: bool) -> StoryEnd {
         let ctx = self.ctx;
         let id = &self.id;
-        let (agent, number, duration_ms) = (ended.agent.clone(), ended.number, ended.duration_ms);
-        let c = commit.clone();
-        ctx.update_story(id, move |s| {
-            s.status = StoryStatus::Complete;
-            s.merge_commit = Some(c);
-            s.agent = Some(agent);
-            if let Some(a) = s.attempt_mut(number) {
-                a.outcome = Some("passed".into());
-                a.finished_at = Some(now_rfc3339());
-                a.duration_ms = Some(duration_ms);
-            }
-        });
+        let record = Transition::Merged {
+            commit: commit.clone(),
+            agent: ended.agent.clone(),
+            attempt: ended.number,
+            duration_ms: ended.duration_ms,
+        };
+        ctx.transition(id, record);
         ctx.set_prd_status(id, Status::Complete);
         if let Some(p) = self.held.take() {
             let c = Arc::clone(ctx);
@@ -297,17 +285,11 @@ impl<'a> StoryRun<'a> {
     /// The attempt was interrupted (Ctrl-C, a full disk, the run's budget):
     /// it is recorded as such and the story goes back to pending.
     fn interrupted(&mut self, ended: &Ended) -> StoryEnd {
-        let (number, duration_ms) = (ended.number, ended.duration_ms);
-        self.ctx.update_story(&self.id, move |s| {
-            s.status = StoryStatus::Pending;
-            if let Some(a) = s.attempt_mut(number) {
-                if a.outcome.is_none() {
-                    a.outcome = Some(crate::state::INTERRUPTED.into());
-                    a.finished_at = Some(now_rfc3339());
-                    a.duration_ms = Some(duration_ms);
-                }
-            }
-        });
+        let interrupted = Transition::Interrupted {
+            attempt: ended.number,
+            duration_ms: ended.duration_ms,
+        };
+        self.ctx.transition(&self.id, interrupted);
         self.ctx.set_prd_status(&self.id, Status::Pending);
         StoryEnd::Interrupted
     }
@@ -374,8 +356,7 @@ impl<'a> StoryRun<'a> {
     /// The story stops short of an attempt's end (the run is stopping, its
     /// budget is spent): pending again, for a resume.
     fn back_to_pending(&self) -> StoryEnd {
-        self.ctx
-            .update_story(&self.id, |s| s.status = StoryStatus::Pending);
+        self.ctx.transition(&self.id, Transition::Pending);
         self.ctx.set_prd_status(&self.id, Status::Pending);
         StoryEnd::Interrupted
     }
@@ -406,11 +387,10 @@ impl<'a> StoryRun<'a> {
             None => worktree::path_for(&ctx.paths, branch),
         };
         let kept = kept.display().to_string();
-        let k = kept.clone();
-        ctx.update_story(id, move |s| {
-            s.status = StoryStatus::Failed;
-            s.worktree = Some(k);
-        });
+        let record = Transition::Failed {
+            worktree: kept.clone(),
+        };
+        ctx.transition(id, record);
         ctx.set_prd_status(id, Status::Pending);
         let failed = Event::StoryFailed {
             story: id.clone(),
@@ -436,19 +416,14 @@ fn record_failure(
     duration_ms: u64,
     failure: &Failure,
 ) {
-    let (a, error, kind) = (agent.to_string(), failure.error.clone(), failure.kind);
-    ctx.update_story(id, move |s| {
-        s.error = Some(error.clone());
-        s.error_type = Some(kind);
-        s.agent = Some(a);
-        if let Some(at) = s.attempt_mut(number) {
-            at.outcome = Some("failed".into());
-            at.finished_at = Some(now_rfc3339());
-            at.duration_ms = Some(duration_ms);
-            at.error = Some(error);
-            at.error_type = Some(kind);
-        }
-    });
+    let failed = Transition::AttemptFailed {
+        agent: agent.to_string(),
+        attempt: number,
+        duration_ms,
+        kind: failure.kind,
+        error: failure.error.clone(),
+    };
+    ctx.transition(id, failed);
     ctx.emit(Event::AttemptFailed {
         story: id.to_string(),
         agent: agent.to_string(),

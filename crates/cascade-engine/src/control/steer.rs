@@ -40,6 +40,7 @@ use cascade_process::{AbortOnDrop, CancelToken};
 use tokio::sync::{oneshot, watch, Notify};
 
 use crate::events::Event;
+use crate::owner::StateTx;
 use crate::scheduler::{NodeState, Scheduler};
 use crate::state::StoryStatus;
 
@@ -356,8 +357,9 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    pub fn new(ctx: &crate::ctx::Ctx, id: &str) -> Running {
-        let steer = ctx.options.steering.clone();
+    /// `steering`: the run's, when someone steers it.
+    pub fn new(steering: Option<&Steering>, id: &str) -> Running {
+        let steer = steering.cloned();
         let token = match &steer {
             Some(s) => s.story_started(id),
             None => CancelToken::new(),
@@ -400,24 +402,28 @@ impl Drop for Running {
 
 /// What the agent of story `id` runs under: the run's agent token, or,
 /// in a steered run, that or the story's own.
-pub(crate) fn agent_cancel(ctx: &crate::ctx::Ctx, id: &str) -> (CancelToken, Option<AbortOnDrop>) {
-    let own = ctx.options.steering.as_ref().and_then(|s| s.token(id));
-    match own {
+/// `agents`: the run's agent token.
+pub(crate) fn agent_cancel(
+    steering: Option<&Steering>,
+    agents: &CancelToken,
+    id: &str,
+) -> (CancelToken, Option<AbortOnDrop>) {
+    match steering.and_then(|s| s.token(id)) {
         Some(t) => {
-            let (c, g) = either(&ctx.control.agents_cancel, &t);
+            let (c, g) = either(agents, &t);
             (c, Some(g))
         }
-        None => (ctx.control.agents_cancel.clone(), None),
+        None => (agents.clone(), None),
     }
 }
 
 /// The output callback of story `id`'s agent (attempt `n`), when someone watches.
 pub(crate) fn output_lines(
-    ctx: &crate::ctx::Ctx,
+    steering: Option<&Steering>,
     id: &str,
     n: u32,
 ) -> Option<cascade_agents::exec::OutputLines> {
-    let steer = ctx.options.steering.as_ref()?;
+    let steer = steering?;
     let hook = steer.output_hook()?;
     let (feature, id) = (steer.feature.clone(), id.to_string());
     Some(cascade_agents::exec::OutputLines(Arc::new(move |line| {
@@ -441,19 +447,25 @@ pub(crate) fn either(a: &CancelToken, b: &CancelToken) -> (CancelToken, AbortOnD
 }
 
 /// Takes the waiting requests: run by the engine's main loop between two
-/// scheduling decisions. `stories` are the plan's ids in scheduler order.
-pub(crate) fn apply(ctx: &crate::ctx::Ctx, sched: &mut Scheduler, stories: &[String]) {
-    let Some(steer) = ctx.options.steering.as_ref() else {
+/// scheduling decisions. `stories` are the plan's ids in scheduler order;
+/// the state changes and events go to the loop through `tx`.
+pub(crate) fn apply(
+    steering: Option<&Steering>,
+    tx: &StateTx,
+    sched: &mut Scheduler,
+    stories: &[String],
+) {
+    let Some(steer) = steering else {
         return;
     };
     for req in steer.take() {
         let outcome = match req.feature.as_deref() {
             // Asked of a plain run's engine.
             Some(f) if steer.feature() != Some(f) => Err(Refusal::NotMega(f.to_string())),
-            _ => decide(ctx, steer, sched, stories, &req.action),
+            _ => decide(tx, steer, sched, stories, &req.action),
         };
         // A feature engine's events get its feature from the mega run.
-        answer(req, outcome, |_, e| ctx.emit(e));
+        answer(req, outcome, |_, e| tx.emit(e));
     }
 }
 
@@ -508,7 +520,7 @@ pub(crate) fn serve_run(
 }
 
 fn decide(
-    ctx: &crate::ctx::Ctx,
+    tx: &StateTx,
     steer: &Steering,
     sched: &mut Scheduler,
     stories: &[String],
@@ -536,12 +548,12 @@ fn decide(
                 NodeState::Waiting => {
                     let error = "cancelled before it started".to_string();
                     let e = error.clone();
-                    ctx.update_story(id, move |s| {
+                    tx.story(id, move |s| {
                         s.status = StoryStatus::Failed;
                         s.error_type = Some(crate::FailureKind::Cancelled);
                         s.error = Some(e);
                     });
-                    ctx.emit(Event::StoryFailed {
+                    tx.emit(Event::StoryFailed {
                         story: id.clone(),
                         agent: "none".into(),
                         attempts: 0,
@@ -552,7 +564,7 @@ fn decide(
                         worker: None,
                     });
                     let blocked = sched.fail(i);
-                    crate::ctx::announce_blocked(ctx, sched, stories, &blocked);
+                    tx.blocked(sched, stories, &blocked);
                     Ok(format!("{id}: cancelled before it started"))
                 }
                 state => Err(Refusal::NotCancellable {
@@ -571,13 +583,13 @@ fn decide(
             }
             lock(&steer.desk.cancelled).remove(id);
             let unblocked = sched.requeue(i);
-            ctx.update_story(id, |s| {
+            tx.story(id, |s| {
                 s.status = StoryStatus::Pending;
                 s.error = None;
                 s.error_type = None;
             });
             for &u in &unblocked {
-                ctx.update_story(&stories[u], |s| {
+                tx.story(&stories[u], |s| {
                     s.status = StoryStatus::Pending;
                     s.blocked_by.clear();
                 });

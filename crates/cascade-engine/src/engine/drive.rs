@@ -46,10 +46,10 @@ pub(super) async fn drive(
         let c = Arc::clone(&ctx);
         AbortOnDrop(tokio::spawn(async move {
             tokio::time::sleep(left).await;
-            crate::control::recheck_run_budget(&c);
+            crate::spend::recheck_run_budget(&c);
         }))
     });
-    crate::control::check_run_budget(&ctx, &run.owner.store);
+    crate::spend::check_run_budget(&ctx, &run.owner.store);
     // The base is judged before any agent: a required gate red there
     // stops the run (see steps::base).
     let pending = run
@@ -86,7 +86,7 @@ async fn run_loop(
     let steer = ctx.options.steering.clone();
     let _attached = steer.as_ref().map(crate::control::steer::Attached::new);
     loop {
-        crate::control::steer::apply(&ctx, &mut run.sched, &run.ids);
+        crate::control::steer::apply(steer.as_ref(), &ctx.state, &mut run.sched, &run.ids);
         run.owner.drain(&ctx);
         let held = steer.as_ref().is_some_and(|s| s.is_paused());
         if cancel.is_cancelled() || ctx.halted() || ctx.control.budget.exhausted().is_some() {
@@ -185,7 +185,7 @@ fn story_ended(run: &mut Recovered, l: &mut Loop, i: usize, end: StoryEnd) {
         StoryEnd::Merged => sched.complete(i),
         StoryEnd::Failed => {
             let blocked = sched.fail(i);
-            crate::ctx::announce_blocked(ctx, sched, &run.ids, &blocked);
+            ctx.state.blocked(sched, &run.ids, &blocked);
         }
         StoryEnd::Interrupted => {
             sched.release(i);

@@ -46,7 +46,7 @@ pub(super) async fn finish(
             reason: paused_reason(options.mode),
         });
     }
-    crate::control::report_unknown_spend(&ctx, &run.owner.store);
+    crate::spend::report_unknown_spend(&ctx, &run.owner.store);
     ctx.flush_prd();
     ctx.update_state(move |st| st.status = status.into());
     run.owner.finish(&ctx);

@@ -128,7 +128,7 @@ async fn execute(a: &mut Attempt<'_>, executor: &ExecutorHandle, job: Job) -> Re
     };
     a.worker = Some(worker.clone());
     record(a, &report, resolving);
-    crate::control::recheck_run_budget(ctx);
+    crate::spend::recheck_run_budget(ctx);
     match report.outcome {
         JobOutcome::Passed { commit } => Ok(commit),
         JobOutcome::Failed { failure } => Err(failure.into()),

@@ -41,8 +41,10 @@ pub(super) async fn run(
     let _permit = admit(a).await?;
     // Steered runs: a cancel request for this story stops its agent too,
     // and whoever watches gets the agent's lines.
-    let (cancel, _link) = crate::control::steer::agent_cancel(ctx, id);
-    req.on_output = crate::control::steer::output_lines(ctx, id, a.number);
+    let steering = ctx.options.steering.as_ref();
+    let (cancel, _link) =
+        crate::control::steer::agent_cancel(steering, &ctx.control.agents_cancel, id);
+    req.on_output = crate::control::steer::output_lines(steering, id, a.number);
     let run = execute(&assigned.def, req, on_spawn, &cancel)
         .await
         .map_err(|e| {
@@ -65,7 +67,7 @@ pub(super) async fn run(
     record_run(a, &assigned.def, &run);
     // What it spent may exhaust the run's budget (with --hard-budget this
     // stops the running work, this agent's gates included).
-    crate::control::recheck_run_budget(ctx);
+    crate::spend::recheck_run_budget(ctx);
     if run.outcome.cancelled || ctx.cancel.is_cancelled() {
         return Err(Stop::Interrupted);
     }
