@@ -13,8 +13,8 @@ use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
 use cascade_engine::mega::live::LivePorts;
 use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSummary, PlanInput};
-use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
-use cascade_engine::{Event, EventSink};
+use cascade_engine::mega::{FeatureStatus, MegaError, MegaState};
+use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args, Subcommand};
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::run_flags::{self, Invocation, ModeArg, RunFlags, RUN_AFTER_HELP};
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use super::{CliResult, Failure, Global, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
 pub enum MegaCommand {
@@ -167,15 +167,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         out!("{}", status_text(&summary.state));
     }
     print_failures(&summary.state);
-    Ok(match summary.status {
-        // Ctrl-C at the prompt between batches ends the run as "paused".
-        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
-        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
-        MegaRunStatus::Interrupted => stop.exit_code(),
-        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
-            EXIT_FAILED
-        }
-    })
+    Ok(super::run_cmd::exit_code(summary.status, &stop))
 }
 
 /// The mega-plan `mega approve` runs: `--mega`, else the one found, loaded
@@ -302,7 +294,7 @@ fn run_live(
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
-    let sink = after_start(
+    let sink = super::run_cmd::note_after_start(
         notifier.wrap(Arc::new(move |e: &Event| printer.print(e))),
         notice,
     );
@@ -356,7 +348,7 @@ fn dry_run(
     let state = MegaState::load(&paths.cascade_dir())
         .ok()
         .flatten()
-        .filter(|s| s.plan == plan.path && s.status != MegaRunStatus::Closed);
+        .filter(|s| s.plan == plan.path && s.status != RunStatus::Closed);
     let plan_dir = plan.path.parent().unwrap_or(cwd);
     let loaded =
         cascade_agents::AgentsConfig::load(agents.as_deref(), cwd).map_err(Failure::usage)?;
@@ -464,7 +456,7 @@ fn restore(
         return Ok(None); // the run says what is wrong
     };
     let state = MegaState::load(&paths.cascade_dir()).map_err(mega_failure)?;
-    let Some(state) = state.filter(|s| s.status != MegaRunStatus::Closed) else {
+    let Some(state) = state.filter(|s| s.status != RunStatus::Closed) else {
         return Err(Failure::usage(anyhow!(
             "there is no mega run to resume in '{}'; start one with `cascade mega approve`",
             paths.main_root.display()
@@ -480,23 +472,6 @@ fn restore(
         a.mega = Some(state.plan.clone());
     }
     Ok(r.message())
-}
-
-/// `sink`, followed by a notice with `message` right after `mega_started`.
-fn after_start(sink: EventSink, message: Option<String>) -> EventSink {
-    let Some(message) = message else {
-        return sink;
-    };
-    let pending = Mutex::new(Some(message));
-    Arc::new(move |e: &Event| {
-        sink(e);
-        if matches!(e, Event::MegaStarted { .. }) {
-            let message = pending.lock().ok().and_then(|mut m| m.take());
-            if let Some(message) = message {
-                sink(&Event::MegaNotice { message });
-            }
-        }
-    })
 }
 
 /// Asks on the terminal whether to run the next batch (default yes).
@@ -765,7 +740,7 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     for f in state.features.values_mut() {
         f.worktree = None;
     }
-    state.status = MegaRunStatus::Closed;
+    state.status = RunStatus::Closed;
     state.pid = None;
     state.save(&dir).map_err(Failure::failed)?;
     for r in &removed {
@@ -810,10 +785,10 @@ fn load_state(dir: &Path) -> Result<MegaState, Failure> {
 }
 
 /// The status to show: a `running` state whose process is gone was killed.
-fn effective_status(s: &MegaState) -> MegaRunStatus {
+fn effective_status(s: &MegaState) -> RunStatus {
     match (s.status, s.pid) {
-        (MegaRunStatus::Running, Some(pid)) if !cascade_process::pid_alive(pid) => {
-            MegaRunStatus::Interrupted
+        (RunStatus::Running, Some(pid)) if !cascade_process::pid_alive(pid) => {
+            RunStatus::Interrupted
         }
         (st, _) => st,
     }
@@ -905,7 +880,7 @@ pub fn status_text(s: &MegaState) -> String {
         s.target_branch,
         st
     ));
-    if st == MegaRunStatus::Interrupted {
+    if st == RunStatus::Interrupted {
         out.push_str("  (interrupted: `cascade mega resume` continues)\n");
     }
     let width = s.features.keys().map(String::len).max().unwrap_or(4).max(4);

@@ -11,7 +11,7 @@ use tokio::sync::{Notify, Semaphore};
 use super::ports::{FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
 use super::prd_gen::{AuthorError, PrdCheck};
 use super::run::{run_mega, FeatureSpec, MegaOptions, PlanInput};
-use super::state::{FeatureStatus, MegaRunStatus};
+use super::state::FeatureStatus;
 use crate::control::steer::{Action, Steering};
 use crate::events::{Event, RunStatus, StoryCounts};
 
@@ -123,7 +123,7 @@ fn spec(name: &str, deps: &[&str]) -> FeatureSpec {
     }
 }
 
-async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (MegaRunStatus, Vec<Event>) {
+async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (RunStatus, Vec<Event>) {
     run_into(fake, root, parallel, None).await
 }
 
@@ -132,7 +132,7 @@ async fn run_into(
     root: &Path,
     parallel: usize,
     target: Option<&str>,
-) -> (MegaRunStatus, Vec<Event>) {
+) -> (RunStatus, Vec<Event>) {
     run_steered(fake, root, parallel, target, None, |_| {}).await
 }
 
@@ -144,7 +144,7 @@ async fn run_steered(
     target: Option<&str>,
     steering: Option<Steering>,
     watch: impl Fn(&Event) + Send + Sync + 'static,
-) -> (MegaRunStatus, Vec<Event>) {
+) -> (RunStatus, Vec<Event>) {
     let plan = PlanInput {
         path: root.join("mega-plan.json"),
         goal: "g".into(),
@@ -185,7 +185,7 @@ async fn parallel_is_shared_and_everything_lands() {
         ..Default::default()
     });
     let (status, events) = run(fake.clone(), tmp.path(), 4).await;
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     let mut shares = fake.shares.lock().unwrap().clone();
     shares.sort_by(|x, y| x.0.cmp(&y.0));
     let names: Vec<&str> = shares.iter().map(|s| s.0.as_str()).collect();
@@ -213,7 +213,7 @@ async fn failing_target_gates_block_later_batches() {
     let tmp = repo();
     let fake = Arc::new(Fake::default());
     let (status, events) = run(fake.clone(), tmp.path(), 1).await;
-    assert_eq!(status, MegaRunStatus::Failed);
+    assert_eq!(status, RunStatus::Failed);
     let state = super::MegaState::load(&tmp.path().join(".cascade"))
         .unwrap()
         .unwrap();
@@ -244,7 +244,7 @@ async fn target_not_checked_out_gets_its_gates_in_a_throwaway_worktree() {
         ..Default::default()
     });
     let (status, _) = run_into(fake.clone(), tmp.path(), 2, Some("release")).await;
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     let dirs = fake.gate_dirs.lock().unwrap().clone();
     // Once per batch, on the merged target (a is in it), and once on b's
     // merge (integration gating: a landed after b started), never in the
@@ -302,7 +302,7 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
     assert_eq!(state.feature("c").unwrap().status, FeatureStatus::Pending);
     assert!(steering.request(Action::Resume, None, "ui").await.is_ok());
     let (status, events) = run.await.unwrap();
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     // In order: the pause (answered as the run's own control event), batch
     // 1, the wait, the resume, batch 2.
     let said: Vec<String> = events
