@@ -24,6 +24,8 @@ struct Fake {
     gate_dirs: Mutex<Vec<(std::path::PathBuf, bool)>>,
     /// Feature `a` says it started (first) and waits to be released (second).
     hold_a: Option<(Arc<Notify>, Arc<Notify>)>,
+    /// The feature whose stories fail.
+    failing: Option<&'static str>,
 }
 
 impl MegaPorts for Fake {
@@ -56,6 +58,17 @@ impl MegaPorts for Fake {
         if let (Some((started, release)), "a") = (&self.hold_a, run.feature.as_str()) {
             started.notify_one();
             release.notified().await;
+        }
+        if self.failing == Some(run.feature.as_str()) {
+            return FeatureOutcome {
+                status: RunStatus::Failed,
+                stories: StoryCounts {
+                    failed: 1,
+                    ..Default::default()
+                },
+                failures: vec!["story-001: quality gate 'tests' failed".into()],
+                error: None,
+            };
         }
         std::fs::write(run.worktree.join(format!("{}.txt", run.feature)), "x").unwrap();
         cascade_git::commit::commit_all(&run.worktree, &run.feature).unwrap();
@@ -317,4 +330,58 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
         })
         .collect();
     assert_eq!(said, ["batch 1", "pause", "waits", "resume", "batch 2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_feature_blocks_its_dependents_and_their_batch_never_starts() {
+    let tmp = repo();
+    let fake = Arc::new(Fake {
+        gates_pass: true,
+        failing: Some("a"),
+        ..Default::default()
+    });
+    let (status, events) = run(fake.clone(), tmp.path(), 2).await;
+    assert_eq!(status, RunStatus::Failed);
+    let state = super::MegaState::load(&tmp.path().join(".cascade"))
+        .unwrap()
+        .unwrap();
+    let a = state.feature("a").unwrap();
+    assert_eq!(a.status, FeatureStatus::Failed);
+    assert_eq!(
+        a.failure.as_ref().map(|f| f.kind),
+        Some(super::FailureKind::StoriesFailed)
+    );
+    assert_eq!(state.feature("b").unwrap().status, FeatureStatus::Complete);
+    let c = state.feature("c").unwrap();
+    assert_eq!(
+        (c.status, c.blocked_by.as_deref()),
+        (FeatureStatus::Blocked, Some("a"))
+    );
+    // c never ran, and batch 2 (only c) was never started.
+    let ran: Vec<String> = fake
+        .shares
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.0.clone())
+        .collect();
+    assert!(!ran.contains(&"c".to_string()), "{ran:?}");
+    let said: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FeatureBatchStarted { batch, .. } => Some(format!("batch {batch}")),
+            Event::FeatureFailed { feature, .. } => Some(format!("{feature} failed")),
+            Event::FeatureMerged { feature, .. } => Some(format!("{feature} merged")),
+            Event::FeatureBlocked {
+                feature,
+                blocked_by,
+            } => Some(format!("{feature} blocked by {blocked_by}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        ["batch 1", "a failed", "b merged", "c blocked by a"],
+        "{said:?}"
+    );
 }
