@@ -21,6 +21,7 @@ use clap::{ArgMatches, Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::report::terminal;
 use super::run_flags::{self, Invocation, ModeArg, RunFlags, RUN_AFTER_HELP};
 use super::{CliResult, Failure, Global, EXIT_OK};
 
@@ -544,11 +545,12 @@ impl Printer {
     }
 }
 
-/// The plain text line of a mega event (engine events prefixed by their feature).
+/// The plain text line of a mega event (a feature's engine events as a
+/// plain run prints them, prefixed by the feature).
 fn describe(e: &Event) -> Option<String> {
     Some(match e {
         Event::Feature(f) => {
-            return describe_story(&f.event).map(|l| format!("[{}] {l}", f.feature));
+            return terminal::describe(&f.event, false).map(|l| format!("[{}] {l}", f.feature));
         }
         Event::MegaStarted {
             plan,
@@ -632,66 +634,8 @@ fn describe(e: &Event) -> Option<String> {
             "mega run {status}: {} complete, {} failed, {} blocked, {} pending",
             features.complete, features.failed, features.blocked, features.pending
         ),
-        other => return describe_story(other),
-    })
-}
-
-/// The plain line of a story event inside a feature (the important ones only;
-/// `--json` has them all).
-fn describe_story(e: &cascade_engine::Event) -> Option<String> {
-    use cascade_engine::Event as E;
-    Some(match e {
-        E::StoryStarted {
-            story,
-            agent,
-            attempt,
-            max_attempts,
-            pid,
-            ..
-        } => {
-            format!("{story}: started via {agent} (attempt {attempt}/{max_attempts}, pid {pid})")
-        }
-        E::AttemptFailed {
-            story,
-            attempt,
-            error,
-            ..
-        } => {
-            format!("{story}: attempt {attempt} failed: {error}")
-        }
-        E::RetryScheduled {
-            story,
-            attempt,
-            agent,
-            ..
-        } => {
-            format!("{story}: retry {attempt} via {agent}")
-        }
-        E::StoryMerged {
-            story,
-            target_branch,
-            ..
-        } => format!("{story}: merged into {target_branch}"),
-        E::MergeConflict { story, files, .. } => {
-            format!("{story}: merge conflict in {}", files.join(", "))
-        }
-        E::StoryFailed {
-            story,
-            error,
-            branch,
-            ..
-        } => {
-            format!("{story}: FAILED: {error} (branch {branch})")
-        }
-        E::StoryBlocked { story, blocked_by } => {
-            format!("{story}: blocked by {}", blocked_by.join(", "))
-        }
-        E::Notice { message } => format!("note: {message}"),
-        // Said as a plain run says them.
-        E::MergeStarted { .. } | E::Control { .. } => {
-            return super::report::terminal::describe(e, false)
-        }
-        _ => return None,
+        // The engine's own events are said as a plain run says them.
+        other => return terminal::describe(other, false),
     })
 }
 
