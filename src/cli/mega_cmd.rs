@@ -654,7 +654,7 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     let open: Vec<String> = state
         .ordered_features()
         .filter(|(_, f)| f.status != FeatureStatus::Complete)
-        .map(|(n, f)| format!("{n} ({})", f.status))
+        .map(|(n, f)| format!("{n} ({})", f.status.as_str()))
         .collect();
     if !open.is_empty() && !a.force {
         return Err(Failure::failed(anyhow!(

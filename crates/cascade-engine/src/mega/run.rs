@@ -689,7 +689,10 @@ fn block<'a, P: MegaPorts>(
     for name in names {
         let by = match gates_broken {
             Some(b) => format!("the gates failing on the target branch after batch {b}"),
-            None => first_unlanded_dep(ctx, name).unwrap_or_default(),
+            // The first dependency not merged into the target.
+            None => (ctx.specs.get(name).map(|s| s.dependencies.iter()))
+                .and_then(|mut deps| deps.find(|d| !ctx.landed(d)).cloned())
+                .unwrap_or_default(),
         };
         ctx.update(name, |f| {
             f.status = FeatureStatus::Blocked;
@@ -701,12 +704,6 @@ fn block<'a, P: MegaPorts>(
             blocked_by: by,
         });
     }
-}
-
-/// The first dependency of `name` that is not merged into the target.
-fn first_unlanded_dep<P: MegaPorts>(ctx: &Ctx<P>, name: &str) -> Option<String> {
-    let spec = ctx.specs.get(name)?;
-    spec.dependencies.iter().find(|d| !ctx.landed(d)).cloned()
 }
 
 /// The run's end: its status (the one it stopped with, else completed when

@@ -55,12 +55,6 @@ impl FeatureStatus {
     }
 }
 
-impl std::fmt::Display for FeatureStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Why a feature failed: the engine's one failure classification.
 pub use crate::retry::FailureKind;
 
