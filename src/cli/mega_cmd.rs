@@ -13,16 +13,17 @@ use anyhow::anyhow;
 use cascade_agents::resolve::Overrides;
 use cascade_engine::mega::live::LivePorts;
 use cascade_engine::mega::run::{run_mega, Confirm, MegaOptions, MegaSummary, PlanInput};
-use cascade_engine::mega::{FeatureStatus, MegaError, MegaRunStatus, MegaState};
-use cascade_engine::{Event, EventSink};
+use cascade_engine::mega::{FeatureStatus, MegaError, MegaState};
+use cascade_engine::{Event, EventSink, RunStatus};
 use cascade_plan::paths::PlanKind;
 use cascade_process::CancelToken;
 use clap::{ArgMatches, Args, Subcommand};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::report::terminal;
 use super::run_flags::{self, Invocation, ModeArg, RunFlags, RUN_AFTER_HELP};
-use super::{CliResult, Failure, Global, EXIT_FAILED, EXIT_OK};
+use super::{CliResult, Failure, Global, EXIT_OK};
 
 #[derive(Debug, Subcommand)]
 pub enum MegaCommand {
@@ -167,15 +168,7 @@ fn approve(g: &Global, mut a: MegaApproveArgs, resume: Option<Option<&ArgMatches
         out!("{}", status_text(&summary.state));
     }
     print_failures(&summary.state);
-    Ok(match summary.status {
-        // Ctrl-C at the prompt between batches ends the run as "paused".
-        MegaRunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
-        MegaRunStatus::Completed | MegaRunStatus::Paused | MegaRunStatus::Closed => EXIT_OK,
-        MegaRunStatus::Interrupted => stop.exit_code(),
-        MegaRunStatus::Failed | MegaRunStatus::Running | MegaRunStatus::BudgetExhausted => {
-            EXIT_FAILED
-        }
-    })
+    Ok(super::run_cmd::exit_code(summary.status, &stop))
 }
 
 /// The mega-plan `mega approve` runs: `--mega`, else the one found, loaded
@@ -311,7 +304,7 @@ fn run_live(
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
     let notifier = super::notify::Notifier::new(flags.notify_argv());
-    let sink = after_start(
+    let sink = super::run_cmd::note_after_start(
         notifier.wrap(Arc::new(move |e: &Event| printer.print(e))),
         notice,
     );
@@ -365,7 +358,7 @@ fn dry_run(
     let state = MegaState::load(&paths.cascade_dir())
         .ok()
         .flatten()
-        .filter(|s| s.plan == plan.path && s.status != MegaRunStatus::Closed);
+        .filter(|s| s.plan == plan.path && s.status != RunStatus::Closed);
     let plan_dir = plan.path.parent().unwrap_or(cwd);
     let loaded =
         cascade_agents::AgentsConfig::load(agents.as_deref(), cwd).map_err(Failure::usage)?;
@@ -473,7 +466,7 @@ fn restore(
         return Ok(None); // the run says what is wrong
     };
     let state = MegaState::load(&paths.cascade_dir()).map_err(mega_failure)?;
-    let Some(state) = state.filter(|s| s.status != MegaRunStatus::Closed) else {
+    let Some(state) = state.filter(|s| s.status != RunStatus::Closed) else {
         return Err(Failure::usage(anyhow!(
             "there is no mega run to resume in '{}'; start one with `cascade mega approve`",
             paths.main_root.display()
@@ -489,23 +482,6 @@ fn restore(
         a.mega = Some(state.plan.clone());
     }
     Ok(r.message())
-}
-
-/// `sink`, followed by a notice with `message` right after `mega_started`.
-fn after_start(sink: EventSink, message: Option<String>) -> EventSink {
-    let Some(message) = message else {
-        return sink;
-    };
-    let pending = Mutex::new(Some(message));
-    Arc::new(move |e: &Event| {
-        sink(e);
-        if matches!(e, Event::MegaStarted { .. }) {
-            let message = pending.lock().ok().and_then(|mut m| m.take());
-            if let Some(message) = message {
-                sink(&Event::MegaNotice { message });
-            }
-        }
-    })
 }
 
 /// Asks on the terminal whether to run the next batch (default yes).
@@ -578,11 +554,12 @@ impl Printer {
     }
 }
 
-/// The plain text line of a mega event (engine events prefixed by their feature).
+/// The plain text line of a mega event (a feature's engine events as a
+/// plain run prints them, prefixed by the feature).
 fn describe(e: &Event) -> Option<String> {
     Some(match e {
         Event::Feature(f) => {
-            return describe_story(&f.event).map(|l| format!("[{}] {l}", f.feature));
+            return terminal::describe(&f.event, false).map(|l| format!("[{}] {l}", f.feature));
         }
         Event::MegaStarted {
             plan,
@@ -666,66 +643,8 @@ fn describe(e: &Event) -> Option<String> {
             "mega run {status}: {} complete, {} failed, {} blocked, {} pending",
             features.complete, features.failed, features.blocked, features.pending
         ),
-        other => return describe_story(other),
-    })
-}
-
-/// The plain line of a story event inside a feature (the important ones only;
-/// `--json` has them all).
-fn describe_story(e: &cascade_engine::Event) -> Option<String> {
-    use cascade_engine::Event as E;
-    Some(match e {
-        E::StoryStarted {
-            story,
-            agent,
-            attempt,
-            max_attempts,
-            pid,
-            ..
-        } => {
-            format!("{story}: started via {agent} (attempt {attempt}/{max_attempts}, pid {pid})")
-        }
-        E::AttemptFailed {
-            story,
-            attempt,
-            error,
-            ..
-        } => {
-            format!("{story}: attempt {attempt} failed: {error}")
-        }
-        E::RetryScheduled {
-            story,
-            attempt,
-            agent,
-            ..
-        } => {
-            format!("{story}: retry {attempt} via {agent}")
-        }
-        E::StoryMerged {
-            story,
-            target_branch,
-            ..
-        } => format!("{story}: merged into {target_branch}"),
-        E::MergeConflict { story, files, .. } => {
-            format!("{story}: merge conflict in {}", files.join(", "))
-        }
-        E::StoryFailed {
-            story,
-            error,
-            branch,
-            ..
-        } => {
-            format!("{story}: FAILED: {error} (branch {branch})")
-        }
-        E::StoryBlocked { story, blocked_by } => {
-            format!("{story}: blocked by {}", blocked_by.join(", "))
-        }
-        E::Notice { message } => format!("note: {message}"),
-        // Said as a plain run says them.
-        E::MergeStarted { .. } | E::Control { .. } => {
-            return super::report::terminal::describe(e, false)
-        }
-        _ => return None,
+        // The engine's own events are said as a plain run says them.
+        other => return terminal::describe(other, false),
     })
 }
 
@@ -744,7 +663,7 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     let open: Vec<String> = state
         .ordered_features()
         .filter(|(_, f)| f.status != FeatureStatus::Complete)
-        .map(|(n, f)| format!("{n} ({})", f.status))
+        .map(|(n, f)| format!("{n} ({})", f.status.as_str()))
         .collect();
     if !open.is_empty() && !a.force {
         return Err(Failure::failed(anyhow!(
@@ -774,7 +693,7 @@ fn complete(_g: &Global, a: MegaCompleteArgs) -> CliResult {
     for f in state.features.values_mut() {
         f.worktree = None;
     }
-    state.status = MegaRunStatus::Closed;
+    state.status = RunStatus::Closed;
     state.pid = None;
     state.save(&dir).map_err(Failure::failed)?;
     for r in &removed {
@@ -819,10 +738,10 @@ fn load_state(dir: &Path) -> Result<MegaState, Failure> {
 }
 
 /// The status to show: a `running` state whose process is gone was killed.
-fn effective_status(s: &MegaState) -> MegaRunStatus {
+fn effective_status(s: &MegaState) -> RunStatus {
     match (s.status, s.pid) {
-        (MegaRunStatus::Running, Some(pid)) if !cascade_process::pid_alive(pid) => {
-            MegaRunStatus::Interrupted
+        (RunStatus::Running, Some(pid)) if !cascade_process::pid_alive(pid) => {
+            RunStatus::Interrupted
         }
         (st, _) => st,
     }
@@ -914,7 +833,7 @@ pub fn status_text(s: &MegaState) -> String {
         s.target_branch,
         st
     ));
-    if st == MegaRunStatus::Interrupted {
+    if st == RunStatus::Interrupted {
         out.push_str("  (interrupted: `cascade mega resume` continues)\n");
     }
     let width = s.features.keys().map(String::len).max().unwrap_or(4).max(4);

@@ -242,30 +242,41 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     rt.shutdown_timeout(Duration::from_secs(5));
     reporter.finish();
     let summary = result?;
-    let code = match summary.status {
+    Ok(exit_code(summary.status, &stop))
+}
+
+/// The exit code of a run (plain or mega) that ended with `status`.
+pub(super) fn exit_code(status: RunStatus, stop: &super::signals::StopSignals) -> u8 {
+    match status {
         // Ctrl-C at the prompt between batches can end the run as "paused".
         RunStatus::Paused if super::signals::stop_requested() => stop.exit_code(),
-        RunStatus::Completed | RunStatus::Paused => EXIT_OK,
-        RunStatus::Failed | RunStatus::BudgetExhausted => EXIT_FAILED,
+        RunStatus::Completed | RunStatus::Paused | RunStatus::Closed => EXIT_OK,
+        RunStatus::Failed | RunStatus::BudgetExhausted | RunStatus::Running => EXIT_FAILED,
         RunStatus::Interrupted => stop.exit_code(),
-    };
-    Ok(code)
+    }
 }
 
 /// `sink`, followed by a notice with `message` right after `run_started`
-/// (the options restored by `resume`: a line on the terminal, an event in NDJSON).
-fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
+/// (a mega run's: `mega_notice` after `mega_started`): the options restored
+/// by `resume`, a line on the terminal, an event in NDJSON.
+pub(super) fn note_after_start(sink: EventSink, message: Option<String>) -> EventSink {
     let Some(message) = message else {
         return sink;
     };
     let pending = std::sync::Mutex::new(Some(message));
     Arc::new(move |e: &Event| {
         sink(e);
-        if matches!(e, Event::RunStarted { .. }) {
-            let message = pending.lock().ok().and_then(|mut m| m.take());
-            if let Some(message) = message {
-                sink(&Event::Notice { message });
-            }
+        let mega = match e {
+            Event::RunStarted { .. } => false,
+            Event::MegaStarted { .. } => true,
+            _ => return,
+        };
+        if let Some(message) = pending.lock().ok().and_then(|mut m| m.take()) {
+            sink(&if mega {
+                Event::MegaNotice { message }
+            } else {
+                Event::Notice { message }
+            });
         }
     })
 }

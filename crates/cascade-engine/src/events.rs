@@ -575,7 +575,7 @@ pub enum Event {
         reason: String,
     },
     MegaFinished {
-        status: crate::mega::MegaRunStatus,
+        status: RunStatus,
         features: crate::mega::state::FeatureCounts,
         duration_ms: u64,
     },
@@ -623,7 +623,8 @@ pub struct FallbackNote {
     pub why: String,
 }
 
-/// How a run ended.
+/// How a run ended (a plain run's `run_finished`, a mega run's
+/// `mega_finished`), or, stored in `mega-state.json`, where a mega run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
@@ -638,6 +639,10 @@ pub enum RunStatus {
     /// Stopped on its budget (`--max-cost`, `--max-duration`, prd.json
     /// `metadata.budget`) with work left; resumable with a raised budget.
     BudgetExhausted,
+    /// Not ended: a mega run going on (or killed: its pid says which).
+    Running,
+    /// A finished mega run that `mega complete` cleaned up after.
+    Closed,
 }
 
 impl RunStatus {
@@ -648,6 +653,8 @@ impl RunStatus {
             RunStatus::Interrupted => "interrupted",
             RunStatus::Paused => "paused",
             RunStatus::BudgetExhausted => "budget_exhausted",
+            RunStatus::Running => "running",
+            RunStatus::Closed => "closed",
         }
     }
 }
@@ -835,7 +842,7 @@ mod tests {
         );
         assert_eq!(e.story(), Some("s1"));
         let e = Event::MegaFinished {
-            status: crate::mega::MegaRunStatus::Completed,
+            status: RunStatus::Completed,
             features: crate::mega::state::FeatureCounts::default(),
             duration_ms: 1,
         };

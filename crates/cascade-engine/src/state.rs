@@ -151,6 +151,9 @@ impl From<RunStatus> for RunPhase {
             RunStatus::Interrupted => RunPhase::Interrupted,
             RunStatus::Paused => RunPhase::Paused,
             RunStatus::BudgetExhausted => RunPhase::BudgetExhausted,
+            RunStatus::Running => RunPhase::Running,
+            // Only a mega run is closed, and only after it completed.
+            RunStatus::Closed => RunPhase::Completed,
         }
     }
 }

@@ -129,7 +129,12 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         // The whole run's budget: the feature waits for a resume with more
         // (its state says running, so the resume continues its engine).
         RunStatus::BudgetExhausted if ctx.ports.budget_exhausted().is_some() => TaskEnd::Budget,
-        RunStatus::Failed | RunStatus::Paused | RunStatus::BudgetExhausted => {
+        // An engine run never ends running or closed: counted as failed.
+        RunStatus::Failed
+        | RunStatus::Paused
+        | RunStatus::BudgetExhausted
+        | RunStatus::Running
+        | RunStatus::Closed => {
             let mut message = format!(
                 "{} of {} stories complete ({} failed, {} blocked, {} pending)",
                 c.complete,

@@ -38,6 +38,4 @@ mod run_tests;
 pub mod state;
 
 pub use error::MegaError;
-pub use state::{
-    FailureKind, FeatureFailure, FeatureState, FeatureStatus, MegaRunStatus, MegaState, StoryCounts,
-};
+pub use state::{FailureKind, FeatureFailure, FeatureState, FeatureStatus, MegaState, StoryCounts};

@@ -30,8 +30,8 @@ use super::feature::run_feature;
 use super::findings;
 use super::land::{cleanup_feature, merge_feature, run_target_gates};
 use super::ports::MegaPorts;
-use super::state::{now, FailureKind, FeatureFailure, FeatureStatus, MegaRunStatus, MegaState};
-use crate::events::{Event, EventSink};
+use super::state::{now, FailureKind, FeatureFailure, FeatureStatus, MegaState};
+use crate::events::{Event, EventSink, RunStatus};
 use crate::lock::RunLock;
 use crate::progress::ProgressLog;
 use crate::scheduler::{Discipline, NodeSpec, NodeState, Scheduler};
@@ -112,7 +112,7 @@ pub struct MegaOptions {
 /// How the run ended.
 #[derive(Debug, Clone)]
 pub struct MegaSummary {
-    pub status: MegaRunStatus,
+    pub status: RunStatus,
     pub state: MegaState,
 }
 
@@ -174,6 +174,13 @@ impl<P: MegaPorts> Ctx<P> {
                 message: format!("could not save the mega state: {e}"),
             });
         }
+    }
+
+    /// Whether feature `name` is merged into the target.
+    pub(super) fn landed(&self, name: &str) -> bool {
+        let s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        s.feature(name)
+            .is_some_and(|f| f.status == FeatureStatus::Complete)
     }
 
     pub(super) fn snapshot(&self) -> MegaState {
@@ -311,9 +318,9 @@ fn choose_state(
     };
     Ok(match loaded {
         None => (fresh(), false),
-        Some(s) if s.status == MegaRunStatus::Closed => (fresh(), false),
+        Some(s) if s.status == RunStatus::Closed => (fresh(), false),
         Some(s) if s.plan != plan.path => {
-            if s.status == MegaRunStatus::Completed {
+            if s.status == RunStatus::Completed {
                 (fresh(), false)
             } else {
                 return Err(MegaError::OtherPlan { existing: s.plan });
@@ -426,7 +433,7 @@ async fn open_run<P: MegaPorts>(
     if resumed {
         reconcile(&mut state, plan);
     }
-    state.status = MegaRunStatus::Running;
+    state.status = RunStatus::Running;
     state.pid = Some(std::process::id());
     state.target_branch = target.clone();
     if let Some(options) = &opts.remember {
@@ -487,23 +494,9 @@ fn feature_scheduler(plan: &PlanInput, state: &MegaState) -> (Scheduler, Vec<Str
         .enumerate()
         .map(|(i, n)| (n.as_str(), i))
         .collect();
-    let deps_of = |name: &str| -> Vec<usize> {
-        plan.features
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| {
-                f.dependencies
-                    .iter()
-                    .filter_map(|d| index.get(d.as_str()).copied())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let nodes = names
-        .iter()
-        .enumerate()
-        .map(|(i, name)| NodeSpec {
-            deps: deps_of(name),
+    let mut nodes: Vec<NodeSpec> = (0..names.len())
+        .map(|i| NodeSpec {
+            deps: Vec::new(),
             priority: 0,
             file_index: i,
             remaining_path: 1,
@@ -512,6 +505,13 @@ fn feature_scheduler(plan: &PlanInput, state: &MegaState) -> (Scheduler, Vec<Str
             done: false,
         })
         .collect();
+    for f in &plan.features {
+        if let Some(&i) = index.get(f.name.as_str()) {
+            nodes[i].deps = (f.dependencies.iter())
+                .filter_map(|d| index.get(d.as_str()).copied())
+                .collect();
+        }
+    }
     let mut sched = Scheduler::new(nodes, Discipline::Batch, names.len().max(1), false);
     for (i, name) in names.iter().enumerate() {
         if state
@@ -525,28 +525,24 @@ fn feature_scheduler(plan: &PlanInput, state: &MegaState) -> (Scheduler, Vec<Str
 }
 
 /// Runs the feature batches the scheduler hands out until none is left or
-/// the run stops (see [`Stop`]).
+/// the run stops: `Some(status)` says why it stopped early (failed: the
+/// target's gates failed, and nothing more lands on it).
 async fn drive<P: MegaPorts>(
     ctx: &Arc<Ctx<P>>,
     plan: &PlanInput,
     opts: &MegaOptions,
     confirm: Option<Confirm>,
-) -> Stop {
+) -> Option<RunStatus> {
     let (mut sched, names) = feature_scheduler(plan, &ctx.snapshot());
     let mut worked_batches = 0usize;
     loop {
         let batch: Vec<usize> = std::iter::from_fn(|| sched.next_ready()).collect();
-        let Some(&first) = batch.first() else {
-            return Stop::default();
-        };
+        let &first = batch.first()?;
         let batch_no = sched.layer_of(first) + 1;
         let open: Vec<String> = batch.iter().map(|&i| names[i].clone()).collect();
         if let Some(status) = may_start(ctx, opts, &confirm, batch_no, &open, worked_batches).await
         {
-            return Stop {
-                status: Some(status),
-                gates_broken: None,
-            };
+            return Some(status);
         }
         worked_batches += 1;
         ctx.emit(Event::FeatureBatchStarted {
@@ -556,24 +552,20 @@ async fn drive<P: MegaPorts>(
         });
         let ends = run_batch(ctx, &open).await;
         if ctx.cancel.is_cancelled() || ends.values().any(|e| matches!(e, TaskEnd::Interrupted)) {
-            return Stop::status(MegaRunStatus::Interrupted);
+            return Some(RunStatus::Interrupted);
         }
         // Out of budget: what is ready still merges below; nothing new starts.
         let budget = ends.values().any(|e| matches!(e, TaskEnd::Budget));
         let gates = land_batch(ctx, &open, &ends, batch_no).await;
         if ctx.cancel.is_cancelled() {
-            return Stop::status(MegaRunStatus::Interrupted);
+            return Some(RunStatus::Interrupted);
         }
         if budget {
-            return Stop::status(MegaRunStatus::BudgetExhausted);
+            return Some(RunStatus::BudgetExhausted);
         }
         // What did not land (failed, or not merged) blocks its dependents.
         for (&i, name) in batch.iter().zip(&open) {
-            let landed = ctx
-                .snapshot()
-                .feature(name)
-                .is_some_and(|f| f.status == FeatureStatus::Complete);
-            if landed {
+            if ctx.landed(name) {
                 sched.complete(i);
             } else {
                 let blocked = sched.fail(i);
@@ -585,27 +577,7 @@ async fn drive<P: MegaPorts>(
             sched.stop();
             let waiting = (0..names.len()).filter(|&i| sched.state(i) == NodeState::Waiting);
             block(ctx, waiting.map(|i| names[i].as_str()), Some(batch_no));
-            return Stop {
-                status: None,
-                gates_broken: Some(batch_no),
-            };
-        }
-    }
-}
-
-/// How [`drive`] ended: a status it stopped with, and the batch after
-/// which the target's gates failed.
-#[derive(Default)]
-struct Stop {
-    status: Option<MegaRunStatus>,
-    gates_broken: Option<usize>,
-}
-
-impl Stop {
-    fn status(status: MegaRunStatus) -> Stop {
-        Stop {
-            status: Some(status),
-            gates_broken: None,
+            return Some(RunStatus::Failed);
         }
     }
 }
@@ -620,15 +592,15 @@ async fn may_start<P: MegaPorts>(
     batch_no: usize,
     open: &[String],
     worked_batches: usize,
-) -> Option<MegaRunStatus> {
+) -> Option<RunStatus> {
     if let Some(message) = ctx.ports.budget_exhausted() {
         ctx.emit(Event::MegaNotice {
             message: format!("no feature of batch {batch_no} starts: {message}"),
         });
-        return Some(MegaRunStatus::BudgetExhausted);
+        return Some(RunStatus::BudgetExhausted);
     }
     if !held_while_paused(ctx, opts.steering.as_ref(), batch_no).await {
-        return Some(MegaRunStatus::Interrupted);
+        return Some(RunStatus::Interrupted);
     }
     if worked_batches > 0 && !opts.auto_run {
         let go_on = confirm.as_ref().is_some_and(|c| c(batch_no, open));
@@ -637,7 +609,7 @@ async fn may_start<P: MegaPorts>(
                 next_batch: batch_no,
                 reason: "stopped after a batch; run `cascade mega approve` again (or with --auto-run) to continue".into(),
             });
-            return Some(MegaRunStatus::Paused);
+            return Some(RunStatus::Paused);
         }
     }
     None
@@ -703,11 +675,7 @@ async fn land_batch<P: MegaPorts>(
         None
     };
     for name in open {
-        let done = ctx
-            .snapshot()
-            .feature(name)
-            .is_some_and(|f| f.status == FeatureStatus::Complete);
-        if done {
+        if ctx.landed(name) {
             cleanup_feature(ctx, name).await;
         }
     }
@@ -724,7 +692,10 @@ fn block<'a, P: MegaPorts>(
     for name in names {
         let by = match gates_broken {
             Some(b) => format!("the gates failing on the target branch after batch {b}"),
-            None => first_unlanded_dep(ctx, name).unwrap_or_default(),
+            // The first dependency not merged into the target.
+            None => (ctx.specs.get(name).map(|s| s.dependencies.iter()))
+                .and_then(|mut deps| deps.find(|d| !ctx.landed(d)).cloned())
+                .unwrap_or_default(),
         };
         ctx.update(name, |f| {
             f.status = FeatureStatus::Blocked;
@@ -738,22 +709,12 @@ fn block<'a, P: MegaPorts>(
     }
 }
 
-/// The first dependency of `name` that is not merged into the target.
-fn first_unlanded_dep<P: MegaPorts>(ctx: &Ctx<P>, name: &str) -> Option<String> {
-    let s = ctx.snapshot();
-    ctx.specs.get(name)?.dependencies.iter().find_map(|dep| {
-        s.feature(dep)
-            .map_or(true, |f| f.status != FeatureStatus::Complete)
-            .then(|| dep.clone())
-    })
-}
-
 /// The run's end: its status (the one it stopped with, else completed when
-/// every feature landed and the target's gates hold, else failed), saved
-/// and announced with the features' counts.
+/// every feature landed, else failed), saved and announced with the
+/// features' counts.
 fn finish<P: MegaPorts>(
     ctx: &Ctx<P>,
-    stopped: Stop,
+    stopped: Option<RunStatus>,
     started: Instant,
 ) -> Result<MegaSummary, MegaError> {
     let state = {
@@ -762,13 +723,11 @@ fn finish<P: MegaPorts>(
             .features
             .values()
             .all(|f| f.status == FeatureStatus::Complete);
-        s.status = stopped
-            .status
-            .unwrap_or(if all_done && stopped.gates_broken.is_none() {
-                MegaRunStatus::Completed
-            } else {
-                MegaRunStatus::Failed
-            });
+        s.status = stopped.unwrap_or(if all_done {
+            RunStatus::Completed
+        } else {
+            RunStatus::Failed
+        });
         s.save(&ctx.cascade_dir)?;
         s.clone()
     };

@@ -11,7 +11,7 @@ use tokio::sync::{Notify, Semaphore};
 use super::ports::{FeatureOutcome, FeatureRun, GatesVerdict, MegaPorts};
 use super::prd_gen::{AuthorError, PrdCheck};
 use super::run::{run_mega, FeatureSpec, MegaOptions, PlanInput};
-use super::state::{FeatureStatus, MegaRunStatus};
+use super::state::FeatureStatus;
 use crate::control::steer::{Action, Steering};
 use crate::events::{Event, RunStatus, StoryCounts};
 
@@ -24,6 +24,8 @@ struct Fake {
     gate_dirs: Mutex<Vec<(std::path::PathBuf, bool)>>,
     /// Feature `a` says it started (first) and waits to be released (second).
     hold_a: Option<(Arc<Notify>, Arc<Notify>)>,
+    /// The feature whose stories fail.
+    failing: Option<&'static str>,
 }
 
 impl MegaPorts for Fake {
@@ -56,6 +58,17 @@ impl MegaPorts for Fake {
         if let (Some((started, release)), "a") = (&self.hold_a, run.feature.as_str()) {
             started.notify_one();
             release.notified().await;
+        }
+        if self.failing == Some(run.feature.as_str()) {
+            return FeatureOutcome {
+                status: RunStatus::Failed,
+                stories: StoryCounts {
+                    failed: 1,
+                    ..Default::default()
+                },
+                failures: vec!["story-001: quality gate 'tests' failed".into()],
+                error: None,
+            };
         }
         std::fs::write(run.worktree.join(format!("{}.txt", run.feature)), "x").unwrap();
         cascade_git::commit::commit_all(&run.worktree, &run.feature).unwrap();
@@ -123,7 +136,7 @@ fn spec(name: &str, deps: &[&str]) -> FeatureSpec {
     }
 }
 
-async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (MegaRunStatus, Vec<Event>) {
+async fn run(fake: Arc<Fake>, root: &Path, parallel: usize) -> (RunStatus, Vec<Event>) {
     run_into(fake, root, parallel, None).await
 }
 
@@ -132,7 +145,7 @@ async fn run_into(
     root: &Path,
     parallel: usize,
     target: Option<&str>,
-) -> (MegaRunStatus, Vec<Event>) {
+) -> (RunStatus, Vec<Event>) {
     run_steered(fake, root, parallel, target, None, |_| {}).await
 }
 
@@ -144,7 +157,7 @@ async fn run_steered(
     target: Option<&str>,
     steering: Option<Steering>,
     watch: impl Fn(&Event) + Send + Sync + 'static,
-) -> (MegaRunStatus, Vec<Event>) {
+) -> (RunStatus, Vec<Event>) {
     let plan = PlanInput {
         path: root.join("mega-plan.json"),
         goal: "g".into(),
@@ -185,7 +198,7 @@ async fn parallel_is_shared_and_everything_lands() {
         ..Default::default()
     });
     let (status, events) = run(fake.clone(), tmp.path(), 4).await;
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     let mut shares = fake.shares.lock().unwrap().clone();
     shares.sort_by(|x, y| x.0.cmp(&y.0));
     let names: Vec<&str> = shares.iter().map(|s| s.0.as_str()).collect();
@@ -213,7 +226,7 @@ async fn failing_target_gates_block_later_batches() {
     let tmp = repo();
     let fake = Arc::new(Fake::default());
     let (status, events) = run(fake.clone(), tmp.path(), 1).await;
-    assert_eq!(status, MegaRunStatus::Failed);
+    assert_eq!(status, RunStatus::Failed);
     let state = super::MegaState::load(&tmp.path().join(".cascade"))
         .unwrap()
         .unwrap();
@@ -244,7 +257,7 @@ async fn target_not_checked_out_gets_its_gates_in_a_throwaway_worktree() {
         ..Default::default()
     });
     let (status, _) = run_into(fake.clone(), tmp.path(), 2, Some("release")).await;
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     let dirs = fake.gate_dirs.lock().unwrap().clone();
     // Once per batch, on the merged target (a is in it), and once on b's
     // merge (integration gating: a landed after b started), never in the
@@ -302,7 +315,7 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
     assert_eq!(state.feature("c").unwrap().status, FeatureStatus::Pending);
     assert!(steering.request(Action::Resume, None, "ui").await.is_ok());
     let (status, events) = run.await.unwrap();
-    assert_eq!(status, MegaRunStatus::Completed);
+    assert_eq!(status, RunStatus::Completed);
     // In order: the pause (answered as the run's own control event), batch
     // 1, the wait, the resume, batch 2.
     let said: Vec<String> = events
@@ -317,4 +330,58 @@ async fn a_paused_run_starts_no_feature_batch_until_resumed() {
         })
         .collect();
     assert_eq!(said, ["batch 1", "pause", "waits", "resume", "batch 2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_feature_blocks_its_dependents_and_their_batch_never_starts() {
+    let tmp = repo();
+    let fake = Arc::new(Fake {
+        gates_pass: true,
+        failing: Some("a"),
+        ..Default::default()
+    });
+    let (status, events) = run(fake.clone(), tmp.path(), 2).await;
+    assert_eq!(status, RunStatus::Failed);
+    let state = super::MegaState::load(&tmp.path().join(".cascade"))
+        .unwrap()
+        .unwrap();
+    let a = state.feature("a").unwrap();
+    assert_eq!(a.status, FeatureStatus::Failed);
+    assert_eq!(
+        a.failure.as_ref().map(|f| f.kind),
+        Some(super::FailureKind::StoriesFailed)
+    );
+    assert_eq!(state.feature("b").unwrap().status, FeatureStatus::Complete);
+    let c = state.feature("c").unwrap();
+    assert_eq!(
+        (c.status, c.blocked_by.as_deref()),
+        (FeatureStatus::Blocked, Some("a"))
+    );
+    // c never ran, and batch 2 (only c) was never started.
+    let ran: Vec<String> = fake
+        .shares
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| s.0.clone())
+        .collect();
+    assert!(!ran.contains(&"c".to_string()), "{ran:?}");
+    let said: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FeatureBatchStarted { batch, .. } => Some(format!("batch {batch}")),
+            Event::FeatureFailed { feature, .. } => Some(format!("{feature} failed")),
+            Event::FeatureMerged { feature, .. } => Some(format!("{feature} merged")),
+            Event::FeatureBlocked {
+                feature,
+                blocked_by,
+            } => Some(format!("{feature} blocked by {blocked_by}")),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        said,
+        ["batch 1", "a failed", "b merged", "c blocked by a"],
+        "{said:?}"
+    );
 }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::MegaError;
+use crate::events::RunStatus;
 
 /// Version of the state file's schema; bumped on incompatible changes.
 pub const MEGA_STATE_SCHEMA: u32 = 1;
@@ -51,20 +52,6 @@ impl FeatureStatus {
             FeatureStatus::Failed => "failed",
             FeatureStatus::Blocked => "blocked",
         }
-    }
-
-    /// Whether nothing more will happen to the feature in this run.
-    pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            FeatureStatus::Complete | FeatureStatus::Failed | FeatureStatus::Blocked
-        )
-    }
-}
-
-impl std::fmt::Display for FeatureStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -189,46 +176,6 @@ impl FeatureState {
     }
 }
 
-/// The state of the whole run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MegaRunStatus {
-    Running,
-    /// Every feature complete, the target gates passed.
-    Completed,
-    /// Finished with failed or blocked features.
-    Failed,
-    /// Stopped by Ctrl-C; `mega approve` (or `mega resume`) continues.
-    Interrupted,
-    /// Stopped after a batch because `--auto-run` was not given.
-    Paused,
-    /// The run's budget (`--max-cost`, `--max-duration`) ran out with work
-    /// left; `mega resume` with a higher budget continues.
-    BudgetExhausted,
-    /// `mega complete` cleaned up after a finished run.
-    Closed,
-}
-
-impl MegaRunStatus {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MegaRunStatus::Running => "running",
-            MegaRunStatus::Completed => "completed",
-            MegaRunStatus::Failed => "failed",
-            MegaRunStatus::Interrupted => "interrupted",
-            MegaRunStatus::Paused => "paused",
-            MegaRunStatus::BudgetExhausted => "budget_exhausted",
-            MegaRunStatus::Closed => "closed",
-        }
-    }
-}
-
-impl std::fmt::Display for MegaRunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// Result of re-running the gates on the target branch after a batch merged.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetGatesRecord {
@@ -247,7 +194,7 @@ pub struct MegaState {
     #[serde(default)]
     pub goal: String,
     pub target_branch: String,
-    pub status: MegaRunStatus,
+    pub status: RunStatus,
     /// Feature names per batch, in run order.
     pub batches: Vec<Vec<String>>,
     /// Features by name, in plan order.
@@ -289,7 +236,7 @@ impl MegaState {
             plan,
             goal,
             target_branch,
-            status: MegaRunStatus::Running,
+            status: RunStatus::Running,
             batches,
             features,
             target_gates: Vec::new(),
