@@ -265,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn what_a_task_announces_is_on_disk_and_what_it_reads_is_what_it_sent() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        let path = crate::store::db_path(dir.path());
         let state = RunState::new(
             "r1".into(),
             "prd.json".into(),
@@ -313,7 +313,7 @@ mod tests {
     #[tokio::test]
     async fn blocked_stories_are_recorded_and_announced_with_what_blocks_them() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("state.json");
+        let path = crate::store::db_path(dir.path());
         let ids = vec!["a".to_string(), "b".to_string()];
         let state = RunState::new(
             "r1".into(),
