@@ -74,6 +74,10 @@ pub struct ResolveArgs {
     /// Ignore the cached detection results
     #[arg(long)]
     pub refresh: bool,
+    /// How stories find their agent: `learned` puts what this repository's
+    /// history chose per story type first (as `approve --route learned`)
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = super::run_flags::RouteArg::Configured)]
+    pub route: super::run_flags::RouteArg,
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
@@ -328,6 +332,21 @@ struct ResolveOutput {
     plan_source: &'static str,
 }
 
+/// The routes `--route learned` takes from this repository's run database.
+fn learned_routes(
+    cwd: &std::path::Path,
+    route: super::run_flags::RouteArg,
+) -> Result<Option<cascade_agents::LearnedRoutes>, Failure> {
+    if route != super::run_flags::RouteArg::Learned {
+        return Ok(None);
+    }
+    let paths = cascade_git::RepoPaths::discover(cwd).map_err(Failure::usage)?;
+    let db = cascade_engine::store::db_path(&paths.cascade_dir());
+    cascade_engine::routes::learned_at(&db)
+        .map(Some)
+        .map_err(Failure::failed)
+}
+
 fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
     let cwd = cwd()?;
     let phase: Phase = a.phase.parse().map_err(Failure::usage)?;
@@ -342,7 +361,7 @@ fn resolve(g: &Global, a: ResolveArgs) -> CliResult {
         prd_agent: a.prd_agent,
         review_agent: None,
         no_fallback: a.no_fallback,
-        learned: None,
+        learned: learned_routes(&cwd, a.route)?,
     };
     let resolver = Resolver::new(&loaded.config, &det, overrides);
     resolver.check_overrides().map_err(Failure::usage)?;

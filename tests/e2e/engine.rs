@@ -696,17 +696,29 @@ fn bugfix(id: &str) -> Value {
     s
 }
 
+/// `--route learned` changes the choice once the history shows the
+/// configured agent failing a story type that another agent passes.
 #[test]
-fn route_learned_sends_a_story_type_to_the_agent_that_passed_it_here() {
-    let f = Fixture::new(json!([bugfix("b1"), bugfix("b2"), bugfix("b3")]), json!([]));
-    // `other` runs the same script under another name; `scripted` is the default.
-    let agent = f.t("agent.sh").display().to_string();
+fn route_learned_moves_a_story_type_away_from_the_agent_that_keeps_failing_it() {
+    let ids = ["b1", "b2", "b3"];
+    let f = Fixture::new(json!(ids.map(bugfix)), json!([]));
+    // `other` always writes its story's file; `scripted` (the default, the
+    // configured choice) fails these stories.
+    let other = script(
+        &f.t("other.sh"),
+        "printf '%s\\n' \"$CASCADE_STORY_ID\" > \"$CASCADE_STORY_ID-other.txt\"",
+    );
     f.set_agents(
-        json!({"other": {"type": "cli", "command": agent, "args": [], "timeout": 60}}),
+        json!({"other": {"type": "cli", "command": other.display().to_string(), "args": [], "timeout": 60}}),
         None,
     );
-    let first = f.approve(&["--agent", "other"]);
-    assert_eq!(code(&first), 0, "{}", explain(&first));
+    for id in ids {
+        f.mark(&format!("fail-{id}"), "");
+    }
+    let failing = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&failing), 1, "{}", explain(&failing));
+    let passing = f.approve(&["--agent", "other"]);
+    assert_eq!(code(&passing), 0, "{}", explain(&passing));
 
     f.write_prd(json!([bugfix("b4"), story("f1", &[])]), json!([]));
     let plan = |extra: &[&str]| -> Value {
@@ -737,6 +749,19 @@ fn route_learned_sends_a_story_type_to_the_agent_that_passed_it_here() {
     // --agent still wins over history.
     let named = plan(&["--route", "learned", "--agent", "scripted"]);
     assert_eq!(named["batches"][0][0]["agent"], "scripted", "{named}");
+    // `agents resolve` says which rule decided.
+    let out = f
+        .cascade(&["agents", "resolve", "--route", "learned", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let resolved: Value = serde_json::from_slice(&out.stdout).expect("resolve json");
+    let row = &resolved["assignments"][0];
+    assert_eq!(
+        (row["agent"].as_str(), row["level"].as_str()),
+        (Some("other"), Some("learned")),
+        "{resolved}"
+    );
 
     let run = f.approve(&["--route", "learned"]);
     assert_eq!(code(&run), 0, "{}", explain(&run));

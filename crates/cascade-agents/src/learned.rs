@@ -9,9 +9,10 @@
 //! 1. an agent counts for a type once it has at least [`MIN_JUDGED`] judged
 //!    attempts of that type (attempts that ended in a verdict; rate limits,
 //!    an unavailable CLI and budget stops judge nothing);
-//! 2. among those, the highest pass rate wins; then more judged attempts
-//!    (more evidence); then the lower mean cost per attempt (an agent whose
-//!    spend is unknown comes after one whose spend is known); then the name;
+//! 2. among those, the lowest expected cost of a passing result wins (the
+//!    cost of its judged attempts over the ones that passed), compared when
+//!    both agents reported a cost; otherwise, and on a tie, the higher pass
+//!    rate; then more judged attempts (more evidence); then the name;
 //! 3. a winner whose pass rate is under one half is no route at all: the
 //!    configured chain decides, as without `--route learned`.
 //!
@@ -45,8 +46,11 @@ impl Outcome {
         f64::from(self.passed) / f64::from(self.judged.max(1))
     }
 
-    fn mean_cost(&self) -> Option<f64> {
-        self.cost_usd.map(|c| c / f64::from(self.judged.max(1)))
+    /// What a passing result costs on average; `None` without a reported
+    /// cost (a spend of 0 is an agent that reports none) or a pass.
+    fn cost_per_pass(&self) -> Option<f64> {
+        let cost = self.cost_usd.filter(|c| *c > 0.0)?;
+        (self.passed > 0).then(|| cost / f64::from(self.passed))
     }
 }
 
@@ -115,19 +119,17 @@ impl LearnedRoutes {
 /// Whether `a` beats `b` for the same type (rule 2).
 fn better(a: &Outcome, b: &Outcome) -> bool {
     use std::cmp::Ordering;
+    // Lower is better: compared the other way round.
+    let by_cost = match (a.cost_per_pass(), b.cost_per_pass()) {
+        (Some(x), Some(y)) => y.partial_cmp(&x).unwrap_or(Ordering::Equal),
+        _ => Ordering::Equal,
+    };
     let by_rate = a.rate().partial_cmp(&b.rate()).unwrap_or(Ordering::Equal);
     let by_evidence = a.judged.cmp(&b.judged);
-    // Lower cost is better; a known cost beats an unknown one.
-    let by_cost = match (a.mean_cost(), b.mean_cost()) {
-        (Some(x), Some(y)) => y.partial_cmp(&x).unwrap_or(Ordering::Equal),
-        (Some(_), None) => Ordering::Greater,
-        (None, Some(_)) => Ordering::Less,
-        (None, None) => Ordering::Equal,
-    };
     let by_name = b.agent.cmp(&a.agent);
-    by_rate
+    by_cost
+        .then(by_rate)
         .then(by_evidence)
-        .then(by_cost)
         .then(by_name)
         .is_gt()
 }
@@ -151,9 +153,9 @@ mod tests {
     }
 
     #[test]
-    fn the_highest_pass_rate_wins_per_type() {
+    fn the_best_record_wins_per_type() {
         let r = LearnedRoutes::from_outcomes([
-            o("claude-code", StoryType::Feature, 10, 6, Some(5.0)),
+            o("claude-code", StoryType::Feature, 10, 6, Some(8.0)),
             o("codex", StoryType::Feature, 10, 9, Some(9.0)),
             o("claude-code", StoryType::Bugfix, 4, 4, None),
             o("codex", StoryType::Bugfix, 8, 5, Some(1.0)),
@@ -186,16 +188,31 @@ mod tests {
     }
 
     #[test]
-    fn ties_go_to_more_evidence_then_lower_cost_then_the_name() {
+    fn the_cheaper_passing_result_wins_when_both_report_a_cost() {
+        // 9 of 10 at $9 is $1 a pass; 6 of 10 at $3 is $0.50 a pass.
         let r = LearnedRoutes::from_outcomes([
-            o("b", StoryType::Feature, 4, 4, Some(4.0)),
-            o("a", StoryType::Feature, 8, 8, Some(80.0)),
+            o("codex", StoryType::Feature, 10, 9, Some(9.0)),
+            o("claude-code", StoryType::Feature, 10, 6, Some(3.0)),
+        ]);
+        assert_eq!(agent(&r, StoryType::Feature), Some("claude-code"));
+        // An agent that reports no spend is judged by its pass rate.
+        let r = LearnedRoutes::from_outcomes([
+            o("codex", StoryType::Feature, 10, 9, Some(0.0)),
+            o("claude-code", StoryType::Feature, 10, 6, Some(3.0)),
+        ]);
+        assert_eq!(agent(&r, StoryType::Feature), Some("codex"));
+    }
+
+    #[test]
+    fn ties_go_to_the_pass_rate_then_more_evidence_then_the_name() {
+        let r = LearnedRoutes::from_outcomes([
+            o("b", StoryType::Feature, 4, 4, None),
+            o("a", StoryType::Feature, 8, 8, None),
         ]);
         assert_eq!(agent(&r, StoryType::Feature), Some("a"));
         let r = LearnedRoutes::from_outcomes([
-            o("a", StoryType::Feature, 4, 4, None),
-            o("b", StoryType::Feature, 4, 4, Some(4.0)),
-            o("c", StoryType::Feature, 4, 4, Some(2.0)),
+            o("a", StoryType::Feature, 4, 3, None),
+            o("c", StoryType::Feature, 4, 4, None),
         ]);
         assert_eq!(agent(&r, StoryType::Feature), Some("c"));
         let r = LearnedRoutes::from_outcomes([
