@@ -17,8 +17,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::ctx::Ctx;
 use crate::events::{Event, EventSink};
-use crate::store::Store;
 use crate::state::{RunState, StoryState};
+use crate::store::Store;
 
 /// A change of one story's record.
 pub(crate) type StoryChange = Box<dyn FnOnce(&mut StoryState) + Send>;

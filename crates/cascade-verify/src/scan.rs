@@ -35,7 +35,7 @@ pub const GIT_CONFIG_CHANGED: &str = "git-config-changed";
 /// step refuses it.
 pub const CREDENTIAL_CONTENT: &str = "credential-content";
 /// The rule ids that are not in a table.
-pub const STRUCTURAL: [&str; 8] = [
+pub const STRUCTURAL: [&str; 9] = [
     REMOVED_TEST,
     EMPTIED_TEST,
     GATE_CONFIG_EDIT,
@@ -44,6 +44,7 @@ pub const STRUCTURAL: [&str; 8] = [
     OUTWARD_SYMLINK,
     GIT_CONFIG_CHANGED,
     CREDENTIAL_CONTENT,
+    crate::result_hook::RESULT_HOOK,
 ];
 
 /// One thing found, at `file:line`.
@@ -173,6 +174,7 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
         crate::edits::protected_file(p, rules, &mut out);
         crate::edits::runner_settings(p, rules, &mut out);
         crate::links::outward_symlink(p.diff, &mut out);
+        crate::result_hook::result_hooks(p, &mut out);
     }
     out.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
     out.dedup();
