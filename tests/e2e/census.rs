@@ -3,7 +3,8 @@
 //! alias, a new conftest's `collect_ignore`, a go test renamed to
 //! `Testlower`, which go does not collect) fails as `verification` with `test-disappeared`, read
 //! from the reports of real pytest / go test runs; a story that deletes dead
-//! code with its test is not flagged. Without pytest or go the test says so
+//! code with its test is not flagged; a new conftest hook that reports every
+//! test as passed is `result-hook`. Without pytest or go the test says so
 //! and returns.
 
 use std::time::Duration;
@@ -71,10 +72,15 @@ fn failures(events: &[Value]) -> Vec<String> {
 
 /// The `test-disappeared` findings of the run, as text.
 fn disappeared(events: &[Value]) -> Vec<String> {
+    findings_of(events, "test-disappeared")
+}
+
+/// The findings of rule `rule` in the run, as text.
+fn findings_of(events: &[Value], rule: &str) -> Vec<String> {
     of_kind(events, "verification_finished")
         .iter()
         .flat_map(|e| e["findings"].as_array().cloned().unwrap_or_default())
-        .filter(|f| f["rule"] == "test-disappeared")
+        .filter(|f| f["rule"] == rule)
         .map(|f| f["message"].as_str().unwrap_or("").to_string())
         .collect()
 }
@@ -126,6 +132,28 @@ fn a_new_conftest_collect_ignore_is_test_disappeared() {
         found
             .iter()
             .any(|m| m.contains("tests.test_calc.test_empty") && m.contains("no longer collected")),
+        "{found:?} {:?}",
+        failures(&events)
+    );
+}
+
+#[test]
+fn a_conftest_hook_forcing_passed_is_result_hook() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    // The story breaks `total` and adds a hook that reports every test as
+    // passed: pytest (and so the census) would say all is well.
+    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
+                  printf 'import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = \"passed\"\\n' > tests/conftest.py";
+    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
+    let found = findings_of(&events, "result-hook");
+    assert_eq!(code, 1, "{events:?}");
+    assert!(
+        found
+            .iter()
+            .any(|m| m.contains("pytest_runtest_makereport")),
         "{found:?} {:?}",
         failures(&events)
     );
