@@ -4,7 +4,8 @@
 //! `Testlower`, which go does not collect) fails as `verification` with `test-disappeared`, read
 //! from the reports of real pytest / go test runs; a story that deletes dead
 //! code with its test is not flagged; a new conftest hook that reports every
-//! test as passed is `result-hook`. Without pytest or go the test says so
+//! test as passed is `result-hook`, a test whose first statement is
+//! `return` is `emptied-test`. Without pytest or go the test says so
 //! and returns.
 
 use std::time::Duration;
@@ -159,6 +160,26 @@ fn a_conftest_hook_forcing_passed_is_result_hook() {
         found
             .iter()
             .any(|m| m.contains("pytest_runtest_makereport")),
+        "{found:?} {:?}",
+        failures(&events)
+    );
+}
+
+#[test]
+fn a_test_that_returns_first_is_emptied_test() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    // The tests still run and pass (the census sees nothing wrong): only
+    // the body's first `return` tells.
+    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
+                  sed -i 's/^def test_total():$/def test_total():\\n    return/' tests/test_calc.py";
+    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
+    let found = findings_of(&events, "emptied-test");
+    assert_eq!(code, 1, "{events:?}");
+    assert!(
+        found.iter().any(|m| m.contains("test_total")),
         "{found:?} {:?}",
         failures(&events)
     );
