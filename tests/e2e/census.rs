@@ -143,46 +143,40 @@ fn a_new_conftest_collect_ignore_is_test_disappeared() {
     );
 }
 
-#[test]
-fn a_conftest_hook_forcing_passed_is_result_hook() {
+/// Runs a python story (`change`) through a default approve with real
+/// pytest and asserts it fails with a `rule` finding that mentions `needle`.
+/// Without pytest it says so and returns.
+fn python_story_fails_with(change: &str, rule: &str, needle: &str) {
     if !have("python3", &["-m", "pytest", "--version"]) {
         println!("skipped: python3 -m pytest is not installed");
         return;
     }
-    // The story breaks `total` and adds a hook that reports every test as
-    // passed: pytest (and so the census) would say all is well.
-    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
-                  printf 'import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = \"passed\"\\n' > tests/conftest.py";
     let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
-    let found = findings_of(&events, "result-hook");
+    let found = findings_of(&events, rule);
     assert_eq!(code, 1, "{events:?}");
     assert!(
-        found
-            .iter()
-            .any(|m| m.contains("pytest_runtest_makereport")),
+        found.iter().any(|m| m.contains(needle)),
         "{found:?} {:?}",
         failures(&events)
     );
 }
 
 #[test]
+fn a_conftest_hook_forcing_passed_is_result_hook() {
+    // The story breaks `total` and adds a hook that reports every test as
+    // passed: pytest (and so the census) would say all is well.
+    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
+                  printf 'import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = \"passed\"\\n' > tests/conftest.py";
+    python_story_fails_with(change, "result-hook", "pytest_runtest_makereport");
+}
+
+#[test]
 fn a_test_that_returns_first_is_emptied_test() {
-    if !have("python3", &["-m", "pytest", "--version"]) {
-        println!("skipped: python3 -m pytest is not installed");
-        return;
-    }
     // The tests still run and pass (the census sees nothing wrong): only
     // the body's first `return` tells.
     let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
                   sed -i 's/^def test_total():$/def test_total():\\n    return/' tests/test_calc.py";
-    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
-    let found = findings_of(&events, "emptied-test");
-    assert_eq!(code, 1, "{events:?}");
-    assert!(
-        found.iter().any(|m| m.contains("test_total")),
-        "{found:?} {:?}",
-        failures(&events)
-    );
+    python_story_fails_with(change, "emptied-test", "test_total");
 }
 
 #[test]
