@@ -3,7 +3,9 @@
 //! alias, a new conftest's `collect_ignore`, a go test renamed to
 //! `Testlower`, which go does not collect) fails as `verification` with `test-disappeared`, read
 //! from the reports of real pytest / go test runs; a story that deletes dead
-//! code with its test is not flagged. Without pytest or go the test says so
+//! code with its test is not flagged; a new conftest hook that reports every
+//! test as passed is `result-hook`, a test whose first statement is
+//! `return` is `emptied-test`. Without pytest or go the test says so
 //! and returns.
 
 use std::time::Duration;
@@ -71,10 +73,15 @@ fn failures(events: &[Value]) -> Vec<String> {
 
 /// The `test-disappeared` findings of the run, as text.
 fn disappeared(events: &[Value]) -> Vec<String> {
+    findings_of(events, "test-disappeared")
+}
+
+/// The findings of rule `rule` in the run, as text.
+fn findings_of(events: &[Value], rule: &str) -> Vec<String> {
     of_kind(events, "verification_finished")
         .iter()
         .flat_map(|e| e["findings"].as_array().cloned().unwrap_or_default())
-        .filter(|f| f["rule"] == "test-disappeared")
+        .filter(|f| f["rule"] == rule)
         .map(|f| f["message"].as_str().unwrap_or("").to_string())
         .collect()
 }
@@ -97,7 +104,7 @@ fn a_module_level_skip_through_an_alias_is_test_disappeared() {
     if !have("python3", &["-m", "pytest", "--version"]) {
         return;
     }
-    let change = "printf 'import pytest as _p\\npytestmark = _p.mark.skip(reason=\"later\")\\n' > tests/x.py\n\
+    let change = "printf 'import pytest as _p\\n_m = _p.mark\\npytestmark = _m.skip(reason=\"later\")\\n' > tests/x.py\n\
                   cat tests/x.py tests/test_calc.py > tests/y.py && mv tests/y.py tests/test_calc.py && rm tests/x.py\n\
                   echo '# faster' >> calc.py";
     let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
@@ -120,15 +127,56 @@ fn a_new_conftest_collect_ignore_is_test_disappeared() {
     let change = "printf 'collect_ignore = [\"test_calc.py\"]\\n' > tests/conftest.py\n\
                   printf 'from calc import total\\n\\ndef test_other():\\n    assert total([2]) == 2\\n' > tests/test_other.py";
     let (events, code, _repo) = run_story(&python_files(), PYTEST, "add a test", change);
-    let found = disappeared(&events);
     assert_eq!(code, 1, "{events:?}");
+    // The diff rule `test-config-edit` sees the new conftest's
+    // `collect_ignore` first (verification runs before the gates); without
+    // it the census names the test that disappeared.
+    let found = disappeared(&events);
+    let config = findings_of(&events, "test-config-edit");
     assert!(
         found
             .iter()
-            .any(|m| m.contains("tests.test_calc.test_empty") && m.contains("no longer collected")),
+            .any(|m| m.contains("tests.test_calc.test_empty") && m.contains("no longer collected"))
+            || config.iter().any(|m| m.contains("conftest.py")),
+        "{found:?} {config:?} {:?}",
+        failures(&events)
+    );
+}
+
+/// Runs a python story (`change`) through a default approve with real
+/// pytest and asserts it fails with a `rule` finding that mentions `needle`.
+/// Without pytest it says so and returns.
+fn python_story_fails_with(change: &str, rule: &str, needle: &str) {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
+    let found = findings_of(&events, rule);
+    assert_eq!(code, 1, "{events:?}");
+    assert!(
+        found.iter().any(|m| m.contains(needle)),
         "{found:?} {:?}",
         failures(&events)
     );
+}
+
+#[test]
+fn a_conftest_hook_forcing_passed_is_result_hook() {
+    // The story breaks `total` and adds a hook that reports every test as
+    // passed: pytest (and so the census) would say all is well.
+    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
+                  printf 'import pytest\\n\\n@pytest.hookimpl(hookwrapper=True)\\ndef pytest_runtest_makereport(item, call):\\n    outcome = yield\\n    outcome.get_result().outcome = \"passed\"\\n' > tests/conftest.py";
+    python_story_fails_with(change, "result-hook", "pytest_runtest_makereport");
+}
+
+#[test]
+fn a_test_that_returns_first_is_emptied_test() {
+    // The tests still run and pass (the census sees nothing wrong): only
+    // the body's first `return` tells.
+    let change = "printf 'def total(xs):\\n    return 0\\n' > calc.py\n\
+                  sed -i 's/^def test_total():$/def test_total():\\n    return/' tests/test_calc.py";
+    python_story_fails_with(change, "emptied-test", "test_total");
 }
 
 #[test]

@@ -51,14 +51,17 @@ pub(crate) fn protected_file(p: &Prepared, rules: &RuleSet, out: &mut Vec<Findin
 }
 
 /// Changes to test-runner settings inside shared files: one finding per
-/// setting and file. A new file has no settings a base ran with.
+/// setting and file. A new file has no settings a base ran with, except
+/// where the config says it acts on the base's tests (`new_files`: a new
+/// `conftest.py`).
 pub(crate) fn runner_settings(p: &Prepared, rules: &RuleSet, out: &mut Vec<Finding>) {
     let d = p.diff;
-    if d.status == FileStatus::Added {
-        return;
-    }
+    let added = d.status == FileStatus::Added;
     let old_path = d.old_path.as_deref().unwrap_or(&d.path);
     for config in &rules.configs {
+        if added && !config.new_files {
+            continue;
+        }
         if !config.files.is_match(&d.path) && !config.files.is_match(old_path) {
             continue;
         }

@@ -57,6 +57,7 @@ pub mod gitconfig;
 pub mod lex;
 pub mod links;
 pub mod prove;
+mod result_hook;
 pub mod rules;
 pub mod scan;
 pub mod secrets;
@@ -67,6 +68,7 @@ use std::path::Path;
 
 pub use census::TEST_DISAPPEARED;
 pub use error::VerifyError;
+pub use result_hook::RESULT_HOOK;
 pub use rules::{Language, RuleSet, UserConfig};
 pub use scan::{
     check, scan, Finding, Intent, Verdict, CREDENTIAL_CONTENT, EMPTIED_TEST, GATE_CONFIG_EDIT,

@@ -165,6 +165,10 @@ pub struct ConfigSpec {
     /// JSON pointers (`/scripts/test`) whose value must not change.
     #[serde(default)]
     pub json_keys: Vec<String>,
+    /// Whether a file the change adds is judged too: a new `conftest.py`
+    /// acts on the base's tests (a new `Cargo.toml` is a new crate's own).
+    #[serde(default)]
+    pub new_files: bool,
 }
 
 /// Files a story may not change unless it allows them (`protected`).
@@ -269,6 +273,8 @@ pub(crate) struct ConfigRule {
     pub what: String,
     pub files: globset::GlobSet,
     pub watch: Vec<Watch>,
+    /// See [`ConfigSpec::new_files`].
+    pub new_files: bool,
 }
 
 /// A compiled group of protected files.
@@ -672,6 +678,7 @@ fn config_rule(path: &Path, spec: ConfigSpec) -> Result<ConfigRule, VerifyError>
         files: globs(&spec.files)?,
         what: spec.what,
         watch,
+        new_files: spec.new_files,
     })
 }
 

@@ -13,7 +13,8 @@ use crate::rules::{Excuse, Language, Rule, RuleSet, Scope, TestSyntax, View, Vie
 
 /// Rule id: a test function of the old text is gone from the new one.
 pub const REMOVED_TEST: &str = "removed-test";
-/// Rule id: a test function this change touched has an empty body.
+/// Rule id: a test function this change touched has an empty body (or a
+/// bare `return` as its first statement).
 pub const EMPTIED_TEST: &str = "emptied-test";
 /// Rule id: a protected file (cascade's, CI, test-runner or lint
 /// configuration) changed although the story does not allow it.
@@ -35,7 +36,7 @@ pub const GIT_CONFIG_CHANGED: &str = "git-config-changed";
 /// step refuses it.
 pub const CREDENTIAL_CONTENT: &str = "credential-content";
 /// The rule ids that are not in a table.
-pub const STRUCTURAL: [&str; 8] = [
+pub const STRUCTURAL: [&str; 9] = [
     REMOVED_TEST,
     EMPTIED_TEST,
     GATE_CONFIG_EDIT,
@@ -44,6 +45,7 @@ pub const STRUCTURAL: [&str; 8] = [
     OUTWARD_SYMLINK,
     GIT_CONFIG_CHANGED,
     CREDENTIAL_CONTENT,
+    crate::result_hook::RESULT_HOOK,
 ];
 
 /// One thing found, at `file:line`.
@@ -173,6 +175,7 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
         crate::edits::protected_file(p, rules, &mut out);
         crate::edits::runner_settings(p, rules, &mut out);
         crate::links::outward_symlink(p.diff, &mut out);
+        crate::result_hook::result_hooks(p, &mut out);
     }
     out.sort_by(|a, b| (&a.file, a.line, &a.rule).cmp(&(&b.file, b.line, &b.rule)));
     out.dedup();
@@ -570,11 +573,27 @@ fn emptied_tests(p: &Prepared, lang: Language, ts: &TestSyntax, out: &mut Vec<Fi
                 EMPTIED_TEST,
                 &p.diff.path,
                 i as u32 + 1,
-                &format!("test '{name}' has an empty body"),
+                &format!(
+                    "test '{name}' runs no statement (an empty body, or a bare `return` first)"
+                ),
                 p.raw.get(i).copied().unwrap_or(""),
             ));
         }
     }
+}
+
+/// Whether a braced body's first statement is a bare `return` (after
+/// which nothing runs). TypeScript's `return expect(...)` hands a promise
+/// to the runner, so only `return;` counts there; a Go test returns
+/// nothing, so any `return` is bare.
+fn returns_first(inner: &str, lang: Language) -> bool {
+    let first = inner.trim_start();
+    let Some(rest) = first.strip_prefix("return") else {
+        return false;
+    };
+    let rest = rest.trim_start();
+    rest.starts_with(';')
+        || (lang == Language::Go && (rest.is_empty() || first.starts_with("return ")))
 }
 
 /// Whether the change removed lines right inside `from..=to` of the new
@@ -611,6 +630,8 @@ pub(crate) fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usiz
         let own = indent(p.raw.get(i)?);
         let mut end = h;
         let mut empty = true;
+        // After a bare `return` as the first statement nothing runs.
+        let mut returned = false;
         for (j, line) in lines.iter().enumerate().skip(h + 1) {
             if blank(line) {
                 continue;
@@ -620,7 +641,10 @@ pub(crate) fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usiz
             }
             end = j;
             let c = line.code.trim();
-            if c != "pass" && c != "..." {
+            if empty && (c == "return" || c == "return None") {
+                returned = true;
+            }
+            if c != "pass" && c != "..." && !returned {
                 empty = false;
             }
         }
@@ -651,7 +675,8 @@ pub(crate) fn body(p: &Prepared, i: usize, lang: Language) -> Option<(bool, usiz
                     '}' => {
                         depth -= 1;
                         if depth == 0 {
-                            let empty = inner.trim().trim_matches(';').trim().is_empty();
+                            let empty = inner.trim().trim_matches(';').trim().is_empty()
+                                || returns_first(&inner, lang);
                             return Some((empty, j));
                         }
                         inner.push(c);

@@ -1,0 +1,80 @@
+//! Pytest hooks a change adds or changes that can rewrite what the tests
+//! report (`result-hook`): a `pytest_runtest_makereport` that sets every
+//! outcome to "passed", a `pytest_report_teststatus` that prints failures as
+//! passes, a `pytest_collection_modifyitems` that drops items, a
+//! `pytest_plugins` that loads a plugin doing the same. The census reads
+//! what pytest reports, so a hook that forges the report forges the census:
+//! such a hook is judged by what it is, wherever it lives (a conftest.py, a
+//! plugin module), and a story that means to add one says so in
+//! `verify_allow`.
+
+use crate::rules::Language;
+use crate::scan::{blank, finding, indent, Finding, Prepared};
+
+/// Rule id: a pytest hook that can change test outcomes was added or changed.
+pub const RESULT_HOOK: &str = "result-hook";
+
+/// The hooks that see or decide a test's outcome, its collection or the
+/// session's exit status.
+const HOOKS: [&str; 11] = [
+    "pytest_runtest_makereport",
+    "pytest_report_teststatus",
+    "pytest_runtest_logreport",
+    "pytest_runtest_protocol",
+    "pytest_runtest_call",
+    "pytest_pyfunc_call",
+    "pytest_collection_modifyitems",
+    "pytest_collectreport",
+    "pytest_ignore_collect",
+    "pytest_deselected",
+    "pytest_sessionfinish",
+];
+
+/// One `result-hook` finding per hook definition (or `pytest_plugins`
+/// assignment) of a Python file whose lines the change added or changed.
+pub(crate) fn result_hooks(p: &Prepared, out: &mut Vec<Finding>) {
+    if p.lang != Some(Language::Python) || p.diff.new_text.is_none() {
+        return;
+    }
+    // A blank line added after a block is not a change of the block.
+    let touched = |i: usize| !blank(&p.lines[i]) && p.diff.added.contains(&(i as u32 + 1));
+    for (i, line) in p.lines.iter().enumerate() {
+        let code = line.code.trim_start();
+        let what = if let Some(hook) = hook_defined(code) {
+            (i..block_end(p, i))
+                .any(touched)
+                .then(|| format!("pytest hook `{hook}`"))
+        } else {
+            (indent(p.raw[i]) == 0 && code.starts_with("pytest_plugins") && touched(i))
+                .then(|| "`pytest_plugins` (a plugin)".to_string())
+        };
+        if let Some(what) = what {
+            let message = format!(
+                "{what} added or changed: it can rewrite test outcomes, so the gate's result cannot be trusted (allow it with `verify_allow: [\"{RESULT_HOOK}\"]`)"
+            );
+            let line_no = i as u32 + 1;
+            out.push(finding(
+                RESULT_HOOK,
+                &p.diff.path,
+                line_no,
+                &message,
+                p.raw[i],
+            ));
+        }
+    }
+}
+
+/// The hook a `def` line defines, if it is one of [`HOOKS`].
+fn hook_defined(code: &str) -> Option<&'static str> {
+    let rest = code.strip_prefix("async ").unwrap_or(code);
+    let name = rest.strip_prefix("def ")?.split('(').next()?.trim();
+    HOOKS.iter().copied().find(|h| *h == name)
+}
+
+/// One past the last line of the block whose header is line `start`.
+fn block_end(p: &Prepared, start: usize) -> usize {
+    let own = indent(p.raw[start]);
+    (start + 1..p.lines.len())
+        .find(|&j| !blank(&p.lines[j]) && indent(p.raw[j]) <= own)
+        .unwrap_or(p.lines.len())
+}
