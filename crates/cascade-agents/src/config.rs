@@ -684,36 +684,7 @@ impl Walk {
             .and_then(Value::as_str)
             .map(str::to_string);
         if kind == AgentKind::Api {
-            let timeout_secs = self.timeout(obj, &key);
-            for field in [
-                "command",
-                "args",
-                "resume_args",
-                "list_sessions_args",
-                "version_args",
-            ] {
-                if obj.get(field).is_some_and(|v| !v.is_null()) {
-                    self.warnings.push(format!(
-                        "{key}.{field}: ignored for an \"api\" agent (cascade calls the model API itself)"
-                    ));
-                }
-            }
-            let api = self.api(obj, &key)?;
-            return Some(AgentDef {
-                name: name.to_string(),
-                kind,
-                command: api.label(),
-                args: Vec::new(),
-                timeout_secs,
-                env: Vec::new(),
-                working_dir: None,
-                description,
-                resume_args: None,
-                list_sessions_args: None,
-                version_args: None,
-                api: Some(api),
-                sandbox: AgentSandbox::default(),
-            });
+            return self.api_agent_fields(name, obj, &key, description);
         }
         let command = match obj.get("command") {
             Some(v) => self.string(v, &format!("{key}.command")),
@@ -738,55 +709,9 @@ impl Walk {
                 None
             }
         };
-        let args = match obj.get("args") {
-            None | Some(Value::Null) if kind == AgentKind::TaskTool => {
-                TASK_TOOL_ARGS.iter().map(|s| s.to_string()).collect()
-            }
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => {
-                let mut args = Vec::with_capacity(items.len());
-                for (i, item) in items.iter().enumerate() {
-                    let k = format!("{key}.args[{i}]");
-                    if let Some(s) = self.string(item, &k) {
-                        self.placeholders(&s, &k);
-                        args.push(s);
-                    }
-                }
-                args
-            }
-            Some(_) => {
-                self.problem(format!("{key}.args"), "expected an array of strings");
-                Vec::new()
-            }
-        };
+        let args = self.cli_args(obj, &key, kind);
         let timeout_secs = self.timeout(obj, &key);
-        let mut env = Vec::new();
-        match obj.get("env") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(vars)) => {
-                for (k, v) in vars {
-                    let vk = format!("{key}.env.{k}");
-                    if k.is_empty() || k.contains('=') || k.contains('\0') {
-                        self.problem(vk, "invalid environment variable name");
-                        continue;
-                    }
-                    let value = match v {
-                        Value::String(s) => Some(s.clone()),
-                        Value::Number(n) => Some(n.to_string()),
-                        Value::Bool(b) => Some(b.to_string()),
-                        _ => {
-                            self.problem(vk.clone(), "expected a string value");
-                            None
-                        }
-                    };
-                    if let Some(value) = value {
-                        self.placeholders(&value, &vk);
-                        env.push((k.clone(), value));
-                    }
-                }
-            }
-            Some(_) => self.problem(format!("{key}.env"), "expected an object of strings"),
-        }
+        let env = self.env_vars(obj, &key);
         let working_dir = match obj.get("working_dir") {
             None | Some(Value::Null) => None,
             Some(v) => {
@@ -821,6 +746,106 @@ impl Walk {
             api: None,
             sandbox,
         })
+    }
+
+    /// The fields of an `"api"` agent: the model API instead of a command
+    /// (a command's fields are ignored, with a warning).
+    fn api_agent_fields(
+        &mut self,
+        name: &str,
+        obj: &Tracked<'_>,
+        key: &str,
+        description: Option<String>,
+    ) -> Option<AgentDef> {
+        let kind = AgentKind::Api;
+        let timeout_secs = self.timeout(obj, key);
+        for field in [
+            "command",
+            "args",
+            "resume_args",
+            "list_sessions_args",
+            "version_args",
+        ] {
+            if obj.get(field).is_some_and(|v| !v.is_null()) {
+                self.warnings.push(format!(
+                    "{key}.{field}: ignored for an \"api\" agent (cascade calls the model API itself)"
+                ));
+            }
+        }
+        let api = self.api(obj, key)?;
+        Some(AgentDef {
+            name: name.to_string(),
+            kind,
+            command: api.label(),
+            args: Vec::new(),
+            timeout_secs,
+            env: Vec::new(),
+            working_dir: None,
+            description,
+            resume_args: None,
+            list_sessions_args: None,
+            version_args: None,
+            api: Some(api),
+            sandbox: AgentSandbox::default(),
+        })
+    }
+
+    /// `args` of a CLI agent (a task-tool agent without them gets Claude
+    /// Code's), each checked for placeholders.
+    fn cli_args(&mut self, obj: &Tracked<'_>, key: &str, kind: AgentKind) -> Vec<String> {
+        match obj.get("args") {
+            None | Some(Value::Null) if kind == AgentKind::TaskTool => {
+                TASK_TOOL_ARGS.iter().map(|s| s.to_string()).collect()
+            }
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => {
+                let mut args = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    let k = format!("{key}.args[{i}]");
+                    if let Some(s) = self.string(item, &k) {
+                        self.placeholders(&s, &k);
+                        args.push(s);
+                    }
+                }
+                args
+            }
+            Some(_) => {
+                self.problem(format!("{key}.args"), "expected an array of strings");
+                Vec::new()
+            }
+        }
+    }
+
+    /// `env` of a CLI agent: names and string (or number, bool) values.
+    fn env_vars(&mut self, obj: &Tracked<'_>, key: &str) -> Vec<(String, String)> {
+        let mut env = Vec::new();
+        match obj.get("env") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(vars)) => {
+                for (k, v) in vars {
+                    let vk = format!("{key}.env.{k}");
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        self.problem(vk, "invalid environment variable name");
+                        continue;
+                    }
+                    let value = match v {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Number(n) => Some(n.to_string()),
+                        Value::Bool(b) => Some(b.to_string()),
+                        _ => {
+                            self.problem(vk.clone(), "expected a string value");
+                            None
+                        }
+                    };
+                    if let Some(value) = value {
+                        self.placeholders(&value, &vk);
+                        env.push((k.clone(), value));
+                    }
+                }
+            }
+            Some(_) => self.problem(format!("{key}.env"), "expected an object of strings"),
+        }
+        env
     }
 
     /// `sandbox`: `{"write": [paths], "net_ports": [ports]}`.
