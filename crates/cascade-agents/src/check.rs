@@ -5,10 +5,14 @@
 //! `args` and for `resume_args` (the leading literal words of an argv are its
 //! subcommands: `codex exec --help`, `codex exec resume --help`); every flag
 //! of the argv must appear in that help. A flag the help does not list is
-//! probed with `<command> [subcommands] <flag> --help`: a CLI that rejects it
-//! ("unexpected argument", "unknown option") has lost it (codex 0.169 and
-//! `--full-auto`); one that says nothing may hide it (amp's
-//! `--dangerously-allow-all`), which is a warning, not a failure. Login is
+//! probed: a CLI that rejects it ("unexpected argument", "unknown option")
+//! has lost it (codex 0.169 and `--full-auto`), which fails the check with
+//! the fix. clap CLIs (codex) are asked `<command> [subcommands] <flag>
+//! --help`; claude and gemini answer `--help` whatever else is on the line,
+//! so they are given the argv itself with an empty prompt, which they refuse
+//! right after parsing their flags, before any model call. Where no probe
+//! can tell (amp's hidden `--dangerously-allow-all`), an unlisted flag is a
+//! warning, not a failure. Login is
 //! checked where the CLI can tell without a network call (`claude auth
 //! status`, `codex login status`, gemini's auth env or settings), and claude's
 //! refusal of `--dangerously-skip-permissions` as root without IS_SANDBOX=1.
@@ -275,7 +279,24 @@ pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelTok
         }
     }
 
-    // Flags of args and resume_args, against the help of their subcommand.
+    check_flags(&mut check, &probe, def, family).await;
+    login(&mut check, def, family, &probe).await;
+    root(&mut check, def, family);
+    // Only a CLI that answered `--version` with a version is surely the one
+    // these probes understand; for anything else (a wrapper, a test stub)
+    // the findings are reported, but do not make the agent unusable.
+    if check.version.as_deref().and_then(version_number).is_none() {
+        for p in &mut check.problems {
+            p.fatal = false;
+        }
+    }
+    check.finish()
+}
+
+/// The flags of `args`, `resume_args` and `list_sessions_args`, against
+/// the help of their subcommand; a flag the help does not list is probed
+/// (see [`probe_unlisted`]).
+async fn check_flags(check: &mut AgentCheck, probe: &Probe, def: &AgentDef, family: CliFamily) {
     let mut argvs = vec![("args", &def.args)];
     if let Some(r) = &def.resume_args {
         argvs.push(("resume_args", r));
@@ -307,54 +328,132 @@ pub async fn check_agent(def: &AgentDef, path: Option<&Path>, cancel: &CancelTok
         let Some(Some(help)) = helps.get(&subs) else {
             continue;
         };
-        let help = help.clone();
-        for flag in flags {
-            if flag_listed(&help, &flag) {
-                continue;
+        let unlisted: Vec<String> = flags
+            .into_iter()
+            .filter(|f| !flag_listed(help, f))
+            .collect();
+        if !unlisted.is_empty() {
+            let cmd = shown(&def.command, &subs);
+            probe_unlisted(check, probe, family, field, argv, &cmd, &unlisted).await;
+        }
+    }
+}
+
+/// Flags `unlisted` of `field` (`argv`) that `cmd --help` does not list:
+/// rejected (a fatal finding with the fix), accepted (nothing to say), or,
+/// where no probe can tell, a warning that the flag may be hidden.
+///
+/// clap CLIs (codex) reject an unknown flag even before `--help`, so
+/// `<cmd> <flag> --help` tells. claude (commander) and gemini (yargs) answer
+/// `--help` and `--version` whatever else is on the line, so they are given
+/// the argv itself, placeholders filled with inert values ([`inert_argv`]):
+/// an empty prompt and an empty stdin make them stop right after parsing
+/// their flags ("Input must be provided", "No input provided"), before any
+/// model is called, and an unknown flag is refused before that.
+async fn probe_unlisted(
+    check: &mut AgentCheck,
+    probe: &Probe,
+    family: CliFamily,
+    field: &str,
+    argv: &[String],
+    cmd: &str,
+    unlisted: &[String],
+) {
+    let whole_argv = matches!(family, CliFamily::Claude | CliFamily::Gemini);
+    let mut rejected: Vec<(String, String)> = Vec::new();
+    let mut verified = false;
+    if whole_argv {
+        let inert = inert_argv(argv, &probe.cwd);
+        if let Some(out) = probe.run(&inert).await.filter(|o| !o.timed_out) {
+            verified = true;
+            if says_unknown(&out.text) {
+                let said = rejection_line(&out.text);
+                // commander names the first unknown option only; a flag the
+                // message does not name may be fine, but the argv is not.
+                // (yargs names it without its dashes: "Unknown argument: yolo").
+                let words = out.text.replace(['\'', '"', '`', ':'], " ");
+                let named: Vec<&String> = unlisted
+                    .iter()
+                    .filter(|f| {
+                        flag_listed(&words, f) || flag_listed(&words, f.trim_start_matches('-'))
+                    })
+                    .collect();
+                if named.is_empty() {
+                    rejected.push((unlisted.join(" "), said));
+                } else {
+                    rejected.extend(named.into_iter().map(|f| (f.clone(), said.clone())));
+                }
             }
-            let mut probe_args = subs.clone();
+        }
+    } else if family != CliFamily::Amp {
+        // amp (commander) prints the help whatever else is on the line.
+        for flag in unlisted {
+            let mut probe_args = split_argv(argv).0;
             probe_args.push(flag.clone());
             probe_args.push("--help".to_string());
-            // commander (amp) and yargs (gemini) print the help whatever
-            // else is on the line: a probe would prove nothing.
-            let can_probe = !matches!(family, CliFamily::Amp | CliFamily::Gemini);
-            let rejected = can_probe
-                && probe
-                    .run(&probe_args)
-                    .await
-                    .is_some_and(|o| says_unknown(&o.text));
-            let cmd = shown(&def.command, &subs);
-            if rejected {
-                check.problem(
-                    ProblemKind::MissingFlag,
-                    true,
-                    format!("`{cmd}` does not accept {flag} (in {field})"),
-                    Some(format!(
-                        "edit this agent's {field} in agents.json: see `{cmd} --help` for today's flag (or update cascade's agents.json)"
-                    )),
-                );
-            } else {
-                check.problem(
-                    ProblemKind::UnlistedFlag,
-                    false,
-                    format!("`{cmd} --help` does not list {flag} (in {field}); it may be hidden"),
-                    None,
-                );
+            if let Some(out) = probe.run(&probe_args).await {
+                if says_unknown(&out.text) {
+                    rejected.push((flag.clone(), rejection_line(&out.text)));
+                }
             }
         }
     }
-
-    login(&mut check, def, family, &probe).await;
-    root(&mut check, def, family);
-    // Only a CLI that answered `--version` with a version is surely the one
-    // these probes understand; for anything else (a wrapper, a test stub)
-    // the findings are reported, but do not make the agent unusable.
-    if check.version.as_deref().and_then(version_number).is_none() {
-        for p in &mut check.problems {
-            p.fatal = false;
-        }
+    for (flag, said) in &rejected {
+        check.problem(
+            ProblemKind::MissingFlag,
+            true,
+            format!("`{cmd}` does not accept {flag} (in {field}): {said}"),
+            Some(format!(
+                "edit this agent's {field} in agents.json: see `{cmd} --help` for today's flag (or update cascade's agents.json)"
+            )),
+        );
     }
-    check.finish()
+    if verified || !rejected.is_empty() {
+        return;
+    }
+    for flag in unlisted {
+        check.problem(
+            ProblemKind::UnlistedFlag,
+            false,
+            format!("`{cmd} --help` does not list {flag} (in {field}); it may be hidden"),
+            None,
+        );
+    }
+}
+
+/// `argv` with its placeholders filled so that the CLI parses every flag
+/// and stops there: an empty prompt, an empty prompt file in `scratch`,
+/// `scratch` as the working directory, and a session that does not exist.
+fn inert_argv(argv: &[String], scratch: &Path) -> Vec<String> {
+    let empty_file = scratch.join("prompt.md");
+    let _ = std::fs::write(&empty_file, "");
+    let (dir, file) = (
+        scratch.display().to_string(),
+        empty_file.display().to_string(),
+    );
+    let values = crate::placeholders::Values {
+        prompt: "",
+        prompt_file: &file,
+        working_dir: &dir,
+        story_id: "agents-check",
+        attempt: "1",
+        session_id: "00000000-0000-0000-0000-000000000000",
+        session_index: "1",
+    };
+    argv.iter()
+        .map(|a| crate::placeholders::substitute(a, &values))
+        .collect()
+}
+
+/// The line of a CLI's output that says what it refused.
+fn rejection_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| says_unknown(l))
+        .unwrap_or("")
+        .chars()
+        .take(160)
+        .collect()
 }
 
 /// The argv split into its leading subcommand words and its flags.

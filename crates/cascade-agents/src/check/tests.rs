@@ -190,3 +190,119 @@ async fn results_are_cached_per_binary_and_definition_and_read_by_the_detector()
     assert!(det.check_failure(&fixed).is_none());
     assert!(cache.get(&fixed, &codex).is_none());
 }
+
+/// A fake CLI shaped like claude (commander) or gemini (yargs): `--help`
+/// and `--version` win wherever they are on the line (so `<flag> --help`
+/// proves nothing), an unknown flag is refused when the argv is parsed,
+/// an empty prompt stops it right after parsing, and anything else would
+/// call a model (noted in `model-called` next to the script).
+fn fake_parsing_cli(dir: &Path, name: &str, version: &str, refusal: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!(
+            r#"#!/bin/sh
+case "$*" in "auth status") echo '{{"loggedIn": true}}'; exit 0;; esac
+for a in "$@"; do
+  case "$a" in
+    --version) echo "{version}"; exit 0;;
+    --help) printf 'Usage: {name} [options] [prompt]\n  -p, --prompt <text>\n  --output-format <format>\n'; exit 0;;
+  esac
+done
+prompt=""; prev=""
+for a in "$@"; do
+  case "$a" in
+    -p|--prompt|--output-format|--hidden-ok) ;;
+    -*) f="${{a#--}}"; echo "{refusal}" >&2; exit 1;;
+    *) case "$prev" in -p|--prompt) prompt="$a";; esac;;
+  esac
+  prev="$a"
+done
+if [ -z "$prompt" ]; then echo "Error: Input must be provided either through stdin or as a prompt argument" >&2; exit 1; fi
+touch "$(dirname "$0")/model-called"
+"#
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn a_flag_claude_and_gemini_reject_at_run_time_fails_the_check_without_calling_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let claude = fake_parsing_cli(
+        dir.path(),
+        "claude",
+        "2.1.197 (Claude Code)",
+        "error: unknown option '$a'",
+    );
+    let gemini = fake_parsing_cli(dir.path(), "gemini", "0.61.0", "Unknown argument: $f");
+    for (command, path) in [("claude", &claude), ("gemini", &gemini)] {
+        let mut gone = def(
+            command,
+            command,
+            &["-p", "{prompt}", "--output-format", "json", "--gone"],
+        );
+        gone.env = vec![("GEMINI_API_KEY".into(), "k".into())];
+        let check = check_agent(&gone, Some(path), &CancelToken::new()).await;
+        assert_eq!(check.status, CheckStatus::Failed, "{check:#?}");
+        let p = check
+            .problems
+            .iter()
+            .find(|p| p.kind == ProblemKind::MissingFlag)
+            .unwrap_or_else(|| panic!("{check:#?}"));
+        assert!(
+            p.message.contains("--gone") && p.message.contains("(in args)"),
+            "{}",
+            p.message
+        );
+        assert!(
+            p.message.to_ascii_lowercase().contains("unknown"),
+            "the CLI's own words: {}",
+            p.message
+        );
+        assert!(p.fix.as_deref().unwrap().contains("agents.json"), "{p:?}");
+
+        // A flag the help hides but the parser accepts: verified, no note.
+        let mut hidden = def(
+            command,
+            command,
+            &["-p", "{prompt}", "--output-format", "json", "--hidden-ok"],
+        );
+        hidden.env = gone.env.clone();
+        let check = check_agent(&hidden, Some(path), &CancelToken::new()).await;
+        assert_eq!(check.status, CheckStatus::Ok, "{check:#?}");
+    }
+    assert!(
+        !dir.path().join("model-called").exists(),
+        "a probe called a model"
+    );
+}
+
+#[test]
+fn inert_argv_fills_placeholders_with_values_that_stop_the_cli_early() {
+    let argv: Vec<String> = [
+        "-p",
+        "{prompt}",
+        "--resume",
+        "{session_id}",
+        "--cwd={working_dir}",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let scratch = tempfile::tempdir().unwrap();
+    let filled = inert_argv(&argv, scratch.path());
+    let dir = scratch.path().display().to_string();
+    assert_eq!(
+        filled,
+        [
+            "-p",
+            "",
+            "--resume",
+            "00000000-0000-0000-0000-000000000000",
+            &format!("--cwd={dir}")
+        ]
+    );
+}
