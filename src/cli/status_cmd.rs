@@ -265,6 +265,18 @@ impl<'a> View<'a> {
                 detail(s)
             )?;
         }
+        let mut races = st
+            .stories
+            .iter()
+            .filter_map(|s| Some((&s.id, s.race.as_ref()?)));
+        if let Some(first) = races.next() {
+            writeln!(out, "Races:")?;
+            for (id, race) in std::iter::once(first).chain(races) {
+                for line in super::report::race::lines(id, race, "  ") {
+                    writeln!(out, "{line}")?;
+                }
+            }
+        }
         if status == "interrupted" || status == "paused" {
             writeln!(out, "Continue with `cascade resume`.")?;
         }
@@ -391,6 +403,10 @@ struct StoryJson<'a> {
     /// What confined its last attempt.
     #[serde(skip_serializing_if = "Option::is_none")]
     confinement: Option<&'a str>,
+    /// A racing story's last round: its contestants (verdict, gates, diff
+    /// size, cost, branch) and the winner.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    race: Option<&'a cascade_engine::race::RaceRecord>,
 }
 
 impl<'a> StoryJson<'a> {
@@ -409,6 +425,7 @@ impl<'a> StoryJson<'a> {
             verification_allowed: &s.verification_allowed,
             review: s.review.as_ref(),
             confinement: confinement(s),
+            race: s.race.as_ref(),
         }
     }
 }

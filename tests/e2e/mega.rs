@@ -992,3 +992,68 @@ fn show_and_logs_find_a_features_story() {
         text(&wrong)
     );
 }
+
+/// The NDJSON events of `out`.
+fn json_lines(out: &std::process::Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn a_mega_run_races_its_stories_and_its_resume_races_them_too() {
+    let m = setup(
+        &[("f1", "auth", &[], true), ("f2", "api", &["f1"], true)],
+        |name| vec![format!("{name}-1")],
+    );
+    // Confirm between batches: the first run stops after auth's batch.
+    let plan_path = m.root().join("mega-plan.json");
+    let mut plan: Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan_path).unwrap()).unwrap();
+    plan["execution_mode"] = json!("manual");
+    std::fs::write(&plan_path, plan.to_string()).unwrap();
+    git(m.root(), &["commit", "-qam", "confirm between batches"]);
+    let out = m
+        .cmd(&["approve", "--retry-delay", "0", "--race", "2", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let won = |ev: &[Value], feature: &str| -> Vec<Value> {
+        ev.iter()
+            .filter(|e| e["event"] == "race_won" && e["feature"] == feature)
+            .cloned()
+            .collect()
+    };
+    let ev = json_lines(&out);
+    let auth = won(&ev, "auth");
+    assert_eq!(auth.len(), 1, "{}", text(&out));
+    assert_eq!(auth[0]["story"], "auth-1");
+    assert_eq!(auth[0]["branch"], "cascade/auth.auth-1/race-impl-1");
+    assert_eq!(m.status_json()["features"]["api"]["status"], "pending");
+    // `mega resume` without --race: the recorded race goes on for api.
+    let out = m
+        .cmd(&["resume", "--auto-run", "--retry-delay", "0", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let ev = json_lines(&out);
+    let started: Vec<&Value> = ev
+        .iter()
+        .filter(|e| e["event"] == "race_started" && e["feature"] == "api")
+        .collect();
+    assert_eq!(started.len(), 1, "{}", text(&out));
+    assert_eq!(started[0]["contestants"], json!(["impl-1", "impl-2"]));
+    assert_eq!(won(&ev, "api").len(), 1, "{}", text(&out));
+    assert!(won(&ev, "auth").is_empty(), "auth raced again");
+    // Each story merged once, by its winner.
+    let log = git(m.root(), &["log", "--format=%s", "main"]);
+    for story in ["auth-1", "api-1"] {
+        let merges = log
+            .lines()
+            .filter(|l| l.starts_with(&format!("{story}:")))
+            .count();
+        assert_eq!(merges, 1, "{story} in:\n{log}");
+    }
+    assert_eq!(m.status_json()["status"], "completed");
+}

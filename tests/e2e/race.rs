@@ -21,6 +21,44 @@ const SMALL: &str = "echo small > s1.txt";
 const BIG: &str = "seq 1 40 > s1.txt";
 /// Leaves the file the gate refuses.
 const BROKEN: &str = "echo small > s1.txt; echo oops > broken.txt";
+/// Writes a function whose body is only `pass`: verification's
+/// `py-stub-body` finding.
+const STUB: &str = "echo small > s1.txt; printf 'def s1():\\n    pass\\n' > s1.py";
+
+/// The four qualities of contestant, by name: what each one's agent does.
+const QUALITIES: [(&str, &str); 4] = [
+    ("stub", STUB),
+    ("gate", BROKEN),
+    ("large", BIG),
+    ("small", SMALL),
+];
+
+/// Every combination of two or more qualities racing, the winner the rule
+/// must pick (`None`: nobody passes, the story fails) and its reason.
+const COMBINATIONS: &[(&[&str], Option<&str>, &str)] = &[
+    (&["stub", "gate"], None, ""),
+    (&["stub", "large"], Some("large"), ONLY),
+    (&["stub", "small"], Some("small"), ONLY),
+    (&["gate", "large"], Some("large"), ONLY),
+    (&["gate", "small"], Some("small"), ONLY),
+    (&["large", "small"], Some("small"), SMALLER),
+    (&["stub", "gate", "large"], Some("large"), ONLY),
+    (&["stub", "gate", "small"], Some("small"), ONLY),
+    (&["stub", "large", "small"], Some("small"), SMALLER),
+    (&["gate", "large", "small"], Some("small"), SMALLER),
+    (&["stub", "gate", "large", "small"], Some("small"), SMALLER),
+];
+const ONLY: &str = "the only contestant to pass verification and every required gate";
+const SMALLER: &str = "smaller change (1 vs 40 lines)";
+
+/// How each losing quality fails.
+fn failure_of(quality: &str) -> Option<&'static str> {
+    match quality {
+        "stub" => Some("verification"),
+        "gate" => Some("quality_gate"),
+        _ => None,
+    }
+}
 
 /// A repository whose prd.json holds story `s1` (with `extra` fields) and
 /// a required gate that fails when `broken.txt` exists; agents are scripts
@@ -136,6 +174,141 @@ fn contestant<'a>(ev: &'a [Value], name: &str) -> &'a Value {
         .into_iter()
         .find(|e| e["contestant"] == name)
         .unwrap_or_else(|| panic!("no result for {name} in {ev:?}"))
+}
+
+#[test]
+fn every_combination_of_contestant_qualities_picks_the_right_winner() {
+    for (racing, winner, reason) in COMBINATIONS {
+        let r = Race::new(json!({}));
+        let agents: Vec<(&str, &str)> = QUALITIES
+            .iter()
+            .copied()
+            .filter(|(name, _)| racing.contains(name))
+            .collect();
+        r.agents(&agents);
+        let out = r.approve(&["--race", &racing.join(",")]);
+        let case = format!("{racing:?}: {}", explain(&out));
+        let ev = events(&out);
+        let won = of_kind(&ev, "race_won");
+        match winner {
+            Some(w) => {
+                assert_eq!(code(&out), 0, "{case}");
+                assert_eq!(won.len(), 1, "{case}");
+                assert_eq!(won[0]["winner"], *w, "{case}");
+                assert_eq!(won[0]["reason"], *reason, "{case}");
+                let expected = if *w == "small" { "small\n" } else { "" };
+                let merged = r.on_main("s1.txt").unwrap_or_default();
+                assert!(
+                    merged.starts_with(expected) && r.merges_of_s1() == 1,
+                    "{case}"
+                );
+                assert_eq!(r.on_main("s1.py"), None, "the stub merged: {case}");
+                assert_eq!(
+                    r.on_main("broken.txt"),
+                    None,
+                    "the gate loser merged: {case}"
+                );
+            }
+            None => {
+                assert_eq!(code(&out), 1, "{case}");
+                assert!(won.is_empty(), "{case}");
+                assert_eq!(r.merges_of_s1(), 0, "{case}");
+            }
+        }
+        for quality in *racing {
+            let result = contestant(&ev, quality);
+            match failure_of(quality) {
+                Some(kind) => {
+                    assert_eq!(result["status"], "failed", "{quality} in {case}");
+                    assert_eq!(result["error_type"], kind, "{quality} in {case}");
+                }
+                None => assert_eq!(result["status"], "passed", "{quality} in {case}"),
+            }
+        }
+        // `status --json` keeps the race side by side, as the events said.
+        let race = status_race(r.repo());
+        assert_eq!(race["winner"].as_str(), *winner, "{race}");
+        let names: Vec<&str> = race["contestants"]
+            .as_array()
+            .map(|c| c.iter().filter_map(|c| c["name"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, *racing, "{race}");
+    }
+}
+
+/// `status --json`'s race of story `s1`.
+fn status_race(repo: &Path) -> Value {
+    let out = cascade(repo)
+        .args(["status", "--json"])
+        .output()
+        .expect("status runs");
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let st: Value = serde_json::from_slice(&out.stdout).expect("status is JSON");
+    st["stories"]["s1"]["race"].clone()
+}
+
+#[test]
+fn status_shows_the_race_side_by_side_in_text_and_json() {
+    let r = Race::new(json!({}));
+    let costly = r#"echo small > s1.txt
+echo '{"type":"result","subtype":"success","is_error":false,"result":"done","total_cost_usd":0.02,"usage":{"input_tokens":1000,"output_tokens":100}}'"#;
+    r.agents(&[("broken", BROKEN), ("big", BIG), ("small", costly)]);
+    r.won(&["--race", "broken,big,small", "--parallel", "1"]);
+    let race = status_race(r.repo());
+    assert_eq!(race["winner"], "small");
+    assert_eq!(race["reason"], SMALLER);
+    assert_eq!(race["runners_up"], json!(["big"]));
+    let by_name = |n: &str| {
+        race["contestants"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["name"] == n))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {n} in {race}"))
+    };
+    let small = by_name("small");
+    assert_eq!(small["status"], "passed");
+    assert_eq!(small["branch"], "cascade/s1/race-small");
+    assert_eq!(small["lines_changed"], 1);
+    assert_eq!(small["cost_usd"], 0.02);
+    assert_eq!(small["gates"][0]["name"], "check");
+    assert_eq!(small["gates"][0]["passed"], true);
+    let broken = by_name("broken");
+    assert_eq!(broken["status"], "failed");
+    assert_eq!(broken["error_type"], "quality_gate");
+    assert_eq!(broken["gates"][0]["passed"], false);
+    assert_eq!(by_name("big")["lines_changed"], 40);
+    // The text: the stories table, then the race (redacted: the run id).
+    let out = cascade(r.repo())
+        .arg("status")
+        .output()
+        .expect("status runs");
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let races = text
+        .split_once("Races:\n")
+        .map(|(_, r)| r.to_string())
+        .unwrap_or_else(|| panic!("no race in:\n{text}"));
+    insta::assert_snapshot!(races);
+    // The summary printed at the end of a run says the same (a run in
+    // text mode, so the terminal reporter prints it).
+    let r = Race::new(json!({}));
+    r.agents(&[("broken", BROKEN), ("big", BIG), ("small", SMALL)]);
+    let mut cmd = cascade(r.repo());
+    cmd.args(APPROVE_NOW)
+        .args(["--race", "broken,big,small", "--parallel", "1", "--agents"])
+        .arg(r.t("agents.json"))
+        .timeout(Duration::from_secs(120));
+    let out = cmd.output().expect("cascade runs");
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        all.contains("races:\n  s1: race won by small over big: smaller change (1 vs 40 lines)\n"),
+        "{all}"
+    );
 }
 
 #[test]
@@ -368,4 +541,77 @@ fn bad_races_are_usage_errors_naming_what_is_wrong() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+#[cfg(feature = "ui")]
+#[test]
+fn the_dashboard_shows_the_contestants_side_by_side_with_their_diffs() {
+    use crate::ui_browser::{browser_or_skip, screenshot_path, start_ui};
+    let Some(b) =
+        browser_or_skip("the_dashboard_shows_the_contestants_side_by_side_with_their_diffs")
+    else {
+        return;
+    };
+    let r = Race::new(json!({}));
+    r.agents(&[("broken", BROKEN), ("big", BIG), ("small", SMALL)]);
+    r.won(&["--race", "broken,big,small", "--parallel", "1"]);
+    let agents = r.t("agents.json").display().to_string();
+    let (_ui, url) = start_ui(r.repo(), &["--agents", &agents]);
+    b.goto(&format!("{url}#/story/s1"));
+    b.wait_js(
+        "the race's three contestants",
+        20,
+        "return document.querySelectorAll('#race .contestant').length === 3",
+    );
+    let shown = b.js(
+        "return [...document.querySelectorAll('#race .contestant')].map(c => [c.dataset.contestant, c.dataset.status, c.classList.contains('winner'), c.querySelector('.contestant-lines').textContent, c.querySelector('.contestant-gates').textContent, c.querySelector('.contestant-branch').textContent])",
+        json!([]),
+    );
+    assert_eq!(
+        shown,
+        json!([
+            [
+                "broken",
+                "failed",
+                false,
+                "-",
+                "check ✘",
+                "cascade/s1/race-broken"
+            ],
+            [
+                "big",
+                "passed",
+                false,
+                "40 lines",
+                "check ✔",
+                "cascade/s1/race-big"
+            ],
+            [
+                "small",
+                "passed",
+                true,
+                "1 lines",
+                "check ✔",
+                "cascade/s1/race-small"
+            ],
+        ])
+    );
+    let outcome = b.js(
+        "return document.querySelector('#race .race-outcome').textContent",
+        json!([]),
+    );
+    assert_eq!(
+        outcome,
+        "Won by small over big: smaller change (1 vs 40 lines)"
+    );
+    // The loser's link opens the diff of its branch: forty lines of s1.txt.
+    b.click_css("#race .contestant[data-contestant=big] a.race-diff", 5);
+    let diff = b.wait_js(
+        "the big contestant's diff to open",
+        5,
+        "var a = document.querySelector('#race .contestant[data-contestant=big] a.race-diff'); var d = document.getElementById('diff-' + a.dataset.attempt); return d && d.closest('details').open && d.textContent;",
+    );
+    let diff = diff.as_str().unwrap_or_default();
+    assert!(diff.contains("s1.txt") && diff.contains("+40"), "{diff}");
+    b.screenshot(&screenshot_path("race"));
 }

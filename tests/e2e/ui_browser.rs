@@ -25,7 +25,7 @@ use crate::webdriver::Browser;
 
 /// A child in its own process group, killed with the group when dropped
 /// (test failure included).
-struct Group(Child);
+pub(crate) struct Group(Child);
 
 impl Drop for Group {
     fn drop(&mut self) {
@@ -57,7 +57,7 @@ fn spawn_cascade(dir: &Path, args: &[&str], stdout: Stdio) -> Group {
 }
 
 /// `cascade ui --port 0 <extra>` in `dir`: the server and the URL it printed.
-fn start_ui(dir: &Path, extra: &[&str]) -> (Group, String) {
+pub(crate) fn start_ui(dir: &Path, extra: &[&str]) -> (Group, String) {
     let mut args = vec!["ui", "--port", "0"];
     args.extend_from_slice(extra);
     let mut ui = spawn_cascade(dir, &args, Stdio::piped());
@@ -96,7 +96,7 @@ fn start_ui(dir: &Path, extra: &[&str]) -> (Group, String) {
 }
 
 /// Where screenshots go: `target/ui-screenshots/<name>.png`.
-fn screenshot_path(name: &str) -> PathBuf {
+pub(crate) fn screenshot_path(name: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
@@ -104,7 +104,7 @@ fn screenshot_path(name: &str) -> PathBuf {
 }
 
 /// The browser, or `None` after printing why the test skips.
-fn browser_or_skip(test: &str) -> Option<Browser> {
+pub(crate) fn browser_or_skip(test: &str) -> Option<Browser> {
     match Browser::start() {
         Ok(b) => Some(b),
         Err(why) => {

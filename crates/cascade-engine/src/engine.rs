@@ -539,6 +539,7 @@ pub fn summaries(st: &RunState) -> Vec<StorySummary> {
                 verification_allowed: s.verification_allowed.clone(),
                 review: s.review.clone(),
                 confinement: s.attempts.iter().rev().find_map(|a| a.confinement.clone()),
+                race: s.race.clone(),
             }
         })
         .collect()

@@ -705,6 +705,9 @@ pub struct StorySummary {
     /// What confined the last attempt: "landlock abi 7", or "none".
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub confinement: Option<String>,
+    /// A racing story's last round (contestants, winner, runners-up).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub race: Option<crate::race::RaceRecord>,
 }
 
 /// One finding of local verification (`{rule, file, line, message, text}`).
@@ -742,6 +745,18 @@ pub struct GateSummary {
     pub passed: bool,
     pub cached: bool,
     pub flaky: bool,
+}
+
+impl GateSummary {
+    /// The summary of one gate's result.
+    pub fn of(g: &cascade_gates::GateResult) -> GateSummary {
+        GateSummary {
+            name: g.name.clone(),
+            passed: g.passed,
+            cached: g.cached,
+            flaky: g.flaky,
+        }
+    }
 }
 
 impl Event {

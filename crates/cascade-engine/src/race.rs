@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 use cascade_agents::AgentsConfig;
 use cascade_plan::{Prd, Story};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// How a run races its stories (`--race`, `--race-until`, `--race-keep`).
@@ -289,6 +290,108 @@ fn branch_safe(agent: &str) -> String {
             }
         })
         .collect()
+}
+
+/// A racing story's last round as the run state keeps it (the story's
+/// `race`): every contestant side by side, then the winner. Written as the
+/// round goes (`status` and the dashboard read it while it runs); a resumed
+/// race starts a new record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RaceRecord {
+    /// `first` | `all` (`--race-until`).
+    pub until: String,
+    /// `all` | `none` (`--race-keep`).
+    pub keep: String,
+    pub contestants: Vec<ContestantRecord>,
+    /// The winner's name, once the rule chose.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub winner: Option<String>,
+    /// What decided it against the runner-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The other contestants that passed, best first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runners_up: Vec<String>,
+}
+
+/// One contestant of a [`RaceRecord`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContestantRecord {
+    pub name: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub branch: String,
+    /// `running`, then what its `race_contestant_finished` said: `passed`,
+    /// `failed`, `stopped` or `not_started`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<crate::retry::FailureKind>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The review's verdict (`pass`, `needs_revision`, `missing`), when
+    /// one reviewed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// Verification and review findings it passed with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub findings: Option<usize>,
+    /// Its gates' results (none when it stopped before the gates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<crate::events::GateSummary>,
+    /// Lines added plus removed, base to its commit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lines_changed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// What its work started from and its commit (its branch's diff).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
+}
+
+impl RaceRecord {
+    /// A round that starts: every contestant running.
+    pub fn started(
+        options: &RaceOptions,
+        contestants: &[Contestant],
+        branches: &[String],
+        first: u32,
+    ) -> RaceRecord {
+        RaceRecord {
+            until: options.until.as_str().into(),
+            keep: options.keep.as_str().into(),
+            contestants: contestants
+                .iter()
+                .zip(branches)
+                .enumerate()
+                .map(|(i, (c, branch))| ContestantRecord {
+                    name: c.name.clone(),
+                    agent: c.agent.clone(),
+                    attempt: first + i as u32,
+                    branch: branch.clone(),
+                    status: "running".into(),
+                    error_type: None,
+                    error: None,
+                    verdict: None,
+                    findings: None,
+                    gates: Vec::new(),
+                    lines_changed: None,
+                    cost_usd: None,
+                    base: None,
+                    commit: None,
+                })
+                .collect(),
+            winner: None,
+            reason: None,
+            runners_up: Vec::new(),
+        }
+    }
+
+    /// The contestant named `name`.
+    pub fn contestant_mut(&mut self, name: &str) -> Option<&mut ContestantRecord> {
+        self.contestants.iter_mut().find(|c| c.name == name)
+    }
 }
 
 /// What the rule knows of a contestant that passed every step.

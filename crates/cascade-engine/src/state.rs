@@ -201,6 +201,10 @@ pub struct StoryState {
     /// `cascade history` and `--route learned` group outcomes by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub story_type: Option<String>,
+    /// A racing story's last round: its contestants side by side and the
+    /// winner (what `status` and the dashboard show; see `crate::race`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub race: Option<crate::race::RaceRecord>,
 }
 
 /// A review's outcome, as kept in the state.
@@ -550,6 +554,7 @@ impl StoryState {
             verification_allowed: Vec::new(),
             review: None,
             story_type: None,
+            race: None,
         }
     }
 }

@@ -859,6 +859,7 @@
           d.branch ? [h("dt", {}, "Branch"), h("dd", { class: "mono" }, d.branch)] : null,
           d.worktree ? [h("dt", {}, "Worktree"), h("dd", { class: "mono" }, d.worktree)] : null,
           d.review && d.review.verdict ? [h("dt", {}, "Review"), h("dd", {}, d.review.verdict + (d.review.agent ? " by " + d.review.agent : ""))] : null)),
+      renderRace(d),
       d.diff ? h("div", { class: "panel", id: "story-diff" }, h("details", { open: true }, h("summary", {}, "Diff of the story's last commit"), renderDiff(d.diff, "diff-story"))) : null,
       h("div", { class: "panel", id: "attempts" },
         h("h2", {}, attempts.length ? "Attempts" : "No attempt yet"),
@@ -875,6 +876,49 @@
         if (was !== undefined) el.open = was;
       }
     }
+  }
+
+  // A racing story's contestants side by side: status, review verdict,
+  // gates, diff size, cost, branch, and a link to the diff of its branch
+  // (the diff of its attempt, below).
+  function renderRace(d) {
+    const r = d.race;
+    if (!r) return null;
+    const others = (r.runners_up || []).length ? " over " + r.runners_up.join(", ") : "";
+    const outcome = r.winner
+      ? "Won by " + r.winner + others + (r.reason ? ": " + r.reason : "")
+      : r.contestants.some((c) => c.status === "running") ? "Racing (until " + r.until + ")" : "No contestant passed";
+    return h("div", { class: "panel", id: "race" },
+      h("h2", {}, "Race"),
+      h("p", { class: "race-outcome" }, outcome),
+      h("div", { class: "race-contestants" }, r.contestants.map((c) => renderContestant(r, c))));
+  }
+
+  function renderContestant(r, c) {
+    const won = r.winner === c.name;
+    const gates = c.gates || [];
+    return h("div", { class: "contestant" + (won ? " winner" : ""), "data-contestant": c.name, "data-status": c.status },
+      h("h3", {}, c.name + (won ? " · winner" : "")),
+      h("dl", { class: "kv" },
+        h("dt", {}, "Agent"), h("dd", {}, c.agent + " (attempt " + c.attempt + ")"),
+        h("dt", {}, "Status"), h("dd", { class: "contestant-status" }, c.status.replace("_", " ") + (c.error_type ? " (" + c.error_type + ")" : "")),
+        h("dt", {}, "Review"), h("dd", { class: "contestant-verdict" }, c.verdict || "-"),
+        h("dt", {}, "Gates"), h("dd", { class: "contestant-gates" }, gates.length ? gates.map((g) => g.name + " " + (g.passed ? "✔" : "✘")).join(", ") : "-"),
+        h("dt", {}, "Diff size"), h("dd", { class: "contestant-lines" }, c.lines_changed != null ? c.lines_changed + " lines" : "-"),
+        h("dt", {}, "Cost"), h("dd", { class: "contestant-cost" }, c.cost_usd != null ? fmtCost(c.cost_usd) : "unknown"),
+        h("dt", {}, "Branch"), h("dd", { class: "mono contestant-branch" }, c.branch)),
+      c.error && c.status !== "passed" ? h("p", { class: "attempt-error" }, c.error) : null,
+      c.commit ? h("a", {
+        href: "#", class: "race-diff", "data-attempt": c.attempt,
+        onclick: (ev) => {
+          ev.preventDefault();
+          const diff = document.getElementById("diff-" + c.attempt);
+          if (!diff) return toast("No diff recorded for " + c.branch, true);
+          const details = diff.closest("details");
+          if (details) details.open = true;
+          diff.scrollIntoView({ block: "start" });
+        },
+      }, "Diff of " + c.branch) : null);
   }
 
   function mergeBlock(m) {

@@ -145,6 +145,19 @@ fn findings(events: &[Value]) -> std::collections::HashMap<u64, Vec<Value>> {
     out
 }
 
+/// The diff of the race contestant that ran attempt `attempt` (its
+/// branch's work: its base to its commit), the target of the race panel's
+/// links.
+fn contestant_diff(
+    race: &cascade_engine::race::RaceRecord,
+    attempt: u32,
+    art: &Artifacts<'_>,
+) -> Option<String> {
+    let c = race.contestants.iter().find(|c| c.attempt == attempt)?;
+    let (base, commit) = (c.base.as_deref()?, c.commit.as_deref()?);
+    cascade_git::diff::diff_patch(art.repo, base, Some(commit), DIFF_MAX).ok()
+}
+
 /// The story document, or `None` for an id the plan and the state do not
 /// know (`s` and `plan`: the story's record in the state and in the plan). `events` are the data of the story's event records, in order.
 pub(crate) fn build(
@@ -162,6 +175,7 @@ pub(crate) fn build(
         .iter()
         .rfind(|d| d.get("event").and_then(Value::as_str) == Some("merge_conflict"))
         .and_then(|d| d.get("files").and_then(Value::as_array).cloned());
+    let race = s.and_then(|s| s.race.as_ref());
     let mut attempts = Vec::new();
     let mut previous: Option<(Option<&'static str>, Option<String>)> = None;
     for a in s.map(|s| s.attempts.as_slice()).unwrap_or_default() {
@@ -193,6 +207,7 @@ pub(crate) fn build(
             "log": a.log,
             "gates": gates_of(art.gates(id, a.attempt)),
             "findings": found.get(&u64::from(a.attempt)).cloned().unwrap_or_default(),
+            "diff": race.and_then(|r| contestant_diff(r, a.attempt, art)),
         }));
         previous = Some((a.error_type.map(|k| k.as_str()), a.error.clone()));
     }
@@ -242,6 +257,7 @@ pub(crate) fn build(
         "verification": s.map(|s| s.verification.clone()).unwrap_or_default(),
         "review": s.and_then(|s| s.review.clone()),
         "attempts": attempts,
+        "race": race,
         "merge": merge,
         "diff": diff,
     }))

@@ -22,6 +22,7 @@
 //! or just `report::reporter(json)` when nothing needs `finish`.
 
 pub mod ndjson;
+pub mod race;
 pub mod summary;
 pub mod terminal;
 

@@ -35,6 +35,7 @@ pub fn render(
     let mut out = aligned(&table(rows, with_cost), color);
     out.push_str(&failures(rows));
     out.push_str(&checked(rows));
+    out.push_str(&races(rows));
     out.push_str(&confinement(rows));
     out.push_str(&totals(rows, status, counts, duration_ms, with_cost));
     out
@@ -196,6 +197,24 @@ fn checked(rows: &[StorySummary]) -> String {
     out
 }
 
+/// "races:" with each racing story's winner, runners-up and contestants
+/// (nothing when no story raced).
+fn races(rows: &[StorySummary]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        if let Some(race) = &r.race {
+            if out.is_empty() {
+                out.push_str("\nraces:\n");
+            }
+            for line in super::race::lines(&r.story, race, "  ") {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// The last line: the run's status, the counts, the time, and the tokens
 /// and cost when reported.
 fn totals(
@@ -293,7 +312,26 @@ mod tests {
             verification_allowed: vec![],
             review: None,
             confinement: None,
+            race: None,
         }
+    }
+
+    #[test]
+    fn a_race_is_summed_up_with_its_winner_runners_up_and_contestants() {
+        let mut s1 = row("s1", "complete");
+        s1.race = Some(crate::cli::report::race::tests::example());
+        let counts = StoryCounts {
+            complete: 2,
+            ..Default::default()
+        };
+        let text = render(
+            &[s1, row("s2", "complete")],
+            RunStatus::Completed,
+            &counts,
+            3000,
+            false,
+        );
+        insta::assert_snapshot!(text);
     }
 
     #[test]

@@ -1039,6 +1039,7 @@ mod tests {
                     verification_allowed: vec![],
                     review: None,
                     confinement: None,
+                    race: None,
                 }],
                 integration: Some("trust".into()),
             },

@@ -28,16 +28,7 @@ pub(super) async fn run(
     // `--base-failures known`: a gate the base fails is judged by the census.
     let known = super::base::judge_known(a.ctx, a.id(), a.env, &place, &mut report).await?;
     keep_report(a, &report);
-    let gates: Vec<GateSummary> = report
-        .gates
-        .iter()
-        .map(|g| GateSummary {
-            name: g.name.clone(),
-            passed: g.passed,
-            cached: g.cached,
-            flaky: g.flaky,
-        })
-        .collect();
+    let gates: Vec<GateSummary> = report.gates.iter().map(GateSummary::of).collect();
     ctx.amend_story(a.id(), |s| s.gates = gates);
     for (gate, tests) in &known.accepted {
         ctx.emit(Event::Notice {

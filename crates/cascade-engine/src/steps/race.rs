@@ -26,8 +26,8 @@ use super::commit::Committed;
 use super::prepare_worktree::Worktree;
 use super::{Attempt, AttemptEnd, Failure, Stop};
 use crate::ctx::Ctx;
-use crate::events::Event;
-use crate::race::{Contestant, RaceKeep, RaceSpec, RaceUntil, Score};
+use crate::events::{Event, GateSummary};
+use crate::race::{Contestant, RaceKeep, RaceRecord, RaceSpec, RaceUntil, Score};
 use crate::retry::FailureKind;
 use crate::state::{now_rfc3339, RunState, INTERRUPTED};
 
@@ -130,6 +130,9 @@ impl Race {
             until: ctx.options.race.until.as_str().into(),
             keep: ctx.options.race.keep.as_str().into(),
         });
+        let record =
+            RaceRecord::started(&ctx.options.race, &self.contestants, &branches, base.number);
+        ctx.update_story(&id, move |s| s.race = Some(record));
         let slot = base.slot.take();
         let mut helds: Vec<Option<PathBuf>> = vec![None; n];
         let (passed, failures, interrupted) = self.run_all(&base, &branches, &mut helds).await;
@@ -150,7 +153,19 @@ impl Race {
             .collect();
         let won_branch = branches[winner.index].clone();
         let b = won_branch.clone();
-        ctx.amend_story(&id, move |s| s.branch = Some(b));
+        let (w, why, others) = (
+            winner.score.name.clone(),
+            reason.clone(),
+            runners_up.clone(),
+        );
+        ctx.update_story(&id, move |s| {
+            s.branch = Some(b);
+            if let Some(r) = s.race.as_mut() {
+                r.winner = Some(w);
+                r.reason = Some(why);
+                r.runners_up = others;
+            }
+        });
         ctx.emit(Event::RaceWon {
             story: id.clone(),
             winner: winner.score.name.clone(),
@@ -279,8 +294,10 @@ impl Race {
                         Ok((worktree, commit)) => {
                             let score =
                                 self.score(&attempt, index, &worktree, &commit, passed.len());
-                            let score = score.await;
+                            let (score, verdict) = score.await;
+                            let work = (worktree.base.clone(), commit.commit.clone());
                             self.announce_passed(&attempt, &branches[index], &score, duration_ms);
+                            self.keep_passed(&attempt, &score, verdict, work);
                             passed.push(Passed {
                                 index,
                                 attempt,
@@ -366,7 +383,7 @@ impl Race {
         wt: &Worktree,
         commit: &Committed,
         finished: usize,
-    ) -> Score {
+    ) -> (Score, Option<String>) {
         let (dir, from, to) = (wt.path.clone(), wt.base.clone(), commit.commit.clone());
         let lines =
             tokio::task::spawn_blocking(move || cascade_git::diff::lines_changed(&dir, &from, &to))
@@ -380,24 +397,53 @@ impl Race {
         let read = a.ctx.state.read(move |st| {
             st.story(&id).map(|s| {
                 let review = s.review.as_ref();
+                let verdict = review.map(|r| r.verdict.clone());
                 let passed = review.is_some_and(|r| r.verdict == "pass");
                 let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
                 (
                     passed,
                     s.verification.len() + s.verification_allowed.len() + noted,
                     cost_in(st, &id, number),
+                    verdict,
                 )
             })
         });
-        let (review_passed, findings, cost_usd) = read.await.flatten().unwrap_or((false, 0, None));
-        Score {
+        let (review_passed, findings, cost_usd, verdict) =
+            read.await.flatten().unwrap_or((false, 0, None, None));
+        let score = Score {
             name: self.contestants[index].name.clone(),
             review_passed,
             findings,
             lines,
             cost_usd,
             finished,
-        }
+        };
+        (score, verdict)
+    }
+
+    /// A passed contestant in the story's race record: its verdict, gates,
+    /// size, cost and the work its branch holds.
+    fn keep_passed(
+        &self,
+        a: &Attempt<'_>,
+        score: &Score,
+        verdict: Option<String>,
+        (from, to): (String, String),
+    ) {
+        let gates = gates_of(a.ctx, a.id(), a.number);
+        let (name, score) = (score.name.clone(), score.clone());
+        a.ctx.update_story(a.id(), move |s| {
+            if let Some(c) = s.race.as_mut().and_then(|r| r.contestant_mut(&name)) {
+                c.status = "passed".into();
+                c.verdict = verdict;
+                c.findings = Some(score.findings);
+                c.gates = gates;
+                c.lines_changed = (score.lines != u64::MAX).then_some(score.lines);
+                c.cost_usd = score.cost_usd;
+                c.base = Some(from);
+                c.commit = Some(to);
+            }
+        });
     }
 
     fn announce_passed(&self, a: &Attempt<'_>, branch: &str, score: &Score, duration_ms: u64) {
@@ -445,6 +491,24 @@ impl Race {
             review_passed: None,
             cost_usd: None,
         };
+        let (name, kept) = (self.contestants[index].name.clone(), status.to_string());
+        let (kind, error) = (failure.map(|f| f.kind), why.to_string());
+        let gates = gates_of(base.ctx, &story, number);
+        base.ctx.update_story(&story, move |s| {
+            let cost = s
+                .attempts
+                .iter()
+                .rev()
+                .find(|r| r.attempt == number)
+                .and_then(|r| r.cost_usd);
+            if let Some(c) = s.race.as_mut().and_then(|r| r.contestant_mut(&name)) {
+                c.status = kept;
+                c.error_type = kind;
+                c.error = Some(error);
+                c.gates = gates;
+                c.cost_usd = cost;
+            }
+        });
         // The cost its attempt's record has when the event's turn comes.
         base.ctx.emit_from(move |st| {
             if let Event::RaceContestantFinished { cost_usd, .. } = &mut finished {
@@ -453,6 +517,18 @@ impl Race {
             finished
         });
     }
+}
+
+/// The gates attempt `number` of story `id` ran, from the results the
+/// gates step kept (none: it stopped before the gates).
+fn gates_of(ctx: &Ctx, id: &str, number: u32) -> Vec<GateSummary> {
+    let path = super::gates::gate_report_path(&ctx.artifacts_dir, id, number);
+    let report: Option<cascade_gates::GateReport> = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    report
+        .map(|r| r.gates.iter().map(GateSummary::of).collect())
+        .unwrap_or_default()
 }
 
 /// Why a contestant may not start: the story's spend so far plus `guess`
