@@ -200,21 +200,17 @@ pub enum Event {
         attempt: u32,
         contestants: Vec<String>,
         branches: Vec<String>,
-        /// `first` | `all` (`--race-until`).
-        until: String,
-        /// `all` | `none` (`--race-keep`).
-        keep: String,
+        until: crate::race::RaceUntil,
+        keep: crate::race::RaceKeep,
     },
-    /// One contestant is done: `passed` (every step), `failed`, `stopped`
-    /// (`--race-until first`: another passed first) or `not_started` (the
-    /// story's budget would not cover it).
+    /// One contestant is done (never `running`).
     RaceContestantFinished {
         story: String,
         contestant: String,
         agent: String,
         attempt: u32,
         branch: String,
-        status: String,
+        status: crate::race::ContestantStatus,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         error_type: Option<FailureKind>,
         #[serde(skip_serializing_if = "Option::is_none", default)]

@@ -38,8 +38,10 @@ pub enum RaceSpec {
     Runs(u32),
 }
 
-/// `--race-until`: when a race stops.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// `--race-until`: when a race stops (`first` | `all` in events and the
+/// state).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RaceUntil {
     /// As soon as one contestant passes everything: the others are stopped.
     First,
@@ -48,8 +50,9 @@ pub enum RaceUntil {
     All,
 }
 
-/// `--race-keep`: what becomes of the losers' branches.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// `--race-keep`: what becomes of the losers' branches (`all` | `none`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RaceKeep {
     /// Kept for inspection.
     #[default]
@@ -73,6 +76,39 @@ impl RaceKeep {
             RaceKeep::All => "all",
             RaceKeep::None => "none",
         }
+    }
+}
+
+/// Where a contestant stands: `running` until its
+/// `race_contestant_finished`, then `passed` (every step), `failed`,
+/// `stopped` (`--race-until first`: another passed first) or `not_started`
+/// (the story's budget would not cover it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ContestantStatus {
+    Running,
+    Passed,
+    Failed,
+    Stopped,
+    NotStarted,
+}
+
+impl ContestantStatus {
+    /// As the events and the state spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContestantStatus::Running => "running",
+            ContestantStatus::Passed => "passed",
+            ContestantStatus::Failed => "failed",
+            ContestantStatus::Stopped => "stopped",
+            ContestantStatus::NotStarted => "not_started",
+        }
+    }
+}
+
+impl std::fmt::Display for RaceUntil {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -298,10 +334,8 @@ fn branch_safe(agent: &str) -> String {
 /// race starts a new record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RaceRecord {
-    /// `first` | `all` (`--race-until`).
-    pub until: String,
-    /// `all` | `none` (`--race-keep`).
-    pub keep: String,
+    pub until: RaceUntil,
+    pub keep: RaceKeep,
     pub contestants: Vec<ContestantRecord>,
     /// The winner's name, once the rule chose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -321,9 +355,7 @@ pub struct ContestantRecord {
     pub agent: String,
     pub attempt: u32,
     pub branch: String,
-    /// `running`, then what its `race_contestant_finished` said: `passed`,
-    /// `failed`, `stopped` or `not_started`.
-    pub status: String,
+    pub status: ContestantStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<crate::retry::FailureKind>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -359,8 +391,8 @@ impl RaceRecord {
         first: u32,
     ) -> RaceRecord {
         RaceRecord {
-            until: options.until.as_str().into(),
-            keep: options.keep.as_str().into(),
+            until: options.until,
+            keep: options.keep,
             contestants: contestants
                 .iter()
                 .zip(branches)
@@ -370,7 +402,7 @@ impl RaceRecord {
                     agent: c.agent.clone(),
                     attempt: first + i as u32,
                     branch: branch.clone(),
-                    status: "running".into(),
+                    status: ContestantStatus::Running,
                     error_type: None,
                     error: None,
                     verdict: None,

@@ -3,7 +3,7 @@
 //! gates, diff size, cost, branch). The one rendering of a race that the
 //! final summary and `cascade status` both print.
 
-use cascade_engine::race::{ContestantRecord, RaceRecord};
+use cascade_engine::race::{ContestantRecord, ContestantStatus, RaceRecord};
 
 /// The race of `story`: its outcome line, then one aligned line per
 /// contestant (each indented by two spaces more than `indent`).
@@ -27,7 +27,7 @@ pub fn lines(story: &str, race: &RaceRecord, indent: &str) -> Vec<String> {
             }
         }
         out.push(line.trim_end().to_string());
-        if let (Some(error), false) = (&c.error, c.status == "passed") {
+        if let (Some(error), false) = (&c.error, c.status == ContestantStatus::Passed) {
             let first = error.lines().next().unwrap_or_default();
             out.push(format!("{indent}      {}", super::printable(first)));
         }
@@ -52,7 +52,12 @@ fn outcome(race: &RaceRecord) -> String {
                 .unwrap_or_default();
             format!("race won by {w}{over}{why}")
         }
-        (None, _) if race.contestants.iter().any(|c| c.status == "running") => {
+        (None, _)
+            if race
+                .contestants
+                .iter()
+                .any(|c| c.status == ContestantStatus::Running) =>
+        {
             format!("race of {} (until {})", names.join(", "), race.until)
         }
         (None, _) => format!("race of {}: no contestant passed", names.join(", ")),
@@ -62,9 +67,9 @@ fn outcome(race: &RaceRecord) -> String {
 /// A contestant's cells: name, status, review, gates, diff size, cost and
 /// branch.
 fn row(c: &ContestantRecord) -> [String; 6] {
-    let status = match (&c.status[..], c.error_type) {
-        ("failed", Some(kind)) => format!("failed ({})", kind.as_str()),
-        (s, _) => s.replace('_', " "),
+    let status = match (c.status, c.error_type) {
+        (ContestantStatus::Failed, Some(kind)) => format!("failed ({})", kind.as_str()),
+        (s, _) => s.as_str().replace('_', " "),
     };
     let review = c
         .verdict
@@ -98,7 +103,7 @@ pub(crate) mod tests {
 
     /// The race of the worked example in docs/racing.md, as recorded.
     pub(crate) fn example() -> RaceRecord {
-        let c = |name: &str, status: &str, lines: Option<u64>| ContestantRecord {
+        let c = |name: &str, status: ContestantStatus, lines: Option<u64>| ContestantRecord {
             name: name.into(),
             agent: name.into(),
             attempt: 1,
@@ -110,7 +115,7 @@ pub(crate) mod tests {
             findings: lines.map(|_| 0),
             gates: vec![GateSummary {
                 name: "check".into(),
-                passed: status == "passed",
+                passed: status == ContestantStatus::Passed,
                 cached: false,
                 flaky: false,
             }],
@@ -119,16 +124,16 @@ pub(crate) mod tests {
             base: None,
             commit: None,
         };
-        let mut broken = c("broken", "failed", None);
+        let mut broken = c("broken", ContestantStatus::Failed, None);
         broken.error_type = Some(FailureKind::QualityGate);
         broken.error = Some("quality gate 'check' failed".into());
-        let mut small = c("small", "passed", Some(1));
+        let mut small = c("small", ContestantStatus::Passed, Some(1));
         small.cost_usd = Some(0.0123);
         small.verdict = Some("pass".into());
         RaceRecord {
-            until: "all".into(),
-            keep: "all".into(),
-            contestants: vec![broken, c("big", "passed", Some(40)), small],
+            until: cascade_engine::race::RaceUntil::All,
+            keep: cascade_engine::race::RaceKeep::All,
+            contestants: vec![broken, c("big", ContestantStatus::Passed, Some(40)), small],
             winner: Some("small".into()),
             reason: Some("smaller change (1 vs 40 lines)".into()),
             runners_up: vec!["big".into()],
@@ -146,13 +151,13 @@ pub(crate) mod tests {
         race.winner = None;
         race.reason = None;
         race.runners_up.clear();
-        race.contestants[1].status = "running".into();
+        race.contestants[1].status = ContestantStatus::Running;
         assert_eq!(
             lines("s1", &race, "")[0],
             "s1: race of broken, big, small (until all)"
         );
-        race.contestants[1].status = "failed".into();
-        race.contestants[2].status = "stopped".into();
+        race.contestants[1].status = ContestantStatus::Failed;
+        race.contestants[2].status = ContestantStatus::Stopped;
         assert_eq!(
             lines("s1", &race, "")[0],
             "s1: race of broken, big, small: no contestant passed"

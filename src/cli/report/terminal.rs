@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
+use cascade_engine::race::ContestantStatus;
 use cascade_engine::Event;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -861,22 +862,24 @@ fn fleet_race_line(event: &Event, p: Paint) -> Option<String> {
             error,
             lines_changed,
             ..
-        } => match (status.as_str(), lines_changed) {
-            ("passed", Some(lines)) => {
+        } => match (status, lines_changed) {
+            (ContestantStatus::Passed, Some(lines)) => {
                 format!(
                     "{story}: contestant {contestant} {} ({lines} lines changed)",
                     p.ok("passed")
                 )
             }
-            ("passed", None) => format!("{story}: contestant {contestant} {}", p.ok("passed")),
-            ("failed", _) => format!(
+            (ContestantStatus::Passed, None) => {
+                format!("{story}: contestant {contestant} {}", p.ok("passed"))
+            }
+            (ContestantStatus::Failed, _) => format!(
                 "{story}: contestant {contestant} {}: {}",
                 p.bad("failed"),
                 super::printable(error.as_deref().unwrap_or(""))
             ),
             _ => format!(
                 "{story}: contestant {contestant} {}: {}",
-                p.warn(&status.replace('_', " ")),
+                p.warn(&status.as_str().replace('_', " ")),
                 super::printable(error.as_deref().unwrap_or(""))
             ),
         },

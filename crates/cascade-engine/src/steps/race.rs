@@ -27,7 +27,7 @@ use super::prepare_worktree::Worktree;
 use super::{Attempt, AttemptEnd, Failure, Stop};
 use crate::ctx::Ctx;
 use crate::events::{Event, GateSummary};
-use crate::race::{Contestant, RaceKeep, RaceRecord, RaceSpec, RaceUntil, Score};
+use crate::race::{Contestant, ContestantStatus, RaceKeep, RaceRecord, RaceSpec, RaceUntil, Score};
 use crate::retry::FailureKind;
 use crate::state::{now_rfc3339, RunState, INTERRUPTED};
 
@@ -127,8 +127,8 @@ impl Race {
             attempt: base.number,
             contestants: self.contestants.iter().map(|c| c.name.clone()).collect(),
             branches: branches.clone(),
-            until: ctx.options.race.until.as_str().into(),
-            keep: ctx.options.race.keep.as_str().into(),
+            until: ctx.options.race.until,
+            keep: ctx.options.race.keep,
         });
         let record =
             RaceRecord::started(&ctx.options.race, &self.contestants, &branches, base.number);
@@ -280,7 +280,14 @@ impl Race {
             match ran {
                 Ran::NotStarted { index, why } => {
                     finished[index] = true;
-                    self.announce(base, index, &branches[index], "not_started", None, &why);
+                    self.announce(
+                        base,
+                        index,
+                        &branches[index],
+                        ContestantStatus::NotStarted,
+                        None,
+                        &why,
+                    );
                     failures[index] = Some(Failure::new(FailureKind::Budget, why));
                 }
                 Ran::Done {
@@ -315,7 +322,7 @@ impl Race {
                                 base,
                                 index,
                                 &branches[index],
-                                "failed",
+                                ContestantStatus::Failed,
                                 Some(&f),
                                 &f.error,
                             );
@@ -339,7 +346,14 @@ impl Race {
             });
             if !interrupted {
                 let why = "stopped: another contestant passed first (--race-until first)";
-                self.announce(base, index, &branches[index], "stopped", None, why);
+                self.announce(
+                    base,
+                    index,
+                    &branches[index],
+                    ContestantStatus::Stopped,
+                    None,
+                    why,
+                );
             }
         }
         (passed, failures, interrupted || ctx.cancel.is_cancelled())
@@ -434,7 +448,7 @@ impl Race {
         let (name, score) = (score.name.clone(), score.clone());
         a.ctx.update_story(a.id(), move |s| {
             if let Some(c) = s.race.as_mut().and_then(|r| r.contestant_mut(&name)) {
-                c.status = "passed".into();
+                c.status = ContestantStatus::Passed;
                 c.verdict = verdict;
                 c.findings = Some(score.findings);
                 c.gates = gates;
@@ -456,7 +470,7 @@ impl Race {
             agent: a.agent.clone(),
             attempt: a.number,
             branch: branch.to_string(),
-            status: "passed".into(),
+            status: ContestantStatus::Passed,
             error_type: None,
             error: None,
             lines_changed: (score.lines != u64::MAX).then_some(score.lines),
@@ -471,7 +485,7 @@ impl Race {
         base: &Attempt<'_>,
         index: usize,
         branch: &str,
-        status: &str,
+        status: ContestantStatus,
         failure: Option<&Failure>,
         why: &str,
     ) {
@@ -483,7 +497,7 @@ impl Race {
             agent: self.contestants[index].agent.clone(),
             attempt: number,
             branch: branch.to_string(),
-            status: status.to_string(),
+            status,
             error_type: failure.map(|f| f.kind),
             error: Some(why.to_string()),
             lines_changed: None,
@@ -491,7 +505,7 @@ impl Race {
             review_passed: None,
             cost_usd: None,
         };
-        let (name, kept) = (self.contestants[index].name.clone(), status.to_string());
+        let (name, kept) = (self.contestants[index].name.clone(), status);
         let (kind, error) = (failure.map(|f| f.kind), why.to_string());
         let gates = gates_of(base.ctx, &story, number);
         base.ctx.update_story(&story, move |s| {
