@@ -12,7 +12,7 @@
 mod nats_server;
 
 #[cfg(feature = "fleet")]
-mod real {
+pub(crate) mod real {
     use std::collections::HashMap;
     use std::path::{Path, PathBuf};
     use std::process::{Child, Command as StdCommand, Stdio};

@@ -615,3 +615,139 @@ fn the_dashboard_shows_the_contestants_side_by_side_with_their_diffs() {
     assert!(diff.contains("s1.txt") && diff.contains("+40"), "{diff}");
     b.screenshot(&screenshot_path("race"));
 }
+
+/// Racing in the fleet (real nats-server, a worker with two slots): each
+/// contestant is a job of its own with its own agent and attempt, the
+/// winner is chosen by the same rule from what the workers made, and only
+/// it merges.
+#[cfg(feature = "fleet")]
+mod fleet {
+    use serde_json::{json, Value};
+
+    use crate::common::{code, events, explain, git, of_kind, other_branches, script, write_json};
+    use crate::fleet::real::{story, Fleet};
+
+    /// agents.json with the two contestants: `small` writes the story's
+    /// file, `big` that file and forty more lines beside it.
+    fn contestants(f: &Fleet) -> std::path::PathBuf {
+        let small = script(
+            &f.t("small.sh"),
+            r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#,
+        );
+        let big = script(
+            &f.t("big.sh"),
+            r#"printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt"; seq 1 40 > big.txt"#,
+        );
+        let path = f.t("race-agents.json");
+        write_json(
+            &path,
+            &json!({
+                "default_agent": "small",
+                "agents": {
+                    "small": {"type": "cli", "command": small.display().to_string(), "args": []},
+                    "big": {"type": "cli", "command": big.display().to_string(), "args": []}
+                }
+            }),
+        );
+        path
+    }
+
+    #[test]
+    fn a_fleet_run_races_each_contestant_as_a_job_and_merges_only_the_winner() {
+        let Some(mut f) = Fleet::new("fleet_race", json!([story("s01", &[])])) else {
+            return;
+        };
+        let agents = contestants(&f);
+        f.spawn_worker("w1", &["--id", "w1", "--slots", "2"], &[], &agents);
+        f.wait_for_workers(1);
+        let url = f.nats.url.clone();
+        let out = f
+            .command_with_agents(
+                &[
+                    "approve",
+                    "--auto-run",
+                    "--json",
+                    "--race",
+                    "big,small",
+                    "--fleet",
+                    &url,
+                ],
+                &agents,
+            )
+            .output()
+            .expect("coordinator runs");
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        // One job per contestant: its own attempt, run by its own agent.
+        let published = of_kind(&evs, "job_published");
+        let mut attempts: Vec<u64> = published
+            .iter()
+            .filter_map(|e| e["attempt"].as_u64())
+            .collect();
+        attempts.sort_unstable();
+        assert_eq!(attempts, vec![1, 2], "{}", explain(&out));
+        let mut agents_run: Vec<&str> = of_kind(&evs, "job_started")
+            .iter()
+            .filter_map(|e| e["agent"].as_str())
+            .collect();
+        agents_run.sort_unstable();
+        assert_eq!(agents_run, vec!["big", "small"], "{}", explain(&out));
+        // Both passed on the worker; the rule picked the smaller change.
+        let finished = of_kind(&evs, "race_contestant_finished");
+        assert_eq!(finished.len(), 2, "{}", explain(&out));
+        assert!(
+            finished.iter().all(|e| e["status"] == "passed"),
+            "{finished:?}"
+        );
+        let big = finished
+            .iter()
+            .find(|e| e["contestant"] == "big")
+            .expect("big finished");
+        let small = finished
+            .iter()
+            .find(|e| e["contestant"] == "small")
+            .expect("small finished");
+        assert_eq!(small["lines_changed"], 1, "{small}");
+        assert_eq!(big["lines_changed"], 41, "{big}");
+        let won = of_kind(&evs, "race_won");
+        assert_eq!(won.len(), 1, "{}", explain(&out));
+        assert_eq!(won[0]["winner"], "small");
+        assert_eq!(won[0]["reason"], "smaller change (1 vs 41 lines)");
+        // Only the winner merged, once, from a worker.
+        let merged = of_kind(&evs, "story_merged");
+        assert_eq!(merged.len(), 1, "{}", explain(&out));
+        assert!(merged[0]["worker"].is_string(), "{}", merged[0]);
+        assert_eq!(git(f.repo(), &["show", "main:s01.txt"]).trim(), "s01");
+        let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
+        assert!(!tree.lines().any(|l| l == "big.txt"), "{tree}");
+        // The loser's work is kept on its branch here; nothing is left on
+        // the shared remote.
+        let branches = other_branches(f.repo());
+        assert!(
+            branches.contains(&"cascade/s01/race-big".to_string()),
+            "{branches:?}"
+        );
+        let kept = git(
+            f.repo(),
+            &["ls-tree", "--name-only", "cascade/s01/race-big"],
+        );
+        assert!(kept.lines().any(|l| l == "big.txt"), "{kept}");
+        assert_eq!(f.remote_refs(), "", "{}", explain(&out));
+        // The state keeps the round as a local race's.
+        let status = f
+            .command_with_agents(&["status", "--json"], &agents)
+            .output()
+            .unwrap();
+        let st: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+        let race = &st["stories"]["s01"]["race"];
+        assert_eq!(race["winner"], "small", "{st}");
+        assert_eq!(race["until"], "all", "{race}");
+        let statuses: Vec<&str> = race["contestants"]
+            .as_array()
+            .expect("contestants")
+            .iter()
+            .filter_map(|c| c["status"].as_str())
+            .collect();
+        assert_eq!(statuses, vec!["passed", "passed"], "{race}");
+    }
+}

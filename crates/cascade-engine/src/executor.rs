@@ -93,6 +93,11 @@ pub struct Job {
     /// and an agent resolves the conflicts (the `resolve_conflict` step).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolve: Option<JobResolve>,
+    /// Set when the job is a contestant of a race (see `crate::race`): its
+    /// name. Contestants of one story are jobs of their own, each with its
+    /// attempt number and agent ([`Job::job_key`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contestant: Option<String>,
 }
 
 impl Job {
@@ -101,6 +106,16 @@ impl Job {
     /// ledger and the pushed branches are keyed by it).
     pub fn key(&self) -> String {
         story_key(self.feature.as_deref(), &self.story)
+    }
+
+    /// What the coordinator's ledger of jobs out knows the job by: the
+    /// story key, and for a race's contestant `<key>@<contestant>` (the
+    /// contestants of a story are out at once).
+    pub fn job_key(&self) -> String {
+        match &self.contestant {
+            Some(c) => format!("{}@{c}", self.key()),
+            None => self.key(),
+        }
     }
 
     /// The branch on the shared remote a worker pushes this attempt's work
@@ -209,6 +224,10 @@ pub struct JobReport {
     #[serde(default)]
     pub cost_usd: Option<f64>,
     pub duration_ms: u64,
+    /// How a passed job was judged beyond passing (review verdict,
+    /// findings): what a race compares its contestants by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judged: Option<crate::state::Judged>,
 }
 
 /// What an executor made of a job.
@@ -293,6 +312,7 @@ mod tests {
             output_tokens: None,
             cost_usd: None,
             duration_ms: 5,
+            judged: None,
         };
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "failed");

@@ -172,8 +172,9 @@ async fn attempt(ctx: &Arc<Ctx>, job: &Job, story: &Story, branch: &str) -> (Str
     (agent, outcome)
 }
 
-/// What the worker reports: the outcome with the story's gate results and
-/// the last attempt's spend from the job's state.
+/// What the worker reports: the outcome with the story's gate results, the
+/// last attempt's spend and, for work that passed, how it was judged, from
+/// the job's state.
 fn report(
     st: &RunState,
     job: &Job,
@@ -184,6 +185,9 @@ fn report(
     let s = st.story(&job.story);
     let gates = s.map(|s| s.gates.clone()).unwrap_or_default();
     let last = s.and_then(|s| s.attempts.last().cloned());
+    let judged = s
+        .filter(|_| matches!(outcome, JobOutcome::Passed { .. }))
+        .map(|s| s.judged());
     JobReport {
         agent,
         outcome,
@@ -192,6 +196,7 @@ fn report(
         output_tokens: last.as_ref().and_then(|a| a.output_tokens),
         cost_usd: last.as_ref().and_then(|a| a.cost_usd),
         duration_ms: started.elapsed().as_millis() as u64,
+        judged,
     }
 }
 

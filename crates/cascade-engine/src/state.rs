@@ -220,7 +220,37 @@ pub struct ReviewRecord {
     pub note: Option<String>,
 }
 
+/// How an attempt that passed was judged beyond passing: what a race's
+/// rule compares (see `crate::race`), and what a fleet worker reports of it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Judged {
+    /// The review's verdict, when one reviewed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<String>,
+    /// Verification's findings, those `verify_allow` let go, and one for a
+    /// review that noted findings.
+    pub findings: usize,
+}
+
+impl Judged {
+    /// Whether a review said `pass` (no review, or no marker: no).
+    pub fn review_passed(&self) -> bool {
+        self.verdict.as_deref() == Some("pass")
+    }
+}
+
 impl StoryState {
+    /// How the last attempt that wrote the story's review and verification
+    /// fields was judged.
+    pub fn judged(&self) -> Judged {
+        let review = self.review.as_ref();
+        let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
+        Judged {
+            verdict: review.map(|r| r.verdict.clone()),
+            findings: self.verification.len() + self.verification_allowed.len() + noted,
+        }
+    }
+
     /// Attempts charged to the story: all but those its provider's rate
     /// limit ended (`rate_limited` is never counted as an attempt) and those
     /// an interruption ended (Ctrl-C, a killed run: the work was stopped,

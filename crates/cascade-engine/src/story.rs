@@ -218,7 +218,7 @@ impl<'a> StoryRun<'a> {
                 let extra = round.used.saturating_sub(1);
                 self.raced += extra;
                 self.attempt += extra;
-                (round.agent, None, round.end, round.number)
+                (round.agent, round.worker, round.end, round.number)
             }
             None => {
                 let (agent, worker, outcome) = run_attempt(this, &mut self.held).await;

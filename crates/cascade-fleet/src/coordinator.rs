@@ -14,7 +14,9 @@
 //!    branch and checks that it descends from the base; the engine merges it.
 //!
 //! Jobs are keyed by the story's key (`<feature>.<story>` in a mega-plan
-//! feature: story ids repeat across features). The bases it pushed and the
+//! feature: story ids repeat across features), and a race's contestant by
+//! the story's key and its name (`Job::job_key`: the contestants of a story
+//! are out at once, each on its own attempt branch). The bases it pushed and the
 //! branches workers pushed are deleted from the remote when no longer
 //! needed (the `refs` module).
 //!
@@ -250,8 +252,10 @@ impl Coordinator {
         // (a stop by Ctrl-C or NATS counts the attempt again): the worker
         // built on the base it was given (checked against that base), and
         // the merge queue merges it onto today's tip as it does any story.
-        let key = job.key();
-        let adopted = self.ledger.get(&key).filter(|o| o.run_id == job.run_id);
+        let adopted = self
+            .ledger
+            .get(&job.job_key())
+            .filter(|o| o.run_id == job.run_id);
         let mut job = job;
         let (job_id, attempt) = match &adopted {
             Some(o) => {
@@ -412,7 +416,7 @@ impl Coordinator {
             base: job.base.clone(),
             published_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         };
-        if let Err(e) = self.ledger.put(&job.key(), out) {
+        if let Err(e) = self.ledger.put(&job.job_key(), out) {
             sink(&Event::Notice {
                 message: format!("fleet: {e}"),
             });
@@ -518,7 +522,10 @@ impl Coordinator {
         // Work not in the result was pushed (deleted once the story merged).
         let pushed = (matches!(report.outcome, JobOutcome::Passed { .. }) && pack.is_none())
             .then_some(branch.as_str());
-        if let Err(e) = self.ledger.done(&job.key(), job_id, pushed) {
+        if let Err(e) = self
+            .ledger
+            .done((&job.job_key(), &job.key()), job_id, pushed)
+        {
             (cx.sink)(&Event::Notice {
                 message: format!("fleet: {e}"),
             });

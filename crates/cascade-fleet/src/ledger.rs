@@ -1,7 +1,8 @@
 //! The coordinator's record of what it has out (`.cascade/fleet-jobs.json`,
 //! written atomically):
 //!
-//! - the jobs out, by story key: after a kill -9, the next `cascade resume
+//! - the jobs out, by job key (the story key; a race's contestant adds its
+//!   name): after a kill -9, the next `cascade resume
 //!   --fleet` adopts a story's job that is still out (same run, same base)
 //!   instead of publishing it again;
 //! - the refs it made on the shared remote and has not deleted yet: the
@@ -42,7 +43,7 @@ pub struct Out {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
-    /// By story key.
+    /// By job key ([`Job::job_key`](cascade_engine::executor::Job::job_key)).
     jobs: BTreeMap<String, Out>,
     /// Branches workers pushed to the remote, by story key (until the story
     /// is merged and they are deleted).
@@ -92,12 +93,18 @@ impl Ledger {
         self.change(|f| f.bases.extend(bases.iter().cloned()))
     }
 
-    /// Forgets the story's job if it is `job_id`; records the branch its
-    /// worker pushed, if any.
-    pub fn done(&self, key: &str, job_id: &str, pushed: Option<&str>) -> Result<(), LedgerError> {
+    /// Forgets the job out under `job_key` if it is `job_id`; records the
+    /// branch its worker pushed, if any, under the story `key` (a race's
+    /// contestants are jobs of their own, their branches the story's).
+    pub fn done(
+        &self,
+        (job_key, key): (&str, &str),
+        job_id: &str,
+        pushed: Option<&str>,
+    ) -> Result<(), LedgerError> {
         self.change(|f| {
-            if f.jobs.get(key).is_some_and(|o| o.job_id == job_id) {
-                f.jobs.remove(key);
+            if f.jobs.get(job_key).is_some_and(|o| o.job_id == job_id) {
+                f.jobs.remove(job_key);
             }
             if let Some(branch) = pushed {
                 record_branch(f, key, branch);
@@ -194,13 +201,13 @@ mod tests {
         l.add_bases(&["abc".to_string()]).unwrap();
         l.put("s1", out.clone()).unwrap();
         assert_eq!(Ledger::open(p.clone()).get("s1"), Some(out));
-        l.done("s1", "other", None).unwrap();
+        l.done(("s1", "s1"), "other", None).unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(
             l.bases(),
             (vec!["abc".to_string()], ["abc".to_string()].into())
         );
-        l.done("s1", "j1", Some("cascade/s1/a1")).unwrap();
+        l.done(("s1", "s1"), "j1", Some("cascade/s1/a1")).unwrap();
         let again = Ledger::open(p.clone());
         assert_eq!(again.len(), 0);
         assert_eq!(again.branches("s1"), ["cascade/s1/a1"]);

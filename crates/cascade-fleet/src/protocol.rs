@@ -87,8 +87,8 @@ pub fn relayed(event: &Event) -> bool {
     )
 }
 
-/// A job's id: run, story key (feature and story), attempt, base, and
-/// whether it resolves a conflict (unique; also the publish de-duplication
+/// A job's id: run, job key (feature, story, a race's contestant),
+/// attempt, base, and whether it resolves a conflict (unique; also the publish de-duplication
 /// id, so a retried publish is stored once). The base is in it because a
 /// resumed coordinator may publish the same attempt from a newer target tip:
 /// that is a new job, which de-duplication must not drop.
@@ -98,7 +98,7 @@ pub fn job_id(job: &Job) -> String {
     token(&format!(
         "{}-{}-a{}{resolve}-{base}",
         job.run_id,
-        job.key(),
+        job.job_key(),
         job.attempt
     ))
 }
@@ -291,5 +291,26 @@ mod tests {
             agent: "x".into(),
         });
         assert_ne!(job_id(&plain), job_id(&resolving));
+    }
+
+    #[test]
+    fn contestants_of_one_story_are_jobs_of_their_own_on_the_storys_key() {
+        let mut small = job(None, "s1", 1, "0123456789abcdef");
+        small.contestant = Some("small".into());
+        let mut big = job(None, "s1", 2, "0123456789abcdef");
+        big.contestant = Some("big".into());
+        // The ledger holds both at once; their branches are the story's.
+        assert_eq!(small.job_key(), "s1@small");
+        assert_ne!(small.job_key(), big.job_key());
+        assert_eq!((small.key(), big.key()), ("s1".into(), "s1".into()));
+        assert_ne!(job_id(&small), job_id(&big));
+        assert_ne!(small.attempt_branch(), big.attempt_branch());
+        // The same attempt of the same story raced by another contestant
+        // is another job.
+        let mut other = small.clone();
+        other.contestant = Some("other".into());
+        assert_ne!(job_id(&small), job_id(&other));
+        // A story that does not race keeps its key.
+        assert_eq!(job(None, "s1", 1, "0").job_key(), "s1");
     }
 }

@@ -512,6 +512,7 @@ fn failed_report(job: &Job, kind: FailureKind, error: String, duration_ms: u64) 
         output_tokens: None,
         cost_usd: None,
         duration_ms,
+        judged: None,
     }
 }
 
@@ -708,6 +709,7 @@ fn interrupted(job: &cascade_engine::executor::Job) -> JobReport {
         output_tokens: None,
         cost_usd: None,
         duration_ms: 0,
+        judged: None,
     }
 }
 

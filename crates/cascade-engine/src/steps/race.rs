@@ -2,7 +2,9 @@
 //! runs as an attempt of its own, in its own worktree on its own branch
 //! (`<story branch>/race-<name>`), through the same steps as any attempt
 //! (agent, commit, verify, gates, review when asked), up to `--parallel`
-//! of them at once. The rule picks the winner among those that passed;
+//! of them at once. In the fleet each contestant is a job of its own
+//! (`steps::remote`): a worker runs those steps and its commit is fetched
+//! onto the contestant's branch. The rule picks the winner among those that passed;
 //! only the winner goes to the merge queue. The losers' worktrees go back
 //! to the pool with their branches kept (deleted with `--race-keep none`).
 //!
@@ -24,6 +26,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 
 use super::commit::Committed;
 use super::prepare_worktree::Worktree;
+use super::remote::RemoteWork;
 use super::{Attempt, AttemptEnd, Failure, Stop};
 use crate::ctx::Ctx;
 use crate::events::{Event, GateSummary};
@@ -43,6 +46,8 @@ pub(crate) struct Race {
 pub(crate) struct Round {
     /// The winner's agent, or the agent the failure is charged to.
     pub agent: String,
+    /// The fleet worker that ran the winner (fleet runs).
+    pub worker: Option<String>,
     pub end: AttemptEnd,
     /// The attempt the end belongs to (the winner's, or the first failure's).
     pub number: u32,
@@ -59,29 +64,45 @@ enum Ran<'a> {
     Done {
         index: usize,
         attempt: Box<Attempt<'a>>,
-        /// Boxed: a finished contestant's worktree and commit are large
-        /// beside a refusal.
-        result: Box<Result<(Worktree, Committed), Stop>>,
+        /// Boxed: a finished contestant's work is large beside a refusal.
+        result: Box<Result<Work, Stop>>,
         duration_ms: u64,
     },
+}
+
+/// What a contestant that passed every step made: here, in a worktree of
+/// this machine; or by a fleet worker, fetched onto its branch.
+enum Work {
+    Local(Worktree, Committed),
+    Remote(RemoteWork),
+}
+
+impl Work {
+    /// Its base, its commit, and a checkout of the repository that has both.
+    fn span(&self, ctx: &Ctx) -> (PathBuf, String, String) {
+        match self {
+            Work::Local(wt, c) => (wt.path.clone(), wt.base.clone(), c.commit.clone()),
+            Work::Remote(w) => (
+                ctx.paths.workdir.clone(),
+                w.base.clone(),
+                w.committed.commit.clone(),
+            ),
+        }
+    }
 }
 
 /// A contestant that passed every step, waiting for the rule.
 struct Passed<'a> {
     index: usize,
     attempt: Box<Attempt<'a>>,
-    worktree: Worktree,
-    commit: Committed,
+    work: Work,
     score: Score,
 }
 
 impl Race {
-    /// The race of `story`, when it races (locally: the fleet runs stories
-    /// one attempt at a time for now).
+    /// The race of `story`, when it races (here or in the fleet: there
+    /// every contestant is a job of its own).
     pub fn for_story(ctx: &Ctx, story: &cascade_plan::Story) -> Option<Race> {
-        if ctx.options.executor.is_some() {
-            return None;
-        }
         // Checked before the run started (`crate::race::check`).
         let spec = crate::race::story_spec(story, &ctx.options.race).ok()??;
         Some(Race {
@@ -105,6 +126,7 @@ impl Race {
                     let f = Failure::new(FailureKind::AgentUnavailable, e.to_string());
                     return Round {
                         agent: base.agent.clone(),
+                        worker: None,
                         end: AttemptEnd::Failed(f),
                         number: base.number,
                         used: 1,
@@ -178,13 +200,28 @@ impl Race {
         let mine = helds[winner.index].take();
         give_back(ctx, &mut helds, &losers).await;
         drop(slot);
-        let merged = super::merge::run(&winner.attempt, &winner.worktree, &winner.commit).await;
-        let (agent, number, index) = (
-            winner.attempt.agent.clone(),
-            winner.attempt.number,
-            winner.index,
+        let Passed {
+            index,
+            mut attempt,
+            work,
+            ..
+        } = winner;
+        let merged = match (&work, &ctx.options.executor) {
+            (Work::Remote(w), Some(executor)) => {
+                super::remote::merge_work(&mut attempt, executor, w).await
+            }
+            (Work::Local(wt, commit), _) => super::merge::run(&attempt, wt, commit).await,
+            (Work::Remote(_), None) => Err(Stop::Failed(Failure::new(
+                FailureKind::Setup,
+                "a fleet contestant's work without the fleet to merge it".to_string(),
+            ))),
+        };
+        let (agent, number, worker) = (
+            attempt.agent.clone(),
+            attempt.number,
+            attempt.worker.clone(),
         );
-        drop(winner);
+        drop((attempt, work));
         let end = match merged {
             Ok(m) => {
                 *held = mine;
@@ -208,6 +245,7 @@ impl Race {
         };
         Round {
             agent,
+            worker,
             end,
             number,
             used: n as u32,
@@ -259,7 +297,14 @@ impl Race {
                 }
                 let mut attempt = Box::new(attempt);
                 let started = Instant::now();
-                let result = super::checked_work(&mut attempt, held).await;
+                let result = match &ctx.options.executor {
+                    Some(executor) => super::remote::work(&mut attempt, executor)
+                        .await
+                        .map(Work::Remote),
+                    None => super::checked_work(&mut attempt, held)
+                        .await
+                        .map(|(wt, c)| Work::Local(wt, c)),
+                };
                 let cost = cost_of(ctx, id, attempt.number).await;
                 if let (Some(c), Ok(mut e)) = (cost, estimate.lock()) {
                     *e = e.max(c);
@@ -276,7 +321,14 @@ impl Race {
         let mut failures: Vec<Option<Failure>> = vec![None; n];
         let mut finished = vec![false; n];
         let mut interrupted = false;
+        // In the fleet, `--race-until first` cannot stop a worker's job:
+        // the others are waited for (so the coordinator records what their
+        // workers pushed, and cleans it up) and count as stopped.
+        let mut decided = false;
         while let Some(ran) = running.next().await {
+            if decided {
+                continue;
+            }
             match ran {
                 Ran::NotStarted { index, why } => {
                     finished[index] = true;
@@ -298,22 +350,23 @@ impl Race {
                 } => {
                     finished[index] = true;
                     match *result {
-                        Ok((worktree, commit)) => {
-                            let score =
-                                self.score(&attempt, index, &worktree, &commit, passed.len());
+                        Ok(work) => {
+                            let score = self.score(&attempt, index, &work, passed.len());
                             let (score, verdict) = score.await;
-                            let work = (worktree.base.clone(), commit.commit.clone());
+                            let (_, from, to) = work.span(ctx);
                             self.announce_passed(&attempt, &branches[index], &score, duration_ms);
-                            self.keep_passed(&attempt, &score, verdict, work);
+                            self.keep_passed(&attempt, &score, verdict, (from, to));
                             passed.push(Passed {
                                 index,
                                 attempt,
-                                worktree,
-                                commit,
+                                work,
                                 score,
                             });
                             if ctx.options.race.until == RaceUntil::First {
-                                break;
+                                if ctx.options.executor.is_none() {
+                                    break;
+                                }
+                                decided = true;
                             }
                         }
                         Err(Stop::Failed(f)) => {
@@ -383,6 +436,7 @@ impl Race {
         let index = first.map_or(0, |(i, _)| i);
         Round {
             agent: self.contestants[index].agent.clone(),
+            worker: None,
             end,
             number: base.number + index as u32,
             used,
@@ -394,45 +448,43 @@ impl Race {
         &self,
         a: &Attempt<'_>,
         index: usize,
-        wt: &Worktree,
-        commit: &Committed,
+        work: &Work,
         finished: usize,
     ) -> (Score, Option<String>) {
-        let (dir, from, to) = (wt.path.clone(), wt.base.clone(), commit.commit.clone());
+        let (dir, from, to) = work.span(a.ctx);
         let lines =
             tokio::task::spawn_blocking(move || cascade_git::diff::lines_changed(&dir, &from, &to))
                 .await
                 .ok()
                 .and_then(Result::ok)
                 .unwrap_or(u64::MAX);
-        // The story's review and verification fields are the last attempt's
-        // that wrote them: read as soon as this contestant finished.
         let (id, number) = (a.id().to_string(), a.number);
-        let read = a.ctx.state.read(move |st| {
-            st.story(&id).map(|s| {
-                let review = s.review.as_ref();
-                let verdict = review.map(|r| r.verdict.clone());
-                let passed = review.is_some_and(|r| r.verdict == "pass");
-                let noted = review.map_or(0, |r| usize::from(!r.findings.trim().is_empty()));
-                (
-                    passed,
-                    s.verification.len() + s.verification_allowed.len() + noted,
-                    cost_in(st, &id, number),
-                    verdict,
-                )
-            })
-        });
-        let (review_passed, findings, cost_usd, verdict) =
-            read.await.flatten().unwrap_or((false, 0, None, None));
+        let judged = match work {
+            // What the worker judged.
+            Work::Remote(w) => Some(w.judged.clone()),
+            // The story's review and verification fields are the last
+            // attempt's that wrote them: read as soon as this contestant
+            // finished.
+            Work::Local(..) => {
+                let id = id.clone();
+                a.ctx
+                    .state
+                    .read(move |st| st.story(&id).map(|s| s.judged()))
+                    .await
+                    .flatten()
+            }
+        };
+        let judged = judged.unwrap_or_default();
+        let cost_usd = cost_of(a.ctx, &id, number).await;
         let score = Score {
             name: self.contestants[index].name.clone(),
-            review_passed,
-            findings,
+            review_passed: judged.review_passed(),
+            findings: judged.findings,
             lines,
             cost_usd,
             finished,
         };
-        (score, verdict)
+        (score, judged.verdict)
     }
 
     /// A passed contestant in the story's race record: its verdict, gates,

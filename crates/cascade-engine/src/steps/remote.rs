@@ -5,6 +5,11 @@
 //! the base by the executor) goes through the same serial merge queue as a
 //! local attempt.
 //!
+//! A race's contestant (see `steps::race`) is a job of its own: its agent
+//! and nothing else, its attempt number, its branch; the race step takes
+//! the work ([`work`]) and sends only the winner's to the merge queue
+//! ([`merge_work`]).
+//!
 //! A merge conflict goes to the same resolve step as a local one (unless
 //! `--no-resolve`), run by a worker: a second job carries the conflict (the
 //! story's commit, the files) with the target's tip now as its base; the
@@ -14,7 +19,7 @@
 //! for a free worker; every other story's merge would wait with it), so the
 //! resolution merges like any story: onto the tip of its turn.
 
-use cascade_agents::{Phase, Resolver};
+use cascade_agents::Phase;
 
 use super::commit::Committed;
 use super::merge::{self, Conflict, Merged};
@@ -24,15 +29,35 @@ use crate::executor::{
     ExecContext, Executed, ExecutorHandle, Job, JobAgents, JobOutcome, JobReport, JobResolve,
 };
 use crate::retry::FailureKind;
+use crate::state::Judged;
 
 pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Result<Merged, Stop> {
-    let ctx = a.ctx;
     // The shared limit (mega runs), as for a local attempt: held until the
     // merge queue.
     let slot = a.slot.take();
+    let work = work(a, executor).await?;
+    drop(slot);
+    merge_work(a, executor, &work).await
+}
+
+/// What a worker made of an attempt: the commit on the attempt's branch
+/// here, the base it was built on, and how the worker judged it.
+pub(super) struct RemoteWork {
+    pub base: String,
+    pub committed: Committed,
+    pub judged: Judged,
+}
+
+/// The attempt's work, done by a worker: published as a job from the
+/// target's tip, its commit fetched onto the attempt's branch (a race's
+/// contestant: its own branch).
+pub(super) async fn work(
+    a: &mut Attempt<'_>,
+    executor: &ExecutorHandle,
+) -> Result<RemoteWork, Stop> {
+    let ctx = a.ctx;
     let base = super::target_tip(ctx)?;
     let job = build_job(a, &base);
-    let key = job.key();
     // The attempt is recorded under its first candidate until the worker
     // says which agent ran it.
     if let Some(first) = job.agents.candidates.first() {
@@ -40,7 +65,7 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
     }
     super::resolve_agent::record_attempt(a);
     a.check_cancel()?;
-    let commit = execute(a, executor, job).await?;
+    let (commit, judged) = execute(a, executor, job).await?;
     ctx.amend_story(a.id(), {
         let c = commit.clone();
         move |s| s.commit = Some(c)
@@ -50,17 +75,32 @@ pub(super) async fn run(a: &mut Attempt<'_>, executor: &ExecutorHandle) -> Resul
         attempt: a.number,
         commit: commit.clone(),
     });
-    drop(slot);
-    let committed = Committed { commit };
-    let merged = match merge::queued(a, &committed, &base).await {
+    Ok(RemoteWork {
+        base,
+        committed: Committed { commit },
+        judged,
+    })
+}
+
+/// A worker's work through the merge queue (a conflict resolved by a
+/// worker, unless `--no-resolve`); then the executor may drop what it
+/// keeps of the story elsewhere.
+pub(super) async fn merge_work(
+    a: &mut Attempt<'_>,
+    executor: &ExecutorHandle,
+    work: &RemoteWork,
+) -> Result<Merged, Stop> {
+    let ctx = a.ctx;
+    let merged = match merge::queued(a, &work.committed, &work.base).await {
         Ok(done) => done?,
         Err(conflict) if !ctx.options.no_resolve => {
-            resolve(a, executor, &committed, conflict).await?
+            resolve(a, executor, &work.committed, conflict).await?
         }
         Err(Conflict(_, failure)) => return Err(failure.into()),
     };
     // The target's tip now: the base of the stories this one unblocks.
     if let Ok(tip) = super::target_tip(ctx) {
+        let key = crate::executor::story_key(ctx.feature.as_deref(), a.id());
         executor.0.merged(&key, &ctx.target_branch, &tip);
     }
     Ok(merged)
@@ -89,7 +129,7 @@ async fn resolve(
         files,
     });
     let commit = match execute(a, executor, job).await {
-        Ok(commit) => commit,
+        Ok((commit, _)) => commit,
         Err(why) => return Err(merge::unresolved(conflict, why)),
     };
     ctx.amend_story(a.id(), {
@@ -107,8 +147,13 @@ async fn resolve(
 }
 
 /// Runs `job` with the executor; what the worker measured goes into the
-/// attempt's record. Returns the passed job's commit (on the story branch).
-async fn execute(a: &mut Attempt<'_>, executor: &ExecutorHandle, job: Job) -> Result<String, Stop> {
+/// attempt's record. Returns the passed job's commit (on the attempt's
+/// branch) and how the worker judged it.
+async fn execute(
+    a: &mut Attempt<'_>,
+    executor: &ExecutorHandle,
+    job: Job,
+) -> Result<(String, Judged), Stop> {
     let ctx = a.ctx;
     let resolving = job.resolve.is_some();
     let cx = ExecContext {
@@ -130,7 +175,7 @@ async fn execute(a: &mut Attempt<'_>, executor: &ExecutorHandle, job: Job) -> Re
     record(a, &report, resolving);
     crate::spend::recheck_run_budget(ctx);
     match report.outcome {
-        JobOutcome::Passed { commit } => Ok(commit),
+        JobOutcome::Passed { commit } => Ok((commit, report.judged.unwrap_or_default())),
         JobOutcome::Failed { failure } => Err(failure.into()),
         JobOutcome::Interrupted => Err(Failure::new(
             FailureKind::ProcessCrash,
@@ -150,12 +195,14 @@ fn record(a: &mut Attempt<'_>, report: &JobReport, resolving: bool) {
     let agent = a.agent.clone();
     let gates = report.gates.clone();
     let (input, output, cost) = (report.input_tokens, report.output_tokens, report.cost_usd);
+    // The attempt it ran: a race's contestants are out at once.
+    let number = a.number;
     a.ctx.amend_story(a.id(), move |s| {
         s.agent = Some(agent.clone());
         if !gates.is_empty() {
             s.gates = gates;
         }
-        if let Some(r) = s.attempts.last_mut() {
+        if let Some(r) = s.attempt_mut(number) {
             r.agent = agent;
             r.input_tokens = usage(r.input_tokens, input, resolving);
             r.output_tokens = usage(r.output_tokens, output, resolving);
@@ -177,15 +224,17 @@ fn usage<T: std::ops::Add<Output = T>>(was: Option<T>, now: Option<T>, add: bool
 fn build_job(a: &Attempt<'_>, base: &str) -> Job {
     let ctx = a.ctx;
     let o = &ctx.options;
-    let resolver = Resolver::new(&ctx.agents, &ctx.detector, ctx.overrides());
+    let resolver = super::resolve_agent::resolver(ctx, None, a.contestant.as_deref());
     let mut candidates: Vec<String> = resolver
         .candidates(a.story, a.phase)
         .0
         .into_iter()
         .map(|c| c.agent)
         .collect();
-    // `--no-fallback`: the first candidate or nothing (as the resolver does).
-    if o.no_fallback {
+    // `--no-fallback`: the first candidate or nothing (as the resolver
+    // does); a race's contestant is its own agent or nothing (another agent
+    // in its place would race against itself).
+    if o.no_fallback || a.contestant.is_some() {
         candidates.truncate(1);
     }
     let labels = a
@@ -212,11 +261,11 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         prd: one_story_prd(a),
         design_doc: design_doc(ctx),
         agents: JobAgents {
-            agent: o.agent.clone(),
+            agent: a.contestant.clone().or_else(|| o.agent.clone()),
             impl_agent: o.impl_agent.clone(),
             retry_agent: o.retry_agent.clone(),
             review_agent: o.review_agent.clone(),
-            no_fallback: o.no_fallback,
+            no_fallback: o.no_fallback || a.contestant.is_some(),
             candidates,
         },
         previous: a.previous.cloned(),
@@ -232,7 +281,17 @@ fn build_job(a: &Attempt<'_>, base: &str) -> Job {
         remote_cache_mode: o.remote_cache.mode,
         gate_jobs: o.gate_jobs,
         resolve: None,
+        contestant: a.contestant.as_ref().map(|_| contestant_name(a)),
     }
+}
+
+/// A contestant's name: the last piece of its branch
+/// (`<story branch>/race-<name>`), unique in its race.
+fn contestant_name(a: &Attempt<'_>) -> String {
+    a.branch
+        .rsplit_once("/race-")
+        .map_or(a.branch, |(_, name)| name)
+        .to_string()
 }
 
 /// The plan (unknown fields kept) with only the attempt's story, its

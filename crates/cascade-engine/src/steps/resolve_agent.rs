@@ -62,7 +62,7 @@ pub(super) fn run(a: &mut Attempt<'_>) -> Result<Assigned, Stop> {
 /// The attempt's resolver: on a fleet worker the job's candidates (the
 /// coordinator's chain for the story) take the place of this machine's own
 /// chain; its agents.json and PATH decide which of them it has.
-fn resolver<'c>(
+pub(super) fn resolver<'c>(
     ctx: &'c Ctx,
     job: Option<&crate::executor::Job>,
     contestant: Option<&str>,
