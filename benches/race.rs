@@ -1,6 +1,7 @@
 //! What a race costs over running its slowest contestant alone: one story,
 //! instant scripted agents (a `/bin/sh` line that writes 1, 10 or 40
-//! lines), one required gate (`test -f s1.txt`), a whole engine run each
+//! lines), one required gate (`test -f README.md`: it must pass on the base,
+//! which is judged first), a whole engine run each
 //! time (worktree, agent, commit, verification, gate, merge).
 //!
 //! - `race/slowest_alone`: the story run once by `forty` (the biggest
@@ -45,7 +46,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
             "acceptance_criteria": ["done"]}],
         "quality_gates": {"enabled": true, "fail_fast": false, "use_cache": false,
             "gates": [{"name": "check", "type": "test", "command": "test",
-                "args": ["-f", "s1.txt"], "required": true}]}
+                "args": ["-f", "README.md"], "required": true}]}
     });
     std::fs::write(root.join("prd.json"), prd.to_string()).unwrap();
     cascade_git::commit::init_repository(&root, "main").unwrap();
@@ -102,6 +103,9 @@ fn run(root: &Path, agents_path: &Path, race: Option<RaceUntil>) {
     let summary = rt
         .block_on(Engine::new(config).run(options, sink, &CancelToken::new()))
         .unwrap();
+    // The run is over: what its blocking threads still do is not its
+    // makespan (the binary exits here).
+    rt.shutdown_background();
     assert_eq!(summary.status, RunStatus::Completed, "{:?}", summary.counts);
 }
 

@@ -432,6 +432,35 @@ fn eager_starts_a_story_before_an_unrelated_slow_one_ends() {
 }
 
 #[test]
+fn eager_never_runs_two_stories_declaring_the_same_files_at_once() {
+    // a and b both declare shared.txt; c declares nothing.
+    let with_files = |id: &str| {
+        let mut s = story(id, &[]);
+        s["files"] = json!(["shared.txt"]);
+        s
+    };
+    let f = Fixture::new(
+        json!([with_files("a"), with_files("b"), story("c", &[])]),
+        json!([]),
+    );
+    // a holds until c has started, c until b has: c must run beside a,
+    // then beside b, while b waits for a to end (without the lock all
+    // three would start at once).
+    f.mark("wait-a", "started-c");
+    f.mark("wait-c", "started-b");
+    let out = f.approve(&["--schedule", "eager", "--parallel", "3"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert!(
+        f.t("saw-a").exists() && f.t("saw-c").exists(),
+        "{:?}",
+        f.timeline()
+    );
+    assert!(f.pos("end a") < f.pos("start b"), "{:?}", f.timeline());
+    assert!(f.pos("start c") < f.pos("end a"), "{:?}", f.timeline());
+    assert!(f.pos("start b") < f.pos("end c"), "{:?}", f.timeline());
+}
+
+#[test]
 fn gate_failure_is_retried_with_the_error_in_the_prompt() {
     let f = Fixture::new(json!([story("flaky", &[])]), json!([]));
     let gate = script(

@@ -334,6 +334,7 @@ mod tests {
             file_index,
             remaining_path: 1,
             done: false,
+            files: Vec::new(),
         };
         let nodes = vec![node(vec![], 0), node(vec![0], 1)];
         let mut sched = Scheduler::new(nodes, crate::scheduler::Discipline::Batch, 1, false);

@@ -12,6 +12,13 @@
 //!   done; among ready nodes the longest remaining critical path first, then
 //!   priority, then file order.
 //!
+//! Eager also keeps apart nodes that declare the same file (a story's
+//! `files` in prd.json, as keys the caller interned): a ready node whose
+//! files a running node holds waits until that node is finished, and the
+//! next ready node runs instead. Two stories that will touch the same files
+//! then never run at once, so neither burns attempts on merge conflicts
+//! with the other (a slot may stay idle meanwhile: the holder always ends).
+//!
 //! Both never run more than `parallel` nodes at once. A failed node blocks its
 //! dependents transitively; the rest goes on, unless `fail_fast`, which stops
 //! handing out anything new. A layer limit (`set_layer_limit`) holds back
@@ -38,6 +45,9 @@ pub struct NodeSpec {
     pub remaining_path: u64,
     /// Already complete before the run: never handed out, counts as done.
     pub done: bool,
+    /// The files the node declares, as keys: eager never runs two nodes
+    /// sharing one at once.
+    pub files: Vec<u32>,
 }
 
 /// Where a node stands.
@@ -95,6 +105,11 @@ pub struct Scheduler {
     slot: Vec<usize>,
     /// Nodes waiting.
     waiting: usize,
+    /// Eager: how many running nodes hold each file key.
+    holding: std::collections::HashMap<u32, u32>,
+    /// Eager: ready nodes put aside because a running node holds one of
+    /// their files; offered again when a running node finishes.
+    parked: Vec<usize>,
 }
 
 /// Eager's order: longest remaining path, then priority, file order, index.
@@ -173,6 +188,8 @@ impl Scheduler {
             current: 0,
             slot,
             waiting,
+            holding: std::collections::HashMap::new(),
+            parked: Vec::new(),
         };
         for i in 0..n {
             s.offer(i);
@@ -227,6 +244,11 @@ impl Scheduler {
     fn set(&mut self, i: usize, to: NodeState) {
         let from = self.state[i];
         self.state[i] = to;
+        match (from == NodeState::Running, to == NodeState::Running) {
+            (false, true) => self.hold(i),
+            (true, false) => self.let_go(i),
+            _ => {}
+        }
         if from == NodeState::Waiting {
             self.waiting -= 1;
         }
@@ -304,9 +326,45 @@ impl Scheduler {
                 self.held.push(i);
                 continue;
             }
+            if self.clashes(i) {
+                self.parked.push(i);
+                continue;
+            }
             return Some(i);
         }
         None
+    }
+
+    /// Whether a running node holds one of `i`'s files.
+    fn clashes(&self, i: usize) -> bool {
+        self.nodes[i]
+            .files
+            .iter()
+            .any(|f| self.holding.get(f).is_some_and(|&n| n > 0))
+    }
+
+    /// Node `i` starts running: it holds its files.
+    fn hold(&mut self, i: usize) {
+        for &f in &self.nodes[i].files {
+            *self.holding.entry(f).or_default() += 1;
+        }
+    }
+
+    /// Node `i` stopped running: its files are free, and the nodes parked
+    /// behind any running node are candidates again (few: only those that
+    /// came up while a holder ran).
+    fn let_go(&mut self, i: usize) {
+        if self.nodes[i].files.is_empty() {
+            return;
+        }
+        for &f in &self.nodes[i].files {
+            if let Some(n) = self.holding.get_mut(&f) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        for p in std::mem::take(&mut self.parked) {
+            self.offer(p);
+        }
     }
 
     /// A handed-out node finished successfully.
@@ -498,6 +556,7 @@ mod tests {
 
     fn node(deps: &[usize], priority: u8, path: u64) -> NodeSpec {
         NodeSpec {
+            files: Vec::new(),
             deps: deps.to_vec(),
             priority,
             file_index: 0,
@@ -647,6 +706,50 @@ mod tests {
     }
 
     #[test]
+    fn eager_never_runs_two_nodes_sharing_a_file_at_once() {
+        // 0 and 1 declare file 7; 2 declares nothing; 3 declares file 8.
+        let mut nodes = with_index(vec![
+            node(&[], 1, 4),
+            node(&[], 1, 3),
+            node(&[], 1, 2),
+            node(&[], 1, 1),
+        ]);
+        nodes[0].files = vec![7];
+        nodes[1].files = vec![7, 8];
+        nodes[3].files = vec![8];
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 3, false);
+        // 1 is next by its path but waits behind 0; the others run.
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), Some(2));
+        assert_eq!(s.next_ready(), Some(3));
+        assert_eq!(s.next_ready(), None);
+        // 2 ends: a slot is free, but 1's files are still held.
+        s.complete(2);
+        assert_eq!(s.next_ready(), None);
+        // 0 ends: 3 still holds file 8.
+        s.complete(0);
+        assert_eq!(s.next_ready(), None);
+        s.fail(3);
+        assert_eq!(s.next_ready(), Some(1));
+        // Nothing waits now: the parked node was handed out once.
+        assert_eq!(s.next_ready(), None);
+        s.complete(1);
+        assert!(s.idle());
+    }
+
+    #[test]
+    fn a_node_released_while_holding_a_file_frees_it() {
+        let mut nodes = with_index(vec![node(&[], 1, 2), node(&[], 1, 1)]);
+        nodes[0].files = vec![1];
+        nodes[1].files = vec![1];
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 2, false);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), None);
+        s.release(0);
+        assert_eq!(s.next_ready(), Some(0));
+    }
+
+    #[test]
     fn layer_limit_holds_back_later_batches() {
         let nodes = with_index(vec![node(&[], 1, 2), node(&[0], 1, 1)]);
         for d in [Discipline::Batch, Discipline::Eager] {
@@ -684,6 +787,7 @@ mod tests {
                         file_index: i,
                         remaining_path: path,
                         done,
+                        files: Vec::new(),
                     })
                     .collect()
             })

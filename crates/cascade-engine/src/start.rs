@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use cascade_git::GitError;
-use cascade_plan::{Prd, Status, ValidPlan};
+use cascade_plan::{Prd, Status};
 use git2::Oid;
 
 use crate::config::{EngineConfig, RunOptions};
@@ -234,10 +234,27 @@ pub(crate) fn short(sha: &str) -> &str {
 }
 
 /// The scheduler's view of the plan: node `i` is the plan's story `i`
-/// (positions are prd.json's), done when its record is complete.
-pub(crate) fn scheduler_nodes(plan: &ValidPlan, state: &RunState) -> Vec<NodeSpec> {
-    plan.nodes()
+/// (positions are prd.json's), done when its record is complete, holding
+/// the story's declared `files` (as keys: one per distinct path).
+pub(crate) fn scheduler_nodes(p: &Prepared, state: &RunState) -> Vec<NodeSpec> {
+    let mut keys: HashMap<&str, u32> = HashMap::new();
+    p.plan
+        .nodes()
         .map(|node| NodeSpec {
+            files: p
+                .prd
+                .stories
+                .get(node.position())
+                .map(|s| {
+                    s.files
+                        .iter()
+                        .map(|f| {
+                            let next = keys.len() as u32;
+                            *keys.entry(f.as_str()).or_insert(next)
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             deps: node
                 .dependency_positions()
                 .iter()
@@ -305,7 +322,7 @@ mod tests {
             starting_state(&config, &mut p, None, &options, || "r1".into()).unwrap();
         assert!(skipped.is_empty());
         assert_eq!(state.stories.len(), n);
-        let nodes = scheduler_nodes(&p.plan, &state);
+        let nodes = scheduler_nodes(&p, &state);
         let done = nodes.iter().filter(|n| n.done).count();
         assert_eq!(
             done,
@@ -327,7 +344,7 @@ mod tests {
                 "r2".into()
             })
             .unwrap();
-        let nodes = scheduler_nodes(&p.plan, &resumed);
+        let nodes = scheduler_nodes(&p, &resumed);
         assert_eq!(nodes.len(), n);
         assert_eq!(
             resumed.index_stats().builds,
@@ -349,7 +366,7 @@ mod tests {
         let order: Vec<String> = state.stories.iter().map(|s| s.id.clone()).collect();
         let Start { state: resumed, .. } =
             starting_state(&config, &mut p, Some(state), &resume(), || "r3".into()).unwrap();
-        let nodes = scheduler_nodes(&p.plan, &resumed);
+        let nodes = scheduler_nodes(&p, &resumed);
         let stats = resumed.index_stats();
         assert_eq!(stats.lookups, n as u64, "{stats:?}");
         assert!(stats.builds <= 1, "{stats:?}");

@@ -191,7 +191,7 @@ impl Engine {
         let run_id = state.run_id.clone();
         let store = crate::store::Store::open(state, &state_path)?;
         let already_complete = complete_count(&store);
-        let nodes = crate::start::scheduler_nodes(&p.plan, &store);
+        let nodes = crate::start::scheduler_nodes(&p, &store);
         let mut sched =
             Scheduler::new(nodes, options.schedule, options.parallel, options.fail_fast);
         let mode_limit = match options.mode {

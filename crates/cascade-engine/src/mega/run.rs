@@ -503,6 +503,7 @@ fn feature_scheduler(plan: &PlanInput, state: &MegaState) -> (Scheduler, Vec<Str
             // Done ones are completed below instead: the layers (batch
             // numbers) stay the plan's on a resume.
             done: false,
+            files: Vec::new(),
         })
         .collect();
     for f in &plan.features {
