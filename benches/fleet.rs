@@ -207,6 +207,7 @@ async fn worker(url: String, root: PathBuf) {
                         output_tokens: None,
                         cost_usd: None,
                         duration_ms: 0,
+                        judged: None,
                     }),
                     pack: Some(base64::engine::general_purpose::STANDARD.encode(pack)),
                 }),

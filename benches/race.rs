@@ -19,10 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_engine::config::{EngineConfig, RunOptions};
-use cascade_engine::engine::Engine;
 use cascade_engine::race::{RaceOptions, RaceSpec, RaceUntil};
-use cascade_engine::RunStatus;
-use cascade_process::CancelToken;
 use criterion::{criterion_group, BatchSize, Criterion};
 
 #[macro_use]
@@ -58,7 +55,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let mut agents = serde_json::Map::new();
     for (name, lines) in AGENTS {
         let path = tmp.path().join(format!("{name}.sh"));
-        write_script(&path, &format!("seq 1 {lines} > s1.txt"));
+        support::write_script(&path, &format!("seq 1 {lines} > s1.txt"));
         agents.insert(
             name.into(),
             serde_json::json!({"type": "cli", "command": path, "args": [], "timeout": 60}),
@@ -68,12 +65,6 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let doc = serde_json::json!({"default_agent": "forty", "agents": agents});
     std::fs::write(&agents_path, doc.to_string()).unwrap();
     (tmp, root, agents_path)
-}
-
-fn write_script(path: &Path, body: &str) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// One whole run of `s1` with `race` (none: `forty` alone).
@@ -95,18 +86,7 @@ fn run(root: &Path, agents_path: &Path, race: Option<RaceUntil>) {
         race,
         ..RunOptions::default()
     };
-    let sink: cascade_engine::EventSink = std::sync::Arc::new(|_: &cascade_engine::Event| {});
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let summary = rt
-        .block_on(Engine::new(config).run(options, sink, &CancelToken::new()))
-        .unwrap();
-    // The run is over: what its blocking threads still do is not its
-    // makespan (the binary exits here).
-    rt.shutdown_background();
-    assert_eq!(summary.status, RunStatus::Completed, "{:?}", summary.counts);
+    support::run_to_completion(config, options);
 }
 
 fn race(c: &mut Criterion) {

@@ -16,10 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cascade_engine::config::{EngineConfig, Integration, RunOptions};
-use cascade_engine::engine::Engine;
 use cascade_engine::scheduler::Discipline;
-use cascade_engine::RunStatus;
-use cascade_process::CancelToken;
 use criterion::{criterion_group, BatchSize, Criterion};
 
 #[macro_use]
@@ -58,15 +55,10 @@ fn setup() -> (tempfile::TempDir, PathBuf, PathBuf) {
         .ensure_excluded(cascade_engine::config::OWN_FILES)
         .unwrap();
     let agent = tmp.path().join("agent.sh");
-    std::fs::write(
+    support::write_script(
         &agent,
-        "#!/bin/sh\nprintf '%s\\n' \"$CASCADE_STORY_ID\" > \"$CASCADE_STORY_ID.txt\"\n",
-    )
-    .unwrap();
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+        "printf '%s\\n' \"$CASCADE_STORY_ID\" > \"$CASCADE_STORY_ID.txt\"",
+    );
     let agents_path = tmp.path().join("agents.json");
     let doc = serde_json::json!({"default_agent": "writer", "agents": {
         "writer": {"type": "cli", "command": agent, "args": [], "timeout": 60}}});
@@ -85,18 +77,7 @@ fn run(root: &Path, agents_path: &Path, integration: Integration) {
         integration,
         ..RunOptions::default()
     };
-    let sink: cascade_engine::EventSink = std::sync::Arc::new(|_: &cascade_engine::Event| {});
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let summary = rt
-        .block_on(Engine::new(config).run(options, sink, &CancelToken::new()))
-        .unwrap();
-    // The run is over: what its blocking threads still do is not its
-    // makespan (the binary exits here).
-    rt.shutdown_background();
-    assert_eq!(summary.status, RunStatus::Completed, "{:?}", summary.counts);
+    support::run_to_completion(config, options);
 }
 
 fn train(c: &mut Criterion) {

@@ -84,3 +84,36 @@ pub fn files() -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(20_000)
 }
+
+/// One whole engine run of `config` with `options` on a runtime of its
+/// own, which must complete. The runtime is shut down in the background
+/// afterwards: what its blocking threads still do is not the run's
+/// makespan (the binary exits there).
+pub fn run_to_completion(
+    config: cascade_engine::config::EngineConfig,
+    options: cascade_engine::config::RunOptions,
+) {
+    let sink: cascade_engine::EventSink = std::sync::Arc::new(|_: &cascade_engine::Event| {});
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cancel = cascade_process::CancelToken::new();
+    let summary = rt
+        .block_on(cascade_engine::engine::Engine::new(config).run(options, sink, &cancel))
+        .unwrap();
+    rt.shutdown_background();
+    assert_eq!(
+        summary.status,
+        cascade_engine::RunStatus::Completed,
+        "{:?}",
+        summary.counts
+    );
+}
+
+/// Writes an executable `/bin/sh` script.
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}

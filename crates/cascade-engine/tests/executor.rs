@@ -110,6 +110,7 @@ impl FakeWorker {
                 output_tokens: Some(5),
                 cost_usd: Some(0.01),
                 duration_ms: 1,
+                judged: None,
             },
         }
     }
