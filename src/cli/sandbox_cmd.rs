@@ -461,12 +461,19 @@ impl Try {
         if self.kind == ProbeKind::Write {
             let _ = std::fs::remove_file(&self.target);
         }
+        let refused = outcome.exit_code == Some(i32::from(REFUSED));
         let result = if outcome.success() {
             "allowed"
-        } else if outcome.exit_code == Some(i32::from(REFUSED)) {
+        } else if refused {
             self.refused
         } else {
             "blocked"
+        };
+        let detail = if refused && result == "allowed" {
+            "connection refused: nothing listens there, but the connect got past the sandbox"
+                .to_string()
+        } else {
+            outcome.output_excerpt(300).trim().to_string()
         };
         Ok(Probe {
             name: self.name,
@@ -474,7 +481,7 @@ impl Try {
             target: self.target.display().to_string(),
             expected: self.expected,
             result,
-            detail: outcome.output_excerpt(300).trim().to_string(),
+            detail,
         })
     }
 }
@@ -552,7 +559,7 @@ fn print(r: &Report, json: bool) -> Result<(), Failure> {
             "NOT AS STATED"
         };
         outln!(
-            "  {:<46} {:<8} (policy: {}) {mark}",
+            "  {:<50} {:<8} (policy: {}) {mark}",
             p.name,
             p.result,
             p.expected
