@@ -358,4 +358,22 @@ mod tests {
         assert!(p.hide.contains(&PathBuf::from("/opt/secret")));
         assert_eq!(p.tmp, Some(PathBuf::from("/tmp/t")));
     }
+
+    #[test]
+    fn a_hook_writes_only_its_temp_dir_and_what_the_runner_allows() {
+        let settings = SandboxSettings {
+            write: vec!["/opt/cache".into()],
+            hide: vec!["/opt/secret".into()],
+            ..SandboxSettings::default()
+        };
+        let p = hook_policy(&settings, Path::new("/tmp/t"));
+        // Not the project's `write`, not the tool caches: the runner's own.
+        assert_eq!(p.write, allowed_by_the_runner());
+        assert_eq!(p.tmp, Some(PathBuf::from("/tmp/t")));
+        assert!(p.hide.contains(&PathBuf::from("/opt/secret")));
+        if let Some(home) = sandbox::home() {
+            assert!(p.hide.contains(&home.join(".ssh")));
+        }
+        assert!(!p.own_network && p.connect_ports.is_none());
+    }
 }
