@@ -303,7 +303,7 @@ fn run_live(
     };
     let rt = super::runtime()?;
     let printer = Printer::new(a.call.json);
-    let notifier = super::notify::Notifier::new(flags.notify_argv());
+    let notifier = super::notify::Notifier::for_run(flags, &opts.start_dir)?;
     let sink = super::run_cmd::note_after_start(
         notifier.wrap(Arc::new(move |e: &Event| printer.print(e))),
         notice,

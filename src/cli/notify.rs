@@ -11,13 +11,25 @@
 //! `WAYLAND_DISPLAY`), a desktop notification says the same in one line.
 //! Notifications run off the engine's thread; [`Notifier::finish`] waits for
 //! them before the process exits.
+//!
+//! The command runs confined by the run's sandbox mode like a story's
+//! processes, under [`cascade_engine::confine::hook_policy`]: it writes only
+//! a private temp directory (its `TMPDIR`), reads everything but the hidden
+//! paths, and keeps the network. `notify-send` (a system program given
+//! cascade's own text) is not confined: a desktop bus may be an abstract
+//! socket, which the sandbox scopes away.
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use cascade_engine::confine::AttemptSandbox;
 use cascade_engine::{Event, EventSink};
 use cascade_process::{CancelToken, Spec};
+
+use super::run_flags::RunFlags;
+use super::Failure;
 
 /// How long a notification command may run.
 pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,13 +38,35 @@ pub const NOTIFY_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Default)]
 pub struct Notifier {
     argv: Option<Vec<String>>,
+    /// The command's confinement (its policy and temp directory, kept as
+    /// long as a notification may run).
+    sandbox: Arc<AttemptSandbox>,
     desktop: Option<std::path::PathBuf>,
     pending: Arc<Mutex<Vec<JoinHandle<()>>>>,
 }
 
 impl Notifier {
-    /// `argv`: `--notify`'s command; desktop notifications when available.
-    pub fn new(argv: Option<Vec<String>>) -> Notifier {
+    /// The notifications of a run with `flags` started in `cwd`: the
+    /// `--notify` command confined by the run's `--sandbox` and the
+    /// `sandbox` section of `.cascade/config.json` at HEAD (as `sandbox
+    /// check` reads it), and desktop notifications when available.
+    pub fn for_run(flags: &RunFlags, cwd: &Path) -> Result<Notifier, Failure> {
+        let argv = flags.notify_argv();
+        let sandbox = match &argv {
+            Some(_) => {
+                let settings = super::sandbox_cmd::settings_at_head(cwd)?;
+                AttemptSandbox::for_hooks(flags.sandbox_mode(), &settings)
+                    .map_err(Failure::usage)?
+            }
+            None => AttemptSandbox::default(),
+        };
+        let mut notifier = Notifier::new(argv);
+        notifier.sandbox = Arc::new(sandbox);
+        Ok(notifier)
+    }
+
+    /// `argv`: `--notify`'s command (unconfined); desktop notifications when available.
+    fn new(argv: Option<Vec<String>>) -> Notifier {
         let graphical = ["DISPLAY", "WAYLAND_DISPLAY"]
             .iter()
             .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
@@ -43,6 +77,7 @@ impl Notifier {
         };
         Notifier {
             argv: argv.filter(|a| !a.is_empty()),
+            sandbox: Arc::default(),
             desktop,
             pending: Arc::default(),
         }
@@ -71,6 +106,7 @@ impl Notifier {
             .and_then(|v| v["event"].as_str().map(str::to_string))
             .unwrap_or_default();
         let argv = self.argv.clone();
+        let sandbox = Arc::clone(&self.sandbox);
         let desktop = self.desktop.clone();
         let handle = std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -81,7 +117,7 @@ impl Notifier {
             };
             rt.block_on(async {
                 if let Some(argv) = argv {
-                    if let Some(problem) = run(&argv, &name, json).await {
+                    if let Some(problem) = run(&argv, &name, json, &sandbox).await {
                         errln!("warning: --notify command {problem}");
                     }
                 }
@@ -121,14 +157,23 @@ fn on_path(name: &str) -> Option<std::path::PathBuf> {
         })
 }
 
-/// Runs the command; what went wrong, if anything.
-async fn run(argv: &[String], event: &str, json: Vec<u8>) -> Option<String> {
+/// Runs the command (confined when `sandbox` has a policy); what went
+/// wrong, if anything.
+async fn run(
+    argv: &[String],
+    event: &str,
+    json: Vec<u8>,
+    sandbox: &AttemptSandbox,
+) -> Option<String> {
     let (program, args) = argv.split_first()?;
-    let spec = Spec::new(program)
+    let mut spec = Spec::new(program)
         .args(args)
         .env("CASCADE_EVENT", event)
         .stdin_bytes(json)
         .timeout(NOTIFY_TIMEOUT);
+    if let Some(policy) = &sandbox.policy {
+        spec = spec.sandbox(Arc::clone(policy));
+    }
     match spec.run(&CancelToken::new()).await {
         Ok(outcome) if outcome.success() => None,
         Ok(outcome) => Some(format!("'{}' {}", argv.join(" "), outcome.describe())),

@@ -211,7 +211,7 @@ fn run(g: &Global, mut a: RunArgs, resume: bool, matches: Option<&ArgMatches>) -
     }
     let rt = crate::cli::runtime()?;
     let reporter = Reporter::new(a.call.json);
-    let notifier = super::notify::Notifier::new(a.flags.notify_argv());
+    let notifier = super::notify::Notifier::for_run(&a.flags, &project.cwd)?;
     let cancel = CancelToken::new();
     let (result, stop) = rt.block_on(async {
         // SIGINT, SIGTERM, SIGHUP: stop scheduling, kill running agents and

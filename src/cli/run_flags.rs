@@ -430,7 +430,7 @@ impl RunFlags {
                 BaseFailuresArg::Stop => BaseFailures::Stop,
                 BaseFailuresArg::Known => BaseFailures::Known,
             },
-            sandbox: self.sandbox.map(SandboxArg::mode),
+            sandbox: self.sandbox_mode(),
             race: self.race_options()?,
             route: match self.route {
                 RouteArg::Configured => Route::Configured,
@@ -504,6 +504,11 @@ impl RunFlags {
                 RaceKeepArg::None => RaceKeep::None,
             },
         })
+    }
+
+    /// `--sandbox`, if given.
+    pub fn sandbox_mode(&self) -> Option<SandboxMode> {
+        self.sandbox.map(SandboxArg::mode)
     }
 
     /// The `--notify` command's argv: its values, then every `--notify-arg`.

@@ -2,8 +2,9 @@
 //! processes would get here (mode, Landlock ABI, writable and hidden paths,
 //! the agent's ports), then the same policy tried live: confined children
 //! (this binary's hidden `__sandbox-probe`) write into the worktree, write
-//! outside it, read a hidden file, and connect out from a gate's policy, and
-//! each is reported allowed or blocked beside what the policy says.
+//! outside it, read a hidden file, connect from the agent's policy to a
+//! port it names and to one it does not, and connect out from a gate's
+//! policy; each is reported allowed or blocked beside what the policy says.
 //!
 //! The policy is built as an attempt builds it (`.cascade/config.json`'s
 //! `sandbox` at HEAD, the agent's `sandbox` from agents.json) around a
@@ -20,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use cascade_agents::AgentsConfig;
+use cascade_agents::{AgentSandbox, AgentsConfig};
 use cascade_engine::confine::{self, AttemptSandbox, SandboxMode};
 use cascade_process::sandbox::{self, Policy};
 use cascade_process::{CancelToken, Spec};
@@ -68,8 +69,12 @@ pub struct ProbeArgs {
     pub target: String,
 }
 
+/// The probe's exit code for a connection refused: the connect reached
+/// the port (nothing listens there), so no sandbox stopped it.
+const REFUSED: u8 = 3;
+
 /// The hidden probe: exit 0 when the operation succeeded, 1 (with the
-/// error on stderr) when it did not.
+/// error on stderr) when it did not, [`REFUSED`] when a connect was refused.
 pub fn probe(_g: &Global, a: ProbeArgs) -> CliResult {
     let done = match a.kind {
         ProbeKind::Write => {
@@ -86,6 +91,10 @@ pub fn probe(_g: &Global, a: ProbeArgs) -> CliResult {
     };
     match done {
         Ok(()) => Ok(EXIT_OK),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            errln!("{e}");
+            Ok(REFUSED)
+        }
         Err(e) => {
             errln!("{e}");
             Ok(EXIT_FAILED)
@@ -111,8 +120,11 @@ struct Report {
     worktree: PathBuf,
     writable: Vec<PathBuf>,
     hidden: Vec<PathBuf>,
-    /// The ports the agent's definition names (`net_ports`).
+    /// The TCP ports the agent may connect to (its definition's
+    /// `net_ports`, else 443, and a proxy's).
     agent_ports: Vec<u16>,
+    /// Whether this kernel holds agents to those ports (Landlock ABI 4).
+    agent_ports_enforced: bool,
     /// Whether gates run in a network namespace of their own.
     gate_network_isolated: bool,
     notes: Vec<String>,
@@ -138,8 +150,7 @@ struct Probe {
 struct Subject {
     story: Option<String>,
     agent: Option<String>,
-    write: Vec<String>,
-    ports: Vec<u16>,
+    sandbox: AgentSandbox,
 }
 
 pub fn run(g: &Global, c: SandboxCommand) -> CliResult {
@@ -148,12 +159,19 @@ pub fn run(g: &Global, c: SandboxCommand) -> CliResult {
     }
 }
 
+/// `.cascade/config.json`'s `sandbox` section at HEAD of the repository
+/// holding `cwd` (else its untracked copy, as for every judging file).
+pub(super) fn settings_at_head(cwd: &Path) -> Result<confine::SandboxSettings, Failure> {
+    let paths = cascade_git::RepoPaths::discover(cwd).map_err(Failure::usage)?;
+    cascade_engine::judging::Judging::new(&paths, cwd, None)
+        .and_then(|j| j.sandbox_at("HEAD"))
+        .map_err(Failure::usage)
+}
+
 fn check(g: &Global, a: CheckArgs) -> CliResult {
     let cwd = std::env::current_dir().map_err(Failure::failed)?;
     let paths = cascade_git::RepoPaths::discover(&cwd).map_err(Failure::usage)?;
-    let settings = cascade_engine::judging::Judging::new(&paths, &cwd, None)
-        .and_then(|j| j.sandbox_at("HEAD"))
-        .map_err(Failure::usage)?;
+    let settings = settings_at_head(&cwd)?;
     let subject = subject(g, &cwd, &a)?;
     let scratch = tempfile::Builder::new()
         .prefix("cascade-sandbox-check-")
@@ -176,21 +194,26 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
         .as_deref()
         .cloned()
         .unwrap_or_else(|| confine::attempt_policy(&settings, &worktree, scratch.path()));
-    let home = sandbox::home();
-    let agent_write: Vec<PathBuf> = subject
-        .write
-        .iter()
-        .filter_map(|p| sandbox::expand_home(p, home.as_deref()))
-        .collect();
-    let agent_policy = AttemptSandbox::widened(&attempt.policy, agent_write.clone());
-    let stated = stated.with_write(agent_write);
+    // The agent's policy, as its CLI is started with it.
+    let agent_policy = attempt
+        .policy
+        .as_deref()
+        .map(|p| Arc::new(subject.sandbox.policy(p)));
+    let stated = subject.sandbox.policy(&stated);
     // Escapes are blocked when a policy applies, and should be when the
     // mode requires one (a run would refuse to start there).
     let confined = attempt.policy.is_some() || mode == SandboxMode::Required;
     if attempt.policy.is_none() && mode == SandboxMode::BestEffort {
         notes.push("this kernel enforces no Landlock: best-effort runs unconfined".to_string());
     }
-    notes.push("agents' TCP ports are read but not enforced yet".to_string());
+    let ports_enforced = confined && sandbox::ports_enforced();
+    if attempt.policy.is_some() && !ports_enforced {
+        notes.push(format!(
+            "this kernel's Landlock (ABI {}) has no TCP rules (ABI {} has): agents connect to any port",
+            sandbox::kernel_abi(),
+            sandbox::NET_ABI
+        ));
+    }
     let gate = attempt
         .policy
         .as_deref()
@@ -209,6 +232,7 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
         gate,
         confined,
         isolated,
+        ports_enforced,
     }))?;
     let enforced = probes
         .iter()
@@ -227,7 +251,8 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
         worktree: worktree.clone(),
         writable: stated.write.iter().chain(&stated.tmp).cloned().collect(),
         hidden: stated.hide.clone(),
-        agent_ports: subject.ports,
+        agent_ports: stated.connect_ports.clone().unwrap_or_default(),
+        agent_ports_enforced: ports_enforced,
         gate_network_isolated: isolated,
         notes,
         probes,
@@ -261,8 +286,7 @@ fn subject(g: &Global, cwd: &Path, a: &CheckArgs) -> Result<Subject, Failure> {
     let def = loaded.config.agent(&name);
     Ok(Subject {
         story: story.map(|(id, _)| id),
-        write: def.map(|d| d.sandbox.write.clone()).unwrap_or_default(),
-        ports: def.map(|d| d.sandbox.net_ports.clone()).unwrap_or_default(),
+        sandbox: def.map(|d| d.sandbox.clone()).unwrap_or_default(),
         agent: Some(name),
     })
 }
@@ -280,6 +304,8 @@ struct Probing<'a> {
     confined: bool,
     /// Whether gates get a network namespace of their own.
     isolated: bool,
+    /// Whether agents are held to their TCP ports.
+    ports_enforced: bool,
 }
 
 async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
@@ -288,29 +314,33 @@ async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
     let own_dir = p.paths.cascade_dir();
     std::fs::create_dir_all(&own_dir).map_err(Failure::failed)?;
     let mut out = vec![
-        try_one(
-            p,
+        Try::new(
             "write inside the worktree",
             ProbeKind::Write,
             p.worktree.join("probe"),
             "allowed",
         )
+        .run(p)
         .await?,
-        try_one(
-            p,
+        Try::new(
             "write outside: the main checkout",
             ProbeKind::Write,
             own_dir.join(format!("sandbox-probe-{pid}")),
             escape,
         )
+        .run(p)
         .await?,
     ];
     if let Some(home) = sandbox::home() {
         let target = home.join(format!(".cascade-sandbox-probe-{pid}"));
-        out.push(try_one(p, "write outside: $HOME", ProbeKind::Write, target, escape).await?);
+        let t = Try::new("write outside: $HOME", ProbeKind::Write, target, escape);
+        out.push(t.run(p).await?);
     }
     out.push(match hidden_file(&p.stated.hide) {
-        Some(file) => try_one(p, "read a hidden path", ProbeKind::Read, file, escape).await?,
+        Some(file) => {
+            let t = Try::new("read a hidden path", ProbeKind::Read, file, escape);
+            t.run(p).await?
+        }
         None => Probe {
             name: "read a hidden path",
             kind: ProbeKind::Read,
@@ -320,74 +350,140 @@ async fn probes(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
             detail: "none of the hidden paths holds a file here".to_string(),
         },
     });
+    out.extend(agent_connects(p).await?);
     // A listener on the host's loopback: a gate in a network namespace of
     // its own cannot reach it.
     let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::failed)?;
     let addr = listener.local_addr().map_err(Failure::failed)?;
-    out.push(
-        try_one(
-            p,
-            "connect from a gate to the host's 127.0.0.1",
-            ProbeKind::Connect,
-            PathBuf::from(addr.to_string()),
-            if p.isolated { "blocked" } else { "allowed" },
-        )
-        .await?,
+    let mut gate = Try::new(
+        "connect from a gate to the host's 127.0.0.1",
+        ProbeKind::Connect,
+        PathBuf::from(addr.to_string()),
+        if p.isolated { "blocked" } else { "allowed" },
     );
+    gate.gate = true;
+    out.push(gate.run(p).await?);
     Ok(out)
 }
 
-/// Spawns one confined probe child (the gate's policy for a connect, the
-/// agent's for the rest) and says what came of it.
-async fn try_one(
-    p: &Probing<'_>,
+/// The agent's connects on the host's 127.0.0.1: to the first port it
+/// names (nothing need listen there: a refused connection got through the
+/// sandbox) and to a listener's port it does not name.
+async fn agent_connects(p: &Probing<'_>) -> Result<Vec<Probe>, Failure> {
+    let named = p.stated.connect_ports.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    if let Some(port) = named.first() {
+        let mut t = Try::new(
+            "connect from the agent to a port it names",
+            ProbeKind::Connect,
+            PathBuf::from(format!("127.0.0.1:{port}")),
+            "allowed",
+        );
+        t.refused = "allowed";
+        out.push(t.run(p).await?);
+    }
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(Failure::failed)?;
+    let addr = listener.local_addr().map_err(Failure::failed)?;
+    let name = "connect from the agent to a port it does not name";
+    if named.contains(&addr.port()) {
+        out.push(Probe {
+            name,
+            kind: ProbeKind::Connect,
+            target: addr.to_string(),
+            expected: "blocked",
+            result: "skipped",
+            detail: "the free port found is one the agent names".to_string(),
+        });
+    } else {
+        let expected = if p.ports_enforced {
+            "blocked"
+        } else {
+            "allowed"
+        };
+        let t = Try::new(name, ProbeKind::Connect, addr.to_string().into(), expected);
+        out.push(t.run(p).await?);
+    }
+    Ok(out)
+}
+
+/// One probe child to spawn: what it tries, under whose policy, and what
+/// the policy says of it.
+struct Try {
     name: &'static str,
     kind: ProbeKind,
     target: PathBuf,
     expected: &'static str,
-) -> Result<Probe, Failure> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::failed(anyhow!("cannot find cascade's own binary: {e}")))?;
-    let kind_arg = kind
-        .to_possible_value()
-        .map(|v| v.get_name().to_string())
-        .unwrap_or_default();
-    let mut spec = Spec::new(exe)
-        .args([
-            OsString::from("__sandbox-probe"),
-            OsString::from(kind_arg),
-            target.clone().into_os_string(),
-        ])
-        .cwd(p.worktree)
-        .timeout(Duration::from_secs(20));
-    let policy = if kind == ProbeKind::Connect {
-        &p.gate
-    } else {
-        &p.agent
-    };
-    if let Some(policy) = policy {
-        spec = spec.sandbox(Arc::clone(policy));
+    /// Under a gate's policy (else the agent's).
+    gate: bool,
+    /// What a refused connection counts as: `allowed` where reaching the
+    /// port is the point, `blocked` where reaching the host is.
+    refused: &'static str,
+}
+
+impl Try {
+    fn new(name: &'static str, kind: ProbeKind, target: PathBuf, expected: &'static str) -> Try {
+        Try {
+            name,
+            kind,
+            target,
+            expected,
+            gate: false,
+            refused: "blocked",
+        }
     }
-    let outcome = spec
-        .run(&CancelToken::new())
-        .await
-        .map_err(Failure::failed)?;
-    // An allowed write removed its file; a denied one never made it.
-    if kind == ProbeKind::Write {
-        let _ = std::fs::remove_file(&target);
-    }
-    Ok(Probe {
-        name,
-        kind,
-        target: target.display().to_string(),
-        expected,
-        result: if outcome.success() {
+
+    /// Spawns the confined probe child and says what came of it.
+    async fn run(self, p: &Probing<'_>) -> Result<Probe, Failure> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Failure::failed(anyhow!("cannot find cascade's own binary: {e}")))?;
+        let kind_arg = self
+            .kind
+            .to_possible_value()
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        let mut spec = Spec::new(exe)
+            .args([
+                OsString::from("__sandbox-probe"),
+                OsString::from(kind_arg),
+                self.target.clone().into_os_string(),
+            ])
+            .cwd(p.worktree)
+            .timeout(Duration::from_secs(20));
+        let policy = if self.gate { &p.gate } else { &p.agent };
+        if let Some(policy) = policy {
+            spec = spec.sandbox(Arc::clone(policy));
+        }
+        let outcome = spec
+            .run(&CancelToken::new())
+            .await
+            .map_err(Failure::failed)?;
+        // An allowed write removed its file; a denied one never made it.
+        if self.kind == ProbeKind::Write {
+            let _ = std::fs::remove_file(&self.target);
+        }
+        let refused = outcome.exit_code == Some(i32::from(REFUSED));
+        let result = if outcome.success() {
             "allowed"
+        } else if refused {
+            self.refused
         } else {
             "blocked"
-        },
-        detail: outcome.output_excerpt(300).trim().to_string(),
-    })
+        };
+        let detail = if refused && result == "allowed" {
+            "connection refused: nothing listens there, but the connect got past the sandbox"
+                .to_string()
+        } else {
+            outcome.output_excerpt(300).trim().to_string()
+        };
+        Ok(Probe {
+            name: self.name,
+            kind: self.kind,
+            target: self.target.display().to_string(),
+            expected: self.expected,
+            result,
+            detail,
+        })
+    }
 }
 
 /// A file among the hidden paths to try reading: a hidden file itself, or
@@ -435,7 +531,15 @@ fn print(r: &Report, json: bool) -> Result<(), Failure> {
         outln!("  {}", h.display());
     }
     let ports: Vec<String> = r.agent_ports.iter().map(u16::to_string).collect();
-    outln!("Agent's TCP ports: {}", or_none(&ports.join(", ")));
+    outln!(
+        "Agent's TCP ports: {}{}",
+        or_none(&ports.join(", ")),
+        if r.agent_ports_enforced {
+            " (enforced)"
+        } else {
+            " (not enforced here)"
+        }
+    );
     outln!(
         "Gates' network: {}",
         if r.gate_network_isolated {
@@ -455,7 +559,7 @@ fn print(r: &Report, json: bool) -> Result<(), Failure> {
             "NOT AS STATED"
         };
         outln!(
-            "  {:<46} {:<8} (policy: {}) {mark}",
+            "  {:<50} {:<8} (policy: {}) {mark}",
             p.name,
             p.result,
             p.expected

@@ -13,6 +13,11 @@
 //! against `mock_openai` (the Responses API), configured as a custom model
 //! provider in a temporary `$CODEX_HOME/config.toml`, so the shipped argv is
 //! used unchanged.
+//!
+//! Both run inside cascade's sandbox, whose TCP rules let an agent connect
+//! only to the ports its definition names: each test adds its mock's port
+//! to the shipped entry's `sandbox.net_ports`, as a user pointing a CLI at
+//! a local model server would.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -50,13 +55,34 @@ fn claude_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// The shipped entry of agent `name`, allowed to connect to the port of
+/// the mock API at `api` too (`http://127.0.0.1:PORT[/...]`).
+fn shipped_entry(name: &str, api: &str) -> Value {
+    let shipped: Value = serde_json::from_str(SHIPPED).expect("shipped agents.json parses");
+    let mut entry = shipped["agents"][name].clone();
+    let authority = api
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .expect("the mock's URL");
+    let port: u16 = authority
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .expect("the mock's port");
+    let ports = entry["sandbox"]["net_ports"]
+        .as_array_mut()
+        .expect("the shipped entry names its ports");
+    ports.push(json!(port));
+    entry
+}
+
 /// A repository with a one-story PRD, no gates, and a project agents.json
-/// holding the shipped claude-code entry (timeout as given).
-fn project(timeout_secs: u64) -> tempfile::TempDir {
+/// holding the shipped claude-code entry (timeout as given) allowed to
+/// reach the mock API at `api`.
+fn project(timeout_secs: u64, api: &str) -> tempfile::TempDir {
     let repo = init_repo();
     let dir = repo.path();
-    let shipped: Value = serde_json::from_str(SHIPPED).expect("shipped agents.json parses");
-    let mut entry = shipped["agents"]["claude-code"].clone();
+    let mut entry = shipped_entry("claude-code", api);
     assert_eq!(entry["command"], "claude");
     entry["timeout"] = json!(timeout_secs);
     write_json(
@@ -154,9 +180,9 @@ fn real_claude_writes_the_story_and_cascade_merges_it_with_its_cost() {
     let Some(claude) = claude_or_skip("real_claude_writes_the_story") else {
         return;
     };
-    let repo = project(180);
-    let dir = repo.path();
     let api = mock_anthropic::start(Mode::Work);
+    let repo = project(180, &api.url);
+    let dir = repo.path();
     let (code, events, all) = approve(dir, &claude, &api.url, &[]);
     assert_eq!(code, Some(0), "{all}");
     let finished = event(&events, "agent_finished").expect("agent_finished");
@@ -187,9 +213,9 @@ fn real_claude_with_a_rejected_key_fails_at_once_as_auth_without_retry() {
     let Some(claude) = claude_or_skip("real_claude_with_a_rejected_key") else {
         return;
     };
-    let repo = project(600);
-    let dir = repo.path();
     let api = mock_anthropic::start(Mode::Unauthorized);
+    let repo = project(600, &api.url);
+    let dir = repo.path();
     let (code, events, all) = approve(dir, &claude, &api.url, &["--max-retries", "2"]);
     assert_eq!(code, Some(1), "{all}");
     let failed = event(&events, "story_failed").expect("story_failed");
@@ -235,9 +261,9 @@ fn real_claude_rate_limited_or_failing_provider_is_classified() {
             ["--max-retries", "0", "--max-duration", "600"],
         ),
     ] {
-        let repo = project(600);
-        let dir = repo.path();
         let api = mock_anthropic::start(mode);
+        let repo = project(600, &api.url);
+        let dir = repo.path();
         let (code, events, all) = approve(dir, &claude, &api.url, &extra);
         assert_eq!(code, Some(1), "{all}");
         let failed = event(&events, "attempt_failed").expect("attempt_failed");
@@ -258,9 +284,9 @@ fn real_claude_against_a_hanging_api_is_killed_by_the_timeout_with_nothing_left(
     let Some(claude) = claude_or_skip("real_claude_against_a_hanging_api") else {
         return;
     };
-    let repo = project(8);
-    let dir = repo.path();
     let api = mock_anthropic::start(Mode::Hang);
+    let repo = project(8, &api.url);
+    let dir = repo.path();
     let (code, events, all) = approve(dir, &claude, &api.url, &["--max-retries", "0"]);
     assert_eq!(code, Some(1), "{all}");
     let failed = event(&events, "story_failed").expect("story_failed");
@@ -288,12 +314,12 @@ fn find_codex() -> Option<PathBuf> {
     })
 }
 
-/// A repository whose project agents.json holds the shipped codex entry.
-fn codex_project() -> tempfile::TempDir {
-    let repo = project(180);
+/// A repository whose project agents.json holds the shipped codex entry,
+/// allowed to reach the mock API at `api`.
+fn codex_project(api: &str) -> tempfile::TempDir {
+    let repo = project(180, api);
     let dir = repo.path();
-    let shipped: Value = serde_json::from_str(SHIPPED).expect("shipped agents.json parses");
-    let entry = shipped["agents"]["codex"].clone();
+    let entry = shipped_entry("codex", api);
     assert_eq!(entry["command"], "codex");
     write_json(
         &dir.join("agents.json"),
@@ -359,9 +385,9 @@ fn real_codex_writes_the_story_through_the_shipped_argv() {
         eprintln!("skipping real_codex_writes_the_story: codex is not installed (npm install -g @openai/codex, or set CASCADE_TEST_CODEX)");
         return;
     };
-    let repo = codex_project();
-    let dir = repo.path();
     let api = crate::mock_openai::start(crate::mock_openai::Mode::Work);
+    let repo = codex_project(&api.base_url);
+    let dir = repo.path();
     let (code, events, all) = approve_codex(dir, &codex, &api.base_url, &[]);
     assert_eq!(code, Some(0), "{all}");
     let finished = event(&events, "agent_finished").expect("agent_finished");
@@ -391,9 +417,9 @@ fn real_codex_401_is_auth_and_500_is_provider_error() {
         (crate::mock_openai::Mode::Unauthorized, "auth"),
         (crate::mock_openai::Mode::ServerError, "provider_error"),
     ] {
-        let repo = codex_project();
-        let dir = repo.path();
         let api = crate::mock_openai::start(mode);
+        let repo = codex_project(&api.base_url);
+        let dir = repo.path();
         let (code, events, all) =
             approve_codex(dir, &codex, &api.base_url, &["--max-retries", "0"]);
         assert_eq!(code, Some(1), "{all}");

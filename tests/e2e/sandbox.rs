@@ -1,9 +1,11 @@
 //! End-to-end tests of confinement: scripted agents and gates that try to
 //! leave their worktree (a write outside, into another story's worktree,
-//! into the main checkout, into `$HOME`; a read of a hidden credential)
-//! while their own edits go through, `--sandbox off` letting all of it
-//! through, and `--sandbox required` refusing a kernel without Landlock
-//! (`CASCADE_LANDLOCK_ABI=0`, the test hook).
+//! into the main checkout, into `$HOME`; a read of a hidden credential; a
+//! connect to a port their definition does not name) while their own edits
+//! go through, the `--notify` command held to its temp directory,
+//! `--sandbox off` letting all of it through, and `--sandbox required`
+//! refusing a kernel without Landlock (`CASCADE_LANDLOCK_ABI=0`, the test
+//! hook).
 //!
 //! These runs drop the temp directory the other modules' tests may write
 //! (see `common::cascade_command`) and point `$HOME` at a temp directory
@@ -94,12 +96,18 @@ echo done >> "$r""#,
 
     /// agents.json with one agent running `body` (sh).
     fn set_agent(&self, body: &str) {
+        self.set_agent_with(body, Value::Null);
+    }
+
+    /// agents.json with one agent running `body` (sh) whose definition
+    /// has `sandbox` (null: none).
+    fn set_agent_with(&self, body: &str, sandbox: Value) {
         script(&self.t("agent.sh"), body);
         write_json(
             &self.t("agents.json"),
             &json!({"default_agent": "escape", "agents": {"escape": {
                 "type": "cli", "command": self.t("agent.sh").display().to_string(),
-                "args": [], "timeout": 60}}}),
+                "args": [], "timeout": 60, "sandbox": sandbox}}}),
         );
     }
 
@@ -107,6 +115,10 @@ echo done >> "$r""#,
     /// at the fixture's home and nothing but the sandbox's own rules.
     fn run(&self, args: &[&str], extra: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         let mut cmd = cascade(self.repo());
+        // A proxy in the environment would add its port to the agents'.
+        for var in cascade_agents::config::PROXY_VARS {
+            cmd.env_remove(var);
+        }
         cmd.env_remove(cascade_engine::confine::WRITE_VAR)
             .env("HOME", self.home())
             .args(args)
@@ -468,6 +480,16 @@ fn sandbox_check_prints_the_policy_and_its_probes_come_out_as_it_says() {
     assert_eq!(inside["result"], "allowed", "{inside}");
     let read = probe(&report, "read a hidden path");
     assert_eq!(read["target"], format!("{ssh}/id_x"));
+    // The agent reaches the port it names (nothing need listen there) and,
+    // where the kernel has TCP rules, no other.
+    let ports = abi >= cascade_process::sandbox::NET_ABI;
+    assert_eq!(report["agent_ports_enforced"], ports, "{report}");
+    let named = probe(&report, "connect from the agent to a port it names");
+    assert_eq!(named["target"], "127.0.0.1:8443", "{named}");
+    assert_eq!(named["result"], "allowed", "{named}");
+    let other = probe(&report, "connect from the agent to a port it does not name");
+    let reached = if ports { "blocked" } else { "allowed" };
+    assert_eq!(other["result"], reached, "{other}");
     let connect = probe(&report, "connect from a gate to the host's 127.0.0.1");
     let isolated = abi > 0 && cascade_process::sandbox::own_network_available();
     assert_eq!(report["gate_network_isolated"], isolated);
@@ -554,8 +576,7 @@ fn a_gate_uses_its_own_loopback_but_cannot_reach_a_listener_on_the_hosts() {
         eprintln!("skipped: this kernel allows no user namespaces");
         return;
     }
-    let host = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
-    let port = host.local_addr().expect("addr").port();
+    let (_host, port) = listen();
     let f = net_gate_fixture(port);
     let (out, evs) = f.approve(&[], &[]);
     assert_eq!(code(&out), 0, "{}", explain(&out));
@@ -627,4 +648,125 @@ fn a_story_cannot_signal_another_storys_agent() {
     assert_eq!(code(&out), 0, "{}", explain(&out));
     assert_eq!(f.recorded("s2").lines().next(), Some("kill allowed"));
     assert_eq!(f.recorded("s1").trim(), "sleep killed");
+}
+
+/// A listener on the host's 127.0.0.1 and its port.
+fn listen() -> (std::net::TcpListener, u16) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
+/// An agent that connects to the host's 127.0.0.1 on each of `ports` and
+/// records `<port> allowed` or `<port> denied` in its story's file.
+fn connecting_agent(ports: &[u16]) -> String {
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    format!(
+        r#"r="$CASCADE_STORY_ID.txt"
+for p in {}; do
+  if python3 -c "import socket; socket.create_connection(('127.0.0.1', $p), 2)" 2>/dev/null
+  then echo "$p allowed" >> "$r"; else echo "$p denied" >> "$r"; fi
+done"#,
+        ports.join(" ")
+    )
+}
+
+#[test]
+fn an_agent_connects_to_the_ports_its_definition_names_and_to_no_other() {
+    if !landlock() || !crate::common::have("python3", &["-V"]) {
+        return;
+    }
+    if !cascade_process::sandbox::ports_enforced() {
+        eprintln!("skipped: this kernel's Landlock has no TCP rules (ABI < 4)");
+        return;
+    }
+    let ((_declared, d), (_other, o)) = (listen(), listen());
+    let agent = connecting_agent(&[d, o]);
+    let run = |sandbox: Value, extra: &[&str]| {
+        let f = Fixture::new();
+        f.write_prd(&["s1"], json!([]));
+        f.set_agent_with(&agent, sandbox);
+        let (out, _) = f.approve(extra, &[]);
+        assert_eq!(code(&out), 0, "{}", explain(&out));
+        f.recorded("s1")
+    };
+    assert_eq!(
+        run(json!({"net_ports": [d]}), &[]),
+        format!("{d} allowed\n{o} denied\n"),
+        "the declared port only"
+    );
+    // A definition naming no port gets 443 alone: neither listener.
+    assert_eq!(
+        run(Value::Null, &[]),
+        format!("{d} denied\n{o} denied\n"),
+        "443 only"
+    );
+    assert_eq!(
+        run(json!({"net_ports": [d]}), &["--sandbox", "off"]),
+        format!("{d} allowed\n{o} allowed\n"),
+        "unconfined"
+    );
+}
+
+/// A `--notify` command that tries to write into the main checkout and
+/// `$HOME`, read the hidden key and write its temp dir, recording each in
+/// `notify.txt` under `log` (writable through `CASCADE_SANDBOX_WRITE`,
+/// as whoever starts cascade may allow), then the event it was run for.
+fn notify_fixture(log: &Path) -> Fixture {
+    let f = Fixture::new();
+    f.write_prd(&["s1"], json!([]));
+    f.set_agent(r#"echo ok > "$CASCADE_STORY_ID.txt""#);
+    script(
+        &f.t("notify.sh"),
+        &format!(
+            r#"r='{log}/notify.txt'
+try() {{ if sh -c "$2" 2>/dev/null; then echo "$1 allowed" >> "$r"; else echo "$1 denied" >> "$r"; fi; }}
+try main "echo x > '{repo}/from-notify'"
+try home "echo x > '$HOME/from-notify'"
+try secret "cat '$HOME/.ssh/id_x'"
+try tmp 'echo x > "$TMPDIR/t" && [ "$TMPDIR" != /tmp ]'
+echo "$CASCADE_EVENT" >> "$r""#,
+            log = log.display(),
+            repo = f.repo().display(),
+        ),
+    );
+    f
+}
+
+#[test]
+fn a_notify_command_writes_only_its_temp_dir_and_cannot_read_a_hidden_key() {
+    if !landlock() {
+        return;
+    }
+    let log = tempfile::tempdir().expect("log dir");
+    let allow = log.path().display().to_string();
+    let env = [(cascade_engine::confine::WRITE_VAR, allow.as_str())];
+    let f = notify_fixture(log.path());
+    let notify = f.t("notify.sh").display().to_string();
+    let (out, _) = f.approve(&["--notify", &notify], &env);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let seen = std::fs::read_to_string(log.path().join("notify.txt")).expect("notify ran");
+    assert_eq!(
+        seen,
+        "main denied\nhome denied\nsecret denied\ntmp allowed\nrun_finished\n"
+    );
+    assert!(!f.repo().join("from-notify").exists());
+    assert!(!f.home().join("from-notify").exists());
+    // The story itself was merged: only the hook was held.
+    assert_eq!(f.recorded("s1").trim(), "ok");
+
+    // Unconfined, the same command writes the checkout and reads the key.
+    let log = tempfile::tempdir().expect("log dir");
+    let f = notify_fixture(log.path());
+    let notify = f.t("notify.sh").display().to_string();
+    let (out, _) = f.approve(&["--sandbox", "off", "--notify", &notify], &[]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    let seen = std::fs::read_to_string(log.path().join("notify.txt")).expect("notify ran");
+    // (No temp dir of its own: its TMPDIR is whatever cascade had.)
+    assert!(
+        seen.starts_with("main allowed\nhome allowed\nsecret allowed\n")
+            && seen.ends_with("run_finished\n"),
+        "{seen}"
+    );
+    assert!(f.repo().join("from-notify").exists());
 }

@@ -711,6 +711,11 @@ fn steers_a_live_run_and_shows_it_after_it_ended() {
     assert_eq!(snap["attempts"].as_array().unwrap().len(), 4, "{snap}");
     let (_, detail) = ui.get("/api/stories/story-a");
     assert_eq!(detail["merge"]["outcome"], "merged", "{detail}");
+    // Each attempt says what confined it, as the run state recorded it.
+    let confinement = cascade_process::sandbox::describe();
+    for a in detail["attempts"].as_array().unwrap() {
+        assert_eq!(a["confinement"], confinement.as_str(), "{detail}");
+    }
     assert!(
         detail["attempts"][1]["retry_reason"]
             .as_str()

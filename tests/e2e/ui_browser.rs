@@ -6,7 +6,7 @@
 //! What is checked: the token is required (401 without it); the graph fills in
 //! live from the event stream while `cascade approve` runs (no reload); a
 //! failed story's gate errors are shown and their file:line links land on the
-//! diff line; a planning question answered on the page reaches the session's
+//! diff line, and its attempt says what confined it; a planning question answered on the page reaches the session's
 //! files; the mega view pauses and resumes a mega run, cancels and retries a
 //! story of one feature (not the other feature's story of the same id), and
 //! resumes the finished run.
@@ -383,6 +383,23 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         "var f = document.querySelector('.diff .flash'); return f && (f.dataset.file + ':' + f.dataset.line);",
     );
     assert_eq!(landed, "words.txt:2");
+    // The attempt says what confined its processes (the run's default,
+    // best-effort: Landlock where the kernel has it).
+    let confinement = b.js(
+        "var c = document.querySelector('.attempt:last-child .attempt-confinement'); return c && [c.dataset.confinement, c.innerText];",
+        json!([]),
+    );
+    let abi = cascade_process::sandbox::describe();
+    let shown = if abi == "none" {
+        "Confinement: none (unconfined)".to_string()
+    } else {
+        format!("Confinement: {abi}")
+    };
+    assert_eq!(
+        confinement,
+        json!([abi, shown]),
+        "the attempt's confinement"
+    );
     b.screenshot(&screenshot_path("story-failed"));
 
     // Phase 5: the next morning. A new `cascade ui` (a new token) shows the

@@ -116,9 +116,77 @@ pub struct AgentDef {
 pub struct AgentSandbox {
     /// Writable paths: absolute, or `~/...` under `$HOME`.
     pub write: Vec<String>,
-    /// The TCP ports the agent connects to (its model API). Recorded, not
-    /// yet enforced: see docs/safety.md.
+    /// The TCP ports the agent connects to (its model API); empty: those
+    /// of [`DEFAULT_NET_PORTS`]. See [`AgentSandbox::connect_ports`].
     pub net_ports: Vec<u16>,
+}
+
+/// The ports a confined agent may connect to when its definition names
+/// none: HTTPS, where every model API is.
+pub const DEFAULT_NET_PORTS: &[u16] = &[443];
+
+/// The proxy variables whose port a confined agent may connect to as
+/// well: behind a proxy, an HTTPS client connects to the proxy's port.
+pub const PROXY_VARS: &[&str] = &[
+    "HTTPS_PROXY",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+];
+
+impl AgentSandbox {
+    /// The TCP ports the agent may connect to: its `net_ports` (else
+    /// [`DEFAULT_NET_PORTS`]), and the port of each proxy that `var` (the
+    /// environment cascade runs in) names in [`PROXY_VARS`].
+    pub fn connect_ports(&self, var: impl Fn(&str) -> Option<String>) -> Vec<u16> {
+        let mut ports = if self.net_ports.is_empty() {
+            DEFAULT_NET_PORTS.to_vec()
+        } else {
+            self.net_ports.clone()
+        };
+        let proxies = PROXY_VARS.iter().filter_map(|v| var(v));
+        for port in proxies.filter_map(|url| proxy_port(&url)) {
+            if !ports.contains(&port) {
+                ports.push(port);
+            }
+        }
+        ports
+    }
+
+    /// The story's `policy` with what this agent declares: its writable
+    /// paths (`~/` under `$HOME`; without one, those entries are left out)
+    /// and its TCP ports ([`AgentSandbox::connect_ports`]).
+    pub fn policy(
+        &self,
+        policy: &cascade_process::sandbox::Policy,
+    ) -> cascade_process::sandbox::Policy {
+        use cascade_process::sandbox::{expand_home, home};
+        let home = home();
+        let declared = self
+            .write
+            .iter()
+            .filter_map(|p| expand_home(p, home.as_deref()));
+        policy
+            .with_write(declared)
+            .with_connect_ports(self.connect_ports(|v| std::env::var(v).ok()))
+    }
+}
+
+/// The port of a proxy URL (`http://proxy:3128`, `socks5://h:1080`; its
+/// scheme's port when it names none), if it parses.
+fn proxy_port(url: &str) -> Option<u16> {
+    let url = url.trim();
+    if url.is_empty() {
+        return None;
+    }
+    // `proxy:3128` without a scheme is how curl and most tools take it too.
+    let parsed = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| u.has_host())
+        .or_else(|| reqwest::Url::parse(&format!("http://{url}")).ok())?;
+    parsed.port_or_known_default()
 }
 
 impl AgentDef {

@@ -66,8 +66,8 @@ pub struct AgentRequest {
     pub log_limit: LogLimit,
     /// What an api agent's tools may do (writable files, RunGates).
     pub tools: crate::api::ToolAccess,
-    /// The story's confinement; the agent's own `sandbox.write` is added
-    /// to it when the CLI starts. `None`: unconfined.
+    /// The story's confinement; the agent's own `sandbox` (writable paths,
+    /// TCP ports) is added to it when the CLI starts. `None`: unconfined.
     pub sandbox: Option<std::sync::Arc<cascade_process::sandbox::Policy>>,
 }
 
@@ -475,7 +475,7 @@ pub async fn execute(
         spec = spec.stdin_bytes(req.prompt.replace('\0', ""));
     }
     if let Some(policy) = &req.sandbox {
-        spec = spec.sandbox(Arc::new(confined(policy, agent)));
+        spec = spec.sandbox(Arc::new(agent.sandbox.policy(policy)));
     }
     let running = spec.spawn().map_err(|e| match e {
         SpawnError::NotFound { .. } => ExecError::Unavailable {
@@ -522,22 +522,6 @@ pub async fn execute(
         signal,
         hint,
     })
-}
-
-/// The story's policy with what the agent's definition declares writable
-/// (`~/` expanded against `$HOME`; without one, those entries are left out).
-fn confined(
-    policy: &cascade_process::sandbox::Policy,
-    agent: &AgentDef,
-) -> cascade_process::sandbox::Policy {
-    use cascade_process::sandbox::{expand_home, home};
-    let home = home();
-    let declared = agent
-        .sandbox
-        .write
-        .iter()
-        .filter_map(|p| expand_home(p, home.as_deref()));
-    policy.with_write(declared)
 }
 
 /// Writes the prompt file and starts the attempt's log afresh with a header

@@ -117,7 +117,7 @@ pub use check::{
 };
 pub use config::{
     AgentDef, AgentKind, AgentSandbox, AgentsConfig, ApiSettings, ConfigError, ConfigProblem,
-    ConfigSource, LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON,
+    ConfigSource, LoadedConfig, PhaseConfig, Provider, BUILTIN_AGENTS_JSON, DEFAULT_NET_PORTS,
 };
 pub use design::{DesignDoc, DesignDocError, Pattern, StoryDesign};
 pub use detect::{Detection, Detector};

@@ -13,6 +13,10 @@
 //! Cargo target). What it may not read: the credentials of
 //! [`cascade_process::sandbox::DEFAULT_HIDDEN`], the other worktrees beside
 //! its own, and `sandbox.hide`.
+//!
+//! The run's own hooks (the `--notify` command) belong to no story: they
+//! get [`hook_policy`], which writes only their private temp directory and
+//! [`WRITE_VAR`]'s paths and reads what a story may.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -141,32 +145,53 @@ impl AttemptSandbox {
         settings: &SandboxSettings,
         worktree: &Path,
     ) -> Result<(AttemptSandbox, Option<String>), AttemptSandboxError> {
+        if sandbox::kernel_abi() == 0 && mode(flag, settings) == SandboxMode::BestEffort {
+            let first = !WARNED.swap(true, Ordering::Relaxed);
+            let warning = first.then(|| {
+                "the kernel enforces no Landlock: agents and gates run unconfined (best-effort sandbox; --sandbox required refuses to run)".to_string()
+            });
+            return Ok((AttemptSandbox::unconfined(), warning));
+        }
+        let made = Self::confined(flag, settings, |tmp| {
+            attempt_policy(settings, worktree, tmp)
+        })?;
+        Ok((made, None))
+    }
+
+    /// The sandbox of the run's own hooks (the `--notify` command), by
+    /// the same mode as its attempts: [`hook_policy`]. Unconfined without
+    /// a word where the kernel has no Landlock (the run's attempts say it).
+    pub fn for_hooks(
+        flag: Option<SandboxMode>,
+        settings: &SandboxSettings,
+    ) -> Result<AttemptSandbox, AttemptSandboxError> {
+        Self::confined(flag, settings, |tmp| hook_policy(settings, tmp))
+    }
+
+    /// A sandbox whose policy `build` makes around a new temp directory;
+    /// unconfined when the mode is off or best-effort without Landlock.
+    fn confined(
+        flag: Option<SandboxMode>,
+        settings: &SandboxSettings,
+        build: impl FnOnce(&Path) -> Policy,
+    ) -> Result<AttemptSandbox, AttemptSandboxError> {
         let abi = sandbox::kernel_abi();
         match mode(flag, settings) {
-            SandboxMode::Off => return Ok((AttemptSandbox::unconfined(), None)),
+            SandboxMode::Off => return Ok(AttemptSandbox::unconfined()),
             SandboxMode::Required if abi == 0 => check_available(flag, settings)?,
-            SandboxMode::BestEffort if abi == 0 => {
-                let first = !WARNED.swap(true, Ordering::Relaxed);
-                let warning = first.then(|| {
-                    "the kernel enforces no Landlock: agents and gates run unconfined (best-effort sandbox; --sandbox required refuses to run)".to_string()
-                });
-                return Ok((AttemptSandbox::unconfined(), warning));
-            }
+            SandboxMode::BestEffort if abi == 0 => return Ok(AttemptSandbox::unconfined()),
             _ => {}
         }
         let tmp = tempfile::Builder::new()
             .prefix("cascade-sandbox-")
             .tempdir()
             .map_err(AttemptSandboxError::TempDir)?;
-        let policy = attempt_policy(settings, worktree, tmp.path());
-        Ok((
-            AttemptSandbox {
-                policy: Some(Arc::new(policy)),
-                confinement: sandbox::describe(),
-                _tmp: Some(tmp),
-            },
-            None,
-        ))
+        let policy = build(tmp.path());
+        Ok(AttemptSandbox {
+            policy: Some(Arc::new(policy)),
+            confinement: sandbox::describe(),
+            _tmp: Some(tmp),
+        })
     }
 
     fn unconfined() -> AttemptSandbox {
@@ -200,26 +225,56 @@ pub fn attempt_policy(settings: &SandboxSettings, worktree: &Path, tmp: &Path) -
             .iter()
             .filter_map(|p| sandbox::expand_home(p, home.as_deref())),
     );
-    if let Some(list) = std::env::var_os(WRITE_VAR) {
-        write.extend(std::env::split_paths(&list).filter(|p| p.is_absolute()));
-    }
-    let mut hide = home
-        .as_deref()
-        .map(sandbox::default_hidden)
-        .unwrap_or_default();
+    write.extend(allowed_by_the_runner());
+    let mut hide = hidden(settings, home.as_deref());
     hide.extend(other_worktrees(worktree));
-    hide.extend(
-        settings
-            .hide
-            .iter()
-            .filter_map(|p| sandbox::expand_home(p, home.as_deref())),
-    );
     Policy {
         write,
         hide,
         tmp: Some(tmp.to_path_buf()),
         own_network: false,
+        connect_ports: None,
     }
+}
+
+/// The policy of the run's own hooks (the `--notify` command), with the
+/// temp directory `tmp`: they write nothing of the project (not the
+/// checkout, not a worktree, not `$HOME`, not even the tool caches), only
+/// `tmp` and [`WRITE_VAR`]'s paths; they read what a story may (the
+/// default hidden paths and `sandbox.hide` are not readable) and keep the
+/// host's network (a webhook, on any port).
+pub fn hook_policy(settings: &SandboxSettings, tmp: &Path) -> Policy {
+    let home = sandbox::home();
+    Policy {
+        write: allowed_by_the_runner(),
+        hide: hidden(settings, home.as_deref()),
+        tmp: Some(tmp.to_path_buf()),
+        own_network: false,
+        connect_ports: None,
+    }
+}
+
+/// The writable paths of [`WRITE_VAR`] (absolute ones only).
+fn allowed_by_the_runner() -> Vec<PathBuf> {
+    std::env::var_os(WRITE_VAR)
+        .map(|list| {
+            std::env::split_paths(&list)
+                .filter(|p| p.is_absolute())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The default hidden paths under `home` and the project's `sandbox.hide`.
+fn hidden(settings: &SandboxSettings, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut hide = home.map(sandbox::default_hidden).unwrap_or_default();
+    hide.extend(
+        settings
+            .hide
+            .iter()
+            .filter_map(|p| sandbox::expand_home(p, home)),
+    );
+    hide
 }
 
 impl SandboxSettings {
@@ -302,5 +357,23 @@ mod tests {
         assert!(!p.hide.contains(&own));
         assert!(p.hide.contains(&PathBuf::from("/opt/secret")));
         assert_eq!(p.tmp, Some(PathBuf::from("/tmp/t")));
+    }
+
+    #[test]
+    fn a_hook_writes_only_its_temp_dir_and_what_the_runner_allows() {
+        let settings = SandboxSettings {
+            write: vec!["/opt/cache".into()],
+            hide: vec!["/opt/secret".into()],
+            ..SandboxSettings::default()
+        };
+        let p = hook_policy(&settings, Path::new("/tmp/t"));
+        // Not the project's `write`, not the tool caches: the runner's own.
+        assert_eq!(p.write, allowed_by_the_runner());
+        assert_eq!(p.tmp, Some(PathBuf::from("/tmp/t")));
+        assert!(p.hide.contains(&PathBuf::from("/opt/secret")));
+        if let Some(home) = sandbox::home() {
+            assert!(p.hide.contains(&home.join(".ssh")));
+        }
+        assert!(!p.own_network && p.connect_ports.is_none());
     }
 }

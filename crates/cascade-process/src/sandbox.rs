@@ -1,7 +1,8 @@
 //! Kernel confinement of a child between fork and exec (Landlock on Linux):
 //! what a [`Policy`] lets a child write (its worktree, a private temp dir,
-//! declared paths) and read (everything but hidden paths), and the one
-//! place that applies it ([`Policy::prepare`], then the child's pre_exec).
+//! declared paths), read (everything but hidden paths) and connect to (TCP
+//! ports, when the policy names them), and the one place that applies it
+//! ([`Policy::prepare`], then the child's pre_exec).
 //!
 //! Landlock only grants, so "read everything but X" is built by granting
 //! read on every sibling of each directory on the way from `/` down to X.
@@ -41,7 +42,15 @@ pub struct Policy {
     /// user namespaces ([`own_network_available`]) the child keeps the
     /// host's network.
     pub own_network: bool,
+    /// The only TCP ports the child may connect to (any address: Landlock
+    /// rules know ports, not hosts); `None`: connecting is not restricted.
+    /// What agents get (their model API). Enforced from Landlock ABI 4;
+    /// an older kernel leaves connecting free ([`ports_enforced`]).
+    pub connect_ports: Option<Vec<u16>>,
 }
+
+/// The Landlock ABI that restricts TCP connects by port.
+pub const NET_ABI: i32 = 4;
 
 /// Why a policy could not be prepared.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +119,19 @@ impl Policy {
         }
     }
 
+    /// The same policy letting the child connect over TCP only to `ports`
+    /// (and those of the policy already, when it names some).
+    pub fn with_connect_ports(&self, ports: impl IntoIterator<Item = u16>) -> Policy {
+        let mut p = self.clone();
+        let list = p.connect_ports.get_or_insert_with(Vec::new);
+        for port in ports {
+            if !list.contains(&port) {
+                list.push(port);
+            }
+        }
+        p
+    }
+
     /// The environment a confined child gets: its temp directory.
     pub fn env(&self) -> Vec<(&'static str, &Path)> {
         match &self.tmp {
@@ -156,6 +178,13 @@ pub fn describe() -> String {
         0 => "none".to_string(),
         abi => format!("landlock abi {abi}"),
     }
+}
+
+/// Whether this kernel restricts TCP connects by port (the ABI of
+/// [`kernel_abi`] is [`NET_ABI`] or later), so that a policy's
+/// `connect_ports` bind.
+pub fn ports_enforced() -> bool {
+    kernel_abi() >= NET_ABI
 }
 
 /// Whether this kernel lets an unprivileged process make a user and a
@@ -217,8 +246,8 @@ impl Prepared {
 mod linux {
     use super::{Policy, Prepared, SandboxError};
     use landlock::{
-        Access, AccessFs, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
-        RulesetCreatedAttr, Scope, ABI,
+        Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd,
+        Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
     };
     use std::path::{Path, PathBuf};
 
@@ -229,11 +258,20 @@ mod linux {
             .iter()
             .filter_map(|p| std::fs::canonicalize(p).ok())
             .collect();
-        let mut rs = Ruleset::default()
+        let mut ruleset = Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
             .handle_access(AccessFs::from_all(abi))?
-            .scope(Scope::from_all(abi))?
-            .create()?;
+            .scope(Scope::from_all(abi))?;
+        // Handled only when ports are named: what is handled and not
+        // granted is denied, and a gate (in its own network) or a setup
+        // command (package installs) connects where it needs.
+        if policy.connect_ports.is_some() {
+            ruleset = ruleset.handle_access(AccessNet::ConnectTcp)?;
+        }
+        let mut rs = ruleset.create()?;
+        for port in policy.connect_ports.iter().flatten() {
+            rs = rs.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
+        }
         let read = AccessFs::from_read(abi);
         // Listing is allowed everywhere (see the module comment).
         rs = rs.add_rule(PathBeneath::new(
@@ -403,6 +441,23 @@ mod tests {
             .success()
     }
 
+    /// Whether python3 runs here (else the test says why it skips).
+    fn python3() -> bool {
+        let ok = std::process::Command::new("python3")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("skipped: python3 is not installed");
+        }
+        ok
+    }
+
+    /// A shell command connecting to the host's 127.0.0.1 on `port`.
+    fn connect_to(port: u16) -> String {
+        format!("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\"")
+    }
+
     #[tokio::test]
     async fn writes_only_inside_the_writable_tree_and_hidden_files_are_unreadable() {
         if kernel_abi() == 0 {
@@ -423,6 +478,7 @@ mod tests {
             hide: default_hidden(&tmp.path().join("home")),
             tmp: None,
             own_network: false,
+            connect_ports: None,
         };
         let p = |p: &Path| p.display().to_string();
         assert!(confined(&policy, &format!("echo hi > {}/f", p(&wt))).await);
@@ -439,12 +495,7 @@ mod tests {
             eprintln!("skipped: no Landlock or no user namespaces here");
             return;
         }
-        if !std::process::Command::new("python3")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-        {
-            eprintln!("skipped: python3 is not installed");
+        if !python3() {
             return;
         }
         let host = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -454,13 +505,54 @@ mod tests {
             write: vec![tmp.path().to_path_buf()],
             ..Policy::default()
         };
-        let connect = format!(
-            "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""
-        );
+        let connect = connect_to(port);
         let inside = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); socket.create_connection(s.getsockname(), 2)\"";
         assert!(confined(&policy, &connect).await, "the host's network");
         let own = policy.with_own_network();
         assert!(!confined(&own, &connect).await, "reached the host");
         assert!(confined(&own, inside).await, "its own loopback");
+    }
+
+    #[tokio::test]
+    async fn a_child_connects_only_to_the_ports_its_policy_names() {
+        if !ports_enforced() {
+            eprintln!("skipped: this kernel's Landlock has no TCP rules (ABI < {NET_ABI})");
+            return;
+        }
+        if !python3() {
+            return;
+        }
+        let named = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let base = Policy {
+            write: vec![tmp.path().to_path_buf()],
+            ..Policy::default()
+        };
+        let port = |l: &std::net::TcpListener| l.local_addr().unwrap().port();
+        assert!(
+            confined(&base, &connect_to(port(&other))).await,
+            "unrestricted"
+        );
+        let limited = base.with_connect_ports([port(&named)]);
+        assert!(confined(&limited, &connect_to(port(&named))).await, "named");
+        assert!(
+            !confined(&limited, &connect_to(port(&other))).await,
+            "not named"
+        );
+        // Binding is not restricted: a local server of the child's own works,
+        // though connecting to it on an unnamed port does not.
+        let bind = "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\"";
+        assert!(confined(&limited, bind).await, "bind");
+    }
+
+    #[test]
+    fn connect_ports_add_up_without_repeats() {
+        let p = Policy::default().with_connect_ports([443, 8080]);
+        assert_eq!(
+            p.with_connect_ports([443, 9]).connect_ports,
+            Some(vec![443, 8080, 9])
+        );
+        assert_eq!(Policy::default().connect_ports, None);
     }
 }

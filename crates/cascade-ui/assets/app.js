@@ -945,6 +945,10 @@
         a.tokens_in != null ? fmtNum(a.tokens_in) + " tokens in / " + fmtNum(a.tokens_out) + " out" : null,
         a.cost_usd != null ? fmtCost(a.cost_usd) + (a.cost_estimated ? " (estimated)" : "") : (a.outcome ? "cost unknown (not reported)" : null),
       ].filter(Boolean).join(" · ")),
+      // What confined its processes ("landlock abi 7", or "none"); runs
+      // from before confinement recorded nothing.
+      a.confinement ? h("p", { class: "attempt-confinement", "data-confinement": a.confinement },
+        h("strong", {}, "Confinement: "), a.confinement === "none" ? "none (unconfined)" : a.confinement) : null,
       a.error ? h("p", { class: "attempt-error" }, h("strong", {}, "Error: "), a.error) : null,
       a.retry_reason ? h("p", { class: "retry-reason" }, h("strong", {}, "Retry because: "), a.retry_reason) : null,
       h("details", {}, h("summary", {}, "Prompt"), h("pre", { class: "prompt" }, a.prompt || "(not recorded)")),

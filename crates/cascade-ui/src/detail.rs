@@ -1,7 +1,7 @@
 //! `GET /api/stories/{id}`: one story with every attempt: its prompt, the
-//! agent's output (its log), the gate results with parsed errors, the
-//! verification and review findings, why it was retried, and how the
-//! merge went; the story's diff.
+//! agent's output (its log), what confined its processes, the gate
+//! results with parsed errors, the verification and review findings, why
+//! it was retried, and how the merge went; the story's diff.
 
 use std::path::Path;
 
@@ -202,6 +202,7 @@ pub(crate) fn build(
             "tokens_out": a.output_tokens,
             "cost_usd": a.cost_usd,
             "cost_estimated": a.cost_estimated,
+            "confinement": a.confinement,
             "prompt": art.prompt(id, &a.phase, a.attempt),
             "output": log.and_then(|l| read_text(l, true)),
             "log": a.log,

@@ -487,3 +487,50 @@ fn cli_fields_on_an_api_agent_are_warned_about() {
         ]
     );
 }
+
+#[test]
+fn an_agent_connects_to_its_declared_ports_else_443_and_to_its_proxy() {
+    let none = |_: &str| None;
+    let declared = AgentSandbox {
+        net_ports: vec![8443, 443],
+        ..AgentSandbox::default()
+    };
+    assert_eq!(declared.connect_ports(none), [8443, 443]);
+    assert_eq!(
+        AgentSandbox::default().connect_ports(none),
+        DEFAULT_NET_PORTS
+    );
+    let env = |v: &str| match v {
+        "HTTPS_PROXY" => Some("http://user:pw@proxy.corp:3128".to_string()),
+        "http_proxy" => Some("proxy.corp:8080".to_string()),
+        "ALL_PROXY" => Some("socks5://127.0.0.1".to_string()),
+        "all_proxy" => Some("https://proxy.corp".to_string()),
+        _ => None,
+    };
+    // A SOCKS proxy without a port names none that is known: left out.
+    assert_eq!(
+        AgentSandbox::default().connect_ports(env),
+        [443, 3128, 8080]
+    );
+}
+
+#[test]
+fn an_agents_policy_adds_its_writable_paths_and_limits_its_ports() {
+    let base = cascade_process::sandbox::Policy {
+        write: vec!["/wt".into()],
+        ..Default::default()
+    };
+    let agent = AgentSandbox {
+        write: vec!["/opt/state".into()],
+        net_ports: vec![8443],
+    };
+    let p = agent.policy(&base);
+    assert_eq!(
+        p.write,
+        [std::path::PathBuf::from("/wt"), "/opt/state".into()]
+    );
+    // The declared port, and a proxy's if this environment names one.
+    let ports = p.connect_ports.unwrap_or_default();
+    assert_eq!(ports.first(), Some(&8443), "{ports:?}");
+    assert_eq!(ports, agent.connect_ports(|v| std::env::var(v).ok()));
+}

@@ -3,9 +3,10 @@
 //! policy (worktree and temp dir writable, the default hidden paths under
 //! `$HOME` unreadable), and building the ruleset alone (the part that grows
 //! with the directories on the way to each hidden path), and a gate's run
-//! (the same policy in a network namespace of its own). On a kernel
+//! (the same policy in a network namespace of its own) and an agent's (the
+//! same policy connecting only to port 443). On a kernel
 //! without Landlock only the unconfined run is measured.
-//! Run quickly with `cargo bench --bench sandbox -- --quick`.
+//! Run quickly with `cargo bench -p cascade-process --bench sandbox -- --quick`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,7 @@ fn bench(c: &mut Criterion) {
             .unwrap_or_default(),
         tmp: Some(tmp),
         own_network: false,
+        connect_ports: None,
     });
     let run = |spec: Spec| {
         let out = rt
@@ -51,6 +53,11 @@ fn bench(c: &mut Criterion) {
                     .cwd(&worktree)
                     .sandbox(Arc::clone(&policy)))
             })
+        });
+        // What an agent gets: the same, connecting only to port 443.
+        let agent = Arc::new(policy.with_connect_ports([443]));
+        g.bench_function("run_true_confined_agent_ports", |b| {
+            b.iter(|| run(Spec::new("true").cwd(&worktree).sandbox(Arc::clone(&agent))))
         });
         if sandbox::own_network_available() {
             // What a gate gets: the same, in a network namespace of its own.
