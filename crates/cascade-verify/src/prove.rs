@@ -343,24 +343,7 @@ fn test_module(text: &str) -> Option<(usize, usize)> {
         c.starts_with("#[cfg(test)]")
     })?;
     let m = (attr..lines.len().min(attr + 4)).find(|&j| lines[j].code.contains("mod "))?;
-    let mut depth = 0i32;
-    let mut opened = false;
-    for (j, l) in lines.iter().enumerate().skip(m) {
-        for c in l.code.chars() {
-            match c {
-                '{' => {
-                    depth += 1;
-                    opened = true;
-                }
-                '}' => depth -= 1,
-                _ => {}
-            }
-        }
-        if opened && depth == 0 {
-            return Some((attr, j));
-        }
-    }
-    None
+    lex::block_close(&lines, m).map(|j| (attr, j))
 }
 
 /// Symlinks the source's `node_modules` (beside each package.json of a

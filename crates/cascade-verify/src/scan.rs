@@ -162,12 +162,16 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
     // What the change deleted outright: a test removed with the code it
     // uses is a clean-up, not a removed test.
     let deleted = crate::census::deleted_symbols(files, rules);
+    // Tests the change added or changed: one may take a removed test's
+    // place (a rename, a parametrised test replacing copies).
+    let written = crate::successor::written_tests(files, rules);
     for p in &prepared {
         line_rules(p, rules, &mut out);
         if let (Some(lang), Some(ts)) = (p.lang, p.lang.and_then(|l| rules.tests_of(l))) {
             let gone = Gone {
                 new_tests: &new_tests,
                 deleted: &deleted,
+                written: &written,
             };
             removed_tests(p.diff, lang, ts, rules, &gone, &mut out);
             emptied_tests(p, lang, ts, &mut out);
@@ -501,10 +505,13 @@ struct Gone<'a> {
     new_tests: &'a HashSet<String>,
     /// Modules and functions the change deleted outright.
     deleted: &'a HashSet<String>,
+    /// Tests the change added or changed (successors of removed ones).
+    written: &'a [crate::successor::TestText],
 }
 
 /// Tests of the old text that no longer run: removed (and not moved to
-/// another test file, nor deleted with the code they use), or in a file
+/// another test file, nor deleted with the code they use, nor replaced by
+/// a renamed or parametrised test: [`crate::successor`]), or in a file
 /// renamed to a name the test runner does not collect (`test_calc.py` ->
 /// `calc_checks.py`).
 fn removed_tests(
@@ -529,10 +536,20 @@ fn removed_tests(
     let removed: HashSet<u32> = diff.removed.iter().copied().collect();
     let old_raw: Vec<&str> = old.lines().collect();
     let old_lines = lex::lex(old, lang.syntax());
+    let old_tests = crate::successor::tests_in(old, lang, ts);
     for (name, i) in test_functions(&old_lines, ts) {
         let n = i as u32 + 1;
         let cleanup = !uncollected && crate::census::uses_deleted(Some(old), gone.deleted, &name);
-        if (uncollected || removed.contains(&n)) && !gone.new_tests.contains(&name) && !cleanup {
+        let replaced = !uncollected
+            && old_tests
+                .iter()
+                .find(|t| t.name == name)
+                .is_some_and(|t| crate::successor::successor(t, gone.written).is_some());
+        if (uncollected || removed.contains(&n))
+            && !gone.new_tests.contains(&name)
+            && !cleanup
+            && !replaced
+        {
             let message = if uncollected {
                 format!(
                     "test '{name}' no longer runs: '{old_path}' was renamed to '{}', which the test runner does not collect",

@@ -4,7 +4,8 @@
 //!
 //! A gate is census-aware when its command is a runner cascade knows:
 //! pytest (`pytest`, `python -m pytest`: a JUnit XML report with
-//! `--junitxml=<path>` in a directory of cascade's, outside the worktree),
+//! `--junitxml=<path>` in a fresh private directory of cascade's for each
+//! run, outside the worktree: [`crate::runner::private_report_dir`]),
 //! `cargo test` (libtest's `test NAME ... ok|ignored|FAILED` lines, with
 //! `--format=pretty` added when the gate is quiet; the `Running ...` lines
 //! on stderr say which test binary each block came from) and `go test`
@@ -158,14 +159,24 @@ pub fn read(plan: &Instrumented, stdout: &str, stderr: &str) -> Census {
         CensusRunner::Pytest => {
             let text = plan
                 .report
-                .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok())
+                .as_deref()
+                .and_then(read_report)
                 .unwrap_or_default();
             pytest::parse_junit(&text)
         }
         CensusRunner::Cargo => libtest::parse(stdout, stderr),
         CensusRunner::Go => gotest::parse(stdout),
     }
+}
+
+/// The text of a report file the runner wrote: a regular file (a link put
+/// in its place by the run is not followed).
+fn read_report(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 /// The output as the gate's error parser expects it (go's `-json` events
