@@ -25,6 +25,17 @@ fn run_story(
     description: &str,
     change: &str,
 ) -> (Vec<Value>, i32, tempfile::TempDir) {
+    run_story_allowing(files, gate, description, &[], change)
+}
+
+/// [`run_story`] with the story's `verify_allow`.
+fn run_story_allowing(
+    files: &[(&str, &str)],
+    gate: &[&str],
+    description: &str,
+    allow: &[&str],
+    change: &str,
+) -> (Vec<Value>, i32, tempfile::TempDir) {
     let repo = init_repo();
     for (path, text) in files {
         let p = repo.path().join(path);
@@ -43,7 +54,7 @@ fn run_story(
             "goal": "g", "objectives": [],
             "stories": [{"id": "s1", "title": "Change it", "description": description,
                 "priority": "high", "dependencies": [], "status": "pending",
-                "acceptance_criteria": ["done"]}],
+                "acceptance_criteria": ["done"], "verify_allow": allow}],
             "quality_gates": {"enabled": true, "gates": [{"name": "tests", "type": "test",
                 "command": gate[0], "args": &gate[1..], "required": true}]}
         }),
@@ -104,18 +115,25 @@ fn a_module_level_skip_through_an_alias_is_test_disappeared() {
     if !have("python3", &["-m", "pytest", "--version"]) {
         return;
     }
-    let change = "printf 'import pytest as _p\\n_m = _p.mark\\npytestmark = _m.skip(reason=\"later\")\\n' > tests/x.py\n\
-                  cat tests/x.py tests/test_calc.py > tests/y.py && mv tests/y.py tests/test_calc.py && rm tests/x.py\n\
-                  echo '# faster' >> calc.py";
-    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
-    let found = disappeared(&events);
+    let (events, code, _repo) = run_story(
+        &python_files(),
+        PYTEST,
+        "make total faster",
+        SKIP_THROUGH_AN_ALIAS,
+    );
+    assert_now_skipped(&events, code);
+}
+
+/// That the run failed with `tests.test_calc.test_total` found skipped.
+fn assert_now_skipped(events: &[Value], code: i32) {
+    let found = disappeared(events);
     assert_eq!(code, 1, "{events:?}");
     assert!(
         found
             .iter()
             .any(|m| m.contains("tests.test_calc.test_total") && m.contains("now skipped")),
         "{found:?} {:?}",
-        failures(&events)
+        failures(events)
     );
 }
 
@@ -229,6 +247,92 @@ fn a_go_test_renamed_out_of_collection_is_test_disappeared() {
     assert!(
         why.contains("TestAddZero") && why.contains("\"error_type\":\"verification\""),
         "{found:?} {:?}",
+        failures(&events)
+    );
+}
+
+/// The alias trick of [`a_module_level_skip_through_an_alias_is_test_disappeared`]:
+/// a skip marker the diff rules do not see, which the census does.
+const SKIP_THROUGH_AN_ALIAS: &str = "printf 'import pytest as _p\\n_m = _p.mark\\npytestmark = _m.skip(reason=\"later\")\\n' > tests/x.py\n\
+     cat tests/x.py tests/test_calc.py > tests/y.py && mv tests/y.py tests/test_calc.py && rm tests/x.py\n\
+     echo '# faster' >> calc.py";
+
+#[test]
+fn a_forged_report_written_before_the_gates_is_not_believed() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    // Besides the skip, the agent writes JUnit reports saying both tests
+    // passed where cascade used to keep them (`.cascade/census/s1-1/`) and
+    // where it might keep them now (the attempt's private directory, a
+    // guessed report directory in it), under both report names.
+    let forged = "<testsuites><testsuite><testcase classname=\"tests.test_calc\" name=\"test_total\"/><testcase classname=\"tests.test_calc\" name=\"test_empty\"/></testsuite></testsuites>";
+    let change = format!(
+        "{SKIP_THROUGH_AN_ALIAS}\n\
+         main=$(dirname \"$(git rev-parse --path-format=absolute --git-common-dir)\")\n\
+         for d in \"$main/.cascade/census/s1-1\" \"$main/.cascade/tmp/census/s1-1\" \"$main/.cascade/tmp/census/s1-1/census-guess\"; do\n\
+           mkdir -p \"$d\" && printf '%s' '{forged}' > \"$d/tests.xml\" && printf '%s' '{forged}' > \"$d/tests.report\"\n\
+         done"
+    );
+    let (events, code, repo) = run_story(&python_files(), PYTEST, "make total faster", &change);
+    assert_now_skipped(&events, code);
+    // The forgeries are where the agent left them; what the gates wrote
+    // went to a directory of their own, removed once read.
+    let private = repo.path().join(".cascade/tmp/census/s1-1");
+    assert!(private.join("census-guess/tests.report").is_file());
+    let left: Vec<String> = std::fs::read_dir(&private)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("census-") && n != "census-guess")
+        .collect();
+    assert!(left.is_empty(), "report directories left behind: {left:?}");
+}
+
+/// A conftest hook that only sorts the collected tests (it changes no
+/// outcome, but a hook like it could).
+const SORTING_HOOK: &str = "printf 'def pytest_collection_modifyitems(items):\\n    items.sort(key=lambda item: item.name)\\n' > tests/conftest.py";
+
+#[test]
+fn an_honest_result_hook_is_flagged_unless_the_story_allows_it() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let (events, code, _repo) = run_story(
+        &python_files(),
+        PYTEST,
+        "run the tests in name order",
+        SORTING_HOOK,
+    );
+    assert_eq!(code, 1, "{events:?}");
+    let hooks = findings_of(&events, "result-hook");
+    assert!(
+        hooks
+            .iter()
+            .any(|m| m.contains("pytest_collection_modifyitems")),
+        "{hooks:?} {:?}",
+        failures(&events)
+    );
+    // The same story allowing its conftest merges, the hook (and the
+    // collection edit it also is) reported as waived.
+    let (events, code, _repo) = run_story_allowing(
+        &python_files(),
+        PYTEST,
+        "run the tests in name order",
+        &["tests/conftest.py"],
+        SORTING_HOOK,
+    );
+    assert_eq!(code, 0, "{:?}", failures(&events));
+    let waived: Vec<String> = of_kind(&events, "verification_finished")
+        .iter()
+        .flat_map(|e| e["waived"].as_array().cloned().unwrap_or_default())
+        .filter_map(|f| f["rule"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        waived.iter().any(|r| r == "result-hook") && waived.iter().any(|r| r == "test-config-edit"),
+        "{waived:?} {:?}",
         failures(&events)
     );
 }

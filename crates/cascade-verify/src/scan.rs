@@ -79,20 +79,24 @@ impl std::fmt::Display for Finding {
 #[derive(Debug, Clone, Default)]
 pub struct Intent {
     /// A story's `verify_allow`: rule ids, and files (paths or globs) whose
-    /// protected-file or test-runner-setting findings go.
+    /// protected-file, test-runner-setting and result-hook findings go.
     pub allow: Vec<String>,
 }
 
+/// The findings a story may allow by naming their file: what a file
+/// changes about how tests are run and reported (a conftest that sorts
+/// the collected tests is all three at once).
+const BY_FILE: [&str; 3] = [GATE_CONFIG_EDIT, TEST_CONFIG_EDIT, crate::RESULT_HOOK];
+
 impl Intent {
     /// Whether the story allows `f`: its rule, or (for an edit of a
-    /// protected file or test-runner settings) its file.
+    /// protected file, of test-runner settings, or a result hook) its file.
     pub fn allows(&self, rules: &RuleSet, f: &Finding) -> bool {
         self.allow.iter().any(|a| {
             if a == &f.rule {
                 return true;
             }
-            if rules.has_rule(a) || !matches!(f.rule.as_str(), GATE_CONFIG_EDIT | TEST_CONFIG_EDIT)
-            {
+            if rules.has_rule(a) || !BY_FILE.contains(&f.rule.as_str()) {
                 return false;
             }
             let entry = a.trim_start_matches("./").trim_end_matches('/');
