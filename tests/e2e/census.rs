@@ -5,9 +5,14 @@
 //! from the reports of real pytest / go test runs; a story that deletes dead
 //! code with its test is not flagged; a new conftest hook that reports every
 //! test as passed is `result-hook`, a test whose first statement is
-//! `return` is `emptied-test`. Without pytest or go the test says so
-//! and returns.
+//! `return` is `emptied-test`; vitest and jest (installed from npm into a
+//! temp dir) report a suite switched off through `describe['skip']`. A
+//! forged report written before the gates is not believed, and an honest
+//! result hook merges once the story allows its file. Without pytest, go
+//! or npm a test says so and returns.
 
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -121,18 +126,18 @@ fn a_module_level_skip_through_an_alias_is_test_disappeared() {
         "make total faster",
         SKIP_THROUGH_AN_ALIAS,
     );
-    assert_now_skipped(&events, code);
+    assert_now_skipped(&events, code, "tests.test_calc.test_total");
 }
 
-/// That the run failed with `tests.test_calc.test_total` found skipped.
-fn assert_now_skipped(events: &[Value], code: i32) {
+/// That the run failed with test `id` found skipped.
+fn assert_now_skipped(events: &[Value], code: i32, id: &str) {
     let found = disappeared(events);
     assert_eq!(code, 1, "{events:?}");
     assert!(
         found
             .iter()
-            .any(|m| m.contains("tests.test_calc.test_total") && m.contains("now skipped")),
-        "{found:?} {:?}",
+            .any(|m| m.contains(id) && m.contains("now skipped")),
+        "{id}: {found:?} {:?}",
         failures(events)
     );
 }
@@ -276,7 +281,7 @@ fn a_forged_report_written_before_the_gates_is_not_believed() {
          done"
     );
     let (events, code, repo) = run_story(&python_files(), PYTEST, "make total faster", &change);
-    assert_now_skipped(&events, code);
+    assert_now_skipped(&events, code, "tests.test_calc.test_total");
     // The forgeries are where the agent left them; what the gates wrote
     // went to a directory of their own, removed once read.
     let private = repo.path().join(".cascade/tmp/census/s1-1");
@@ -335,4 +340,97 @@ fn an_honest_result_hook_is_flagged_unless_the_story_allows_it() {
         "{waived:?} {:?}",
         failures(&events)
     );
+}
+
+/// vitest and jest from npm, installed once into a directory of the temp
+/// dir (later runs reuse it): their `node_modules/.bin`. `None`, saying
+/// why, without node or npm or when the install fails (no registry).
+fn js_runners() -> Option<PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join("cascade-e2e-js-runners");
+        let bin = dir.join("node_modules/.bin");
+        if bin.join("vitest").exists() && bin.join("jest").exists() {
+            return Some(bin);
+        }
+        if !have("node", &["--version"]) || !have("npm", &["--version"]) {
+            return None;
+        }
+        std::fs::create_dir_all(&dir).ok()?;
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n").ok()?;
+        let out = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .args(["vitest@5", "jest@30"])
+            .current_dir(&dir)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            println!(
+                "skipped: npm install vitest jest failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        Some(bin)
+    })
+    .clone()
+}
+
+const CALC_JS: &str = "function total(xs) {\n  return xs.reduce((a, b) => a + b, 0);\n}\n\nmodule.exports = { total };\n";
+const CALC_TEST_JS: &str = "const { total } = require('./calc');\n\ndescribe('total', () => {\n  test('sums', () => {\n    expect(total([1, 2])).toBe(3);\n  });\n\n  test('empty', () => {\n    expect(total([])).toBe(0);\n  });\n});\n";
+
+/// The story switches the suite off through `describe['skip']`, which no
+/// diff rule reads as a skip: the runner's own report says so.
+#[test]
+fn a_js_suite_skipped_another_way_is_test_disappeared_under_vitest_and_jest() {
+    let Some(bin) = js_runners() else {
+        println!("skipped: vitest and jest could not be installed (see above)");
+        return;
+    };
+    let files = [
+        ("package.json", "{\"name\": \"calc\", \"private\": true}\n"),
+        ("src/calc.js", CALC_JS),
+        ("src/calc.test.js", CALC_TEST_JS),
+    ];
+    let change = "sed -i \"s/^describe(/describe['skip'](/\" src/calc.test.js\n\
+                  echo '// faster' >> src/calc.js";
+    let vitest = bin.join("vitest").display().to_string();
+    let jest = bin.join("jest").display().to_string();
+    for gate in [
+        vec![vitest.as_str(), "run", "--globals"],
+        vec![jest.as_str()],
+    ] {
+        let (events, code, _repo) = run_story(&files, &gate, "make total faster", change);
+        assert_now_skipped(&events, code, "src/calc.test.js > total > sums");
+    }
+}
+
+const CALC_RS: &str = "pub fn total(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn sums() {\n        assert_eq!(total(&[1, 2]), 3);\n    }\n\n    #[test]\n    fn empty() {\n        assert_eq!(total(&[]), 0);\n    }\n}\n";
+
+/// `#[cfg_attr(test, ignore)]` ignores a test in every test build, and no
+/// diff rule reads it as `#[ignore]`: libtest's own lines say so.
+#[test]
+fn a_rust_test_ignored_through_cfg_attr_is_test_disappeared() {
+    if !have("cargo", &["--version"]) {
+        return;
+    }
+    // The runs' HOME is their repository: rustup and cargo keep theirs.
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        for (var, dir) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
+            if std::env::var_os(var).is_none() && home.join(dir).is_dir() {
+                std::env::set_var(var, home.join(dir));
+            }
+        }
+    }
+    let files = [
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("src/lib.rs", CALC_RS),
+    ];
+    let change = "sed -i 's/^    fn empty() {$/    #[cfg_attr(test, ignore)]\\n    fn empty() {/' src/lib.rs\n\
+                  sed -i 's/^pub fn total/\\/\\/\\/ The sum.\\npub fn total/' src/lib.rs";
+    let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", change);
+    assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
 }

@@ -715,7 +715,7 @@ async fn execute(
     let stderr = outcome.stderr.text_lossy();
     if let Some(plan) = &plan {
         if !outcome.timed_out {
-            r.census = Some(crate::census::read(plan, &stdout, &stderr));
+            r.census = Some(crate::census::read(plan, &stdout, &stderr, dir));
         }
     }
     let stdout = match &plan {

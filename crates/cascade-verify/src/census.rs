@@ -51,9 +51,11 @@ pub fn disappeared(
             excused += 1;
             continue;
         }
-        let home = files.iter().find(|d| defines(d.old_text.as_deref(), name));
+        let home = files
+            .iter()
+            .find(|d| holds(rules, d, d.old_text.as_deref(), name));
         if let Some(d) = home {
-            let removed = !defines(d.new_text.as_deref(), name);
+            let removed = !holds(rules, d, d.new_text.as_deref(), name);
             if removed
                 && (uses_deleted(d.old_text.as_deref(), &deleted, name)
                     || took_place(d, name, &written, rules, now))
@@ -96,6 +98,22 @@ pub fn disappeared(
     out
 }
 
+/// Whether `text` (a side of `d`) defines test `name`: a function of that
+/// name, or a test of that title (vitest, jest).
+fn holds(rules: &RuleSet, d: &FileDiff, text: Option<&str>, name: &str) -> bool {
+    if defines(text, name) {
+        return true;
+    }
+    let (Some(text), Some(lang)) = (text, rules.language_of(&d.path)) else {
+        return false;
+    };
+    rules.tests_of(lang).is_some_and(|ts| {
+        crate::successor::tests_in(text, lang, ts)
+            .iter()
+            .any(|t| t.name == name)
+    })
+}
+
 /// Whether test `name`, removed from `home`, moved to another file or was
 /// replaced by a renamed or parametrised test ([`crate::successor`]) that
 /// ran and passed now.
@@ -126,7 +144,7 @@ fn took_place(
 /// The function (or module) name of a census id: pytest
 /// `tests.test_a.TestK.test_p[1]` -> `test_p`, cargo
 /// `src/lib.rs[calc]::tests::adds` -> `adds`, go `example.com/m.TestA/sub`
-/// -> `TestA`.
+/// -> `TestA`, vitest/jest `src/a.test.ts > total > sums` -> `sums`.
 pub fn short_name(runner: CensusRunner, id: &str) -> &str {
     match runner {
         CensusRunner::Pytest => {
@@ -141,6 +159,10 @@ pub fn short_name(runner: CensusRunner, id: &str) -> &str {
             let last = id.rsplit('.').next().unwrap_or(id);
             last.split('/').next().unwrap_or(last)
         }
+        CensusRunner::Vitest | CensusRunner::Jest => id
+            .rsplit(cascade_gates::census::JS_SEPARATOR)
+            .next()
+            .unwrap_or(id),
     }
 }
 

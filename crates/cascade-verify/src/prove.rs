@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use cascade_git::diff::FileDiff;
 use cascade_process::{CancelToken, Spec};
-use serde_json::Value;
 
 use crate::lex;
 use crate::rules::{Language, RuleSet};
@@ -802,18 +801,19 @@ pub fn passed(runner: Runner, output: &str, report: Option<&str>) -> Vec<String>
                 }
             }
         }
-        // Jest's JSON report (vitest writes the same shape).
+        // Jest's JSON report (vitest writes the same shape), read as the
+        // census reads it; a test's title is its id here.
         Runner::Vitest | Runner::Jest => {
-            let Some(v) = report.and_then(|r| serde_json::from_str::<Value>(r).ok()) else {
-                return out;
-            };
-            for file in v["testResults"].as_array().into_iter().flatten() {
-                for a in file["assertionResults"].as_array().into_iter().flatten() {
-                    if a["status"] == "passed" {
-                        out.extend(a["title"].as_str().map(str::to_string));
-                    }
-                }
-            }
+            let census = cascade_gates::census::read_js_report(
+                cascade_gates::CensusRunner::Jest,
+                report.unwrap_or(""),
+                Path::new(""),
+            );
+            out.extend(
+                census
+                    .with(cascade_gates::TestOutcome::Passed)
+                    .map(|id| crate::census::short_name(census.runner, id).to_string()),
+            );
         }
     }
     out
