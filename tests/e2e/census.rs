@@ -434,3 +434,113 @@ fn a_rust_test_ignored_through_cfg_attr_is_test_disappeared() {
     let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", change);
     assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
 }
+
+/// What the census costs a story, from a real pytest run's events: the
+/// base's gates run once (`base_judged`, not cached) before the first
+/// agent, each story's census step then reads the kept report; a later
+/// run on the merged tip finds that tree's report kept (`cached`). The
+/// figures are printed (`--nocapture`).
+#[test]
+fn the_census_costs_one_base_run_and_then_a_kept_report() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let repo = init_repo();
+    for (path, text) in python_files() {
+        let p = repo.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let tools = tempfile::tempdir().unwrap();
+    // Each story adds a module and its test (which fails without it).
+    let agent = script(
+        &tools.path().join("agent.sh"),
+        "id=$CASCADE_STORY_ID\n\
+         printf 'def twice(x):\\n    return 2 * x\\n' > \"m_$id.py\"\n\
+         printf 'from m_%s import twice\\n\\ndef test_%s():\\n    assert twice(2) == 4\\n' \"$id\" \"$id\" > \"tests/test_$id.py\"",
+    );
+    let agents = tools.path().join("agents.json");
+    write_json(
+        &agents,
+        &json!({"default_agent": "a", "agents": {"a": {"type": "cli", "command": agent.display().to_string(), "args": [], "timeout": 60}}}),
+    );
+    let story = |id: &str, deps: &[&str]| {
+        json!({"id": id, "title": format!("Test {id}"), "description": "add a test",
+            "priority": "high", "dependencies": deps, "status": "pending",
+            "acceptance_criteria": ["done"]})
+    };
+    let prd = |stories: Vec<Value>| {
+        json!({"goal": "g", "objectives": [], "stories": stories,
+            "quality_gates": {"enabled": true, "gates": [{"name": "tests", "type": "test",
+                "command": PYTEST[0], "args": &PYTEST[1..], "required": true}]}})
+    };
+    write_json(
+        &repo.path().join("prd.json"),
+        &prd(vec![story("s1", &[]), story("s2", &["s1"])]),
+    );
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "project"]);
+    let run = || {
+        let out = cascade(repo.path())
+            .args(APPROVE_NOW)
+            .arg("--json")
+            .arg("--agents")
+            .arg(&agents)
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        (events(&out), out.status.code().unwrap_or(-1))
+    };
+    let (first, code) = run();
+    assert_eq!(code, 0, "{:?}", failures(&first));
+    // A third story on the merged tip, in a second run.
+    let mut stories: Value =
+        serde_json::from_slice(&std::fs::read(repo.path().join("prd.json")).unwrap()).unwrap();
+    stories["stories"]
+        .as_array_mut()
+        .unwrap()
+        .push(story("s3", &[]));
+    write_json(&repo.path().join("prd.json"), &stories);
+    let (second, code) = run();
+    assert_eq!(code, 0, "{:?}", failures(&second));
+
+    let base = |events: &[Value]| of_kind(events, "base_judged").first().map(|e| (*e).clone());
+    let (b1, b2) = (
+        base(&first).expect("base judged"),
+        base(&second).expect("base judged"),
+    );
+    assert_eq!(b1["cached"], false, "{b1}");
+    assert_eq!(b2["cached"], true, "the merged tip's report was kept: {b2}");
+    // The census step's verdict comes after the story's gates.
+    let census_steps = |events: &[Value]| -> Vec<u64> {
+        let mut gated = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for e in events {
+            let story = e["story"].as_str().unwrap_or("").to_string();
+            match e["event"].as_str() {
+                Some("gate_finished") => {
+                    gated.insert(story);
+                }
+                Some("verification_finished") if gated.contains(&story) => {
+                    out.push(e["duration_ms"].as_u64().unwrap_or(0));
+                }
+                _ => {}
+            }
+        }
+        out
+    };
+    let steps: Vec<u64> = census_steps(&first)
+        .into_iter()
+        .chain(census_steps(&second))
+        .collect();
+    assert_eq!(steps.len(), 3, "one census step per story: {steps:?}");
+    let gate_ms: Vec<u64> = of_kind(&first, "gate_finished")
+        .iter()
+        .filter_map(|e| e["duration_ms"].as_u64())
+        .collect();
+    println!(
+        "census cost per story: base not cached {} ms (one run of the base's gates, base_judged), kept {} ms; census step per story {steps:?} ms; the stories' own pytest gate {gate_ms:?} ms",
+        b1["duration_ms"], b2["duration_ms"]
+    );
+}
