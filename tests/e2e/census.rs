@@ -5,9 +5,14 @@
 //! from the reports of real pytest / go test runs; a story that deletes dead
 //! code with its test is not flagged; a new conftest hook that reports every
 //! test as passed is `result-hook`, a test whose first statement is
-//! `return` is `emptied-test`. Without pytest or go the test says so
-//! and returns.
+//! `return` is `emptied-test`; vitest and jest (installed from npm into a
+//! temp dir) report a suite switched off through `describe['skip']`. A
+//! forged report written before the gates is not believed, and an honest
+//! result hook merges once the story allows its file. Without pytest, go
+//! or npm a test says so and returns.
 
+use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -23,6 +28,17 @@ fn run_story(
     files: &[(&str, &str)],
     gate: &[&str],
     description: &str,
+    change: &str,
+) -> (Vec<Value>, i32, tempfile::TempDir) {
+    run_story_allowing(files, gate, description, &[], change)
+}
+
+/// [`run_story`] with the story's `verify_allow`.
+fn run_story_allowing(
+    files: &[(&str, &str)],
+    gate: &[&str],
+    description: &str,
+    allow: &[&str],
     change: &str,
 ) -> (Vec<Value>, i32, tempfile::TempDir) {
     let repo = init_repo();
@@ -43,7 +59,7 @@ fn run_story(
             "goal": "g", "objectives": [],
             "stories": [{"id": "s1", "title": "Change it", "description": description,
                 "priority": "high", "dependencies": [], "status": "pending",
-                "acceptance_criteria": ["done"]}],
+                "acceptance_criteria": ["done"], "verify_allow": allow}],
             "quality_gates": {"enabled": true, "gates": [{"name": "tests", "type": "test",
                 "command": gate[0], "args": &gate[1..], "required": true}]}
         }),
@@ -104,18 +120,25 @@ fn a_module_level_skip_through_an_alias_is_test_disappeared() {
     if !have("python3", &["-m", "pytest", "--version"]) {
         return;
     }
-    let change = "printf 'import pytest as _p\\n_m = _p.mark\\npytestmark = _m.skip(reason=\"later\")\\n' > tests/x.py\n\
-                  cat tests/x.py tests/test_calc.py > tests/y.py && mv tests/y.py tests/test_calc.py && rm tests/x.py\n\
-                  echo '# faster' >> calc.py";
-    let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
-    let found = disappeared(&events);
+    let (events, code, _repo) = run_story(
+        &python_files(),
+        PYTEST,
+        "make total faster",
+        SKIP_THROUGH_AN_ALIAS,
+    );
+    assert_now_skipped(&events, code, "tests.test_calc.test_total");
+}
+
+/// That the run failed with test `id` found skipped.
+fn assert_now_skipped(events: &[Value], code: i32, id: &str) {
+    let found = disappeared(events);
     assert_eq!(code, 1, "{events:?}");
     assert!(
         found
             .iter()
-            .any(|m| m.contains("tests.test_calc.test_total") && m.contains("now skipped")),
-        "{found:?} {:?}",
-        failures(&events)
+            .any(|m| m.contains(id) && m.contains("now skipped")),
+        "{id}: {found:?} {:?}",
+        failures(events)
     );
 }
 
@@ -230,5 +253,294 @@ fn a_go_test_renamed_out_of_collection_is_test_disappeared() {
         why.contains("TestAddZero") && why.contains("\"error_type\":\"verification\""),
         "{found:?} {:?}",
         failures(&events)
+    );
+}
+
+/// The alias trick of [`a_module_level_skip_through_an_alias_is_test_disappeared`]:
+/// a skip marker the diff rules do not see, which the census does.
+const SKIP_THROUGH_AN_ALIAS: &str = "printf 'import pytest as _p\\n_m = _p.mark\\npytestmark = _m.skip(reason=\"later\")\\n' > tests/x.py\n\
+     cat tests/x.py tests/test_calc.py > tests/y.py && mv tests/y.py tests/test_calc.py && rm tests/x.py\n\
+     echo '# faster' >> calc.py";
+
+#[test]
+fn a_forged_report_written_before_the_gates_is_not_believed() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    // Besides the skip, the agent writes JUnit reports saying both tests
+    // passed where cascade used to keep them (`.cascade/census/s1-1/`) and
+    // where it might keep them now (the attempt's private directory, a
+    // guessed report directory in it), under both report names.
+    let forged = "<testsuites><testsuite><testcase classname=\"tests.test_calc\" name=\"test_total\"/><testcase classname=\"tests.test_calc\" name=\"test_empty\"/></testsuite></testsuites>";
+    let change = format!(
+        "{SKIP_THROUGH_AN_ALIAS}\n\
+         main=$(dirname \"$(git rev-parse --path-format=absolute --git-common-dir)\")\n\
+         for d in \"$main/.cascade/census/s1-1\" \"$main/.cascade/tmp/census/s1-1\" \"$main/.cascade/tmp/census/s1-1/census-guess\"; do\n\
+           mkdir -p \"$d\" && printf '%s' '{forged}' > \"$d/tests.xml\" && printf '%s' '{forged}' > \"$d/tests.report\"\n\
+         done"
+    );
+    let (events, code, repo) = run_story(&python_files(), PYTEST, "make total faster", &change);
+    assert_now_skipped(&events, code, "tests.test_calc.test_total");
+    // The forgeries are where the agent left them; what the gates wrote
+    // went to a directory of their own, removed once read.
+    let private = repo.path().join(".cascade/tmp/census/s1-1");
+    assert!(private.join("census-guess/tests.report").is_file());
+    let left: Vec<String> = std::fs::read_dir(&private)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("census-") && n != "census-guess")
+        .collect();
+    assert!(left.is_empty(), "report directories left behind: {left:?}");
+}
+
+/// A conftest hook that only sorts the collected tests (it changes no
+/// outcome, but a hook like it could).
+const SORTING_HOOK: &str = "printf 'def pytest_collection_modifyitems(items):\\n    items.sort(key=lambda item: item.name)\\n' > tests/conftest.py";
+
+#[test]
+fn an_honest_result_hook_is_flagged_unless_the_story_allows_it() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let (events, code, _repo) = run_story(
+        &python_files(),
+        PYTEST,
+        "run the tests in name order",
+        SORTING_HOOK,
+    );
+    assert_eq!(code, 1, "{events:?}");
+    let hooks = findings_of(&events, "result-hook");
+    assert!(
+        hooks
+            .iter()
+            .any(|m| m.contains("pytest_collection_modifyitems")),
+        "{hooks:?} {:?}",
+        failures(&events)
+    );
+    // The same story allowing its conftest merges, the hook (and the
+    // collection edit it also is) reported as waived.
+    let (events, code, _repo) = run_story_allowing(
+        &python_files(),
+        PYTEST,
+        "run the tests in name order",
+        &["tests/conftest.py"],
+        SORTING_HOOK,
+    );
+    assert_eq!(code, 0, "{:?}", failures(&events));
+    let waived: Vec<String> = of_kind(&events, "verification_finished")
+        .iter()
+        .flat_map(|e| e["waived"].as_array().cloned().unwrap_or_default())
+        .filter_map(|f| f["rule"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        waived.iter().any(|r| r == "result-hook") && waived.iter().any(|r| r == "test-config-edit"),
+        "{waived:?} {:?}",
+        failures(&events)
+    );
+}
+
+/// vitest and jest from npm, installed once into a directory of the temp
+/// dir (later runs reuse it): their `node_modules/.bin`. `None`, saying
+/// why, without node or npm or when the install fails (no registry).
+fn js_runners() -> Option<PathBuf> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join("cascade-e2e-js-runners");
+        let bin = dir.join("node_modules/.bin");
+        if bin.join("vitest").exists() && bin.join("jest").exists() {
+            return Some(bin);
+        }
+        if !have("node", &["--version"]) || !have("npm", &["--version"]) {
+            return None;
+        }
+        std::fs::create_dir_all(&dir).ok()?;
+        std::fs::write(dir.join("package.json"), "{\"private\": true}\n").ok()?;
+        let out = std::process::Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--loglevel=error"])
+            .args(["vitest@5", "jest@30"])
+            .current_dir(&dir)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            println!(
+                "skipped: npm install vitest jest failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return None;
+        }
+        Some(bin)
+    })
+    .clone()
+}
+
+const CALC_JS: &str = "function total(xs) {\n  return xs.reduce((a, b) => a + b, 0);\n}\n\nmodule.exports = { total };\n";
+const CALC_TEST_JS: &str = "const { total } = require('./calc');\n\ndescribe('total', () => {\n  test('sums', () => {\n    expect(total([1, 2])).toBe(3);\n  });\n\n  test('empty', () => {\n    expect(total([])).toBe(0);\n  });\n});\n";
+
+/// The story switches the suite off through `describe['skip']`, which no
+/// diff rule reads as a skip: the runner's own report says so.
+#[test]
+fn a_js_suite_skipped_another_way_is_test_disappeared_under_vitest_and_jest() {
+    let Some(bin) = js_runners() else {
+        println!("skipped: vitest and jest could not be installed (see above)");
+        return;
+    };
+    let files = [
+        ("package.json", "{\"name\": \"calc\", \"private\": true}\n"),
+        ("src/calc.js", CALC_JS),
+        ("src/calc.test.js", CALC_TEST_JS),
+    ];
+    let change = "sed -i \"s/^describe(/describe['skip'](/\" src/calc.test.js\n\
+                  echo '// faster' >> src/calc.js";
+    let vitest = bin.join("vitest").display().to_string();
+    let jest = bin.join("jest").display().to_string();
+    for gate in [
+        vec![vitest.as_str(), "run", "--globals"],
+        vec![jest.as_str()],
+    ] {
+        let (events, code, _repo) = run_story(&files, &gate, "make total faster", change);
+        assert_now_skipped(&events, code, "src/calc.test.js > total > sums");
+    }
+}
+
+const CALC_RS: &str = "pub fn total(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}\n\n#[cfg(test)]\nmod tests {\n    use super::*;\n\n    #[test]\n    fn sums() {\n        assert_eq!(total(&[1, 2]), 3);\n    }\n\n    #[test]\n    fn empty() {\n        assert_eq!(total(&[]), 0);\n    }\n}\n";
+
+/// `#[cfg_attr(test, ignore)]` ignores a test in every test build, and no
+/// diff rule reads it as `#[ignore]`: libtest's own lines say so.
+#[test]
+fn a_rust_test_ignored_through_cfg_attr_is_test_disappeared() {
+    if !have("cargo", &["--version"]) {
+        return;
+    }
+    // The runs' HOME is their repository: rustup and cargo keep theirs.
+    if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+        for (var, dir) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
+            if std::env::var_os(var).is_none() && home.join(dir).is_dir() {
+                std::env::set_var(var, home.join(dir));
+            }
+        }
+    }
+    let files = [
+        (
+            "Cargo.toml",
+            "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        ),
+        ("src/lib.rs", CALC_RS),
+    ];
+    let change = "sed -i 's/^    fn empty() {$/    #[cfg_attr(test, ignore)]\\n    fn empty() {/' src/lib.rs\n\
+                  sed -i 's/^pub fn total/\\/\\/\\/ The sum.\\npub fn total/' src/lib.rs";
+    let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", change);
+    assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
+}
+
+/// What the census costs a story, from a real pytest run's events: the
+/// base's gates run once (`base_judged`, not cached) before the first
+/// agent, each story's census step then reads the kept report; a later
+/// run on the merged tip finds that tree's report kept (`cached`). The
+/// figures are printed (`--nocapture`).
+#[test]
+fn the_census_costs_one_base_run_and_then_a_kept_report() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let repo = init_repo();
+    for (path, text) in python_files() {
+        let p = repo.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    let tools = tempfile::tempdir().unwrap();
+    // Each story adds a module and its test (which fails without it).
+    let agent = script(
+        &tools.path().join("agent.sh"),
+        "id=$CASCADE_STORY_ID\n\
+         printf 'def twice(x):\\n    return 2 * x\\n' > \"m_$id.py\"\n\
+         printf 'from m_%s import twice\\n\\ndef test_%s():\\n    assert twice(2) == 4\\n' \"$id\" \"$id\" > \"tests/test_$id.py\"",
+    );
+    let agents = tools.path().join("agents.json");
+    write_json(
+        &agents,
+        &json!({"default_agent": "a", "agents": {"a": {"type": "cli", "command": agent.display().to_string(), "args": [], "timeout": 60}}}),
+    );
+    let story = |id: &str, deps: &[&str]| {
+        json!({"id": id, "title": format!("Test {id}"), "description": "add a test",
+            "priority": "high", "dependencies": deps, "status": "pending",
+            "acceptance_criteria": ["done"]})
+    };
+    let prd = |stories: Vec<Value>| {
+        json!({"goal": "g", "objectives": [], "stories": stories,
+            "quality_gates": {"enabled": true, "gates": [{"name": "tests", "type": "test",
+                "command": PYTEST[0], "args": &PYTEST[1..], "required": true}]}})
+    };
+    write_json(
+        &repo.path().join("prd.json"),
+        &prd(vec![story("s1", &[]), story("s2", &["s1"])]),
+    );
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-q", "-m", "project"]);
+    let run = || {
+        let out = cascade(repo.path())
+            .args(APPROVE_NOW)
+            .arg("--json")
+            .arg("--agents")
+            .arg(&agents)
+            .timeout(Duration::from_secs(300))
+            .output()
+            .unwrap();
+        (events(&out), out.status.code().unwrap_or(-1))
+    };
+    let (first, code) = run();
+    assert_eq!(code, 0, "{:?}", failures(&first));
+    // A third story on the merged tip, in a second run.
+    let mut stories: Value =
+        serde_json::from_slice(&std::fs::read(repo.path().join("prd.json")).unwrap()).unwrap();
+    stories["stories"]
+        .as_array_mut()
+        .unwrap()
+        .push(story("s3", &[]));
+    write_json(&repo.path().join("prd.json"), &stories);
+    let (second, code) = run();
+    assert_eq!(code, 0, "{:?}", failures(&second));
+
+    let base = |events: &[Value]| of_kind(events, "base_judged").first().map(|e| (*e).clone());
+    let (b1, b2) = (
+        base(&first).expect("base judged"),
+        base(&second).expect("base judged"),
+    );
+    assert_eq!(b1["cached"], false, "{b1}");
+    assert_eq!(b2["cached"], true, "the merged tip's report was kept: {b2}");
+    // The census step's verdict comes after the story's gates.
+    let census_steps = |events: &[Value]| -> Vec<u64> {
+        let mut gated = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for e in events {
+            let story = e["story"].as_str().unwrap_or("").to_string();
+            match e["event"].as_str() {
+                Some("gate_finished") => {
+                    gated.insert(story);
+                }
+                Some("verification_finished") if gated.contains(&story) => {
+                    out.push(e["duration_ms"].as_u64().unwrap_or(0));
+                }
+                _ => {}
+            }
+        }
+        out
+    };
+    let steps: Vec<u64> = census_steps(&first)
+        .into_iter()
+        .chain(census_steps(&second))
+        .collect();
+    assert_eq!(steps.len(), 3, "one census step per story: {steps:?}");
+    let gate_ms: Vec<u64> = of_kind(&first, "gate_finished")
+        .iter()
+        .filter_map(|e| e["duration_ms"].as_u64())
+        .collect();
+    println!(
+        "census cost per story: base not cached {} ms (one run of the base's gates, base_judged), kept {} ms; census step per story {steps:?} ms; the stories' own pytest gate {gate_ms:?} ms",
+        b1["duration_ms"], b2["duration_ms"]
     );
 }

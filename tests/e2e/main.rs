@@ -10,6 +10,7 @@ mod api_agent;
 mod base_first;
 mod census;
 mod control;
+mod corpus;
 mod demo;
 mod engine;
 mod examples;

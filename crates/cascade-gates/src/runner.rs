@@ -42,8 +42,11 @@ pub struct RunOptions {
     /// Stop at the first failing required gate (also enabled by the set's `fail_fast`).
     pub fail_fast: bool,
     /// Take the test census of the gates whose runner it reads
-    /// ([`crate::census`]), with their report files in this directory
-    /// (cascade's own, outside the worktree). `None`: no census.
+    /// ([`crate::census`]). Each run of such a gate gets a fresh private
+    /// directory (mode 0700, a name nobody can guess) under this one
+    /// (cascade's own, outside the worktree) for its reports, removed once
+    /// they are read: a report written before the run, or anywhere else,
+    /// is never read. `None`: no census.
     pub census_dir: Option<PathBuf>,
 }
 
@@ -282,10 +285,7 @@ pub async fn run_prepared(
     let ctx = Arc::new(Ctx {
         admission: env.admission.clone(),
         extra_env: env.extra_env.clone(),
-        sandbox: env
-            .sandbox
-            .as_ref()
-            .map(|p| Arc::new(p.with_write(opts.census_dir.iter().cloned()))),
+        sandbox: env.sandbox.clone(),
         repo_root: prepared.repo_root,
         workdir_rel: prepared.workdir_rel,
         workdir: prepared.workdir,
@@ -507,8 +507,7 @@ async fn run_one(ctx: &Ctx, gate: &Gate, token: &CancelToken) -> GateResult {
     }
 
     let dir = ctx.workdir.join(&gate.working_dir);
-    let report = census_dir.map(|d| census_report(d, gate));
-    let report = report.as_deref();
+    let report = census_dir.filter(|_| wants_census(census_dir, gate, &args));
     let mut result = execute(ctx, gate, &args, &dir, report, token).await;
     if !result.passed
         && ctx.rerun
@@ -592,8 +591,8 @@ fn wants_census(dir: Option<&Path>, gate: &Gate, args: &[String]) -> bool {
     dir.is_some() && crate::census::runner_of(&gate.program, args).is_some()
 }
 
-/// Where the census report of `gate` goes in `dir`.
-fn census_report(dir: &Path, gate: &Gate) -> PathBuf {
+/// The name of `gate`'s report file: the gate's name, safe as a file name.
+fn report_name(gate: &Gate) -> String {
     let name: String = gate
         .name
         .chars()
@@ -605,28 +604,44 @@ fn census_report(dir: &Path, gate: &Gate) -> PathBuf {
             }
         })
         .collect();
-    dir.join(format!("{name}.xml"))
+    format!("{name}.report")
+}
+
+/// A fresh private directory for one gate run's reports under `parent`:
+/// mode 0700 (the parent too, when this makes it), a random name, removed
+/// when dropped. What the census reads is what this run wrote there.
+pub fn private_report_dir(parent: &Path) -> std::io::Result<tempfile::TempDir> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if !parent.is_dir() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(parent)?;
+    }
+    tempfile::Builder::new()
+        .prefix("census-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir_in(parent)
 }
 
 /// Runs the gate's process once and turns its outcome into a result (with
-/// the census when `report` says where its report goes).
+/// the census when `census_dir` says where its private report directory
+/// goes).
 async fn execute(
     ctx: &Ctx,
     gate: &Gate,
     args: &[String],
     dir: &Path,
-    report: Option<&Path>,
+    census_dir: Option<&Path>,
     token: &CancelToken,
 ) -> GateResult {
     let mut r = base_result(gate, ctx);
-    let plan = report.and_then(|p| crate::census::instrument(&gate.program, args, p));
-    if let Some(path) = plan.as_ref().and_then(|p| p.report.as_deref()) {
-        // Never a stale report: what is read is what this run wrote.
-        let _ = std::fs::remove_file(path);
-        if let Some(parent) = path.parent() {
-            let _ = std::fs::create_dir_all(parent);
-        }
-    }
+    // Without its private directory a gate runs without a census (never
+    // with a report somewhere else).
+    let private = census_dir.and_then(|d| private_report_dir(d).ok());
+    let plan = private.as_ref().and_then(|d| {
+        crate::census::instrument(&gate.program, args, &d.path().join(report_name(gate)))
+    });
     let args = plan.as_ref().map_or(args, |p| p.args.as_slice());
     if token.is_cancelled() {
         return skipped(gate, ctx, CANCELLED.into(), false);
@@ -647,8 +662,10 @@ async fn execute(
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
     }
-    // Gates run in a network namespace of their own: loopback only.
+    // Gates run in a network namespace of their own: loopback only; they
+    // may write their report directory.
     if let Some(policy) = &ctx.sandbox {
+        let policy = policy.with_write(private.iter().map(|d| d.path().to_path_buf()));
         spec = spec.sandbox(Arc::new(policy.with_own_network()));
     }
     let mut running = match spec.spawn() {
@@ -698,7 +715,7 @@ async fn execute(
     let stderr = outcome.stderr.text_lossy();
     if let Some(plan) = &plan {
         if !outcome.timed_out {
-            r.census = Some(crate::census::read(plan, &stdout, &stderr));
+            r.census = Some(crate::census::read(plan, &stdout, &stderr, dir));
         }
     }
     let stdout = match &plan {

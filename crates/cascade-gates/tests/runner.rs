@@ -488,3 +488,69 @@ fn a_toolchain_probed_once_is_remembered_by_later_runs() {
     f.counting("probe", 3);
     assert!(answer(&set, &o, &f.cache()).is_none());
 }
+
+/// A fake `pytest` (the census knows it by its name) that notes where it
+/// was asked to write its JUnit report and that directory's mode, then
+/// writes a report with one passing test when `WRITE_REPORT` is set.
+fn fake_pytest(f: &Fixture) -> String {
+    let notes = f.path("notes");
+    f.script(
+        "pytest",
+        &format!(
+            "for a in \"$@\"; do case \"$a\" in --junitxml=*) r=\"${{a#--junitxml=}}\";; esac; done\n\
+             d=$(dirname \"$r\")\n\
+             echo \"$d $(stat -c %a \"$d\")\" >> '{}'\n\
+             if [ -n \"$WRITE_REPORT\" ]; then\n\
+             printf '<testsuites><testsuite><testcase classname=\"tests.test_a\" name=\"test_one\"/></testsuite></testsuites>' > \"$r\"\n\
+             fi",
+            notes.display()
+        ),
+    )
+}
+
+#[test]
+fn census_reports_are_read_only_from_a_fresh_private_directory_per_run() {
+    let f = Fixture::new();
+    let pytest = fake_pytest(&f);
+    let private = f.path("private");
+    // A forged report where an older cascade kept them, and one guessed
+    // inside the private directory: neither is read.
+    let forged = "<testsuites><testsuite><testcase classname=\"tests.test_a\" name=\"test_one\"/><testcase classname=\"tests.test_a\" name=\"test_two\"/></testsuite></testsuites>";
+    std::fs::create_dir_all(private.join("census-guess")).unwrap();
+    for p in [
+        private.join("tests.xml"),
+        private.join("census-guess/tests.report"),
+    ] {
+        std::fs::write(p, forged).unwrap();
+    }
+    let o = RunOptions {
+        use_cache: false,
+        census_dir: Some(private.clone()),
+        ..opts(&f.repo())
+    };
+    let gates = |env: serde_json::Value| {
+        f.set(json!({"gates": [{"name": "tests", "type": "test", "command": pytest, "env": env}]}))
+    };
+    let cache = f.cache();
+    let written = run(&gates(json!({"WRITE_REPORT": "1"})), &o, &cache);
+    let census = written.gates[0].census.as_ref().expect("a census");
+    assert_eq!(
+        census.tests.keys().collect::<Vec<_>>(),
+        ["tests.test_a.test_one"],
+        "only what the run wrote: {census:?}"
+    );
+    // A run that writes no report has an empty census, forged files or not.
+    let silent = run(&gates(json!({})), &o, &cache);
+    let census = silent.gates[0].census.as_ref().expect("a census");
+    assert!(census.tests.is_empty(), "{census:?}");
+
+    let notes = std::fs::read_to_string(f.path("notes")).unwrap();
+    let dirs: Vec<(&str, &str)> = notes.lines().filter_map(|l| l.rsplit_once(' ')).collect();
+    assert_eq!(dirs.len(), 2, "{notes}");
+    assert_ne!(dirs[0].0, dirs[1].0, "each run gets its own directory");
+    for (dir, mode) in &dirs {
+        assert_eq!(*mode, "700", "{dir}");
+        assert!(Path::new(dir).starts_with(&private), "{dir}");
+        assert!(!Path::new(dir).exists(), "{dir} is removed once read");
+    }
+}

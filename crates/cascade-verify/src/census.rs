@@ -5,9 +5,12 @@
 //! renamed go test), and the number of tests that ran must not fall.
 //!
 //! Not flagged: a test the story's `verify_allow` names (its id or its
-//! function's name, or the rule id), and a test removed from its file in a
+//! function's name, or the rule id), a test removed from its file in a
 //! change that also deletes the code it uses (a deleted module it names,
-//! or a function definition the change removed): an honest clean-up.
+//! or a function definition the change removed): an honest clean-up, and
+//! a test removed from its file whose place another took that ran and
+//! passed (moved under its name, renamed, or covered by a parametrised
+//! test: [`crate::successor`]).
 
 use std::collections::HashSet;
 
@@ -35,6 +38,7 @@ pub fn disappeared(
     }
     let cmp = compare(base, now);
     let deleted = deleted_symbols(files, rules);
+    let written = crate::successor::written_tests(files, rules);
     let mut out = Vec::new();
     let mut excused = 0;
     for (id, outcome) in &cmp.lost {
@@ -47,10 +51,15 @@ pub fn disappeared(
             excused += 1;
             continue;
         }
-        let home = files.iter().find(|d| defines(d.old_text.as_deref(), name));
+        let home = files
+            .iter()
+            .find(|d| holds(rules, d, d.old_text.as_deref(), name));
         if let Some(d) = home {
-            let removed = !defines(d.new_text.as_deref(), name);
-            if removed && uses_deleted(d.old_text.as_deref(), &deleted, name) {
+            let removed = !holds(rules, d, d.new_text.as_deref(), name);
+            if removed
+                && (uses_deleted(d.old_text.as_deref(), &deleted, name)
+                    || took_place(d, name, &written, rules, now))
+            {
                 excused += 1;
                 continue;
             }
@@ -89,10 +98,53 @@ pub fn disappeared(
     out
 }
 
+/// Whether `text` (a side of `d`) defines test `name`: a function of that
+/// name, or a test of that title (vitest, jest).
+fn holds(rules: &RuleSet, d: &FileDiff, text: Option<&str>, name: &str) -> bool {
+    if defines(text, name) {
+        return true;
+    }
+    let (Some(text), Some(lang)) = (text, rules.language_of(&d.path)) else {
+        return false;
+    };
+    rules.tests_of(lang).is_some_and(|ts| {
+        crate::successor::tests_in(text, lang, ts)
+            .iter()
+            .any(|t| t.name == name)
+    })
+}
+
+/// Whether test `name`, removed from `home`, moved to another file or was
+/// replaced by a renamed or parametrised test ([`crate::successor`]) that
+/// ran and passed now.
+fn took_place(
+    home: &FileDiff,
+    name: &str,
+    written: &[crate::successor::TestText],
+    rules: &RuleSet,
+    now: &Census,
+) -> bool {
+    let passes = |n: &str| {
+        now.with(TestOutcome::Passed)
+            .any(|id| short_name(now.runner, id) == n)
+    };
+    if passes(name) {
+        return true;
+    }
+    let path = home.old_path.as_deref().unwrap_or(&home.path);
+    let (Some(old), Some(lang)) = (home.old_text.as_deref(), rules.language_of(path)) else {
+        return false;
+    };
+    rules
+        .tests_of(lang)
+        .and_then(|ts| crate::successor::successor_of(old, lang, ts, name, written))
+        .is_some_and(|t| passes(&t.name))
+}
+
 /// The function (or module) name of a census id: pytest
 /// `tests.test_a.TestK.test_p[1]` -> `test_p`, cargo
 /// `src/lib.rs[calc]::tests::adds` -> `adds`, go `example.com/m.TestA/sub`
-/// -> `TestA`.
+/// -> `TestA`, vitest/jest `src/a.test.ts > total > sums` -> `sums`.
 pub fn short_name(runner: CensusRunner, id: &str) -> &str {
     match runner {
         CensusRunner::Pytest => {
@@ -107,27 +159,37 @@ pub fn short_name(runner: CensusRunner, id: &str) -> &str {
             let last = id.rsplit('.').next().unwrap_or(id);
             last.split('/').next().unwrap_or(last)
         }
+        CensusRunner::Vitest | CensusRunner::Jest => id
+            .rsplit(cascade_gates::census::JS_SEPARATOR)
+            .next()
+            .unwrap_or(id),
     }
 }
 
 /// What the change deleted outright in code that is not a test: the stems
 /// of deleted source files, and functions whose definition is gone.
 pub(crate) fn deleted_symbols(files: &[FileDiff], rules: &RuleSet) -> HashSet<String> {
-    let def = regex::Regex::new(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:def|fn|func)\s+(?:\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*)")
+    let def = regex::Regex::new(r"^\s*(?:export\s+)?(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:def|fn|func|function)\s+(?:\([^)]*\)\s*)?([A-Za-z_][A-Za-z0-9_]*)")
         .expect("a fixed pattern");
     let mut out = HashSet::new();
     for d in files {
         let path = d.old_path.as_deref().unwrap_or(&d.path);
-        let is_test = rules
-            .language_of(path)
-            .is_some_and(|l| rules.is_test_file(l, path));
-        if is_test {
+        let lang = rules.language_of(path);
+        let is_test = lang.is_some_and(|l| rules.is_test_file(l, path));
+        // Where tests are marked by an attribute (Rust) any file may hold
+        // them beside the code: its top-level functions that are not tests
+        // are code.
+        let inline = lang
+            .and_then(|l| rules.tests_of(l))
+            .is_some_and(|ts| ts.attribute.is_some());
+        if is_test && !inline {
             continue;
         }
         let Some(old) = d.old_text.as_deref() else {
             continue;
         };
-        if d.status == FileStatus::Deleted {
+        let test_dir = path.starts_with("tests/") || path.contains("/tests/");
+        if d.status == FileStatus::Deleted && (!is_test || (inline && !test_dir)) {
             if let Some(stem) = std::path::Path::new(path)
                 .file_stem()
                 .and_then(|s| s.to_str())
@@ -135,10 +197,22 @@ pub(crate) fn deleted_symbols(files: &[FileDiff], rules: &RuleSet) -> HashSet<St
                 out.insert(stem.to_string());
             }
         }
+        let tests: HashSet<String> = match (is_test, lang) {
+            (true, Some(l)) => rules.tests_of(l).map_or_else(HashSet::new, |ts| {
+                crate::scan::test_functions(&crate::lex::lex(old, l.syntax()), ts)
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect()
+            }),
+            _ => HashSet::new(),
+        };
         let new = d.new_text.as_deref().unwrap_or("");
         for l in old.lines() {
+            if is_test && l.starts_with(char::is_whitespace) {
+                continue;
+            }
             if let Some(name) = def.captures(l).and_then(|c| c.get(1)) {
-                if !defines(Some(new), name.as_str()) {
+                if !tests.contains(name.as_str()) && !defines(Some(new), name.as_str()) {
                     out.insert(name.as_str().to_string());
                 }
             }
@@ -158,12 +232,20 @@ fn defines(text: Option<&str>, name: &str) -> bool {
     let Some(text) = text else { return false };
     text.lines().any(|l| {
         let t = l.trim_start();
-        ["def ", "fn ", "func ", "async def ", "pub fn "]
-            .iter()
-            .any(|kw| {
-                t.strip_prefix(kw)
-                    .is_some_and(|r| starts_with_word(r, name))
-            })
+        [
+            "def ",
+            "fn ",
+            "func ",
+            "async def ",
+            "pub fn ",
+            "function ",
+            "export function ",
+        ]
+        .iter()
+        .any(|kw| {
+            t.strip_prefix(kw)
+                .is_some_and(|r| starts_with_word(r, name))
+        })
     })
 }
 
@@ -272,6 +354,44 @@ mod tests {
         );
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].file, "tests/test_legacy.py");
+    }
+
+    #[test]
+    fn a_renamed_or_moved_test_that_passes_is_not_flagged() {
+        let rules = RuleSet::builtin();
+        let base = census(&[("tests.test_a.test_total", Passed)]);
+        let old = "def test_total():\n    assert total([1, 2]) == 3\n";
+        let renamed = "def test_total_of_two():\n    assert total([1, 2]) == 3\n";
+        let mut d = diff(
+            "tests/test_a.py",
+            FileStatus::Modified,
+            Some(old),
+            Some(renamed),
+        );
+        d.added = vec![1];
+        let files = [d];
+        let now = census(&[("tests.test_a.test_total_of_two", Passed)]);
+        assert!(disappeared("pytest", &base, &now, &files, &rules, &Intent::default()).is_empty());
+        // The successor did not pass: the test is lost.
+        let failing = census(&[("tests.test_a.test_total_of_two", Skipped)]);
+        let f = disappeared(
+            "pytest",
+            &base,
+            &failing,
+            &files,
+            &rules,
+            &Intent::default(),
+        );
+        assert_eq!(f.len(), 1, "{f:?}");
+        // Moved under its own name to a file that ran.
+        let moved = census(&[("tests.test_b.test_total", Passed)]);
+        let gone = [diff(
+            "tests/test_a.py",
+            FileStatus::Deleted,
+            Some(old),
+            None,
+        )];
+        assert!(disappeared("pytest", &base, &moved, &gone, &rules, &Intent::default()).is_empty());
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! and string delimiters a language has. It knows nothing of grammar beyond
 //! that (no regex literals, no string interpolation), which is all the rules
 //! need: a line's code with string contents blanked (`"..."` becomes `""`),
-//! the same with the contents kept, and its comment text.
+//! the same with the contents kept, and its comment text; and where a
+//! braced block closes ([`block_close`]), by the braces of code alone.
 
 /// A string delimiter pair.
 #[derive(Debug, Clone, Copy)]
@@ -278,6 +279,29 @@ fn special_bytes(syntax: &Syntax) -> [bool; 256] {
         add("'");
     }
     set
+}
+
+/// The line where the braced block opened on line `from` (or the first
+/// line after it with a `{`) closes, counting the braces of code only.
+pub fn block_close(lines: &[Line], from: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    let mut opened = false;
+    for (j, l) in lines.iter().enumerate().skip(from) {
+        for c in l.code.chars() {
+            match c {
+                '{' => {
+                    depth += 1;
+                    opened = true;
+                }
+                '}' => depth -= 1,
+                _ => {}
+            }
+        }
+        if opened && depth <= 0 {
+            return Some(j);
+        }
+    }
+    None
 }
 
 #[cfg(test)]

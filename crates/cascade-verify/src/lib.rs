@@ -61,6 +61,7 @@ mod result_hook;
 pub mod rules;
 pub mod scan;
 pub mod secrets;
+mod successor;
 #[cfg(test)]
 mod tests;
 

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use cascade_git::diff::FileDiff;
 use cascade_process::{CancelToken, Spec};
-use serde_json::Value;
 
 use crate::lex;
 use crate::rules::{Language, RuleSet};
@@ -343,24 +342,7 @@ fn test_module(text: &str) -> Option<(usize, usize)> {
         c.starts_with("#[cfg(test)]")
     })?;
     let m = (attr..lines.len().min(attr + 4)).find(|&j| lines[j].code.contains("mod "))?;
-    let mut depth = 0i32;
-    let mut opened = false;
-    for (j, l) in lines.iter().enumerate().skip(m) {
-        for c in l.code.chars() {
-            match c {
-                '{' => {
-                    depth += 1;
-                    opened = true;
-                }
-                '}' => depth -= 1,
-                _ => {}
-            }
-        }
-        if opened && depth == 0 {
-            return Some((attr, j));
-        }
-    }
-    None
+    lex::block_close(&lines, m).map(|j| (attr, j))
 }
 
 /// Symlinks the source's `node_modules` (beside each package.json of a
@@ -819,18 +801,19 @@ pub fn passed(runner: Runner, output: &str, report: Option<&str>) -> Vec<String>
                 }
             }
         }
-        // Jest's JSON report (vitest writes the same shape).
+        // Jest's JSON report (vitest writes the same shape), read as the
+        // census reads it; a test's title is its id here.
         Runner::Vitest | Runner::Jest => {
-            let Some(v) = report.and_then(|r| serde_json::from_str::<Value>(r).ok()) else {
-                return out;
-            };
-            for file in v["testResults"].as_array().into_iter().flatten() {
-                for a in file["assertionResults"].as_array().into_iter().flatten() {
-                    if a["status"] == "passed" {
-                        out.extend(a["title"].as_str().map(str::to_string));
-                    }
-                }
-            }
+            let census = cascade_gates::census::read_js_report(
+                cascade_gates::CensusRunner::Jest,
+                report.unwrap_or(""),
+                Path::new(""),
+            );
+            out.extend(
+                census
+                    .with(cascade_gates::TestOutcome::Passed)
+                    .map(|id| crate::census::short_name(census.runner, id).to_string()),
+            );
         }
     }
     out

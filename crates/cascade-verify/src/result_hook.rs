@@ -6,7 +6,8 @@
 //! what pytest reports, so a hook that forges the report forges the census:
 //! such a hook is judged by what it is, wherever it lives (a conftest.py, a
 //! plugin module), and a story that means to add one says so in
-//! `verify_allow`.
+//! `verify_allow`: the file's path (which also allows that file's
+//! test-collection edits, `test-config-edit`) or the rule id.
 
 use crate::rules::Language;
 use crate::scan::{blank, finding, indent, Finding, Prepared};
@@ -50,7 +51,7 @@ pub(crate) fn result_hooks(p: &Prepared, out: &mut Vec<Finding>) {
         };
         if let Some(what) = what {
             let message = format!(
-                "{what} added or changed: it can rewrite test outcomes, so the gate's result cannot be trusted (allow it with `verify_allow: [\"{RESULT_HOOK}\"]`)"
+                "{what} added or changed: it can rewrite test outcomes, so the gate's result cannot be trusted (allow it with `verify_allow: [\"{}\"]`, or `[\"{RESULT_HOOK}\"]`)", p.diff.path
             );
             let line_no = i as u32 + 1;
             out.push(finding(

@@ -79,20 +79,24 @@ impl std::fmt::Display for Finding {
 #[derive(Debug, Clone, Default)]
 pub struct Intent {
     /// A story's `verify_allow`: rule ids, and files (paths or globs) whose
-    /// protected-file or test-runner-setting findings go.
+    /// protected-file, test-runner-setting and result-hook findings go.
     pub allow: Vec<String>,
 }
 
+/// The findings a story may allow by naming their file: what a file
+/// changes about how tests are run and reported (a conftest that sorts
+/// the collected tests is all three at once).
+const BY_FILE: [&str; 3] = [GATE_CONFIG_EDIT, TEST_CONFIG_EDIT, crate::RESULT_HOOK];
+
 impl Intent {
     /// Whether the story allows `f`: its rule, or (for an edit of a
-    /// protected file or test-runner settings) its file.
+    /// protected file, of test-runner settings, or a result hook) its file.
     pub fn allows(&self, rules: &RuleSet, f: &Finding) -> bool {
         self.allow.iter().any(|a| {
             if a == &f.rule {
                 return true;
             }
-            if rules.has_rule(a) || !matches!(f.rule.as_str(), GATE_CONFIG_EDIT | TEST_CONFIG_EDIT)
-            {
+            if rules.has_rule(a) || !BY_FILE.contains(&f.rule.as_str()) {
                 return false;
             }
             let entry = a.trim_start_matches("./").trim_end_matches('/');
@@ -162,12 +166,16 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
     // What the change deleted outright: a test removed with the code it
     // uses is a clean-up, not a removed test.
     let deleted = crate::census::deleted_symbols(files, rules);
+    // Tests the change added or changed: one may take a removed test's
+    // place (a rename, a parametrised test replacing copies).
+    let written = crate::successor::written_tests(files, rules);
     for p in &prepared {
         line_rules(p, rules, &mut out);
         if let (Some(lang), Some(ts)) = (p.lang, p.lang.and_then(|l| rules.tests_of(l))) {
             let gone = Gone {
                 new_tests: &new_tests,
                 deleted: &deleted,
+                written: &written,
             };
             removed_tests(p.diff, lang, ts, rules, &gone, &mut out);
             emptied_tests(p, lang, ts, &mut out);
@@ -501,10 +509,13 @@ struct Gone<'a> {
     new_tests: &'a HashSet<String>,
     /// Modules and functions the change deleted outright.
     deleted: &'a HashSet<String>,
+    /// Tests the change added or changed (successors of removed ones).
+    written: &'a [crate::successor::TestText],
 }
 
 /// Tests of the old text that no longer run: removed (and not moved to
-/// another test file, nor deleted with the code they use), or in a file
+/// another test file, nor deleted with the code they use, nor replaced by
+/// a renamed or parametrised test: [`crate::successor`]), or in a file
 /// renamed to a name the test runner does not collect (`test_calc.py` ->
 /// `calc_checks.py`).
 fn removed_tests(
@@ -529,10 +540,20 @@ fn removed_tests(
     let removed: HashSet<u32> = diff.removed.iter().copied().collect();
     let old_raw: Vec<&str> = old.lines().collect();
     let old_lines = lex::lex(old, lang.syntax());
+    let old_tests = crate::successor::tests_in(old, lang, ts);
     for (name, i) in test_functions(&old_lines, ts) {
         let n = i as u32 + 1;
         let cleanup = !uncollected && crate::census::uses_deleted(Some(old), gone.deleted, &name);
-        if (uncollected || removed.contains(&n)) && !gone.new_tests.contains(&name) && !cleanup {
+        let replaced = !uncollected
+            && old_tests
+                .iter()
+                .find(|t| t.name == name)
+                .is_some_and(|t| crate::successor::successor(t, gone.written).is_some());
+        if (uncollected || removed.contains(&n))
+            && !gone.new_tests.contains(&name)
+            && !cleanup
+            && !replaced
+        {
             let message = if uncollected {
                 format!(
                     "test '{name}' no longer runs: '{old_path}' was renamed to '{}', which the test runner does not collect",

@@ -450,6 +450,33 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
 }
 
 #[test]
+fn a_conftest_hook_is_allowed_by_its_file_or_the_rule() {
+    let hook = added(
+        "tests/conftest.py",
+        "def pytest_collection_modifyitems(items):\n    items.sort(key=lambda i: i.name)\n",
+    );
+    let rules: Vec<String> = run(std::slice::from_ref(&hook))
+        .into_iter()
+        .map(|f| f.rule)
+        .collect();
+    assert_eq!(rules, ["result-hook", "test-config-edit"], "{rules:?}");
+    // The file allows both (it sorts what it collects: one edit).
+    let by_file = Intent {
+        allow: vec!["tests/conftest.py".into()],
+    };
+    let v = crate::check(std::slice::from_ref(&hook), &RuleSet::builtin(), &by_file);
+    assert!(v.findings.is_empty(), "{:?}", v.findings);
+    assert_eq!(v.allowed.len(), 2);
+    // The rule id allows the hook alone.
+    let by_rule = Intent {
+        allow: vec![crate::RESULT_HOOK.into()],
+    };
+    let left = scan(&[hook], &RuleSet::builtin(), &by_rule);
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].rule, "test-config-edit");
+}
+
+#[test]
 fn allowed_rules_go_and_findings_name_file_line_rule() {
     let f = added("src/lib.rs", "fn f() {\n    todo!()\n}\n");
     let got = run(std::slice::from_ref(&f));

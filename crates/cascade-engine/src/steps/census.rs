@@ -28,10 +28,15 @@ use crate::events::Event;
 /// One base run at a time: two stories on the same base wait for one run.
 static BASE_RUN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Where an attempt's census reports go (cascade's own directory, outside
-/// the worktree).
+/// The attempt's private directory (0700, cascade's own, outside every
+/// worktree) under which each of its gate runs makes a fresh report
+/// directory ([`cascade_gates::runner::private_report_dir`]), so nothing
+/// the story wrote before its gates ran, here or where an older cascade
+/// kept the reports (`.cascade/census/<story>-<attempt>/`), is read.
 pub(super) fn report_dir(ctx: &Ctx, story: &str, attempt: u32) -> PathBuf {
-    ctx.artifacts_dir
+    ctx.paths
+        .cascade_dir()
+        .join("tmp")
         .join("census")
         .join(format!("{story}-{attempt}"))
 }

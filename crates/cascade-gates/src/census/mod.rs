@@ -4,20 +4,26 @@
 //!
 //! A gate is census-aware when its command is a runner cascade knows:
 //! pytest (`pytest`, `python -m pytest`: a JUnit XML report with
-//! `--junitxml=<path>` in a directory of cascade's, outside the worktree),
+//! `--junitxml=<path>` in a fresh private directory of cascade's for each
+//! run, outside the worktree: [`crate::runner::private_report_dir`]),
 //! `cargo test` (libtest's `test NAME ... ok|ignored|FAILED` lines, with
 //! `--format=pretty` added when the gate is quiet; the `Running ...` lines
-//! on stderr say which test binary each block came from) and `go test`
+//! on stderr say which test binary each block came from), `go test`
 //! (`-json` added; the events are turned back into go's text for the error
-//! parser). [`instrument`] adds cascade's arguments, [`read`] reads the
-//! outcome, [`compare`] tells what a change lost against its base.
+//! parser), and vitest and jest (`vitest`, `jest`, `npx vitest|jest`: their
+//! JSON report in a private directory as pytest's). [`instrument`] adds
+//! cascade's arguments, [`read`] reads the outcome, [`compare`] tells what
+//! a change lost against its base.
 //!
 //! The census of a gate travels in its [`crate::GateResult`] (and so in the
 //! gate cache): a cached result answers the census too.
 
 mod gotest;
+mod jsreport;
 mod libtest;
 mod pytest;
+
+pub use jsreport::SEPARATOR as JS_SEPARATOR;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,6 +37,8 @@ pub enum CensusRunner {
     Pytest,
     Cargo,
     Go,
+    Vitest,
+    Jest,
 }
 
 impl CensusRunner {
@@ -39,6 +47,8 @@ impl CensusRunner {
             CensusRunner::Pytest => "pytest",
             CensusRunner::Cargo => "cargo test",
             CensusRunner::Go => "go test",
+            CensusRunner::Vitest => "vitest",
+            CensusRunner::Jest => "jest",
         }
     }
 }
@@ -110,6 +120,13 @@ pub fn runner_of(program: &str, args: &[String]) -> Option<CensusRunner> {
             .then_some(CensusRunner::Pytest),
         "cargo" if first == Some("test") => Some(CensusRunner::Cargo),
         "go" if first == Some("test") => Some(CensusRunner::Go),
+        "vitest" => Some(CensusRunner::Vitest),
+        "jest" => Some(CensusRunner::Jest),
+        "npx" => match first {
+            Some("vitest") => Some(CensusRunner::Vitest),
+            Some("jest") => Some(CensusRunner::Jest),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -142,6 +159,21 @@ pub fn instrument(program: &str, args: &[String], report: &Path) -> Option<Instr
                 out.insert(at, "-json".into());
             }
         }
+        // The person's reporter stays on the terminal; the JSON one goes
+        // to cascade's file (the last `--outputFile` wins).
+        CensusRunner::Vitest => {
+            if !args.iter().any(|a| a.starts_with("--reporter")) {
+                out.push("--reporter=default".into());
+            }
+            out.push("--reporter=json".into());
+            out.push(format!("--outputFile.json={}", report.display()));
+            report_file = Some(report.to_path_buf());
+        }
+        CensusRunner::Jest => {
+            out.push("--json".into());
+            out.push(format!("--outputFile={}", report.display()));
+            report_file = Some(report.to_path_buf());
+        }
     }
     Some(Instrumented {
         runner,
@@ -150,22 +182,38 @@ pub fn instrument(program: &str, args: &[String], report: &Path) -> Option<Instr
     })
 }
 
-/// The census of a run of an instrumented gate. A report that should be
-/// there and is not (or cannot be read) is an empty census: nothing is
-/// known to have run.
-pub fn read(plan: &Instrumented, stdout: &str, stderr: &str) -> Census {
+/// The census of a run of an instrumented gate in `root` (where it ran). A
+/// report that should be there and is not (or cannot be read) is an empty
+/// census: nothing is known to have run.
+pub fn read(plan: &Instrumented, stdout: &str, stderr: &str, root: &Path) -> Census {
+    let report = || {
+        plan.report
+            .as_deref()
+            .and_then(read_report)
+            .unwrap_or_default()
+    };
     match plan.runner {
-        CensusRunner::Pytest => {
-            let text = plan
-                .report
-                .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .unwrap_or_default();
-            pytest::parse_junit(&text)
-        }
+        CensusRunner::Pytest => pytest::parse_junit(&report()),
         CensusRunner::Cargo => libtest::parse(stdout, stderr),
         CensusRunner::Go => gotest::parse(stdout),
+        CensusRunner::Vitest | CensusRunner::Jest => jsreport::parse(plan.runner, &report(), root),
     }
+}
+
+/// The census of a vitest or jest JSON report `json` of a run in `root`
+/// (what test proving reads too).
+pub fn read_js_report(runner: CensusRunner, json: &str, root: &Path) -> Census {
+    jsreport::parse(runner, json, root)
+}
+
+/// The text of a report file the runner wrote: a regular file (a link put
+/// in its place by the run is not followed).
+fn read_report(path: &Path) -> Option<String> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() {
+        return None;
+    }
+    std::fs::read_to_string(path).ok()
 }
 
 /// The output as the gate's error parser expects it (go's `-json` events

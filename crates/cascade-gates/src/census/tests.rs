@@ -1,5 +1,6 @@
 //! The census parsers on output captured from real runs (pytest 9.2,
-//! cargo 1.9x, go 1.19: see `testdata/`), instrumenting, and comparing.
+//! cargo 1.9x, go 1.19, jest 30.5 and vitest 5.1 in /tmp/vjt: see
+//! `testdata/`), instrumenting, and comparing.
 
 use super::*;
 
@@ -8,6 +9,14 @@ fn data(name: &str) -> String {
         .join("src/census/testdata")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// That census `c` (of `what`) holds exactly the tests of `want`.
+fn holds_exactly(c: &Census, want: &[(&str, TestOutcome)], what: &str) {
+    assert_eq!(c.tests.len(), want.len(), "{what}: {:?}", c.tests);
+    for (id, o) in want {
+        assert_eq!(c.tests.get(*id), Some(o), "{what}: {id}");
+    }
 }
 
 #[test]
@@ -22,12 +31,54 @@ fn pytest_junit_report_is_read() {
         ("tests.test_a.TestK.test_p[1]", TestOutcome::Passed),
         ("tests.test_a.TestK.test_p[2]", TestOutcome::Passed),
     ];
-    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
-    for (id, o) in want {
-        assert_eq!(c.tests.get(id), Some(&o), "{id}");
-    }
+    holds_exactly(&c, &want, "");
     assert_eq!(c.ran(), 4);
     assert!(pytest::parse_junit("not xml <").tests.is_empty());
+}
+
+#[test]
+fn jest_and_vitest_json_reports_are_read_relative_to_where_they_ran() {
+    for (runner, file) in [
+        (CensusRunner::Jest, "jest.json"),
+        (CensusRunner::Vitest, "vitest.json"),
+    ] {
+        let c = read_js_report(runner, &data(file), Path::new("/tmp/vjt"));
+        let want = [
+            ("src/calc.test.js > total > sums", TestOutcome::Passed),
+            ("src/calc.test.js > total > later", TestOutcome::Skipped),
+            ("src/calc.test.js > total > fails", TestOutcome::Failed),
+            ("src/calc.test.js > top", TestOutcome::Passed),
+        ];
+        holds_exactly(&c, &want, file);
+        assert_eq!(c.runner, runner);
+    }
+    assert!(
+        read_js_report(CensusRunner::Jest, "not json", Path::new("/"))
+            .tests
+            .is_empty()
+    );
+}
+
+#[test]
+fn vitest_and_jest_are_instrumented_with_a_json_report() {
+    let report = Path::new("/private/r.report");
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = instrument("npx", &args(&["vitest", "run"]), report).expect("vitest");
+    assert_eq!(v.runner, CensusRunner::Vitest);
+    assert_eq!(
+        v.args,
+        args(&[
+            "vitest",
+            "run",
+            "--reporter=default",
+            "--reporter=json",
+            "--outputFile.json=/private/r.report"
+        ])
+    );
+    let j = instrument("node_modules/.bin/jest", &[], report).expect("jest");
+    assert_eq!(j.args, args(&["--json", "--outputFile=/private/r.report"]));
+    assert_eq!(j.report.as_deref(), Some(report));
+    assert!(instrument("npx", &args(&["eslint", "."]), report).is_none());
 }
 
 #[test]
@@ -40,10 +91,7 @@ fn libtest_output_is_read_with_its_binaries() {
         ("tests/api.rs[api]::adds", TestOutcome::Passed),
         ("doc[calc]::src/lib.rs - add", TestOutcome::Passed),
     ];
-    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
-    for (id, o) in want {
-        assert_eq!(c.tests.get(id), Some(&o), "{id}");
-    }
+    holds_exactly(&c, &want, "");
     // Quiet cargo prints no `Running` lines: names alone.
     let quiet = libtest::parse("running 1 test\ntest tests::adds ... ok\n", "");
     assert_eq!(quiet.tests.get("tests::adds"), Some(&TestOutcome::Passed));
@@ -60,10 +108,7 @@ fn go_json_events_are_read_and_turned_back_into_text() {
         ("example.com/calc.TestSub", TestOutcome::Passed),
         ("example.com/calc.TestSub/inner", TestOutcome::Passed),
     ];
-    assert_eq!(c.tests.len(), want.len(), "{:?}", c.tests);
-    for (id, o) in want {
-        assert_eq!(c.tests.get(id), Some(&o), "{id}");
-    }
+    holds_exactly(&c, &want, "");
     let text = gotest::plain_text(&out);
     assert!(
         text.contains("    calc_test.go:4: bad\n--- FAIL: TestBad"),
