@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::common::{cascade, git, init_repo, script, write_json};
+use crate::common::{cascade, explain, git, init_repo, script, write_json};
 
 /// A codex stub: today's `exec --help`, clap's rejection of `--full-auto`,
 /// logged in; as an agent it writes a file (so a story can complete).
@@ -263,14 +263,19 @@ esac"#;
 
 /// The fake PATH with the claude stub, and an agents.json using only it.
 fn claude_only(dir: &Path) -> PathBuf {
+    claude_stub(dir, CLAUDE, &["-p", "{prompt}", "--output-format", "text"])
+}
+
+/// The fake PATH with `stub` as claude, and an agents.json whose only
+/// agent runs it with `args`.
+fn claude_stub(dir: &Path, stub: &str, args: &[&str]) -> PathBuf {
     let bin = fake_bin(dir);
-    script(&bin.join("claude"), CLAUDE);
+    script(&bin.join("claude"), stub);
     write_json(
         &dir.join("agents.json"),
         &json!({
             "default_agent": "claude",
-            "agents": {"claude": {"type": "cli", "command": "claude", "timeout": 60,
-                "args": ["-p", "{prompt}", "--output-format", "text"]}}
+            "agents": {"claude": {"type": "cli", "command": "claude", "timeout": 60, "args": args}}
         }),
     );
     bin
@@ -353,4 +358,102 @@ fn a_cached_failure_is_checked_again_before_it_refuses_a_run() {
         serde_json::from_slice(&std::fs::read(dir.join(".cascade/agent-checks.json")).unwrap())
             .unwrap();
     assert_eq!(v["agents"]["claude"]["check"]["status"], "ok", "{v}");
+}
+
+/// A claude stub shaped like Claude Code's commander parser: `--help` and
+/// `--version` win wherever they are on the line (and `--help` does not
+/// list `--verbose`), `--verbose` is refused when the argv is parsed, and
+/// anything that gets past the parser would call a model (noted in
+/// `model-called` next to the script, and writes the story's file).
+const CLAUDE_STRICT: &str = r#"for a in "$@"; do
+  case "$a" in
+    --version) echo "2.1.197 (Claude Code)"; exit 0;;
+    --help) printf 'Usage: claude [options] [prompt]\n  -p, --print\n  --output-format <format>\n'; exit 0;;
+  esac
+done
+case "$*" in "auth status") echo '{"loggedIn": true}'; exit 0;; esac
+for a in "$@"; do
+  case "$a" in
+    --verbose) echo "error: unknown option '--verbose'" >&2; exit 1;;
+  esac
+done
+touch "$(dirname "$0")/model-called"
+echo "claude was here" > claude.txt"#;
+
+/// Issue 45 item 6, the probe end to end: a flag agents.json passes that
+/// claude's `--help` does not list and its parser rejects fails `agents
+/// check` naming the flag and the fix, and refuses the run before any
+/// story starts; the probe itself never gets past the parser.
+#[test]
+fn a_flag_claude_rejects_at_parse_time_fails_the_check_and_refuses_approve() {
+    let repo = init_repo();
+    let dir = repo.path();
+    let bin = claude_stub(
+        dir,
+        CLAUDE_STRICT,
+        &["-p", "{prompt}", "--output-format", "text", "--verbose"],
+    );
+    prd(dir);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "plan"]);
+
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", explain(&out));
+    let v = json_of(&out);
+    assert_eq!(v["passed"], false, "{v}");
+    let claude = &v["agents"][0];
+    assert_eq!(claude["agent"], "claude", "{v}");
+    assert_eq!(claude["status"], "failed", "{v}");
+    let problems = claude["problems"].as_array().cloned().unwrap_or_default();
+    let p = problems
+        .iter()
+        .find(|p| p["kind"] == "missing_flag")
+        .unwrap_or_else(|| panic!("no missing_flag: {v}"));
+    let message = p["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("--verbose") && message.contains("unknown option '--verbose'"),
+        "the flag, in the CLI's own words: {message}"
+    );
+    let fix = p["fix"].as_str().unwrap_or_default();
+    assert!(
+        fix.contains("agents.json") && fix.contains("claude --help"),
+        "{fix}"
+    );
+    // The same in the text report.
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["agents", "check", "--refresh"])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("--verbose") && text.contains("agents.json"),
+        "{text}"
+    );
+
+    // The run is refused (exit 2) before any story starts.
+    let out = cascade(dir)
+        .env("PATH", &bin)
+        .args(["approve", "--auto-run", "--json", "--retry-delay", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", explain(&out));
+    assert!(err.contains("--verbose"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains("\"story_started\""), "{stdout}");
+    assert!(!dir.join("claude.txt").exists());
+    assert!(
+        !bin.join("model-called").exists(),
+        "a probe or a story got past claude's parser"
+    );
 }

@@ -213,10 +213,33 @@ if [ -f "$T/shared-$id" ]; then cp "$T/shared-$id" shared.txt; fi"#
             }
         }
 
+        /// Whether the worker `pid` started has exited (reaped then).
+        pub fn worker_exited(&mut self, pid: u32) -> bool {
+            self.workers
+                .iter_mut()
+                .find(|w| w.id() == pid)
+                .is_some_and(|w| !matches!(w.try_wait(), Ok(None)))
+        }
+
         /// `approve --auto-run --json --fleet URL` (plus `extra`) started in
         /// the background, its output piped.
         pub fn spawn_approve(&self, extra: &[&str]) -> Child {
-            self.command(&["approve", "--auto-run", "--json", "--fleet", &self.nats.url])
+            self.spawn_coordinator("approve", extra)
+        }
+
+        /// A killed (or stopped) coordinator restarted as docs/fleet.md
+        /// says: `resume --auto-run --json --fleet URL`, in the background;
+        /// `approve` again when it died before it recorded a run.
+        pub fn spawn_restart(&self) -> Child {
+            let db = cascade_engine::store::db_path(&self.repo().join(".cascade"));
+            let recorded = cascade_engine::state::RunState::load(&db).is_ok_and(|r| r.is_some());
+            let verb = if recorded { "resume" } else { "approve" };
+            self.spawn_coordinator(verb, &["--retry-delay", "0"])
+        }
+
+        /// `<verb> --auto-run --json --fleet URL <extra>`, output piped.
+        fn spawn_coordinator(&self, verb: &str, extra: &[&str]) -> Child {
+            self.command(&[verb, "--auto-run", "--json", "--fleet", &self.nats.url])
                 .args(extra)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
@@ -606,76 +629,249 @@ done"#;
         assert_eq!(temp_files(f.repo()), Vec::<PathBuf>::new());
     }
 
-    /// Chaos: `kill -9` of a worker at random moments (restarted with its
-    /// id: same directory and clones), `CASCADE_FLEET_CHAOS_TRIALS` times
-    /// (2 by default); every story's agent whose worker dies keeps writing
-    /// stray files. After each trial: every story merged exactly once, no
-    /// commit holds a file its story's agent did not write, no agent left
-    /// running, no branch or ref left.
-    #[test]
-    fn kill_9_of_workers_at_random_points_merges_each_story_once_and_leaks_nothing() {
-        let trials: usize = std::env::var("CASCADE_FLEET_CHAOS_TRIALS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
-        let mut seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1)
-            | 1;
-        println!("chaos seed {seed}");
-        let mut next = move |below: u64| {
-            // xorshift64: reproducible from the printed seed.
+    /// What a chaos trial does to the fleet, at a random moment each.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Fault {
+        /// `kill -9` of worker `i`, restarted with its id (same directory
+        /// and clones).
+        KillWorker(usize),
+        /// `kill -9` of the coordinator, restarted as docs/fleet.md says:
+        /// `cascade resume --auto-run --fleet URL`.
+        KillCoordinator,
+        /// nats-server stopped and started again on the same port and
+        /// store directory (JetStream's streams persist).
+        RestartNats,
+    }
+
+    /// xorshift64 from `seed`: a trial's schedule is reproducible from it.
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        seed |= 1;
+        move |below: u64| {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            seed % below
-        };
+            seed % below.max(1)
+        }
+    }
+
+    /// Chaos: in each trial `kill -9` of the workers (twice) and of the
+    /// coordinator, and a restart of nats-server, in a random order at
+    /// random moments, while every story's agent whose worker dies keeps
+    /// writing stray files. 10 trials (`CASCADE_FLEET_CHAOS_TRIALS` for
+    /// more), seeded from the clock or `CASCADE_CHAOS_SEED`; a failing
+    /// trial names the seed that replays its schedule. After each trial:
+    /// every story merged exactly once, no commit holds a file its story's
+    /// agent did not write, no agent left running, no branch or ref left.
+    #[test]
+    fn kill_9_of_workers_and_the_coordinator_and_a_nats_restart_merge_each_story_once() {
+        let trials: usize = std::env::var("CASCADE_FLEET_CHAOS_TRIALS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(10);
+        let seed = std::env::var("CASCADE_CHAOS_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            });
+        let mut seeds = xorshift(seed);
+        let mut trial_seed = seed;
         for trial in 0..trials {
-            let stories = json!(ids(4).iter().map(|id| story(id, &[])).collect::<Vec<_>>());
-            let Some(mut f) = Fleet::new(&format!("fleet_chaos_{trial}"), stories) else {
+            let started = Instant::now();
+            if !chaos_trial(trial, trial_seed) {
                 return;
-            };
-            for id in ids(4) {
-                std::fs::write(f.t(&format!("stray-{id}")), "").unwrap();
-                std::fs::write(f.t(&format!("sleep-{id}")), "1").unwrap();
             }
-            let names = ["w1", "w2"];
-            let mut workers = names.map(|w| f.worker(w, 1, &[]));
-            f.wait_for_workers(2);
-            let coordinator = f.spawn_approve(&["--retry-delay", "0"]);
-            for _ in 0..2 {
-                std::thread::sleep(Duration::from_millis(next(3000)));
-                let i = next(2) as usize;
-                f.kill_worker(workers[i]);
-                workers[i] = f.worker(names[i], 1, &[]);
-            }
-            let out = coordinator.wait_with_output().expect("coordinator ends");
-            assert_eq!(
-                code(&out),
-                0,
-                "trial {trial}: {}{}",
-                explain(&out),
-                f.worker_logs()
+            println!(
+                "chaos trial {trial} (CASCADE_CHAOS_SEED={trial_seed}): {:?}",
+                started.elapsed()
             );
-            f.assert_all_merged_once(&events(&out), &ids(4));
-            assert_commits_hold_only_their_storys_file(f.repo());
-            assert_eq!(git(f.repo(), &["show", "main:README.md"]), "# test\n");
-            for id in ids(4) {
-                let left = alive_after_grace(&f.t(&format!("pids-{id}")));
-                assert_eq!(
-                    left,
-                    Vec::<u32>::new(),
-                    "trial {trial}: agents of {id} left"
-                );
+            trial_seed = seeds(u64::MAX);
+        }
+    }
+
+    /// The stories of a chaos trial.
+    const CHAOS_STORIES: usize = 2;
+
+    /// One trial (see the test above); `false`: skipped (no nats-server).
+    fn chaos_trial(trial: usize, seed: u64) -> bool {
+        let tag = format!(
+            "trial {trial} (replay: CASCADE_CHAOS_SEED={seed} CASCADE_FLEET_CHAOS_TRIALS=1)"
+        );
+        let mut next = xorshift(seed);
+        let all = ids(CHAOS_STORIES);
+        let stories = json!(all.iter().map(|id| story(id, &[])).collect::<Vec<_>>());
+        let Some(mut f) = Fleet::new(&format!("fleet_chaos_{trial}"), stories) else {
+            return false;
+        };
+        for id in &all {
+            std::fs::write(f.t(&format!("stray-{id}")), "").unwrap();
+            std::fs::write(f.t(&format!("sleep-{id}")), "1").unwrap();
+        }
+        let names = ["w1", "w2"];
+        let mut workers = names.map(|w| f.worker(w, 1, &[]));
+        f.wait_for_workers(2);
+        let mut faults = vec![
+            Fault::KillWorker(next(2) as usize),
+            Fault::KillWorker(next(2) as usize),
+            Fault::KillCoordinator,
+            Fault::RestartNats,
+        ];
+        for i in (1..faults.len()).rev() {
+            faults.swap(i, next(i as u64 + 1) as usize);
+        }
+        println!("{tag}: {faults:?}");
+        let mut outputs = Vec::new();
+        let mut coordinator = Some(f.spawn_approve(&["--retry-delay", "0"]));
+        for fault in faults {
+            std::thread::sleep(Duration::from_millis(next(1000)));
+            match fault {
+                Fault::KillWorker(i) => {
+                    f.kill_worker(workers[i]);
+                    workers[i] = f.worker(names[i], 1, &[]);
+                }
+                Fault::KillCoordinator => {
+                    let Some(mut c) = coordinator.take() else {
+                        continue;
+                    };
+                    let running = matches!(c.try_wait(), Ok(None));
+                    if running {
+                        let _ = c.kill();
+                    }
+                    let out = c.wait_with_output().expect("coordinator reaped");
+                    // A coordinator that ended on its own (done, or NATS
+                    // down) is resumed the same way.
+                    let resume = running || stopped_by_nats(&out);
+                    outputs.push(out);
+                    if resume {
+                        coordinator = Some(f.spawn_restart());
+                    }
+                }
+                Fault::RestartNats => {
+                    f.nats.stop();
+                    std::thread::sleep(Duration::from_millis(next(1000)));
+                    f.nats.restart();
+                }
             }
-            assert_eq!(f.remote_refs(), "", "trial {trial}");
+            // A worker that was still connecting when NATS went away exits
+            // 1 (documented); its supervisor starts it again.
+            for (i, name) in names.iter().enumerate() {
+                if f.worker_exited(workers[i]) {
+                    println!("{tag}: worker {name} had exited; started again");
+                    workers[i] = f.worker(name, 1, &[]);
+                }
+            }
+        }
+        // To the end; a coordinator that stopped because NATS was down is
+        // resumed.
+        for _ in 0..3 {
+            let Some(c) = coordinator.take() else {
+                break;
+            };
+            let out = c.wait_with_output().expect("coordinator ends");
+            let stopped = stopped_by_nats(&out);
+            outputs.push(out);
+            if stopped {
+                coordinator = Some(f.spawn_restart());
+            }
+        }
+        let last = outputs.last().expect("a coordinator ran");
+        assert_eq!(code(last), 0, "{tag}: {}{}", explain(last), f.worker_logs());
+        assert_chaos_left_nothing(&f, &tag, &outputs);
+        true
+    }
+
+    /// Whether a coordinator ended because NATS was down, as docs/fleet.md
+    /// says it does, resumably: exit 130 after 10 s down, or exit 1 when it
+    /// could not reach NATS at its start (it was restarted while NATS was).
+    fn stopped_by_nats(out: &std::process::Output) -> bool {
+        code(out) == 130
+            || (code(out) == 1
+                && String::from_utf8_lossy(&out.stderr).contains("cannot reach NATS"))
+    }
+
+    /// The checks after a chaos trial whose coordinators printed `outputs`.
+    fn assert_chaos_left_nothing(f: &Fleet, tag: &str, outputs: &[std::process::Output]) {
+        let shown = || {
+            let runs: Vec<String> = outputs.iter().map(explain).collect();
+            format!("{}\n{}", runs.join("\n---\n"), f.worker_logs())
+        };
+        // A killed coordinator's last line may be cut short.
+        let evs: Vec<Value> = outputs
+            .iter()
+            .flat_map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .into_owned()
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .collect();
+        for id in ids(CHAOS_STORIES) {
+            // Announced at most once (a merge the killed coordinator made
+            // but did not get to announce is recognized from git), and on
+            // main exactly once.
+            let announced = of_kind(&evs, "story_merged")
+                .iter()
+                .filter(|e| e["story"] == id.as_str())
+                .count();
+            assert!(
+                announced <= 1,
+                "{tag}: {id} merged {announced} times: {}",
+                shown()
+            );
+            let subject = format!("^{id}: ");
+            let commits = git(
+                f.repo(),
+                &[
+                    "log",
+                    "--no-merges",
+                    "--format=%H",
+                    "--grep",
+                    &subject,
+                    "main",
+                ],
+            );
             assert_eq!(
-                other_branches(f.repo()),
-                Vec::<String>::new(),
-                "trial {trial}"
+                commits.lines().count(),
+                1,
+                "{tag}: {id}'s commits on main: {commits}\n{}",
+                shown()
+            );
+            assert_eq!(
+                git(f.repo(), &["show", &format!("main:{id}.txt")]).trim(),
+                id,
+                "{tag}"
+            );
+            let left = alive_after_grace(&f.t(&format!("pids-{id}")));
+            assert_eq!(
+                left,
+                Vec::<u32>::new(),
+                "{tag}: agents of {id} left: {}",
+                shown()
             );
         }
+        assert_commits_hold_only_their_storys_file(f.repo());
+        assert_eq!(
+            git(f.repo(), &["show", "main:README.md"]),
+            "# test\n",
+            "{tag}"
+        );
+        assert_eq!(f.remote_refs(), "", "{tag}: {}", shown());
+        assert_eq!(
+            other_branches(f.repo()),
+            Vec::<String>::new(),
+            "{tag}: {}",
+            shown()
+        );
+        let local = git(
+            f.repo(),
+            &["for-each-ref", "--format=%(refname)", "refs/cascade"],
+        );
+        assert_eq!(local.trim(), "", "{tag}: {}", shown());
     }
 
     /// Each commit on main's history that is a story's own (`<id>: ...`)

@@ -130,6 +130,30 @@ sh "$T/prd.sh"
 printf '%s\n' '{"type":"result","result":"wrote the PRD","total_cost_usd":2.0,"usage":{"input_tokens":1000,"output_tokens":100}}'
 "#;
 
+/// Two PRD agents at once: the first one for `late` notes its pid and a
+/// child's of its process group and sleeps (it would write its PRD a
+/// minute later; a later one writes it at once); the one for any other
+/// feature waits until `late`'s has started, then writes its PRD and
+/// reports $2. Written PRDs are noted in `prd.calls` (by prd.sh).
+const PRD_RACE: &str = r#"
+T="$(dirname "$0")"
+f="${CASCADE_STORY_ID#prd-}"
+if [ "$f" = late ]; then
+  if [ ! -f "$T/late-prd.pid" ]; then
+    echo $$ > "$T/late-prd.pid"
+    sleep 60 &
+    echo $! > "$T/late-prd-child.pid"
+    wait
+  fi
+  sh "$T/prd.sh"
+  exit 0
+fi
+i=0
+while [ ! -f "$T/late-prd-child.pid" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+sh "$T/prd.sh"
+printf '%s\n' '{"type":"result","result":"wrote the PRD","total_cost_usd":2.0,"usage":{"input_tokens":1000,"output_tokens":100}}'
+"#;
+
 /// A PRD agent that always writes a PRD with an unknown dependency.
 const PRD_BAD: &str = r#"
 T="$(dirname "$0")"
@@ -151,6 +175,7 @@ fn setup(features: &[F], stories_of: impl Fn(&str) -> Vec<String>) -> Mega {
     script(&t.join("prd.sh"), PRD_GOOD);
     script(&t.join("prd-bad.sh"), PRD_BAD);
     script(&t.join("prd-paid.sh"), PRD_PAID);
+    script(&t.join("prd-race.sh"), PRD_RACE);
     let agent = |cmd: &Path| json!({"type": "cli", "command": cmd.display().to_string(), "args": [], "timeout": 120});
     write_json(
         &t.join("agents.json"),
@@ -161,6 +186,7 @@ fn setup(features: &[F], stories_of: impl Fn(&str) -> Vec<String>) -> Mega {
                 "prd": agent(&t.join("prd.sh")),
                 "prd-bad": agent(&t.join("prd-bad.sh")),
                 "prd-paid": agent(&t.join("prd-paid.sh")),
+                "prd-race": agent(&t.join("prd-race.sh")),
             },
             "phase_defaults": {"planning": {"default_agent": "prd", "fallback_chain": []}}
         }),
@@ -393,6 +419,81 @@ fn the_prd_agents_spend_is_announced_and_charged_to_max_cost() {
         .unwrap_or_else(|| panic!("no events: {}", text(&out)));
     assert_eq!(last["status"], "budget_exhausted", "{}", text(&out));
     assert_eq!(m.note("prd.calls").trim(), "auth", "{}", text(&out));
+}
+
+#[test]
+fn a_prd_charge_over_a_hard_budget_stops_the_other_prd_agents_and_starts_no_feature() {
+    // auth and late are one batch, both without a PRD: their PRD agents run
+    // at once. auth's costs $2 of a $1 hard budget while late's still runs.
+    let m = setup(
+        &[("f1", "auth", &[], false), ("f2", "late", &[], false)],
+        |_| vec![],
+    );
+    let started = Instant::now();
+    let out = m.approve(&[
+        "--prd-agent",
+        "prd-race",
+        "--parallel",
+        "2",
+        "--max-cost",
+        "1",
+        "--hard-budget",
+        "--json",
+    ]);
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let lines = json_lines(&out);
+    let last = lines.last().expect("events");
+    assert_eq!(last["event"], "mega_finished", "{}", text(&out));
+    assert_eq!(last["status"], "budget_exhausted", "{}", text(&out));
+    let exhausted: Vec<&Value> = lines
+        .iter()
+        .filter(|e| e["event"] == "budget_exhausted")
+        .collect();
+    assert_eq!(exhausted.len(), 1, "{}", text(&out));
+    assert_eq!(exhausted[0]["scope"], "run", "{}", exhausted[0]);
+    assert_eq!(exhausted[0]["spent_usd"], 2.0, "{}", exhausted[0]);
+    // late's PRD agent and the child of its process group were stopped,
+    // not left to sleep their minute.
+    for note in ["late-prd.pid", "late-prd-child.pid"] {
+        let pid: u32 = m.note(note).trim().parse().expect("a pid");
+        assert!(!alive(pid), "{note}: {pid} still running");
+    }
+    assert!(took < Duration::from_secs(45), "took {took:?}");
+    // No feature started its stories: no implementation agent ran.
+    assert_eq!(m.note("impl.calls"), "", "{}", text(&out));
+    assert!(
+        lines.iter().all(|e| e["event"] != "run_started"),
+        "{}",
+        text(&out)
+    );
+    let st = m.status_json();
+    assert_eq!(st["status"], "budget_exhausted", "{st}");
+
+    // Resumable: with a budget that holds, auth keeps its PRD (its agent is
+    // not run again), late's is written this time, and both land.
+    let out = m
+        .cmd(&[
+            "resume",
+            "--auto-run",
+            "--retry-delay",
+            "0",
+            "--max-cost",
+            "100",
+            "--prd-agent",
+            "prd-race",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let calls = m.note("prd.calls");
+    assert_eq!(calls.matches("auth").count(), 1, "{calls}");
+    assert_eq!(calls.matches("late").count(), 1, "{calls}");
+    for f in ["auth-1.txt", "late-1.txt"] {
+        assert!(m.root().join(f).is_file(), "{f} missing; {}", text(&out));
+    }
+    assert_eq!(m.status_json()["status"], "completed");
+    assert_eq!(other_branches(m.root()), Vec::<String>::new());
 }
 
 #[test]

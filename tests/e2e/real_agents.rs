@@ -102,24 +102,17 @@ fn project(timeout_secs: u64, api: &str) -> tempfile::TempDir {
     repo
 }
 
-/// `cascade approve` with claude pointed at the mock.
-fn approve(
-    dir: &Path,
-    claude: &Path,
-    api: &str,
-    extra: &[&str],
-) -> (Option<i32>, Vec<Value>, String) {
+/// `cascade` in `dir` with claude's directory first on PATH, its settings
+/// in `home` (not the repository under test), and the Anthropic API at
+/// the mock `api`: nothing claude sends leaves 127.0.0.1.
+fn with_claude(dir: &Path, claude: &Path, api: &str, home: &Path) -> assert_cmd::Command {
     let bin_dir = claude.parent().expect("claude has a directory");
     let path = std::env::join_paths(std::iter::once(bin_dir.to_path_buf()).chain(
         std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()),
     ))
     .expect("PATH");
-    let mut args = vec!["approve", "--auto-run", "--json", "--retry-delay", "0"];
-    args.extend_from_slice(extra);
-    // claude keeps its settings in $HOME: not in the repository under test.
-    let home = tempfile::tempdir().expect("home");
-    let out = cascade(dir)
-        .env("HOME", home.path())
+    let mut cmd = cascade(dir);
+    cmd.env("HOME", home)
         .env("PATH", path)
         .env("ANTHROPIC_BASE_URL", api)
         .env("ANTHROPIC_API_KEY", "sk-ant-test-key")
@@ -132,7 +125,21 @@ fn approve(
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
-        .timeout(Duration::from_secs(240))
+        .timeout(Duration::from_secs(240));
+    cmd
+}
+
+/// `cascade approve` with claude pointed at the mock.
+fn approve(
+    dir: &Path,
+    claude: &Path,
+    api: &str,
+    extra: &[&str],
+) -> (Option<i32>, Vec<Value>, String) {
+    let mut args = vec!["approve", "--auto-run", "--json", "--retry-delay", "0"];
+    args.extend_from_slice(extra);
+    let home = tempfile::tempdir().expect("home");
+    let out = with_claude(dir, claude, api, home.path())
         .args(&args)
         .output()
         .expect("cascade runs");
@@ -297,6 +304,88 @@ fn real_claude_against_a_hanging_api_is_killed_by_the_timeout_with_nothing_left(
     assert!(
         !group_alive(started["pid"].as_u64().unwrap()),
         "no process of claude's group is left"
+    );
+}
+
+/// `agents check --json --refresh` of the project's agents.json with the
+/// real claude: (exit code, claude-code's check, everything for messages).
+fn check_claude(dir: &Path, claude: &Path, api: &str) -> (Option<i32>, Value, String) {
+    let home = tempfile::tempdir().expect("home");
+    let out = with_claude(dir, claude, api, home.path())
+        .args(["agents", "check", "--json", "--refresh"])
+        .output()
+        .expect("cascade runs");
+    let all = format!(
+        "{}\n--- stderr ---\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("agents check --json: {e}: {all}"));
+    let check = v["agents"][0].clone();
+    assert_eq!(check["agent"], "claude-code", "{all}");
+    (out.status.code(), check, all)
+}
+
+/// Issue 45 item 6 with the real CLI: the shipped claude-code entry passes
+/// `agents check` (its flags, version and login), and a flag Claude Code
+/// does not have, appended to it, is caught by the probe that runs the
+/// argv with an empty prompt: claude's own "unknown option" and the fix.
+/// Neither calls a model: the Messages API (the mock, where
+/// ANTHROPIC_BASE_URL points) sees no request.
+#[test]
+fn real_claude_passes_agents_check_as_shipped_and_the_probe_catches_a_made_up_flag() {
+    let Some(claude) = claude_or_skip("real_claude_passes_agents_check") else {
+        return;
+    };
+    let repo = project(180);
+    let dir = repo.path();
+    let api = mock_anthropic::start(Mode::Work);
+    let (code, check, all) = check_claude(dir, &claude, &api.url);
+    assert_eq!(code, Some(0), "{all}");
+    assert_eq!(check["status"], "ok", "{all}");
+    let kinds: Vec<&Value> = check["problems"]
+        .as_array()
+        .map(|p| p.iter().map(|p| &p["kind"]).collect())
+        .unwrap_or_default();
+    assert!(
+        !kinds.contains(&&json!("missing_flag")) && !kinds.contains(&&json!("unlisted_flag")),
+        "{all}"
+    );
+
+    let shipped: Value = serde_json::from_str(SHIPPED).expect("shipped agents.json parses");
+    let mut entry = shipped["agents"]["claude-code"].clone();
+    entry["args"]
+        .as_array_mut()
+        .expect("args")
+        .push(json!("--no-such-flag"));
+    write_json(
+        &dir.join("agents.json"),
+        &json!({"default_agent": "claude-code", "agents": {"claude-code": entry}}),
+    );
+    let (code, check, all) = check_claude(dir, &claude, &api.url);
+    assert_eq!(code, Some(1), "{all}");
+    assert_eq!(check["status"], "failed", "{all}");
+    let missing = check["problems"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["kind"] == "missing_flag"))
+        .unwrap_or_else(|| panic!("no missing_flag: {all}"));
+    let message = missing["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("--no-such-flag") && message.contains("unknown option"),
+        "claude's own words: {message}"
+    );
+    assert!(
+        missing["fix"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("agents.json"),
+        "{all}"
+    );
+    assert_eq!(
+        api.messages.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a check called the model"
     );
 }
 

@@ -688,17 +688,26 @@ impl Drop for Tmpfs {
     }
 }
 
-#[test]
-fn a_full_disk_stops_the_run_naming_the_disk_and_it_resumes_once_space_is_freed() {
+/// An 8 MiB tmpfs with an empty `repo` directory on it, or `None` after
+/// saying why the test skips (mounting needs privileges).
+fn small_disk() -> Option<(Tmpfs, PathBuf)> {
     let disk = match Tmpfs::mount("8m") {
         Ok(d) => d,
         Err(why) => {
-            println!("skipped: cannot mount a small tmpfs here ({why}); the full-disk path is covered by the unit tests of cascade-fs and cascade-engine");
-            return;
+            println!("skipped: cannot mount a small tmpfs here ({why}); the full-disk path is covered by the unit tests of cascade-fs, cascade-git and cascade-engine");
+            return None;
         }
     };
     let repo = disk.mount.join("repo");
     std::fs::create_dir(&repo).unwrap();
+    Some((disk, repo))
+}
+
+#[test]
+fn a_full_disk_stops_the_run_naming_the_disk_and_it_resumes_once_space_is_freed() {
+    let Some((disk, repo)) = small_disk() else {
+        return;
+    };
     // While `$T/fill` exists the agent writes more than the disk holds
     // (ignoring the failure, as a careless agent would).
     let f = Fixture::at(
@@ -754,4 +763,54 @@ exit 0"#,
         .unwrap();
     assert_eq!(code(&out), 0, "{}", explain(&out));
     assert_eq!(f.prd_status("big"), "complete");
+}
+
+/// Issue 45 item 4, the exact case: a run refused because the disk is
+/// already full (not a byte left for its lock, `.git/info/exclude` or its
+/// state) leaves no temp file behind, in `.git/info` or anywhere, and runs
+/// once there is space again.
+#[test]
+fn a_run_refused_on_a_full_disk_leaves_no_temp_file() {
+    let Some((disk, repo)) = small_disk() else {
+        return;
+    };
+    let f = Fixture::at(
+        repo.clone(),
+        json!([story("one", &[])]),
+        json!([]),
+        "echo ok > one.txt",
+    );
+    // Not a byte left.
+    let ballast = disk.mount.join("ballast");
+    std::fs::write(&ballast, vec![0u8; disk.free() as usize]).unwrap();
+    let mut filler = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&ballast)
+        .unwrap();
+    while std::io::Write::write_all(&mut filler, &[0u8; 4096]).is_ok() {}
+    drop(filler);
+    assert_eq!(disk.free(), 0);
+
+    let out = f
+        .cascade(&["approve", "--auto-run", "--json"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(matches!(code(&out), 1 | 2), "{}", explain(&out));
+    // Said as the OS says it (the first write refused is the run lock's).
+    assert!(
+        err.contains("No space left on device") && !err.contains("panicked"),
+        "{err}"
+    );
+    let temps = temp_files(&repo);
+    assert!(temps.is_empty(), "temp files left: {temps:?}");
+
+    std::fs::remove_file(&ballast).unwrap();
+    let out = f
+        .cascade(&["approve", "--auto-run", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(f.prd_status("one"), "complete");
+    assert!(temp_files(&repo).is_empty(), "{:?}", temp_files(&repo));
 }

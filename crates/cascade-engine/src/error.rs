@@ -71,8 +71,9 @@ pub enum EngineError {
     /// The repository has no commit yet: there is nothing to branch from.
     #[error("the repository at '{}' has no commits yet; make a first commit (for example `git commit --allow-empty -m init`) and run again", dir.display())]
     NoCommits { dir: PathBuf },
-    /// `resume` without a previous run.
-    #[error("there is no run to resume ('{}' does not exist); start one with `cascade approve`", path.display())]
+    /// `resume` without a previous run (no run database, or one that no
+    /// run was recorded in yet: a run killed as it started).
+    #[error("there is no run to resume (none recorded in '{}'); start one with `cascade approve`", path.display())]
     NothingToResume { path: PathBuf },
     /// A write failed for want of disk space: the run stopped.
     #[error(transparent)]

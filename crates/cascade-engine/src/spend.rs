@@ -17,16 +17,7 @@ pub(crate) fn check_run_budget(ctx: &Ctx, state: &RunState) -> bool {
     let found = ctx.control.budget.check_run(state);
     if let Some(e) = found {
         let whole_run = e.scope == "run";
-        ctx.emit(crate::events::Event::BudgetExhausted {
-            scope: e.scope.into(),
-            story: None,
-            limit: e.limit.to_string(),
-            limit_usd: e.limit_usd,
-            limit_secs: e.limit_secs,
-            spent_usd: e.spend.known(),
-            unknown_attempts: e.spend.unknown,
-            message: e.message,
-        });
+        ctx.emit(e.event());
         if ctx.control.budget.hard() {
             ctx.control.agents_cancel.cancel();
             if whole_run {

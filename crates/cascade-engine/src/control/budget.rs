@@ -180,6 +180,23 @@ pub struct Exhausted {
     pub spend: Spend,
 }
 
+impl Exhausted {
+    /// The `budget_exhausted` event that announces it (of the whole run, or
+    /// of a mega feature's own budget).
+    pub fn event(&self) -> crate::events::Event {
+        crate::events::Event::BudgetExhausted {
+            scope: self.scope.into(),
+            story: None,
+            limit: self.limit.to_string(),
+            limit_usd: self.limit_usd,
+            limit_secs: self.limit_secs,
+            spent_usd: self.spend.known(),
+            unknown_attempts: self.spend.unknown,
+            message: self.message.clone(),
+        }
+    }
+}
+
 /// A run budget several engines spend from (see the module doc); a plain
 /// run has one of its own.
 #[derive(Debug)]

@@ -58,6 +58,11 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
     // 2. The PRD.
     let prd = match ensure_prd(ctx, name, &before, &wt, reused).await {
         Ok(p) => p,
+        // Its PRD agent stopped (or never started) because the run's
+        // budget ran out: left as it is, for a resume with more.
+        Err(None) if !ctx.cancel.is_cancelled() && ctx.ports.budget_exhausted().is_some() => {
+            return TaskEnd::Budget
+        }
         Err(None) => return TaskEnd::Interrupted,
         Err(Some(message)) => {
             ctx.fail(name, FailureKind::PrdInvalid, message, vec![]);
@@ -65,7 +70,14 @@ pub(super) async fn run_feature<P: MegaPorts>(ctx: &Arc<Ctx<P>>, name: &str) -> 
         }
     };
 
-    // 3. The stories.
+    // 3. The stories, unless the run's budget ran out meanwhile (a PRD
+    // agent's charge): no feature starts then.
+    if let Some(message) = ctx.ports.budget_exhausted() {
+        ctx.emit(Event::MegaNotice {
+            message: format!("feature '{name}' does not start its stories: {message}"),
+        });
+        return TaskEnd::Budget;
+    }
     let resume = before.status == FeatureStatus::Running;
     ctx.update(name, |f| f.status = FeatureStatus::Running);
     let feature_dir = ctx.feature_dir(name);
@@ -406,6 +418,17 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
             permit = self.ctx.slots.clone().acquire_owned() => permit.ok(),
             _ = self.ctx.cancel.cancelled() => return Err(AuthorError::Cancelled),
         };
+        // Nothing new starts once the run's budget is spent (see
+        // `run_feature`, which tells this from Ctrl-C).
+        if let Some(message) = self.ctx.ports.budget_exhausted() {
+            self.ctx.emit(Event::MegaNotice {
+                message: format!(
+                    "feature '{}': its PRD agent does not start: {message}",
+                    self.feature
+                ),
+            });
+            return Err(AuthorError::Cancelled);
+        }
         let written = self
             .ctx
             .ports
@@ -431,6 +454,9 @@ impl<P: MegaPorts> PrdAuthor for PortAuthor<'_, P> {
                 input_tokens: c.input_tokens,
                 output_tokens: c.output_tokens,
             });
+            if let Some(e) = c.exhausted {
+                self.ctx.emit(e.event());
+            }
         }
         written
     }

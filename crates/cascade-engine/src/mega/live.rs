@@ -148,7 +148,8 @@ impl MegaPorts for LivePorts {
         ));
         // An api agent writes these two files and nothing else.
         req.tools.write_only = Some(vec![prd_path.to_path_buf(), design_doc]);
-        let ran = execute(agent, req, |_| {}, cancel).await;
+        let (stop, _link) = self.agent_stop(cancel);
+        let ran = execute(agent, req, |_| {}, &stop).await;
         if let Ok(run) = &ran {
             self.charge_prd(feature, agent, run);
         }
@@ -293,36 +294,60 @@ impl MegaPorts for LivePorts {
 }
 
 impl LivePorts {
+    /// What a PRD agent is stopped by: the run's `cancel` (Ctrl-C), and the
+    /// budget pool's hard stop, fired when the run's budget runs out under
+    /// `--hard-budget` (by this feature's PRD agent, another's, or a story's
+    /// agent), as a story's agent is. The link lives as long as the guard.
+    fn agent_stop(&self, cancel: &CancelToken) -> (CancelToken, cascade_process::AbortOnDrop) {
+        let stop = CancelToken::new();
+        let (run, agent) = (cancel.clone(), stop.clone());
+        let pool = self.template.pools.as_ref().map(|p| p.budget.stop_token());
+        let link = tokio::spawn(async move {
+            match pool {
+                Some(pool) => tokio::select! {
+                    _ = run.cancelled() => {}
+                    _ = pool.cancelled() => {}
+                },
+                None => run.cancelled().await,
+            }
+            agent.cancel();
+        });
+        (stop, cascade_process::AbortOnDrop(link))
+    }
+
     /// Prices a PRD agent call (reported cost, else its tokens at the
     /// model's price) and charges it to the run's budget under the
     /// feature's PRD part; an agent that ran and said nothing is unknown
-    /// spend, as for a story's agent.
+    /// spend, as for a story's agent. The charge that exhausts the run's
+    /// budget under `--hard-budget` stops every running agent of the run
+    /// (the other features' PRD agents and story agents).
     fn charge_prd(&self, feature: &str, def: &cascade_agents::AgentDef, run: &AgentRun) {
         let usage = run.usage.as_ref();
         let cost = usage
             .and_then(|u| self.agents.prices.cost(def, u))
             .map(|(usd, _)| usd);
-        let charge = AgentCharge {
+        let Ok(mut all) = self.prd_spend.lock() else {
+            return;
+        };
+        let (spend, latest) = all.entry(feature.to_string()).or_default();
+        match cost {
+            Some(usd) => spend.known_usd += usd,
+            None => spend.unknown += 1,
+        }
+        let exhausted = self.template.pools.as_ref().and_then(|pools| {
+            let e = pools.budget.charge(&prd_part(feature), *spend)?;
+            if pools.budget.budget.hard {
+                pools.budget.stop_token().cancel();
+            }
+            Some(e)
+        });
+        *latest = Some(AgentCharge {
             agent: run.agent.clone(),
             cost_usd: cost,
             input_tokens: usage.map(|u| u.input_tokens),
             output_tokens: usage.map(|u| u.output_tokens),
-        };
-        let total = {
-            let Ok(mut all) = self.prd_spend.lock() else {
-                return;
-            };
-            let (spend, latest) = all.entry(feature.to_string()).or_default();
-            match cost {
-                Some(usd) => spend.known_usd += usd,
-                None => spend.unknown += 1,
-            }
-            *latest = Some(charge);
-            *spend
-        };
-        if let Some(pools) = &self.template.pools {
-            pools.budget.charge(&prd_part(feature), total);
-        }
+            exhausted,
+        });
     }
 }
 

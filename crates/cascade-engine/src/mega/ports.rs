@@ -60,6 +60,9 @@ pub struct AgentCharge {
     pub cost_usd: Option<f64>,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
+    /// The run's budget ran out with this charge (said once: the first
+    /// charge over the limit carries it).
+    pub exhausted: Option<crate::control::budget::Exhausted>,
 }
 
 /// Result of the gates on the merged target branch.
