@@ -4,7 +4,8 @@
 //! One scripted agent: it prints who it is, writes `<story>.txt` (two
 //! lines), writes `bad.txt` too for a story whose id says so (the gate
 //! fails it), and waits for a `release` file in the tools directory first
-//! when a `wait-<story>` marker is there. Waits are barriers on files and on
+//! when a `wait-<story>` marker is there (ignoring SIGTERM when a
+//! `stubborn` marker is there too). Waits are barriers on files and on
 //! the processes ending, with generous guards: no timing is asserted.
 
 use std::io::{BufRead, BufReader, Read};
@@ -18,14 +19,15 @@ use crate::common::{
     cascade_command, code, explain, init_repo, run_with_agents, script, write_json, APPROVE_NOW,
 };
 
-/// A repository with a PRD of the given story ids, the agent and a gate.
-struct Run {
+/// A repository with a PRD of the given story ids, the agent and a gate
+/// (tests/e2e/interrupt.rs and docs.rs run it too).
+pub(crate) struct Run {
     repo: tempfile::TempDir,
     tools: tempfile::TempDir,
 }
 
 impl Run {
-    fn new(ids: &[&str]) -> Run {
+    pub(crate) fn new(ids: &[&str]) -> Run {
         let run = Run {
             repo: init_repo(),
             tools: tempfile::tempdir().expect("tools dir"),
@@ -36,6 +38,8 @@ impl Run {
             &format!(
                 r#"T='{t}'
 id="$CASCADE_STORY_ID"
+# A stubborn agent (and the sleeps it starts) ignores SIGTERM: only SIGKILL stops it.
+[ -f "$T/stubborn" ] && trap '' TERM INT
 echo "hello from $id attempt $CASCADE_ATTEMPT"
 if [ -f "$T/wait-$id" ]; then
   i=0
@@ -75,25 +79,25 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
         run
     }
 
-    fn repo(&self) -> &Path {
+    pub(crate) fn repo(&self) -> &Path {
         self.repo.path()
     }
 
-    fn tools(&self) -> &Path {
+    pub(crate) fn tools(&self) -> &Path {
         self.tools.path()
     }
 
-    fn t(&self, name: &str) -> PathBuf {
+    pub(crate) fn t(&self, name: &str) -> PathBuf {
         self.tools().join(name)
     }
 
     /// `cascade <args>` in the repository with the run's agents.
-    fn cascade(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn cascade(&self, args: &[&str]) -> std::process::Output {
         run_with_agents(self.repo(), &self.t("agents.json"), args)
     }
 
     /// `cascade <args>` started in the background, stdout piped.
-    fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         cascade_command(self.repo())
             .args(args)
             .arg("--agents")
@@ -105,19 +109,19 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
     }
 
     /// Runs the whole plan to its end (no retries).
-    fn approve(&self) -> std::process::Output {
+    pub(crate) fn approve(&self) -> std::process::Output {
         self.cascade(&APPROVE_NOW)
     }
 
     /// `show STORY --json`, parsed.
-    fn show_json(&self, story: &str) -> Value {
+    pub(crate) fn show_json(&self, story: &str) -> Value {
         let out = self.cascade(&["show", story, "--json"]);
         assert_eq!(code(&out), 0, "{}", explain(&out));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", explain(&out)))
     }
 
     /// Whether `story`'s agent has started in the running run (its log says hello).
-    fn agent_started(&self, story: &str) -> bool {
+    pub(crate) fn agent_started(&self, story: &str) -> bool {
         let log = self
             .repo()
             .join(format!(".cascade/logs/{story}-implementation-1.log"));
@@ -126,7 +130,7 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
 }
 
 /// Waits (up to `guard`) until `done` holds; whether it did.
-fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < guard {
         if done() {
@@ -137,7 +141,7 @@ fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-fn stdout(out: &std::process::Output) -> String {
+pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
