@@ -5,7 +5,8 @@
 //! lines), writes `bad.txt` too for a story whose id says so (the gate
 //! fails it), and waits for a `release` file in the tools directory first
 //! when a `wait-<story>` marker is there (ignoring SIGTERM when a
-//! `stubborn` marker is there too). Waits are barriers on files and on
+//! `stubborn` marker is there too); with a `hang-gate` marker the gate of a
+//! story hangs the same way. Waits are barriers on files and on
 //! the processes ending, with generous guards: no timing is asserted.
 
 use std::io::{BufRead, BufReader, Read};
@@ -52,7 +53,18 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
         );
         let gate = script(
             &run.t("gate.sh"),
-            "if [ -f bad.txt ]; then echo 'bad.txt:1:1: error: no bad files here'; exit 1; fi",
+            &format!(
+                r#"T='{t}'
+# With a `hang-gate` marker, the gate of a story's tree (an agent wrote a
+# .txt there; the base has none) ignores SIGTERM and waits for `release`.
+if [ -f "$T/hang-gate" ] && ls ./*.txt >/dev/null 2>&1; then
+  trap '' TERM INT
+  touch "$T/gate-started"
+  i=0
+  while [ ! -e "$T/release" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+fi
+if [ -f bad.txt ]; then echo 'bad.txt:1:1: error: no bad files here'; exit 1; fi"#
+            ),
         );
         write_json(
             &run.t("agents.json"),
