@@ -1,5 +1,5 @@
 //! End-to-end tests: looking into a run from a terminal: `cascade show`,
-//! `cascade logs [-f]`, `cascade status --watch` and `--color`.
+//! `cascade logs [-f] [--json]`, `cascade status --watch` and `--color`.
 //!
 //! One scripted agent: it prints who it is, writes `<story>.txt` (two
 //! lines), writes `bad.txt` too for a story whose id says so (the gate
@@ -268,8 +268,9 @@ fn logs_print_an_attempts_agent_output() {
     );
 }
 
-#[test]
-fn logs_follow_a_running_attempt_until_it_ends() {
+/// `cascade logs slow -f <extra>` of a run whose agent goes on only once
+/// the follower is reading: what the follower printed, once both ended.
+fn followed(extra: &[&str]) -> String {
     let run = Run::new(&["slow"]);
     std::fs::write(run.t("wait-slow"), "").expect("marker");
     let approve = run.spawn(&["approve", "--auto-run", "--retry-delay", "0", "--json"]);
@@ -277,20 +278,58 @@ fn logs_follow_a_running_attempt_until_it_ends() {
         wait_until(Duration::from_secs(60), || run.agent_started("slow")),
         "the agent never started"
     );
-    let follow = run.spawn(&["logs", "slow", "-f"]);
+    let follow = run.spawn(&[&["logs", "slow", "-f"][..], extra].concat());
     // The follower is reading the live log; the agent goes on only now.
     std::fs::write(run.t("release"), "").expect("release");
     let followed = follow.wait_with_output().expect("logs -f ends");
     let done = approve.wait_with_output().expect("approve ends");
     assert_eq!(code(&done), 0, "{}", explain(&done));
     assert_eq!(code(&followed), 0, "{}", explain(&followed));
-    let text = stdout(&followed);
+    stdout(&followed)
+}
+
+#[test]
+fn logs_follow_a_running_attempt_until_it_ends() {
+    let text = followed(&[]);
     let hello = text.find("hello from slow attempt 1");
     let released = text.find("released slow");
     assert!(
         hello.is_some() && released > hello,
         "logs -f printed:\n{text}"
     );
+}
+
+#[test]
+fn logs_json_follows_too_one_numbered_object_per_line() {
+    let text = followed(&["--json"]);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    // The log's first line is cascade's header naming what ran.
+    assert_eq!(lines[0]["line"], 1, "{text}");
+    assert!(
+        lines[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("== cascade: slow attempt 1 (implementation)")),
+        "{text}"
+    );
+    let texts: Vec<&str> = lines.iter().filter_map(|l| l["text"].as_str()).collect();
+    let hello = texts.iter().position(|t| *t == "hello from slow attempt 1");
+    let released = texts.iter().position(|t| *t == "released slow");
+    assert!(hello.is_some() && released > hello, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["line"], i + 1, "{text}");
+        assert_eq!(l["story"], "slow");
+        assert_eq!(l["attempt"], 1);
+        assert_eq!(l["phase"], "implementation");
+        assert!(
+            l["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(".cascade/logs/slow-implementation-1.log")),
+            "{l}"
+        );
+    }
 }
 
 #[test]
