@@ -70,12 +70,13 @@ fn stop_run_for_output(runs: &[CancelToken]) {
 }
 
 /// Kills every process cascade supervises (agents, gates, setup and notify
-/// commands, and what they started), says on stderr what it stopped, and
-/// exits with `code` once they are gone, waiting [`KILL_WAIT`] at most.
+/// commands, and what they started), says on stderr what it stopped
+/// (`why` leads the line: "second interrupt", a worker's "third signal"),
+/// and exits with `code` once they are gone, waiting [`KILL_WAIT`] at most.
 /// What may still be alive then is named too.
-pub fn leave(code: i32) -> ! {
+pub fn leave(code: i32, why: &str) -> ! {
     let killed = cascade_process::kill_all(KILL_WAIT);
-    errln!("{}", stopped_line(&killed.groups));
+    errln!("{why}: {}", stopped_line(&killed.groups));
     if !killed.left.is_empty() {
         let pids: Vec<String> = killed.left.iter().map(u32::to_string).collect();
         errln!(
@@ -90,12 +91,12 @@ pub fn leave(code: i32) -> ! {
 /// Most names [`stopped_line`] lists of one kind.
 const NAMED: usize = 8;
 
-/// "second interrupt: stopped 2 agent process groups (a, b) and 1 gate
-/// process group (tests)": what the second signal killed, by kind (the
-/// groups come sorted by kind, see [`cascade_process::kill_all`]).
+/// "stopped 2 agent process groups (a, b) and 1 gate process group
+/// (tests)": what [`leave`] killed, by kind (the groups come sorted by
+/// kind, see [`cascade_process::kill_all`]).
 fn stopped_line(groups: &[cascade_process::Label]) -> String {
     if groups.is_empty() {
-        return "second interrupt: no agent or gate was running".to_string();
+        return "no agent or gate was running".to_string();
     }
     let mut parts: Vec<String> = Vec::new();
     for kind in groups.chunk_by(|a, b| a.kind == b.kind) {
@@ -121,7 +122,7 @@ fn stopped_line(groups: &[cascade_process::Label]) -> String {
         true => last,
         false => format!("{} and {last}", parts.join(", ")),
     };
-    format!("second interrupt: stopped {list}")
+    format!("stopped {list}")
 }
 
 /// Reads one line from stdin, giving up (`None`) when a stopping signal
@@ -187,7 +188,7 @@ impl StopSignals {
                 cancel.cancel();
             } else {
                 // A second signal: kill everything now, leave when it is gone.
-                leave(128 + number);
+                leave(128 + number, "second interrupt");
             }
         });
         stop
@@ -259,6 +260,11 @@ mod tests {
             ]),
             stopped_line(&many),
         ];
+        // As `leave` prints them after a second Ctrl-C.
+        let lines: Vec<String> = lines
+            .iter()
+            .map(|l| format!("second interrupt: {l}"))
+            .collect();
         insta::assert_snapshot!(lines.join("\n"));
     }
 }

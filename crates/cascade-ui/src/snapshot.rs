@@ -1330,9 +1330,6 @@ mod tests {
         assert_eq!(text.join("\n") + "\n", golden);
     }
 
-    /// An attempt whose agent reported neither tokens nor cost is counted
-    /// as unknown in both (the page shows "unknown", not 0 / 0 or $0);
-    /// one that reported output tokens only is not unknown in tokens.
     /// No run is live (no gate results, no plan path, the epoch as now).
     static IDLE: Status = Status {
         run_id: None,
@@ -1363,6 +1360,9 @@ mod tests {
         None
     }
 
+    /// An attempt whose agent reported neither tokens nor cost is counted
+    /// as unknown in both (the page shows "unknown", not 0 / 0 or $0);
+    /// one that reported output tokens only is not unknown in tokens.
     #[test]
     fn attempts_that_reported_nothing_are_unknown_in_tokens_and_spend() {
         let (prd, state, summary) = varied_run();
