@@ -22,6 +22,9 @@
 //!   `--bind ADDR` listens there and warns; exit 0 on Ctrl-C, 2 when it
 //!   cannot listen.
 //!
+//! - Every page: each `--flag` written after `cascade <command>` is one
+//!   that command's `--help` lists.
+//!
 //! The fixtures are the other modules' (inspect.rs's run, census.rs's
 //! python story, planning.rs's scripted planner).
 
@@ -345,6 +348,100 @@ fn gates_run_rerun_failures_turns_a_second_pass_into_flaky() {
     assert_eq!(v["passed"], true, "{v}");
     assert_eq!(v["gates"][0]["flaky"], true, "{v}");
     assert_eq!(std::fs::read_to_string(&count).expect("runs").trim(), "3");
+}
+
+/// README.md, docs/*.md, docs/agents/*.md and examples/*/README.md.
+fn pages() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for dir in ["docs", "docs/agents"] {
+        for e in std::fs::read_dir(root.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            if e.path().extension().is_some_and(|x| x == "md") {
+                pages.push(e.path());
+            }
+        }
+    }
+    for e in std::fs::read_dir(root.join("examples"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let readme = e.path().join("README.md");
+        if readme.is_file() {
+            pages.push(readme);
+        }
+    }
+    pages.sort();
+    pages
+}
+
+/// Every page: `cascade <command> [<subcommand>] ... --flag` (in a code
+/// block or in backticks) only names flags that command takes, as its
+/// `--help` lists them. A page's `cascade approve --agent-timeout` would
+/// fail here.
+#[test]
+fn every_flag_the_docs_give_a_command_is_in_its_help() {
+    let invocation =
+        regex::Regex::new(r"cascade ([a-z][a-z-]*(?: [a-z][a-z-]*)?)([^`\n#|;]*)").expect("regex");
+    let flag = regex::Regex::new(r"(?:^|[^\w-])(--[a-z][a-z0-9-]*)").expect("regex");
+    let dir = tempfile::tempdir().expect("a directory to run in");
+    let mut helps: std::collections::HashMap<Vec<String>, Option<String>> = Default::default();
+    let mut help = |words: &[&str]| -> Option<String> {
+        let key: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        helps
+            .entry(key)
+            .or_insert_with(|| {
+                let out = crate::common::cascade(dir.path())
+                    .args(words)
+                    .arg("--help")
+                    .output()
+                    .expect("cascade runs");
+                out.status
+                    .success()
+                    .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+            })
+            .clone()
+    };
+    let (mut checked, mut wrong) = (0, Vec::new());
+    for page in pages() {
+        let text = std::fs::read_to_string(&page).expect("a page");
+        for (n, line) in text.lines().enumerate() {
+            for m in invocation.captures_iter(line) {
+                let words: Vec<&str> = m[1].split(' ').collect();
+                // The subcommand when there is one (`gates run`), else the command.
+                let Some((command, text)) = [&words[..], &words[..1]]
+                    .into_iter()
+                    .find_map(|w| help(w).map(|h| (w.join(" "), h)))
+                else {
+                    continue;
+                };
+                for f in flag.captures_iter(&m[2]) {
+                    checked += 1;
+                    if !text.contains(&f[1]) {
+                        wrong.push(format!(
+                            "{}:{}: cascade {command} {}",
+                            page.display(),
+                            n + 1,
+                            &f[1]
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 100,
+        "only {checked} flags found: is the pattern right?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "flags their command does not take:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[cfg(feature = "ui")]
