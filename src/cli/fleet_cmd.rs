@@ -209,7 +209,7 @@ mod with_fleet {
         crate::cli::signals::on_stop_signals(move |press, number| match press {
             0 => drain.cancel(),
             1 => kill.cancel(),
-            _ => crate::cli::signals::leave(128 + number),
+            _ => crate::cli::signals::leave(128 + number, "third signal"),
         });
     }
 

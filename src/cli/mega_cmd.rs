@@ -84,6 +84,11 @@ pub struct MegaStatusArgs {
     /// Print JSON instead of text
     #[arg(long)]
     pub json: bool,
+    /// Print the status again every second until the mega run ends (on a
+    /// terminal the screen is redrawn; elsewhere a block is printed only
+    /// when something changed)
+    #[arg(long)]
+    pub watch: bool,
 }
 
 /// `matches`: the `mega` subcommand's parsed flags (`mega resume` asks which
@@ -640,8 +645,17 @@ fn describe(e: &Event) -> Option<String> {
             format!("paused before feature batch {next_batch}: {reason}")
         }
         Event::MegaFinished { status, features, .. } => format!(
-            "mega run {status}: {} complete, {} failed, {} blocked, {} pending",
-            features.complete, features.failed, features.blocked, features.pending
+            "mega run {status}: {} complete, {} failed, {} blocked, {} pending{}{}",
+            features.complete,
+            features.failed,
+            features.blocked,
+            features.pending,
+            // Features an interruption (or a budget) left half done.
+            match features.running {
+                0 => String::new(),
+                n => format!(", {n} unfinished"),
+            },
+            super::report::continued_by(*status, "cascade mega resume")
         ),
         // The engine's own events are said as a plain run says them.
         other => return terminal::describe(other, false),
@@ -749,37 +763,51 @@ fn effective_status(s: &MegaState) -> RunStatus {
 
 fn status(_g: &Global, a: MegaStatusArgs) -> CliResult {
     let dir = cascade_dir()?;
+    if a.watch {
+        return super::status_cmd::watch_blocks(a.json, |block| status_block(block, &dir, a.json));
+    }
+    let mut block = Vec::new();
+    status_block(&mut block, &dir, a.json)?;
+    // A failed write is recorded by `out`: the exit code tells it.
+    let _ = super::out::stdout().write_all(&block);
+    Ok(EXIT_OK)
+}
+
+/// `mega status` once, into `out`: whether the mega run is going on (its
+/// state says running and its process lives).
+fn status_block(out: &mut Vec<u8>, dir: &Path, json: bool) -> Result<bool, Failure> {
     // No mega run yet is an answer, not an error (like `cascade status`).
-    let state = match MegaState::load(&dir) {
+    let state = match MegaState::load(dir) {
         Ok(Some(s)) => s,
         Ok(None) => {
-            if a.json {
-                outln!("{}", status_json_none());
-            } else {
-                // Name the plan `mega approve` would run, wherever it is kept.
-                let next = current_dir()
-                    .ok()
-                    .and_then(|cwd| super::plan_file::Project::of(cwd).peek(PlanKind::Mega));
-                match next {
-                    Some(p) => outln!(
-                        "No mega-plan run here yet: start one with `cascade mega approve` (it would run {}).",
-                        p.display()
-                    ),
-                    None => outln!(
-                        "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`."
-                    ),
-                }
-            }
-            return Ok(EXIT_OK);
+            let _ = writeln!(out, "{}", no_mega_run(json));
+            return Ok(false);
         }
         Err(e) => return Err(Failure::usage(e)),
     };
-    if a.json {
-        outln!("{}", status_json(&state));
-    } else {
-        out!("{}", status_text(&state));
+    let _ = match json {
+        true => writeln!(out, "{}", status_json(&state)),
+        false => write!(out, "{}", status_text(&state)),
+    };
+    Ok(effective_status(&state) == RunStatus::Running)
+}
+
+/// What `mega status` says without a mega run: naming the plan `mega
+/// approve` would run, wherever it is kept (JSON: [`status_json_none`]).
+fn no_mega_run(json: bool) -> String {
+    if json {
+        return status_json_none().to_string();
     }
-    Ok(EXIT_OK)
+    let next = current_dir()
+        .ok()
+        .and_then(|cwd| super::plan_file::Project::of(cwd).peek(PlanKind::Mega));
+    match next {
+        Some(p) => format!(
+            "No mega-plan run here yet: start one with `cascade mega approve` (it would run {}).",
+            p.display()
+        ),
+        None => "No mega-plan run here yet: start one with `cascade mega approve --mega mega-plan.json`.".to_string(),
+    }
 }
 
 /// `mega status --json`: the state with features in batch order.

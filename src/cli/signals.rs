@@ -70,13 +70,15 @@ fn stop_run_for_output(runs: &[CancelToken]) {
 }
 
 /// Kills every process cascade supervises (agents, gates, setup and notify
-/// commands, and what they started) and exits with `code` once they are
-/// gone, waiting [`KILL_WAIT`] at most. What may still be alive then is
-/// named on stderr.
-pub fn leave(code: i32) -> ! {
-    let left = cascade_process::kill_all(KILL_WAIT);
-    if !left.is_empty() {
-        let pids: Vec<String> = left.iter().map(u32::to_string).collect();
+/// commands, and what they started), says on stderr what it stopped
+/// (`why` leads the line: "second interrupt", a worker's "third signal"),
+/// and exits with `code` once they are gone, waiting [`KILL_WAIT`] at most.
+/// What may still be alive then is named too.
+pub fn leave(code: i32, why: &str) -> ! {
+    let killed = cascade_process::kill_all(KILL_WAIT);
+    errln!("{why}: {}", stopped_line(&killed.groups));
+    if !killed.left.is_empty() {
+        let pids: Vec<String> = killed.left.iter().map(u32::to_string).collect();
         errln!(
             "warning: processes {} did not end after SIGKILL within {}s",
             pids.join(", "),
@@ -84,6 +86,43 @@ pub fn leave(code: i32) -> ! {
         );
     }
     std::process::exit(code)
+}
+
+/// Most names [`stopped_line`] lists of one kind.
+const NAMED: usize = 8;
+
+/// "stopped 2 agent process groups (a, b) and 1 gate process group
+/// (tests)": what [`leave`] killed, by kind (the groups come sorted by
+/// kind, see [`cascade_process::kill_all`]).
+fn stopped_line(groups: &[cascade_process::Label]) -> String {
+    if groups.is_empty() {
+        return "no agent or gate was running".to_string();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for kind in groups.chunk_by(|a, b| a.kind == b.kind) {
+        let names: Vec<String> = kind
+            .iter()
+            .take(NAMED)
+            .map(|l| super::report::printable_line(&l.name).into_owned())
+            .collect();
+        let more = match kind.len().saturating_sub(NAMED) {
+            0 => String::new(),
+            n => format!(", and {n} more"),
+        };
+        parts.push(format!(
+            "{} {} process group{} ({}{more})",
+            kind.len(),
+            kind[0].kind,
+            if kind.len() == 1 { "" } else { "s" },
+            names.join(", ")
+        ));
+    }
+    let last = parts.pop().unwrap_or_default();
+    let list = match parts.is_empty() {
+        true => last,
+        false => format!("{} and {last}", parts.join(", ")),
+    };
+    format!("stopped {list}")
 }
 
 /// Reads one line from stdin, giving up (`None`) when a stopping signal
@@ -149,7 +188,7 @@ impl StopSignals {
                 cancel.cancel();
             } else {
                 // A second signal: kill everything now, leave when it is gone.
-                leave(128 + number);
+                leave(128 + number, "second interrupt");
             }
         });
         stop
@@ -186,5 +225,46 @@ pub fn on_stop_signals(handler: impl Fn(usize, i32) + Send + Sync + 'static) {
                 handler(presses.fetch_add(1, Ordering::SeqCst), number);
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cascade_process::Label;
+
+    fn label(kind: &str, name: &str) -> Label {
+        Label {
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn the_second_interrupt_names_what_it_stopped() {
+        let many: Vec<Label> = (0..10)
+            .map(|i| label("agent", &format!("s{i:02}")))
+            .collect();
+        let lines = [
+            stopped_line(&[]),
+            stopped_line(&[label("agent", "story-a")]),
+            stopped_line(&[
+                label("agent", "story-a"),
+                label("agent", "story-b"),
+                label("agent", "story-c"),
+            ]),
+            stopped_line(&[
+                label("agent", "story-a"),
+                label("gate", "tests"),
+                label("other", "git"),
+            ]),
+            stopped_line(&many),
+        ];
+        // As `leave` prints them after a second Ctrl-C.
+        let lines: Vec<String> = lines
+            .iter()
+            .map(|l| format!("second interrupt: {l}"))
+            .collect();
+        insta::assert_snapshot!(lines.join("\n"));
     }
 }

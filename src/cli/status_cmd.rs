@@ -54,21 +54,34 @@ pub fn status(_g: &Global, a: StatusArgs) -> CliResult {
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// `status --watch`: the status every second until the run is no longer
-/// going on (then once more, its end); on a terminal the screen is cleared
-/// first, elsewhere a block is printed only when it differs from the last.
+/// going on (then once more, its end); see [`watch_blocks`].
 fn watch(
     cwd: &std::path::Path,
     paths: &cascade_git::RepoPaths,
     json: bool,
     color: bool,
 ) -> CliResult {
+    watch_blocks(json, |block| {
+        let (_written, running) = render(block, cwd, paths, json, color)?;
+        Ok(running)
+    })
+}
+
+/// `--watch` of `status` and `mega status`: `render` writes the status
+/// into a block and says whether the run is going on; the block is printed
+/// every [`WATCH_EVERY`] until the run is not (then once more, its end). On
+/// a terminal the screen is cleared first; elsewhere a block is printed
+/// only when it differs from the last (text blocks apart by an empty line).
+pub(super) fn watch_blocks(
+    json: bool,
+    mut render: impl FnMut(&mut Vec<u8>) -> Result<bool, Failure>,
+) -> CliResult {
     use std::io::IsTerminal;
     let terminal = std::io::stdout().is_terminal();
     let mut last: Option<Vec<u8>> = None;
     loop {
         let mut block = Vec::new();
-        let (written, running) = render(&mut block, cwd, paths, json, color)?;
-        let _ = written;
+        let running = render(&mut block)?;
         if last.as_ref() != Some(&block) {
             let mut out = super::out::stdout();
             let lead: &[u8] = match (terminal, last.is_some()) {

@@ -30,7 +30,7 @@ fn run_story(
     description: &str,
     change: &str,
 ) -> (Vec<Value>, i32, tempfile::TempDir) {
-    run_story_allowing(files, gate, description, &[], change)
+    run_story_full(files, gate, description, &[], change, &[])
 }
 
 /// [`run_story`] with the story's `verify_allow`.
@@ -40,6 +40,29 @@ fn run_story_allowing(
     description: &str,
     allow: &[&str],
     change: &str,
+) -> (Vec<Value>, i32, tempfile::TempDir) {
+    run_story_full(files, gate, description, allow, change, &[])
+}
+
+/// [`run_story`] with more `approve` flags (tests/e2e/docs.rs).
+pub(crate) fn run_story_with(
+    files: &[(&str, &str)],
+    gate: &[&str],
+    description: &str,
+    change: &str,
+    flags: &[&str],
+) -> (Vec<Value>, i32, tempfile::TempDir) {
+    run_story_full(files, gate, description, &[], change, flags)
+}
+
+/// [`run_story`] with the story's `verify_allow` and more `approve` flags.
+fn run_story_full(
+    files: &[(&str, &str)],
+    gate: &[&str],
+    description: &str,
+    allow: &[&str],
+    change: &str,
+    flags: &[&str],
 ) -> (Vec<Value>, i32, tempfile::TempDir) {
     let repo = init_repo();
     for (path, text) in files {
@@ -69,6 +92,7 @@ fn run_story_allowing(
     let out = cascade(repo.path())
         .args(APPROVE_NOW)
         .arg("--json")
+        .args(flags)
         .arg("--agents")
         .arg(tools.path().join("agents.json"))
         .timeout(Duration::from_secs(300))
@@ -93,7 +117,7 @@ fn disappeared(events: &[Value]) -> Vec<String> {
 }
 
 /// The findings of rule `rule` in the run, as text.
-fn findings_of(events: &[Value], rule: &str) -> Vec<String> {
+pub(crate) fn findings_of(events: &[Value], rule: &str) -> Vec<String> {
     of_kind(events, "verification_finished")
         .iter()
         .flat_map(|e| e["findings"].as_array().cloned().unwrap_or_default())
@@ -102,12 +126,12 @@ fn findings_of(events: &[Value], rule: &str) -> Vec<String> {
         .collect()
 }
 
-const CALC: &str = "def total(xs):\n    return sum(xs)\n";
-const TEST_CALC: &str =
+pub(crate) const CALC: &str = "def total(xs):\n    return sum(xs)\n";
+pub(crate) const TEST_CALC: &str =
     "from calc import total\n\ndef test_total():\n    assert total([1, 2]) == 3\n\ndef test_empty():\n    assert total([]) == 0\n";
-const PYTEST: &[&str] = &["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"];
+pub(crate) const PYTEST: &[&str] = &["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider"];
 
-fn python_files() -> Vec<(&'static str, &'static str)> {
+pub(crate) fn python_files() -> Vec<(&'static str, &'static str)> {
     vec![
         ("calc.py", CALC),
         ("tests/__init__.py", ""),

@@ -5,14 +5,15 @@ use std::path::Path;
 use crate::common::{cascade, git, init_repo, script, write_json};
 
 /// Writes `.cascade/gates.json` with the given gates.
-fn gates_json(repo: &Path, gates: serde_json::Value) {
+pub(crate) fn gates_json(repo: &Path, gates: serde_json::Value) {
     write_json(
         &repo.join(".cascade/gates.json"),
         &serde_json::json!({ "gates": gates }),
     );
 }
 
-fn run_json(repo: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
+/// `cascade gates run --json <extra>` in `repo`: exit code and the JSON.
+pub(crate) fn run_json(repo: &Path, extra: &[&str]) -> (i32, serde_json::Value) {
     let mut args = vec!["gates", "run", "--json"];
     args.extend_from_slice(extra);
     let out = cascade(repo).args(&args).output().unwrap();

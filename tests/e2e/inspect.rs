@@ -1,10 +1,12 @@
 //! End-to-end tests: looking into a run from a terminal: `cascade show`,
-//! `cascade logs [-f]`, `cascade status --watch` and `--color`.
+//! `cascade logs [-f] [--json]`, `cascade status --watch` and `--color`.
 //!
 //! One scripted agent: it prints who it is, writes `<story>.txt` (two
 //! lines), writes `bad.txt` too for a story whose id says so (the gate
 //! fails it), and waits for a `release` file in the tools directory first
-//! when a `wait-<story>` marker is there. Waits are barriers on files and on
+//! when a `wait-<story>` marker is there (ignoring SIGTERM when a
+//! `stubborn` marker is there too); with a `hang-gate` marker the gate of a
+//! story hangs the same way. Waits are barriers on files and on
 //! the processes ending, with generous guards: no timing is asserted.
 
 use std::io::{BufRead, BufReader, Read};
@@ -18,14 +20,15 @@ use crate::common::{
     cascade_command, code, explain, init_repo, run_with_agents, script, write_json, APPROVE_NOW,
 };
 
-/// A repository with a PRD of the given story ids, the agent and a gate.
-struct Run {
+/// A repository with a PRD of the given story ids, the agent and a gate
+/// (tests/e2e/interrupt.rs and docs.rs run it too).
+pub(crate) struct Run {
     repo: tempfile::TempDir,
     tools: tempfile::TempDir,
 }
 
 impl Run {
-    fn new(ids: &[&str]) -> Run {
+    pub(crate) fn new(ids: &[&str]) -> Run {
         let run = Run {
             repo: init_repo(),
             tools: tempfile::tempdir().expect("tools dir"),
@@ -36,6 +39,8 @@ impl Run {
             &format!(
                 r#"T='{t}'
 id="$CASCADE_STORY_ID"
+# A stubborn agent (and the sleeps it starts) ignores SIGTERM: only SIGKILL stops it.
+[ -f "$T/stubborn" ] && trap '' TERM INT
 echo "hello from $id attempt $CASCADE_ATTEMPT"
 if [ -f "$T/wait-$id" ]; then
   i=0
@@ -48,7 +53,18 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
         );
         let gate = script(
             &run.t("gate.sh"),
-            "if [ -f bad.txt ]; then echo 'bad.txt:1:1: error: no bad files here'; exit 1; fi",
+            &format!(
+                r#"T='{t}'
+# With a `hang-gate` marker, the gate of a story's tree (an agent wrote a
+# .txt there; the base has none) ignores SIGTERM and waits for `release`.
+if [ -f "$T/hang-gate" ] && ls ./*.txt >/dev/null 2>&1; then
+  trap '' TERM INT
+  touch "$T/gate-started"
+  i=0
+  while [ ! -e "$T/release" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+fi
+if [ -f bad.txt ]; then echo 'bad.txt:1:1: error: no bad files here'; exit 1; fi"#
+            ),
         );
         write_json(
             &run.t("agents.json"),
@@ -75,25 +91,25 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
         run
     }
 
-    fn repo(&self) -> &Path {
+    pub(crate) fn repo(&self) -> &Path {
         self.repo.path()
     }
 
-    fn tools(&self) -> &Path {
+    pub(crate) fn tools(&self) -> &Path {
         self.tools.path()
     }
 
-    fn t(&self, name: &str) -> PathBuf {
+    pub(crate) fn t(&self, name: &str) -> PathBuf {
         self.tools().join(name)
     }
 
     /// `cascade <args>` in the repository with the run's agents.
-    fn cascade(&self, args: &[&str]) -> std::process::Output {
+    pub(crate) fn cascade(&self, args: &[&str]) -> std::process::Output {
         run_with_agents(self.repo(), &self.t("agents.json"), args)
     }
 
     /// `cascade <args>` started in the background, stdout piped.
-    fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         cascade_command(self.repo())
             .args(args)
             .arg("--agents")
@@ -105,19 +121,19 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
     }
 
     /// Runs the whole plan to its end (no retries).
-    fn approve(&self) -> std::process::Output {
+    pub(crate) fn approve(&self) -> std::process::Output {
         self.cascade(&APPROVE_NOW)
     }
 
     /// `show STORY --json`, parsed.
-    fn show_json(&self, story: &str) -> Value {
+    pub(crate) fn show_json(&self, story: &str) -> Value {
         let out = self.cascade(&["show", story, "--json"]);
         assert_eq!(code(&out), 0, "{}", explain(&out));
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", explain(&out)))
     }
 
     /// Whether `story`'s agent has started in the running run (its log says hello).
-    fn agent_started(&self, story: &str) -> bool {
+    pub(crate) fn agent_started(&self, story: &str) -> bool {
         let log = self
             .repo()
             .join(format!(".cascade/logs/{story}-implementation-1.log"));
@@ -126,7 +142,7 @@ case "$id" in *bad*) echo broken > bad.txt ;; esac"#
 }
 
 /// Waits (up to `guard`) until `done` holds; whether it did.
-fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < guard {
         if done() {
@@ -137,7 +153,7 @@ fn wait_until(guard: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-fn stdout(out: &std::process::Output) -> String {
+pub(crate) fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -252,8 +268,9 @@ fn logs_print_an_attempts_agent_output() {
     );
 }
 
-#[test]
-fn logs_follow_a_running_attempt_until_it_ends() {
+/// `cascade logs slow -f <extra>` of a run whose agent goes on only once
+/// the follower is reading: what the follower printed, once both ended.
+fn followed(extra: &[&str]) -> String {
     let run = Run::new(&["slow"]);
     std::fs::write(run.t("wait-slow"), "").expect("marker");
     let approve = run.spawn(&["approve", "--auto-run", "--retry-delay", "0", "--json"]);
@@ -261,20 +278,58 @@ fn logs_follow_a_running_attempt_until_it_ends() {
         wait_until(Duration::from_secs(60), || run.agent_started("slow")),
         "the agent never started"
     );
-    let follow = run.spawn(&["logs", "slow", "-f"]);
+    let follow = run.spawn(&[&["logs", "slow", "-f"][..], extra].concat());
     // The follower is reading the live log; the agent goes on only now.
     std::fs::write(run.t("release"), "").expect("release");
     let followed = follow.wait_with_output().expect("logs -f ends");
     let done = approve.wait_with_output().expect("approve ends");
     assert_eq!(code(&done), 0, "{}", explain(&done));
     assert_eq!(code(&followed), 0, "{}", explain(&followed));
-    let text = stdout(&followed);
+    stdout(&followed)
+}
+
+#[test]
+fn logs_follow_a_running_attempt_until_it_ends() {
+    let text = followed(&[]);
     let hello = text.find("hello from slow attempt 1");
     let released = text.find("released slow");
     assert!(
         hello.is_some() && released > hello,
         "logs -f printed:\n{text}"
     );
+}
+
+#[test]
+fn logs_json_follows_too_one_numbered_object_per_line() {
+    let text = followed(&["--json"]);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    // The log's first line is cascade's header naming what ran.
+    assert_eq!(lines[0]["line"], 1, "{text}");
+    assert!(
+        lines[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("== cascade: slow attempt 1 (implementation)")),
+        "{text}"
+    );
+    let texts: Vec<&str> = lines.iter().filter_map(|l| l["text"].as_str()).collect();
+    let hello = texts.iter().position(|t| *t == "hello from slow attempt 1");
+    let released = texts.iter().position(|t| *t == "released slow");
+    assert!(hello.is_some() && released > hello, "{text}");
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["line"], i + 1, "{text}");
+        assert_eq!(l["story"], "slow");
+        assert_eq!(l["attempt"], 1);
+        assert_eq!(l["phase"], "implementation");
+        assert!(
+            l["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with(".cascade/logs/slow-implementation-1.log")),
+            "{l}"
+        );
+    }
 }
 
 #[test]

@@ -698,27 +698,7 @@ fn kill_9_then_resume_merges_each_feature_once() {
             n => vec![format!("{n}-1")],
         },
     );
-    let mut child = crate::common::bare_cascade()
-        .current_dir(m.root())
-        .env("NO_COLOR", "1")
-        .env("HOME", m.root())
-        .args(["--agents"])
-        .arg(m.agents())
-        .arg("mega")
-        .args(crate::common::APPROVE_NOW)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn cascade");
-    let started = m.tools().join("slow.started");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the slow story never started");
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("cascade exited early: {status}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut child = started_slow(&m, &crate::common::APPROVE_NOW);
     child.kill().expect("kill -9"); // SIGKILL
     child.wait().expect("reaped");
     // The orphaned agent (its own process group) lives on, for the resume
@@ -814,30 +794,25 @@ fn ctrl_c_stops_the_agents_saves_state_and_exits_130() {
     let m = setup(&[("f1", "auth", &[], true)], |_| {
         vec!["auth-slow-1".to_string()]
     });
-    let mut child = crate::common::bare_cascade()
-        .current_dir(m.root())
-        .env("NO_COLOR", "1")
-        .env("HOME", m.root())
-        .arg("--agents")
-        .arg(m.agents())
-        .args(["mega", "approve", "--auto-run", "--retry-delay", "0"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn cascade");
-    let started = m.tools().join("slow.started");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while !started.exists() {
-        assert!(Instant::now() < deadline, "the slow story never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = started_slow(&m, &APPROVE_ALL);
     let pid = child.id().to_string();
     std::process::Command::new("kill")
         .args(["-INT", &pid])
         .status()
         .unwrap();
-    let status = child.wait().expect("exits");
-    assert_eq!(status.code(), Some(130));
+    let out = child.wait_with_output().expect("exits");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    // The closing line names the command that continues the run.
+    let closing = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("mega run "))
+        .map(str::to_string);
+    assert_eq!(
+        closing.as_deref(),
+        Some("mega run interrupted: 0 complete, 0 failed, 0 blocked, 0 pending, 1 unfinished; `cascade mega resume` continues it"),
+        "{}",
+        text(&out)
+    );
     // The hanging agent was stopped with its process group.
     let agent = m.note("slow.pid");
     let alive = std::process::Command::new("kill")
@@ -850,6 +825,89 @@ fn ctrl_c_stops_the_agents_saves_state_and_exits_130() {
     let st = m.status_json();
     assert_eq!(st["status"], "interrupted", "{st}");
     assert_eq!(st["features"]["auth"]["status"], "running", "{st}");
+    // And it does: the slow story goes through this time.
+    std::fs::write(m.tools().join("resumed"), "").expect("marker");
+    let resumed = m.cmd(&["resume"]).output().expect("runs");
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert_eq!(m.status_json()["status"], "completed");
+}
+
+/// `cascade mega <args>` of `m` in the background, once its slow story's
+/// agent has started (stdout and stderr piped).
+fn started_slow(m: &Mega, args: &[&str]) -> std::process::Child {
+    let mut child = crate::common::cascade_command(m.root())
+        .arg("--agents")
+        .arg(m.agents())
+        .arg("mega")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn cascade");
+    let started = m.tools().join("slow.started");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !started.exists() {
+        assert!(Instant::now() < deadline, "the slow story never started");
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("cascade exited early: {status}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child
+}
+
+/// What the Ctrl-C tests start: a mega run of every batch.
+const APPROVE_ALL: [&str; 4] = ["approve", "--auto-run", "--retry-delay", "0"];
+
+#[test]
+fn mega_status_watch_prints_changes_until_the_mega_run_ends() {
+    use std::io::{BufRead, Read};
+    let m = setup(&[("f1", "auth", &[], true)], |_| {
+        vec!["auth-slow-1".to_string()]
+    });
+    let run = started_slow(&m, &APPROVE_ALL);
+    let mut watch = crate::common::cascade_command(m.root())
+        .args(["mega", "status", "--watch"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mega status --watch");
+    // The watcher's first block shows the run going on; only then it ends
+    // (interrupted: the slow story would take a minute).
+    let mut lines = std::io::BufReader::new(watch.stdout.take().expect("piped"));
+    let mut first = String::new();
+    lines.read_line(&mut first).expect("a first line");
+    assert!(first.trim_end().ends_with(": running"), "{first}");
+    // SAFETY: a plain signal to our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let out = run.wait_with_output().expect("exits");
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out));
+    // The watcher ends by itself once the run has ended.
+    let mut rest = String::new();
+    lines.read_to_string(&mut rest).expect("the rest");
+    assert!(watch.wait().expect("ends").success());
+    let all = first + &rest;
+    let blocks: Vec<&str> = all.split("\n\n").collect();
+    assert!(blocks.len() >= 2, "{all}");
+    assert!(
+        blocks
+            .last()
+            .and_then(|b| b.lines().next())
+            .is_some_and(|l| l.ends_with(": interrupted")),
+        "the last block is the run's end:\n{all}"
+    );
+    for pair in blocks.windows(2) {
+        assert_ne!(pair[0], pair[1], "a block repeated unchanged:\n{all}");
+    }
+    assert!(!all.contains('\x1b'), "no terminal, no escapes:\n{all}");
+    // On a run that has ended: the one block of `mega status`, and it returns.
+    let once = m
+        .cmd(&["status", "--watch", "--json"])
+        .output()
+        .expect("runs");
+    assert_eq!(once.status.code(), Some(0), "{}", text(&once));
+    let lines: Vec<Value> = json_lines(&once);
+    assert_eq!(lines.len(), 1, "{}", text(&once));
+    assert_eq!(lines[0], m.status_json());
 }
 
 #[test]
@@ -1085,6 +1143,27 @@ fn show_and_logs_find_a_features_story() {
     let logs = run(&["logs", "auth/auth-1"]);
     assert_eq!(logs.status.code(), Some(0), "{}", text(&logs));
     assert!(!logs.stdout.is_empty(), "{}", text(&logs));
+    // --json: the same lines, each an object naming the feature's story.
+    let json = run(&["logs", "auth/auth-1", "--json"]);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json));
+    let lines = json_lines(&json);
+    let texts: Vec<&str> = lines.iter().filter_map(|l| l["text"].as_str()).collect();
+    assert_eq!(
+        texts.join("\n") + "\n",
+        String::from_utf8_lossy(&logs.stdout),
+        "{}",
+        text(&json)
+    );
+    for l in &lines {
+        assert_eq!(l["story"], "auth/auth-1", "{l}");
+        assert_eq!(l["attempt"], 1);
+        assert_eq!(l["phase"], "implementation");
+        let path = l["path"].as_str().unwrap_or_default();
+        assert!(
+            path.contains("/mega/features/auth/logs/auth-1-implementation-1.log"),
+            "{path}"
+        );
+    }
     let wrong = run(&["show", "api/auth-1"]);
     assert_eq!(wrong.status.code(), Some(2), "{}", text(&wrong));
     assert!(

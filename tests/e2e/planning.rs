@@ -114,7 +114,7 @@ printf '{"type": "result", "subtype": "success", "is_error": false, "result": "w
 const IMPL: &str = r#"cp "$CASCADE_PROMPT_FILE" "$TOOLS/impl-$CASCADE_STORY_ID.md"
 printf '%s\n' "$CASCADE_STORY_ID" > "$CASCADE_STORY_ID.txt""#;
 
-struct Plan {
+pub(crate) struct Plan {
     repo: tempfile::TempDir,
     tools: tempfile::TempDir,
     /// HOME of every cascade run: empty (no Plan Cascade data directory)
@@ -123,7 +123,7 @@ struct Plan {
 }
 
 impl Plan {
-    fn new() -> Plan {
+    pub(crate) fn new() -> Plan {
         Plan::with_planner_extra(json!({}))
     }
 
@@ -177,7 +177,7 @@ impl Plan {
         self.tools.path()
     }
 
-    fn t(&self, name: &str) -> PathBuf {
+    pub(crate) fn t(&self, name: &str) -> PathBuf {
         self.tools().join(name)
     }
 
@@ -206,14 +206,14 @@ impl Plan {
     }
 
     /// `cascade plan GOAL --answers <tools>/answers.json <extra>`.
-    fn plan(&self, extra: &[&str]) -> (i32, String, String) {
+    pub(crate) fn plan(&self, extra: &[&str]) -> (i32, String, String) {
         let answers = self.t("answers.json").display().to_string();
         let mut args = vec!["plan", "Add OAuth login", "--answers", &answers];
         args.extend_from_slice(extra);
         self.run(&args)
     }
 
-    fn calls(&self) -> Vec<String> {
+    pub(crate) fn calls(&self) -> Vec<String> {
         std::fs::read_to_string(self.t("calls"))
             .unwrap_or_default()
             .lines()
@@ -222,7 +222,7 @@ impl Plan {
     }
 
     /// How many calls of `step` (first word of the calls log line) ran.
-    fn count(&self, step: &str) -> usize {
+    pub(crate) fn count(&self, step: &str) -> usize {
         self.calls()
             .iter()
             .filter(|l| l.split_whitespace().next() == Some(step))
@@ -249,7 +249,7 @@ impl Plan {
             .join(name)
     }
 
-    fn session(&self) -> Value {
+    pub(crate) fn session(&self) -> Value {
         let p = self.in_session("session.json");
         serde_json::from_str(&std::fs::read_to_string(p).expect("session.json")).expect("json")
     }

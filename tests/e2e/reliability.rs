@@ -216,6 +216,11 @@ while :; do sleep 0.1; done"#,
     );
     assert_eq!(status.code(), Some(130), "{err}");
     assert_nothing_left(&pids(&f.t("pids")), &err);
+    assert!(
+        err.lines()
+            .any(|l| l == "second interrupt: stopped 3 agent process groups (a, b, c)"),
+        "{err}"
+    );
 }
 
 /// Starts `cascade <args>` in a process group of its own (as a shell starts

@@ -469,7 +469,7 @@ fn every_request_needs_the_token_and_actions_need_the_header_and_same_origin() {
 
 /// The listening sockets of this machine on `port` (Linux /proc), as
 /// hexadecimal local addresses.
-fn listeners(port: u16) -> Option<Vec<String>> {
+pub(crate) fn listeners(port: u16) -> Option<Vec<String>> {
     let mut out = Vec::new();
     for f in ["/proc/net/tcp", "/proc/net/tcp6"] {
         let text = std::fs::read_to_string(f).ok()?;

@@ -183,6 +183,16 @@ fi"#,
     repo
 }
 
+/// Loads the dashboard at `url` and waits until the page has started.
+fn open_page(b: &Browser, url: &str) {
+    b.goto(url);
+    b.wait_js(
+        "the page to start",
+        15,
+        "return document.body.dataset.ready === 'true'",
+    );
+}
+
 /// `data-state` of a story's node, from the page.
 const NODE_STATE: &str =
     "var n = document.querySelector('.node[data-story=\"' + arguments[0] + '\"]'); return n ? n.dataset.state : null;";
@@ -234,12 +244,7 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     b.screenshot(&screenshot_path("no-token"));
 
     // Phase 2: with the token, before the run: the plan's graph, all pending.
-    b.goto(&url);
-    b.wait_js(
-        "the page to start",
-        15,
-        "return document.body.dataset.ready === 'true'",
-    );
+    open_page(&b, &url);
     wait_state(&b, "story-001", "pending", 10);
     assert_eq!(node_state(&b, "story-004"), "pending");
 
@@ -407,12 +412,7 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     drop(ui);
     let agents = tools.path().join("agents.json").display().to_string();
     let (_ui, url) = start_ui(repo.path(), &["--agents", &agents]);
-    b.goto(&url);
-    b.wait_js(
-        "the page to start",
-        15,
-        "return document.body.dataset.ready === 'true'",
-    );
+    open_page(&b, &url);
     for (id, state) in [
         ("story-001", "complete"),
         ("story-002", "failed"),
@@ -459,6 +459,53 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         "return document.querySelector('#progress-text').textContent.startsWith('2/4 merged')",
     );
     b.screenshot(&screenshot_path("run-resumed"));
+}
+
+/// An agent that reports neither tokens nor cost: the run view's totals and
+/// the attempt say "unknown" for both, never `0 / 0` or $0.
+#[test]
+fn dashboard_says_unknown_for_tokens_and_cost_no_agent_reported() {
+    let Some(b) = browser_or_skip("dashboard_says_unknown_for_tokens_and_cost_no_agent_reported")
+    else {
+        return;
+    };
+    let run = crate::inspect::Run::new(&["story-ok"]);
+    let out = run.approve();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::common::explain(&out)
+    );
+    let (_ui, url) = start_ui(run.repo(), &[]);
+    open_page(&b, &url);
+    wait_state(&b, "story-ok", "complete", 10);
+    let text = |css: &str| {
+        b.js(
+            "var e = document.querySelector(arguments[0]); return e ? e.textContent : null;",
+            json!([css]),
+        )
+    };
+    assert_eq!(text("#total-tokens"), "unknown");
+    assert_eq!(text("#total-cost"), "unknown");
+    b.screenshot(&screenshot_path("unknown-spend"));
+    // The story view's attempt says the same, in words.
+    b.click_css(".node[data-story=\"story-ok\"]", 5);
+    let meta = b
+        .wait_js(
+            "the attempt's line",
+            15,
+            "var m = document.querySelector('#attempt-1 .attempt-meta'); return m ? m.textContent : null;",
+        )
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        meta.contains("tokens unknown (not reported)")
+            && meta.contains("cost unknown (not reported)"),
+        "{meta}"
+    );
+    assert!(!meta.contains("0 tokens") && !meta.contains("$0"), "{meta}");
 }
 
 /// The mega view's story `story` of `feature`, as a CSS selector (with

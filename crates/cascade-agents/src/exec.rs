@@ -467,7 +467,8 @@ pub async fn execute(
         .log_limit(req.log_limit)
         .on_stdout_line(feed)
         .on_stderr_line(feed_err)
-        .stop_token(stop);
+        .stop_token(stop)
+        .label("agent", &req.story_id);
     for (k, v) in &inv.env {
         spec = spec.env(k, v);
     }

@@ -65,6 +65,9 @@ pub struct GateEnv {
     /// The story's confinement of every gate process (its report directory
     /// is made writable too); `None`: unconfined. Not part of the cache key.
     pub sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
+    /// The story whose tree the gates judge: names their processes (a
+    /// second Ctrl-C says what it stopped). `None`: `cascade gates run`.
+    pub story: Option<String>,
 }
 
 /// What the runner reports while it runs.
@@ -85,6 +88,7 @@ pub enum GateEvent {
 struct Ctx {
     admission: cascade_process::resources::Admission,
     extra_env: Vec<(String, String)>,
+    story: Option<String>,
     sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
     repo_root: PathBuf,
     /// `workdir` relative to `repo_root` (`.` when equal).
@@ -285,6 +289,7 @@ pub async fn run_prepared(
     let ctx = Arc::new(Ctx {
         admission: env.admission.clone(),
         extra_env: env.extra_env.clone(),
+        story: env.story.clone(),
         sandbox: env.sandbox.clone(),
         repo_root: prepared.repo_root,
         workdir_rel: prepared.workdir_rel,
@@ -651,11 +656,16 @@ async fn execute(
     let Ok(admitted) = ctx.admission.enter(token).await else {
         return skipped(gate, ctx, CANCELLED.into(), false);
     };
+    let name = match &ctx.story {
+        Some(story) => format!("{} of {story}", gate.name),
+        None => gate.name.clone(),
+    };
     let mut spec = Spec::new(&gate.program)
         .args(args)
         .cwd(dir)
         .timeout(gate.timeout)
-        .tail_bytes(CAPTURE_BYTES);
+        .tail_bytes(CAPTURE_BYTES)
+        .label("gate", name);
     for (k, v) in &ctx.extra_env {
         spec = spec.env(k, v);
     }

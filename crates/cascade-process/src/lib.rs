@@ -47,7 +47,9 @@ pub use cancel::CancelToken;
 pub use log::{CappedLog, LogLimit, DEFAULT_LOG_LIMIT};
 pub use output::Captured;
 pub use procs::{group_alive, kill_group, pid_alive};
-pub use supervise::{become_subreaper, is_subreaper, kill_all, stopping, Swept, OWNER_VAR};
+pub use supervise::{
+    become_subreaper, is_subreaper, kill_all, stopping, KilledAll, Label, Swept, OWNER_VAR,
+};
 pub use task::AbortOnDrop;
 
 use std::ffi::{OsStr, OsString};
@@ -92,6 +94,7 @@ pub struct Spec {
     on_stderr_line: Option<LineCallback>,
     stop: Option<CancelToken>,
     sandbox: Option<Arc<sandbox::Policy>>,
+    label: Option<Label>,
 }
 
 impl std::fmt::Debug for Spec {
@@ -125,6 +128,7 @@ impl Spec {
             on_stderr_line: None,
             stop: None,
             sandbox: None,
+            label: None,
         }
     }
 
@@ -235,6 +239,16 @@ impl Spec {
         self
     }
 
+    /// What the child is for (`agent` of story `a`, `gate` `tests`): named
+    /// by [`kill_all`] when it stops the child's group.
+    pub fn label(mut self, kind: impl Into<String>, name: impl Into<String>) -> Self {
+        self.label = Some(Label {
+            kind: kind.into(),
+            name: name.into(),
+        });
+        self
+    }
+
     /// The program, as given.
     pub fn program(&self) -> &OsStr {
         &self.program
@@ -297,7 +311,11 @@ impl Spec {
         let token = supervise::new_token();
         cmd.env(OWNER_VAR, &token);
         let started = Instant::now();
-        let (mut child, pid) = supervise::spawn_registered(&token, || {
+        let label = self.label.clone().unwrap_or_else(|| Label {
+            kind: "other".into(),
+            name: self.program.to_string_lossy().into_owned(),
+        });
+        let (mut child, pid) = supervise::spawn_registered(&token, label, || {
             let child = cmd.spawn()?;
             let pid = child.id().unwrap_or(0);
             Ok((child, pid))

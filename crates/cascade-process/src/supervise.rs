@@ -58,10 +58,24 @@ static STOPPING: AtomicBool = AtomicBool::new(false);
 /// `Running`, and orphans killed but not reaped yet.
 #[derive(Default)]
 struct Registry {
-    /// pid -> token of every live supervised child.
-    live: HashMap<u32, String>,
+    /// pid -> every live supervised child.
+    live: HashMap<u32, Child>,
     /// pid -> start time of adopted processes this process killed and must reap.
     to_reap: HashMap<u32, u64>,
+}
+
+/// A live supervised child: its token and what it is for.
+struct Child {
+    token: String,
+    label: Label,
+}
+
+/// What a supervised child is for, as [`crate::Spec::label`] named it
+/// (`kind` "agent", `name` the story; unnamed: "other" and the program).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Label {
+    pub kind: String,
+    pub name: String,
 }
 
 fn registry() -> MutexGuard<'static, Registry> {
@@ -126,6 +140,7 @@ pub(crate) fn new_token() -> String {
 /// lock, so that no sweep sees the new child before it is registered.
 pub(crate) fn spawn_registered<T>(
     token: &str,
+    label: Label,
     spawn: impl FnOnce() -> std::io::Result<(T, u32)>,
 ) -> std::io::Result<(T, u32)> {
     let mut reg = registry();
@@ -135,7 +150,13 @@ pub(crate) fn spawn_registered<T>(
         ));
     }
     let (child, pid) = spawn()?;
-    reg.live.insert(pid, token.to_string());
+    reg.live.insert(
+        pid,
+        Child {
+            token: token.to_string(),
+            label,
+        },
+    );
     Ok((child, pid))
 }
 
@@ -160,7 +181,7 @@ pub(crate) fn finish(leader: u32, token: &str, start: Option<u64>) -> Swept {
     let group = registry()
         .live
         .get(&leader)
-        .map_or(true, |t| t == token)
+        .map_or(true, |c| c.token == token)
         .then_some(leader);
     let swept = kill_until_gone(|table, chosen| {
         if let Some(g) = group {
@@ -214,18 +235,36 @@ fn sweep_orphans() -> Swept {
     })
 }
 
+/// What [`kill_all`] stopped.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct KilledAll {
+    /// The supervised children whose process groups were killed, sorted
+    /// by kind and name (a stable message).
+    pub groups: Vec<Label>,
+    /// Processes still alive when it stopped waiting (usually none).
+    pub left: Vec<u32>,
+}
+
 /// SIGKILLs every supervised child of this process and everything they
 /// started, refuses new children from now on, and waits up to `wait` for
-/// all of it to be dead. Returns what is still alive then (usually
-/// nothing). For a process about to exit (the second Ctrl-C).
-pub fn kill_all(wait: Duration) -> Vec<u32> {
+/// all of it to be dead. Returns the children whose groups it killed and
+/// what is still alive then. For a process about to exit (the second
+/// Ctrl-C).
+pub fn kill_all(wait: Duration) -> KilledAll {
     STOPPING.store(true, Ordering::SeqCst);
     let me = std::process::id();
     let prefix = format!("{OWNER_VAR}={me}.");
     let my_start = procs::stat(me).map(|p| p.start).unwrap_or(0);
     let deadline = Instant::now() + wait;
+    // Taken once: no child starts from now on, so these are all there are.
+    let mut groups: Vec<(u32, Label)> = registry()
+        .live
+        .iter()
+        .map(|(pid, c)| (*pid, c.label.clone()))
+        .collect();
+    groups.sort_by(|a, b| (&a.1.kind, &a.1.name, a.0).cmp(&(&b.1.kind, &b.1.name, b.0)));
+    let leaders: Vec<u32> = groups.iter().map(|(pid, _)| *pid).collect();
     let swept = kill_until_gone_by(deadline, |table, chosen| {
-        let leaders: Vec<u32> = registry().live.keys().copied().collect();
         for &l in &leaders {
             procs::kill_group(l, libc::SIGKILL);
         }
@@ -244,13 +283,15 @@ pub fn kill_all(wait: Duration) -> Vec<u32> {
         out
     });
     // Where /proc is missing, the groups were signalled; wait for them.
-    let leaders: Vec<u32> = registry().live.keys().copied().collect();
     while leaders.iter().any(|l| procs::group_alive(*l)) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut left = swept.survivors;
-    left.extend(leaders.into_iter().filter(|l| procs::group_alive(*l)));
-    left
+    left.extend(leaders.iter().copied().filter(|l| procs::group_alive(*l)));
+    KilledAll {
+        groups: groups.into_iter().map(|(_, label)| label).collect(),
+        left,
+    }
 }
 
 /// Whether the environment of `pid` holds `needle` as a whole entry
@@ -365,9 +406,9 @@ fn reap_adopted(killed: &HashMap<u32, u64>) {
             reg.to_reap.insert(pid, start);
         }
     }
-    let live = reg.live.clone();
+    let live: std::collections::HashSet<u32> = reg.live.keys().copied().collect();
     reg.to_reap.retain(|&pid, &mut start| {
-        if live.contains_key(&pid) {
+        if live.contains(&pid) {
             return false;
         }
         match procs::stat(pid) {

@@ -83,7 +83,12 @@ async fn orphans_are_adopted_and_kill_all_leaves_nothing_alive() {
         ),
     );
     let running: Vec<_> = (0..3)
-        .map(|_| Spec::new(&stubborn).spawn().unwrap())
+        .map(|i| {
+            Spec::new(&stubborn)
+                .label("agent", format!("story-{i}"))
+                .spawn()
+                .unwrap()
+        })
         .collect();
     let mut pids = pids_in(&pids_file, 6);
     let out = Spec::new(&leaver).run(&CancelToken::new()).await.unwrap();
@@ -94,10 +99,24 @@ async fn orphans_are_adopted_and_kill_all_leaves_nothing_alive() {
     assert_eq!(adopted.ppid, me, "the orphan was adopted by this process");
     pids.push(second_orphan);
 
-    let left = tokio::task::spawn_blocking(|| cascade_process::kill_all(Duration::from_secs(10)))
+    let killed = tokio::task::spawn_blocking(|| cascade_process::kill_all(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert!(left.is_empty(), "still alive: {left:?}");
+    assert!(killed.left.is_empty(), "still alive: {:?}", killed.left);
+    // The groups it stopped are named as their specs labelled them.
+    let named: Vec<(&str, &str)> = killed
+        .groups
+        .iter()
+        .map(|l| (l.kind.as_str(), l.name.as_str()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            ("agent", "story-0"),
+            ("agent", "story-1"),
+            ("agent", "story-2")
+        ]
+    );
     for pid in &pids {
         assert!(procs::dead(*pid), "{pid} survived kill_all");
     }

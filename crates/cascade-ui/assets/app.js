@@ -125,6 +125,14 @@
     return t.cost_usd ? fmtCost(t.cost_usd) + " + unknown" : "unknown";
   }
 
+  // The run's tokens in / out: "unknown" for attempts whose agent reported
+  // none (never counted as 0 / 0), added to what the others reported.
+  function fmtTokens(t) {
+    const known = fmtNum(t.tokens_in) + " / " + fmtNum(t.tokens_out);
+    if (!t.unknown_tokens) return known;
+    return t.tokens_in || t.tokens_out ? known + " + unknown" : "unknown";
+  }
+
   // ---------------------------------------------------------------- model
   // model.run is the last /api/run snapshot with events applied on top;
   // runClock maps "ms since run start" onto the browser's clock so running
@@ -597,7 +605,7 @@
           h("span", { class: "p-running", style: "width:" + pct(running) }))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Elapsed"), h("span", { class: "v", id: "run-elapsed", "data-tick": run.live ? "run" : null },
         fmtMs(run.live ? nowMs() : run.elapsed_ms))),
-      h("div", { class: "stat" }, h("span", { class: "k" }, "Tokens in / out"), h("span", { class: "v", id: "total-tokens" }, fmtNum(t.tokens_in) + " / " + fmtNum(t.tokens_out))),
+      h("div", { class: "stat" }, h("span", { class: "k" }, "Tokens in / out"), h("span", { class: "v", id: "total-tokens" }, fmtTokens(t))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Cost" + (t.cost_estimated ? " (estimated)" : "")),
         h("span", { class: "v", id: "total-cost", "data-estimated": String(!!t.cost_estimated) }, fmtSpend(t) + (t.cost_estimated ? " est." : ""))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Gate cache"), h("span", { class: "v", id: "cache-savings" },
@@ -942,7 +950,7 @@
       h("p", { class: "muted attempt-meta" }, [
         a.outcome ? "outcome: " + a.outcome : null,
         a.duration_ms ? fmtMs(a.duration_ms) : null,
-        a.tokens_in != null ? fmtNum(a.tokens_in) + " tokens in / " + fmtNum(a.tokens_out) + " out" : null,
+        a.tokens_in != null || a.tokens_out != null ? fmtNum(a.tokens_in) + " tokens in / " + fmtNum(a.tokens_out) + " out" : (a.outcome ? "tokens unknown (not reported)" : null),
         a.cost_usd != null ? fmtCost(a.cost_usd) + (a.cost_estimated ? " (estimated)" : "") : (a.outcome ? "cost unknown (not reported)" : null),
       ].filter(Boolean).join(" · ")),
       // What confined its processes ("landlock abi 7", or "none"); runs

@@ -780,6 +780,10 @@ struct Totals {
     /// them out, and the page says "unknown" rather than a $0 it does not know.
     #[serde(skip_serializing_if = "is_zero")]
     unknown_spend: u64,
+    /// Finished attempts whose agent reported no tokens at all: the page
+    /// says "unknown" for them rather than counting them as 0 / 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    unknown_tokens: u64,
     gate_cache_hits: u64,
     gate_cache_saved_ms: u64,
     merged: usize,
@@ -845,6 +849,9 @@ fn timeline<'a>(
             totals.cost_usd += a.cost_usd.unwrap_or(0.0);
             if a.cost_usd.is_none() && a.outcome.is_some() {
                 totals.unknown_spend += 1;
+            }
+            if a.input_tokens.is_none() && a.output_tokens.is_none() && a.outcome.is_some() {
+                totals.unknown_tokens += 1;
             }
             totals.cost_estimated |= a.cost_estimated == Some(true);
             if hits {
@@ -1323,6 +1330,63 @@ mod tests {
         assert_eq!(text.join("\n") + "\n", golden);
     }
 
+    /// No run is live (no gate results, no plan path, the epoch as now).
+    static IDLE: Status = Status {
+        run_id: None,
+        live: false,
+        paused: false,
+        last_event_id: 0,
+    };
+
+    /// The snapshot's input of `state` and `prd` with nothing live ([`IDLE`]).
+    fn idle_input<'a>(
+        state: Option<&'a RunState>,
+        prd: Option<&'a Outline>,
+        summary: &'a Summary,
+    ) -> Input<'a> {
+        Input {
+            state,
+            prd,
+            shape: None,
+            prd_path: None,
+            summary,
+            status: &IDLE,
+            now_ms: 0,
+            gates: &no_gates,
+        }
+    }
+
+    fn no_gates(_: &str, _: u32) -> Option<Value> {
+        None
+    }
+
+    /// An attempt whose agent reported neither tokens nor cost is counted
+    /// as unknown in both (the page shows "unknown", not 0 / 0 or $0);
+    /// one that reported output tokens only is not unknown in tokens.
+    #[test]
+    fn attempts_that_reported_nothing_are_unknown_in_tokens_and_spend() {
+        let (prd, state, summary) = varied_run();
+        let totals = |state: &RunState| {
+            let doc = build(&idle_input(Some(state), Some(&prd), &summary));
+            let v: serde_json::Value =
+                serde_json::from_str(&written(&doc)).expect("the document is JSON");
+            v["totals"].clone()
+        };
+        // Story e's attempt reported output tokens but no cost.
+        let before = totals(&state);
+        assert_eq!(before["unknown_spend"], 1, "{before}");
+        assert_eq!(before.get("unknown_tokens"), None, "{before}");
+        let mut silent = state.clone();
+        let e = silent.position("e").expect("story e");
+        silent.stories[e].attempts[0].output_tokens = None;
+        let after = totals(&silent);
+        assert_eq!(after["unknown_tokens"], 1, "{after}");
+        assert_eq!(
+            after["tokens_out"],
+            before["tokens_out"].as_u64().unwrap_or(0) - 10
+        );
+    }
+
     /// The document as `GET /api/run` writes it.
     fn written(doc: &Snapshot<'_>) -> String {
         let mut out = Vec::new();
@@ -1355,23 +1419,8 @@ mod tests {
         // The state lists the stories in another order than the plan.
         let state = glance(prd.stories().rev().map(|s| s.id.to_string()));
         let (plan_before, state_before) = (prd.index_stats(), state.index_stats());
-        let status = Status {
-            run_id: None,
-            live: false,
-            paused: false,
-            last_event_id: 0,
-        };
         let summary = Summary::default();
-        let snapshot = build(&Input {
-            state: Some(&state),
-            prd: Some(&prd),
-            shape: None,
-            prd_path: None,
-            summary: &summary,
-            status: &status,
-            now_ms: 0,
-            gates: &|_, _| None,
-        });
+        let snapshot = build(&idle_input(Some(&state), Some(&prd), &summary));
         assert_eq!(snapshot.stories.len(), n);
         assert!(snapshot.batches.len() > 1);
         // Long enough to be written in many pieces: the same bytes.

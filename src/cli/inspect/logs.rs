@@ -11,6 +11,8 @@
 //!
 //! Agent output is shown safely (control characters as escapes, see
 //! [`crate::cli::report::printable`]): a log cannot rewrite the terminal.
+//! `--json` prints one object per line of the log instead (`story`,
+//! `attempt`, `phase`, `path`, `line`, `text`), with `-f` as they come.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -36,6 +38,10 @@ pub struct LogsArgs {
     /// Follow a running attempt's output until it ends
     #[arg(short = 'f', long)]
     pub follow: bool,
+    /// One JSON object per line of output (story, attempt, phase, path,
+    /// line, text) instead of the text
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// How often `-f` looks for more output and whether the attempt ended.
@@ -46,6 +52,15 @@ pub fn run(_g: &Global, a: LogsArgs) -> CliResult {
     let (attempt, phase) = chosen(&found, a.attempt, a.phase.as_deref())?;
     let path = log_path(&found, attempt, &phase);
     let mut reader = LogReader::default();
+    if a.json {
+        reader.json = Some(JsonLines {
+            story: found.name(),
+            attempt,
+            phase: phase.clone(),
+            path: path.display().to_string(),
+            line: 0,
+        });
+    }
     if !a.follow || !attempt_going(&found, attempt) {
         if !path.exists() {
             return Err(no_log(&found, attempt, &phase));
@@ -177,6 +192,40 @@ fn read_error(path: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
 struct LogReader {
     offset: u64,
     partial: Vec<u8>,
+    /// `--json`: each line as an object; `None`: the text as it is (made safe).
+    json: Option<JsonLines>,
+}
+
+/// What every `--json` line says besides its text (`line` counts the
+/// lines printed so far, from 1).
+struct JsonLines {
+    story: String,
+    attempt: u32,
+    phase: String,
+    path: String,
+    line: u64,
+}
+
+impl JsonLines {
+    /// One object per line of `text` (a last line without a newline too),
+    /// `text` without its newline; JSON escapes what a terminal must not get.
+    fn render(&mut self, text: &str) -> String {
+        let mut out = String::new();
+        for line in text.split_inclusive('\n') {
+            self.line += 1;
+            let value = serde_json::json!({
+                "story": self.story,
+                "attempt": self.attempt,
+                "phase": self.phase,
+                "path": self.path,
+                "line": self.line,
+                "text": line.strip_suffix('\n').unwrap_or(line),
+            });
+            out.push_str(&value.to_string());
+            out.push('\n');
+        }
+        out
+    }
 }
 
 impl LogReader {
@@ -206,9 +255,13 @@ impl LogReader {
         }
         let text = String::from_utf8_lossy(&self.partial[..cut]).into_owned();
         self.partial.drain(..cut);
+        let shown = match &mut self.json {
+            Some(json) => json.render(&text),
+            None => printable(&text).into_owned(),
+        };
         let mut out = crate::cli::out::stdout();
         // A failed write is recorded by `out` (and ends a follow).
-        let _ = out.write_all(printable(&text).as_bytes());
+        let _ = out.write_all(shown.as_bytes());
         Ok(())
     }
 }
@@ -235,5 +288,34 @@ mod tests {
         std::fs::write(&path, "new\n").unwrap();
         r.print_new(&path, false).unwrap();
         assert_eq!(r.offset, 4);
+    }
+
+    #[test]
+    fn json_lines_are_numbered_objects_without_the_newline() {
+        let mut json = JsonLines {
+            story: "auth/a".into(),
+            attempt: 2,
+            phase: "review".into(),
+            path: "/x/a-review-2.log".into(),
+            line: 0,
+        };
+        let first = json.render("== cascade: header\n\x1b[31mred\n");
+        let rest = json.render("no newline");
+        let lines: Vec<serde_json::Value> = first
+            .lines()
+            .chain(rest.lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0]["line"], 1);
+        assert_eq!(lines[0]["text"], "== cascade: header");
+        assert_eq!(lines[1]["text"], "\x1b[31mred");
+        assert!(first.contains("\\u001b"), "escaped in the JSON: {first}");
+        assert_eq!(lines[2]["line"], 3);
+        assert_eq!(lines[2]["text"], "no newline");
+        assert_eq!(lines[2]["story"], "auth/a");
+        assert_eq!(lines[2]["attempt"], 2);
+        assert_eq!(lines[2]["phase"], "review");
+        assert_eq!(lines[2]["path"], "/x/a-review-2.log");
     }
 }

@@ -103,6 +103,16 @@ pub fn reporter(json: bool) -> impl Fn(&Event) + Send + Sync + Clone {
     move |e: &Event| r.report(e)
 }
 
+/// What the closing line of a run that ended as `status` adds: for an
+/// interrupted run, that `command` (`cascade resume`, `cascade mega
+/// resume`) continues it; nothing otherwise.
+pub fn continued_by(status: cascade_engine::RunStatus, command: &str) -> String {
+    match status {
+        cascade_engine::RunStatus::Interrupted => format!("; `{command}` continues it"),
+        _ => String::new(),
+    }
+}
+
 /// `1.2s`, `3m05s`, `1h02m`.
 pub fn human_duration(ms: u64) -> String {
     let s = ms / 1000;

@@ -215,8 +215,8 @@ fn races(rows: &[StorySummary]) -> String {
     out
 }
 
-/// The last line: the run's status, the counts, the time, and the tokens
-/// and cost when reported.
+/// The last line: the run's status, the counts, the time, the tokens
+/// and cost when reported, and for an interrupted run what continues it.
 fn totals(
     rows: &[StorySummary],
     status: RunStatus,
@@ -246,6 +246,7 @@ fn totals(
         let more = if unknown { " + unknown" } else { "" };
         totals.push_str(&format!(", ${cost:.2}{more}"));
     }
+    totals.push_str(&super::continued_by(status, "cascade resume"));
     totals.push('\n');
     totals
 }
@@ -473,6 +474,32 @@ mod tests {
         assert!(text.contains("\x1b[32mcomplete\x1b[0m"));
         assert!(text.contains("12.8k tokens"), "{text}");
         assert!(!text.contains("failures:"), "{text}");
+    }
+
+    #[test]
+    fn an_interrupted_run_says_what_continues_it() {
+        let mut done = row("done", "complete");
+        done.cost_usd = Some(0.25);
+        let cut = row("cut", "pending");
+        let counts = StoryCounts {
+            complete: 1,
+            pending: 1,
+            ..Default::default()
+        };
+        let text = render(&[done, cut], RunStatus::Interrupted, &counts, 4200, false);
+        let last = text.lines().last().unwrap_or_default();
+        assert!(last.starts_with("run interrupted: "), "{text}");
+        assert!(last.ends_with("; `cascade resume` continues it"), "{text}");
+        insta::assert_snapshot!(text);
+        // Any other end says nothing of resuming.
+        let text = render(
+            &[row("a", "complete")],
+            RunStatus::Completed,
+            &counts,
+            1,
+            false,
+        );
+        assert!(!text.contains("resume"), "{text}");
     }
 
     #[test]

@@ -212,6 +212,7 @@ pub(super) async fn base_gates(
             &sandbox.policy,
             std::iter::once(scratch.path().to_path_buf()).chain(target.iter().map(|t| t.path())),
         ),
+        story: Some("the base".to_string()),
     };
     // The run's first gates: what the caches say about themselves is
     // said here (the stories' gates may never meet it again).

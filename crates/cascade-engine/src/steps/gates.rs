@@ -284,6 +284,7 @@ async fn run_gates(
             &wt.sandbox,
             target.iter().map(|t| t.path()),
         ),
+        story: Some(story.to_string()),
     };
     cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, &ctx.cancel).await
 }
