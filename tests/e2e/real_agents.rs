@@ -338,9 +338,9 @@ fn real_claude_passes_agents_check_as_shipped_and_the_probe_catches_a_made_up_fl
     let Some(claude) = claude_or_skip("real_claude_passes_agents_check") else {
         return;
     };
-    let repo = project(180);
-    let dir = repo.path();
     let api = mock_anthropic::start(Mode::Work);
+    let repo = project(180, &api.url);
+    let dir = repo.path();
     let (code, check, all) = check_claude(dir, &claude, &api.url);
     assert_eq!(code, Some(0), "{all}");
     assert_eq!(check["status"], "ok", "{all}");
