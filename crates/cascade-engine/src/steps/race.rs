@@ -270,24 +270,7 @@ impl Race {
         let estimate = Mutex::new(0.0f64);
         let mut running = FuturesUnordered::new();
         for (index, held) in helds.iter_mut().enumerate() {
-            let attempt = Attempt {
-                ctx,
-                story: base.story,
-                branch: &branches[index],
-                number: base.number + index as u32,
-                max: base.max + n as u32 - 1,
-                phase: match self.previous[index] {
-                    Some(_) => Phase::Retry,
-                    None => base.phase,
-                },
-                previous: self.previous[index].as_ref(),
-                agent: self.contestants[index].agent.clone(),
-                env: base.env,
-                worker: None,
-                job: None,
-                slot: None,
-                contestant: Some(self.contestants[index].agent.clone()),
-            };
+            let attempt = self.contestant_attempt(base, branches, index);
             let (permits, estimate) = (&permits, &estimate);
             running.push(async move {
                 let _permit = permits.acquire().await;
@@ -389,7 +372,48 @@ impl Race {
         // Dropping the others stops them: their agents and gates are killed
         // with their process groups.
         drop(running);
-        for index in (0..n).filter(|i| !finished[*i]) {
+        self.stop_unfinished(base, branches, &finished, interrupted);
+        (passed, failures, interrupted || ctx.cancel.is_cancelled())
+    }
+
+    /// Contestant `index`'s attempt of the round that `base` starts.
+    fn contestant_attempt<'a>(
+        &'a self,
+        base: &Attempt<'a>,
+        branches: &'a [String],
+        index: usize,
+    ) -> Attempt<'a> {
+        Attempt {
+            ctx: base.ctx,
+            story: base.story,
+            branch: &branches[index],
+            number: base.number + index as u32,
+            max: base.max + self.contestants.len() as u32 - 1,
+            phase: match self.previous[index] {
+                Some(_) => Phase::Retry,
+                None => base.phase,
+            },
+            previous: self.previous[index].as_ref(),
+            agent: self.contestants[index].agent.clone(),
+            env: base.env,
+            worker: None,
+            job: None,
+            slot: None,
+            contestant: Some(self.contestants[index].agent.clone()),
+        }
+    }
+
+    /// The contestants that did not finish: their attempts interrupted,
+    /// and (unless the run is stopping) announced as stopped by a winner.
+    fn stop_unfinished(
+        &self,
+        base: &Attempt<'_>,
+        branches: &[String],
+        finished: &[bool],
+        interrupted: bool,
+    ) {
+        let (ctx, id) = (base.ctx, base.id());
+        for index in (0..finished.len()).filter(|i| !finished[*i]) {
             let number = base.number + index as u32;
             ctx.update_story(id, move |s| {
                 if let Some(r) = s.attempt_mut(number).filter(|r| r.outcome.is_none()) {
@@ -409,7 +433,6 @@ impl Race {
                 );
             }
         }
-        (passed, failures, interrupted || ctx.cancel.is_cancelled())
     }
 
     /// Nobody won: the round fails with the first contestant's failure
