@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use cascade_engine::confine::AttemptSandbox;
+use cascade_engine::confine::{AttemptSandbox, AttemptSandboxError};
 use cascade_engine::{Event, EventSink};
 use cascade_process::{CancelToken, Spec};
 
@@ -55,8 +55,10 @@ impl Notifier {
         let sandbox = match &argv {
             Some(_) => {
                 let settings = super::sandbox_cmd::settings_at_head(cwd)?;
-                AttemptSandbox::for_hooks(flags.sandbox_mode(), &settings)
-                    .map_err(Failure::usage)?
+                AttemptSandbox::for_hooks(flags.sandbox_mode(), &settings).map_err(|e| match e {
+                    AttemptSandboxError::Unavailable(_) => Failure::usage(e),
+                    AttemptSandboxError::TempDir(_) => Failure::failed(e),
+                })?
             }
             None => AttemptSandbox::default(),
         };
