@@ -568,3 +568,35 @@ fn the_census_costs_one_base_run_and_then_a_kept_report() {
         b1["duration_ms"], b2["duration_ms"]
     );
 }
+
+/// A story that only refactors tests: both tests of `test_calc.py` become
+/// one parametrised test, and a test of another file is renamed. The
+/// census sees the old ids gone; their successors ran and passed, and
+/// proving does not ask a refactored test to fail on the base.
+#[test]
+fn tests_parametrised_and_renamed_by_a_refactor_merge() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    let mut files = python_files();
+    files.push((
+        "tests/test_more.py",
+        "from calc import total\n\ndef test_one():\n    assert total([5]) == 5\n",
+    ));
+    let change = "cat > tests/test_calc.py <<'PY'\n\
+                  import pytest\n\
+                  \n\
+                  from calc import total\n\
+                  \n\
+                  \n\
+                  @pytest.mark.parametrize(\"xs, want\", [([1, 2], 3), ([], 0)])\n\
+                  def test_total(xs, want):\n\
+                  \x20   assert total(xs) == want\n\
+                  PY\n\
+                  sed -i 's/def test_one/def test_a_single_item/' tests/test_more.py";
+    let (events, code, _repo) = run_story(&files, PYTEST, "tidy the tests", change);
+    assert_eq!(code, 0, "{:?}", failures(&events));
+    assert!(disappeared(&events).is_empty());
+    assert!(findings_of(&events, "unproven-test").is_empty());
+}

@@ -51,6 +51,10 @@ pub fn disappeared(
             excused += 1;
             continue;
         }
+        if parametrised_now(id, now) {
+            excused += 1;
+            continue;
+        }
         let home = files
             .iter()
             .find(|d| holds(rules, d, d.old_text.as_deref(), name));
@@ -96,6 +100,18 @@ pub fn disappeared(
         ));
     }
     out
+}
+
+/// Whether test `id` now runs once per parameter (pytest's `id[...]`), and
+/// every one of them passed.
+fn parametrised_now(id: &str, now: &Census) -> bool {
+    let prefix = format!("{id}[");
+    let mut cases = now
+        .tests
+        .range(prefix.clone()..)
+        .take_while(|(k, _)| k.starts_with(&prefix))
+        .peekable();
+    cases.peek().is_some() && cases.all(|(_, o)| *o == TestOutcome::Passed)
 }
 
 /// Whether `text` (a side of `d`) defines test `name`: a function of that
@@ -383,6 +399,28 @@ mod tests {
             &Intent::default(),
         );
         assert_eq!(f.len(), 1, "{f:?}");
+        // Parametrised in place: every case ran and passed.
+        let cases = census(&[
+            ("tests.test_a.test_total[xs0-3]", Passed),
+            ("tests.test_a.test_total[xs1-0]", Passed),
+        ]);
+        assert!(disappeared("pytest", &base, &cases, &[], &rules, &Intent::default()).is_empty());
+        let one_skipped = census(&[
+            ("tests.test_a.test_total[xs0-3]", Passed),
+            ("tests.test_a.test_total[xs1-0]", Skipped),
+        ]);
+        assert_eq!(
+            disappeared(
+                "pytest",
+                &base,
+                &one_skipped,
+                &[],
+                &rules,
+                &Intent::default()
+            )
+            .len(),
+            1
+        );
         // Moved under its own name to a file that ran.
         let moved = census(&[("tests.test_b.test_total", Passed)]);
         let gone = [diff(

@@ -14,7 +14,8 @@
 //! separated from the code (a Rust test outside a `#[cfg(test)]` module) or
 //! a run that times out is a note, never a finding. A test whose text is
 //! the same as a test of that name the change removed elsewhere (a moved
-//! test) is not new.
+//! test) is not new, nor is one that takes a removed test's place (renamed,
+//! or parametrised copies: [`crate::successor`]).
 //!
 //! Cost: one extra run of the changed tests (plus, for compiled languages,
 //! building the base with them).
@@ -114,6 +115,20 @@ pub fn changed_tests(files: &[FileDiff], rules: &RuleSet) -> Vec<ChangedTest> {
             }
         }
     }
+    // A test that takes a removed test's place (renamed, parametrised
+    // copies) is a refactor: it passes on the base as the old one did.
+    let written = crate::successor::written_tests(files, rules);
+    let removed = removed_tests(files, rules);
+    let refactored = |file: &str, name: &str| {
+        let mine: Vec<_> = written
+            .iter()
+            .filter(|w| w.name == name && w.file == file)
+            .cloned()
+            .collect();
+        removed
+            .iter()
+            .any(|r| crate::successor::successor(r, &mine).is_some())
+    };
     let mut out = Vec::new();
     for d in files {
         let (Some(lang), Some(new)) = (rules.language_of(&d.path), d.new_text.as_deref()) else {
@@ -139,7 +154,8 @@ pub fn changed_tests(files: &[FileDiff], rules: &RuleSet) -> Vec<ChangedTest> {
                 continue;
             }
             let text = normalized(&p.raw[i..=end]);
-            if old_tests.get(&name).is_some_and(|t| t.contains(&text)) {
+            if old_tests.get(&name).is_some_and(|t| t.contains(&text)) || refactored(&d.path, &name)
+            {
                 continue;
             }
             let class = (lang == Language::Python)
@@ -153,6 +169,34 @@ pub fn changed_tests(files: &[FileDiff], rules: &RuleSet) -> Vec<ChangedTest> {
                 class,
             });
         }
+    }
+    out
+}
+
+/// The tests of the old texts that the change removed from their file.
+fn removed_tests(files: &[FileDiff], rules: &RuleSet) -> Vec<crate::successor::TestText> {
+    let mut out = Vec::new();
+    for d in files {
+        let path = d.old_path.as_deref().unwrap_or(&d.path);
+        let (Some(lang), Some(old)) = (rules.language_of(path), d.old_text.as_deref()) else {
+            continue;
+        };
+        let Some(ts) = rules.tests_of(lang) else {
+            continue;
+        };
+        let kept: Vec<String> = d
+            .new_text
+            .as_deref()
+            .map(|t| crate::successor::tests_in(t, lang, ts))
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        out.extend(
+            crate::successor::tests_in(old, lang, ts)
+                .into_iter()
+                .filter(|t| !kept.contains(&t.name)),
+        );
     }
     out
 }
@@ -822,6 +866,35 @@ pub fn passed(runner: Runner, output: &str, report: Option<&str>) -> Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renamed_or_parametrised_test_is_not_a_new_one() {
+        let diff = |old: &str, new: &str, added: Vec<u32>| FileDiff {
+            path: "tests/test_calc.py".into(),
+            old_path: None,
+            status: cascade_git::diff::FileStatus::Modified,
+            added,
+            removed: vec![1],
+            old_text: Some(old.into()),
+            new_text: Some(new.into()),
+            link_target: None,
+        };
+        let old = "def test_one():\n    assert total([1, 2]) == 3\n";
+        let rules = RuleSet::builtin();
+        let renamed = diff(
+            old,
+            "def test_total_of_two():\n    assert total([1, 2]) == 3\n",
+            vec![1],
+        );
+        assert!(changed_tests(&[renamed], &rules).is_empty());
+        let table = "import pytest\n\n@pytest.mark.parametrize(\"xs, want\", [([1, 2], 3)])\ndef test_total(xs, want):\n    assert total(xs) == want\n";
+        assert!(changed_tests(&[diff(old, table, vec![1, 2, 3, 4, 5])], &rules).is_empty());
+        // A new test that replaces nothing is new.
+        let new = diff(old, "def test_one():\n    assert total([1, 2]) == 3\n\ndef test_neg():\n    assert total([-1]) == -1\n", vec![3, 4, 5]);
+        let found = changed_tests(&[new], &rules);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].name, "test_neg");
+    }
 
     #[test]
     fn runners_output_is_read_for_passed_tests() {

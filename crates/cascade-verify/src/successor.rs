@@ -25,6 +25,8 @@ use crate::scan::{blank, indent, test_functions};
 pub(crate) struct TestText {
     pub name: String,
     pub lang: Language,
+    /// The file's path (empty for a text of no file).
+    pub file: String,
     /// From the end of the previous test (or the file's start) to this
     /// test's end.
     pub region: String,
@@ -49,6 +51,7 @@ pub(crate) fn tests_in(text: &str, lang: Language, ts: &TestSyntax) -> Vec<TestT
         out.push(TestText {
             name,
             lang,
+            file: String::new(),
             region: join(from..end + 1),
             body: join(i + 1..end + 1),
             lines: from..end + 1,
@@ -95,7 +98,11 @@ pub(crate) fn written_tests(files: &[FileDiff], rules: &RuleSet) -> Vec<TestText
         out.extend(
             tests_in(text, lang, ts)
                 .into_iter()
-                .filter(|t| t.lines.clone().any(|l| added.contains(&l))),
+                .filter(|t| t.lines.clone().any(|l| added.contains(&l)))
+                .map(|t| TestText {
+                    file: d.path.clone(),
+                    ..t
+                }),
         );
     }
     out
