@@ -725,8 +725,10 @@ done"#;
         println!("{tag}: {faults:?}");
         let mut outputs = Vec::new();
         let mut coordinator = Some(f.spawn_approve(&["--retry-delay", "0"]));
+        let started = Instant::now();
         for fault in faults {
             std::thread::sleep(Duration::from_millis(next(1000)));
+            println!("{tag}: {fault:?} at {:?}", started.elapsed());
             match fault {
                 Fault::KillWorker(i) => {
                     f.kill_worker(workers[i]);
@@ -771,6 +773,11 @@ done"#;
                 break;
             };
             let out = c.wait_with_output().expect("coordinator ends");
+            println!(
+                "{tag}: a coordinator ended (exit {}) at {:?}",
+                code(&out),
+                started.elapsed()
+            );
             let stopped = stopped_by_nats(&out);
             outputs.push(out);
             if stopped {
@@ -886,6 +893,39 @@ done"#;
             let files = git(repo, &["show", "--name-only", "--format=", commit]);
             assert_eq!(files.trim(), format!("{id}.txt"), "commit {line}");
         }
+    }
+
+    /// A NATS restart loses the coordinator's live consumer of results; it
+    /// makes a new one once the connection is back, so a result published
+    /// after the restart is merged within seconds, not after async-nats'
+    /// missed-heartbeat detection (15 s and more).
+    #[test]
+    fn a_result_published_after_a_nats_restart_is_heard_at_once() {
+        let Some(mut f) = Fleet::new("fleet_nats_restart", json!([story("s01", &[])])) else {
+            return;
+        };
+        std::fs::write(f.t("hold-s01"), "").unwrap();
+        f.worker("w1", 1, &[]);
+        f.wait_for_workers(1);
+        let coordinator = f.spawn_approve(&["--retry-delay", "0"]);
+        f.wait_for_file("started-s01");
+        f.nats.stop();
+        f.nats.restart();
+        // Both ends reconnect (a second at most) before the job ends.
+        std::thread::sleep(Duration::from_secs(2));
+        let released = Instant::now();
+        std::fs::remove_file(f.t("hold-s01")).unwrap();
+        let out = coordinator.wait_with_output().expect("coordinator ends");
+        let took = released.elapsed();
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        f.assert_all_merged_once(&events(&out), &ids(1));
+        assert!(
+            took < Duration::from_secs(10),
+            "merged {took:?} after the job was released: {}{}",
+            explain(&out),
+            f.worker_logs()
+        );
+        assert_eq!(f.runs("s01"), 1, "the job was not run again");
     }
 
     #[test]

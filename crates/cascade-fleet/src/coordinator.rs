@@ -32,14 +32,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{consumer, kv, stream};
+use async_nats::jetstream::{kv, stream};
 use cascade_engine::events::Event;
 use cascade_engine::executor::{
     ExecContext, ExecFuture, Executed, Executor, Job, JobFailure, JobOutcome,
 };
 use cascade_engine::FailureKind;
 use cascade_process::{AbortOnDrop, CancelToken};
-use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
 use crate::error::FleetError;
@@ -136,27 +135,12 @@ impl Coordinator {
         let router = Arc::new(Router::default());
         // New results of this repository, live (results stored before now
         // are read per job when a job is adopted).
-        let live = results
-            .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: results_filter(&repo_key),
-                deliver_policy: consumer::DeliverPolicy::New,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| fleet.js_error(e))?
-            .messages()
-            .await
-            .map_err(|e| fleet.js_error(e))?;
+        let filter = results_filter(&repo_key);
+        let feed = crate::live::open(&fleet, &results, &filter).await?;
         let reader = {
             let router = Arc::clone(&router);
-            tokio::spawn(async move {
-                let mut live = live;
-                while let Some(m) = live.next().await {
-                    let Ok(m) = m else { continue };
-                    if let Ok(r) = serde_json::from_slice::<ResultMsg>(&m.payload) {
-                        router.deliver(r);
-                    }
-                }
+            crate::live::spawn(fleet.clone(), results.clone(), filter, feed, move |r| {
+                router.deliver(r)
             })
         };
 

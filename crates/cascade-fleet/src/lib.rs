@@ -27,6 +27,7 @@ pub mod coordinator;
 pub mod error;
 pub mod git;
 mod ledger;
+mod live;
 pub mod nats;
 pub mod protocol;
 mod refs;

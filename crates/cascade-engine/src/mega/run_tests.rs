@@ -26,6 +26,10 @@ struct Fake {
     hold_a: Option<(Arc<Notify>, Arc<Notify>)>,
     /// The feature whose stories fail.
     failing: Option<&'static str>,
+    /// PRDs written; with `spent_by_prd`, the first one spends the run's
+    /// budget (as a PRD agent's charge over `--max-cost` does).
+    prds: std::sync::atomic::AtomicUsize,
+    spent_by_prd: bool,
 }
 
 impl MegaPorts for Fake {
@@ -42,7 +46,13 @@ impl MegaPorts for Fake {
         prd_path: &Path,
         _cancel: &CancelToken,
     ) -> Result<(), AuthorError> {
+        self.prds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::fs::write(prd_path, "{}").map_err(|e| AuthorError::Failed(e.to_string()))
+    }
+
+    fn budget_exhausted(&self) -> Option<String> {
+        let written = self.prds.load(std::sync::atomic::Ordering::SeqCst);
+        (self.spent_by_prd && written > 0).then(|| "the run spent its budget".to_string())
     }
 
     async fn run_feature(
@@ -188,6 +198,38 @@ async fn run_steered(
         .unwrap();
     let events = events.lock().unwrap().clone();
     (summary.status, events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prd_that_spends_the_budget_starts_no_other_prd_agent_nor_any_feature() {
+    let tmp = repo();
+    let fake = Arc::new(Fake {
+        gates_pass: true,
+        spent_by_prd: true,
+        ..Default::default()
+    });
+    // One slot: a and b write their PRDs one after the other.
+    let (status, events) = run(fake.clone(), tmp.path(), 1).await;
+    assert_eq!(status, RunStatus::BudgetExhausted, "{events:#?}");
+    assert_eq!(fake.prds.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(fake.shares.lock().unwrap().is_empty(), "a feature ran");
+    let said: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::MegaNotice { message } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        said.iter()
+            .any(|m| m.contains("does not start its stories")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|m| m.contains("its PRD agent does not start")),
+        "{said:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
