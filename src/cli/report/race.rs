@@ -108,7 +108,7 @@ pub(crate) mod tests {
             agent: name.into(),
             attempt: 1,
             branch: format!("cascade/s1/race-{name}"),
-            status: status.into(),
+            status,
             error_type: None,
             error: None,
             verdict: None,
