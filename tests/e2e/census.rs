@@ -227,6 +227,33 @@ fn a_test_that_returns_first_is_emptied_test() {
 }
 
 #[test]
+fn a_test_the_description_asks_to_remove_is_not_flagged_and_others_are() {
+    if !have("python3", &["-m", "pytest", "--version"]) {
+        println!("skipped: python3 -m pytest is not installed");
+        return;
+    }
+    // The change deletes test_empty and nothing else (calc.py stays).
+    let change = "printf 'from calc import total\\n\\ndef test_total():\\n    assert total([1, 2]) == 3\\n' > tests/test_calc.py";
+    let asked = "Empty input is no longer supported. Remove test_empty.";
+    let (events, code, _repo) = run_story(&python_files(), PYTEST, asked, change);
+    assert_eq!(code, 0, "{:?}", failures(&events));
+    assert!(disappeared(&events).is_empty(), "{events:?}");
+    assert!(
+        findings_of(&events, "removed-test").is_empty(),
+        "{events:?}"
+    );
+    // The same change under a description that asks for no removal fails,
+    // naming the test.
+    let (events, code, _repo) = run_story(&python_files(), PYTEST, "tidy the tests", change);
+    assert_eq!(code, 1, "{events:?}");
+    let named = findings_of(&events, "removed-test")
+        .into_iter()
+        .chain(disappeared(&events))
+        .any(|m| m.contains("test_empty"));
+    assert!(named, "{:?}", failures(&events));
+}
+
+#[test]
 fn dead_code_deleted_with_its_test_is_not_flagged() {
     if !have("python3", &["-m", "pytest", "--version"]) {
         return;

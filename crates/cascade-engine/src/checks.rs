@@ -150,7 +150,8 @@ pub fn review_in_prd(prd: &Prd) -> Option<ReviewMode> {
 }
 
 /// What a story allows, for verification: its `verify_allow` (rule ids,
-/// and files it may change although they judge it).
+/// and files it may change although they judge it), and the tests its
+/// title, description and acceptance criteria ask to remove.
 pub fn intent_of(story: &Story) -> Intent {
     let allow = story
         .extra
@@ -163,7 +164,13 @@ pub fn intent_of(story: &Story) -> Intent {
                 .collect()
         })
         .unwrap_or_default();
-    Intent { allow }
+    let mut words = vec![story.title.as_str(), story.description.as_str()];
+    words.extend(story.acceptance_criteria.iter().map(|c| c.text()));
+    Intent {
+        allow,
+        ..Intent::default()
+    }
+    .with_words(&words.join("\n"))
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@
 //! assert_eq!(found[0].rule, "rust-stub-macro");
 //! ```
 
+mod asked;
 pub mod build_output;
 pub mod census;
 mod edits;

@@ -81,6 +81,8 @@ pub struct Intent {
     /// A story's `verify_allow`: rule ids, and files (paths or globs) whose
     /// protected-file, test-runner-setting and result-hook findings go.
     pub allow: Vec<String>,
+    /// Tests the story's own words ask to remove ([`Intent::with_words`]).
+    pub removals: Vec<String>,
 }
 
 /// The findings a story may allow by naming their file: what a file
@@ -89,6 +91,23 @@ pub struct Intent {
 const BY_FILE: [&str; 3] = [GATE_CONFIG_EDIT, TEST_CONFIG_EDIT, crate::RESULT_HOOK];
 
 impl Intent {
+    /// The intent with the tests that `words` (the story's title,
+    /// description and acceptance criteria) ask to remove.
+    pub fn with_words(mut self, words: &str) -> Intent {
+        self.removals = crate::asked::removals_asked(words);
+        self
+    }
+
+    /// Whether the story asks for test `name` (or the test with id `id`)
+    /// to go: named in `verify_allow`, or in a sentence of its own words
+    /// that asks for a removal.
+    pub fn removes_test(&self, id: &str, name: &str) -> bool {
+        self.allow
+            .iter()
+            .chain(&self.removals)
+            .any(|a| a == id || a == name)
+    }
+
     /// Whether the story allows `f`: its rule, or (for an edit of a
     /// protected file, of test-runner settings, or a result hook) its file.
     pub fn allows(&self, rules: &RuleSet, f: &Finding) -> bool {
@@ -176,6 +195,7 @@ pub fn check(files: &[FileDiff], rules: &RuleSet, intent: &Intent) -> Verdict {
                 new_tests: &new_tests,
                 deleted: &deleted,
                 written: &written,
+                intent,
             };
             removed_tests(p.diff, lang, ts, rules, &gone, &mut out);
             emptied_tests(p, lang, ts, &mut out);
@@ -511,6 +531,8 @@ struct Gone<'a> {
     deleted: &'a HashSet<String>,
     /// Tests the change added or changed (successors of removed ones).
     written: &'a [crate::successor::TestText],
+    /// What the story asks for (a test it asks to remove is not flagged).
+    intent: &'a Intent,
 }
 
 /// Tests of the old text that no longer run: removed (and not moved to
@@ -549,10 +571,12 @@ fn removed_tests(
                 .iter()
                 .find(|t| t.name == name)
                 .is_some_and(|t| crate::successor::successor(t, gone.written).is_some());
+        let asked = !uncollected && gone.intent.removes_test(&name, &name);
         if (uncollected || removed.contains(&n))
             && !gone.new_tests.contains(&name)
             && !cleanup
             && !replaced
+            && !asked
         {
             let message = if uncollected {
                 format!(

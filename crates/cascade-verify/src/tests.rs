@@ -149,6 +149,20 @@ fn rust_ignore_and_assert_true() {
 }
 
 #[test]
+fn a_removal_the_storys_words_ask_for_is_not_flagged() {
+    let old = "#[test]\nfn adds() {\n    assert_eq!(add(1, 2), 3);\n}\n\n#[test]\nfn subtracts() {\n    assert_eq!(sub(3, 2), 1);\n}\n";
+    let new = "#[test]\nfn adds() {\n    assert_eq!(add(1, 2), 3);\n}\n";
+    let files = [changed("tests/math.rs", old, new)];
+    let asked = Intent::default().with_words("Subtraction goes.\nRemove `subtracts`: sub is gone.");
+    assert_eq!(scan(&files, &RuleSet::builtin(), &asked), []);
+    // Words that name the test without asking for its removal excuse nothing.
+    let kept = Intent::default().with_words("Keep subtracts; delete the unused helper.");
+    let got = scan(&files, &RuleSet::builtin(), &kept);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0].rule, "removed-test");
+}
+
+#[test]
 fn rust_removed_and_emptied_tests() {
     let old = "#[test]\nfn adds() {\n    assert_eq!(add(1, 2), 3);\n}\n\n#[test]\nfn subtracts() {\n    assert_eq!(sub(3, 2), 1);\n}\n";
     let new = "#[test]\nfn adds() {\n    assert_eq!(add(1, 2), 3);\n}\n";
@@ -433,6 +447,7 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
     // reported apart.
     let intent = Intent {
         allow: vec![".github/workflows/".into(), "*.ini".into()],
+        ..Intent::default()
     };
     let v = crate::check(&files, &RuleSet::builtin(), &intent);
     assert_eq!(v.findings.len(), 1);
@@ -443,6 +458,7 @@ fn protected_files_fail_unless_the_story_allows_them_by_file() {
     let stub = added("src/ci.rs", "fn ci() -> u32 { todo!() }\n");
     let intent = Intent {
         allow: vec!["src/ci.rs".into()],
+        ..Intent::default()
     };
     assert_eq!(scan(&[stub], &RuleSet::builtin(), &intent).len(), 1);
     // An ordinary source file is not gate configuration.
@@ -463,6 +479,7 @@ fn a_conftest_hook_is_allowed_by_its_file_or_the_rule() {
     // The file allows both (it sorts what it collects: one edit).
     let by_file = Intent {
         allow: vec!["tests/conftest.py".into()],
+        ..Intent::default()
     };
     let v = crate::check(std::slice::from_ref(&hook), &RuleSet::builtin(), &by_file);
     assert!(v.findings.is_empty(), "{:?}", v.findings);
@@ -470,6 +487,7 @@ fn a_conftest_hook_is_allowed_by_its_file_or_the_rule() {
     // The rule id allows the hook alone.
     let by_rule = Intent {
         allow: vec![crate::RESULT_HOOK.into()],
+        ..Intent::default()
     };
     let left = scan(&[hook], &RuleSet::builtin(), &by_rule);
     assert_eq!(left.len(), 1);
@@ -486,6 +504,7 @@ fn allowed_rules_go_and_findings_name_file_line_rule() {
     );
     let intent = Intent {
         allow: vec!["rust-stub-macro".into()],
+        ..Intent::default()
     };
     assert!(scan(&[f], &RuleSet::builtin(), &intent).is_empty());
 }
