@@ -86,7 +86,10 @@ async fn read_until_reconnected(
     deliver: &impl Fn(ResultMsg),
 ) {
     let mut check = tokio::time::interval(CONNECTION_CHECK);
-    let mut was_down = false;
+    // A reconnect is told by the client's count of connections, not by
+    // seeing it down: a restart shorter than a check would go unseen (as
+    // it did under load in CI).
+    let connects = fleet.connects();
     loop {
         tokio::select! {
             m = messages.next() => match m {
@@ -102,9 +105,7 @@ async fn read_until_reconnected(
                 }
             },
             _ = check.tick() => {
-                if !fleet.connected() {
-                    was_down = true;
-                } else if was_down {
+                if fleet.connected() && fleet.connects() > connects {
                     return;
                 }
             }

@@ -46,6 +46,15 @@ impl Fleet {
         self.client.connection_state() == async_nats::connection::State::Connected
     }
 
+    /// How many times the client has connected (the first connection
+    /// counts): it grows with each reconnect, however short the outage.
+    pub fn connects(&self) -> u64 {
+        self.client
+            .statistics()
+            .connects
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn js_error(&self, e: impl std::fmt::Display) -> FleetError {
         FleetError::JetStream {
             url: self.url.clone(),
