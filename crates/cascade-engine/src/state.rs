@@ -251,6 +251,27 @@ impl StoryState {
         }
     }
 
+    /// The race contestant that runs attempt `number`, when the story
+    /// races: the steps note there what judged this attempt, which the
+    /// story-level fields (the last attempt's to write them) cannot tell
+    /// apart while contestants run at once.
+    pub fn contestant_at(&mut self, number: u32) -> Option<&mut crate::race::ContestantRecord> {
+        self.race
+            .as_mut()?
+            .contestants
+            .iter_mut()
+            .find(|c| c.attempt == number)
+    }
+
+    /// Counts `n` more findings (kept or waived) against the contestant
+    /// running attempt `number`; nothing when the story does not race.
+    /// What [`StoryState::judged`] counts, per contestant.
+    pub fn note_findings(&mut self, number: u32, n: usize) {
+        if let Some(c) = self.contestant_at(number) {
+            c.findings = Some(c.findings.unwrap_or(0) + n);
+        }
+    }
+
     /// Attempts charged to the story: all but those its provider's rate
     /// limit ended (`rate_limited` is never counted as an attempt) and those
     /// an interruption ended (Ctrl-C, a killed run: the work was stopped,
@@ -618,5 +639,38 @@ mod tests {
         // Back in the plan's order: no hints kept.
         st.follow_plan_order(["a", "c", "d", "new"]);
         assert!(st.order.0.is_empty());
+    }
+
+    #[test]
+    fn racing_contestants_keep_their_own_findings_and_verdict() {
+        use crate::race::{Contestant, RaceOptions, RaceRecord};
+        let mut story = StoryState::new("s".into(), StoryStatus::Pending);
+        let runners = ["a", "b"].map(|n| Contestant {
+            agent: n.into(),
+            name: n.into(),
+        });
+        let branches = ["cascade/s/race-a", "cascade/s/race-b"].map(String::from);
+        story.race = Some(RaceRecord::started(
+            &RaceOptions::default(),
+            &runners,
+            &branches,
+            1,
+        ));
+        // Attempt 1 passes its review clean; attempt 2, running beside it,
+        // writes the story-level fields last with a finding.
+        story.note_findings(1, 0);
+        story.contestant_at(1).expect("attempt 1").verdict = Some("pass".into());
+        story.note_findings(2, 1);
+        story.note_findings(2, 2);
+        story.note_findings(3, 5);
+        let race = story.race.as_ref().expect("the race");
+        assert_eq!(race.contestants[0].findings, Some(0));
+        assert_eq!(race.contestants[0].verdict.as_deref(), Some("pass"));
+        assert_eq!(race.contestants[1].findings, Some(3));
+        assert_eq!(race.contestants[1].verdict, None);
+        // A story that does not race has no contestant to note.
+        let mut plain = StoryState::new("t".into(), StoryStatus::Pending);
+        plain.note_findings(1, 4);
+        assert!(plain.contestant_at(1).is_none());
     }
 }

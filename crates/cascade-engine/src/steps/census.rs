@@ -92,7 +92,9 @@ pub(super) async fn run(
         .partition(|f| intent.allows(&wt.judges.rules, f));
     let found: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let allowed: Vec<String> = waived.iter().map(ToString::to_string).collect();
+    let number = a.number;
     ctx.amend_story(a.id(), move |s| {
+        s.note_findings(number, found.len() + allowed.len());
         s.verification.extend(found);
         s.verification_allowed.extend(allowed);
     });

@@ -66,9 +66,12 @@ pub(super) async fn run(a: &Attempt<'_>, wt: &Worktree, committed: &Committed) -
         .partition(|f| intent.allows(&wt.judges.rules, f));
     let found: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let allowed: Vec<String> = waived.iter().map(ToString::to_string).collect();
+    let number = a.number;
     ctx.amend_story(a.id(), move |s| {
+        let noted = found.len() + allowed.len();
         s.verification = found;
         s.verification_allowed.extend(allowed);
+        s.note_findings(number, noted);
     });
     ctx.emit(Event::TestsProved {
         story: a.id().to_string(),

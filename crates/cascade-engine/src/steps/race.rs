@@ -485,14 +485,20 @@ impl Race {
         let judged = match work {
             // What the worker judged.
             Work::Remote(w) => Some(w.judged.clone()),
-            // The story's review and verification fields are the last
-            // attempt's that wrote them: read as soon as this contestant
-            // finished.
+            // What its own steps noted in its contestant record (the
+            // story-level fields may be another contestant's by now).
             Work::Local(..) => {
                 let id = id.clone();
                 a.ctx
                     .state
-                    .read(move |st| st.story(&id).map(|s| s.judged()))
+                    .read(move |st| {
+                        let c = st.story(&id)?.race.as_ref()?;
+                        let c = c.contestants.iter().find(|c| c.attempt == number)?;
+                        Some(crate::state::Judged {
+                            verdict: c.verdict.clone(),
+                            findings: c.findings.unwrap_or(0),
+                        })
+                    })
                     .await
                     .flatten()
             }

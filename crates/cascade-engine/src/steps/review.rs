@@ -177,7 +177,14 @@ fn judge(
         findings: findings.clone(),
         note: note.clone(),
     };
-    ctx.amend_story(id, |s| s.review = Some(record));
+    let (number, noted) = (a.number, usize::from(!findings.trim().is_empty()));
+    ctx.amend_story(id, move |s| {
+        if let Some(c) = s.contestant_at(number) {
+            c.verdict = Some(record.verdict.clone());
+        }
+        s.note_findings(number, noted);
+        s.review = Some(record);
+    });
     ctx.emit(Event::ReviewFinished {
         story: id.to_string(),
         attempt: a.number,

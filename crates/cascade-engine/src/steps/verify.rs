@@ -77,9 +77,12 @@ pub(super) fn record(
     let lines: Vec<String> = findings.iter().map(ToString::to_string).collect();
     let waived: Vec<String> = verdict.allowed.iter().map(ToString::to_string).collect();
     let kept = lines.clone();
-    ctx.amend_story(a.id(), |s| {
+    let number = a.number;
+    ctx.amend_story(a.id(), move |s| {
+        let noted = kept.len() + waived.len();
         s.verification = kept;
         s.verification_allowed = waived;
+        s.note_findings(number, noted);
     });
     ctx.emit(Event::VerificationFinished {
         story: a.id().to_string(),
