@@ -38,22 +38,75 @@ impl Drop for Group {
     }
 }
 
+/// A run in the background whose stdout and stderr go to files, so that
+/// a test waiting on the page can say what the run did (CI once saw a page
+/// with no live run after 30 s, and nothing told whether the run had ever
+/// started).
+struct LoggedRun {
+    group: std::cell::RefCell<Group>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl LoggedRun {
+    /// `cascade <args>` in `dir`, its output in `<logs>/run.out` and
+    /// `<logs>/run.err`.
+    fn start(dir: &Path, args: &[&str], logs: &Path) -> LoggedRun {
+        let out = logs.join("run.out");
+        let err = logs.join("run.err");
+        let file = |p: &Path| std::fs::File::create(p).expect("run log");
+        let mut cmd = run_command(dir, args, Stdio::from(file(&out)));
+        let child = cmd.stderr(file(&err)).spawn().expect("cascade starts");
+        LoggedRun {
+            group: std::cell::RefCell::new(Group(child)),
+            out,
+            err,
+        }
+    }
+
+    /// Whether the run still runs, and the end of its output.
+    fn context(&self) -> String {
+        let state = match self.group.borrow_mut().0.try_wait() {
+            Ok(Some(status)) => format!("the run exited: {status}"),
+            Ok(None) => "the run is still running".to_string(),
+            Err(e) => format!("the run's state is unknown: {e}"),
+        };
+        let tail = |p: &Path| {
+            let text = std::fs::read_to_string(p).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(20)..].join("\n")
+        };
+        format!(
+            "{state}\nits stdout (last lines):\n{}\nits stderr (last lines):\n{}",
+            tail(&self.out),
+            tail(&self.err)
+        )
+    }
+}
+
 /// `cascade <args>` in `dir`, in its own process group.
 fn spawn_cascade(dir: &Path, args: &[&str], stdout: Stdio) -> Group {
+    let child = run_command(dir, args, stdout)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cascade starts");
+    Group(child)
+}
+
+/// The command of `cascade <args>` in `dir`, in its own process group,
+/// stderr left for the caller to set.
+fn run_command(dir: &Path, args: &[&str], stdout: Stdio) -> Command {
     let bin = assert_cmd::cargo::cargo_bin("cascade");
-    let child = Command::new(bin)
-        .args(args)
+    let mut cmd = Command::new(bin);
+    cmd.args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
         .env("HOME", dir)
         .env_remove("XDG_CONFIG_HOME")
         .stdin(Stdio::null())
         .stdout(stdout)
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .expect("cascade starts");
-    Group(child)
+        .process_group(0);
+    cmd
 }
 
 /// `cascade ui --port 0 <extra>` in `dir`: the server and the URL it printed.
@@ -202,12 +255,18 @@ fn node_state(b: &Browser, id: &str) -> Value {
 }
 
 fn wait_state(b: &Browser, id: &str, state: &str, secs: u64) {
-    b.wait_js(
+    wait_state_or(b, id, state, secs, String::new);
+}
+
+/// [`wait_state`], with `context()` in the failure's message.
+fn wait_state_or(b: &Browser, id: &str, state: &str, secs: u64, context: impl Fn() -> String) {
+    b.wait_js_or(
         &format!("{id} to be {state}"),
         secs,
         &format!(
             "var n = document.querySelector('.node[data-story=\"{id}\"]'); return n && n.dataset.state === '{state}';"
         ),
+        context,
     );
 }
 
@@ -253,8 +312,9 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
     let agents = tools.path().join("agents.json").display().to_string();
     let mut args = crate::common::APPROVE_NOW.to_vec();
     args.extend(["--json", "--agents", &agents]);
-    let _run = spawn_cascade(repo.path(), &args, Stdio::null());
-    wait_state(&b, "story-001", "running", 30);
+    let run = LoggedRun::start(repo.path(), &args, tools.path());
+    let ran = || run.context();
+    wait_state_or(&b, "story-001", "running", 60, ran);
     // A running node shows its agent and attempt; its elapsed time ticks.
     let meta = b.js(
         "return document.querySelector('.node[data-story=\"story-001\"]').innerText",
@@ -264,10 +324,10 @@ fn dashboard_requires_the_token_and_follows_a_live_run() {
         meta.as_str().unwrap_or_default().contains("scripted"),
         "{meta}"
     );
-    wait_state(&b, "story-001", "complete", 60);
-    wait_state(&b, "story-002", "failed", 60);
+    wait_state_or(&b, "story-001", "complete", 60, ran);
+    wait_state_or(&b, "story-002", "failed", 60, ran);
     // story-003 now runs and waits for us: the page saw all this mid-run.
-    wait_state(&b, "story-003", "running", 60);
+    wait_state_or(&b, "story-003", "running", 60, ran);
     assert_eq!(
         b.js(
             "return document.querySelector('#run-summary').dataset.live",
@@ -563,7 +623,8 @@ fn dashboard_steers_a_mega_run_by_feature() {
     // A mega run starts: both features' stories show up, live.
     let mut args = vec!["--agents", agents.as_str()];
     args.extend_from_slice(crate::ui::MEGA_APPROVE);
-    let _run = spawn_cascade(repo.path(), &args, Stdio::null());
+    // Its output to files (a pipe nobody reads would stall it when full).
+    let _run = LoggedRun::start(repo.path(), &args, t);
     for f in ["alpha", "beta"] {
         wait_mega_state(&b, f, "s-hang", "running", 60);
         wait_mega_state(&b, f, "s-fail", "failed", 60);

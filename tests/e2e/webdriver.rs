@@ -250,6 +250,18 @@ impl Browser {
     /// Waits until `script` returns a truthy value; panics with `what`, the
     /// last value and the page's text when it does not within `secs`.
     pub fn wait_js(&self, what: &str, secs: u64, script: &str) -> Value {
+        self.wait_js_or(what, secs, script, String::new)
+    }
+
+    /// [`Browser::wait_js`], with `context()` (what else the test knows,
+    /// such as a background run's output) in the panic's message.
+    pub fn wait_js_or(
+        &self,
+        what: &str,
+        secs: u64,
+        script: &str,
+        context: impl Fn() -> String,
+    ) -> Value {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             let v = self.js(script, json!([]));
@@ -264,8 +276,9 @@ impl Browser {
             if Instant::now() > deadline {
                 let text = self.js("return document.body.innerText", json!([]));
                 panic!(
-                    "waited {secs} s for {what}; last value {v}\npage text:\n{}",
-                    text.as_str().unwrap_or_default()
+                    "waited {secs} s for {what}; last value {v}\npage text:\n{}\n{}",
+                    text.as_str().unwrap_or_default(),
+                    context()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));

@@ -13,6 +13,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{Hello, Line, Record, Reply, Request};
 
+/// How long a connected run has to send its hello.
+const HELLO_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
+
 type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Reply>>>>;
 
 /// A connection to a live run.
@@ -53,7 +56,18 @@ impl LiveClient {
         let stream = UnixStream::connect(socket_of(cascade_dir)).await?;
         let (read, write) = stream.into_split();
         let mut lines = BufReader::new(read).lines();
-        let first = lines.next_line().await?.unwrap_or_default();
+        // A run that accepted but never greets (stopped, or not cascade)
+        // would otherwise hold the dashboard's watch forever: it gives up
+        // and tries again.
+        let first = tokio::time::timeout(HELLO_WITHIN, lines.next_line())
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the live run did not greet in time",
+                )
+            })??
+            .unwrap_or_default();
         let hello = match serde_json::from_str::<Line>(&first) {
             Ok(Line::Hello(h)) => h,
             _ => {
@@ -134,5 +148,26 @@ impl LiveClient {
                 "the run ended before it answered",
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket that takes the connection and says nothing (a stopped run)
+    /// is given up on, so the dashboard's watch tries again.
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_never_greets_is_given_up_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let listener =
+            tokio::net::UnixListener::bind(super::super::socket_path(dir.path())).unwrap();
+        let held = tokio::spawn(async move { listener.accept().await.map(|(s, _)| s) });
+        let err = match LiveClient::connect(dir.path()).await {
+            Ok(_) => panic!("connected to a run that never greeted"),
+            Err(e) => e,
+        };
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut, "{err}");
+        drop(held);
     }
 }
