@@ -3,7 +3,8 @@
 //!
 //! One generic agent script reads its behaviour for each story from marker
 //! files in a tools directory outside the repository (wait for a file, fail,
-//! write a bad value on the first attempt, edit a given file), and appends
+//! write a bad value on the first attempt, edit a given file, hold after
+//! its edit until a file exists), and appends
 //! `start <id>` / `end <id>` to a shared timeline. Ordering is asserted on the
 //! timeline (never on durations); waits are barriers on files with generous
 //! guards so a slow machine only makes the tests slower.
@@ -91,6 +92,11 @@ elif [ -f "$T/edit-$id" ]; then
   printf '%s\n' "line from $id" > "$(cat "$T/edit-$id")"
 elif [ ! -f "$T/nochange-$id" ]; then
   printf '%s\n' "$id" > "$id.txt"
+fi
+if [ -f "$T/hold-$id" ]; then
+  touch "$T/held-$id"
+  h=$(cat "$T/hold-$id"); i=0
+  while [ ! -e "$T/$h" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 fi
 echo "end $id" >> "$T/timeline""#
             ),
@@ -458,6 +464,94 @@ fn eager_never_runs_two_stories_declaring_the_same_files_at_once() {
     assert!(f.pos("end a") < f.pos("start b"), "{:?}", f.timeline());
     assert!(f.pos("start c") < f.pos("end a"), "{:?}", f.timeline());
     assert!(f.pos("start b") < f.pos("end c"), "{:?}", f.timeline());
+}
+
+/// A story whose merge conflicts in a file a running story is editing
+/// retries when that story has ended, not on the timer; the running one,
+/// conflicting in turn, does not wait for the waiting one.
+#[test]
+fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
+    let f = Fixture::new(
+        json!([
+            story("first", &[]),
+            story("second", &[]),
+            story("long", &[])
+        ]),
+        json!([]),
+    );
+    // All three edit README.md. `long` edits it, then holds until the test
+    // lets it go; `first` and `second` start their edits once it holds, so
+    // one of them merges and the other conflicts while `long` runs.
+    for id in ["first", "second", "long"] {
+        f.mark(&format!("edit-{id}"), "README.md");
+    }
+    f.mark("hold-long", "go-long");
+    f.mark("wait-first", "held-long");
+    f.mark("wait-second", "held-long");
+    let mut child = f
+        .background(&BACKGROUND_APPROVE)
+        .args(["--parallel", "3", "--no-resolve", "--max-retries", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cascade starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+        // The loser says it waits for `long`: only now may `long` end.
+        if line.contains("its retry waits for long to end") {
+            f.mark("go-long", "");
+        }
+        lines.push(line);
+    }
+    let status = child.wait().expect("cascade ends");
+    let ev: Vec<Value> = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let all = lines.join("\n");
+    assert!(status.success(), "{status}: {all}");
+    let conflicts = of_kind(&ev, "merge_conflict");
+    let loser = conflicts
+        .iter()
+        .filter_map(|e| e["story"].as_str())
+        .find(|s| *s != "long")
+        .unwrap_or_else(|| panic!("neither first nor second conflicted: {all}"));
+    assert!(
+        f.t("go-long").exists(),
+        "{loser} never said it waits for long: {all}"
+    );
+    let at = |pred: &dyn Fn(&Value) -> bool, what: &str| {
+        ev.iter()
+            .position(pred)
+            .unwrap_or_else(|| panic!("no {what}: {all}"))
+    };
+    let long_merged = at(
+        &|e| e["event"] == "story_merged" && e["story"] == "long",
+        "long merged",
+    );
+    let retried = at(
+        &|e| e["event"] == "retry_scheduled" && e["story"] == loser,
+        "retry of the loser",
+    );
+    assert!(
+        long_merged < retried,
+        "{loser} retried before long ended: {all}"
+    );
+    // Its wait cost no time on the timer and the retry merged it.
+    assert_eq!(ev[retried]["delay_ms"], 0, "{all}");
+    // `long` conflicted with the winner too, and retried on the timer: it
+    // does not wait for a story that waits.
+    let notices: Vec<&str> = of_kind(&ev, "notice")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .filter(|m| m.contains("its retry waits"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    // `main` moved under `long` (the winner merged): that is not a branch
+    // its agent created.
+    assert!(!all.contains("the agent created branch"), "{all}");
+    f.assert_each_merged_once(&["first", "second", "long"]);
 }
 
 #[test]

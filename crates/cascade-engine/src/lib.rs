@@ -73,6 +73,8 @@
 //!   holder => error naming the pid; a dead holder's file => taken over with a note).
 //! - [`progress`]: progress.txt in Plan Cascade's line format.
 //! - [`retry`]: [`FailureKind`] classification and [`RetryPolicy`] backoff.
+//! - `clash`: a conflict retry waits for the running stories it is against
+//!   (their files met its conflict's), not for the backoff timer.
 //! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the git reads of the engine (current branch, the user's
@@ -82,6 +84,7 @@
 //!   run found them), never from its branch.
 
 pub mod checks;
+mod clash;
 pub mod config;
 pub mod confine;
 pub mod control;

@@ -298,14 +298,14 @@ impl<'a> StoryRun<'a> {
     /// (`Ok`, after the backoff) or ends (`Err`).
     async fn failed(&mut self, ended: Ended, failure: Failure) -> Result<(), StoryEnd> {
         let ctx = self.ctx;
-        let id = &self.id;
+        let id = self.id.clone();
         let Ended {
             agent,
             worker,
             number,
             duration_ms,
         } = ended;
-        record_failure(ctx, id, &agent, number, duration_ms, &failure);
+        record_failure(ctx, &id, &agent, number, duration_ms, &failure);
         if ctx.cancel.is_cancelled() {
             return Err(self.back_to_pending());
         }
@@ -329,7 +329,13 @@ impl<'a> StoryRun<'a> {
             .resolve(self.story, Phase::Retry)
             .map(|a| a.agent)
             .unwrap_or_else(|_| agent.clone());
-        let delay = ctx.options.retry.delay(charged);
+        // Against a story still running: the retry waits for it to end
+        // instead of the timer (the same conflict would meet it again).
+        let delay = if self.waited_for_clash(&failure, &agent, &worker).await? {
+            std::time::Duration::ZERO
+        } else {
+            ctx.options.retry.delay(charged)
+        };
         ctx.emit(Event::RetryScheduled {
             story: id.clone(),
             attempt: self.attempt + 1,
@@ -351,6 +357,44 @@ impl<'a> StoryRun<'a> {
         self.previous = Some(failure.charged_to(&agent));
         self.attempt += 1;
         Ok(())
+    }
+
+    /// Waits for the running stories `failure` is against, if any (see
+    /// `clash`); `Ok(true)` when it waited, `Err` when the story or the
+    /// run was stopped meanwhile.
+    async fn waited_for_clash(
+        &mut self,
+        failure: &Failure,
+        agent: &str,
+        worker: &Option<String>,
+    ) -> Result<bool, StoryEnd> {
+        let ctx = self.ctx;
+        let id = self.id.clone();
+        let Some(against) = crate::clash::against(ctx, &id, failure, self.held.clone()).await
+        else {
+            return Ok(false);
+        };
+        ctx.emit(Event::Notice {
+            message: format!(
+                "{id}: its retry waits for {} to end ({} in {})",
+                against.stories.join(", "),
+                failure.kind,
+                against.files.join(", ")
+            ),
+        });
+        let stopped = tokio::select! {
+            _ = crate::clash::wait_for(ctx, &id, &against.stories) => return Ok(true),
+            _ = self.steered.token().cancelled() => true,
+            _ = ctx.cancel.cancelled() => false,
+        };
+        crate::clash::done_waiting(ctx, &id);
+        Err(if stopped {
+            let failure = self.steered.failure();
+            self.fail_for_good(agent.to_string(), failure, worker.clone())
+                .await
+        } else {
+            self.back_to_pending()
+        })
     }
 
     /// The story stops short of an attempt's end (the run is stopping, its

@@ -602,14 +602,7 @@ impl Executor for Coordinator {
 }
 
 fn failure(kind: FailureKind, error: String) -> JobFailure {
-    JobFailure {
-        agent: "none".into(),
-        kind,
-        error,
-        gate_summary: String::new(),
-        output_excerpt: String::new(),
-        findings: String::new(),
-    }
+    JobFailure::new(kind, error).charged_to("none")
 }
 
 /// Routes results to the attempts waiting for them.

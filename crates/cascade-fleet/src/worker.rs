@@ -498,14 +498,7 @@ fn failed_report(job: &Job, kind: FailureKind, error: String, duration_ms: u64) 
     JobReport {
         agent: agent.clone(),
         outcome: JobOutcome::Failed {
-            failure: JobFailure {
-                agent: agent.into(),
-                kind,
-                error,
-                gate_summary: String::new(),
-                output_excerpt: String::new(),
-                findings: String::new(),
-            },
+            failure: JobFailure::new(kind, error).charged_to(&agent),
         },
         gates: Vec::new(),
         input_tokens: None,
@@ -652,16 +645,12 @@ async fn execute(
             }
             Err(FleetError::Cancelled) => return (interrupted(job), None),
             Err(e) => {
-                let agent = report.agent.as_str().into();
                 report.outcome = JobOutcome::Failed {
-                    failure: JobFailure {
-                        agent,
-                        kind: FailureKind::Setup,
-                        error: format!("worker '{}' could not push its work: {e}", s.id),
-                        gate_summary: String::new(),
-                        output_excerpt: String::new(),
-                        findings: String::new(),
-                    },
+                    failure: JobFailure::new(
+                        FailureKind::Setup,
+                        format!("worker '{}' could not push its work: {e}", s.id),
+                    )
+                    .charged_to(&report.agent),
                 };
             }
         }

@@ -205,8 +205,34 @@ pub fn changed_files(workdir: &Path, base: &str) -> Result<Vec<String>, GitError
     let obj = repo
         .revparse_single(base)
         .map_err(GitError::git(format!("resolve base '{base}'")))?;
-    let tree = obj
-        .peel_to_tree()
+    differing(&repo, obj.id(), false)
+}
+
+/// Files the work in `workdir` touches since it left `branch` (from the
+/// merge base of its `HEAD` and the branch to the working tree: commits,
+/// staged, unstaged and untracked changes, deletions included),
+/// repository-relative and sorted: what a story still running changes,
+/// for telling whether another story's conflict is with it.
+pub fn touched_since(workdir: &Path, branch: &str) -> Result<Vec<String>, GitError> {
+    let repo = Repository::open(workdir).map_err(GitError::git("open repository"))?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(GitError::git("resolve HEAD"))?;
+    let tip = repo
+        .revparse_single(&format!("refs/heads/{branch}"))
+        .map_err(GitError::git(format!("resolve branch '{branch}'")))?;
+    let base = repo
+        .merge_base(head.id(), tip.id())
+        .map_err(GitError::git(format!("merge base with '{branch}'")))?;
+    differing(&repo, base, true)
+}
+
+/// Paths that differ between the tree of `base` and the working tree.
+fn differing(repo: &Repository, base: git2::Oid, deleted: bool) -> Result<Vec<String>, GitError> {
+    let tree = repo
+        .find_object(base, None)
+        .and_then(|o| o.peel_to_tree())
         .map_err(GitError::git(format!("read tree of '{base}'")))?;
     let mut opts = git2::DiffOptions::new();
     opts.include_untracked(true)
@@ -217,11 +243,14 @@ pub fn changed_files(workdir: &Path, base: &str) -> Result<Vec<String>, GitError
         .map_err(GitError::git("diff against base"))?;
     let mut out: Vec<String> = diff
         .deltas()
-        .filter(|d| d.status() != git2::Delta::Deleted)
+        .filter(|d| deleted || d.status() != git2::Delta::Deleted)
         .filter_map(|d| {
-            d.new_file()
-                .path()
-                .map(|p| p.to_string_lossy().into_owned())
+            let file = if d.status() == git2::Delta::Deleted {
+                d.old_file()
+            } else {
+                d.new_file()
+            };
+            file.path().map(|p| p.to_string_lossy().into_owned())
         })
         .filter(|p| !is_cascade_path(p.as_bytes()))
         .collect();
@@ -249,5 +278,34 @@ mod tests {
         }
         assert_eq!(blob_mode(mode::GITLINK), None);
         assert_eq!(blob_mode(0o040000), None);
+    }
+
+    /// A story's branch: what it committed, changed, added and deleted
+    /// since it left `main`, not what `main` did meanwhile.
+    #[test]
+    fn touched_since_names_the_work_since_the_branch_not_the_branch_s_own() {
+        use crate::commit::testutil::{git, init_repo};
+        let (_tmp, _repo, paths) = init_repo();
+        let root = &paths.workdir;
+        std::fs::write(root.join("gone.txt"), "x\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "gone"]);
+        git(root, &["checkout", "-qb", "story"]);
+        std::fs::write(root.join("committed.txt"), "1\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "story work"]);
+        git(root, &["checkout", "-q", "main"]);
+        std::fs::write(root.join("main-only.txt"), "m\n").unwrap();
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "main moves on"]);
+        git(root, &["checkout", "-q", "story"]);
+        std::fs::write(root.join("README.md"), "edited\n").unwrap();
+        std::fs::write(root.join("new.txt"), "n\n").unwrap();
+        std::fs::remove_file(root.join("gone.txt")).unwrap();
+        assert_eq!(
+            touched_since(root, "main").unwrap(),
+            ["README.md", "committed.txt", "gone.txt", "new.txt"]
+        );
+        assert!(touched_since(root, "no-such-branch").is_err());
     }
 }

@@ -74,6 +74,8 @@ pub(crate) struct Controls {
     /// and, under `--hard-budget`, when the budget runs out (then the
     /// running agents stop while finished work still gates and merges).
     pub agents_cancel: cascade_process::CancelToken,
+    /// Stories waiting for the ones their conflict is against (`clash`).
+    pub waiting: crate::clash::Waiting,
 }
 
 impl Controls {
@@ -122,6 +124,7 @@ impl Controls {
             budget,
             limits,
             agents_cancel: cascade_process::CancelToken::new(),
+            waiting: crate::clash::Waiting::default(),
         })
     }
 

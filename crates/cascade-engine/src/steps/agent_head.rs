@@ -59,11 +59,13 @@ pub(super) async fn after(
         return ran;
     }
     let (path, branch) = (wt.path.clone(), a.branch.to_string());
+    let target = a.ctx.target_branch.clone();
     let passed = ran.is_ok();
-    let checked = tokio::task::spawn_blocking(move || check(path, &branch, passed, before))
-        .await
-        .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?
-        .map_err(|e| Failure::new(FailureKind::Setup, format!("story '{}': {e}", a.id())))?;
+    let checked =
+        tokio::task::spawn_blocking(move || check(path, &branch, &target, passed, before))
+            .await
+            .map_err(|e| Failure::new(FailureKind::Setup, e.to_string()))?
+            .map_err(|e| Failure::new(FailureKind::Setup, format!("story '{}': {e}", a.id())))?;
     let id = a.id();
     for name in &checked.removed {
         a.ctx.emit(Event::Notice {
@@ -109,9 +111,12 @@ struct Checked {
     kept: Vec<String>,
 }
 
+/// `target`: the branch stories merge into, which other stories' merges
+/// move while the agent runs: it is never the agent's (nor deleted).
 fn check(
     path: PathBuf,
     branch: &str,
+    target: &str,
     passed: bool,
     before: Before,
 ) -> Result<Checked, cascade_git::GitError> {
@@ -123,7 +128,10 @@ fn check(
     let story_tip = local_branches(&path)?.get(branch).copied();
     let created: Vec<String> = theirs(local_branches(&path)?)
         .into_iter()
-        .filter(|(name, tip)| before.0.get(name) != Some(tip))
+        .filter(|(name, tip)| {
+            let moved = before.0.get(name) != Some(tip);
+            moved && !(name == target && before.0.contains_key(name))
+        })
         .map(|(name, _)| name)
         .collect();
     let (mut removed, mut kept) = (Vec::new(), Vec::new());

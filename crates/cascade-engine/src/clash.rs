@@ -1,0 +1,153 @@
+//! A story whose merge conflicted (or whose merged tree failed the gates)
+//! with a story still running: which running stories it is against, and
+//! the wait for them to end before it retries.
+//!
+//! Retrying such a story on the backoff timer meets the same conflict
+//! again while the other story is still at work: replayed history without
+//! dependencies burnt 4 attempts in 14 s that way. So the retry waits
+//! until every story it is against has ended (merged or failed): it then
+//! starts from a tip that holds their work. The wait is not an attempt.
+//!
+//! A story is against a running one when the files it touches (in its
+//! worktree, since it left the target branch: a conflict's files are among
+//! them) meet the files the running one declares (`files` in prd.json) or
+//! touches in its worktree so far. A story that
+//! waits is never waited for, so two stories cannot wait for each other:
+//! the later of the two retries on the timer.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::ctx::Ctx;
+use crate::failure::Failure;
+use crate::retry::FailureKind;
+use crate::state::StoryStatus;
+
+/// How often a waiting story looks whether the ones it waits for ended.
+const LOOK_EVERY: Duration = Duration::from_millis(250);
+
+/// The stories of a run waiting for others to end.
+#[derive(Debug, Default)]
+pub(crate) struct Waiting(Mutex<HashSet<String>>);
+
+impl Waiting {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a story waits for: the running stories its failure is against,
+/// and the files they share with it.
+pub(crate) struct Against {
+    pub stories: Vec<String>,
+    pub files: Vec<String>,
+}
+
+/// The story `id` is marked waiting for the running stories its `failure`
+/// is against (`own`: its worktree, for the files it touches); `None`
+/// when the failure is not a conflict of that kind, or is against no
+/// running story that is not itself waiting.
+pub(crate) async fn against(
+    ctx: &Ctx,
+    id: &str,
+    failure: &Failure,
+    own: Option<PathBuf>,
+) -> Option<Against> {
+    if !matches!(
+        failure.kind,
+        FailureKind::MergeConflict | FailureKind::Integration
+    ) {
+        return None;
+    }
+    let me = id.to_string();
+    let running = ctx
+        .state
+        .read(move |st| {
+            st.stories
+                .iter()
+                .filter(|s| s.status == StoryStatus::Running && s.id != me)
+                .map(|s| (s.id.clone(), s.worktree.clone().map(PathBuf::from)))
+                .collect::<Vec<_>>()
+        })
+        .await?;
+    if running.is_empty() {
+        return None;
+    }
+    let files = touched(ctx, own?).await;
+    let mut stories = Vec::new();
+    let mut shared = BTreeSet::new();
+    for (other, worktree) in running {
+        let mut theirs = declared(ctx, &other);
+        if let Some(w) = worktree {
+            theirs.extend(touched(ctx, w).await);
+        }
+        let common: Vec<&String> = files.intersection(&theirs).collect();
+        if !common.is_empty() {
+            shared.extend(common.into_iter().cloned());
+            stories.push(other);
+        }
+    }
+    // Under the lock: a story that started waiting meanwhile is not
+    // waited for, and this one counts as waiting from now.
+    let mut waiting = ctx.control.waiting.lock();
+    stories.retain(|s| !waiting.contains(s));
+    if stories.is_empty() {
+        return None;
+    }
+    waiting.insert(id.to_string());
+    Some(Against {
+        stories,
+        files: shared.into_iter().collect(),
+    })
+}
+
+/// Waits until none of `stories` is running any more (or the run's state
+/// is gone), then marks `id` as no longer waiting.
+pub(crate) async fn wait_for(ctx: &Ctx, id: &str, stories: &[String]) {
+    loop {
+        let ids = stories.to_vec();
+        let still = ctx
+            .state
+            .read(move |st| {
+                ids.iter().any(|i| {
+                    st.story(i)
+                        .is_some_and(|s| s.status == StoryStatus::Running)
+                })
+            })
+            .await
+            .unwrap_or(false);
+        if !still {
+            break;
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+    done_waiting(ctx, id);
+}
+
+/// `id` no longer waits (its wait ended or was cut short).
+pub(crate) fn done_waiting(ctx: &Ctx, id: &str) {
+    ctx.control.waiting.lock().remove(id);
+}
+
+/// The files `story` declares in prd.json.
+fn declared(ctx: &Ctx, story: &str) -> BTreeSet<String> {
+    let prd = ctx.prd.lock().unwrap_or_else(|e| e.into_inner());
+    prd.story(story)
+        .map(|s| s.files.iter().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The files the work in `worktree` touches since it left the target
+/// branch (none when that cannot be read: a fleet worker's worktree is
+/// on another machine).
+async fn touched(ctx: &Ctx, worktree: PathBuf) -> BTreeSet<String> {
+    let target = ctx.target_branch.clone();
+    tokio::task::spawn_blocking(move || cascade_git::status::touched_since(&worktree, &target))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|v| v.into_iter().collect())
+        .unwrap_or_default()
+}
