@@ -488,13 +488,9 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
     f.mark("hold-long", "go-long");
     f.mark("wait-first", "held-long");
     f.mark("wait-second", "held-long");
-    let mut child = f
-        .background(&BACKGROUND_APPROVE)
-        .args(["--parallel", "3", "--no-resolve", "--max-retries", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("cascade starts");
+    let mut args = BACKGROUND_APPROVE.to_vec();
+    args.extend(["--parallel", "3", "--no-resolve", "--max-retries", "2"]);
+    let mut child = spawn_cascade(&f, &args);
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = Vec::new();
     for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {

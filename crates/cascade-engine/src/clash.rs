@@ -11,9 +11,9 @@
 //! A story is against a running one when the files it touches (in its
 //! worktree, since it left the target branch: a conflict's files are among
 //! them) meet the files the running one declares (`files` in prd.json) or
-//! touches in its worktree so far. A story that
-//! waits is never waited for, so two stories cannot wait for each other:
-//! the later of the two retries on the timer.
+//! touches in its worktree so far. A story that waits is never waited
+//! for, so two stories cannot wait for each other: the later of the two
+//! retries on the timer.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
@@ -39,22 +39,31 @@ impl Waiting {
 }
 
 /// What a story waits for: the running stories its failure is against,
-/// and the files they share with it.
-pub(crate) struct Against {
+/// and the files they share with it. The story counts as waiting while
+/// this lives (dropped when the wait ends, however it ends).
+pub(crate) struct Against<'a> {
     pub stories: Vec<String>,
     pub files: Vec<String>,
+    waiting: &'a Waiting,
+    id: String,
+}
+
+impl Drop for Against<'_> {
+    fn drop(&mut self) {
+        self.waiting.lock().remove(&self.id);
+    }
 }
 
 /// The story `id` is marked waiting for the running stories its `failure`
 /// is against (`own`: its worktree, for the files it touches); `None`
 /// when the failure is not a conflict of that kind, or is against no
 /// running story that is not itself waiting.
-pub(crate) async fn against(
-    ctx: &Ctx,
+pub(crate) async fn against<'a>(
+    ctx: &'a Ctx,
     id: &str,
     failure: &Failure,
     own: Option<PathBuf>,
-) -> Option<Against> {
+) -> Option<Against<'a>> {
     if !matches!(
         failure.kind,
         FailureKind::MergeConflict | FailureKind::Integration
@@ -100,14 +109,16 @@ pub(crate) async fn against(
     Some(Against {
         stories,
         files: shared.into_iter().collect(),
+        waiting: &ctx.control.waiting,
+        id: id.to_string(),
     })
 }
 
-/// Waits until none of `stories` is running any more (or the run's state
-/// is gone), then marks `id` as no longer waiting.
-pub(crate) async fn wait_for(ctx: &Ctx, id: &str, stories: &[String]) {
+/// Waits until none of the stories of `against` is running any more (or
+/// the run's state is gone).
+pub(crate) async fn wait_for(ctx: &Ctx, against: &Against<'_>) {
     loop {
-        let ids = stories.to_vec();
+        let ids = against.stories.clone();
         let still = ctx
             .state
             .read(move |st| {
@@ -123,12 +134,6 @@ pub(crate) async fn wait_for(ctx: &Ctx, id: &str, stories: &[String]) {
         }
         tokio::time::sleep(LOOK_EVERY).await;
     }
-    done_waiting(ctx, id);
-}
-
-/// `id` no longer waits (its wait ended or was cut short).
-pub(crate) fn done_waiting(ctx: &Ctx, id: &str) {
-    ctx.control.waiting.lock().remove(id);
 }
 
 /// The files `story` declares in prd.json.

@@ -74,7 +74,7 @@
 //! - [`progress`]: progress.txt in Plan Cascade's line format.
 //! - [`retry`]: [`FailureKind`] classification and [`RetryPolicy`] backoff.
 //! - `clash`: a conflict retry waits for the running stories it is against
-//!   (their files met its conflict's), not for the backoff timer.
+//!   (they touch a file it touches), not for the backoff timer.
 //! - [`scheduler`]: the work-agnostic ready-queue ([`scheduler::Scheduler`];
 //!   batch and eager disciplines, parallelism limit, blocking, fail-fast).
 //! - [`gitops`]: the git reads of the engine (current branch, the user's

@@ -383,11 +383,11 @@ impl<'a> StoryRun<'a> {
             ),
         });
         let stopped = tokio::select! {
-            _ = crate::clash::wait_for(ctx, &id, &against.stories) => return Ok(true),
+            _ = crate::clash::wait_for(ctx, &against) => return Ok(true),
             _ = self.steered.token().cancelled() => true,
             _ = ctx.cancel.cancelled() => false,
         };
-        crate::clash::done_waiting(ctx, &id);
+        drop(against);
         Err(if stopped {
             let failure = self.steered.failure();
             self.fail_for_good(agent.to_string(), failure, worker.clone())
