@@ -28,10 +28,14 @@ async fn orphans_are_adopted_and_kill_all_leaves_nothing_alive() {
         dir.path(),
         "leaver",
         &format!(
-            // Waits until the daemon runs without the token, so that the
-            // sweep of this child cannot find it that way.
-            "env -i setsid sleep 300 >/dev/null 2>&1 </dev/null & d=$!; \
-             while grep -qa CASCADE_SUPERVISOR= /proc/$d/environ 2>/dev/null; do sleep 0.01; done; \
+            // Waits until the daemon is `sleep` (so past `env -i` and
+            // `setsid`: without the token, in a session and group of its
+            // own), so that the sweep of this child cannot find it by
+            // token or group. An empty environment alone is seen already
+            // while `setsid` has not yet left this child's group, and the
+            // group kill then took the orphan (CI, under load).
+            "env -i setsid sleep 300 >/dev/null 2>&1 </dev/null & d=$!; i=0; \
+             while [ \"$(cat /proc/$d/comm 2>/dev/null)\" != sleep ] && [ $i -lt 3000 ]; do i=$((i+1)); sleep 0.01; done; \
              echo $d >> {}; exit 0",
             orphan_file.display()
         ),
