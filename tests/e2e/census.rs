@@ -275,24 +275,33 @@ fn dead_code_deleted_with_its_test_is_not_flagged() {
     assert!(kept >= 1, "no census kept in .cascade/census");
 }
 
-#[test]
-fn a_go_test_renamed_out_of_collection_is_test_disappeared() {
+/// A go module whose `calc_test.go` holds `TestAdd` and `TestAddZero`,
+/// when go is here (its build cache under the temp dir, which the tests'
+/// sandbox lets gates write; the target directory it does not).
+fn go_project() -> Option<[(&'static str, &'static str); 3]> {
     if !have("go", &["version"]) {
-        return;
+        return None;
     }
-    let files = [
+    std::env::set_var(
+        "GOCACHE",
+        std::env::temp_dir().join("cascade-census-gocache"),
+    );
+    Some([
         ("go.mod", "module example.com/calc\n\ngo 1.19\n"),
         ("calc.go", "package calc\n\nfunc Add(a, b int) int { return a + b }\n"),
         (
             "calc_test.go",
             "package calc\n\nimport \"testing\"\n\nfunc TestAdd(t *testing.T) {\n\tif Add(1, 2) != 3 {\n\t\tt.Fatal(\"add\")\n\t}\n}\n\nfunc TestAddZero(t *testing.T) {\n\tif Add(0, 0) != 0 {\n\t\tt.Fatal(\"zero\")\n\t}\n}\n",
         ),
-    ];
+    ])
+}
+
+#[test]
+fn a_go_test_renamed_out_of_collection_is_test_disappeared() {
+    let Some(files) = go_project() else {
+        return;
+    };
     let change = "sed -i 's/func TestAddZero/func Testaddzero/' calc_test.go";
-    // Under the temp dir, which the tests' sandbox lets gates write (the
-    // target directory it does not).
-    let gocache = std::env::temp_dir().join("cascade-census-gocache");
-    std::env::set_var("GOCACHE", &gocache);
     let (events, code, _repo) =
         run_story(&files, &["go", "test", "./..."], "tidy the tests", change);
     // The diff rule `removed-test` sees this rename first (verification
@@ -303,6 +312,42 @@ fn a_go_test_renamed_out_of_collection_is_test_disappeared() {
     assert!(
         why.contains("TestAddZero") && why.contains("\"error_type\":\"verification\""),
         "{found:?} {:?}",
+        failures(&events)
+    );
+}
+
+/// A build constraint that is never met switches `calc_test.go` off, and a
+/// new test prints go's own result lines for the tests it took away. go
+/// 1.19's test2json reads them as those tests' passes (never started:
+/// `census-mismatch`); a go that tells a test's output from its results
+/// leaves them gone (`test-disappeared`). Either way the story fails.
+#[test]
+fn a_go_test_printing_results_for_tests_it_switched_off_fails() {
+    let Some(files) = go_project() else {
+        return;
+    };
+    let change = "sed -i '1i //go:build later\\n' calc_test.go\n\
+                  printf 'package calc\\n\\nimport (\\n\\t\"fmt\"\\n\\t\"testing\"\\n)\\n\\nfunc TestReport(t *testing.T) {\\n\\tfmt.Println(\"--- PASS: TestAdd (0.00s)\")\\n\\tfmt.Println(\"--- PASS: TestAddZero (0.00s)\")\\n}\\n' > report_test.go";
+    // The diff rule `test-config-edit` sees the constraint; allowed, as
+    // a trick it does not see would be, the census is left to judge.
+    let (events, code, _repo) = run_story_allowing(
+        &files,
+        &["go", "test", "./..."],
+        "tidy the tests",
+        &["calc_test.go"],
+        change,
+    );
+    assert_eq!(code, 1, "{events:?}");
+    let mismatch = findings_of(&events, "census-mismatch");
+    let gone = disappeared(&events);
+    let named = |found: &[String]| {
+        found
+            .iter()
+            .any(|m| m.contains("example.com/calc.TestAddZero"))
+    };
+    assert!(
+        named(&mismatch) || named(&gone),
+        "{mismatch:?} {gone:?} {:?}",
         failures(&events)
     );
 }
@@ -462,10 +507,26 @@ const CALC_RS: &str = "pub fn total(xs: &[u32]) -> u32 {\n    xs.iter().sum()\n}
 /// diff rule reads it as `#[ignore]`: libtest's own lines say so.
 #[test]
 fn a_rust_test_ignored_through_cfg_attr_is_test_disappeared() {
-    if !have("cargo", &["--version"]) {
+    let Some(files) = rust_project() else {
         return;
+    };
+    let (events, code, _repo) =
+        run_story(&files, &["cargo", "test"], "document total", IGNORE_EMPTY);
+    assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
+}
+
+/// The shell lines that ignore `tests::empty` of [`CALC_RS`] through
+/// `cfg_attr` and document `total`.
+const IGNORE_EMPTY: &str = "sed -i 's/^    fn empty() {$/    #[cfg_attr(test, ignore)]\\n    fn empty() {/' src/lib.rs\n\
+                            sed -i 's/^pub fn total/\\/\\/\\/ The sum.\\npub fn total/' src/lib.rs\n";
+
+/// A cargo project of [`CALC_RS`], when cargo is here (with rustup's and
+/// cargo's homes kept: the runs' HOME is their repository).
+fn rust_project() -> Option<[(&'static str, &'static str); 2]> {
+    if !have("cargo", &["--version"]) {
+        println!("skipped: no cargo");
+        return None;
     }
-    // The runs' HOME is their repository: rustup and cargo keep theirs.
     if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
         for (var, dir) in [("RUSTUP_HOME", ".rustup"), ("CARGO_HOME", ".cargo")] {
             if std::env::var_os(var).is_none() && home.join(dir).is_dir() {
@@ -473,17 +534,40 @@ fn a_rust_test_ignored_through_cfg_attr_is_test_disappeared() {
             }
         }
     }
-    let files = [
+    Some([
         (
             "Cargo.toml",
             "[package]\nname = \"calc\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
         ),
         ("src/lib.rs", CALC_RS),
-    ];
-    let change = "sed -i 's/^    fn empty() {$/    #[cfg_attr(test, ignore)]\\n    fn empty() {/' src/lib.rs\n\
-                  sed -i 's/^pub fn total/\\/\\/\\/ The sum.\\npub fn total/' src/lib.rs";
-    let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", change);
+    ])
+}
+
+/// The census reads libtest's lines from the gate's output, which a test
+/// can write to past libtest's capture (`io::stdout()` is not captured):
+/// a test that prints `test tests::empty ... ok` after `empty` was
+/// ignored does not make it pass, and the report that no longer adds up
+/// is a finding of its own.
+#[test]
+fn a_rust_test_printing_a_result_line_of_its_own_is_census_mismatch() {
+    let Some(files) = rust_project() else {
+        return;
+    };
+    let forge = format!(
+        "{IGNORE_EMPTY}cat >> src/lib.rs <<'EOF'\n\
+         #[cfg(test)]\nmod report {{\n    #[test]\n    fn reports() {{\n        use std::io::Write;\n        \
+         std::io::stdout().write_all(b\"test tests::empty ... ok\\n\").unwrap();\n    }}\n}}\nEOF\n"
+    );
+    let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", &forge);
     assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
+    let mismatch = findings_of(&events, "census-mismatch");
+    assert!(
+        mismatch
+            .iter()
+            .any(|m| m.contains("'src/lib.rs[calc]::tests::empty' is reported twice")),
+        "{mismatch:?} {:?}",
+        failures(&events)
+    );
 }
 
 /// What the census costs a story, from a real pytest run's events: the

@@ -76,7 +76,7 @@ pub enum GateEvent {
     /// A gate is about to be looked up / run.
     Started { name: String, command: String },
     /// A gate finished (ran, came from the cache, or was skipped).
-    Finished(GateResult),
+    Finished(Box<GateResult>),
     /// The tree fingerprint could not be computed: the cache is off for this run.
     CacheUnavailable { reason: String },
     /// The remote cache is slow, down, or returned an entry that failed
@@ -232,7 +232,7 @@ pub fn answer_from_cache(
             let (parts, gate_fp, entry) = &found[i];
             let mut r = cache.record_hit(parts, entry.clone(), gate_fp);
             finish_hit(&mut r, &set.gates[i], started);
-            on_event(GateEvent::Finished(r.clone()));
+            on_event(GateEvent::Finished(Box::new(r.clone())));
             results[i] = Some(r);
         }
     }
@@ -317,7 +317,7 @@ pub async fn run_prepared(
         if let Some(reason) = &stop_reason {
             for i in members {
                 let r = skipped(&set.gates[i], &ctx, reason.clone(), false);
-                on_event(GateEvent::Finished(r.clone()));
+                on_event(GateEvent::Finished(Box::new(r.clone())));
                 results[i] = Some(r);
             }
             continue;
@@ -364,7 +364,7 @@ pub async fn run_prepared(
             for message in cache.take_remote_warnings() {
                 on_event(GateEvent::RemoteWarning { message });
             }
-            on_event(GateEvent::Finished(r.clone()));
+            on_event(GateEvent::Finished(Box::new(r.clone())));
             results[i] = Some(r);
         }
         // A task that panicked leaves no result: report it rather than drop it.
@@ -377,7 +377,7 @@ pub async fn run_prepared(
                     false,
                 );
                 r.skipped = false;
-                on_event(GateEvent::Finished(r.clone()));
+                on_event(GateEvent::Finished(Box::new(r.clone())));
                 results[i] = Some(r);
             }
         }

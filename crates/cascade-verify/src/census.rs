@@ -23,6 +23,36 @@ use crate::scan::{finding, Finding, Intent};
 
 /// Rule id: a test the base collected and passed no longer runs and passes.
 pub const TEST_DISAPPEARED: &str = "test-disappeared";
+/// Rule id: the runner's report after the change does not add up (a test
+/// reported twice, more result lines than the runner counted), where the
+/// base's did: something wrote results of its own into the output the
+/// census reads.
+pub const CENSUS_MISMATCH: &str = "census-mismatch";
+
+/// The `census-mismatch` findings of gate `gate`: the doubts of its census
+/// `now`, when its base's census `base` had none (a base whose report does
+/// not add up either, a test that prints result lines of its own under
+/// `--nocapture`, say, says nothing about the change).
+pub fn mismatched(gate: &str, base: &Census, now: &Census) -> Vec<Finding> {
+    if !base.doubts.is_empty() {
+        return Vec::new();
+    }
+    now.doubts
+        .iter()
+        .map(|d| {
+            finding(
+                CENSUS_MISMATCH,
+                gate,
+                0,
+                &format!(
+                    "the {} report of gate '{gate}' does not add up: {d}; the tests may have written results of their own",
+                    now.runner.name()
+                ),
+                "",
+            )
+        })
+        .collect()
+}
 
 /// The `test-disappeared` findings of gate `gate`'s census `now` against
 /// its base's census `base`, for the change `files`.
@@ -300,7 +330,23 @@ mod tests {
         Census {
             runner: CensusRunner::Pytest,
             tests: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            doubts: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_report_that_does_not_add_up_is_a_finding_unless_the_bases_did_not_either() {
+        let base = census(&[("tests::a", Passed)]);
+        let mut now = census(&[("tests::a", Passed)]);
+        now.doubts.push("test 'tests::a' is reported twice".into());
+        let found = mismatched("tests", &base, &now);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].rule, CENSUS_MISMATCH);
+        assert!(found[0].message.contains("reported twice"), "{found:?}");
+        let mut odd_base = base.clone();
+        odd_base.doubts.push("block 1 reported 2 passed".into());
+        assert!(mismatched("tests", &odd_base, &now).is_empty());
+        assert!(mismatched("tests", &base, &base).is_empty());
     }
 
     fn diff(path: &str, status: FileStatus, old: Option<&str>, new: Option<&str>) -> FileDiff {

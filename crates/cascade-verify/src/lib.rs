@@ -68,7 +68,7 @@ mod tests;
 
 use std::path::Path;
 
-pub use census::TEST_DISAPPEARED;
+pub use census::{CENSUS_MISMATCH, TEST_DISAPPEARED};
 pub use error::VerifyError;
 pub use result_hook::RESULT_HOOK;
 pub use rules::{Language, RuleSet, UserConfig};

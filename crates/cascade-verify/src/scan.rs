@@ -36,7 +36,9 @@ pub const GIT_CONFIG_CHANGED: &str = "git-config-changed";
 /// step refuses it.
 pub const CREDENTIAL_CONTENT: &str = "credential-content";
 /// The rule ids that are not in a table.
-pub const STRUCTURAL: [&str; 9] = [
+pub const STRUCTURAL: [&str; 11] = [
+    crate::census::TEST_DISAPPEARED,
+    crate::census::CENSUS_MISMATCH,
     REMOVED_TEST,
     EMPTIED_TEST,
     GATE_CONFIG_EDIT,

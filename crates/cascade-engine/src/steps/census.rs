@@ -2,7 +2,8 @@
 //! census-aware gate's tests (which ran, how each ended) are compared with
 //! the same gate's census on the story's base (cascade-verify's
 //! `test-disappeared`): a test that passed there and no longer runs and
-//! passes fails the attempt as `verification`.
+//! passes fails the attempt as `verification`, and so does a report read
+//! from the gate's output that no longer adds up (`census-mismatch`).
 //!
 //! The base's census comes from the base's own gate run: the base commit's
 //! tree written into a scratch directory under `.cascade/tmp/`, its gates
@@ -78,6 +79,7 @@ pub(super) async fn run(
         ) else {
             continue;
         };
+        found.extend(cascade_verify::census::mismatched(&g.name, before, now));
         found.extend(cascade_verify::census::disappeared(
             &g.name,
             before,

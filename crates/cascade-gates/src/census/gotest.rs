@@ -3,6 +3,8 @@
 //! `Output`. Lines that are not events (a build failure's text) are kept
 //! as text.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 
 use super::{Census, CensusRunner, TestOutcome};
@@ -19,22 +21,39 @@ struct GoEvent {
     output: Option<String>,
 }
 
+/// The census of `go test -json`'s events. test2json makes them from the
+/// test binary's text, which a test can print to as well (`--- PASS:
+/// TestGone` in a test's output is a `pass` of `TestGone` for go 1.19's
+/// test2json), so a test that ends without having been started (`run`)
+/// or ends twice is a doubt ([`Census::doubts`]).
 pub(super) fn parse(stdout: &str) -> Census {
     let mut census = Census::new(CensusRunner::Go);
+    let mut started = HashSet::new();
     for line in stdout.lines() {
         let Ok(e) = serde_json::from_str::<GoEvent>(line) else {
             continue;
         };
         let Some(test) = e.test else { continue };
+        let id = format!("{}.{test}", e.package);
         let outcome = match e.action.as_str() {
+            "run" => {
+                started.insert(id);
+                continue;
+            }
             "pass" => TestOutcome::Passed,
             "fail" => TestOutcome::Failed,
             "skip" => TestOutcome::Skipped,
             _ => continue,
         };
-        census
-            .tests
-            .insert(format!("{}.{test}", e.package), outcome);
+        if !started.contains(&id) {
+            census
+                .doubts
+                .push(format!("test '{id}' ended without having started"));
+        }
+        if let Some(was) = census.tests.insert(id.clone(), outcome) {
+            census.doubts.push(format!("test '{id}' is reported twice"));
+            census.tests.insert(id, was.worse(outcome));
+        }
     }
     census
 }

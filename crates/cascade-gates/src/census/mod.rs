@@ -63,12 +63,31 @@ pub enum TestOutcome {
     Skipped,
 }
 
+impl TestOutcome {
+    /// Of two reports of one test, the one that stands: a failure over a
+    /// skip over a pass.
+    pub fn worse(self, other: TestOutcome) -> TestOutcome {
+        use TestOutcome::*;
+        match (self, other) {
+            (Failed, _) | (_, Failed) => Failed,
+            (Skipped, _) | (_, Skipped) => Skipped,
+            _ => Passed,
+        }
+    }
+}
+
 /// The tests one gate run reported, by id (pytest `tests.test_a.TestK.test_p[1]`,
 /// cargo `src/lib.rs[calc]::tests::adds`, go `example.com/calc.TestAdd`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Census {
     pub runner: CensusRunner,
     pub tests: BTreeMap<String, TestOutcome>,
+    /// What in the runner's report does not add up (a test reported
+    /// twice, lines the runner's own counts disagree with): read from
+    /// output the tests can write to as well, the census may have been
+    /// forged. Only for what is read from output (cargo test, go test).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub doubts: Vec<String>,
 }
 
 impl Census {
@@ -76,6 +95,7 @@ impl Census {
         Census {
             runner,
             tests: BTreeMap::new(),
+            doubts: Vec::new(),
         }
     }
 

@@ -95,6 +95,90 @@ fn libtest_output_is_read_with_its_binaries() {
     // Quiet cargo prints no `Running` lines: names alone.
     let quiet = libtest::parse("running 1 test\ntest tests::adds ... ok\n", "");
     assert_eq!(quiet.tests.get("tests::adds"), Some(&TestOutcome::Passed));
+    assert!(
+        c.doubts.is_empty() && quiet.doubts.is_empty(),
+        "{:?}",
+        c.doubts
+    );
+}
+
+/// A cargo test run whose one binary ran `tests::adds` (passed) and
+/// `tests::fails` (failed), with `trailer` as the failing test's captured
+/// output and `extra` printed among the results.
+fn cargo_run(extra: &str, trailer: &str, summary: &str) -> Census {
+    let stdout = format!(
+        "\nrunning 2 tests\ntest tests::adds ... ok\n{extra}test tests::fails ... FAILED\n\n\
+         failures:\n\n---- tests::fails stdout ----\n{trailer}\n\nfailures:\n    tests::fails\n\n\
+         test result: FAILED. {summary}; 0 measured; 0 filtered out; finished in 0.01s\n"
+    );
+    let stderr = "     Running unittests src/lib.rs (target/debug/deps/calc-c6626fb655a8d231)\n";
+    libtest::parse(&stdout, stderr)
+}
+
+#[test]
+fn libtest_lines_the_harness_did_not_count_are_doubted() {
+    let honest = cargo_run("", "assertion failed", "1 passed; 1 failed; 0 ignored");
+    assert!(honest.doubts.is_empty(), "{:?}", honest.doubts);
+
+    // A failing test that prints an `ok` line for itself (or for a test
+    // that is gone) in its captured output: not read as a result.
+    let forged = cargo_run(
+        "",
+        "test tests::fails ... ok\ntest tests::removed ... ok",
+        "1 passed; 1 failed; 0 ignored",
+    );
+    assert_eq!(
+        forged.tests.get("src/lib.rs[calc]::tests::fails"),
+        Some(&TestOutcome::Failed)
+    );
+    assert!(!forged
+        .tests
+        .contains_key("src/lib.rs[calc]::tests::removed"));
+    assert!(forged.doubts.is_empty(), "{:?}", forged.doubts);
+
+    // Written among the results (`--nocapture`, or straight to the
+    // descriptor): more lines than the harness counted.
+    let among = cargo_run(
+        "test tests::removed ... ok\n",
+        "",
+        "1 passed; 1 failed; 0 ignored",
+    );
+    assert!(
+        among.doubts.iter().any(|d| d.contains("reported 2 passed")),
+        "{:?}",
+        among.doubts
+    );
+    // A test that reports itself passed before the harness says it failed.
+    let twice = cargo_run(
+        "test tests::fails ... ok\n",
+        "",
+        "1 passed; 1 failed; 0 ignored",
+    );
+    assert_eq!(
+        twice.tests.get("src/lib.rs[calc]::tests::fails"),
+        Some(&TestOutcome::Failed)
+    );
+    assert!(
+        twice.doubts.iter().any(|d| d.contains("reported twice")),
+        "{:?}",
+        twice.doubts
+    );
+
+    // A whole block of its own, with a summary that adds up: one block
+    // more than the binaries cargo ran.
+    let block = cargo_run(
+        "",
+        "\nrunning 1 test\ntest tests::removed ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+        "1 passed; 1 failed; 0 ignored",
+    );
+    assert!(
+        block
+            .doubts
+            .iter()
+            .any(|d| d.contains("2 blocks of results for the 1 test binaries")),
+        "{:?}",
+        block.doubts
+    );
 }
 
 #[test]
@@ -109,6 +193,7 @@ fn go_json_events_are_read_and_turned_back_into_text() {
         ("example.com/calc.TestSub/inner", TestOutcome::Passed),
     ];
     holds_exactly(&c, &want, "");
+    assert!(c.doubts.is_empty(), "{:?}", c.doubts);
     let text = gotest::plain_text(&out);
     assert!(
         text.contains("    calc_test.go:4: bad\n--- FAIL: TestBad"),
@@ -145,6 +230,7 @@ fn comparison_names_lost_tests_and_new_failures() {
     let census = |pairs: &[(&str, TestOutcome)]| Census {
         runner: CensusRunner::Pytest,
         tests: pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        doubts: Vec::new(),
     };
     use TestOutcome::*;
     let base = census(&[("a", Passed), ("b", Passed), ("c", Failed), ("d", Passed)]);
@@ -157,4 +243,33 @@ fn comparison_names_lost_tests_and_new_failures() {
     assert_eq!(c.new_failures, ["e"]);
     assert_eq!(c.known_failures, ["c"]);
     assert_eq!((c.ran_before, c.ran_now), (4, 3));
+}
+
+/// go 1.19's test2json reads a test's own `--- PASS: TestGone` line as a
+/// `pass` of `TestGone` (seen with go1.19.8): a test that ends without
+/// having started, or ends twice, is a doubt.
+#[test]
+fn go_verdicts_of_tests_never_started_are_doubted() {
+    let ev = |action: &str, test: &str| {
+        format!("{{\"Action\":\"{action}\",\"Package\":\"example.com/gof\",\"Test\":\"{test}\"}}\n")
+    };
+    let out = [
+        ev("run", "TestReal"),
+        ev("pass", "TestGone"),
+        ev("pass", "TestReal"),
+        ev("fail", "TestReal"),
+    ]
+    .concat();
+    let c = gotest::parse(&out);
+    assert_eq!(
+        c.tests.get("example.com/gof.TestReal"),
+        Some(&TestOutcome::Failed)
+    );
+    assert_eq!(
+        c.doubts,
+        [
+            "test 'example.com/gof.TestGone' ended without having started",
+            "test 'example.com/gof.TestReal' is reported twice"
+        ]
+    );
 }
