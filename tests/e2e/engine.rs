@@ -467,25 +467,31 @@ fn eager_never_runs_two_stories_declaring_the_same_files_at_once() {
 }
 
 /// A story whose merge conflicts in a file a running story is editing
-/// retries when that story has ended, not on the timer; the running one,
-/// conflicting in turn, does not wait for the waiting one.
+/// retries when that story has ended, not on the timer, and lends its
+/// slot meanwhile; the running one, conflicting in turn, does not wait for
+/// the waiting one.
 #[test]
 fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
     let f = Fixture::new(
         json!([
             story("first", &[]),
             story("second", &[]),
-            story("long", &[])
+            story("long", &[]),
+            story("fourth", &[]),
+            story("fifth", &[])
         ]),
         json!([]),
     );
-    // All three edit README.md. `long` edits it, then holds until the test
-    // lets it go; `first` and `second` start their edits once it holds, so
-    // one of them merges and the other conflicts while `long` runs.
+    // The first three edit README.md. `long` edits it, then holds until the
+    // test lets it go; `first` and `second` start their edits once it
+    // holds, so one of them merges and the other conflicts while `long`
+    // runs. `fourth` takes the winner's slot and holds too: `fifth` can
+    // only run in the slot the waiting loser lends.
     for id in ["first", "second", "long"] {
         f.mark(&format!("edit-{id}"), "README.md");
     }
     f.mark("hold-long", "go-long");
+    f.mark("hold-fourth", "go-long");
     f.mark("wait-first", "held-long");
     f.mark("wait-second", "held-long");
     let mut args = BACKGROUND_APPROVE.to_vec();
@@ -493,9 +499,14 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
     let mut child = spawn_cascade(&f, &args);
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = Vec::new();
+    let (mut waits, mut fifth_merged) = (false, false);
     for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
-        // The loser says it waits for `long`: only now may `long` end.
-        if line.contains("its retry waits for long to end") {
+        // The loser says it waits for `long`, and `fifth` merged in its
+        // slot: only now may `long` and `fourth` end (they give up holding
+        // after 30 s, when the slot was not lent).
+        waits |= line.contains("its retry waits for long to end");
+        fifth_merged |= line.contains("\"story_merged\"") && line.contains("\"fifth\"");
+        if waits && fifth_merged && !f.t("go-long").exists() {
             f.mark("go-long", "");
         }
         lines.push(line);
@@ -534,6 +545,18 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
         long_merged < retried,
         "{loser} retried before long ended: {all}"
     );
+    let fifth_merged = at(
+        &|e| e["event"] == "story_merged" && e["story"] == "fifth",
+        "fifth merged",
+    );
+    let fourth_merged = at(
+        &|e| e["event"] == "story_merged" && e["story"] == "fourth",
+        "fourth merged",
+    );
+    assert!(
+        fifth_merged < fourth_merged,
+        "fifth did not run in the slot {loser} lent while it waited: {all}"
+    );
     // Its wait cost no time on the timer and the retry merged it.
     assert_eq!(ev[retried]["delay_ms"], 0, "{all}");
     // `long` conflicted with the winner too, and retried on the timer: it
@@ -547,7 +570,7 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
     // `main` moved under `long` (the winner merged): that is not a branch
     // its agent created.
     assert!(!all.contains("the agent created branch"), "{all}");
-    f.assert_each_merged_once(&["first", "second", "long"]);
+    f.assert_each_merged_once(&["first", "second", "long", "fourth", "fifth"]);
 }
 
 #[test]

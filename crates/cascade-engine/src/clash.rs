@@ -13,20 +13,18 @@
 //! them) meet the files the running one declares (`files` in prd.json) or
 //! touches in its worktree so far. A story that waits is never waited
 //! for, so two stories cannot wait for each other: the later of the two
-//! retries on the timer.
+//! retries on the timer. A waiting story lends its slot of parallelism
+//! to the next story meanwhile (the run's loop gives it one back first).
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use crate::ctx::Ctx;
 use crate::failure::Failure;
+use crate::owner::{Change, Lend};
 use crate::retry::FailureKind;
 use crate::state::StoryStatus;
-
-/// How often a waiting story looks whether the ones it waits for ended.
-const LOOK_EVERY: Duration = Duration::from_millis(250);
 
 /// The stories of a run waiting for others to end.
 #[derive(Debug, Default)]
@@ -114,26 +112,18 @@ pub(crate) async fn against<'a>(
     })
 }
 
-/// Waits until none of the stories of `against` is running any more (or
-/// the run's state is gone).
-pub(crate) async fn wait_for(ctx: &Ctx, against: &Against<'_>) {
-    loop {
-        let ids = against.stories.clone();
-        let still = ctx
-            .state
-            .read(move |st| {
-                ids.iter().any(|i| {
-                    st.story(i)
-                        .is_some_and(|s| s.status == StoryStatus::Running)
-                })
-            })
-            .await
-            .unwrap_or(false);
-        if !still {
-            break;
-        }
-        tokio::time::sleep(LOOK_EVERY).await;
-    }
+/// Waits until none of the stories of `against` runs any more, the slot
+/// of parallelism of story `id` lent meanwhile: the run's loop answers
+/// once they have ended and a slot is free again (or drops the answer when
+/// the run ends first).
+pub(crate) async fn wait_for(ctx: &Ctx, id: &str, against: &Against<'_>) {
+    let (resume, resumed) = tokio::sync::oneshot::channel();
+    ctx.state.send(Change::Lend(Lend {
+        id: id.to_string(),
+        until: against.stories.clone(),
+        resume,
+    }));
+    let _ = resumed.await;
 }
 
 /// The files `story` declares in prd.json.

@@ -50,6 +50,18 @@ pub(crate) enum Change {
     /// A look at the state; the closure answers on its own channel (see
     /// [`StateTx::read`]) or acts on what it sees (the run's budget).
     Read(Box<dyn FnOnce(&RunState) + Send>),
+    /// A story lends its slot until other stories end (kept for the
+    /// run's loop, which holds the scheduler: [`Owner::take_lends`]).
+    Lend(Lend),
+}
+
+/// Story `id` waits for the stories `until` to end, and lends its slot of
+/// parallelism meanwhile; `resume` is answered once they have ended and
+/// it has a slot again (dropped unanswered when the run ends first).
+pub(crate) struct Lend {
+    pub id: String,
+    pub until: Vec<String>,
+    pub resume: oneshot::Sender<()>,
 }
 
 /// Who hears of a state write that failed (the run's context: a notice,
@@ -142,12 +154,23 @@ pub(crate) struct Owner {
     pub store: Store,
     sink: EventSink,
     rx: mpsc::UnboundedReceiver<Change>,
+    /// Slots lent and not yet taken by the loop.
+    lends: Vec<Lend>,
 }
 
 /// A channel to the owner of `store`, whose events go to `sink`.
 pub(crate) fn channel(store: Store, sink: EventSink) -> (StateTx, Owner) {
     let (tx, rx) = mpsc::unbounded_channel();
-    (StateTx(tx), Owner { store, sink, rx })
+    let lends = Vec::new();
+    (
+        StateTx(tx),
+        Owner {
+            store,
+            sink,
+            rx,
+            lends,
+        },
+    )
 }
 
 impl Owner {
@@ -193,6 +216,10 @@ impl Owner {
                 look(&self.store);
                 Ok(())
             }
+            Change::Lend(lend) => {
+                self.lends.push(lend);
+                Ok(())
+            }
         };
         if let Err(e) = committed {
             on.state_write_failed(&e);
@@ -204,6 +231,16 @@ impl Owner {
         while let Ok(change) = self.rx.try_recv() {
             self.apply(on, change);
         }
+    }
+
+    /// Whether a story lent its slot since the last [`Owner::take_lends`].
+    pub fn has_lends(&self) -> bool {
+        !self.lends.is_empty()
+    }
+
+    /// The slots lent since the last call, in the order they were lent.
+    pub fn take_lends(&mut self) -> Vec<Lend> {
+        std::mem::take(&mut self.lends)
     }
 
     /// The next change, for a loop that waits on other things too.

@@ -110,6 +110,8 @@ pub struct Scheduler {
     /// Eager: ready nodes put aside because a running node holds one of
     /// their files; offered again when a running node finishes.
     parked: Vec<usize>,
+    /// Running nodes that lent their slot ([`Scheduler::lend`]).
+    lent: std::collections::HashSet<usize>,
 }
 
 /// Eager's order: longest remaining path, then priority, file order, index.
@@ -190,6 +192,7 @@ impl Scheduler {
             waiting,
             holding: std::collections::HashMap::new(),
             parked: Vec::new(),
+            lent: std::collections::HashSet::new(),
         };
         for i in 0..n {
             s.offer(i);
@@ -207,6 +210,38 @@ impl Scheduler {
 
     pub fn layer_limit(&self) -> usize {
         self.layer_limit
+    }
+
+    /// Running node `i` lends its slot while it waits for other nodes to
+    /// end (a retry against a story still running): another node may run
+    /// in it meanwhile. `i` stays running (holding its files) until it
+    /// takes a slot back ([`Scheduler::reclaim`]) or ends.
+    pub fn lend(&mut self, i: usize) {
+        if self.state[i] == NodeState::Running && self.lent.insert(i) {
+            self.running -= 1;
+        }
+    }
+
+    /// Node `i` takes a slot back, if one is free (whether the run is
+    /// stopped or not: it is work already under way). `true` when it runs
+    /// in a slot again.
+    pub fn reclaim(&mut self, i: usize) -> bool {
+        if !self.lent.contains(&i) {
+            return true;
+        }
+        if self.running >= self.parallel {
+            return false;
+        }
+        self.lent.remove(&i);
+        self.running += 1;
+        true
+    }
+
+    /// Node `i` leaves the running state: its slot is free (unless it lent it).
+    fn stop_running(&mut self, i: usize) {
+        if self.state[i] == NodeState::Running && !self.lent.remove(&i) {
+            self.running -= 1;
+        }
     }
 
     /// Stops handing out nodes (Ctrl-C, fail-fast).
@@ -369,9 +404,7 @@ impl Scheduler {
 
     /// A handed-out node finished successfully.
     pub fn complete(&mut self, i: usize) {
-        if self.state[i] == NodeState::Running {
-            self.running -= 1;
-        }
+        self.stop_running(i);
         if self.state[i] == NodeState::Done {
             return;
         }
@@ -388,9 +421,7 @@ impl Scheduler {
     /// A handed-out node failed for good. Returns the nodes newly blocked by
     /// it (transitively), in index order.
     pub fn fail(&mut self, i: usize) -> Vec<usize> {
-        if self.state[i] == NodeState::Running {
-            self.running -= 1;
-        }
+        self.stop_running(i);
         self.set(i, NodeState::Failed);
         if self.fail_fast {
             self.stopped = true;
@@ -415,7 +446,7 @@ impl Scheduler {
     /// handed out again in this run once stopped).
     pub fn release(&mut self, i: usize) {
         if self.state[i] == NodeState::Running {
-            self.running -= 1;
+            self.stop_running(i);
             self.set(i, NodeState::Waiting);
             self.offer(i);
         }
@@ -493,7 +524,7 @@ impl Scheduler {
 
     /// Nothing runs and nothing can be handed out now.
     pub fn idle(&self) -> bool {
-        self.running == 0 && self.clone().next_ready().is_none()
+        self.running == 0 && self.lent.is_empty() && self.clone().next_ready().is_none()
     }
 
     /// Nodes still waiting (not run, not blocked).
@@ -747,6 +778,44 @@ mod tests {
         assert_eq!(s.next_ready(), None);
         s.release(0);
         assert_eq!(s.next_ready(), Some(0));
+    }
+
+    #[test]
+    fn a_node_that_lends_its_slot_lets_another_run_and_takes_a_free_one_back() {
+        let mut s = Scheduler::new(
+            with_index(vec![node(&[], 1, 1), node(&[], 1, 1), node(&[], 1, 1)]),
+            Discipline::Batch,
+            2,
+            false,
+        );
+        assert_eq!(
+            (s.next_ready(), s.next_ready(), s.next_ready()),
+            (Some(0), Some(1), None)
+        );
+        s.lend(1);
+        s.lend(1);
+        assert_eq!(s.running(), 1);
+        assert_eq!(s.state(1), NodeState::Running);
+        assert_eq!(s.next_ready(), Some(2));
+        assert!(!s.reclaim(1), "no slot is free");
+        s.complete(0);
+        assert!(s.reclaim(1));
+        assert_eq!(s.running(), 2);
+        s.complete(1);
+        s.complete(2);
+        assert_eq!(s.running(), 0);
+        // A node that ends while it lent its slot frees nothing more.
+        let mut s = Scheduler::new(
+            with_index(vec![node(&[], 1, 1)]),
+            Discipline::Eager,
+            1,
+            false,
+        );
+        assert_eq!(s.next_ready(), Some(0));
+        s.lend(0);
+        s.fail(0);
+        assert_eq!(s.running(), 0);
+        assert!(s.idle());
     }
 
     #[test]

@@ -383,7 +383,7 @@ impl<'a> StoryRun<'a> {
             ),
         });
         let stopped = tokio::select! {
-            _ = crate::clash::wait_for(ctx, &against) => return Ok(true),
+            _ = crate::clash::wait_for(ctx, &id, &against) => return Ok(true),
             _ = self.steered.token().cancelled() => true,
             _ = ctx.cancel.cancelled() => false,
         };

@@ -2,12 +2,15 @@
 //! ready stories as tasks (under the parallelism and batch limits), takes
 //! each task's end back, applies steering requests between two decisions,
 //! and at a batch boundary pauses, asks or goes on, according to the mode
-//! and [`Pause`].
+//! and [`Pause`]. A story whose retry waits for running stories to end
+//! lends its slot meanwhile ([`crate::owner::Lend`]); the loop gives it one
+//! back, before any new story starts, once they have ended.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use cascade_process::{AbortOnDrop, CancelToken};
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use super::run::Recovered;
@@ -30,6 +33,17 @@ struct Loop {
     started_layers: HashSet<usize>,
     finished_layers: HashSet<usize>,
     layer_count: usize,
+    /// Stories waiting for others to end, their slots lent, in the order
+    /// they lent them.
+    lent: Vec<Lent>,
+}
+
+/// A story waiting, its slot lent: node `node` resumes once none of
+/// `until` runs and a slot is free.
+struct Lent {
+    node: usize,
+    until: Vec<usize>,
+    resume: oneshot::Sender<()>,
 }
 
 /// Runs the stories until the scheduler has nothing more to hand out, the
@@ -68,6 +82,7 @@ pub(super) async fn drive(
         started_layers: HashSet::new(),
         finished_layers: HashSet::new(),
         layer_count: run.sched.layers().len(),
+        lent: Vec::new(),
     };
     run_loop(&mut run, &mut l, options, cancel).await?;
     Ok((run, Driven { red_base }))
@@ -92,6 +107,8 @@ async fn run_loop(
         if cancel.is_cancelled() || ctx.halted() || ctx.control.budget.exhausted().is_some() {
             run.sched.stop();
         }
+        take_lends(run, l);
+        resume_lent(run, l);
         if !held {
             spawn_ready(run, l);
         }
@@ -130,7 +147,13 @@ async fn run_loop(
         let joined = loop {
             tokio::select! {
                 biased;
-                Some(change) = run.owner.next() => run.owner.apply(&ctx, change),
+                Some(change) = run.owner.next() => {
+                    run.owner.apply(&ctx, change);
+                    // A slot lent: another story may start in it.
+                    if run.owner.has_lends() {
+                        break None;
+                    }
+                }
                 j = l.tasks.join_next() => break j,
                 _ = &mut woken => break None,
             }
@@ -177,9 +200,48 @@ fn spawn_ready(run: &mut Recovered, l: &mut Loop) {
     }
 }
 
+/// The slots stories lent since the last look: the scheduler lets other
+/// stories run in them.
+fn take_lends(run: &mut Recovered, l: &mut Loop) {
+    let position = |id: &str| run.ids.iter().position(|s| s == id);
+    for lend in run.owner.take_lends() {
+        let Some(node) = position(&lend.id) else {
+            let _ = lend.resume.send(());
+            continue;
+        };
+        run.sched.lend(node);
+        l.lent.push(Lent {
+            node,
+            until: lend.until.iter().filter_map(|u| position(u)).collect(),
+            resume: lend.resume,
+        });
+    }
+}
+
+/// Gives a slot back to each waiting story none of whose stories runs
+/// any more, while slots are free (before any new story starts).
+fn resume_lent(run: &mut Recovered, l: &mut Loop) {
+    let sched = &mut run.sched;
+    let mut k = 0;
+    while k < l.lent.len() {
+        let w = &l.lent[k];
+        let ended = w
+            .until
+            .iter()
+            .all(|&u| sched.state(u) != NodeState::Running);
+        if ended && sched.reclaim(w.node) {
+            let _ = l.lent.remove(k).resume.send(());
+        } else {
+            k += 1;
+        }
+    }
+}
+
 /// A story's task ended: the scheduler learns how (a failure blocks its
 /// dependents), and a batch whose last story ended is announced.
 fn story_ended(run: &mut Recovered, l: &mut Loop, i: usize, end: StoryEnd) {
+    // Stopped while it waited: its slot was lent, nothing to give back.
+    l.lent.retain(|w| w.node != i);
     let (ctx, sched) = (&run.ctx, &mut run.sched);
     match end {
         StoryEnd::Merged => sched.complete(i),
