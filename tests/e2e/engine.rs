@@ -93,9 +93,10 @@ elif [ -f "$T/edit-$id" ]; then
 elif [ ! -f "$T/nochange-$id" ]; then
   printf '%s\n' "$id" > "$id.txt"
 fi
-if [ -f "$T/hold-$id" ]; then
+hf="$T/hold-$id"; [ -f "$T/hold-$id-$CASCADE_ATTEMPT" ] && hf="$T/hold-$id-$CASCADE_ATTEMPT"
+if [ -f "$hf" ]; then
   touch "$T/held-$id"
-  h=$(cat "$T/hold-$id"); i=0
+  h=$(cat "$hf"); i=0
   while [ ! -e "$T/$h" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 fi
 echo "end $id" >> "$T/timeline""#
@@ -464,6 +465,63 @@ fn eager_never_runs_two_stories_declaring_the_same_files_at_once() {
     assert!(f.pos("end a") < f.pos("start b"), "{:?}", f.timeline());
     assert!(f.pos("start c") < f.pos("end a"), "{:?}", f.timeline());
     assert!(f.pos("start b") < f.pos("end c"), "{:?}", f.timeline());
+}
+
+/// Files a story's merge conflicted in count as its files for the rest of
+/// the run: a story declaring one waits while the conflicted story's
+/// retry runs (eager's soft lock), where before it started beside it.
+#[test]
+fn a_story_declaring_a_file_another_conflicted_in_waits_while_that_one_runs() {
+    let mut z = story("z", &["w"]);
+    z["files"] = json!(["README.md"]);
+    let f = Fixture::new(
+        json!([story("x", &[]), story("y", &[]), story("w", &[]), z]),
+        json!([]),
+    );
+    // x edits README.md and holds; y edits it once x holds and merges;
+    // then x goes on and conflicts. Its retry holds until w has merged,
+    // and w (which z depends on) ends only once x has conflicted.
+    f.mark("edit-x", "README.md");
+    f.mark("edit-y", "README.md");
+    f.mark("hold-x-1", "go-x");
+    f.mark("hold-x-2", "go-x2");
+    f.mark("wait-y", "held-x");
+    f.mark("wait-w", "conflicted-x");
+    let mut args = BACKGROUND_APPROVE.to_vec();
+    args.extend(["--schedule", "eager", "--parallel", "4", "--no-resolve"]);
+    let mut child = spawn_cascade(&f, &args);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut ev: Vec<Value> = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+        let Ok(e) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (kind, story) = (e["event"].as_str(), e["story"].as_str());
+        match (kind, story) {
+            (Some("story_merged"), Some("y")) => f.mark("go-x", ""),
+            (Some("merge_conflict"), Some("x")) => f.mark("conflicted-x", ""),
+            (Some("story_merged"), Some("w")) => f.mark("go-x2", ""),
+            _ => {}
+        }
+        ev.push(e);
+    }
+    let status = child.wait().expect("cascade ends");
+    let all: Vec<String> = ev.iter().map(Value::to_string).collect();
+    assert!(status.success(), "{status}: {all:?}");
+    let at = |kind: &str, story: &str| {
+        ev.iter()
+            .position(|e| e["event"] == kind && e["story"] == story)
+            .unwrap_or_else(|| panic!("no {kind} of {story}: {all:?}"))
+    };
+    assert!(
+        at("merge_conflict", "x") < at("story_merged", "w"),
+        "{all:?}"
+    );
+    assert!(
+        at("story_merged", "x") < at("story_started", "z"),
+        "z started while x, which conflicted in README.md, still ran: {all:?}"
+    );
+    f.assert_each_merged_once(&["x", "y", "w", "z"]);
 }
 
 /// A story whose merge conflicts in a file a running story is editing

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use crate::ctx::Ctx;
 use crate::failure::Failure;
-use crate::owner::{Change, Lend};
+use crate::owner::{Ask, Change};
 use crate::retry::FailureKind;
 use crate::state::StoryStatus;
 
@@ -118,7 +118,7 @@ pub(crate) async fn against<'a>(
 /// the run ends first).
 pub(crate) async fn wait_for(ctx: &Ctx, id: &str, against: &Against<'_>) {
     let (resume, resumed) = tokio::sync::oneshot::channel();
-    ctx.state.send(Change::Lend(Lend {
+    ctx.state.send(Change::Ask(Ask::Lend {
         id: id.to_string(),
         until: against.stories.clone(),
         resume,

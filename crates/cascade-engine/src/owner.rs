@@ -50,18 +50,25 @@ pub(crate) enum Change {
     /// A look at the state; the closure answers on its own channel (see
     /// [`StateTx::read`]) or acts on what it sees (the run's budget).
     Read(Box<dyn FnOnce(&RunState) + Send>),
-    /// A story lends its slot until other stories end (kept for the
-    /// run's loop, which holds the scheduler: [`Owner::take_lends`]).
-    Lend(Lend),
+    /// A request of the run's loop, which holds the scheduler (kept for
+    /// it: [`Owner::take_asks`]).
+    Ask(Ask),
 }
 
-/// Story `id` waits for the stories `until` to end, and lends its slot of
-/// parallelism meanwhile; `resume` is answered once they have ended and
-/// it has a slot again (dropped unanswered when the run ends first).
-pub(crate) struct Lend {
-    pub id: String,
-    pub until: Vec<String>,
-    pub resume: oneshot::Sender<()>,
+/// What a story task asks of the run's loop.
+pub(crate) enum Ask {
+    /// Story `id` waits for the stories `until` to end, and lends its slot
+    /// of parallelism meanwhile; `resume` is answered once they have ended
+    /// and it has a slot again (dropped unanswered when the run ends
+    /// first).
+    Lend {
+        id: String,
+        until: Vec<String>,
+        resume: oneshot::Sender<()>,
+    },
+    /// Story `id`'s merge conflicted in `files`: for the rest of the run
+    /// they count among its files, which the eager scheduler keeps apart.
+    Touches { id: String, files: Vec<String> },
 }
 
 /// Who hears of a state write that failed (the run's context: a notice,
@@ -154,21 +161,21 @@ pub(crate) struct Owner {
     pub store: Store,
     sink: EventSink,
     rx: mpsc::UnboundedReceiver<Change>,
-    /// Slots lent and not yet taken by the loop.
-    lends: Vec<Lend>,
+    /// Requests of the loop not yet taken by it.
+    asks: Vec<Ask>,
 }
 
 /// A channel to the owner of `store`, whose events go to `sink`.
 pub(crate) fn channel(store: Store, sink: EventSink) -> (StateTx, Owner) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let lends = Vec::new();
+    let asks = Vec::new();
     (
         StateTx(tx),
         Owner {
             store,
             sink,
             rx,
-            lends,
+            asks,
         },
     )
 }
@@ -216,8 +223,8 @@ impl Owner {
                 look(&self.store);
                 Ok(())
             }
-            Change::Lend(lend) => {
-                self.lends.push(lend);
+            Change::Ask(ask) => {
+                self.asks.push(ask);
                 Ok(())
             }
         };
@@ -233,14 +240,15 @@ impl Owner {
         }
     }
 
-    /// Whether a story lent its slot since the last [`Owner::take_lends`].
-    pub fn has_lends(&self) -> bool {
-        !self.lends.is_empty()
+    /// Whether a task asked something of the loop since the last
+    /// [`Owner::take_asks`].
+    pub fn has_asks(&self) -> bool {
+        !self.asks.is_empty()
     }
 
-    /// The slots lent since the last call, in the order they were lent.
-    pub fn take_lends(&mut self) -> Vec<Lend> {
-        std::mem::take(&mut self.lends)
+    /// What tasks asked of the loop since the last call, in order.
+    pub fn take_asks(&mut self) -> Vec<Ask> {
+        std::mem::take(&mut self.asks)
     }
 
     /// The next change, for a loop that waits on other things too.

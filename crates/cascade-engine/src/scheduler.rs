@@ -18,6 +18,7 @@
 //! next ready node runs instead. Two stories that will touch the same files
 //! then never run at once, so neither burns attempts on merge conflicts
 //! with the other (a slot may stay idle meanwhile: the holder always ends).
+//! Files a node's merge conflicted in join its own (`add_files`).
 //!
 //! Both never run more than `parallel` nodes at once. A failed node blocks its
 //! dependents transitively; the rest goes on, unless `fail_fast`, which stops
@@ -210,6 +211,21 @@ impl Scheduler {
 
     pub fn layer_limit(&self) -> usize {
         self.layer_limit
+    }
+
+    /// Files `keys` join node `i`'s (its merge conflicted in them): from
+    /// now on eager keeps it apart from other nodes holding one, and while
+    /// it runs it holds them.
+    pub fn add_files(&mut self, i: usize, keys: &[u32]) {
+        for &k in keys {
+            if self.nodes[i].files.contains(&k) {
+                continue;
+            }
+            self.nodes[i].files.push(k);
+            if self.state[i] == NodeState::Running {
+                *self.holding.entry(k).or_default() += 1;
+            }
+        }
     }
 
     /// Running node `i` lends its slot while it waits for other nodes to
@@ -778,6 +794,29 @@ mod tests {
         assert_eq!(s.next_ready(), None);
         s.release(0);
         assert_eq!(s.next_ready(), Some(0));
+    }
+
+    #[test]
+    fn files_a_running_node_conflicted_in_are_held_like_declared_ones() {
+        // 1 declares file 5; 0 declares nothing, then conflicts in file 5.
+        let mut nodes = with_index(vec![node(&[], 1, 3), node(&[], 1, 2), node(&[], 1, 1)]);
+        nodes[1].files = vec![5];
+        let mut s = Scheduler::new(nodes, Discipline::Eager, 3, false);
+        assert_eq!(s.next_ready(), Some(0));
+        s.add_files(0, &[5, 5]);
+        // 1 is next by its path but waits while 0 holds file 5; 2 runs.
+        assert_eq!(s.next_ready(), Some(2));
+        assert_eq!(s.next_ready(), None);
+        // Handed out again (interrupted, then resumed in the same run), 0
+        // holds file 5 from the start.
+        s.release(0);
+        assert_eq!(s.next_ready(), Some(0));
+        assert_eq!(s.next_ready(), None);
+        s.complete(0);
+        assert_eq!(s.next_ready(), Some(1), "file 5 is free once 0 ends");
+        s.complete(1);
+        s.complete(2);
+        assert!(s.idle());
     }
 
     #[test]

@@ -233,11 +233,26 @@ pub(crate) fn short(sha: &str) -> &str {
     &sha[..sha.len().min(10)]
 }
 
+/// The scheduler's keys of file paths: one per distinct path.
+#[derive(Debug, Default)]
+pub(crate) struct FileKeys(HashMap<String, u32>);
+
+impl FileKeys {
+    /// The key of `path` (a new one the first time it is asked for).
+    pub fn key(&mut self, path: &str) -> u32 {
+        let next = self.0.len() as u32;
+        *self.0.entry(path.to_string()).or_insert(next)
+    }
+}
+
 /// The scheduler's view of the plan: node `i` is the plan's story `i`
 /// (positions are prd.json's), done when its record is complete, holding
-/// the story's declared `files` (as keys: one per distinct path).
-pub(crate) fn scheduler_nodes(p: &Prepared, state: &RunState) -> Vec<NodeSpec> {
-    let mut keys: HashMap<&str, u32> = HashMap::new();
+/// the story's declared `files` (as `keys`).
+pub(crate) fn scheduler_nodes(
+    p: &Prepared,
+    state: &RunState,
+    keys: &mut FileKeys,
+) -> Vec<NodeSpec> {
     p.plan
         .nodes()
         .map(|node| NodeSpec {
@@ -245,15 +260,7 @@ pub(crate) fn scheduler_nodes(p: &Prepared, state: &RunState) -> Vec<NodeSpec> {
                 .prd
                 .stories
                 .get(node.position())
-                .map(|s| {
-                    s.files
-                        .iter()
-                        .map(|f| {
-                            let next = keys.len() as u32;
-                            *keys.entry(f.as_str()).or_insert(next)
-                        })
-                        .collect()
-                })
+                .map(|s| s.files.iter().map(|f| keys.key(f)).collect())
                 .unwrap_or_default(),
             deps: node
                 .dependency_positions()
@@ -322,7 +329,7 @@ mod tests {
             starting_state(&config, &mut p, None, &options, || "r1".into()).unwrap();
         assert!(skipped.is_empty());
         assert_eq!(state.stories.len(), n);
-        let nodes = scheduler_nodes(&p, &state);
+        let nodes = scheduler_nodes(&p, &state, &mut FileKeys::default());
         let done = nodes.iter().filter(|n| n.done).count();
         assert_eq!(
             done,
@@ -344,7 +351,7 @@ mod tests {
                 "r2".into()
             })
             .unwrap();
-        let nodes = scheduler_nodes(&p, &resumed);
+        let nodes = scheduler_nodes(&p, &resumed, &mut FileKeys::default());
         assert_eq!(nodes.len(), n);
         assert_eq!(
             resumed.index_stats().builds,
@@ -366,7 +373,7 @@ mod tests {
         let order: Vec<String> = state.stories.iter().map(|s| s.id.clone()).collect();
         let Start { state: resumed, .. } =
             starting_state(&config, &mut p, Some(state), &resume(), || "r3".into()).unwrap();
-        let nodes = scheduler_nodes(&p, &resumed);
+        let nodes = scheduler_nodes(&p, &resumed, &mut FileKeys::default());
         let stats = resumed.index_stats();
         assert_eq!(stats.lookups, n as u64, "{stats:?}");
         assert!(stats.builds <= 1, "{stats:?}");

@@ -3,8 +3,9 @@
 //! each task's end back, applies steering requests between two decisions,
 //! and at a batch boundary pauses, asks or goes on, according to the mode
 //! and [`Pause`]. A story whose retry waits for running stories to end
-//! lends its slot meanwhile ([`crate::owner::Lend`]); the loop gives it one
-//! back, before any new story starts, once they have ended.
+//! lends its slot meanwhile ([`crate::owner::Ask`]); the loop gives it one
+//! back, before any new story starts, once they have ended. Files a
+//! story's merge conflicted in join its files for the scheduler.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use crate::config::{Pause, RunOptions};
 use crate::ctx::Ctx;
 use crate::error::EngineError;
 use crate::events::Event;
+use crate::owner::Ask;
 use crate::scheduler::NodeState;
 use crate::story::{self, StoryEnd};
 
@@ -107,7 +109,7 @@ async fn run_loop(
         if cancel.is_cancelled() || ctx.halted() || ctx.control.budget.exhausted().is_some() {
             run.sched.stop();
         }
-        take_lends(run, l);
+        take_asks(run, l);
         resume_lent(run, l);
         if !held {
             spawn_ready(run, l);
@@ -149,8 +151,9 @@ async fn run_loop(
                 biased;
                 Some(change) = run.owner.next() => {
                     run.owner.apply(&ctx, change);
-                    // A slot lent: another story may start in it.
-                    if run.owner.has_lends() {
+                    // A slot lent (another story may start in it), or
+                    // files a running story now holds.
+                    if run.owner.has_asks() {
                         break None;
                     }
                 }
@@ -200,21 +203,31 @@ fn spawn_ready(run: &mut Recovered, l: &mut Loop) {
     }
 }
 
-/// The slots stories lent since the last look: the scheduler lets other
-/// stories run in them.
-fn take_lends(run: &mut Recovered, l: &mut Loop) {
+/// What the story tasks asked since the last look: slots lent (the
+/// scheduler lets other stories run in them), files that conflicted.
+fn take_asks(run: &mut Recovered, l: &mut Loop) {
     let position = |id: &str| run.ids.iter().position(|s| s == id);
-    for lend in run.owner.take_lends() {
-        let Some(node) = position(&lend.id) else {
-            let _ = lend.resume.send(());
-            continue;
-        };
-        run.sched.lend(node);
-        l.lent.push(Lent {
-            node,
-            until: lend.until.iter().filter_map(|u| position(u)).collect(),
-            resume: lend.resume,
-        });
+    for ask in run.owner.take_asks() {
+        match ask {
+            Ask::Lend { id, until, resume } => {
+                let Some(node) = position(&id) else {
+                    let _ = resume.send(());
+                    continue;
+                };
+                run.sched.lend(node);
+                l.lent.push(Lent {
+                    node,
+                    until: until.iter().filter_map(|u| position(u)).collect(),
+                    resume,
+                });
+            }
+            Ask::Touches { id, files } => {
+                if let Some(node) = position(&id) {
+                    let keys: Vec<u32> = files.iter().map(|f| run.file_keys.key(f)).collect();
+                    run.sched.add_files(node, &keys);
+                }
+            }
+        }
     }
 }
 

@@ -42,6 +42,8 @@ pub(super) struct Recovered {
     /// The batches the loop may start now (raised at each boundary the
     /// pause setting lets it pass).
     pub limit: usize,
+    /// The scheduler's keys of the files stories hold.
+    pub file_keys: crate::start::FileKeys,
     /// Stories complete when the run starts.
     already_complete: usize,
     _links: [AbortOnDrop; 2],
@@ -191,7 +193,8 @@ impl Engine {
         let run_id = state.run_id.clone();
         let store = crate::store::Store::open(state, &state_path)?;
         let already_complete = complete_count(&store);
-        let nodes = crate::start::scheduler_nodes(&p, &store);
+        let mut file_keys = crate::start::FileKeys::default();
+        let nodes = crate::start::scheduler_nodes(&p, &store, &mut file_keys);
         let mut sched =
             Scheduler::new(nodes, options.schedule, options.parallel, options.fail_fast);
         let mode_limit = match options.mode {
@@ -220,6 +223,7 @@ impl Engine {
             ctx,
             owner,
             already_complete,
+            file_keys,
             sched,
             ids,
             run_id,

@@ -11,6 +11,7 @@
 //! stories alike wait together and the turn gates them as merged before
 //! the target moves (the `train` step).
 
+use crate::owner::{Ask, Change};
 use cascade_git::merge::{
     merge_group, merge_into, GroupMember, MergeError, MergeOptions, MergeOutcome,
 };
@@ -258,6 +259,12 @@ fn outcome(
                 branch: branch.to_string(),
                 files: files.clone(),
             });
+            // The scheduler keeps the story apart from others in these
+            // files for the rest of the run.
+            ctx.state.send(Change::Ask(Ask::Touches {
+                id: id.to_string(),
+                files: files.clone(),
+            }));
             let failure = Failure::new(
                 FailureKind::MergeConflict,
                 format!(
