@@ -2032,6 +2032,46 @@ echo "uncommitted" > away.txt"#,
     assert_eq!(temp_files(f.repo()), Vec::<PathBuf>::new());
 }
 
+/// A branch the user had before the run, which the agent checks out and
+/// commits on: the work is brought back onto the story branch and merged,
+/// and the user's branch is reported, never deleted (even though the story
+/// branch holds its commits).
+#[test]
+fn a_branch_from_before_the_run_that_the_agent_moved_is_kept() {
+    let f = Fixture::new(json!([story("away", &[])]), json!([]));
+    git(f.repo(), &["branch", "keep-me"]);
+    let before = git(f.repo(), &["rev-parse", "keep-me"]);
+    let body = format!(
+        r#"git checkout -q keep-me
+echo more > more.txt
+git add more.txt
+{AGENT_GIT} commit -q -m "more on the user's branch""#
+    );
+    agent_script(&f, "borrower", &body);
+    let out = f.approve(&["--max-retries", "0"]);
+    assert_eq!(code(&out), 0, "{}", explain(&out));
+    assert_eq!(git(f.repo(), &["show", "main:more.txt"]).trim(), "more");
+    let now = git(f.repo(), &["rev-parse", "--verify", "keep-me"]);
+    assert_ne!(now, before, "the agent's commit is where it left it");
+    let notices: Vec<String> = of_kind(&events(&out), "notice")
+        .iter()
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.contains("branch 'keep-me' moved from") && m.contains("left as it is")),
+        "{notices:?}"
+    );
+    assert!(
+        !notices
+            .iter()
+            .any(|m| m.contains("removed branch 'keep-me'")
+                || m.contains("the agent created branch 'keep-me'")),
+        "{notices:?}"
+    );
+}
+
 /// An agent that leaves the story's history (a branch from before the
 /// base): nothing of it is committed, the attempt fails as verification
 /// naming the branch, and the branch (which holds the agent's commits) is

@@ -10,7 +10,10 @@
 //! `verification` with a finding naming the branch. The branches the agent
 //! created (listed before and after it ran; cascade's own `cascade/...` are
 //! not the agent's) are deleted when the story branch holds their commits,
-//! else reported in a notice and kept, so no commit is lost.
+//! else reported in a notice and kept, so no commit is lost. A branch that
+//! existed before and moved while the agent ran is the user's (or another
+//! story's agent moved it: branches are shared by every worktree): it is
+//! reported and never deleted.
 //!
 //! On a fleet worker, where an earlier worker's agent could still be writing
 //! into the slot, [`unchanged_since_commit`] fails a job whose tracked files
@@ -83,6 +86,15 @@ pub(super) async fn after(
             ),
         });
     }
+    for (name, was, now) in &checked.moved {
+        a.ctx.emit(Event::Notice {
+            message: format!(
+                "{id}: branch '{name}' moved from {} to {} while the agent ran; it was there before the story, so it was left as it is",
+                short(*was),
+                short(*now)
+            ),
+        });
+    }
     match checked.head {
         Some(Head::BroughtBack { left_on, commit }) => a.ctx.emit(Event::Notice {
             message: format!(
@@ -109,6 +121,8 @@ struct Checked {
     head: Option<Head>,
     removed: Vec<String>,
     kept: Vec<String>,
+    /// Branches from before the run that moved: name, tip before, tip now.
+    moved: Vec<(String, Oid, Oid)>,
 }
 
 /// `target`: the branch stories merge into, which other stories' merges
@@ -126,14 +140,14 @@ fn check(
         None
     };
     let story_tip = local_branches(&path)?.get(branch).copied();
-    let created: Vec<String> = theirs(local_branches(&path)?)
-        .into_iter()
-        .filter(|(name, tip)| {
-            let moved = before.0.get(name) != Some(tip);
-            moved && !(name == target && before.0.contains_key(name))
-        })
-        .map(|(name, _)| name)
-        .collect();
+    let (mut created, mut moved) = (Vec::new(), Vec::new());
+    for (name, tip) in theirs(local_branches(&path)?) {
+        match before.0.get(&name) {
+            None => created.push(name),
+            Some(was) if *was != tip && name != target => moved.push((name, *was, tip)),
+            Some(_) => {}
+        }
+    }
     let (mut removed, mut kept) = (Vec::new(), Vec::new());
     for name in created {
         let gone = match story_tip {
@@ -150,6 +164,7 @@ fn check(
         head,
         removed,
         kept,
+        moved,
     })
 }
 
@@ -159,6 +174,11 @@ fn theirs(branches: BTreeMap<String, Oid>) -> BTreeMap<String, Oid> {
         .into_iter()
         .filter(|(name, _)| !name.starts_with("cascade/"))
         .collect()
+}
+
+/// A commit as the notices name it.
+fn short(oid: Oid) -> String {
+    crate::start::short(&oid.to_string()).to_string()
 }
 
 fn place(left_on: Option<&str>) -> String {
