@@ -2011,10 +2011,7 @@ echo "uncommitted" > away.txt"#,
         git(f.repo(), &["show", "main:away.txt"]).trim(),
         "uncommitted"
     );
-    let notices: Vec<String> = of_kind(&events(&out), "notice")
-        .iter()
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let notices = notices_of(&out);
     assert!(
         notices
             .iter()
@@ -2030,6 +2027,14 @@ echo "uncommitted" > away.txt"#,
     assert_eq!(other_branches(f.repo()), Vec::<String>::new());
     assert_eq!(alive_after_grace(&f.t("agent.pid")), Vec::<u32>::new());
     assert_eq!(temp_files(f.repo()), Vec::<PathBuf>::new());
+}
+
+/// The messages of a run's notices.
+fn notices_of(out: &std::process::Output) -> Vec<String> {
+    of_kind(&events(out), "notice")
+        .iter()
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
 }
 
 /// A branch the user had before the run, which the agent checks out and
@@ -2053,10 +2058,7 @@ git add more.txt
     assert_eq!(git(f.repo(), &["show", "main:more.txt"]).trim(), "more");
     let now = git(f.repo(), &["rev-parse", "--verify", "keep-me"]);
     assert_ne!(now, before, "the agent's commit is where it left it");
-    let notices: Vec<String> = of_kind(&events(&out), "notice")
-        .iter()
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let notices = notices_of(&out);
     assert!(
         notices
             .iter()
