@@ -961,8 +961,11 @@ mod tests {
             let discipline = if eager { Discipline::Eager } else { Discipline::Batch };
             let mut s = Scheduler::new(nodes.clone(), discipline, parallel, false);
             let mut running: Vec<usize> = Vec::new();
+            // Running nodes whose slot is lent (a retry waiting for others).
+            let mut lent: Vec<usize> = Vec::new();
             let mut handed = vec![false; n];
             let mut pick = picks.into_iter().cycle();
+            let mut steps = 0usize;
             loop {
                 loop {
                     let expected = naive_next(&nodes, &s, discipline, parallel);
@@ -986,16 +989,43 @@ mod tests {
                     prop_assert!(running.len() <= parallel);
                     prop_assert_eq!(s.running(), running.len());
                 }
-                if running.is_empty() {
+                if running.is_empty() && lent.is_empty() {
                     break;
                 }
-                let k = pick.next().unwrap_or(0) % running.len();
-                let i = running.swap_remove(k);
+                // Lend a slot, take one back, or end a node (lent or not);
+                // after a while only ends, so the run finishes.
+                steps += 1;
+                let p = pick.next().unwrap_or(0);
+                let action = if steps > 200 { 3 } else { p % 4 };
+                if action == 0 && !running.is_empty() {
+                    let i = running.swap_remove(p / 4 % running.len());
+                    s.lend(i);
+                    lent.push(i);
+                    prop_assert_eq!(s.state(i), NodeState::Running);
+                    prop_assert_eq!(s.running(), running.len());
+                    continue;
+                }
+                if action == 1 && !lent.is_empty() {
+                    let k = p / 4 % lent.len();
+                    let free = running.len() < parallel;
+                    prop_assert_eq!(s.reclaim(lent[k]), free, "a slot is taken back iff one is free");
+                    if free {
+                        running.push(lent.swap_remove(k));
+                    }
+                    prop_assert_eq!(s.running(), running.len());
+                    continue;
+                }
+                let i = if lent.is_empty() || (!running.is_empty() && p % 2 == 0) {
+                    running.swap_remove(p / 4 % running.len())
+                } else {
+                    lent.swap_remove(p / 4 % lent.len())
+                };
                 if fails[i % fails.len()] {
                     s.fail(i);
                 } else {
                     s.complete(i);
                 }
+                prop_assert_eq!(s.running(), running.len());
             }
             // Everything not blocked was handed out (or was done already),
             // and a blocked node has a failed or blocked dependency.
