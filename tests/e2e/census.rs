@@ -199,12 +199,17 @@ fn python_story_fails_with(change: &str, rule: &str, needle: &str) {
         return;
     }
     let (events, code, _repo) = run_story(&python_files(), PYTEST, "make total faster", change);
-    let found = findings_of(&events, rule);
     assert_eq!(code, 1, "{events:?}");
+    assert_found(&events, rule, needle);
+}
+
+/// That the run has a finding of `rule` whose message says `needle`.
+fn assert_found(events: &[Value], rule: &str, needle: &str) {
+    let found = findings_of(events, rule);
     assert!(
         found.iter().any(|m| m.contains(needle)),
-        "{found:?} {:?}",
-        failures(&events)
+        "{rule}: {found:?} {:?}",
+        failures(events)
     );
 }
 
@@ -408,14 +413,7 @@ fn an_honest_result_hook_is_flagged_unless_the_story_allows_it() {
         SORTING_HOOK,
     );
     assert_eq!(code, 1, "{events:?}");
-    let hooks = findings_of(&events, "result-hook");
-    assert!(
-        hooks
-            .iter()
-            .any(|m| m.contains("pytest_collection_modifyitems")),
-        "{hooks:?} {:?}",
-        failures(&events)
-    );
+    assert_found(&events, "result-hook", "pytest_collection_modifyitems");
     // The same story allowing its conftest merges, the hook (and the
     // collection edit it also is) reported as waived.
     let (events, code, _repo) = run_story_allowing(
@@ -560,13 +558,10 @@ fn a_rust_test_printing_a_result_line_of_its_own_is_census_mismatch() {
     );
     let (events, code, _repo) = run_story(&files, &["cargo", "test"], "document total", &forge);
     assert_now_skipped(&events, code, "src/lib.rs[calc]::tests::empty");
-    let mismatch = findings_of(&events, "census-mismatch");
-    assert!(
-        mismatch
-            .iter()
-            .any(|m| m.contains("'src/lib.rs[calc]::tests::empty' is reported twice")),
-        "{mismatch:?} {:?}",
-        failures(&events)
+    assert_found(
+        &events,
+        "census-mismatch",
+        "'src/lib.rs[calc]::tests::empty' is reported twice",
     );
 }
 

@@ -487,39 +487,27 @@ fn a_story_declaring_a_file_another_conflicted_in_waits_while_that_one_runs() {
     f.mark("hold-x-2", "go-x2");
     f.mark("wait-y", "held-x");
     f.mark("wait-w", "conflicted-x");
-    let mut args = BACKGROUND_APPROVE.to_vec();
-    args.extend(["--schedule", "eager", "--parallel", "4", "--no-resolve"]);
-    let mut child = spawn_cascade(&f, &args);
-    let stdout = child.stdout.take().expect("stdout");
-    let mut ev: Vec<Value> = Vec::new();
-    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
-        let Ok(e) = serde_json::from_str::<Value>(&line) else {
-            continue;
+    let args = ["--schedule", "eager", "--parallel", "4", "--no-resolve"];
+    let (ev, all) = approve_watching(&f, &args, |line| {
+        let Ok(e) = serde_json::from_str::<Value>(line) else {
+            return;
         };
-        let (kind, story) = (e["event"].as_str(), e["story"].as_str());
-        match (kind, story) {
+        match (e["event"].as_str(), e["story"].as_str()) {
             (Some("story_merged"), Some("y")) => f.mark("go-x", ""),
             (Some("merge_conflict"), Some("x")) => f.mark("conflicted-x", ""),
             (Some("story_merged"), Some("w")) => f.mark("go-x2", ""),
             _ => {}
         }
-        ev.push(e);
-    }
-    let status = child.wait().expect("cascade ends");
-    let all: Vec<String> = ev.iter().map(Value::to_string).collect();
-    assert!(status.success(), "{status}: {all:?}");
+    });
     let at = |kind: &str, story: &str| {
         ev.iter()
             .position(|e| e["event"] == kind && e["story"] == story)
-            .unwrap_or_else(|| panic!("no {kind} of {story}: {all:?}"))
+            .unwrap_or_else(|| panic!("no {kind} of {story}: {all}"))
     };
-    assert!(
-        at("merge_conflict", "x") < at("story_merged", "w"),
-        "{all:?}"
-    );
+    assert!(at("merge_conflict", "x") < at("story_merged", "w"), "{all}");
     assert!(
         at("story_merged", "x") < at("story_started", "z"),
-        "z started while x, which conflicted in README.md, still ran: {all:?}"
+        "z started while x, which conflicted in README.md, still ran: {all}"
     );
     f.assert_each_merged_once(&["x", "y", "w", "z"]);
 }
@@ -552,13 +540,9 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
     f.mark("hold-fourth", "go-long");
     f.mark("wait-first", "held-long");
     f.mark("wait-second", "held-long");
-    let mut args = BACKGROUND_APPROVE.to_vec();
-    args.extend(["--parallel", "3", "--no-resolve", "--max-retries", "2"]);
-    let mut child = spawn_cascade(&f, &args);
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = Vec::new();
+    let args = ["--parallel", "3", "--no-resolve", "--max-retries", "2"];
     let (mut waits, mut fifth_merged) = (false, false);
-    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+    let (ev, all) = approve_watching(&f, &args, |line| {
         // The loser says it waits for `long`, and `fifth` merged in its
         // slot: only now may `long` and `fourth` end (they give up holding
         // after 30 s, when the slot was not lent).
@@ -567,15 +551,7 @@ fn a_conflict_retry_waits_for_the_running_story_it_is_against() {
         if waits && fifth_merged && !f.t("go-long").exists() {
             f.mark("go-long", "");
         }
-        lines.push(line);
-    }
-    let status = child.wait().expect("cascade ends");
-    let ev: Vec<Value> = lines
-        .iter()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let all = lines.join("\n");
-    assert!(status.success(), "{status}: {all}");
+    });
     let conflicts = of_kind(&ev, "merge_conflict");
     let loser = conflicts
         .iter()
@@ -2234,6 +2210,34 @@ fn spawn_cascade(f: &Fixture, args: &[&str]) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap()
+}
+
+/// `BACKGROUND_APPROVE` and `args` run in the background, each line of
+/// its output handed to `on_line` as it comes (a test reacts to the events
+/// by marking files); the run must succeed. Its events, and its whole
+/// output for assertion messages.
+fn approve_watching(
+    f: &Fixture,
+    args: &[&str],
+    mut on_line: impl FnMut(&str),
+) -> (Vec<Value>, String) {
+    let mut argv = BACKGROUND_APPROVE.to_vec();
+    argv.extend(args);
+    let mut child = spawn_cascade(f, &argv);
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+        on_line(&line);
+        lines.push(line);
+    }
+    let status = child.wait().expect("cascade ends");
+    let all = lines.join("\n");
+    assert!(status.success(), "{status}: {all}");
+    let events = lines
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (events, all)
 }
 
 /// SIGINT to a background cascade once `marker` exists; its output (exit 130).

@@ -168,16 +168,13 @@ pub(crate) struct Owner {
 /// A channel to the owner of `store`, whose events go to `sink`.
 pub(crate) fn channel(store: Store, sink: EventSink) -> (StateTx, Owner) {
     let (tx, rx) = mpsc::unbounded_channel();
-    let asks = Vec::new();
-    (
-        StateTx(tx),
-        Owner {
-            store,
-            sink,
-            rx,
-            asks,
-        },
-    )
+    let owner = Owner {
+        store,
+        sink,
+        rx,
+        asks: Vec::new(),
+    };
+    (StateTx(tx), owner)
 }
 
 impl Owner {

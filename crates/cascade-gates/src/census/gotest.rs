@@ -50,10 +50,7 @@ pub(super) fn parse(stdout: &str) -> Census {
                 .doubts
                 .push(format!("test '{id}' ended without having started"));
         }
-        if let Some(was) = census.tests.insert(id.clone(), outcome) {
-            census.doubts.push(format!("test '{id}' is reported twice"));
-            census.tests.insert(id, was.worse(outcome));
-        }
+        census.record(id, outcome);
     }
     census
 }

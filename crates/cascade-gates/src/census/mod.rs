@@ -66,7 +66,7 @@ pub enum TestOutcome {
 impl TestOutcome {
     /// Of two reports of one test, the one that stands: a failure over a
     /// skip over a pass.
-    pub fn worse(self, other: TestOutcome) -> TestOutcome {
+    fn worse(self, other: TestOutcome) -> TestOutcome {
         use TestOutcome::*;
         match (self, other) {
             (Failed, _) | (_, Failed) => Failed,
@@ -96,6 +96,16 @@ impl Census {
             runner,
             tests: BTreeMap::new(),
             doubts: Vec::new(),
+        }
+    }
+
+    /// Records test `id` as ended with `outcome`. A test reported before
+    /// is a doubt (read from output a test can write to, one report may be
+    /// forged), and the worse of its two outcomes stands.
+    fn record(&mut self, id: String, outcome: TestOutcome) {
+        if let Some(was) = self.tests.insert(id.clone(), outcome) {
+            self.doubts.push(format!("test '{id}' is reported twice"));
+            self.tests.insert(id, was.worse(outcome));
         }
     }
 

@@ -115,6 +115,15 @@ fn cargo_run(extra: &str, trailer: &str, summary: &str) -> Census {
     libtest::parse(&stdout, stderr)
 }
 
+/// That one of `c`'s doubts says `needle`.
+fn assert_doubt(c: &Census, needle: &str) {
+    assert!(
+        c.doubts.iter().any(|d| d.contains(needle)),
+        "{needle}: {:?}",
+        c.doubts
+    );
+}
+
 #[test]
 fn libtest_lines_the_harness_did_not_count_are_doubted() {
     let honest = cargo_run("", "assertion failed", "1 passed; 1 failed; 0 ignored");
@@ -143,11 +152,7 @@ fn libtest_lines_the_harness_did_not_count_are_doubted() {
         "",
         "1 passed; 1 failed; 0 ignored",
     );
-    assert!(
-        among.doubts.iter().any(|d| d.contains("reported 2 passed")),
-        "{:?}",
-        among.doubts
-    );
+    assert_doubt(&among, "reported 2 passed");
     // A test that reports itself passed before the harness says it failed.
     let twice = cargo_run(
         "test tests::fails ... ok\n",
@@ -158,11 +163,7 @@ fn libtest_lines_the_harness_did_not_count_are_doubted() {
         twice.tests.get("src/lib.rs[calc]::tests::fails"),
         Some(&TestOutcome::Failed)
     );
-    assert!(
-        twice.doubts.iter().any(|d| d.contains("reported twice")),
-        "{:?}",
-        twice.doubts
-    );
+    assert_doubt(&twice, "reported twice");
 
     // A whole block of its own, with a summary that adds up: one block
     // more than the binaries cargo ran.
@@ -171,14 +172,7 @@ fn libtest_lines_the_harness_did_not_count_are_doubted() {
         "\nrunning 1 test\ntest tests::removed ... ok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
         "1 passed; 1 failed; 0 ignored",
     );
-    assert!(
-        block
-            .doubts
-            .iter()
-            .any(|d| d.contains("2 blocks of results for the 1 test binaries")),
-        "{:?}",
-        block.doubts
-    );
+    assert_doubt(&block, "2 blocks of results for the 1 test binaries");
 }
 
 #[test]
