@@ -69,10 +69,13 @@ pub(crate) fn seed(repo: &Path, tools: &Path, stories: &[&str]) {
 }
 
 /// The required gate: [`CHECK_PY`] in the tree it runs in. It marks that it
-/// ran (`gated-<dir>`, the worktree's directory: the story id, or
-/// `integration-<id>` for a merge gated as merged), and when
-/// `hold-<dir>` names a marker, waits for it before it answers (how a test
-/// makes stories queue up behind a gated merge).
+/// ran (`gated-<name>`, its worktree's branch without `cascade/`: the story
+/// id, or `integration-<id>` for a merge gated as merged; the directory's
+/// name where there is no branch; its pid goes in `pid-<name>` and is added
+/// to `pids-<name>`). When `hold-<name>` names a marker on its first line,
+/// the first gating of that name waits for it, then for as many seconds as
+/// the second line says (3 when it says none), before it answers: how a
+/// test makes stories board a train while a merge ahead is gated.
 fn write_gate(tools: &Path) -> PathBuf {
     let t = tools.display().to_string();
     script(
@@ -80,13 +83,17 @@ fn write_gate(tools: &Path) -> PathBuf {
         &format!(
             r#"T='{t}'
 python3 "$T/check.py"; rc=$?
-w=$(basename "$(pwd -P)")
+w=$(git rev-parse --abbrev-ref HEAD 2>/dev/null); w=${{w#cascade/}}
+case "$w" in ""|HEAD) w=$(basename "$(pwd -P)") ;; esac
 echo $$ > "$T/pid-$w"
+echo $$ >> "$T/pids-$w"
 touch "$T/gated-$w"
-if [ -f "$T/hold-$w" ]; then
-  i=0; while [ ! -e "$T/$(cat "$T/hold-$w")" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
-  # The marker is the last story's own gate; its merge queues right after.
-  sleep 3
+if [ -f "$T/hold-$w" ] && [ ! -e "$T/held-$w" ]; then
+  touch "$T/held-$w"
+  marker=$(head -n 1 "$T/hold-$w"); secs=$(sed -n 2p "$T/hold-$w")
+  i=0; while [ ! -e "$T/$marker" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+  # The marker is often a story's own gate; its merge queues right after.
+  sleep "${{secs:-3}}"
 fi
 exit $rc"#
         ),
@@ -169,6 +176,22 @@ impl Fixture {
             tools: tempfile::tempdir().expect("tools dir"),
         };
         seed(f.repo(), f.tools.path(), stories);
+        Some(f)
+    }
+
+    /// x, rename, caller2 (stubborn) and other. x merges first (a
+    /// fast-forward), so rename's merge is gated; the others start one
+    /// after the other's own gate, so they reach the queue in that order.
+    fn boarding_in_order() -> Option<Fixture> {
+        let f = Fixture::with(&["x", "rename", "caller2", "other"])?;
+        std::fs::write(f.t("stubborn"), "").expect("marker");
+        for (story, after) in [
+            ("rename", "main:x.py"),
+            ("caller2", "gated-rename"),
+            ("other", "gated-caller2"),
+        ] {
+            std::fs::write(f.t(&format!("after-{story}")), after).expect("after");
+        }
         Some(f)
     }
 
@@ -399,29 +422,25 @@ fn assert_no_integration_branch_is_left(f: &Fixture) {
     assert_eq!(left.trim(), "", "integration branches left behind");
 }
 
-/// The merge train: `caller2` and `other` wait together behind the gated
-/// merge of `rename` (its integration gate holds until `other` passed its
-/// own gate), so one turn gates rename's tip + the first and + both at
-/// once. Every tree with caller2 fails (it calls the renamed `f`): caller2
-/// fails as `integration`, and other lands, either as the passing prefix
-/// or gated again without caller2 on the same tip.
+/// The merge train is a pipeline: `caller2` and then `other` board it
+/// while `rename`'s merge is being gated (both integration gates hold
+/// until `other`'s own integration gate ran), each on top of the candidate
+/// ahead of it: tip+rename, tip+rename+caller2, tip+rename+caller2+other.
+/// Every tree with caller2 fails (it calls the renamed `f`): caller2 fails
+/// as `integration`, and other, whose first tree held caller2, is merged
+/// again without it and gated again, then lands; it is not charged an
+/// attempt for caller2's failure.
 #[test]
-fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
-    let Some(f) = Fixture::with(&["x", "rename", "caller2", "other"]) else {
+fn a_train_gates_stories_that_board_it_on_top_and_regates_the_ones_behind_a_failure() {
+    let Some(f) = Fixture::boarding_in_order() else {
         return;
     };
-    std::fs::write(f.t("stubborn"), "").expect("marker");
-    // x merges first (a fast-forward), so rename's merge is gated; the
-    // others start one after the other's own gate, so they queue in order.
-    for (story, after) in [
-        ("rename", "main:x.py"),
-        ("caller2", "gated-rename"),
-        ("other", "gated-caller2"),
-    ] {
-        std::fs::write(f.t(&format!("after-{story}")), after).expect("after");
+    for held in ["rename", "caller2"] {
+        let hold = f.t(&format!("hold-integration-{held}"));
+        std::fs::write(hold, "gated-integration-other").expect("hold");
     }
-    std::fs::write(f.t("hold-integration-rename"), "gated-other").expect("hold");
-    // Gate slots for the held integration gate and the stories' own gates.
+    // Gate slots for the two held integration gates, other's own gate and
+    // its integration gate.
     let out = f.approve(&["--max-retries", "0", "--parallel", "4", "--gate-jobs", "4"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));
     let ev = events(&out);
@@ -438,16 +457,33 @@ fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
             .iter()
             .any(|(s, m, v)| s == story && *m == members && v == verdict)
     };
-    // rename alone, then caller2 and other in one train (in the order they
-    // queued): the tree with both fails, and the one with other alone passes.
+    // rename alone; caller2 on top of it while it was gated.
     assert!(has("rename", json!(["rename"]), "passed"), "{gated:?}");
-    let train = [json!(["caller2", "other"]), json!(["other", "caller2"])];
-    let together = gated
-        .iter()
-        .filter(|(_, m, v)| train.contains(m) && v == "failed")
-        .count();
-    assert_eq!(together, 1, "no train of two: {gated:?}{}", explain(&out));
-    assert!(has("other", json!(["other"]), "passed"), "{gated:?}");
+    let caller2 = json!(["rename", "caller2"]);
+    assert!(
+        has("caller2", caller2, "failed"),
+        "{gated:?}{}",
+        explain(&out)
+    );
+    // other first on top of both (that tree fails, or its gating was
+    // stopped when caller2 failed), then gated again without caller2.
+    let other = |with_caller2: bool, verdict: &str| {
+        gated.iter().any(|(s, m, v)| {
+            let members: Vec<&str> = m
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            s == "other"
+                && members.last() == Some(&"other")
+                && members.contains(&"caller2") == with_caller2
+                && v == verdict
+        })
+    };
+    assert!(
+        other(true, "failed") || other(true, "superseded"),
+        "{gated:?}"
+    );
+    assert!(other(false, "passed"), "{gated:?}");
     // Only caller2 failed; the one behind it was not charged an attempt.
     let failed = of_kind(&ev, "attempt_failed");
     assert_eq!(failed.len(), 1, "{}", explain(&out));
@@ -459,8 +495,73 @@ fn a_train_merges_the_passing_prefix_and_regates_the_ones_behind_the_failure() {
     }
     assert_eq!(st["stories"]["other"]["attempts"], 1, "{st}");
     assert_main_is_green_without_caller2(&f);
+    assert_no_integration_branch_is_left(&f);
     let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
     assert!(tree.lines().any(|l| l == "other.py"), "{tree}");
+}
+
+/// A gating is stopped when a story ahead of it fails: `other` boards on
+/// top of `rename` and `caller2` while both are gated, and its gate of
+/// that tree holds for 8 s; caller2 fails first, so other's gating is
+/// stopped (`superseded`, its gate killed) and other is merged again
+/// without caller2 and gated again (not held this time), then lands.
+#[test]
+fn a_gating_on_top_of_a_story_that_fails_is_stopped_and_done_again_without_it() {
+    let Some(f) = Fixture::boarding_in_order() else {
+        return;
+    };
+    for (held, secs) in [("rename", 3), ("caller2", 3), ("other", 8)] {
+        let hold = f.t(&format!("hold-integration-{held}"));
+        std::fs::write(hold, format!("gated-integration-other\n{secs}\n")).expect("hold");
+    }
+    let out = f.approve(&["--max-retries", "0", "--parallel", "4", "--gate-jobs", "4"]);
+    assert_eq!(code(&out), 1, "{}", explain(&out));
+    let ev = events(&out);
+    let finished = of_kind(&ev, "integration_finished");
+    let of = |story: &str| -> Vec<(Value, String)> {
+        finished
+            .iter()
+            .filter(|e| e["story"] == story)
+            .map(|e| {
+                (
+                    e["members"].clone(),
+                    e["verdict"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        of("caller2"),
+        vec![(json!(["rename", "caller2"]), "failed".to_string())],
+        "{}",
+        explain(&out)
+    );
+    let other = of("other");
+    assert_eq!(other.len(), 2, "{other:?}{}", explain(&out));
+    assert_eq!(
+        other[0],
+        (
+            json!(["rename", "caller2", "other"]),
+            "superseded".to_string()
+        )
+    );
+    assert_eq!(other[1].1, "passed", "{other:?}");
+    assert!(!other[1].0.to_string().contains("caller2"), "{other:?}");
+    // Both gatings of other's merge are over: the stopped one was killed.
+    let pids = std::fs::read_to_string(f.t("pids-integration-other")).expect("pids");
+    let pids: Vec<u32> = pids.lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    for pid in pids {
+        assert!(!crate::common::alive(pid), "gate {pid} still runs");
+    }
+    let failed = of_kind(&ev, "attempt_failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&out));
+    assert_eq!(failed[0]["story"], "caller2", "{}", failed[0]);
+    let st = f.status_json();
+    assert_eq!(st["stories"]["other"]["status"], "complete", "{st}");
+    assert_eq!(st["stories"]["other"]["attempts"], 1, "{st}");
+    assert_main_is_green_without_caller2(&f);
+    assert_no_integration_branch_is_left(&f);
 }
 
 /// Mega: features `renaming` (renames lib.f) and `calling` (adds a caller

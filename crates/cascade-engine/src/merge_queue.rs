@@ -14,12 +14,39 @@ pub(crate) struct MergeQueue {
     pub turn: std::sync::Arc<tokio::sync::Mutex<()>>,
     /// Stories waiting to be merged by the next turn (the merge step's `queued`).
     waiting: std::sync::Mutex<Vec<Waiting>>,
+    /// Told when a story joins `waiting`: a merge train in progress takes
+    /// it aboard at once.
+    pub arrived: tokio::sync::Notify,
+    /// Resolutions waiting for the turn: while there is one, a train takes
+    /// no one else aboard, so it ends and the resolution gets the turn.
+    resolvers: std::sync::atomic::AtomicUsize,
 }
 
 impl MergeQueue {
     pub fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
         // A plain list: consistent whatever panicked.
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a story to `waiting` and tells a train in progress.
+    pub fn wait(&self, waiting: Waiting) {
+        self.waiting().push(waiting);
+        self.arrived.notify_one();
+    }
+
+    /// The turn, for a conflict's resolution (a train in progress lets it
+    /// have the turn next rather than taking new stories aboard).
+    pub async fn turn_for_resolution(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::sync::atomic::Ordering;
+        self.resolvers.fetch_add(1, Ordering::SeqCst);
+        let turn = self.turn.lock().await;
+        self.resolvers.fetch_sub(1, Ordering::SeqCst);
+        turn
+    }
+
+    /// Whether a train in progress may take new stories aboard.
+    pub fn may_board(&self) -> bool {
+        self.resolvers.load(std::sync::atomic::Ordering::SeqCst) == 0
     }
 }
 

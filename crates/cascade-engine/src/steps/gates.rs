@@ -23,7 +23,7 @@ pub(super) async fn run(
 ) -> Result<GateReport, Stop> {
     let ctx = a.ctx;
     let place = WorkPlace::from(wt);
-    let mut report = run_gates(ctx, a.id(), a.number, a.env, &place, true).await;
+    let mut report = run_gates(ctx, a.id(), a.number, a.env, &place, true, &ctx.cancel).await;
     a.check_cancel()?;
     // `--base-failures known`: a gate the base fails is judged by the census.
     let known = super::base::judge_known(a.ctx, a.id(), a.env, &place, &mut report).await?;
@@ -54,15 +54,19 @@ pub(super) async fn run(
 
 /// The attempt's gates on a tree that is not its worktree's (integration
 /// gating runs them on the story merged with the target's tip), with
-/// their events; the caller judges the report.
+/// their events, stopped when `stop` fires; the caller judges the report.
 pub(super) async fn run_at(
     ctx: &Arc<crate::ctx::Ctx>,
     story: &str,
     attempt: u32,
     env: &[(String, String)],
     place: &WorkPlace,
+    stop: &cascade_process::CancelToken,
 ) -> GateReport {
-    let mut report = run_gates(ctx, story, attempt, env, place, true).await;
+    let mut report = run_gates(ctx, story, attempt, env, place, true, stop).await;
+    if stop.is_cancelled() {
+        return report;
+    }
     // `--base-failures known`: the merged tree is judged as the story is
     // (cancelled: the caller's own check stops the attempt).
     let _ = super::base::judge_known(ctx, story, env, place, &mut report).await;
@@ -147,9 +151,10 @@ pub(super) fn hook(a: &Attempt<'_>, wt: &Worktree) -> GateHook {
     GateHook(Arc::new(move || -> GateFuture {
         let (ctx, story, env, place) =
             (Arc::clone(&ctx), story.clone(), env.clone(), place.clone());
-        Box::pin(
-            async move { for_model(&run_gates(&ctx, &story, attempt, &env, &place, false).await) },
-        )
+        Box::pin(async move {
+            let cancel = ctx.cancel.clone();
+            for_model(&run_gates(&ctx, &story, attempt, &env, &place, false, &cancel).await)
+        })
     }))
 }
 
@@ -199,7 +204,8 @@ impl From<&Worktree> for WorkPlace {
     }
 }
 
-/// Runs the gates in the worktree, forwarding their events when `report`.
+/// Runs the gates in the worktree, forwarding their events when `report`,
+/// until `cancel` fires (the run's token, or a gating's own).
 async fn run_gates(
     ctx: &Arc<crate::ctx::Ctx>,
     story: &str,
@@ -207,6 +213,7 @@ async fn run_gates(
     env: &[(String, String)],
     wt: &WorkPlace,
     report: bool,
+    cancel: &cascade_process::CancelToken,
 ) -> GateReport {
     // The story's acceptance-criteria checks run with the project's gates.
     let base_gates = &wt.judges.gates;
@@ -286,5 +293,5 @@ async fn run_gates(
         ),
         story: Some(story.to_string()),
     };
-    cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, &ctx.cancel).await
+    cascade_gates::run_gates_in(gates, &opts, &env, &ctx.gate_cache, on_event, cancel).await
 }

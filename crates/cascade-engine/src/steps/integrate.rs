@@ -25,12 +25,14 @@ impl Gated {
 }
 
 /// The merge commit checked out in a scratch worktree, gated with the
-/// tip's gates; the scratch worktree goes whatever the verdict.
+/// tip's gates until `stop` fires; the scratch worktree goes whatever the
+/// verdict, before this returns (the same story's next gating makes it again).
 pub(super) async fn gate_merge(
     ctx: &std::sync::Arc<crate::ctx::Ctx>,
     who: &Gated,
     tip: Oid,
     merge: Oid,
+    stop: &cascade_process::CancelToken,
 ) -> Result<cascade_gates::GateReport, Stop> {
     let setup = |e: String| Stop::from(Failure::new(FailureKind::Setup, e));
     let judges = ctx
@@ -60,7 +62,7 @@ pub(super) async fn gate_merge(
         judges,
         sandbox: sandbox.policy.clone(),
     };
-    let report = super::gates::run_at(ctx, &who.story, who.attempt, &who.env, &place).await;
+    let report = super::gates::run_at(ctx, &who.story, who.attempt, &who.env, &place, stop).await;
     drop(sandbox);
     let paths = ctx.paths.clone();
     let removed =

@@ -44,7 +44,7 @@ pub(super) async fn run(
             // before the resolved branch (which then contains the tip, a
             // fast-forward whose tree the resolution gated) merges.
             Err(Conflict(files, failure)) if !ctx.options.no_resolve => {
-                let _turn = ctx.merge_queue.turn.lock().await;
+                let _turn = ctx.merge_queue.turn_for_resolution().await;
                 resolved(a, wt, &files, failure).await
             }
             Err(Conflict(_, failure)) => Err(failure.into()),
@@ -99,7 +99,7 @@ pub(super) async fn queued(
     let ctx = a.ctx;
     let queue = &ctx.merge_queue;
     let (reply, mut answer) = tokio::sync::oneshot::channel();
-    queue.waiting().push(Waiting {
+    queue.wait(Waiting {
         story: a.id().to_string(),
         attempt: a.number,
         member: GroupMember {
@@ -152,18 +152,7 @@ async fn turn<'a>(a: &'a Attempt<'_>) -> tokio::sync::MutexGuard<'a, ()> {
 /// merges are done (even if the task that took the turn is cancelled: the
 /// merges run on, and their stories get their outcomes).
 async fn lead(ctx: &std::sync::Arc<crate::ctx::Ctx>, turn: tokio::sync::OwnedMutexGuard<()>) {
-    let group = std::mem::take(&mut *ctx.merge_queue.waiting());
-    // A story whose task is gone (cancelled while it waited) is not merged,
-    // as it would not have been had it waited for the turn itself.
-    let group: Vec<Waiting> = group.into_iter().filter(|w| !w.reply.is_closed()).collect();
-    for w in &group {
-        ctx.emit(Event::MergeStarted {
-            story: w.story.clone(),
-            attempt: w.attempt,
-            branch: w.member.source_branch.clone(),
-            target_branch: ctx.target_branch.clone(),
-        });
-    }
+    let group = take_waiting(ctx);
     if group.is_empty() {
         return;
     }
@@ -187,6 +176,24 @@ async fn lead(ctx: &std::sync::Arc<crate::ctx::Ctx>, turn: tokio::sync::OwnedMut
         }
     })
     .await;
+}
+
+/// The stories waiting for the queue, taken by the turn in progress, each
+/// told by a `merge_started` event. A story whose task is gone (cancelled
+/// while it waited) is not merged, as it would not have been had it waited
+/// for the turn itself.
+pub(super) fn take_waiting(ctx: &crate::ctx::Ctx) -> Vec<Waiting> {
+    let group = std::mem::take(&mut *ctx.merge_queue.waiting());
+    let group: Vec<Waiting> = group.into_iter().filter(|w| !w.reply.is_closed()).collect();
+    for w in &group {
+        ctx.emit(Event::MergeStarted {
+            story: w.story.clone(),
+            attempt: w.attempt,
+            branch: w.member.source_branch.clone(),
+            target_branch: ctx.target_branch.clone(),
+        });
+    }
+    group
 }
 
 /// The message of the story's merge commit.

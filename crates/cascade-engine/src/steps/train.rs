@@ -1,251 +1,152 @@
 //! Step (the merge queue's turn, with integration gating): the merge train.
 //!
-//! The stories waiting for the turn are merged in memory one onto the other
-//! in the order they came (tip+A, tip+A+B, tip+A+B+C: Zuul's speculative
-//! shape). Every candidate that is a new merge commit is checked out in a
-//! scratch worktree and gated, all of them at once within `--gate-jobs`; a
-//! fast-forward to a story's own work was gated as it is. The target then
-//! moves once, to the end of the longest prefix whose candidates all
-//! passed. The first failing candidate fails as `integration`, naming the
-//! stories merged since its base and those ahead of it in the train; the
-//! ones behind it are merged again without it onto the new tip and gated
-//! again (the gate cache answers for trees it saw). A story that conflicts
-//! leaves the train at once: the merge queue resolves or fails it.
+//! Zuul's dependent pipeline. The stories waiting for the turn form a line
+//! in the order they came, each merged in memory onto the candidate of the
+//! one ahead of it (tip+A, tip+A+B, tip+A+B+C), and every candidate that
+//! is a new merge commit is checked out in a scratch worktree and gated at
+//! once, within `--gate-jobs`; a fast-forward to a story's own work was
+//! gated as it is. A story that reaches the queue while the line is being
+//! gated boards it there and then, on top of the last candidate, instead of
+//! waiting for the gates ahead of it to end: a run whose stories finish a
+//! little apart pays one integration gate, not one per group that met in
+//! the queue.
+//!
+//! The target moves as soon as the stories at the head of the line have
+//! passed, to the end of them. A candidate that fails leaves the chain:
+//! the stories behind it are merged again without it and gated again, any
+//! gating of theirs in progress stopped first (its gates killed, its
+//! scratch worktree gone). It fails as `integration` once it is at the
+//! head, or is gated again if a story ahead of it fails too, since its
+//! failure may have been theirs. A story that conflicts leaves the line at
+//! once: the merge queue resolves or fails it (see the `line` module).
 //!
 //! Only [`cascade_git::merge::advance_to`] moves the target, and only to a
-//! tree that passed as merged: a process killed anywhere in a train leaves
-//! the target at a gated tip, and `resume` redoes the stories not on it.
+//! tree that passed as merged onto the target's tip: a process killed
+//! anywhere in a train leaves the target at a gated tip, and `resume`
+//! redoes the stories not on it.
+
+mod line;
 
 use std::sync::Arc;
 
-use cascade_git::merge::{
-    advance_to, branch_tip, merge_preview_onto, GroupMember, MergeError, MergeOptions, MergeOutcome,
-};
+use cascade_process::CancelToken;
 use git2::Oid;
 
-use super::integrate;
-use super::merge::refused;
-use super::{Failure, Stop};
+use super::{integrate, Failure, Stop};
 use crate::ctx::Ctx;
 use crate::events::Event;
-use crate::merge_queue::{Landing, Waiting};
-use crate::retry::FailureKind;
+use crate::merge_queue::{Gated, Landing, Waiting};
+use line::Line;
 
-/// Gates and merges `waiting` (every story gets its answer), round after
-/// round until no story is left behind a failing one.
-pub(super) async fn run(ctx: &Arc<Ctx>, mut waiting: Vec<Waiting>) {
-    while !waiting.is_empty() {
-        waiting = round(ctx, waiting).await;
+/// Gates and merges `first` and every story that reaches the queue while
+/// they are gated (each gets its answer), until the line is empty and no
+/// one waits, or a conflict's resolution waits for the turn.
+pub(super) async fn run(ctx: &Arc<Ctx>, first: Vec<Waiting>) {
+    let mut boarding = first;
+    while !boarding.is_empty() {
+        if ctx.cancel.is_cancelled() {
+            for w in boarding {
+                let _ = w.reply.send(Landing::Interrupted);
+            }
+            return;
+        }
+        let Some(mut line) = Line::on_target(ctx, boarding).await else {
+            return;
+        };
+        drive(ctx, &mut line).await;
+        boarding = if ctx.merge_queue.may_board() {
+            super::merge::take_waiting(ctx)
+        } else {
+            Vec::new()
+        };
     }
 }
 
-/// A story in the train and where the train stands after it.
-struct Car {
-    waiting: Waiting,
-    outcome: MergeOutcome,
-    at: Oid,
+/// The line, until it is empty: land what passed at its head, rebuild
+/// what a failure ahead invalidated, then wait for a verdict, a story
+/// boarding, or the run's end.
+async fn drive(ctx: &Arc<Ctx>, line: &mut Line) {
+    let queue = &ctx.merge_queue;
+    loop {
+        line.settle().await;
+        if line.is_empty() {
+            return;
+        }
+        tokio::select! {
+            biased;
+            _ = ctx.cancel.cancelled() => {
+                line.interrupt().await;
+                return;
+            }
+            done = line.next_verdict() => line.record(done),
+            _ = queue.arrived.notified(), if queue.may_board() => {
+                line.board(super::merge::take_waiting(ctx));
+            }
+        }
+    }
 }
 
 /// What the gates said of one candidate.
 enum Verdict {
     Passed,
     Failed(Failure),
-    Interrupted,
+    /// Its gating was stopped: the run was cancelled, or a story ahead of
+    /// it failed, so its tree is not the one to merge.
+    Stopped,
 }
 
-/// One train: built, gated, its passing prefix landed. Returns the stories
-/// behind the first failing candidate, to go again without it.
-async fn round(ctx: &Arc<Ctx>, waiting: Vec<Waiting>) -> Vec<Waiting> {
-    let Some((tip, train)) = build(ctx, waiting).await else {
-        return Vec::new();
-    };
-    let verdicts = gate_all(ctx, tip, &train).await;
-    let k = verdicts
-        .iter()
-        .position(|v| !matches!(v, Verdict::Passed))
-        .unwrap_or(train.len());
-    let mut cars = train.into_iter();
-    let prefix: Vec<Car> = cars.by_ref().take(k).collect();
-    let failing = cars.next();
-    let behind: Vec<Waiting> = cars.map(|c| c.waiting).collect();
-    land(ctx, tip, prefix).await;
-    if let (Some(car), Some(verdict)) = (failing, verdicts.into_iter().nth(k)) {
-        let landing = match verdict {
-            _ if ctx.cancel.is_cancelled() => Landing::Interrupted,
-            Verdict::Failed(f) => Landing::Failed(f),
-            Verdict::Passed | Verdict::Interrupted => Landing::Interrupted,
-        };
-        let _ = car.waiting.reply.send(landing);
-    }
-    if ctx.cancel.is_cancelled() {
-        for w in behind {
-            let _ = w.reply.send(Landing::Interrupted);
-        }
-        return Vec::new();
-    }
-    behind
-}
-
-/// The train in memory on the target's tip; a story that conflicts (or
-/// whose merge cannot be made) gets its answer now and leaves the train.
-async fn build(ctx: &Arc<Ctx>, waiting: Vec<Waiting>) -> Option<(Oid, Vec<Car>)> {
-    let members: Vec<GroupMember> = waiting.iter().map(|w| w.member.clone()).collect();
-    let (paths, target) = (ctx.paths.clone(), ctx.target_branch.clone());
-    let built = tokio::task::spawn_blocking(move || chain(&paths, &target, &members))
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
-    let (tip, outcomes) = match built {
-        Ok(built) => built,
-        Err(e) => {
-            for w in waiting {
-                let f = Failure::new(FailureKind::Setup, format!("merge train: {e}"));
-                let _ = w.reply.send(Landing::Failed(f));
-            }
-            return None;
-        }
-    };
-    let mut train = Vec::with_capacity(waiting.len());
-    let mut at = tip;
-    for (waiting, outcome) in waiting.into_iter().zip(outcomes) {
-        match outcome {
-            Ok(MergeOutcome::Conflict { files }) => {
-                let conflict = Ok(MergeOutcome::Conflict { files });
-                let _ = waiting.reply.send(Landing::Merge(conflict));
-            }
-            Ok(outcome) => {
-                at = outcome.new_tip().unwrap_or(at);
-                train.push(Car {
-                    waiting,
-                    outcome,
-                    at,
-                });
-            }
-            Err(e) => {
-                let _ = waiting.reply.send(Landing::Merge(Err(e)));
-            }
-        }
-    }
-    Some((tip, train))
-}
-
-/// The target's tip, and each member merged onto the tip the members
-/// before it left (a conflict leaves that tip as it was).
-fn chain(
-    paths: &cascade_git::RepoPaths,
-    target: &str,
-    members: &[GroupMember],
-) -> Result<(Oid, Vec<Result<MergeOutcome, MergeError>>), MergeError> {
-    let tip = branch_tip(paths, target)?.ok_or_else(|| MergeError::NoSuchBranch {
-        branch: target.to_string(),
-    })?;
-    let mut at = tip;
-    let outcomes = members
-        .iter()
-        .map(|m| {
-            let outcome = merge_preview_onto(paths, target, at, m, &MergeOptions::default());
-            if let Ok(o) = &outcome {
-                at = o.new_tip().unwrap_or(at);
-            }
-            outcome
-        })
-        .collect();
-    Ok((tip, outcomes))
-}
-
-/// Every candidate that is a new merge commit gated at once (the gate
-/// slots bound how many run); a verdict per car, in order.
-async fn gate_all(ctx: &Arc<Ctx>, tip: Oid, train: &[Car]) -> Vec<Verdict> {
-    let ids: Vec<String> = train.iter().map(|c| c.waiting.story.clone()).collect();
-    let mut gating = tokio::task::JoinSet::new();
-    for (i, car) in train.iter().enumerate() {
-        if !matches!(car.outcome, MergeOutcome::Merged(_)) {
-            continue;
-        }
-        let (ctx, gated, at) = (Arc::clone(ctx), car.waiting.gated.clone(), car.at);
-        // What the candidate must fit with: the stories merged since its
-        // base, and the ones ahead of it in this train.
-        let mut with = integrate::merged_since(&ctx, &gated.story, &car.waiting.base).await;
-        with.extend(ids[..i].iter().cloned());
-        let members = ids[..=i].to_vec();
-        gating.spawn(async move { (i, gate_one(&ctx, &gated, tip, at, members, with).await) });
-    }
-    let mut verdicts: Vec<Verdict> = train.iter().map(|_| Verdict::Passed).collect();
-    while let Some(done) = gating.join_next().await {
-        match done {
-            Ok((i, verdict)) => verdicts[i] = verdict,
-            // A gating task that panicked: its candidate is not known to pass.
-            Err(e) => {
-                if let Some(i) = verdicts.iter().position(|v| matches!(v, Verdict::Passed)) {
-                    let why = format!("integration gating stopped: {e}");
-                    verdicts[i] = Verdict::Failed(Failure::new(FailureKind::Setup, why));
-                }
-            }
-        }
-    }
-    verdicts
-}
-
-/// One candidate's gates, announced by `integration_started` and
-/// `integration_finished` with the stories gated together.
-async fn gate_one(
-    ctx: &Arc<Ctx>,
-    gated: &crate::merge_queue::Gated,
+/// One candidate: the stories in its tree that are not on the target yet
+/// (`members`, in line order, ending with its own) and what it must fit
+/// with (the stories merged since its base, and those ahead of it).
+struct Candidate {
+    gated: Gated,
+    base: String,
     tip: Oid,
     at: Oid,
     members: Vec<String>,
-    with: Vec<String>,
-) -> Verdict {
+}
+
+/// One candidate's gates until `stop` fires, announced by
+/// `integration_started` and `integration_finished` with the stories
+/// gated together (verdict `superseded` for a gating a failure ahead
+/// stopped; none when the run was cancelled).
+async fn gate_one(ctx: &Arc<Ctx>, c: Candidate, stop: &CancelToken) -> Verdict {
+    let story = c.gated.story.clone();
+    let mut with = integrate::merged_since(ctx, &story, &c.base).await;
+    with.extend(c.members.iter().filter(|m| **m != story).cloned());
     ctx.emit(Event::IntegrationStarted {
-        story: gated.story.clone(),
-        members: members.clone(),
+        story: story.clone(),
+        members: c.members.clone(),
         merged_since: with.clone(),
         target_branch: ctx.target_branch.clone(),
     });
-    let report = match integrate::gate_merge(ctx, gated, tip, at).await {
+    let report = match integrate::gate_merge(ctx, &c.gated, c.tip, c.at, stop).await {
         Ok(report) => report,
         Err(Stop::Failed(f)) => return Verdict::Failed(f),
-        Err(Stop::Interrupted) => return Verdict::Interrupted,
+        Err(Stop::Interrupted) => return Verdict::Stopped,
     };
+    if ctx.cancel.is_cancelled() {
+        return Verdict::Stopped;
+    }
     let (failed, message) = super::gates::failed_required(&report);
-    ctx.emit(Event::IntegrationFinished {
-        story: gated.story.clone(),
-        members,
-        verdict: if report.passed { "passed" } else { "failed" }.to_string(),
-        failed_gates: failed,
-    });
-    if report.passed {
+    let verdict = if stop.is_cancelled() {
+        Verdict::Stopped
+    } else if report.passed {
         Verdict::Passed
     } else {
-        Verdict::Failed(integrate::failure(
-            &ctx.target_branch,
-            &with,
-            &message,
-            &report,
-        ))
-    }
-}
-
-/// Moves the target to the end of the passing prefix and tells its stories.
-async fn land(ctx: &Arc<Ctx>, tip: Oid, prefix: Vec<Car>) {
-    let Some(end) = prefix.last().map(|c| c.at) else {
-        return;
+        let f = integrate::failure(&ctx.target_branch, &with, &message, &report);
+        Verdict::Failed(f)
     };
-    let moved = if end == tip {
-        Ok(Ok(()))
-    } else {
-        let (paths, target) = (ctx.paths.clone(), ctx.target_branch.clone());
-        tokio::task::spawn_blocking(move || advance_to(&paths, &target, tip, end)).await
+    let (name, failed) = match &verdict {
+        Verdict::Stopped => ("superseded", Vec::new()),
+        Verdict::Passed => ("passed", failed),
+        Verdict::Failed(_) => ("failed", failed),
     };
-    for car in prefix {
-        let landing = match &moved {
-            Ok(Ok(())) => Landing::Merge(Ok(car.outcome)),
-            Ok(Err(e)) => {
-                ctx.halt_if_disk_full(&ctx.paths.common_dir, e);
-                Landing::Failed(refused(e, &car.waiting.member.source_branch))
-            }
-            Err(e) => Landing::Failed(Failure::new(FailureKind::Setup, e.to_string())),
-        };
-        let _ = car.waiting.reply.send(landing);
-    }
+    ctx.emit(Event::IntegrationFinished {
+        story,
+        members: c.members,
+        verdict: name.to_string(),
+        failed_gates: failed,
+    });
+    verdict
 }
