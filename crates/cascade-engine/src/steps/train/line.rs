@@ -217,9 +217,12 @@ impl Line {
     /// stories. A target that could not move is read again.
     async fn land(&mut self, n: usize) {
         let cars: Vec<Car> = self.cars.drain(..n).collect();
-        let Some(end) = cars.last().and_then(|c| c.built.as_ref()).map(|b| b.at) else {
-            return;
-        };
+        // Every car taken is answered below, whatever happens here.
+        let end = cars
+            .iter()
+            .rev()
+            .find_map(|c| c.built.as_ref())
+            .map_or(self.tip, |b| b.at);
         let (paths, target, tip) = (
             self.ctx.paths.clone(),
             self.ctx.target_branch.clone(),
