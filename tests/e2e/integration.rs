@@ -162,12 +162,49 @@ esac"#
     );
 }
 
+/// [`seed`] with x, rename, caller2 (stubborn) and other. x merges first
+/// (a fast-forward), so rename's merge is gated; the others start one
+/// after the other's own gate, so they reach the queue in that order and
+/// board one train; caller2 breaks it and cannot fix it.
+pub(crate) fn seed_train(repo: &Path, tools: &Path) {
+    seed(repo, tools, &["x", "rename", "caller2", "other"]);
+    std::fs::write(tools.join("stubborn"), "").expect("marker");
+    for (story, after) in [
+        ("rename", "main:x.py"),
+        ("caller2", "gated-rename"),
+        ("other", "gated-caller2"),
+    ] {
+        std::fs::write(tools.join(format!("after-{story}")), after).expect("after");
+    }
+}
+
+/// Holds the first gating named `name` (see [`write_gate`]) until the
+/// marker `until` exists, then `secs` seconds more.
+pub(crate) fn hold(tools: &Path, name: &str, until: &str, secs: u32) {
+    std::fs::write(
+        tools.join(format!("hold-{name}")),
+        format!("{until}\n{secs}\n"),
+    )
+    .expect("hold");
+}
+
 impl Fixture {
     fn new() -> Option<Fixture> {
         Fixture::with(&["rename", "caller2"])
     }
 
     fn with(stories: &[&str]) -> Option<Fixture> {
+        Fixture::seeded(|repo, tools| seed(repo, tools, stories))
+    }
+
+    /// [`seed_train`]'s stories.
+    fn boarding_in_order() -> Option<Fixture> {
+        Fixture::seeded(seed_train)
+    }
+
+    /// A repository and tools directory seeded by `seed_with` (`None`,
+    /// saying why, without python3).
+    fn seeded(seed_with: impl FnOnce(&Path, &Path)) -> Option<Fixture> {
         if !python3() {
             return None;
         }
@@ -175,23 +212,7 @@ impl Fixture {
             repo: init_repo(),
             tools: tempfile::tempdir().expect("tools dir"),
         };
-        seed(f.repo(), f.tools.path(), stories);
-        Some(f)
-    }
-
-    /// x, rename, caller2 (stubborn) and other. x merges first (a
-    /// fast-forward), so rename's merge is gated; the others start one
-    /// after the other's own gate, so they reach the queue in that order.
-    fn boarding_in_order() -> Option<Fixture> {
-        let f = Fixture::with(&["x", "rename", "caller2", "other"])?;
-        std::fs::write(f.t("stubborn"), "").expect("marker");
-        for (story, after) in [
-            ("rename", "main:x.py"),
-            ("caller2", "gated-rename"),
-            ("other", "gated-caller2"),
-        ] {
-            std::fs::write(f.t(&format!("after-{story}")), after).expect("after");
-        }
+        seed_with(f.repo(), f.tools.path());
         Some(f)
     }
 
@@ -436,8 +457,12 @@ fn a_train_gates_stories_that_board_it_on_top_and_regates_the_ones_behind_a_fail
         return;
     };
     for held in ["rename", "caller2"] {
-        let hold = f.t(&format!("hold-integration-{held}"));
-        std::fs::write(hold, "gated-integration-other").expect("hold");
+        hold(
+            f.tools.path(),
+            &format!("integration-{held}"),
+            "gated-integration-other",
+            3,
+        );
     }
     // Gate slots for the two held integration gates, other's own gate and
     // its integration gate.
@@ -498,6 +523,32 @@ fn a_train_gates_stories_that_board_it_on_top_and_regates_the_ones_behind_a_fail
     assert_no_integration_branch_is_left(&f);
     let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
     assert!(tree.lines().any(|l| l == "other.py"), "{tree}");
+    assert_the_dashboard_shows_the_train(&f, &gated);
+}
+
+/// The dashboard of the finished run (read from its journal) counts the
+/// gatings the events had, keeps the last ones with their members, and
+/// has nobody on the train.
+fn assert_the_dashboard_shows_the_train(f: &Fixture, gated: &[(String, Value, String)]) {
+    let ui = crate::ui::Ui::start(f.repo(), Some(&f.t("agents.json")));
+    let (status, snap) = ui.get("/api/run");
+    assert_eq!(status, 200, "{snap}");
+    let train = &snap["train"];
+    assert_eq!(train["cars"], json!([]), "{train}");
+    for verdict in ["passed", "failed", "superseded"] {
+        let n = gated.iter().filter(|(_, _, v)| v == verdict).count();
+        assert_eq!(train[verdict], n, "{verdict}: {train}");
+    }
+    let recent: Vec<(String, Value, String)> = train["recent"]
+        .as_array()
+        .expect("the last gatings")
+        .iter()
+        .map(|g| {
+            let s = |k: &str| g[k].as_str().unwrap_or_default().to_string();
+            (s("story"), g["members"].clone(), s("verdict"))
+        })
+        .collect();
+    assert_eq!(recent, gated, "{train}");
 }
 
 /// A gating is stopped when a story ahead of it fails: `other` boards on
@@ -511,8 +562,12 @@ fn a_gating_on_top_of_a_story_that_fails_is_stopped_and_done_again_without_it() 
         return;
     };
     for (held, secs) in [("rename", 3), ("caller2", 3), ("other", 8)] {
-        let hold = f.t(&format!("hold-integration-{held}"));
-        std::fs::write(hold, format!("gated-integration-other\n{secs}\n")).expect("hold");
+        hold(
+            f.tools.path(),
+            &format!("integration-{held}"),
+            "gated-integration-other",
+            secs,
+        );
     }
     let out = f.approve(&["--max-retries", "0", "--parallel", "4", "--gate-jobs", "4"]);
     assert_eq!(code(&out), 1, "{}", explain(&out));

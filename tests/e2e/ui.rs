@@ -36,7 +36,7 @@ impl Drop for Proc {
 }
 
 /// A running `cascade ui`.
-struct Ui {
+pub(crate) struct Ui {
     _proc: Proc,
     port: u16,
     token: String,
@@ -44,7 +44,7 @@ struct Ui {
 }
 
 impl Ui {
-    fn start(dir: &Path, agents: Option<&Path>) -> Ui {
+    pub(crate) fn start(dir: &Path, agents: Option<&Path>) -> Ui {
         let mut cmd = Command::new(bin());
         cmd.current_dir(dir)
             .env("NO_COLOR", "1")
@@ -78,7 +78,7 @@ impl Ui {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) fn get(&self, path: &str) -> (u16, Value) {
         let (code, body) = http(
             self.port,
             "GET",

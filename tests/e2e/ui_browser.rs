@@ -9,7 +9,8 @@
 //! diff line, and its attempt says what confined it; a planning question answered on the page reaches the session's
 //! files; the mega view pauses and resumes a mega run, cancels and retries a
 //! story of one feature (not the other feature's story of the same id), and
-//! resumes the finished run.
+//! resumes the finished run; the merge train shows the stories on it in
+//! order while their merges are gated, and what the gatings ended with.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -94,10 +95,10 @@ fn spawn_cascade(dir: &Path, args: &[&str], stdout: Stdio) -> Group {
 }
 
 /// The command of `cascade <args>` in `dir`, in its own process group,
-/// stderr left for the caller to set.
+/// stderr left for the caller to set (with the sandbox allowance of every
+/// scripted run: see [`crate::common::bare_cascade`]).
 fn run_command(dir: &Path, args: &[&str], stdout: Stdio) -> Command {
-    let bin = assert_cmd::cargo::cargo_bin("cascade");
-    let mut cmd = Command::new(bin);
+    let mut cmd = crate::common::bare_cascade();
     cmd.args(args)
         .current_dir(dir)
         .env("NO_COLOR", "1")
@@ -566,6 +567,78 @@ fn dashboard_says_unknown_for_tokens_and_cost_no_agent_reported() {
         "{meta}"
     );
     assert!(!meta.contains("0 tokens") && !meta.contains("$0"), "{meta}");
+}
+
+/// The merge train in the run view: while the merges of rename and caller2
+/// are gated (held), other boards on top of both, and the page shows the
+/// three cars in train order with what each is gated on; after the run
+/// (caller2 broke the train and failed) nobody is on it, and the last
+/// gatings say who failed, live and in a dashboard started afterwards.
+#[test]
+fn dashboard_shows_the_merge_train() {
+    if !crate::integration::python3() {
+        return;
+    }
+    let Some(b) = browser_or_skip("dashboard_shows_the_merge_train") else {
+        return;
+    };
+    let tools = tempfile::tempdir().expect("tools dir");
+    let t = tools.path();
+    let repo = init_repo();
+    crate::integration::seed_train(repo.path(), t);
+    for held in ["rename", "caller2"] {
+        let name = format!("integration-{held}");
+        crate::integration::hold(t, &name, "gated-integration-other", 10);
+    }
+    let (ui, url) = start_ui(repo.path(), &[]);
+    open_page(&b, &url);
+    let agents = t.join("agents.json").display().to_string();
+    let mut args = crate::common::APPROVE_NOW.to_vec();
+    args.extend([
+        "--parallel",
+        "4",
+        "--gate-jobs",
+        "4",
+        "--json",
+        "--agents",
+        &agents,
+    ]);
+    let run = LoggedRun::start(repo.path(), &args, t);
+    let cars = "return [...document.querySelectorAll('#train-cars li.car')].map((c) => c.dataset.story + ':' + c.dataset.state + ':' + c.querySelector('.car-base').textContent).join(' | ');";
+    b.wait_js_or(
+        "rename and caller2 gated, other on top of both",
+        120,
+        &format!(
+            "var c = (function () {{ {cars} }})(); return c.startsWith('rename:gating: on the target | caller2:gating: on the target + rename | other:') && c.endsWith(': on the target + rename + caller2');"
+        ),
+        || run.context(),
+    );
+    b.screenshot(&screenshot_path("train-live"));
+    b.wait_js_or(
+        "the run to finish",
+        120,
+        "var s = document.querySelector('#run-summary'); return s && s.dataset.live === 'false' && s.dataset.status !== 'running';",
+        || run.context(),
+    );
+    let said = |b: &Browser| {
+        b.wait_js(
+            "the train's counts and last gatings",
+            15,
+            "var n = document.querySelector('#train-counts'); var e = document.querySelector('#train-empty'); var r = [...document.querySelectorAll('#train-recent li.gating')].map((g) => g.dataset.story + ':' + g.dataset.verdict); return n && e && r.includes('caller2:failed') && r.includes('other:passed') && [n.textContent, r];",
+        )
+    };
+    let live = said(&b);
+    let counts = live[0].as_str().unwrap_or_default().to_string();
+    assert!(
+        counts.starts_with("Integration gatings: 2 passed, "),
+        "{live}"
+    );
+    b.screenshot(&screenshot_path("train-finished"));
+    // The next morning: the same from the run's journal.
+    drop(ui);
+    let (_ui, url) = start_ui(repo.path(), &[]);
+    open_page(&b, &url);
+    assert_eq!(said(&b), live);
 }
 
 /// The mega view's story `story` of `feature`, as a CSS selector (with

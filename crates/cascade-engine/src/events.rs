@@ -312,7 +312,10 @@ pub enum Event {
         target_branch: String,
     },
     /// The merged tree's gates ended: `verdict` is `passed` (the target
-    /// moves to it) or `failed` (nothing moved; `failed_gates` names them).
+    /// moves to it once the stories ahead in the train have landed),
+    /// `failed` (nothing moved; `failed_gates` names them) or `superseded`
+    /// (stopped: a story ahead failed, so the tree is merged and gated
+    /// again without it).
     IntegrationFinished {
         story: String,
         members: Vec<String>,

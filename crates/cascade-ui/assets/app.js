@@ -150,6 +150,7 @@
     mega: null,
     plans: null,
     openPlan: null,
+    trainRecentOpen: false, // the merge train's "Last gatings" unfolded
   };
 
   function nowMs() {
@@ -161,6 +162,7 @@
     model.run.stories = snapshot.stories || [];
     model.run.attempts = snapshot.attempts || [];
     model.run.totals = snapshot.totals || {};
+    model.run.train = snapshot.train || { cars: [], recent: [] };
     model.byId = new Map(model.run.stories.map((st) => [st.id, st]));
     if (typeof snapshot.elapsed_ms === "number") model.runClock = Date.now() - snapshot.elapsed_ms;
     for (const st of model.run.stories) {
@@ -349,6 +351,18 @@
           st.step = "resolving conflict";
         }
         return true;
+      // The merge train is the server's to fold (snapshot.train): the
+      // snapshot that follows draws it.
+      case "integration_started": {
+        const ahead = (ev.members || []).filter((m) => m !== ev.story);
+        if (st) st.step = "integration gate" + (ahead.length ? " on top of " + ahead.join(", ") : "");
+        refreshSoon();
+        return true;
+      }
+      case "integration_finished":
+        if (st) st.step = "integration " + ev.verdict;
+        refreshSoon();
+        return true;
       case "story_committed":
         if (st) st.step = "committed";
         return true;
@@ -363,6 +377,7 @@
         return true;
       case "merge_conflict":
         if (st) st.step = "merge conflict";
+        if (run.train.cars.length) refreshSoon(); // it left the train
         return true;
       case "story_failed":
         if (st) {
@@ -439,7 +454,7 @@
     const parts = [ev.event];
     if (ev.feature) parts.push("[" + ev.feature + "]");
     if (ev.story) parts.push(ev.story);
-    for (const k of ["gate", "agent", "attempt", "status", "action", "error", "message", "reason"]) {
+    for (const k of ["gate", "agent", "attempt", "status", "verdict", "members", "action", "error", "message", "reason"]) {
       if (ev[k] !== undefined && ev[k] !== null && ev[k] !== "") parts.push(k + "=" + ev[k]);
     }
     return h("li", { "data-event": ev.event }, parts.join("  "));
@@ -563,15 +578,16 @@
       root.appendChild(h("p", { class: "muted" }, "Loading…"));
       return;
     }
-    root.append(
+    appendAll(root, [
       h("div", { class: "panel", id: "run-panel" }, renderSummary(run)),
       h("div", { class: "panel" }, h("h2", {}, "Stories by batch"),
         run.stories.length
           ? [renderGraph(run), renderLegend()]
           : h("p", { class: "muted", id: "no-stories" }, run.run_id ? "This run has no stories." : "No run yet, and no prd.json here to draw. Start one with `cascade approve` (or `cascade plan \"goal\"` to make a plan).")),
+      renderTrain(run.train),
       h("div", { class: "panel", id: "gantt" }, h("h2", {}, "Timeline of attempts per worker slot"), renderGantt(run)),
-      h("div", { class: "panel" }, h("h2", {}, "Events"), h("ul", { id: "event-log" }, model.events.map(eventLine)))
-    );
+      h("div", { class: "panel" }, h("h2", {}, "Events"), h("ul", { id: "event-log" }, model.events.map(eventLine))),
+    ]);
     const ul = $("#event-log");
     ul.scrollTop = ul.scrollHeight;
     if (scroll) [$("#graph-wrap").scrollLeft, $("#graph-wrap").scrollTop] = scroll;
@@ -612,6 +628,43 @@
         fmtNum(t.gate_cache_hits || 0) + " hits" + (t.gate_cache_saved_ms ? ", " + fmtMs(t.gate_cache_saved_ms) + " saved" : ""))),
       h("div", { class: "stat" }, h("span", { class: "k" }, "Scheduling"), h("span", { class: "v" }, pauseBtn))
     );
+  }
+
+  // The merge train (see docs/control.md): the stories whose merge with the
+  // target is gated now, in train order, each on top of the ones ahead of
+  // it; the last gatings that ended; how many passed, failed, were
+  // superseded. Not drawn for a run that gated no merge.
+  function renderTrain(t) {
+    const gated = (t.passed || 0) + (t.failed || 0) + (t.superseded || 0);
+    if (!t.cars.length && !gated) return null;
+    const storyLink = (id) => h("a", { href: "#/story/" + encodeURIComponent(id), class: "mono" }, id);
+    const counts = fmtNum(t.passed || 0) + " passed, " + fmtNum(t.failed || 0) + " failed, " + fmtNum(t.superseded || 0) + " superseded";
+    const car = (c) => {
+      const ahead = c.members.filter((m) => m !== c.story);
+      return h("li", { class: "car", "data-story": c.story, "data-state": c.state },
+        h("span", { class: "badge", "data-state": carBadge(c.state) }, c.state), " ", storyLink(c.story),
+        h("span", { class: "car-base" }, " on " + ["the target"].concat(ahead).join(" + ")),
+        c.gatings > 1 ? h("span", { class: "muted" }, " · gated " + c.gatings + " times") : null,
+        c.failed_gates.length ? h("span", { class: "car-failed" }, " · failed: " + c.failed_gates.join(", ")) : null);
+    };
+    const gating = (g) => h("li", { class: "gating", "data-story": g.story, "data-verdict": g.verdict },
+      storyLink(g.story), " with " + (g.members.filter((m) => m !== g.story).join(", ") || "the target alone") + ": ",
+      h("span", { class: "gating-verdict" }, g.verdict + (g.failed_gates.length ? " (" + g.failed_gates.join(", ") + ")" : "")));
+    return h("div", { class: "panel", id: "train" },
+      h("h2", {}, "Merge train"),
+      h("p", { id: "train-counts" }, "Integration gatings: " + counts),
+      t.cars.length
+        ? h("ol", { id: "train-cars" }, t.cars.map(car))
+        : h("p", { class: "muted", id: "train-empty" }, "No story is on the train now."),
+      (t.recent || []).length
+        ? h("details", { id: "train-recent", open: model.trainRecentOpen, ontoggle: (e) => (model.trainRecentOpen = e.target.open) },
+          h("summary", {}, "Last gatings"), h("ul", {}, t.recent.map(gating)))
+        : null);
+  }
+
+  // A car's state in the story colours: gating is the merge queue's colour.
+  function carBadge(state) {
+    return { gating: "merging", passed: "complete", failed: "failed", superseded: "cancelled" }[state] || "pending";
   }
 
   // Columns are batches, rows the stories of a batch in plan order; edges run

@@ -22,9 +22,10 @@
 //!   ([`live::journal`], `.cascade/runs/<run_id>/events.jsonl`).
 //! - Inside: `routes` (router and the token/CSRF guard), `api` (JSON
 //!   endpoints and actions), `sse` (the event stream), `hub` (the run on
-//!   show: live or from its journal), `snapshot` (run view), `detail`
-//!   (story view), `mega` (the mega run's features and their stories),
-//!   `plans` (planning sessions, running cascade commands).
+//!   show: live or from its journal), `snapshot` (run view), `train` (the
+//!   run view's merge train), `detail` (story view), `mega` (the mega run's
+//!   features and their stories), `plans` (planning sessions, running
+//!   cascade commands).
 //! - The HTTP API itself is documented in `docs/dashboard.md` ("API").
 
 mod api;
@@ -40,6 +41,7 @@ mod routes;
 mod snapshot;
 mod sse;
 mod stamp;
+mod train;
 
 pub use plans::Cli;
 

@@ -3,8 +3,9 @@
 //! the totals. Built from the run state (what is true now, the latest run
 //! of the run database), the plan's [`Outline`] (titles,
 //! dependencies) and a [`Summary`] of the run's records (what only the
-//! events say: maximum attempts, skipped stories, cache hits), folded as the
-//! records arrive rather than read again for every snapshot.
+//! events say: maximum attempts, skipped stories, cache hits, the merge
+//! train), folded as the records arrive rather than read again for every
+//! snapshot.
 //!
 //! Linear in the stories and attempts, and written without a tree of
 //! values: the document ([`Snapshot`]) borrows the state's and the plan's
@@ -24,6 +25,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::hub::Status;
+use crate::train::{self, Train};
 
 /// Everything a snapshot is made of.
 pub(crate) struct Input<'a> {
@@ -450,6 +452,13 @@ pub(crate) struct Head<'a> {
     /// `run_started`: how many stories the run has.
     #[serde(default)]
     total: Option<u64>,
+    /// `integration_*`: the stories gated together.
+    #[serde(default)]
+    members: Vec<String>,
+    #[serde(default, borrow)]
+    verdict: Option<Cow<'a, str>>,
+    #[serde(default)]
+    failed_gates: Vec<String>,
 }
 
 /// What the records say, per feature (`None`: a plain run's stories, or
@@ -541,11 +550,21 @@ const MAX_ROOM: u64 = 1 << 20;
 pub(crate) struct Summary {
     stories: SeenStories,
     cache_hits: u64,
+    train: Train,
 }
 
 impl Summary {
     /// Takes in one event record.
     pub fn add(&mut self, head: &Head<'_>) {
+        if let (Some(event), None) = (head.event.as_deref(), head.feature.as_deref()) {
+            self.train.add(&train::Record {
+                event,
+                story: head.story.as_deref(),
+                members: &head.members,
+                verdict: head.verdict.as_deref(),
+                failed_gates: &head.failed_gates,
+            });
+        }
         if head.event.as_deref() == Some("run_started") {
             // Room for the stories the run will speak of, made once
             // rather than grown as they come (a plain run's only: a mega
@@ -603,7 +622,7 @@ impl Summary {
     /// (the others leave the summary as it was: a reader may skip them
     /// unread).
     pub fn folds(event: &str) -> bool {
-        Fold::of(event).is_some() || event == "run_started"
+        Fold::of(event).is_some() || event == "run_started" || Train::folds(event)
     }
 
     /// Whether [`Summary::add`] surely takes nothing from the event record
@@ -657,6 +676,7 @@ pub(crate) struct Snapshot<'a> {
     batches: Vec<Vec<&'a str>>,
     critical_path: Vec<&'a str>,
     attempts: Vec<AttemptView<'a>>,
+    train: &'a Train,
     totals: Totals,
 }
 
@@ -986,6 +1006,7 @@ pub(crate) fn build<'a>(input: &Input<'a>) -> Snapshot<'a> {
             run_start,
         },
         attempts: rows,
+        train: &input.summary.train,
         totals,
     }
 }
@@ -1277,6 +1298,19 @@ mod tests {
             serde_json::json!({"event": "merge_started", "story": "c"}),
             serde_json::json!({"event": "story_skipped", "story": "i"}),
             serde_json::json!({"event": "story_started", "story": "a", "feature": "other"}),
+            // The merge train: e landed; c, gated on top of it, failed and
+            // is gated again without it.
+            serde_json::json!({"event": "integration_started", "story": "e", "members": ["e"]}),
+            serde_json::json!({"event": "integration_started", "story": "c", "members": ["e", "c"]}),
+            serde_json::json!({"event": "integration_finished", "story": "c", "members": ["e", "c"],
+                               "verdict": "failed", "failed_gates": ["tests"]}),
+            serde_json::json!({"event": "integration_finished", "story": "e", "members": ["e"],
+                               "verdict": "passed", "failed_gates": []}),
+            serde_json::json!({"event": "story_merged", "story": "e"}),
+            serde_json::json!({"event": "integration_started", "story": "c", "members": ["c"]}),
+            // A feature's merge is the mega view's.
+            serde_json::json!({"event": "integration_started", "story": "a", "feature": "other",
+                               "members": ["a"]}),
         ] {
             let data = data.to_string();
             summary.add(&serde_json::from_str(&data).expect("an event head"));
