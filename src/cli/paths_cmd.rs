@@ -194,7 +194,11 @@ fn cascade_rows(cascade_dir: &Path) -> Vec<FileRow> {
             "state.json",
             "read",
         ),
-        ("mega run state", "mega-state.json", "read-write"),
+        (
+            "mega run state of an older cascade (imported once)",
+            "mega-state.json",
+            "read",
+        ),
         ("run lock", "lock", "write"),
         ("project config", "config.json", "read"),
         ("skills config", "skills.json", "read"),

@@ -55,6 +55,14 @@ pub fn have(program: &str, args: &[&str]) -> bool {
     ok
 }
 
+/// The mega run of the repository at `repo` as its state reads (what the
+/// run database holds), `null` when there is none.
+pub fn mega_state(repo: &Path) -> serde_json::Value {
+    let state = cascade_engine::mega::MegaState::load(&repo.join(".cascade"))
+        .expect("the mega state reads");
+    serde_json::to_value(state).expect("a mega state is JSON")
+}
+
 /// Runs git in `dir` and panics with its output on failure.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = StdCommand::new("git")

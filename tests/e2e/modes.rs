@@ -422,10 +422,7 @@ fn mega_approve_takes_every_control() {
     assert_eq!(merged.len(), 1, "{}", explain(&out));
     assert_eq!(merged[0]["feature"], "one");
     // The options are recorded in the mega state for `mega resume`.
-    let state: Value = serde_json::from_str(
-        &std::fs::read_to_string(s.repo.path().join(".cascade/mega-state.json")).expect("state"),
-    )
-    .expect("json");
+    let state = crate::common::mega_state(s.repo.path());
     assert_eq!(state["options"]["schedule"], "eager", "{state}");
     assert_eq!(state["options"]["gate_jobs"], 1, "{state}");
     assert_eq!(state["options"]["max_story_cost"], 0.5, "{state}");
@@ -561,7 +558,7 @@ fn mega_dry_run_shows_every_features_schedule_and_runs_nothing() {
     assert_eq!(one["batches"][0][0]["agent"], "impl");
     assert_eq!(batches[0][1]["batches"][0][0]["story"], "b1");
     assert_eq!(s.read("impl.calls"), "", "nothing ran");
-    assert!(!s.repo.path().join(".cascade/mega-state.json").exists());
+    assert_eq!(crate::common::mega_state(s.repo.path()), Value::Null);
 }
 
 #[test]

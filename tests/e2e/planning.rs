@@ -1536,9 +1536,9 @@ fn mega_strategy_writes_the_mega_plan_to_the_data_directory() {
     for prompt in &prompts {
         assert!(prompt.contains("ADR-001"), "{prompt}");
     }
-    // The mega run worked on that file (its feature statuses live in
-    // .cascade/mega-state.json, as for any mega-plan).
-    let state = read_json(&p.repo().join(".cascade/mega-state.json"));
+    // The mega run worked on that file (its feature statuses live in the
+    // run database, as for any mega-plan).
+    let state = crate::common::mega_state(p.repo());
     assert!(
         same_file(
             state["plan"].as_str().unwrap(),

@@ -1229,12 +1229,7 @@ fn steers_a_live_mega_run_by_feature_and_resumes_it_after_it_ended() {
         Some(log) => std::fs::read_to_string(log).unwrap_or_default(),
         None => body["output"].as_str().unwrap_or_default().to_string(),
     };
-    let mega_status = || {
-        std::fs::read(root.join(".cascade/mega-state.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .map(|s| s["status"].clone())
-    };
+    let mega_status = || Some(crate::common::mega_state(root)["status"].clone());
     let end = Instant::now() + Duration::from_secs(120);
     while mega_status() != Some(json!("completed")) {
         assert!(

@@ -623,7 +623,7 @@ pub struct FallbackNote {
 }
 
 /// How a run ended (a plain run's `run_finished`, a mega run's
-/// `mega_finished`), or, stored in `mega-state.json`, where a mega run is.
+/// `mega_finished`), or, stored in a mega run's state, where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {

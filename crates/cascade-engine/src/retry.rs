@@ -57,7 +57,7 @@ pub enum FailureKind {
     /// A person cancelled the story (the dashboard's or the live channel's
     /// cancel): it is not retried unless asked for.
     Cancelled,
-    // Why a mega run's feature failed (`mega-state.json`, `feature_failed`).
+    // Why a mega run's feature failed (its state, `feature_failed`).
     /// No valid PRD: the PRD agent failed or wrote an invalid PRD too often,
     /// or an existing PRD is invalid.
     PrdInvalid,

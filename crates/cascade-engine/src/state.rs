@@ -392,8 +392,12 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
-    #[error("run state '{}' has schema version {found}, newer than this cascade understands ({SCHEMA_VERSION}); upgrade cascade", path.display())]
-    NewerSchema { path: PathBuf, found: u32 },
+    #[error("run state '{}' has schema version {found}, newer than this cascade understands ({understood}); upgrade cascade", path.display())]
+    NewerSchema {
+        path: PathBuf,
+        found: u32,
+        understood: u32,
+    },
     /// The database refused a read or write; a full disk says "No space
     /// left on device" (see [`StateError::is_disk_full`]).
     #[error("run database '{}': {}{source}", path.display(), if *disk_full { "No space left on device: " } else { "" })]

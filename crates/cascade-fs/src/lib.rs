@@ -1,7 +1,7 @@
 //! Files cascade writes for itself, and what to say when the disk is full.
 //!
 //! - [`write_atomic`]: the one way cascade replaces a file of its own
-//!   (`prd.json`, `mega-state.json`, plan sessions, caches): a temp file beside
+//!   (`prd.json`, plan sessions, caches): a temp file beside
 //!   it, then a rename, so a reader or a process killed at any moment sees
 //!   the old content or the new, never half of it. A failed write (a full
 //!   disk) removes its temp file before it returns; a temp file a killed

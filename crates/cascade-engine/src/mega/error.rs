@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 /// Something stopped the mega run before or between features.
 #[derive(Debug, thiserror::Error)]
 pub enum MegaError {
-    /// The state file is not valid JSON or misses fields.
+    /// The mega state (a row of the run database, or the file an older
+    /// cascade kept) is not valid JSON or misses fields.
     #[error("mega state '{}' is corrupt: {message} (move it away to start the mega-plan afresh)", path.display())]
     StateCorrupt { path: PathBuf, message: String },
-    /// The state file was written by another version of cascade.
+    /// The mega state was written by another version of cascade.
     #[error("mega state '{}' has schema version {found}, this cascade reads version {expected} (finish the run with the cascade that started it, or move the file away)", path.display())]
     StateVersion {
         path: PathBuf,
@@ -41,6 +42,9 @@ pub enum MegaError {
     /// The agents configuration cannot be used.
     #[error("{0}")]
     Agents(String),
+    /// The run database refused a read or write.
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
     /// A file-system operation failed.
     #[error("{op} '{}': {source}", path.display())]
     Io {
@@ -54,7 +58,10 @@ pub enum MegaError {
 impl MegaError {
     /// Whether the error is bad input or usage (exit 2) rather than a run-time failure.
     pub fn is_usage(&self) -> bool {
-        !matches!(self, MegaError::Git(_) | MegaError::Io { .. })
+        !matches!(
+            self,
+            MegaError::Git(_) | MegaError::Io { .. } | MegaError::State(_)
+        )
     }
 
     /// An I/O error with the operation and path it came from.

@@ -20,8 +20,8 @@
 //! variants (`mega_started` ... `mega_finished`), a feature engine's events
 //! come as [`crate::events::Event::Feature`] (the event with a `feature`
 //! field). [`ports::MegaPorts`] is the seam to the rest of cascade
-//! ([`live::LivePorts`] the real one); [`state`] owns
-//! `.cascade/mega-state.json`; [`error::MegaError`] is what stops a run as a
+//! ([`live::LivePorts`] the real one); [`state`] is the mega run's state
+//! (kept in the run database by [`crate::store::mega`]); [`error::MegaError`] is what stops a run as a
 //! whole (a failing feature is recorded in the state, not an error).
 
 pub mod error;

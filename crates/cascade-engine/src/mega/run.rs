@@ -11,7 +11,7 @@
 //! and branches are removed. A feature that fails keeps its branch and worktree
 //! and blocks only the features that depend on it.
 //!
-//! Every transition is saved to `.cascade/mega-state.json`, so a killed run
+//! Every transition is saved to the run database (`.cascade/cascade.db`), so a killed run
 //! resumes: landed features are skipped, a feature whose branch is already in
 //! the target is not merged twice, a feature that was running continues in its
 //! worktree (the engine resumes its own state).
@@ -422,11 +422,6 @@ async fn open_run<P: MegaPorts>(
     .unwrap_or_default();
     for message in stopped {
         sink(&Event::MegaNotice { message });
-    }
-    // Half-done writes of the state file by a killed run: stale under the
-    // lock (no other writer of it can be running).
-    for tmp in cascade_fs::leftover_write_temps(&MegaState::path(&cascade_dir)) {
-        let _ = std::fs::remove_file(tmp);
     }
     // Read again under the lock (a run that ended meanwhile changed it).
     let (mut state, resumed) = choose_state(MegaState::load(&cascade_dir)?, plan, &target)?;

@@ -1,11 +1,10 @@
-//! The mega run's state file, `.cascade/mega-state.json`.
-//!
-//! One file describes one mega-plan run: which features exist, in which batch,
-//! where their worktree and branch are, how far their stories got and why a
-//! feature failed. It is rewritten atomically (temp file in the same directory,
-//! fsync, rename) after every transition, so a `kill -9` at any moment leaves
-//! either the previous or the next version, never half a file; `mega approve`
-//! resumes from it and `mega status` reads it without taking the run lock.
+//! The mega run's state: which features exist, in which batch, where their
+//! worktree and branch are, how far their stories got and why a feature
+//! failed. It lives in the run database (`.cascade/cascade.db`, see
+//! [`crate::store::mega`]) and is written in one transaction after every
+//! transition, so a `kill -9` at any moment leaves the previous or the next
+//! version, never half of one; `mega approve` resumes from it and `mega
+//! status` reads it without taking the run lock.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,9 +14,10 @@ use serde::{Deserialize, Serialize};
 use super::error::MegaError;
 use crate::events::RunStatus;
 
-/// Version of the state file's schema; bumped on incompatible changes.
+/// Version of the state's layout; bumped on incompatible changes.
 pub const MEGA_STATE_SCHEMA: u32 = 1;
-/// File name of the mega state under `.cascade/`.
+/// File name under `.cascade/` of the mega state an older cascade kept
+/// (imported once into the run database).
 pub const MEGA_STATE_FILE: &str = "mega-state.json";
 
 /// Where a feature is in its life.
@@ -185,7 +185,7 @@ pub struct TargetGatesRecord {
     pub summary: String,
 }
 
-/// `.cascade/mega-state.json`.
+/// One mega run's state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MegaState {
     pub schema_version: u32,
@@ -247,51 +247,16 @@ impl MegaState {
         }
     }
 
-    /// `<cascade dir>/mega-state.json`.
-    pub fn path(cascade_dir: &Path) -> PathBuf {
-        cascade_dir.join(MEGA_STATE_FILE)
-    }
-
-    /// Reads the state, `Ok(None)` when there is none.
+    /// Reads the repository's mega run from the run database, `Ok(None)`
+    /// when there is none (see [`crate::store::mega`]).
     pub fn load(cascade_dir: &Path) -> Result<Option<MegaState>, MegaError> {
-        let path = Self::path(cascade_dir);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(MegaError::io("read", &path, e)),
-        };
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| MegaError::StateCorrupt {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        let version = value
-            .get("schema_version")
-            .and_then(|v| v.as_u64())
-            .unwrap_or(0);
-        if version != u64::from(MEGA_STATE_SCHEMA) {
-            return Err(MegaError::StateVersion {
-                path,
-                found: version,
-                expected: MEGA_STATE_SCHEMA,
-            });
-        }
-        serde_json::from_value(value)
-            .map(Some)
-            .map_err(|e| MegaError::StateCorrupt {
-                path,
-                message: e.to_string(),
-            })
+        crate::store::mega::load(cascade_dir)
     }
 
-    /// Writes the state atomically, stamping `updated_at`.
+    /// Writes the state in one transaction, stamping `updated_at`.
     pub fn save(&mut self, cascade_dir: &Path) -> Result<(), MegaError> {
         self.updated_at = now();
-        let text = serde_json::to_string_pretty(self).map_err(|e| MegaError::StateCorrupt {
-            path: Self::path(cascade_dir),
-            message: e.to_string(),
-        })?;
-        write_atomic(&Self::path(cascade_dir), text.as_bytes())
+        crate::store::mega::save(cascade_dir, self)
     }
 
     /// The feature's state (every planned feature has one).
@@ -370,8 +335,23 @@ mod tests {
         )
     }
 
+    /// The `features` rows of the database in `dir`: name, batch, status,
+    /// failure kind, per mega run.
+    fn feature_rows(dir: &Path) -> Vec<(i64, String, i64, String, Option<String>)> {
+        let conn = rusqlite::Connection::open(crate::store::db_path(dir)).unwrap();
+        let mut q = conn
+            .prepare("SELECT mega_run, name, batch, status, failure_kind FROM features ORDER BY mega_run, name")
+            .unwrap();
+        let rows = q
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
     #[test]
-    fn round_trips_and_is_versioned() {
+    fn round_trips_through_the_database_and_the_latest_mega_run_is_read() {
         let tmp = tempfile::tempdir().unwrap();
         let mut s = sample();
         s.feature_mut("api").unwrap().status = FeatureStatus::Failed;
@@ -381,34 +361,71 @@ mod tests {
             conflict_files: vec!["a.txt".into()],
         });
         s.save(tmp.path()).unwrap();
-        let back = MegaState::load(tmp.path()).unwrap().unwrap();
-        assert_eq!(back, s);
-        let text = std::fs::read_to_string(MegaState::path(tmp.path())).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(v["schema_version"], 1);
-        assert_eq!(v["features"]["api"]["status"], "failed");
-        assert_eq!(v["features"]["api"]["failure"]["kind"], "merge_conflict");
-        assert_eq!(v["features"]["auth"]["branch"], "cascade/auth");
-        assert_eq!(v["features"]["ui"]["batch"], 2);
-        // No temp file left beside it.
-        let names: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
-        assert_eq!(names.len(), 1);
+        assert_eq!(MegaState::load(tmp.path()).unwrap().as_ref(), Some(&s));
+        // A transition rewrites the same mega run.
+        s.feature_mut("auth").unwrap().status = FeatureStatus::Complete;
+        s.save(tmp.path()).unwrap();
+        assert_eq!(MegaState::load(tmp.path()).unwrap().as_ref(), Some(&s));
+        let failed = Some("merge_conflict".to_string());
+        assert_eq!(
+            feature_rows(tmp.path()),
+            vec![
+                (1, "api".into(), 2, "failed".into(), failed.clone()),
+                (1, "auth".into(), 1, "complete".into(), None),
+                (1, "ui".into(), 2, "pending".into(), None),
+            ]
+        );
+        // Another mega-plan's run is the latest; the first stays queryable.
+        let mut other = MegaState::new(
+            PathBuf::from("/tmp/other-plan.json"),
+            "other".into(),
+            "main".into(),
+            vec![vec!["solo".into()]],
+        );
+        other.save(tmp.path()).unwrap();
+        assert_eq!(MegaState::load(tmp.path()).unwrap(), Some(other));
+        assert_eq!(feature_rows(tmp.path()).len(), 4);
+        // Nothing but the database is written.
+        let names: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with("cascade.db"))
+            .collect();
+        assert!(names.is_empty(), "{names:?}");
     }
 
     #[test]
-    fn missing_state_is_none_and_wrong_version_is_named() {
+    fn an_older_cascades_state_file_is_imported_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = sample();
+        let legacy = crate::store::mega::legacy_path(tmp.path());
+        std::fs::write(&legacy, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+        assert_eq!(MegaState::load(tmp.path()).unwrap().as_ref(), Some(&s));
+        assert!(!legacy.exists());
+        assert!(tmp.path().join("mega-state.json.imported").is_file());
+        // Read from the database from now on.
+        assert_eq!(MegaState::load(tmp.path()).unwrap(), Some(s));
+    }
+
+    #[test]
+    fn missing_state_is_none_and_a_bad_older_file_is_named() {
         let tmp = tempfile::tempdir().unwrap();
         assert!(MegaState::load(tmp.path()).unwrap().is_none());
-        std::fs::write(
-            MegaState::path(tmp.path()),
-            r#"{"schema_version": 99, "features": {}}"#,
-        )
-        .unwrap();
+        assert!(
+            !crate::store::db_path(tmp.path()).exists(),
+            "a read makes no database"
+        );
+        let legacy = crate::store::mega::legacy_path(tmp.path());
+        std::fs::write(&legacy, r#"{"schema_version": 99, "features": {}}"#).unwrap();
         let err = MegaState::load(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("schema version 99"), "{err}");
-        std::fs::write(MegaState::path(tmp.path()), "{not json").unwrap();
+        std::fs::write(&legacy, "{not json").unwrap();
         let err = MegaState::load(tmp.path()).unwrap_err().to_string();
         assert!(err.contains("mega-state.json"), "{err}");
+        assert!(
+            legacy.exists(),
+            "a file that cannot be read is left as it is"
+        );
     }
 
     #[test]

@@ -74,10 +74,11 @@ fn read_legacy(path: &Path, document: &[u8], journal: &[u8]) -> Result<RunState,
         source,
     };
     let generation: Generation = serde_json::from_slice(document).map_err(parse_error)?;
-    if generation.schema_version > 1 {
+    if generation.schema_version > super::SCHEMA_VERSION {
         return Err(StateError::NewerSchema {
             path: path.to_path_buf(),
             found: generation.schema_version,
+            understood: super::SCHEMA_VERSION,
         });
     }
     let mut state: RunState = serde_json::from_slice(document).map_err(parse_error)?;

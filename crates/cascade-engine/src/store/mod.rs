@@ -1,7 +1,7 @@
 //! The run database, `.cascade/cascade.db` (SQLite in WAL mode): every run
 //! with its options, its stories and their attempts, kept after the run for
-//! `cascade history`. The tables are in [`schema`]; people query them as
-//! docs/state.md says.
+//! `cascade history`, and the mega runs with their features ([`mega`]).
+//! The tables are in [`schema`]; people query them as docs/state.md says.
 //!
 //! A running run's state is held by a `Store`: the [`RunState`] in
 //! memory, the stories changed since the last commit, and a connection.
@@ -18,6 +18,7 @@
 
 pub mod history;
 mod import;
+pub mod mega;
 mod read;
 pub mod schema;
 mod write;
