@@ -512,6 +512,83 @@ fn a_story_declaring_a_file_another_conflicted_in_waits_while_that_one_runs() {
     f.assert_each_merged_once(&["x", "y", "w", "z"]);
 }
 
+/// The files a story's merge conflicted in are kept in its record: after
+/// the run is interrupted and resumed, a story declaring one of them (z,
+/// added to the plan meanwhile) still waits while the conflicted story's
+/// retry runs, instead of starting beside it.
+#[test]
+fn a_story_declaring_a_file_another_conflicted_in_waits_for_it_after_a_resume_too() {
+    let f = Fixture::new(json!([story("x", &[]), story("y", &[])]), json!([]));
+    f.mark("edit-x", "README.md");
+    f.mark("edit-y", "README.md");
+    f.mark("hold-x-1", "go-x");
+    f.mark("wait-y", "held-x");
+    // x's retry holds (whatever number the resume gives it) until the
+    // test lets it go.
+    f.mark("hold-x-2", "go-x2");
+    f.mark("hold-x-3", "go-x2");
+    let eager = ["--schedule", "eager", "--parallel", "3", "--no-resolve"];
+    let mut argv = BACKGROUND_APPROVE.to_vec();
+    argv.extend(eager);
+    let mut child = spawn_cascade(&f, &argv);
+    let stdout = child.stdout.take().expect("stdout");
+    // Read on past the interrupt (a closed pipe would stop the run itself).
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok);
+    let mut seen = Vec::new();
+    for line in lines.by_ref() {
+        let e: Value = serde_json::from_str(&line).unwrap_or_default();
+        match (e["event"].as_str(), e["story"].as_str()) {
+            (Some("story_merged"), Some("y")) => f.mark("go-x", ""),
+            (Some("story_started"), Some("x")) if e["attempt"] == 2 => break,
+            _ => {}
+        }
+        seen.push(line);
+    }
+    assert!(
+        seen.iter().any(|l| l.contains("\"merge_conflict\"")),
+        "x did not conflict: {seen:?}"
+    );
+    // SAFETY: a plain signal to our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    seen.extend(lines);
+    let status = child.wait().expect("the run ends");
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+
+    let mut z = story("z", &[]);
+    z["files"] = json!(["README.md"]);
+    f.write_prd(json!([story("x", &[]), story("y", &[]), z]), json!([]));
+    let mut child = spawn_cascade(
+        &f,
+        &["resume", "--auto-run", "--retry-delay", "0", "--json"],
+    );
+    let stdout = child.stdout.take().expect("stdout");
+    let mut events = Vec::new();
+    for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+        let e: Value = serde_json::from_str(&line).unwrap_or_default();
+        if e["event"] == "story_started" && e["story"] == "x" {
+            // Time for z to start beside x, were it not kept apart.
+            let go = f.t("go-x2");
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(1500));
+                let _ = std::fs::write(go, "");
+            });
+        }
+        events.push(e);
+    }
+    assert!(child.wait().expect("resume ends").success(), "{events:?}");
+    let at = |kind: &str, story: &str| {
+        events
+            .iter()
+            .position(|e| e["event"] == kind && e["story"] == story)
+            .unwrap_or_else(|| panic!("no {kind} of {story}: {events:?}"))
+    };
+    assert!(
+        at("story_merged", "x") < at("story_started", "z"),
+        "z started while x, which conflicted in README.md before the resume, ran: {events:?}"
+    );
+    f.assert_each_merged_once(&["x", "y", "z"]);
+}
+
 /// A story whose merge conflicts in a file a running story is editing
 /// retries when that story has ended, not on the timer, and lends its
 /// slot meanwhile; the running one, conflicting in turn, does not wait for

@@ -247,7 +247,8 @@ impl FileKeys {
 
 /// The scheduler's view of the plan: node `i` is the plan's story `i`
 /// (positions are prd.json's), done when its record is complete, holding
-/// the story's declared `files` (as `keys`).
+/// the story's declared `files` and those its merges conflicted in (as
+/// `keys`).
 pub(crate) fn scheduler_nodes(
     p: &Prepared,
     state: &RunState,
@@ -255,26 +256,40 @@ pub(crate) fn scheduler_nodes(
 ) -> Vec<NodeSpec> {
     p.plan
         .nodes()
-        .map(|node| NodeSpec {
-            files: p
-                .prd
-                .stories
-                .get(node.position())
-                .map(|s| s.files.iter().map(|f| keys.key(f)).collect())
-                .unwrap_or_default(),
-            deps: node
-                .dependency_positions()
-                .iter()
-                .map(|&d| d as usize)
-                .collect(),
-            priority: node.priority().rank(),
-            file_index: node.position(),
-            remaining_path: node.remaining_path_len(),
-            done: state
-                .story_hinted(node.position(), node.id_str())
-                .is_some_and(|s| s.status == StoryStatus::Complete),
+        .map(|node| {
+            let record = state.story_hinted(node.position(), node.id_str());
+            let declared = p.prd.stories.get(node.position()).map(|s| &s.files[..]);
+            NodeSpec {
+                files: file_keys(declared, record, keys),
+                deps: node
+                    .dependency_positions()
+                    .iter()
+                    .map(|&d| d as usize)
+                    .collect(),
+                priority: node.priority().rank(),
+                file_index: node.position(),
+                remaining_path: node.remaining_path_len(),
+                done: record.is_some_and(|s| s.status == StoryStatus::Complete),
+            }
         })
         .collect()
+}
+
+/// A story's files for the scheduler: what it declares, and what its
+/// merges conflicted in before a resume (its `record`).
+fn file_keys(
+    declared: Option<&[String]>,
+    record: Option<&crate::state::StoryState>,
+    keys: &mut FileKeys,
+) -> Vec<u32> {
+    let conflicted = record.map(|s| &s.conflicted_files[..]);
+    let mut files: Vec<u32> = (declared.into_iter().flatten())
+        .chain(conflicted.into_iter().flatten())
+        .map(|f| keys.key(f))
+        .collect();
+    files.sort_unstable();
+    files.dedup();
+    files
 }
 
 #[cfg(test)]

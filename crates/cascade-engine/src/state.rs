@@ -205,6 +205,11 @@ pub struct StoryState {
     /// winner (what `status` and the dashboard show; see `crate::race`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub race: Option<crate::race::RaceRecord>,
+    /// The files its merges conflicted in during the run: the eager
+    /// scheduler keeps it apart from running stories that hold them, also
+    /// after a resume (see `crate::scheduler`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conflicted_files: Vec<String>,
 }
 
 /// A review's outcome, as kept in the state.
@@ -610,6 +615,7 @@ impl StoryState {
             review: None,
             story_type: None,
             race: None,
+            conflicted_files: Vec::new(),
         }
     }
 }

@@ -267,11 +267,23 @@ fn outcome(
                 files: files.clone(),
             });
             // The scheduler keeps the story apart from others in these
-            // files for the rest of the run.
+            // files for the rest of the run, and the record keeps them
+            // for a resume of it (written with the attempt's end).
             ctx.state.send(Change::Ask(Ask::Touches {
                 id: id.to_string(),
                 files: files.clone(),
             }));
+            let kept = files.clone();
+            ctx.state.send(Change::AmendStory {
+                id: id.to_string(),
+                change: Box::new(move |s| {
+                    for f in kept {
+                        if !s.conflicted_files.contains(&f) {
+                            s.conflicted_files.push(f);
+                        }
+                    }
+                }),
+            });
             let failure = Failure::new(
                 FailureKind::MergeConflict,
                 format!(
