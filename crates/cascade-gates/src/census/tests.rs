@@ -262,8 +262,85 @@ fn go_verdicts_of_tests_never_started_are_doubted() {
     assert_eq!(
         c.doubts,
         [
+            "test 'example.com/gof.TestGone' ended while 'TestReal' ran: that test printed it",
             "test 'example.com/gof.TestGone' ended without having started",
             "test 'example.com/gof.TestReal' is reported twice"
         ]
+    );
+}
+
+/// go 1.19's events of a test that prints go's own lines for a test that
+/// does not run (`=== RUN TestGone`, `--- PASS: TestGone`), beside
+/// parallel tests and subtests (real output, see testdata/go-forged.json):
+/// the printed start is a doubt, the real tests are not.
+#[test]
+fn a_go_test_printing_another_tests_start_and_pass_is_a_doubt() {
+    let out = data("go-forged.json");
+    let c = gotest::parse(&out);
+    assert_doubt(
+        &c,
+        "test 'example.com/calc.TestGone' started while 'TestForge' ran",
+    );
+    assert_doubt(
+        &c,
+        "test 'example.com/calc.TestGone' ended while 'TestForge' ran",
+    );
+    assert_eq!(c.doubts.len(), 2, "{:?}", c.doubts);
+    // Without the forging test, the parallel tests and subtests are read
+    // without a doubt.
+    let honest: String = out
+        .lines()
+        .filter(|l| !l.contains("TestGone") && !l.contains("TestForge"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let c = gotest::parse(&honest);
+    assert!(c.doubts.is_empty(), "{:?}", c.doubts);
+    assert_eq!(
+        c.ran(),
+        7,
+        "{:?}",
+        c.with(TestOutcome::Passed).collect::<Vec<_>>()
+    );
+    // A pass of a paused test, or of another test while one runs, is
+    // printed too.
+    let event = |action: &str, test: &str| {
+        format!("{{\"Action\":\"{action}\",\"Package\":\"p\",\"Test\":\"{test}\"}}\n")
+    };
+    let paused = [
+        event("run", "TestP"),
+        event("pause", "TestP"),
+        event("run", "TestQ"),
+        event("pass", "TestP"),
+    ]
+    .concat();
+    assert_doubt(
+        &gotest::parse(&paused),
+        "'p.TestP' ended while it was paused",
+    );
+    let inside = [
+        event("run", "TestQ"),
+        event("run", "TestR"),
+        event("pass", "TestR"),
+    ]
+    .concat();
+    assert_doubt(
+        &gotest::parse(&inside),
+        "'p.TestR' started while 'TestQ' ran",
+    );
+    // With -count=2 the tests run again once the first round has ended.
+    let again = [
+        event("run", "TestP"),
+        event("pause", "TestP"),
+        event("cont", "TestP"),
+        event("pass", "TestP"),
+        event("run", "TestP"),
+        event("pass", "TestP"),
+    ]
+    .concat();
+    let c = gotest::parse(&again);
+    assert!(
+        c.doubts.iter().all(|d| !d.contains("while")),
+        "{:?}",
+        c.doubts
     );
 }
