@@ -523,12 +523,14 @@ fn a_train_gates_stories_that_board_it_on_top_and_regates_the_ones_behind_a_fail
     assert_no_integration_branch_is_left(&f);
     let tree = git(f.repo(), &["ls-tree", "--name-only", "main"]);
     assert!(tree.lines().any(|l| l == "other.py"), "{tree}");
+    #[cfg(feature = "ui")]
     assert_the_dashboard_shows_the_train(&f, &gated);
 }
 
 /// The dashboard of the finished run (read from its journal) counts the
 /// gatings the events had, keeps the last ones with their members, and
 /// has nobody on the train.
+#[cfg(feature = "ui")]
 fn assert_the_dashboard_shows_the_train(f: &Fixture, gated: &[(String, Value, String)]) {
     let ui = crate::ui::Ui::start(f.repo(), Some(&f.t("agents.json")));
     let (status, snap) = ui.get("/api/run");
