@@ -141,7 +141,7 @@ fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
     journal::each_line(path, |line| {
         let opening = journal::Opening::of(line);
         let skip = opening
-            .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !Summary::folds(e)));
+            .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !summary.folds(e)));
         if skip {
             return;
         }

@@ -619,10 +619,10 @@ impl Summary {
     }
 
     /// Whether [`Summary::add`] takes anything from an event named `event`
-    /// (the others leave the summary as it was: a reader may skip them
+    /// now (the others leave the summary as it was: a reader may skip them
     /// unread).
-    pub fn folds(event: &str) -> bool {
-        Fold::of(event).is_some() || event == "run_started" || Train::folds(event)
+    pub fn folds(&self, event: &str) -> bool {
+        Fold::of(event).is_some() || event == "run_started" || self.train.folds(event)
     }
 
     /// Whether [`Summary::add`] surely takes nothing from the event record
