@@ -365,6 +365,25 @@ fn a_go_test_printing_start_and_pass_lines_for_tests_it_switched_off_fails() {
     assert!(caught, "{mismatch:?} {gone:?}");
 }
 
+/// A `TestMain` that prints go's result lines after the tests ran (where
+/// they are no test's output): the story adding it fails as
+/// `result-hook`, before the census has to judge what go read.
+#[test]
+fn a_go_test_main_a_story_adds_is_a_result_hook() {
+    let Some(files) = go_project() else {
+        return;
+    };
+    let change = "printf 'package calc\\n\\nimport (\\n\\t\"fmt\"\\n\\t\"os\"\\n\\t\"testing\"\\n)\\n\\nfunc TestMain(m *testing.M) {\\n\\tcode := m.Run()\\n\\tfmt.Println(\"--- PASS: TestAdd (0.00s)\")\\n\\tos.Exit(code)\\n}\\n' > main_test.go";
+    let (events, code, _repo) = run_story(
+        &files,
+        &["go", "test", "./..."],
+        "speed up the tests",
+        change,
+    );
+    assert_eq!(code, 1, "{events:?}");
+    assert_found(&events, "result-hook", "go `TestMain`");
+}
+
 /// A story on [`go_project`] that switches `calc_test.go` off with a build
 /// constraint never met and adds `TestReport`, whose body (`printf` text)
 /// prints go's lines for the tests it took away. The story must fail; its

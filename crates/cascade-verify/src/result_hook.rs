@@ -2,8 +2,10 @@
 //! report (`result-hook`): a `pytest_runtest_makereport` that sets every
 //! outcome to "passed", a `pytest_report_teststatus` that prints failures as
 //! passes, a `pytest_collection_modifyitems` that drops items, a
-//! `pytest_plugins` that loads a plugin doing the same. The census reads
-//! what pytest reports, so a hook that forges the report forges the census:
+//! `pytest_plugins` that loads a plugin doing the same; and go's
+//! `TestMain`, which runs around a package's tests and can print lines go
+//! 1.19's test2json reads as their results. The census reads what the
+//! runner reports, so a hook that forges the report forges the census:
 //! such a hook is judged by what it is, wherever it lives (a conftest.py, a
 //! plugin module), and a story that means to add one says so in
 //! `verify_allow`: the file's path (which also allows that file's
@@ -32,13 +34,55 @@ const HOOKS: [&str; 11] = [
 ];
 
 /// One `result-hook` finding per hook definition (or `pytest_plugins`
-/// assignment) of a Python file whose lines the change added or changed.
+/// assignment) of a Python file, or `TestMain` of a go test file, whose
+/// lines the change added or changed.
 pub(crate) fn result_hooks(p: &Prepared, out: &mut Vec<Finding>) {
-    if p.lang != Some(Language::Python) || p.diff.new_text.is_none() {
+    if p.diff.new_text.is_none() {
         return;
     }
-    // A blank line added after a block is not a change of the block.
-    let touched = |i: usize| !blank(&p.lines[i]) && p.diff.added.contains(&(i as u32 + 1));
+    match p.lang {
+        Some(Language::Python) => python_hooks(p, out),
+        Some(Language::Go) if p.diff.path.ends_with("_test.go") => go_test_main(p, out),
+        _ => {}
+    }
+}
+
+/// A line the change added or changed (a blank line added after a block
+/// is not a change of the block).
+fn touched(p: &Prepared, i: usize) -> bool {
+    !blank(&p.lines[i]) && p.diff.added.contains(&(i as u32 + 1))
+}
+
+/// The finding for `what` at line `i`.
+fn hook_finding(p: &Prepared, i: usize, what: &str) -> Finding {
+    let message = format!(
+        "{what} added or changed: it can rewrite test outcomes, so the gate's result cannot be trusted (allow it with `verify_allow: [\"{}\"]`, or `[\"{RESULT_HOOK}\"]`)",
+        p.diff.path
+    );
+    finding(RESULT_HOOK, &p.diff.path, i as u32 + 1, &message, p.raw[i])
+}
+
+/// go's `TestMain` whose body the change added or changed: it runs before
+/// and after the package's tests, where what it prints is not any test's
+/// output (see the census's go reader).
+fn go_test_main(p: &Prepared, out: &mut Vec<Finding>) {
+    for (i, line) in p.lines.iter().enumerate() {
+        if !line.code.starts_with("func TestMain(") {
+            continue;
+        }
+        // Its body ends at the first `}` in the first column.
+        let end = (i + 1..p.lines.len())
+            .find(|&j| p.raw[j].starts_with('}'))
+            .map_or(p.lines.len(), |j| j + 1);
+        if (i..end).any(|j| touched(p, j)) {
+            out.push(hook_finding(p, i, "go `TestMain`"));
+        }
+    }
+}
+
+/// The pytest hooks and `pytest_plugins` lines of a Python file.
+fn python_hooks(p: &Prepared, out: &mut Vec<Finding>) {
+    let touched = |i: usize| touched(p, i);
     for (i, line) in p.lines.iter().enumerate() {
         let code = line.code.trim_start();
         let what = if let Some(hook) = hook_defined(code) {
@@ -50,17 +94,7 @@ pub(crate) fn result_hooks(p: &Prepared, out: &mut Vec<Finding>) {
                 .then(|| "`pytest_plugins` (a plugin)".to_string())
         };
         if let Some(what) = what {
-            let message = format!(
-                "{what} added or changed: it can rewrite test outcomes, so the gate's result cannot be trusted (allow it with `verify_allow: [\"{}\"]`, or `[\"{RESULT_HOOK}\"]`)", p.diff.path
-            );
-            let line_no = i as u32 + 1;
-            out.push(finding(
-                RESULT_HOOK,
-                &p.diff.path,
-                line_no,
-                &message,
-                p.raw[i],
-            ));
+            out.push(hook_finding(p, i, &what));
         }
     }
 }

@@ -571,3 +571,41 @@ fn bad_verify_json_names_where() {
     assert!(e.to_string().contains("unknown language 'cobol'"), "{e}");
     let _ = UserConfig::default();
 }
+
+/// go's `TestMain` runs around a package's tests, where what it prints
+/// is no test's output (go 1.19 reads printed `--- PASS` lines there as
+/// results): added or changed in a test file it is a `result-hook`; left
+/// as it was, or in a file that is not a test file, it is not.
+#[test]
+fn a_go_test_main_added_or_changed_is_a_result_hook() {
+    let main = "package calc\n\nimport (\n\t\"os\"\n\t\"testing\"\n)\n\nfunc TestMain(m *testing.M) {\n\tos.Exit(m.Run())\n}\n";
+    let hooks = |files: &[FileDiff]| -> Vec<(String, u32)> {
+        found(files)
+            .into_iter()
+            .filter(|(rule, _)| rule == crate::RESULT_HOOK)
+            .collect()
+    };
+    assert_eq!(hooks(&[added("calc_test.go", main)]), one("result-hook", 8));
+    let printing = main.replace("\tos.Exit", "\tprintln(\"--- PASS: TestAdd\")\n\tos.Exit");
+    assert_eq!(
+        hooks(&[changed("calc_test.go", main, &printing)]),
+        one("result-hook", 8)
+    );
+    let more = format!("{main}\nfunc TestMore(t *testing.T) {{}}\n");
+    assert_eq!(hooks(&[changed("calc_test.go", main, &more)]), []);
+    assert_eq!(hooks(&[added("cmd/main.go", main)]), []);
+    let by_file = Intent {
+        allow: vec!["calc_test.go".into()],
+        ..Intent::default()
+    };
+    let v = crate::check(
+        &[added("calc_test.go", main)],
+        &RuleSet::builtin(),
+        &by_file,
+    );
+    assert!(
+        v.findings.iter().all(|f| f.rule != crate::RESULT_HOOK),
+        "{:?}",
+        v.findings
+    );
+}
