@@ -5,7 +5,6 @@
 //! `tests/e2e/fleet.rs`.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use cascade_engine::config::{EngineConfig, RunOptions};
@@ -16,20 +15,7 @@ use cascade_engine::executor::{
 };
 use cascade_engine::{Event, FailureKind, RetryPolicy, RunStatus};
 use cascade_process::CancelToken;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use cascade_test_support::git;
 
 fn repo_with_plan() -> tempfile::TempDir {
     let stories = serde_json::json!([

@@ -7,7 +7,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use cascade_gates::{
@@ -15,22 +14,10 @@ use cascade_gates::{
     RemoteMode, RemoteRequest, RemoteSettings, RunOptions,
 };
 use cascade_process::CancelToken;
+use cascade_test_support::git;
 use serde_json::json;
 
 const SECRET: &str = "test-secret";
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}");
-}
 
 /// Two clones-in-content (`a`, `b`) of one small tree, a shared `bin/` with
 /// the gate script, and a `remote/` directory as the remote store.

@@ -18,6 +18,7 @@ use cascade_gates::{
     RemoteRequest, RemoteSettings, RunOptions,
 };
 use cascade_process::CancelToken;
+use cascade_test_support::git;
 use serde_json::json;
 
 /// Kills the emulator when the test ends, however it ends.
@@ -77,20 +78,6 @@ fn create_bucket(port: u16, bucket: &str) {
     let mut reply = String::new();
     let _ = s.read_to_string(&mut reply);
     assert!(reply.starts_with("HTTP/1.1 200"), "create bucket: {reply}");
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 fn repo(tmp: &Path, name: &str) -> PathBuf {

@@ -338,15 +338,7 @@ fn set_executable(path: &Path) -> Result<(), VerifyError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "git {args:?}");
-    }
+    use cascade_test_support::git;
 
     #[test]
     fn program_running_settings_are_told_from_the_others() {

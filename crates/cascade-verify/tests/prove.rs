@@ -3,26 +3,12 @@
 //! the story's code) is not, and neither is a test moved from another file.
 //! Each runner's test skips, saying why, when the runner is not installed.
 
-use std::path::Path;
 use std::process::Command;
 
 use cascade_process::CancelToken;
+use cascade_test_support::git;
 use cascade_verify::prove::{prove, Proof, ProveOptions};
 use cascade_verify::RuleSet;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 fn runs(program: &str, args: &[&str]) -> bool {
     let ok = Command::new(program)

@@ -14,6 +14,7 @@ use super::run::{run_mega, FeatureSpec, MegaOptions, PlanInput};
 use super::state::FeatureStatus;
 use crate::control::steer::{Action, Steering};
 use crate::events::{Event, RunStatus, StoryCounts};
+use cascade_test_support::git;
 
 #[derive(Default)]
 struct Fake {
@@ -107,20 +108,6 @@ impl MegaPorts for Fake {
             summary: if self.gates_pass { "" } else { "tests failed" }.into(),
         })
     }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t")
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "git {args:?}");
 }
 
 fn repo() -> tempfile::TempDir {
