@@ -217,7 +217,7 @@ fn check(g: &Global, a: CheckArgs) -> CliResult {
     let gate = attempt
         .policy
         .as_deref()
-        .map(|p| Arc::new(p.with_own_network()));
+        .map(|p| Arc::new(p.with_network(sandbox::Network::shared_or_own())));
     let isolated = gate.is_some() && sandbox::own_network_available();
     if gate.is_some() && !isolated {
         notes.push(

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use cascade_process::sandbox::{self, Policy};
+use cascade_process::sandbox::{self, Network, Policy};
 use serde::{Deserialize, Serialize};
 
 /// Writable under `$HOME` for every confined process: package and build
@@ -232,7 +232,7 @@ pub fn attempt_policy(settings: &SandboxSettings, worktree: &Path, tmp: &Path) -
         write,
         hide,
         tmp: Some(tmp.to_path_buf()),
-        own_network: false,
+        network: Network::Host,
         connect_ports: None,
     }
 }
@@ -249,7 +249,7 @@ pub fn hook_policy(settings: &SandboxSettings, tmp: &Path) -> Policy {
         write: allowed_by_the_runner(),
         hide: hidden(settings, home.as_deref()),
         tmp: Some(tmp.to_path_buf()),
-        own_network: false,
+        network: Network::Host,
         connect_ports: None,
     }
 }
@@ -374,6 +374,6 @@ mod tests {
         if let Some(home) = sandbox::home() {
             assert!(p.hide.contains(&home.join(".ssh")));
         }
-        assert!(!p.own_network && p.connect_ports.is_none());
+        assert!(p.network == Network::Host && p.connect_ports.is_none());
     }
 }

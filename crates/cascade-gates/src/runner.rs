@@ -90,6 +90,9 @@ struct Ctx {
     extra_env: Vec<(String, String)>,
     story: Option<String>,
     sandbox: Option<Arc<cascade_process::sandbox::Policy>>,
+    /// The network namespace the run's confined gates share, made when
+    /// the first of them starts (a run of cache hits makes none).
+    network: std::sync::OnceLock<cascade_process::sandbox::Network>,
     repo_root: PathBuf,
     /// `workdir` relative to `repo_root` (`.` when equal).
     workdir_rel: String,
@@ -99,6 +102,15 @@ struct Ctx {
     fingerprint: Option<Arc<Fingerprint>>,
     rerun: bool,
     census_dir: Option<PathBuf>,
+}
+
+impl Ctx {
+    /// The run's gate network, made on first use.
+    fn network(&self) -> cascade_process::sandbox::Network {
+        self.network
+            .get_or_init(cascade_process::sandbox::Network::shared_or_own)
+            .clone()
+    }
 }
 
 /// Runs the gates and returns the report. Never fails: problems become
@@ -291,6 +303,7 @@ pub async fn run_prepared(
         extra_env: env.extra_env.clone(),
         story: env.story.clone(),
         sandbox: env.sandbox.clone(),
+        network: std::sync::OnceLock::new(),
         repo_root: prepared.repo_root,
         workdir_rel: prepared.workdir_rel,
         workdir: prepared.workdir,
@@ -672,11 +685,11 @@ async fn execute(
     for (k, v) in &gate.env {
         spec = spec.env(k, v);
     }
-    // Gates run in a network namespace of their own: loopback only; they
-    // may write their report directory.
+    // Gates run off the host's network, in one namespace per run (loopback
+    // only); they may write their report directory.
     if let Some(policy) = &ctx.sandbox {
         let policy = policy.with_write(private.iter().map(|d| d.path().to_path_buf()));
-        spec = spec.sandbox(Arc::new(policy.with_own_network()));
+        spec = spec.sandbox(Arc::new(policy.with_network(ctx.network())));
     }
     let mut running = match spec.spawn() {
         Ok(r) => r,

@@ -536,3 +536,55 @@ fn census_reports_are_read_only_from_a_fresh_private_directory_per_run() {
         assert!(!Path::new(dir).exists(), "{dir} is removed once read");
     }
 }
+
+#[test]
+fn the_confined_gates_of_a_run_share_a_network_of_their_own_and_the_next_run_gets_another() {
+    use cascade_process::sandbox::{self, Policy};
+    if !sandbox::own_network_available() {
+        eprintln!("skipped: this kernel allows no user namespaces");
+        return;
+    }
+    let f = Fixture::new();
+    let netns = f.script("netns", "readlink /proc/self/ns/net");
+    let gate = |name: &str| json!({"name": name, "command": netns.clone()});
+    let set = f.set(json!({"gates": [gate("one"), gate("two")]}));
+    let env = runner::GateEnv {
+        sandbox: Some(std::sync::Arc::new(Policy {
+            write: vec![f.repo()],
+            ..Policy::default()
+        })),
+        ..runner::GateEnv::default()
+    };
+    let o = RunOptions {
+        use_cache: false,
+        ..opts(&f.repo())
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let networks = || {
+        let report = rt.block_on(runner::run_gates_in(
+            &set,
+            &o,
+            &env,
+            &f.cache(),
+            |_| {},
+            &CancelToken::new(),
+        ));
+        report
+            .gates
+            .iter()
+            .map(|g| {
+                assert!(g.passed, "{g:?}");
+                g.output_excerpt.trim().to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = networks();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(first[0].starts_with("net:["), "{first:?}");
+    assert_eq!(first[0], first[1], "one namespace for the run's gates");
+    assert_ne!(first[0], host.display().to_string(), "not the host's");
+    let second = networks();
+    assert_eq!(second[0], second[1]);
+    assert_ne!(second[0], first[0], "another run, another namespace");
+}

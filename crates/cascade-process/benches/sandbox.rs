@@ -3,15 +3,16 @@
 //! policy (worktree and temp dir writable, the default hidden paths under
 //! `$HOME` unreadable), and building the ruleset alone (the part that grows
 //! with the directories on the way to each hidden path), and a gate's run
-//! (the same policy in a network namespace of its own) and an agent's (the
-//! same policy connecting only to port 443). On a kernel
+//! (the same policy joining the network namespace its run shares; making
+//! one per run, and per child as before, measured beside it) and an
+//! agent's (the same policy connecting only to port 443). On a kernel
 //! without Landlock only the unconfined run is measured.
 //! Run quickly with `cargo bench -p cascade-process --bench sandbox -- --quick`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use cascade_process::sandbox::{self, Policy};
+use cascade_process::sandbox::{self, Network, Policy, SharedNetwork};
 use cascade_process::{CancelToken, Spec};
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 
@@ -32,7 +33,7 @@ fn bench(c: &mut Criterion) {
             .map(|h| sandbox::default_hidden(&h))
             .unwrap_or_default(),
         tmp: Some(tmp),
-        own_network: false,
+        network: sandbox::Network::Host,
         connect_ports: None,
     });
     let run = |spec: Spec| {
@@ -60,10 +61,19 @@ fn bench(c: &mut Criterion) {
             b.iter(|| run(Spec::new("true").cwd(&worktree).sandbox(Arc::clone(&agent))))
         });
         if sandbox::own_network_available() {
-            // What a gate gets: the same, in a network namespace of its own.
-            let gate = Arc::new(policy.with_own_network());
+            // A child making a network namespace of its own.
+            let own = Arc::new(policy.with_own_network());
             g.bench_function("run_true_confined_own_network", |b| {
+                b.iter(|| run(Spec::new("true").cwd(&worktree).sandbox(Arc::clone(&own))))
+            });
+            // What a gate gets: the same policy joining the namespace its
+            // run shares, and making that namespace (once per gate run).
+            let gate = Arc::new(policy.with_network(Network::shared_or_own()));
+            g.bench_function("run_true_confined_shared_network", |b| {
                 b.iter(|| run(Spec::new("true").cwd(&worktree).sandbox(Arc::clone(&gate))))
+            });
+            g.bench_function("make_shared_network", |b| {
+                b.iter(|| black_box(SharedNetwork::new().expect("network")))
             });
         }
         g.bench_function("prepare_ruleset", |b| {

@@ -10,6 +10,7 @@
 //! of hidden files are not): many tools fail when they cannot list `$HOME`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Hidden by default under `$HOME`: where credentials live.
 pub const DEFAULT_HIDDEN: &[&str] = &[
@@ -36,17 +37,67 @@ pub struct Policy {
     /// `TMPDIR`, `TMP` and `TEMP` (tools put scratch files there, not in a
     /// shared `/tmp` the sandbox does not let them write).
     pub tmp: Option<PathBuf>,
-    /// The child gets a network namespace of its own (a user namespace
-    /// holding it, its loopback up): 127.0.0.1 works inside, nothing
-    /// outside is reachable. What gates get; where the kernel allows no
-    /// user namespaces ([`own_network_available`]) the child keeps the
-    /// host's network.
-    pub own_network: bool,
+    /// Where the child's network is: the host's, or a namespace of its own
+    /// or shared with the other gates of its run (loopback only). Gates
+    /// get the latter.
+    pub network: Network,
     /// The only TCP ports the child may connect to (any address: Landlock
     /// rules know ports, not hosts); `None`: connecting is not restricted.
     /// What agents get (their model API). Enforced from Landlock ABI 4;
     /// an older kernel leaves connecting free ([`ports_enforced`]).
     pub connect_ports: Option<Vec<u16>>,
+}
+
+/// Where a confined child's network is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Network {
+    /// The host's.
+    #[default]
+    Host,
+    /// A user and network namespace the child makes for itself, its
+    /// loopback up: 127.0.0.1 works inside, nothing outside is reachable.
+    /// Where the kernel allows no user namespaces
+    /// ([`own_network_available`]) the child keeps the host's network.
+    Own,
+    /// The same, made beforehand and joined by every child given it (the
+    /// gates of one run): a start joins instead of making one.
+    Shared(Arc<SharedNetwork>),
+}
+
+impl Network {
+    /// A [`SharedNetwork`] for the children to come, or [`Network::Own`]
+    /// where one cannot be made (each child then tries for itself).
+    pub fn shared_or_own() -> Network {
+        match SharedNetwork::new() {
+            Ok(shared) => Network::Shared(Arc::new(shared)),
+            Err(_) => Network::Own,
+        }
+    }
+
+    /// Whether the child is off the host's network.
+    pub fn is_own(&self) -> bool {
+        !matches!(self, Network::Host)
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod netns;
+#[cfg(target_os = "linux")]
+pub use netns::SharedNetwork;
+
+/// Where there are no network namespaces: never made.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug, PartialEq, Eq)]
+pub struct SharedNetwork;
+
+#[cfg(not(target_os = "linux"))]
+impl SharedNetwork {
+    /// Fails: this system has no network namespaces.
+    pub fn new() -> Result<SharedNetwork, SandboxError> {
+        Err(SandboxError::Network(std::io::Error::from(
+            std::io::ErrorKind::Unsupported,
+        )))
+    }
 }
 
 /// The Landlock ABI that restricts TCP connects by port.
@@ -66,6 +117,9 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// A shared network namespace could not be made.
+    #[error("cannot make a network namespace for the gates: {0}")]
+    Network(#[source] std::io::Error),
 }
 
 /// A path as policies are written: `~/x` under `home`, an absolute path
@@ -111,10 +165,15 @@ impl Policy {
         p
     }
 
-    /// The same policy with a network namespace of the child's own (gates).
+    /// The same policy with a network namespace of the child's own.
     pub fn with_own_network(&self) -> Policy {
+        self.with_network(Network::Own)
+    }
+
+    /// The same policy with its network `network` (gates: shared by the run).
+    pub fn with_network(&self, network: Network) -> Policy {
         Policy {
-            own_network: true,
+            network,
             ..self.clone()
         }
     }
@@ -206,7 +265,7 @@ pub struct Prepared {
     #[cfg(target_os = "linux")]
     ruleset: Option<landlock::RulesetCreated>,
     #[cfg(target_os = "linux")]
-    own_network: Option<netns::OwnNetwork>,
+    network: Option<netns::Enter>,
 }
 
 impl Policy {
@@ -231,7 +290,7 @@ impl Prepared {
         // The namespaces first: writing the uid map under /proc is a write
         // Landlock would refuse once applied.
         #[cfg(target_os = "linux")]
-        if let Some(net) = &self.own_network {
+        if let Some(net) = &self.network {
             net.enter();
         }
         #[cfg(target_os = "linux")]
@@ -250,6 +309,7 @@ mod linux {
         Ruleset, RulesetAttr, RulesetCreatedAttr, Scope, ABI,
     };
     use std::path::{Path, PathBuf};
+    use std::sync::Arc;
 
     pub(super) fn prepare(policy: &Policy) -> Result<Prepared, SandboxError> {
         let abi = ABI::V7;
@@ -298,10 +358,15 @@ mod linux {
                 rs = rs.add_rule(PathBeneath::new(f, AccessFs::from_all(abi)))?;
             }
         }
-        let own_network = policy.own_network.then(super::netns::OwnNetwork::new);
+        use super::netns::{Enter, Maps};
+        let network = match &policy.network {
+            super::Network::Host => None,
+            super::Network::Own => Some(Enter::Own(Maps::new())),
+            super::Network::Shared(shared) => Some(Enter::Join(Arc::clone(shared), Maps::new())),
+        };
         Ok(Prepared {
             ruleset: Some(rs),
-            own_network,
+            network,
         })
     }
 
@@ -335,91 +400,6 @@ mod linux {
             }
         }
         Ok(())
-    }
-}
-
-/// A network namespace of a child's own, entered between fork and exec
-/// (only syscalls there: the uid and gid maps are written in the parent).
-#[cfg(target_os = "linux")]
-mod netns {
-    /// The maps that keep the child's ids as they were in its new user
-    /// namespace (`inside outside 1`).
-    pub(super) struct OwnNetwork {
-        uid_map: Vec<u8>,
-        gid_map: Vec<u8>,
-    }
-
-    impl OwnNetwork {
-        pub(super) fn new() -> OwnNetwork {
-            // SAFETY: getuid and getgid cannot fail.
-            let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-            OwnNetwork {
-                uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-                gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-            }
-        }
-
-        /// Unshares the user and network namespaces and brings `lo` up.
-        /// Best-effort: where the kernel refuses, the child keeps the
-        /// host's network (said by [`super::own_network_available`]).
-        pub(super) fn enter(&self) {
-            // SAFETY: plain syscalls on buffers owned by `self`, in the
-            // forked single-threaded child.
-            unsafe {
-                if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) != 0 {
-                    return;
-                }
-                write(b"/proc/self/setgroups\0", b"deny");
-                write(b"/proc/self/uid_map\0", &self.uid_map);
-                write(b"/proc/self/gid_map\0", &self.gid_map);
-                loopback_up();
-            }
-        }
-    }
-
-    /// Writes `bytes` to the file at the NUL-terminated `path`.
-    unsafe fn write(path: &[u8], bytes: &[u8]) {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd >= 0 {
-            libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-            libc::close(fd);
-        }
-    }
-
-    /// `ip link set lo up` in the current network namespace.
-    unsafe fn loopback_up() {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return;
-        }
-        let mut req: libc::ifreq = std::mem::zeroed();
-        req.ifr_name[0] = b'l' as libc::c_char;
-        req.ifr_name[1] = b'o' as libc::c_char;
-        if libc::ioctl(fd, libc::SIOCGIFFLAGS as _, &mut req) == 0 {
-            req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-            libc::ioctl(fd, libc::SIOCSIFFLAGS as _, &req);
-        }
-        libc::close(fd);
-    }
-
-    /// Forks a child that tries the unshare and exits with the answer.
-    pub(super) fn available() -> bool {
-        // SAFETY: the child makes only async-signal-safe syscalls and
-        // `_exit`s; the parent waits for that one pid.
-        unsafe {
-            let pid = libc::fork();
-            if pid == 0 {
-                let ok = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0;
-                libc::_exit(if ok { 0 } else { 1 });
-            }
-            if pid < 0 {
-                return false;
-            }
-            let mut status = 0;
-            libc::waitpid(pid, &mut status, 0) == pid
-                && libc::WIFEXITED(status)
-                && libc::WEXITSTATUS(status) == 0
-        }
     }
 }
 
@@ -477,7 +457,7 @@ mod tests {
             write: vec![wt.clone()],
             hide: default_hidden(&tmp.path().join("home")),
             tmp: None,
-            own_network: false,
+            network: Network::Host,
             connect_ports: None,
         };
         let p = |p: &Path| p.display().to_string();
@@ -511,6 +491,51 @@ mod tests {
         let own = policy.with_own_network();
         assert!(!confined(&own, &connect).await, "reached the host");
         assert!(confined(&own, inside).await, "its own loopback");
+        let shared = policy.with_network(Network::shared_or_own());
+        assert!(matches!(shared.network, Network::Shared(_)));
+        assert!(
+            !confined(&shared, &connect).await,
+            "shared reached the host"
+        );
+        assert!(confined(&shared, inside).await, "the shared loopback");
+    }
+
+    /// What `/proc/self/ns/net` names for a child confined to `policy`.
+    async fn network_of(policy: &Policy) -> String {
+        let spec = Spec::new("readlink")
+            .args(["/proc/self/ns/net"])
+            .sandbox(Arc::new(policy.clone()));
+        let out = spec.run(&CancelToken::new()).await.expect("readlink runs");
+        assert!(out.success(), "{out:?}");
+        out.stdout.text_lossy().trim().to_string()
+    }
+
+    #[tokio::test]
+    async fn children_given_one_shared_network_are_in_it_and_no_other_is() {
+        if kernel_abi() == 0 || !own_network_available() {
+            eprintln!("skipped: no Landlock or no user namespaces here");
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let policy = Policy {
+            write: vec![tmp.path().to_path_buf()],
+            ..Policy::default()
+        };
+        let one = Arc::new(SharedNetwork::new().expect("a shared network"));
+        let two = Arc::new(SharedNetwork::new().expect("another"));
+        assert_ne!(one, two);
+        let in_one = policy.with_network(Network::Shared(Arc::clone(&one)));
+        let first = network_of(&in_one).await;
+        assert_eq!(first, format!("net:[{}]", one.inode()));
+        assert_eq!(network_of(&in_one).await, first, "the same namespace again");
+        let in_two = network_of(&policy.with_network(Network::Shared(two))).await;
+        let own = network_of(&policy.with_own_network()).await;
+        let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+        for other in [&in_two, &own, &host.display().to_string()] {
+            assert_ne!(other, &first);
+        }
+        // A namespace outlives the child that made it while it is held.
+        assert_eq!(network_of(&in_one).await, first);
     }
 
     #[tokio::test]

@@ -257,7 +257,10 @@ pub async fn prove(
         sandbox: opts.sandbox.as_ref().map(|p| {
             let writable = std::iter::once(scratch.path().to_path_buf())
                 .chain(opts.cargo_target_dir.iter().cloned());
-            std::sync::Arc::new(p.with_write(writable))
+            // The runs share one network namespace of their own, as a
+            // run's gates do.
+            let network = cascade_process::sandbox::Network::shared_or_own();
+            std::sync::Arc::new(p.with_write(writable).with_network(network))
         }),
         ..opts.clone()
     };
@@ -496,9 +499,10 @@ impl Run {
                 .unwrap_or_else(|| root.join("target"));
             spec = spec.env("CARGO_TARGET_DIR", dir);
         }
-        // The tests run as a gate runs them: in a network namespace of their own.
+        // The tests run as a gate runs them: off the host's network (the
+        // namespace `prove` gave the policy).
         if let Some(policy) = &opts.sandbox {
-            spec = spec.sandbox(std::sync::Arc::new(policy.with_own_network()));
+            spec = spec.sandbox(std::sync::Arc::clone(policy));
         }
         let outcome = match spec.run(cancel).await {
             Ok(o) => o,
