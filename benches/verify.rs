@@ -7,7 +7,6 @@
 //!
 //! `cargo bench --bench verify -- --quick`.
 
-use std::process::Command;
 use std::time::Duration;
 
 use cascade_gates::{run_gates, GateCache, GateSet, RunOptions};
@@ -19,6 +18,8 @@ use criterion::{criterion_group, Criterion};
 #[macro_use]
 #[path = "support/mod.rs"]
 mod support;
+
+use support::git;
 
 /// Lines of the change.
 const LINES: usize = 5_000;
@@ -59,20 +60,6 @@ fn change() -> Vec<(String, String)> {
             (format!("src/m{n}.{ext}"), source(ext, LINES / FILES, n))
         })
         .collect()
-}
-
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let ok = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@b")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@b")
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "git {args:?}");
 }
 
 fn bench(c: &mut Criterion) {

@@ -344,16 +344,7 @@ pub(crate) mod testutil {
 
     use crate::RepoPaths;
 
-    /// Runs the git CLI in `dir`; its standard output, trimmed (it must succeed).
-    pub fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
-    }
+    pub use cascade_test_support::git;
 
     /// A repository on `main` with `README.md` committed, and an identity.
     pub fn init_repo() -> (TempDir, Repository, RepoPaths) {
