@@ -60,18 +60,7 @@ impl Entry {
         data: &'d str,
         times: (u64, u64),
     ) -> (Entry, Option<Head<'d>>) {
-        Entry::with_head(seq, kind, data, times, serde_json::from_str(data).ok())
-    }
-
-    /// [`Entry::new`] with the head of `data` parsed already (`None`: it
-    /// does not parse as one).
-    fn with_head<'d>(
-        seq: u64,
-        kind: &str,
-        data: &'d str,
-        times: (u64, u64),
-        head: Option<Head<'d>>,
-    ) -> (Entry, Option<Head<'d>>) {
+        let head: Option<Head<'d>> = serde_json::from_str(data).ok();
         let event = kind == "event";
         let control = event && head.as_ref().and_then(|h| h.event.as_deref()) == Some("control");
         let story = head
@@ -88,18 +77,7 @@ impl Entry {
     }
 
     /// From a journal line (`None`: not a record, e.g. a torn last line).
-    /// A whole line in the written layout ([`journal::Opening::data`]) is
-    /// parsed once, its data alone; any other is read whole first.
     fn parse(line: &str) -> Option<(Entry, Option<Head<'_>>)> {
-        if let Some(o) = journal::Opening::of(line) {
-            if let Some(data) = o.data() {
-                // Parsed, the data is a JSON value, and the line a record.
-                if let Ok(head) = serde_json::from_str::<Head>(data) {
-                    let times = (o.t_ms, o.ts);
-                    return Some(Entry::with_head(o.seq, o.kind, data, times, Some(head)));
-                }
-            }
-        }
         let l = Line::of(line)?;
         Some(Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)))
     }
@@ -131,64 +109,50 @@ impl Line<'_> {
     }
 }
 
-/// What [`read_journal`] folds of a journal and the `seq` of the last record
-/// it would keep, without making the records: the lines of events the
-/// summary does not fold are known by their opening and skipped unread, and
-/// the last record is found from the end. What the run view needs of a
-/// finished run's journal when nobody asked for its records yet.
+/// What the records of a journal say and the `seq` of its last record,
+/// without keeping the records: what the run view needs of a finished
+/// run's journal when nobody asked for its records yet.
 fn summarize_journal(path: &std::path::Path) -> (Summary, u64) {
     let mut summary = Summary::default();
+    let mut last = 0;
     journal::each_line(path, |line| {
-        let opening = journal::Opening::of(line);
-        let skip = opening
-            .is_some_and(|o| o.kind != "event" || o.event.is_some_and(|e| !summary.folds(e)));
-        if skip {
+        let Some(l) = Line::of(line) else { return };
+        last = l.seq;
+        if l.kind != "event" {
             return;
         }
-        // A whole line in the written layout: its data is parsed alone
-        // (when it does not parse, neither does the line), unless it
-        // surely adds nothing.
-        let data = match opening.and_then(|o| Some((o.event, o.data()?))) {
-            Some((Some(event), data)) if Summary::skips(event, data) => return,
-            Some((_, data)) => Some(data),
-            None => Line::of(line)
-                .filter(|l| l.kind == "event")
-                .map(|l| l.data.get()),
-        };
-        if let Some(h) = data.and_then(|d| serde_json::from_str::<Head>(d).ok()) {
-            summary.add(&h);
+        if let Ok(head) = serde_json::from_str::<Head>(l.data.get()) {
+            summary.add(&head);
         }
     });
-    let last = journal::last_line(path, |l| Line::of(l).map(|l| l.seq)).unwrap_or(0);
     (summary, last)
 }
 
-/// The records of a journal, in order, and what they say: the records read
-/// as [`read_records`] reads them, the summary beside them on a thread of
-/// its own (it parses only the events it folds).
+/// The records of a journal, in order, and what they say.
 fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Arc<Summary>) {
-    std::thread::scope(|scope| {
-        let summary = scope.spawn(|| summarize_journal(path).0);
-        let records = read_records(path);
-        let summary = summary
-            .join()
-            .unwrap_or_else(|p| std::panic::resume_unwind(p));
-        (records, Arc::new(summary))
-    })
+    let mut summary = Summary::default();
+    let mut records = Vec::new();
+    journal::each_line(path, |line| {
+        if let Some((entry, head)) = Entry::parse(line) {
+            if let Some(head) = &head {
+                summary.add(head);
+            }
+            records.push(Arc::new(entry));
+        }
+    });
+    (records, Arc::new(summary))
 }
 
-/// The records of a journal, in order, read on every core: what a finished
-/// run's first event stream or story view waits for (its summary is known
-/// already, from [`summarize_journal`]).
+/// The records of a journal, in order: what a finished run's first event
+/// stream or story view waits for (its summary is known already, from
+/// [`summarize_journal`]).
 fn read_records(path: &std::path::Path) -> Vec<Arc<Entry>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let parts = journal::each_line_split(path, threads, Vec::new, |records, line| {
+    let mut records = Vec::new();
+    journal::each_line(path, |line| {
         if let Some((entry, _)) = Entry::parse(line) {
             records.push(Arc::new(entry));
         }
     });
-    let mut records = Vec::with_capacity(parts.iter().map(Vec::len).sum());
-    parts.into_iter().for_each(|part| records.extend(part));
     records
 }
 
@@ -550,23 +514,6 @@ mod tests {
         assert_eq!(said("q\"uote").max_attempts, Some(2));
         assert!(plain.get("d").is_none());
         assert!(summary.stories(Some("f")).is_some());
-    }
-
-    #[test]
-    fn a_record_read_from_its_opening_is_the_record_read_whole() {
-        let dir = tempfile::tempdir().expect("a temp dir");
-        let p = journal(dir.path());
-        let said = |e: Option<(Entry, Option<Head<'_>>)>| {
-            e.map(|(e, h)| (e.seq, e.event, e.story, e.sse, h.map(|h| format!("{h:?}"))))
-        };
-        let mut lines = 0;
-        journal::each_line(&p, |line| {
-            let whole =
-                Line::of(line).map(|l| Entry::new(l.seq, &l.kind, l.data.get(), (l.t_ms, l.ts)));
-            assert_eq!(said(Entry::parse(line)), said(whole), "{line}");
-            lines += 1;
-        });
-        assert_eq!(lines, 19);
     }
 
     #[test]

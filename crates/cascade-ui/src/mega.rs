@@ -110,7 +110,7 @@ fn stories(
         .into_iter()
         .map(|(id, title)| {
             let s = state.as_ref().and_then(|st| st.story(&id));
-            let said = events.and_then(|e| e.get(&id));
+            let said = events.and_then(|e| e.get(id.as_str()));
             let stands = s.filter(|s| s.status != StoryStatus::Complete);
             json!({
                 "state": story_state(s.map(|s| (s.status, s.error_type)), said.is_some_and(|x| x.skipped), said.is_some_and(|x| x.merging)),

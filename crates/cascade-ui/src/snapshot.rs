@@ -44,69 +44,9 @@ pub(crate) struct Input<'a> {
 
 /// Milliseconds since the Unix epoch of an RFC 3339 time.
 pub(crate) fn unix_ms(t: &str) -> Option<i64> {
-    utc_millis(t).or_else(|| {
-        chrono::DateTime::parse_from_rfc3339(t)
-            .ok()
-            .map(|d| d.timestamp_millis())
-    })
-}
-
-/// [`unix_ms`] of the form the state is written in
-/// (`2026-01-01T00:00:00.000Z`), without a general parser: a snapshot reads
-/// three times per attempt. `None` for anything else, valid or not.
-fn utc_millis(t: &str) -> Option<i64> {
-    let b = t.as_bytes();
-    if b.len() != 24 || b[23] != b'Z' {
-        return None;
-    }
-    let num = |from: usize, to: usize| -> Option<i64> {
-        b[from..to].iter().try_fold(0i64, |n, &c| {
-            c.is_ascii_digit().then(|| n * 10 + i64::from(c - b'0'))
-        })
-    };
-    let seps = [
-        (4, b'-'),
-        (7, b'-'),
-        (10, b'T'),
-        (13, b':'),
-        (16, b':'),
-        (19, b'.'),
-    ];
-    if seps.iter().any(|&(i, c)| b[i] != c) {
-        return None;
-    }
-    let (y, m, d) = (num(0, 4)?, num(5, 7)?, num(8, 10)?);
-    let (h, min, sec, ms) = (num(11, 13)?, num(14, 16)?, num(17, 19)?, num(20, 23)?);
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let month_days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&m) || d < 1 || d > month_days[(m - 1) as usize] {
-        return None;
-    }
-    if h > 23 || min > 59 || sec > 59 {
-        return None;
-    }
-    // Days from the civil date (Howard Hinnant's `days_from_civil`).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(((days * 24 + h) * 60 + min) * 60_000 + sec * 1000 + ms)
+    chrono::DateTime::parse_from_rfc3339(t)
+        .ok()
+        .map(|d| d.timestamp_millis())
 }
 
 /// The state the page colours a story by, from its record's status and
@@ -449,9 +389,6 @@ pub(crate) struct Head<'a> {
     pub action: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     pub run_id: Option<Cow<'a, str>>,
-    /// `run_started`: how many stories the run has.
-    #[serde(default)]
-    total: Option<u64>,
     /// `integration_*`: the stories gated together.
     #[serde(default)]
     members: Vec<String>,
@@ -465,56 +402,8 @@ pub(crate) struct Head<'a> {
 /// engine events without a feature) and story.
 pub(crate) type SeenStories = std::collections::HashMap<Option<String>, SeenMap>;
 
-/// What the records say of the stories of one run (or feature): each
-/// story's [`Seen`], kept in the order first heard of and found through a
-/// table of positions. At 100,000 stories a table of the `Seen`s themselves
-/// (80 bytes a slot, 10 MB made at once) was written at random, a story at
-/// a time, by the reading a dashboard just started waits for; the table of
-/// positions is a third of that, and the `Seen`s are appended in order.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SeenMap {
-    at: std::collections::HashMap<Box<str>, usize>,
-    seen: Vec<Seen>,
-}
-
-impl SeenMap {
-    /// What the records say of story `id`, if anything.
-    pub fn get(&self, id: &str) -> Option<&Seen> {
-        self.at.get(id).and_then(|&i| self.seen.get(i))
-    }
-
-    /// Story `id`'s entry, made (empty) when it has none.
-    fn entry(&mut self, id: &str) -> &mut Seen {
-        // Looked up before inserting: no allocation per record of a story
-        // already seen.
-        let i = match self.at.get(id) {
-            Some(&i) => i,
-            None => {
-                let i = self.seen.len();
-                self.at.insert(id.into(), i);
-                self.seen.push(Seen::default());
-                i
-            }
-        };
-        &mut self.seen[i]
-    }
-
-    fn reserve(&mut self, room: usize) {
-        self.at.reserve(room);
-        self.seen.reserve(room);
-    }
-}
-
-/// The same stories said the same of, in whatever order they were heard of.
-impl PartialEq for SeenMap {
-    fn eq(&self, other: &SeenMap) -> bool {
-        self.at.len() == other.at.len()
-            && self
-                .at
-                .iter()
-                .all(|(id, &i)| self.seen.get(i) == other.get(id))
-    }
-}
+/// What the records say of the stories of one run (or feature), by id.
+pub(crate) type SeenMap = std::collections::HashMap<Box<str>, Seen>;
 
 /// What [`Summary::add`] does with an event, by its name.
 enum Fold {
@@ -540,10 +429,6 @@ impl Fold {
     }
 }
 
-/// The most stories [`Summary::add`] makes room for ahead (a `total` is
-/// only a hint, and the room costs memory).
-const MAX_ROOM: u64 = 1 << 20;
-
 /// What the run's event records say, feature by feature and story by
 /// story, folded in as they arrive.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -565,16 +450,6 @@ impl Summary {
                 failed_gates: &head.failed_gates,
             });
         }
-        if head.event.as_deref() == Some("run_started") {
-            // Room for the stories the run will speak of, made once
-            // rather than grown as they come (a plain run's only: a mega
-            // run counts features).
-            if let (Some(total), None) = (head.total, head.feature.as_deref()) {
-                let room = usize::try_from(total.min(MAX_ROOM)).unwrap_or(0);
-                self.stories.entry(None).or_default().reserve(room);
-            }
-            return;
-        }
         let (Some(story), Some(fold)) = (
             head.story.as_deref(),
             head.event.as_deref().and_then(Fold::of),
@@ -582,19 +457,17 @@ impl Summary {
             return;
         };
         // A gate result not from the cache says nothing (a story seen with
-        // nothing said reads as one not seen): no entry is made for it, so
-        // a reader may skip such a record unread (see [`Summary::skips`]).
+        // nothing said reads as one not seen): no entry is made for it.
         if matches!(fold, Fold::Gate) && head.cached != Some(true) {
             return;
         }
-        // Looked up before inserting: no allocation per record of a
-        // story already seen (a plain run's key, `None`, costs none).
-        let key = head.feature.as_deref().map(str::to_string);
-        let feature = match self.stories.get_mut(&key) {
-            Some(f) => f,
-            None => self.stories.entry(key).or_default(),
-        };
-        let e = feature.entry(story);
+        let feature = head.feature.as_deref().map(str::to_string);
+        let e = self
+            .stories
+            .entry(feature)
+            .or_default()
+            .entry(story.into())
+            .or_default();
         match fold {
             Fold::Started => {
                 e.max_attempts = head.max_attempts;
@@ -616,36 +489,6 @@ impl Summary {
             Fold::Merging => e.merging = true,
             Fold::NotMerging => e.merging = false,
         }
-    }
-
-    /// Whether [`Summary::add`] takes anything from an event named `event`
-    /// now (the others leave the summary as it was: a reader may skip them
-    /// unread).
-    pub fn folds(&self, event: &str) -> bool {
-        Fold::of(event).is_some() || event == "run_started" || self.train.folds(event)
-    }
-
-    /// Whether [`Summary::add`] surely takes nothing from the event record
-    /// named `event` whose data is `data` (JSON text), known without
-    /// parsing it: a `gate_finished` with no `"cached"` member set to
-    /// `true` in it. `false`: parse it to know. Only text without escapes
-    /// is judged (an escaped member name may spell `cached`); a `"cached"`
-    /// that is not a member name only makes the record parsed.
-    pub fn skips(event: &str, data: &str) -> bool {
-        if event != "gate_finished" || data.contains('\\') {
-            return false;
-        }
-        fn ws(t: &str) -> &str {
-            t.trim_start_matches([' ', '\t', '\n', '\r'])
-        }
-        let set = |rest: &str| {
-            ws(rest)
-                .strip_prefix(':')
-                .is_some_and(|v| ws(v).starts_with("true"))
-        };
-        !data
-            .match_indices("\"cached\"")
-            .any(|(at, m)| set(&data[at + m.len()..]))
     }
 
     /// What the records say about the stories of `feature` (`None`: a
@@ -848,7 +691,7 @@ fn timeline<'a>(
         // (none when the run has none: no story is looked up).
         let hits = input.summary.cache_hits > 0
             && seen
-                .and_then(|m| m.get(&s.id))
+                .and_then(|m| m.get(s.id.as_str()))
                 .is_some_and(|x| x.cache_hits > 0);
         for a in &s.attempts {
             let Some(start) = rel(unix_ms(&a.started_at)) else {
@@ -1039,115 +882,6 @@ mod tests {
 
     fn graph(deps: &[&[usize]]) -> Graph {
         Graph::from_lists(deps.iter().map(|d| d.iter().copied()))
-    }
-
-    #[test]
-    fn the_fast_time_reader_agrees_with_chrono() {
-        let chrono_ms = |t: &str| {
-            chrono::DateTime::parse_from_rfc3339(t)
-                .ok()
-                .map(|d| d.timestamp_millis())
-        };
-        let mut times: Vec<String> = vec![
-            "1970-01-01T00:00:00.000Z".into(),
-            "2000-02-29T23:59:59.999Z".into(),
-            "2100-02-29T00:00:00.000Z".into(),
-            "2026-13-01T00:00:00.000Z".into(),
-            "2026-04-31T00:00:00.000Z".into(),
-            "2026-01-01T24:00:00.000Z".into(),
-            "2026-01-01T00:00:60.000Z".into(),
-            "2026-01-01T00:00:00.000+01:00".into(),
-            "2026-01-01T00:00:00Z".into(),
-            "2026-01-01 00:00:00.000Z".into(),
-            "2026-01-01T00:00:0x.000Z".into(),
-            "garbage".into(),
-        ];
-        let mut t = chrono::DateTime::parse_from_rfc3339("1969-12-30T00:00:00.000Z").unwrap();
-        for _ in 0..3000 {
-            times.push(
-                t.with_timezone(&chrono::Utc)
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            );
-            t += chrono::Duration::milliseconds(86_400_000 * 47 + 3_723_456);
-        }
-        for t in &times {
-            assert_eq!(unix_ms(t), chrono_ms(t), "{t}");
-        }
-        assert!(utc_millis(&times[20]).is_some(), "the fast path is taken");
-    }
-
-    #[test]
-    fn a_gate_record_is_skipped_unread_only_when_it_surely_says_nothing() {
-        let cases = [
-            (
-                r#"{"event":"gate_finished","story":"a","passed":true,"cached":false}"#,
-                true,
-            ),
-            (
-                r#"{"event":"gate_finished","story":"a","gate":"cached"}"#,
-                true,
-            ),
-            (r#"{"event":"gate_finished","story":"a"}"#, true),
-            (
-                r#"{"event":"gate_finished","story":"a","cached":true}"#,
-                false,
-            ),
-            (
-                r#"{"event":"gate_finished","story":"a","cached" :	true }"#,
-                false,
-            ),
-            (
-                r#"{"event":"gate_finished","story":"a","cach\u0065d":true}"#,
-                false,
-            ),
-            (
-                r#"{"event":"gate_finished","story":"a\"","cached":false}"#,
-                false,
-            ),
-            (
-                r#"{"event":"story_started","story":"a","cached":false}"#,
-                false,
-            ),
-        ];
-        for (data, skipped) in cases {
-            let event = if data.contains("story_started") {
-                "story_started"
-            } else {
-                "gate_finished"
-            };
-            assert_eq!(Summary::skips(event, data), skipped, "{data}");
-            // What is skipped adds nothing when it is read.
-            if skipped {
-                let mut summary = Summary::default();
-                summary.add(&serde_json::from_str(data).expect("a head"));
-                assert_eq!(summary, Summary::default(), "{data}");
-            }
-        }
-    }
-
-    #[test]
-    fn what_is_said_of_a_story_is_found_by_its_id_in_any_order_heard() {
-        let mut a = SeenMap::default();
-        let mut b = SeenMap::default();
-        a.reserve(4);
-        for id in ["x", "y", "é\"", ""] {
-            a.entry(id).cache_hits += 1;
-        }
-        a.entry("y").skipped = true;
-        for id in ["", "é\"", "y", "x"] {
-            b.entry(id).cache_hits += 1;
-        }
-        assert_ne!(a, b);
-        b.entry("y").skipped = true;
-        assert_eq!(a, b);
-        assert_eq!(
-            a.get("y").map(|s| (s.cache_hits, s.skipped)),
-            Some((1, true))
-        );
-        assert_eq!(a.get("é\"").map(|s| s.cache_hits), Some(1));
-        assert!(a.get("z").is_none());
-        b.entry("z");
-        assert_ne!(a, b);
     }
 
     #[test]
