@@ -39,8 +39,8 @@ pub(crate) struct Ctx {
     /// changes and events go to it through `state` (see the `owner` module).
     pub state_path: PathBuf,
     pub state: StateTx,
-    /// Group commit of `prd` (see the `persist` module).
-    pub prd_writer: crate::persist::GroupWriter,
+    /// Writes `prd` behind the run (see the `persist` module).
+    pub prd_writer: crate::persist::BehindWriter,
     /// The serial merge queue: one merge (or group) into the target branch at a time.
     pub merge_queue: crate::merge_queue::MergeQueue,
     /// Idle story worktrees, reused from story to story.
@@ -159,13 +159,6 @@ impl Ctx {
         }
     }
 
-    /// Writes what changes wait for a periodic flush (prd.json).
-    pub fn flush_due(&self) {
-        if self.prd_writer.due() {
-            self.flush_prd();
-        }
-    }
-
     /// Changes a story's record in memory only; it reaches the disk with the
     /// next transition (for details such as log paths and gate results that
     /// always precede one).
@@ -182,9 +175,10 @@ impl Ctx {
         self.state.send(Change::AmendRun(Box::new(f)));
     }
 
-    /// Writes every prd.json change not written yet (the end of the run).
+    /// Writes the prd.json changes not written yet (the flusher, and the
+    /// end of the run).
     pub fn flush_prd(&self) {
-        if let Err(e) = self.prd_writer.flush(|| self.write_prd()) {
+        if let Err(e) = self.prd_writer.write(|| self.write_prd()) {
             self.prd_write_failed(&e);
         }
     }
@@ -216,26 +210,16 @@ impl Ctx {
         }
     }
 
-    /// Sets a story's status in prd.json and saves it (atomic; fields kept;
-    /// nothing is written when the status does not change; the lock is not
-    /// held while writing). The caller does not wait when a write is in
-    /// progress (that write's thread writes again before it stops; the run
-    /// ends with [`Ctx::flush_prd`]): prd.json is not what resume trusts for
-    /// merged stories (git is), and it is only ever written behind the facts.
+    /// Sets a story's status in prd.json; the file follows with the next
+    /// flush (atomic; fields kept; nothing changes when the status does
+    /// not). prd.json is not what resume trusts for merged stories (git
+    /// is), and it is only ever written behind the facts.
     pub fn set_prd_status(&self, id: &str, status: Status) {
-        let ticket = match self.prd.lock() {
-            Ok(mut prd) => match prd.story_mut(id) {
-                Some(s) if s.status != status => {
-                    s.set_status(status);
-                    self.prd_writer.changed()
-                }
-                _ => return,
-            },
-            Err(_) => return,
-        };
-        let result = self.prd_writer.persist(ticket, false, || self.write_prd());
-        if let Err(e) = result {
-            self.prd_write_failed(&e);
+        if let Ok(mut prd) = self.prd.lock() {
+            if let Some(s) = prd.story_mut(id).filter(|s| s.status != status) {
+                s.set_status(status);
+                self.prd_writer.changed();
+            }
         }
     }
 }

@@ -122,7 +122,7 @@ impl Engine {
             prd: std::sync::Mutex::new(p.prd),
             state_path: parts.state_path,
             state,
-            prd_writer: crate::persist::GroupWriter::default(),
+            prd_writer: crate::persist::BehindWriter::default(),
             merge_queue: Default::default(),
             prompt: inputs.prompt,
             checks: inputs.checks,

@@ -73,11 +73,6 @@ impl Network {
             Err(_) => Network::Own,
         }
     }
-
-    /// Whether the child is off the host's network.
-    pub fn is_own(&self) -> bool {
-        !matches!(self, Network::Host)
-    }
 }
 
 #[cfg(target_os = "linux")]

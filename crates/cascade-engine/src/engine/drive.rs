@@ -313,18 +313,14 @@ async fn next_batch(run: &mut Recovered, l: &Loop, options: &RunOptions) -> bool
     go_on
 }
 
-/// Changes not waited for reach the disk within a fraction of a second.
+/// prd.json follows the run's changes (see the `persist` module).
 fn flusher(ctx: &Arc<Ctx>) -> AbortOnDrop {
     let c = Arc::clone(ctx);
     AbortOnDrop(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_millis(50));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         loop {
-            tick.tick().await;
-            if c.prd_writer.due() {
-                let c = Arc::clone(&c);
-                let _ = tokio::task::spawn_blocking(move || c.flush_due()).await;
-            }
+            tokio::time::sleep(c.prd_writer.pause()).await;
+            let c = Arc::clone(&c);
+            let _ = tokio::task::spawn_blocking(move || c.flush_prd()).await;
         }
     }))
 }
