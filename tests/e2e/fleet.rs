@@ -1651,6 +1651,81 @@ mod matrix {
         let (green, text) = crate::integration::main_is_green(f.repo(), f.tools.path());
         assert!(green, "main's gate fails after the run: {text}");
     }
+
+    /// A fleet story whose merge conflicts with a story still on the merge
+    /// train retries once that story has merged, not at once: clash1's
+    /// merge is gated (x merged first) and held until clash2's own gate has
+    /// run and six seconds more; clash2 boards on top of it and conflicts
+    /// in shared.txt. Its worktree is on the worker, so what it is against
+    /// is known from the branches here. Retried at once, from a tip without
+    /// clash1, it would conflict again and fail for good.
+    #[test]
+    fn a_fleet_story_conflicting_with_one_on_the_train_retries_after_it_merged() {
+        if !crate::integration::python3() {
+            return;
+        }
+        let Some(mut f) = Fleet::new("fleet_clash_wait", json!([])) else {
+            return;
+        };
+        std::fs::remove_file(f.repo().join("prd.json")).expect("fleet PRD");
+        let tools = f.tools.path().to_path_buf();
+        crate::integration::seed(f.repo.path(), &tools, &["x", "clash1", "clash2"]);
+        std::fs::write(f.repo().join("shared.txt"), "base\n").expect("shared.txt");
+        git(f.repo(), &["add", "-A"]);
+        git(f.repo(), &["commit", "-q", "-m", "shared file"]);
+        git(f.repo(), &["push", "-q", "origin", "main"]);
+        for (story, after) in [
+            ("clash1", "main:x.py"),
+            ("clash2", "gated-integration-clash1"),
+        ] {
+            std::fs::write(tools.join(format!("after-{story}")), after).expect("after");
+        }
+        crate::integration::hold(&tools, "integration-clash1", "gated-clash2", 6);
+        f.worker("w1", 3, &[]);
+        f.wait_for_workers(1);
+        let out = f.approve(&["--max-retries", "1", "--parallel", "3"]);
+        assert_eq!(code(&out), 0, "{}{}", explain(&out), f.worker_logs());
+        let evs = events(&out);
+        // clash2 conflicts (and so does the resolving agent's merge, made
+        // against the same train); nobody else does.
+        let conflicts = of_kind(&evs, "merge_conflict");
+        assert!(!conflicts.is_empty(), "{}", explain(&out));
+        assert!(
+            conflicts.iter().all(|c| c["story"] == "clash2"),
+            "{}",
+            explain(&out)
+        );
+        let waits: Vec<&Value> = of_kind(&evs, "notice")
+            .into_iter()
+            .filter(|e| {
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("clash2: its retry waits for clash1"))
+            })
+            .collect();
+        assert_eq!(waits.len(), 1, "{}", explain(&out));
+        // The retry's job starts from a tip that holds clash1.
+        let merged = |id: &str| {
+            evs.iter()
+                .position(|e| e["event"] == "story_merged" && e["story"] == id)
+                .unwrap_or_else(|| panic!("{id} merged\n{}", explain(&out)))
+        };
+        let retry = evs
+            .iter()
+            .position(|e| {
+                e["event"] == "job_published" && e["story"] == "clash2" && e["attempt"] == 2
+            })
+            .unwrap_or_else(|| panic!("clash2 retried\n{}", explain(&out)));
+        assert!(merged("clash1") < retry, "{}", explain(&out));
+        assert!(merged("clash2") > retry);
+        let shared = git(f.repo(), &["show", "main:shared.txt"]);
+        assert_eq!(
+            shared,
+            "base\nline from clash1\nline from clash2\n",
+            "{}",
+            explain(&out)
+        );
+    }
 }
 
 /// Measurements (ignored: run by hand, see docs/fleet.md; they print, they

@@ -103,7 +103,9 @@ exit $rc"#
 /// The agent. `rename` renames f to g and updates main.py. `caller2` waits
 /// until the rename is on main, then calls whichever of g/f its tree's
 /// lib.py defines (so a retry from the new tip fixes itself), or always f
-/// when the `stubborn` marker exists (an agent that cannot fix it). Any
+/// when the `stubborn` marker exists (an agent that cannot fix it). A
+/// `clash*` story appends a line naming it to `shared.txt` (two of them from
+/// one base conflict; one from a tip holding the other merges). Any
 /// other story writes `<id>.py`, which fits with everything. A story waits
 /// first for what `after-<id>` names: `main:<file>` (a file on main) or a
 /// marker in the tools directory.
@@ -147,6 +149,8 @@ caller2)
 def run():
     return lib.%s()
 ' "$fn" > caller2.py ;;
+clash*)
+  echo "line from $id" >> shared.txt ;;
 *)
   printf 'def run():
     return 1

@@ -8,10 +8,14 @@
 //! until every story it is against has ended (merged or failed): it then
 //! starts from a tip that holds their work. The wait is not an attempt.
 //!
-//! A story is against a running one when the files it touches (in its
-//! worktree, since it left the target branch: a conflict's files are among
-//! them) meet the files the running one declares (`files` in prd.json) or
-//! touches in its worktree so far. A story that waits is never waited
+//! A story is against a running one when the files it touches (the files
+//! its merges conflicted in, its branch's commits and its worktree, since
+//! it left the target branch) meet the files the running one declares
+//! (`files` in prd.json), has committed on its branch, or touches in its
+//! worktree so far. The branches count for a fleet run, where worktrees
+//! are on the workers: a story's commits are here once its result is, and
+//! a story being merged (on the merge train) is the one a conflict is
+//! most often against. A story that waits is never waited
 //! for, so two stories cannot wait for each other: the later of the two
 //! retries on the timer. A waiting story lends its slot of parallelism
 //! to the next story meanwhile (the run's loop gives it one back first).
@@ -69,25 +73,42 @@ pub(crate) async fn against<'a>(
         return None;
     }
     let me = id.to_string();
-    let running = ctx
+    let (mine, running) = ctx
         .state
         .read(move |st| {
-            st.stories
+            let work = |s: &crate::state::StoryState| Work {
+                worktree: s.worktree.clone().map(PathBuf::from),
+                branch: s.branch.clone(),
+            };
+            let mine = st
+                .stories
+                .iter()
+                .find(|s| s.id == me)
+                .map(|s| (work(s), s.conflicted_files.clone()));
+            let running = st
+                .stories
                 .iter()
                 .filter(|s| s.status == StoryStatus::Running && s.id != me)
-                .map(|s| (s.id.clone(), s.worktree.clone().map(PathBuf::from)))
-                .collect::<Vec<_>>()
+                .map(|s| (s.id.clone(), work(s)))
+                .collect::<Vec<_>>();
+            (mine, running)
         })
         .await?;
     if running.is_empty() {
         return None;
     }
-    let files = touched(ctx, own?).await;
+    let (my_work, conflicted) = mine.unwrap_or_default();
+    let mut files: BTreeSet<String> = conflicted.into_iter().collect();
+    files.extend(my_work.branch_touches(ctx).await);
+    if let Some(own) = own {
+        files.extend(touched(ctx, own).await);
+    }
     let mut stories = Vec::new();
     let mut shared = BTreeSet::new();
-    for (other, worktree) in running {
+    for (other, work) in running {
         let mut theirs = declared(ctx, &other);
-        if let Some(w) = worktree {
+        theirs.extend(work.branch_touches(ctx).await);
+        if let Some(w) = work.worktree.filter(|w| w.is_dir()) {
             theirs.extend(touched(ctx, w).await);
         }
         let common: Vec<&String> = files.intersection(&theirs).collect();
@@ -124,6 +145,32 @@ pub(crate) async fn wait_for(ctx: &Ctx, id: &str, against: &Against<'_>) {
         resume,
     }));
     let _ = resumed.await;
+}
+
+/// Where a story's work is: its worktree, when it is here, and its branch.
+#[derive(Debug, Default)]
+struct Work {
+    worktree: Option<PathBuf>,
+    branch: Option<String>,
+}
+
+impl Work {
+    /// The files the branch's commits touch since it left the target (none
+    /// before it has commits here: a fleet story's arrive with its result).
+    async fn branch_touches(&self, ctx: &Ctx) -> BTreeSet<String> {
+        let Some(branch) = self.branch.clone() else {
+            return BTreeSet::new();
+        };
+        let (repo, target) = (ctx.paths.main_root.clone(), ctx.target_branch.clone());
+        tokio::task::spawn_blocking(move || {
+            cascade_git::status::branch_touches(&repo, &branch, &target)
+        })
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .map(|v| v.into_iter().collect())
+        .unwrap_or_default()
+    }
 }
 
 /// The files `story` declares in prd.json.

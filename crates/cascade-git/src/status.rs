@@ -228,6 +228,48 @@ pub fn touched_since(workdir: &Path, branch: &str) -> Result<Vec<String>, GitErr
     differing(&repo, base, true)
 }
 
+/// Files the commits of `branch` touch since it left `target` (from their
+/// merge base to the branch's tip), repository-relative and sorted: what a
+/// story's work changes when its worktree is not here to look at (a fleet
+/// worker's), once its commits are fetched.
+pub fn branch_touches(repo: &Path, branch: &str, target: &str) -> Result<Vec<String>, GitError> {
+    let repo = Repository::open(repo).map_err(GitError::git("open repository"))?;
+    let commit = |name: &str| {
+        repo.revparse_single(&format!("refs/heads/{name}"))
+            .and_then(|o| o.peel_to_commit())
+            .map_err(GitError::git(format!("resolve branch '{name}'")))
+    };
+    let (tip, onto) = (commit(branch)?, commit(target)?);
+    let base = repo
+        .merge_base(tip.id(), onto.id())
+        .and_then(|b| repo.find_commit(b))
+        .map_err(GitError::git(format!(
+            "merge base of '{branch}' and '{target}'"
+        )))?;
+    let (from, to) = (
+        base.tree().map_err(GitError::git("read the base's tree"))?,
+        tip.tree()
+            .map_err(GitError::git("read the branch's tree"))?,
+    );
+    let diff = repo
+        .diff_tree_to_tree(Some(&from), Some(&to), None)
+        .map_err(GitError::git("diff the branch against its base"))?;
+    let mut out: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| {
+            let file = match d.status() {
+                git2::Delta::Deleted => d.old_file(),
+                _ => d.new_file(),
+            };
+            file.path().map(|p| p.to_string_lossy().into_owned())
+        })
+        .filter(|p| !is_cascade_path(p.as_bytes()))
+        .collect();
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
 /// Paths that differ between the tree of `base` and the working tree.
 fn differing(repo: &Repository, base: git2::Oid, deleted: bool) -> Result<Vec<String>, GitError> {
     let tree = repo
@@ -307,5 +349,16 @@ mod tests {
             ["README.md", "committed.txt", "gone.txt", "new.txt"]
         );
         assert!(touched_since(root, "no-such-branch").is_err());
+        // The branch alone: its commits, not the worktree's changes nor
+        // what main did meanwhile.
+        git(root, &["add", "-A"]);
+        git(root, &["commit", "-qm", "more story work"]);
+        git(root, &["checkout", "-q", "main"]);
+        assert_eq!(
+            branch_touches(root, "story", "main").unwrap(),
+            ["README.md", "committed.txt", "gone.txt", "new.txt"]
+        );
+        assert!(branch_touches(root, "main", "main").unwrap().is_empty());
+        assert!(branch_touches(root, "no-such-branch", "main").is_err());
     }
 }
