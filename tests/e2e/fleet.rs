@@ -1440,6 +1440,8 @@ mod matrix {
     //! assertions as the local modes; and a mega-plan whose features repeat
     //! story ids, all merged through the workers.
 
+    use std::path::Path;
+
     use serde_json::{json, Value};
 
     use super::real::{story, Fleet};
@@ -1605,6 +1607,22 @@ mod matrix {
         assert_eq!(f.remote_refs(), "", "{}", explain(&out));
     }
 
+    /// A fleet whose repository holds the integration fixture's `stories`
+    /// (`crate::integration::seed`) and whatever `more` commits, pushed;
+    /// `None`, saying why, without python3 or nats-server.
+    fn integration_fleet(name: &str, stories: &[&str], more: impl FnOnce(&Path)) -> Option<Fleet> {
+        if !crate::integration::python3() {
+            return None;
+        }
+        let f = Fleet::new(name, json!([]))?;
+        // The fleet's own PRD makes way for the fixture's (untracked, as there).
+        std::fs::remove_file(f.repo().join("prd.json")).expect("fleet PRD");
+        crate::integration::seed(f.repo.path(), f.tools.path(), stories);
+        more(f.repo());
+        git(f.repo(), &["push", "-q", "origin", "main"]);
+        Some(f)
+    }
+
     /// Integration gating in the fleet's merge queue: issue 46's pair
     /// (rename lib.f, add a caller of lib.f) done by a worker from the same
     /// base; the rename merges first, the caller's merge is gated as merged
@@ -1612,16 +1630,10 @@ mod matrix {
     /// its retry (a new job from the new tip) fits; main stays green.
     #[test]
     fn a_semantic_break_between_fleet_stories_is_caught_and_retried_from_the_new_tip() {
-        if !crate::integration::python3() {
-            return;
-        }
-        let Some(mut f) = Fleet::new("fleet_integration", json!([])) else {
+        let Some(mut f) = integration_fleet("fleet_integration", &["rename", "caller2"], |_| {})
+        else {
             return;
         };
-        // The fleet's own PRD makes way for the pair's (untracked, as there).
-        std::fs::remove_file(f.repo().join("prd.json")).expect("fleet PRD");
-        crate::integration::seed(f.repo.path(), f.tools.path(), &["rename", "caller2"]);
-        git(f.repo(), &["push", "-q", "origin", "main"]);
         f.worker("w1", 2, &[]);
         f.wait_for_workers(1);
         let out = f.approve(&["--max-retries", "1", "--parallel", "2"]);
@@ -1661,19 +1673,15 @@ mod matrix {
     /// clash1, it would conflict again and fail for good.
     #[test]
     fn a_fleet_story_conflicting_with_one_on_the_train_retries_after_it_merged() {
-        if !crate::integration::python3() {
-            return;
-        }
-        let Some(mut f) = Fleet::new("fleet_clash_wait", json!([])) else {
+        let stories = ["x", "clash1", "clash2"];
+        let Some(mut f) = integration_fleet("fleet_clash_wait", &stories, |repo| {
+            std::fs::write(repo.join("shared.txt"), "base\n").expect("shared.txt");
+            git(repo, &["add", "-A"]);
+            git(repo, &["commit", "-q", "-m", "shared file"]);
+        }) else {
             return;
         };
-        std::fs::remove_file(f.repo().join("prd.json")).expect("fleet PRD");
         let tools = f.tools.path().to_path_buf();
-        crate::integration::seed(f.repo.path(), &tools, &["x", "clash1", "clash2"]);
-        std::fs::write(f.repo().join("shared.txt"), "base\n").expect("shared.txt");
-        git(f.repo(), &["add", "-A"]);
-        git(f.repo(), &["commit", "-q", "-m", "shared file"]);
-        git(f.repo(), &["push", "-q", "origin", "main"]);
         for (story, after) in [
             ("clash1", "main:x.py"),
             ("clash2", "gated-integration-clash1"),

@@ -254,35 +254,12 @@ pub fn branch_touches(repo: &Path, branch: &str, target: &str) -> Result<Vec<Str
     let diff = repo
         .diff_tree_to_tree(Some(&from), Some(&to), None)
         .map_err(GitError::git("diff the branch against its base"))?;
-    let mut out: Vec<String> = diff
-        .deltas()
-        .filter_map(|d| {
-            let file = match d.status() {
-                git2::Delta::Deleted => d.old_file(),
-                _ => d.new_file(),
-            };
-            file.path().map(|p| p.to_string_lossy().into_owned())
-        })
-        .filter(|p| !is_cascade_path(p.as_bytes()))
-        .collect();
-    out.sort();
-    out.dedup();
-    Ok(out)
+    Ok(paths(&diff, true))
 }
 
-/// Paths that differ between the tree of `base` and the working tree.
-fn differing(repo: &Repository, base: git2::Oid, deleted: bool) -> Result<Vec<String>, GitError> {
-    let tree = repo
-        .find_object(base, None)
-        .and_then(|o| o.peel_to_tree())
-        .map_err(GitError::git(format!("read tree of '{base}'")))?;
-    let mut opts = git2::DiffOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_typechange(true);
-    let diff = repo
-        .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
-        .map_err(GitError::git("diff against base"))?;
+/// The paths a diff names (a deleted file's old path; deletions only when
+/// `deleted`), repository-relative, sorted, without cascade's own.
+fn paths(diff: &git2::Diff<'_>, deleted: bool) -> Vec<String> {
     let mut out: Vec<String> = diff
         .deltas()
         .filter(|d| deleted || d.status() != git2::Delta::Deleted)
@@ -298,7 +275,23 @@ fn differing(repo: &Repository, base: git2::Oid, deleted: bool) -> Result<Vec<St
         .collect();
     out.sort();
     out.dedup();
-    Ok(out)
+    out
+}
+
+/// Paths that differ between the tree of `base` and the working tree.
+fn differing(repo: &Repository, base: git2::Oid, deleted: bool) -> Result<Vec<String>, GitError> {
+    let tree = repo
+        .find_object(base, None)
+        .and_then(|o| o.peel_to_tree())
+        .map_err(GitError::git(format!("read tree of '{base}'")))?;
+    let mut opts = git2::DiffOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_typechange(true);
+    let diff = repo
+        .diff_tree_to_workdir_with_index(Some(&tree), Some(&mut opts))
+        .map_err(GitError::git("diff against base"))?;
+    Ok(paths(&diff, deleted))
 }
 
 #[cfg(test)]
