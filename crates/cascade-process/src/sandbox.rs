@@ -242,17 +242,10 @@ pub fn ports_enforced() -> bool {
 }
 
 /// Whether this kernel lets an unprivileged process make a user and a
-/// network namespace (asked once per process, by a forked child that tries).
+/// network namespace (asked once per process, by making a [`SharedNetwork`]).
 pub fn own_network_available() -> bool {
-    #[cfg(target_os = "linux")]
-    {
-        static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *AVAILABLE.get_or_init(netns::available)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        false
-    }
+    static AVAILABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVAILABLE.get_or_init(|| SharedNetwork::new().is_ok())
 }
 
 /// A ruleset built in the parent, applied in the child by [`Prepared::apply`].

@@ -253,23 +253,3 @@ unsafe fn loopback_up() {
     }
     libc::close(fd);
 }
-
-/// Forks a child that tries the unshare and exits with the answer.
-pub(super) fn available() -> bool {
-    // SAFETY: the child makes only async-signal-safe syscalls and
-    // `_exit`s; the parent waits for that one pid.
-    unsafe {
-        let pid = libc::fork();
-        if pid == 0 {
-            let ok = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0;
-            libc::_exit(if ok { 0 } else { 1 });
-        }
-        if pid < 0 {
-            return false;
-        }
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0) == pid
-            && libc::WIFEXITED(status)
-            && libc::WEXITSTATUS(status) == 0
-    }
-}
