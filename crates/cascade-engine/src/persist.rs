@@ -8,7 +8,7 @@
 //! Writes take turns, and a write covers every change marked before it
 //! began: the last write of the run holds the last status.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -19,8 +19,11 @@ pub const PERIOD: Duration = Duration::from_millis(100);
 #[derive(Debug, Default)]
 pub struct BehindWriter {
     changed: AtomicBool,
-    /// Held while writing; how long the last write took.
-    turn: Mutex<Duration>,
+    /// Held while writing.
+    turn: Mutex<()>,
+    /// How long the last write took, in microseconds (read by the flusher
+    /// without waiting for a write in progress).
+    last_micros: AtomicU64,
 }
 
 impl BehindWriter {
@@ -29,11 +32,16 @@ impl BehindWriter {
         self.changed.store(true, Ordering::SeqCst);
     }
 
+    /// Whether a change is marked that no write has begun to cover.
+    pub fn pending(&self) -> bool {
+        self.changed.load(Ordering::SeqCst)
+    }
+
     /// Writes with `write` when a change was marked since the last write
     /// began, after any write in progress has finished. A failed write is
     /// not tried again until the next change.
     pub fn write<E>(&self, write: impl FnOnce() -> Result<(), E>) -> Result<(), E> {
-        let mut last = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
+        let _turn = self.turn.lock().unwrap_or_else(PoisonError::into_inner);
         // Taken inside the turn: a change marked after this is in a write
         // that begins later.
         if !self.changed.swap(false, Ordering::SeqCst) {
@@ -41,14 +49,15 @@ impl BehindWriter {
         }
         let started = Instant::now();
         let result = write();
-        *last = started.elapsed();
+        let took = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.last_micros.store(took, Ordering::SeqCst);
         result
     }
 
     /// How long the flusher waits before it looks again.
     pub fn pause(&self) -> Duration {
-        let last = *self.turn.lock().unwrap_or_else(PoisonError::into_inner);
-        PERIOD.max(last * 10)
+        let last = Duration::from_micros(self.last_micros.load(Ordering::SeqCst));
+        PERIOD.max(last.saturating_mul(10))
     }
 }
 
@@ -67,9 +76,12 @@ mod tests {
         };
         w.write(write).unwrap();
         assert_eq!(writes.load(Ordering::SeqCst), 0, "nothing changed");
+        assert!(!w.pending());
         w.changed();
         w.changed();
+        assert!(w.pending());
         w.write(write).unwrap();
+        assert!(!w.pending());
         w.write(write).unwrap();
         assert_eq!(writes.load(Ordering::SeqCst), 1, "one write for both");
     }

@@ -319,8 +319,10 @@ fn flusher(ctx: &Arc<Ctx>) -> AbortOnDrop {
     AbortOnDrop(tokio::spawn(async move {
         loop {
             tokio::time::sleep(c.prd_writer.pause()).await;
-            let c = Arc::clone(&c);
-            let _ = tokio::task::spawn_blocking(move || c.flush_prd()).await;
+            if c.prd_writer.pending() {
+                let c = Arc::clone(&c);
+                let _ = tokio::task::spawn_blocking(move || c.flush_prd()).await;
+            }
         }
     }))
 }
