@@ -9,11 +9,11 @@
 //! starts from a tip that holds their work. The wait is not an attempt.
 //!
 //! A story is against a running one when the files it touches (the files
-//! its merges conflicted in, its branch's commits and its worktree, since
-//! it left the target branch) meet the files the running one declares
-//! (`files` in prd.json), has committed on its branch, or touches in its
-//! worktree so far. The branches count for a fleet run, where worktrees
-//! are on the workers: a story's commits are here once its result is, and
+//! its merges conflicted in, and its work since it left the target
+//! branch: in its worktree, or on its branch when the worktree is not
+//! here) meet the files the running one declares (`files` in prd.json) or
+//! touches so far, read the same way. The branches count for a fleet run,
+//! where worktrees are on the workers: a story's commits are here once its result is, and
 //! a story being merged (on the merge train) is the one a conflict is
 //! most often against. A story that waits is never waited
 //! for, so two stories cannot wait for each other: the later of the two
@@ -97,20 +97,15 @@ pub(crate) async fn against<'a>(
     if running.is_empty() {
         return None;
     }
-    let (my_work, conflicted) = mine.unwrap_or_default();
+    let (mut my_work, conflicted) = mine.unwrap_or_default();
+    my_work.worktree = own.or(my_work.worktree);
     let mut files: BTreeSet<String> = conflicted.into_iter().collect();
-    files.extend(my_work.branch_touches(ctx).await);
-    if let Some(own) = own {
-        files.extend(touched(ctx, own).await);
-    }
+    files.extend(my_work.touches(ctx).await);
     let mut stories = Vec::new();
     let mut shared = BTreeSet::new();
     for (other, work) in running {
         let mut theirs = declared(ctx, &other);
-        theirs.extend(work.branch_touches(ctx).await);
-        if let Some(w) = work.worktree.filter(|w| w.is_dir()) {
-            theirs.extend(touched(ctx, w).await);
-        }
+        theirs.extend(work.touches(ctx).await);
         let common: Vec<&String> = files.intersection(&theirs).collect();
         if !common.is_empty() {
             shared.extend(common.into_iter().cloned());
@@ -155,9 +150,14 @@ struct Work {
 }
 
 impl Work {
-    /// The files the branch's commits touch since it left the target (none
-    /// before it has commits here: a fleet story's arrive with its result).
-    async fn branch_touches(&self, ctx: &Ctx) -> BTreeSet<String> {
+    /// The files the work touches since it left the target: in its
+    /// worktree when that is here (its commits and changes so far), else
+    /// on its branch (none before it has commits here: a fleet story's
+    /// arrive with its result).
+    async fn touches(&self, ctx: &Ctx) -> BTreeSet<String> {
+        if let Some(w) = self.worktree.as_ref().filter(|w| w.is_dir()) {
+            return touched(ctx, w.clone()).await;
+        }
         let Some(branch) = self.branch.clone() else {
             return BTreeSet::new();
         };

@@ -143,19 +143,6 @@ fn read_journal(path: &std::path::Path) -> (Vec<Arc<Entry>>, Arc<Summary>) {
     (records, Arc::new(summary))
 }
 
-/// The records of a journal, in order: what a finished run's first event
-/// stream or story view waits for (its summary is known already, from
-/// [`summarize_journal`]).
-fn read_records(path: &std::path::Path) -> Vec<Arc<Entry>> {
-    let mut records = Vec::new();
-    journal::each_line(path, |line| {
-        if let Some((entry, _)) = Entry::parse(line) {
-            records.push(Arc::new(entry));
-        }
-    });
-    records
-}
-
 #[derive(Default)]
 struct View {
     run_id: Option<String>,
@@ -333,7 +320,7 @@ impl Hub {
         // the look above has them read here.
         if self.tx.receiver_count() > 0 {
             if let Some((p, _)) = v.unread.take() {
-                v.records = read_records(&p);
+                v.records = read_journal(&p).0;
             }
             let _ = self.tx.send(Feed::Source);
             let _ = self.tx.send(Feed::Records(v.records.as_slice().into()));
@@ -355,7 +342,7 @@ impl Hub {
             let Some(path) = lock(&self.view).unread.as_ref().map(|(p, _)| p.clone()) else {
                 continue;
             };
-            let records = read_records(&path);
+            let records = read_journal(&path).0;
             let mut v = lock(&self.view);
             if v.unread.as_ref().is_some_and(|(p, _)| *p == path) {
                 v.unread = None;
@@ -498,7 +485,7 @@ mod tests {
                 summary.add(&head);
             }
         });
-        let records = read_records(&p);
+        let records = read_journal(&p).0;
         let (quick, last) = summarize_journal(&p);
         assert_eq!(quick, summary);
         assert_eq!(*read_journal(&p).1, summary);
